@@ -1,0 +1,16 @@
+// Every runtime setting of troupe, declared once: TROUPE_SETTING(type, name, default, doc).
+// Types are std::string, int64_t, double or bool. A setting is overridden by the environment variable
+// TROUPE_<NAME> (upper case) and then by `--set name=value` on the command line; `troupe config`
+// prints this table. Include this file only with TROUPE_SETTING defined.
+//
+// clang-format off
+TROUPE_SETTING(std::string, log_level, "info", "Level of the per-process log file: trace, debug, info, warn, error or off.")
+TROUPE_SETTING(std::string, console_log_level, "warn", "Level of log lines echoed to stderr: trace, debug, info, warn, error or off.")
+TROUPE_SETTING(std::string, log_dir, "/tmp/troupe/logs", "Directory holding one log file per process, named <process>-<pid>.log.")
+TROUPE_SETTING(std::string, dataset_dir, TROUPE_DEFAULT_DATASET_DIR, "Directory of the Fashion-MNIST IDX files (*-idx?-ubyte.gz); Debian package dataset-fashion-mnist.")
+TROUPE_SETTING(int64_t, cpu_threads, 1, "BLAS threads per CPU worker; 1 keeps workers on one core each.")
+TROUPE_SETTING(int64_t, loss_check_every, 1, "Steps between checks that the training loss is finite (a NaN or infinity stops the job naming the step).")
+TROUPE_SETTING(int64_t, progress_interval_ms, 200, "Milliseconds between redraws of progress bars.")
+TROUPE_SETTING(bool, progress, true, "Draw progress bars on stderr when it is a terminal.")
+TROUPE_SETTING(bool, cuda_graphs, true, "Capture each GPU training step in a CUDA graph when shapes are static.")
+// clang-format on

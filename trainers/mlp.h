@@ -1,0 +1,61 @@
+// A multi-layer perceptron whose parameters live in one contiguous f32 buffer and whose gradients
+// live in another of the same layout, so optimizers run one pass over everything and collectives
+// can all-reduce gradients in buckets without copies.
+//
+// Layout of the flat buffer, layer by layer (l = 0 .. layers-1):
+//   W_l [in_l x out_l] row-major, then b_l [out_l].
+// Forward for a batch X [B x in_0]: H_l = act(H_{l-1} W_l + b_l), act = ReLU except after the last
+// layer, whose output are logits for softmax cross-entropy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace troupe {
+
+struct MlpLayout {
+  std::vector<int> dims;  // {784, 256, 128, 10}: input, hidden..., classes
+  std::vector<size_t> weight_offset, bias_offset;  // per layer, in floats
+  size_t param_count = 0;
+
+  // dims must have >= 2 entries, all > 0; otherwise invalid_argument.
+  static Expected<MlpLayout> make(std::vector<int> dims);
+  int layers() const { return static_cast<int>(dims.size()) - 1; }
+  int in(int l) const { return dims[l]; }
+  int out(int l) const { return dims[l + 1]; }
+  std::string to_string() const;  // "784-256-128-10 (235146 parameters)"
+  // Floating-point operations of one training step per sample: forward, weight gradients and the
+  // input gradients of every layer but the first.
+  double flops_per_sample() const;
+};
+
+// Fills `params` (layout.param_count floats) deterministically from `seed`: weights and biases of a
+// layer uniform in +-1/sqrt(in) (the usual default of dense layers). CPU and GPU trainers share it.
+void mlp_init(const MlpLayout& layout, uint64_t seed, float* params);
+
+// The CPU model: forward/backward of one batch using kernels/cpu, with activations kept in
+// workspace buffers sized for the largest batch seen (no allocation in the steady state).
+class MlpCpu {
+ public:
+  explicit MlpCpu(MlpLayout layout) : layout_(std::move(layout)) {}
+  const MlpLayout& layout() const { return layout_; }
+
+  // Forward and backward of `batch` rows of `x` [batch x in] with labels; writes dL/dparams into
+  // `grads` (overwritten, same layout as params). Returns the mean loss; `correct` (if not null)
+  // gets the number of rows classified right.
+  float forward_backward(const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+                         int64_t* correct);
+  // Forward only; returns the mean loss and the number of rows classified right in `correct`.
+  float evaluate(const float* params, const float* x, const int32_t* labels, int batch, int64_t* correct);
+
+ private:
+  void forward(const float* params, const float* x, int batch);
+  MlpLayout layout_;
+  int capacity_ = 0;
+  std::vector<std::vector<float>> acts_;  // acts_[l]: output of layer l, [batch x out_l]
+};
+
+}  // namespace troupe

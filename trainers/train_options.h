@@ -1,0 +1,71 @@
+// What a local training job is asked to do (TrainOptions), what it reports while it runs
+// (TrainProgress) and what it returns (TrainResult). The CPU and GPU trainers share these, and later
+// strategies generalise them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/status.h"
+
+namespace troupe {
+
+struct TrainOptions {
+  std::string model = "mlp";
+  std::vector<int> hidden = {256, 128};
+  std::string dataset = "fashion-mnist";
+  std::string dataset_dir;          // empty: the dataset_dir setting
+  int epochs = 10;
+  int batch_size = 128;
+  std::string optimizer = "sgd";    // sgd, adam, adamw
+  float lr = 0.05f;
+  float momentum = 0.9f;            // sgd only
+  float weight_decay = 0.0f;
+  uint64_t seed = 1;
+  Device device = Device::cpu();
+  int cpu_threads = 1;              // BLAS threads
+  int64_t loss_check_every = 1;     // steps between finiteness checks of the loss
+  bool cuda_graphs = true;          // GPU: capture the step in a CUDA graph
+  int64_t max_steps = 0;            // >0: stop after this many steps (benchmarks)
+  bool evaluate_each_epoch = true;  // test accuracy after every epoch (else only at the end)
+
+  // invalid_argument naming the first bad field (epochs <= 0, lr <= 0, unknown optimizer, ...).
+  Status validate() const;
+};
+
+struct EpochStats {
+  int epoch = 0;                 // 1-based
+  double train_loss = 0;         // mean over the epoch's steps
+  double train_accuracy = 0;
+  double test_accuracy = -1;     // -1 when not evaluated
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+struct TrainProgress {
+  int epoch = 0, epochs = 0;     // epoch is 1-based
+  int64_t step = 0, steps_per_epoch = 0;
+  double loss = 0;               // running mean loss of the current epoch
+  double samples_per_second = 0; // over the current epoch so far
+  double eta_seconds = 0;        // for the whole job
+  bool epoch_done = false;       // set once per epoch, with `last_epoch` filled in
+  EpochStats last_epoch;
+};
+using ProgressFn = std::function<void(const TrainProgress&)>;
+
+struct TrainResult {
+  std::string model;             // "mlp 784-256-128-10 (235146 parameters)"
+  std::string device;            // "cpu" or "cuda:0 (NVIDIA H100 ...)"
+  int epochs = 0;
+  int64_t steps = 0;
+  double test_accuracy = 0;
+  double final_loss = 0;         // mean training loss of the last epoch
+  double samples_per_second = 0; // training samples per second, excluding evaluation
+  double wall_seconds = 0;       // whole job: loading, training, evaluation
+  std::vector<EpochStats> history;
+};
+
+}  // namespace troupe
