@@ -1,0 +1,62 @@
+#include "kernels/cuda/blas.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/ops.h"
+
+namespace troupe::kernels::cuda {
+
+namespace {
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+}
+
+CublasHandle::~CublasHandle() {
+  if (handle_) cublasDestroy(handle_);
+  if (workspace_) cudaFree(workspace_);
+}
+
+Status CublasHandle::create(cudaStream_t stream) {
+  if (handle_) return internal_error("CublasHandle::create called twice");
+  TROUPE_CUBLAS_CHECK(cublasCreate(&handle_));
+  TROUPE_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+  TROUPE_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  TROUPE_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes));
+  return set_stream(stream);
+}
+
+Status CublasHandle::set_stream(cudaStream_t stream) {
+  if (!handle_) return internal_error("CublasHandle::set_stream before create()");
+  TROUPE_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  stream_ = stream;
+  return {};
+}
+
+Status matmul(const CublasHandle& handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+              const float* a, const float* b, float beta, float* c) {
+  if (m < 0 || n < 0 || k < 0) {
+    return invalid_argument("cuda::matmul: negative size m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                            " k=" + std::to_string(k));
+  }
+  if (!handle.get()) return internal_error("cuda::matmul: the cuBLAS handle was not created");
+  if (m == 0 || n == 0) return {};
+  if (k == 0) {
+    if (beta == 0.0f) {
+      TROUPE_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(float) * size_t(m) * n, handle.stream()));
+      return {};
+    }
+    return scale(c, size_t(m) * n, beta, handle.stream());
+  }
+  // cuBLAS is column-major. A row-major R x C matrix is the column-major C x R matrix (its
+  // transpose) with leading dimension C. So row-major C = op(A) op(B) is column-major
+  // C^T = op(B)^T op(A)^T: swap the operands, keep each one's transpose flag.
+  const int lda = trans_a ? m : k;  // row length of A as stored
+  const int ldb = trans_b ? k : n;  // row length of B as stored
+  TROUPE_CUBLAS_CHECK(cublasSgemm(handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda, &beta, c,
+                                  n));
+  return {};
+}
+
+}  // namespace troupe::kernels::cuda

@@ -1,0 +1,92 @@
+// Optimizer steps over a flat parameter buffer, one kernel each: SGD (momentum, weight decay,
+// Nesterov) and Adam/AdamW with the step count read from device memory (CUDA-graph friendly).
+#include <cmath>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace troupe::kernels::cuda {
+
+// ------------------------------------------------------------------------------------------------
+// CUDA kernels
+
+namespace {
+
+__global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ vel, size_t n,
+                           float lr, float momentum, float wd, bool nesterov) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float grad = g[i] + wd * p[i];
+    float update = grad;
+    if (vel) {
+      float v = momentum * vel[i] + grad;
+      vel[i] = v;
+      update = nesterov ? grad + momentum * v : v;
+    }
+    p[i] -= lr * update;
+  }
+}
+
+__global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                            float* __restrict__ v, size_t n, const int64_t* step_base, int64_t step_offset, float lr,
+                            float beta1, float beta2, float eps, float wd, bool decoupled) {
+  const int64_t step = (step_base ? *step_base : 0) + step_offset;
+  // Bias corrections in double: beta^step underflows gracefully and matches a host reference.
+  const float bc1 = static_cast<float>(1.0 - pow(double(beta1), double(step)));
+  const float bc2 = static_cast<float>(1.0 - pow(double(beta2), double(step)));
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float param = p[i];
+    float grad = g[i];
+    if (!decoupled) grad += wd * param;
+    float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+    float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    if (decoupled) update += wd * param;
+    p[i] = param - lr * update;
+  }
+}
+
+__global__ void add_to_counter_kernel(int64_t* counter, int64_t delta) { *counter += delta; }
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// launchers
+
+Status sgd_step(float* params, const float* grads, float* velocity, size_t n, const SgdParams& hp,
+                cudaStream_t stream) {
+  TROUPE_RETURN_IF_ERROR(detail::check_pointers("sgd_step", n, {params, grads}));
+  if (hp.momentum != 0.0f && velocity == nullptr && n > 0) {
+    return invalid_argument("cuda::sgd_step: momentum " + std::to_string(hp.momentum) +
+                            " needs a velocity buffer, got null");
+  }
+  if (n == 0) return {};
+  sgd_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(params, grads, velocity, n, hp.lr, hp.momentum,
+                                                                      hp.weight_decay, hp.nesterov);
+  TROUPE_LAUNCH_CHECK("sgd_kernel");
+  return {};
+}
+
+Status adam_step(float* params, const float* grads, float* m, float* v, size_t n, const int64_t* step_base,
+                 int64_t step_offset, const AdamParams& hp, cudaStream_t stream) {
+  TROUPE_RETURN_IF_ERROR(detail::check_pointers("adam_step", n, {params, grads, m, v}));
+  if (step_base == nullptr && step_offset < 1) {
+    return invalid_argument("cuda::adam_step: step " + std::to_string(step_offset) + " must be >= 1");
+  }
+  if (n == 0) return {};
+  adam_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(params, grads, m, v, n, step_base, step_offset,
+                                                                      hp.lr, hp.beta1, hp.beta2, hp.eps,
+                                                                      hp.weight_decay, hp.decoupled);
+  TROUPE_LAUNCH_CHECK("adam_kernel");
+  return {};
+}
+
+Status add_to_counter(int64_t* counter, int64_t delta, cudaStream_t stream) {
+  TROUPE_RETURN_IF_ERROR(detail::check_pointers("add_to_counter", 1, {counter}));
+  add_to_counter_kernel<<<1, 1, 0, stream>>>(counter, delta);
+  TROUPE_LAUNCH_CHECK("add_to_counter_kernel");
+  return {};
+}
+
+}  // namespace troupe::kernels::cuda
