@@ -12,7 +12,7 @@ namespace {
 __global__ void bias_act_kernel(float* x, const float* __restrict__ bias, size_t n, int cols, bool relu) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     float v = x[i] + bias[i % cols];
-    x[i] = relu ? fmaxf(v, 0.0f) : v;
+    x[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
   }
 }
 

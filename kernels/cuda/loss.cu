@@ -55,14 +55,14 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* __restri
     const int label = labels[row];
     const bool valid = label >= 0 && label < classes;
     const float label_logit = valid ? x[label] : NAN;
-    row_loss = logf(sum) + best - label_logit;
+    row_loss = logf(sum) - (label_logit - best);
     row_correct = valid && best_idx == label ? 1u : 0u;
     __syncwarp();
     if (dlogits) {
       float* dx = dlogits + size_t(row) * classes;
-      const float inv_rows = 1.0f / rows;
+      const float inv_rows = 1.0f / rows, inv_sum = 1.0f / sum;
       for (int c = lane; c < classes; c += 32) {
-        float p = expf(x[c] - best) / sum;
+        float p = expf(x[c] - best) * inv_sum;
         dx[c] = (p - (c == label ? 1.0f : 0.0f)) * inv_rows;
       }
     }

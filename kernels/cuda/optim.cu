@@ -29,21 +29,25 @@ __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, f
 __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                             float* __restrict__ v, size_t n, const int64_t* step_base, int64_t step_offset, float lr,
                             float beta1, float beta2, float eps, float wd, bool decoupled) {
-  const int64_t step = (step_base ? *step_base : 0) + step_offset;
-  // Bias corrections in double: beta^step underflows gracefully and matches a host reference.
-  const float bc1 = static_cast<float>(1.0 - pow(double(beta1), double(step)));
-  const float bc2 = static_cast<float>(1.0 - pow(double(beta2), double(step)));
+  int64_t step = (step_base ? *step_base : 0) + step_offset;
+  if (step < 1) step = 1;
+  // The same arithmetic as cpu::adam_step: bias corrections (in double) folded into the step size
+  // and epsilon, p = p * decay - step_size * m / (sqrt(v) + eps'), decay = 1 - lr * wd for AdamW.
+  const double t = static_cast<double>(step);
+  const float bc1 = static_cast<float>(1.0 - pow(static_cast<double>(beta1), t));
+  const float bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(beta2), t)));
+  const float step_size = lr * bc2_sqrt / bc1;
+  const float eps_hat = eps * bc2_sqrt;
+  const float l2 = decoupled ? 0.0f : wd;
+  const float decay = decoupled ? 1.0f - lr * wd : 1.0f;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    float param = p[i];
-    float grad = g[i];
-    if (!decoupled) grad += wd * param;
-    float mi = beta1 * m[i] + (1.0f - beta1) * grad;
-    float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+    const float param = p[i];
+    const float grad = g[i] + l2 * param;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
     m[i] = mi;
     v[i] = vi;
-    float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
-    if (decoupled) update += wd * param;
-    p[i] = param - lr * update;
+    p[i] = param * decay - step_size * mi / (sqrtf(vi) + eps_hat);
   }
 }
 
@@ -62,6 +66,8 @@ Status sgd_step(float* params, const float* grads, float* velocity, size_t n, co
                             " needs a velocity buffer, got null");
   }
   if (n == 0) return {};
+  // As on the CPU, momentum 0 leaves any velocity buffer untouched.
+  if (hp.momentum == 0.0f) velocity = nullptr;
   sgd_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(params, grads, velocity, n, hp.lr, hp.momentum,
                                                                       hp.weight_decay, hp.nesterov);
   TROUPE_LAUNCH_CHECK("sgd_kernel");

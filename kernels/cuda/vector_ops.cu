@@ -24,10 +24,10 @@ struct SumInto {
   const float* src;
   __device__ void operator()(size_t i) const { dst[i] += src[i]; }
 };
-struct MaxInto {  // std::max(dst, src): keeps dst unless dst < src
+struct MaxInto {  // as cpu::max_into: keeps dst unless src > dst (so a NaN in src is ignored)
   float* dst;
   const float* src;
-  __device__ void operator()(size_t i) const { dst[i] = dst[i] < src[i] ? src[i] : dst[i]; }
+  __device__ void operator()(size_t i) const { dst[i] = src[i] > dst[i] ? src[i] : dst[i]; }
 };
 struct Scale {
   float* x;

@@ -1,0 +1,178 @@
+#include "trainers/cuda/cuda_job.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/ops.h"
+
+namespace troupe::cuda_detail {
+
+static Status upload(const Dataset& d, DeviceDataset* out, const char* what) {
+  out->count = d.count;
+  TROUPE_RETURN_IF_ERROR(out->images.allocate(d.images.size(), what));
+  TROUPE_RETURN_IF_ERROR(out->labels.allocate(d.labels.size(), what));
+  TROUPE_CUDA_CHECK(cudaMemcpy(out->images.get(), d.images.data(), out->images.bytes(), cudaMemcpyHostToDevice));
+  TROUPE_CUDA_CHECK(cudaMemcpy(out->labels.get(), d.labels.data(), out->labels.bytes(), cudaMemcpyHostToDevice));
+  return {};
+}
+
+Status CudaJob::setup(const Dataset& train, const Dataset& test) {
+  TROUPE_RETURN_IF_ERROR(stream_.create());
+  TROUPE_RETURN_IF_ERROR(blas_.create(stream_.get()));
+  TROUPE_RETURN_IF_ERROR(model_.reserve(std::max(o_.batch_size, kEvalRows)));
+  TROUPE_RETURN_IF_ERROR(upload(train, &train_, "the training set"));
+  TROUPE_RETURN_IF_ERROR(upload(test, &test_, "the test set"));
+
+  const size_t n = layout_.param_count;
+  std::vector<float> host_params(n);
+  mlp_init(layout_, o_.seed, host_params.data());  // the CPU trainer's starting point
+  TROUPE_RETURN_IF_ERROR(params_.allocate(n, "parameters"));
+  TROUPE_RETURN_IF_ERROR(grads_.allocate(n, "gradients"));
+  TROUPE_CUDA_CHECK(cudaMemcpy(params_.get(), host_params.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  const bool adam = o_.optimizer != "sgd";
+  if (adam || o_.momentum != 0.0f) {
+    TROUPE_RETURN_IF_ERROR(state1_.allocate(n, "optimizer state"));
+    TROUPE_CUDA_CHECK(cudaMemset(state1_.get(), 0, state1_.bytes()));
+  }
+  if (adam) {
+    TROUPE_RETURN_IF_ERROR(state2_.allocate(n, "optimizer state"));
+    TROUPE_CUDA_CHECK(cudaMemset(state2_.get(), 0, state2_.bytes()));
+    TROUPE_RETURN_IF_ERROR(adam_steps_done_.allocate(1, "the Adam step counter"));
+    TROUPE_CUDA_CHECK(cudaMemset(adam_steps_done_.get(), 0, sizeof(int64_t)));
+  }
+
+  const int64_t epoch_rows = steps_per_epoch_ * o_.batch_size;
+  TROUPE_RETURN_IF_ERROR(perm_.allocate(train.count, "the epoch permutation"));
+  TROUPE_RETURN_IF_ERROR(epoch_images_.allocate(epoch_rows * train.features(), "the shuffled epoch"));
+  TROUPE_RETURN_IF_ERROR(epoch_labels_.allocate(epoch_rows, "the shuffled epoch"));
+  TROUPE_RETURN_IF_ERROR(step_loss_.allocate(steps_per_epoch_, "per-step losses"));
+  TROUPE_RETURN_IF_ERROR(step_correct_.allocate(steps_per_epoch_, "per-step counts"));
+  TROUPE_RETURN_IF_ERROR(eval_correct_.allocate(1, "the evaluation count"));
+  TROUPE_RETURN_IF_ERROR(host_perm_.allocate(train.count, "the epoch permutation"));
+  TROUPE_RETURN_IF_ERROR(host_loss_.allocate(steps_per_epoch_, "per-step losses"));
+  TROUPE_RETURN_IF_ERROR(host_correct_.allocate(steps_per_epoch_, "per-step counts"));
+  TROUPE_CUDA_CHECK(cudaDeviceSynchronize());  // setup is done; failures surface here, not in step 1
+
+  if (o_.cuda_graphs) {
+    // Capture every full-length chunk a job will run: all chunks of an epoch, or those max_steps
+    // reaches. Capturing enqueues nothing, so this is like compiling the step.
+    int64_t needed = o_.max_steps > 0 ? std::min(o_.max_steps, steps_per_epoch_) : steps_per_epoch_;
+    for (int64_t first = 0; first < needed; first += kStepsPerChunk) {
+      const int64_t count = std::min(kStepsPerChunk, steps_per_epoch_ - first);
+      kc::GraphExec g;
+      TROUPE_RETURN_IF_ERROR(g.capture(stream_.get(), [&](cudaStream_t) { return enqueue_steps(first, count); }));
+      graphs_.push_back(std::move(g));
+    }
+  }
+  return {};
+}
+
+Status CudaJob::start_epoch(const std::vector<int32_t>& perm) {
+  // The previous epoch's work has finished (the loop waited for its last chunk), so the pinned
+  // buffer is free to overwrite.
+  std::memcpy(host_perm_.get(), perm.data(), perm.size() * sizeof(int32_t));
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(perm_.get(), host_perm_.get(), perm.size() * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream()));
+  TROUPE_RETURN_IF_ERROR(kc::gather_rows(epoch_images_.get(), train_.images.get(), train_.count,
+                                         layout_.in(0), perm_.get(), steps_per_epoch_ * o_.batch_size,
+                                         epoch_labels_.get(), train_.labels.get(), stream()));
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(step_loss_.get(), 0, step_loss_.bytes(), stream()));
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(step_correct_.get(), 0, step_correct_.bytes(), stream()));
+  return {};
+}
+
+Status CudaJob::optimizer_step(int64_t offset_in_chunk) {
+  const size_t n = layout_.param_count;
+  if (o_.optimizer == "sgd") {
+    kc::SgdParams hp;
+    hp.lr = o_.lr;
+    hp.momentum = o_.momentum;
+    hp.weight_decay = o_.weight_decay;
+    return kc::sgd_step(params_.get(), grads_.get(), state1_.get(), n, hp, stream());
+  }
+  kc::AdamParams hp;
+  hp.lr = o_.lr;
+  hp.weight_decay = o_.weight_decay;
+  hp.decoupled = o_.optimizer == "adamw";
+  // Step number = steps done before this chunk (device counter) + position in the chunk, 1-based.
+  return kc::adam_step(params_.get(), grads_.get(), state1_.get(), state2_.get(), n, adam_steps_done_.get(),
+                       offset_in_chunk + 1, hp, stream());
+}
+
+Status CudaJob::enqueue_steps(int64_t first, int64_t count) {
+  const int64_t features = layout_.in(0);
+  for (int64_t s = first; s < first + count; ++s) {
+    const int64_t row = s * o_.batch_size;
+    TROUPE_RETURN_IF_ERROR(model_.forward_backward(params_.get(), epoch_images_.get() + row * features,
+                                                   epoch_labels_.get() + row, o_.batch_size, grads_.get(),
+                                                   step_loss_.get() + s, step_correct_.get() + s));
+    TROUPE_RETURN_IF_ERROR(optimizer_step(s - first));
+  }
+  if (adam_steps_done_.get()) TROUPE_RETURN_IF_ERROR(kc::add_to_counter(adam_steps_done_.get(), count, stream()));
+  return {};
+}
+
+Status CudaJob::enqueue_chunk(int64_t first, int64_t count, cudaEvent_t done) {
+  const size_t c = static_cast<size_t>(first / kStepsPerChunk);
+  const bool full = first % kStepsPerChunk == 0 && count == std::min(kStepsPerChunk, steps_per_epoch_ - first);
+  if (full && c < graphs_.size()) {
+    TROUPE_RETURN_IF_ERROR(graphs_[c].launch(stream()));
+  } else {
+    TROUPE_RETURN_IF_ERROR(enqueue_steps(first, count));  // eager: no graphs, or a chunk cut by max_steps
+  }
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(host_loss_.get() + first, step_loss_.get() + first, count * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream()));
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(host_correct_.get() + first, step_correct_.get() + first,
+                                    count * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream()));
+  TROUPE_CUDA_CHECK(cudaEventRecord(done, stream()));
+  return {};
+}
+
+Expected<double> CudaJob::evaluate(const DeviceDataset& data) {
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(eval_correct_.get(), 0, sizeof(unsigned long long), stream()));
+  const int64_t features = layout_.in(0);
+  for (int64_t begin = 0; begin < data.count; begin += kEvalRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kEvalRows, data.count - begin));
+    TROUPE_RETURN_IF_ERROR(model_.evaluate(params_.get(), data.images.get() + begin * features,
+                                           data.labels.get() + begin, rows, nullptr, eval_correct_.get()));
+  }
+  unsigned long long correct = 0;
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(host_correct_.get(), eval_correct_.get(), sizeof(correct),
+                                    cudaMemcpyDeviceToHost, stream()));
+  kc::Event done;
+  TROUPE_RETURN_IF_ERROR(done.create());
+  TROUPE_CUDA_CHECK(cudaEventRecord(done.get(), stream()));
+  TROUPE_RETURN_IF_ERROR(kc::wait_event(done.get(), kWaitSeconds, "the test-set evaluation"));
+  correct = host_correct_[0];
+  return data.count ? static_cast<double>(correct) / data.count : 0.0;
+}
+
+Expected<bool> CudaJob::params_finite() {
+  kc::DeviceBuffer<int32_t> flag;
+  TROUPE_RETURN_IF_ERROR(flag.allocate(1, "a flag"));
+  TROUPE_RETURN_IF_ERROR(kc::all_finite(params_.get(), layout_.param_count, flag.get(), stream()));
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(host_correct_.get(), flag.get(), sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                    stream()));
+  kc::Event done;
+  TROUPE_RETURN_IF_ERROR(done.create());
+  TROUPE_CUDA_CHECK(cudaEventRecord(done.get(), stream()));
+  TROUPE_RETURN_IF_ERROR(kc::wait_event(done.get(), kWaitSeconds, "the parameter check"));
+  int32_t host = 0;
+  std::memcpy(&host, host_correct_.get(), sizeof(host));
+  return host == 1;
+}
+
+void CudaJob::drain() {
+  if (!stream_.get()) return;
+  kc::Event e;
+  if (!e.create().ok() || cudaEventRecord(e.get(), stream()) != cudaSuccess) return;
+  Status st = kc::wait_event(e.get(), kWaitSeconds, "outstanding GPU work");
+  if (!st.ok()) spdlog::warn("{}", st.to_string());
+}
+
+
+}  // namespace troupe::cuda_detail

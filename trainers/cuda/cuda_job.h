@@ -1,0 +1,88 @@
+// CudaJob: one GPU training job's state (data set, parameters, optimizer state, the shuffled epoch,
+// per-step loss/correct slots, captured graphs) and the operations the training loop drives.
+// Internal to trainers/cuda; single-threaded, all work in order on one stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/cuda/blas.h"
+#include "kernels/cuda/runtime.h"
+#include "trainers/cuda/mlp_cuda.h"
+#include "trainers/fashion_mnist.h"
+#include "trainers/train_options.h"
+
+namespace troupe::cuda_detail {
+
+namespace kc = kernels::cuda;
+
+// Deadline of any single wait for the GPU: a chunk of steps or an evaluation takes milliseconds, so
+// two minutes only passes when the GPU is hung or starved by other processes.
+constexpr double kWaitSeconds = 120;
+// Rows per forward pass when evaluating (bounds the activation buffers).
+constexpr int kEvalRows = 2000;
+// Steps per chunk: one CUDA graph, one read-back of the step slots (the last chunk of an epoch
+// may be shorter).
+constexpr int64_t kStepsPerChunk = 64;
+
+struct DeviceDataset {
+  int64_t count = 0;
+  kc::DeviceBuffer<float> images;
+  kc::DeviceBuffer<int32_t> labels;
+};
+
+// One training job's state on the GPU and the steps that drive it. Single-threaded; all work goes
+// to one stream in order.
+class CudaJob {
+ public:
+  CudaJob(const TrainOptions& o, const MlpLayout& layout, int64_t steps_per_epoch)
+      : o_(o), layout_(layout), steps_per_epoch_(steps_per_epoch), model_(layout, blas_) {}
+
+  // Streams, cuBLAS, data and parameters on the device; graphs captured when asked.
+  Status setup(const Dataset& train, const Dataset& test);
+  // Uploads `perm` and gathers this epoch's batches; clears the per-step slots.
+  Status start_epoch(const std::vector<int32_t>& perm);
+  // Enqueues steps [first, first + count) of the epoch (as a graph when one was captured for them),
+  // then the read-back of their loss/correct slots and an event marking the end.
+  Status enqueue_chunk(int64_t first, int64_t count, cudaEvent_t done);
+  float step_loss(int64_t s) const { return host_loss_[s]; }
+  unsigned long long step_correct(int64_t s) const { return host_correct_[s]; }
+  // Test-set accuracy (synchronises).
+  Expected<double> evaluate(const DeviceDataset& data);
+  // False when a parameter is NaN or infinite (synchronises).
+  Expected<bool> params_finite();
+  // Waits (bounded) for all enqueued work; used before returning, also on errors.
+  void drain();
+
+  cudaStream_t stream() const { return stream_.get(); }
+  const DeviceDataset& test_data() const { return test_; }
+
+ private:
+  Status enqueue_steps(int64_t first, int64_t count);
+  Status optimizer_step(int64_t offset_in_chunk);
+
+  const TrainOptions& o_;
+  const MlpLayout& layout_;
+  const int64_t steps_per_epoch_;
+  kc::Stream stream_;
+  kc::CublasHandle blas_;
+  MlpCuda model_;
+  DeviceDataset train_, test_;
+  kc::DeviceBuffer<float> params_, grads_, state1_, state2_;  // state: velocity, or Adam's m and v
+  kc::DeviceBuffer<int64_t> adam_steps_done_;
+  kc::DeviceBuffer<int32_t> perm_, epoch_labels_;
+  kc::DeviceBuffer<float> epoch_images_;  // the epoch's batches in visiting order
+  kc::DeviceBuffer<float> step_loss_;     // one slot per step of the epoch
+  kc::DeviceBuffer<unsigned long long> step_correct_;
+  kc::DeviceBuffer<unsigned long long> eval_correct_;
+  kc::PinnedBuffer<int32_t> host_perm_;
+  kc::PinnedBuffer<float> host_loss_;
+  kc::PinnedBuffer<unsigned long long> host_correct_;
+  std::vector<kc::GraphExec> graphs_;  // graphs_[c]: steps [c * kStepsPerChunk, ...) of an epoch
+};
+
+
+}  // namespace troupe::cuda_detail

@@ -1,0 +1,190 @@
+#include "trainers/cuda/mlp_cuda_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/cuda/runtime.h"
+#include "trainers/cuda/cuda_job.h"
+#include "trainers/local_trainer.h"
+
+namespace troupe {
+namespace {
+
+using namespace cuda_detail;  // NOLINT: internal helpers of this trainer
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Status check_inputs(const TrainOptions& o, const MlpLayout& layout, const Dataset& train, const Dataset& test) {
+  TROUPE_RETURN_IF_ERROR(o.validate());
+  if (!o.device.is_cuda()) {
+    return invalid_argument("train_mlp_cuda: device is " + o.device.to_string() + "; pass cuda or cuda:N");
+  }
+  if (layout.layers() < 1 || layout.in(0) != train.features() || layout.dims.back() != train.classes) {
+    return invalid_argument("train_mlp_cuda: model " + layout.to_string() + " does not map the data set's " +
+                            std::to_string(train.features()) + " features to its " + std::to_string(train.classes) +
+                            " classes");
+  }
+  if (test.features() != train.features()) {
+    return invalid_argument("train_mlp_cuda: test images have " + std::to_string(test.features()) +
+                            " features, training images " + std::to_string(train.features()));
+  }
+  if (train.count > INT32_MAX) return invalid_argument("train_mlp_cuda: more than 2^31 training examples");
+  return {};
+}
+
+// Chunk results the host has read back: the epoch's running sums.
+struct EpochTally {
+  double loss_sum = 0;
+  unsigned long long correct = 0;
+  int64_t steps = 0;
+};
+
+}  // namespace
+
+Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& layout, const Dataset& train,
+                                     const Dataset& test, const ProgressFn& progress) {
+  const auto job_start = Clock::now();
+  TROUPE_RETURN_IF_ERROR(check_inputs(o, layout, train, test));
+  // Mini-batches are full, as on the CPU: the last partial batch of an epoch is dropped (its
+  // examples are seen in other epochs, since every epoch has its own permutation).
+  const int64_t steps_per_epoch = train.count / o.batch_size;
+  if (steps_per_epoch == 0) {
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
+                            std::to_string(train.count) + " training examples");
+  }
+  TROUPE_RETURN_IF_ERROR(kernels::cuda::select_device(o.device.index));
+
+  CudaJob job(o, layout, steps_per_epoch);
+  struct Drain {  // on every way out, let enqueued work finish before buffers are freed
+    CudaJob& j;
+    ~Drain() { j.drain(); }
+  } drain{job};
+  TROUPE_RETURN_IF_ERROR(job.setup(train, test));
+
+  TrainResult result;
+  result.model = "mlp " + layout.to_string();
+  result.device = o.device.to_string() + " (" + kernels::cuda::device_name(o.device.index) + ")";
+  spdlog::info("training mlp {} on {} with {} (lr {}), {} steps/epoch, cuda graphs {}", layout.to_string(),
+               result.device, o.optimizer, o.lr, steps_per_epoch, o.cuda_graphs ? "on" : "off");
+
+  kernels::cuda::Event events[2];
+  TROUPE_RETURN_IF_ERROR(events[0].create());
+  TROUPE_RETURN_IF_ERROR(events[1].create());
+  double train_seconds = 0;
+  int64_t step = 0;  // global steps enqueued
+  bool stop = false;
+  std::vector<int32_t> perm = epoch_permutation(train.count, o.seed, 1);
+
+  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+    const auto epoch_start = Clock::now();
+    TROUPE_RETURN_IF_ERROR(job.start_epoch(perm));
+    EpochTally tally;
+    const int64_t epoch_first_step = step;
+
+    // Reads back one finished chunk: checks each step's loss, adds it up, reports progress.
+    auto finish_chunk = [&](int64_t first, int64_t count, cudaEvent_t done) -> Status {
+      TROUPE_RETURN_IF_ERROR(
+          kernels::cuda::wait_event(done, kWaitSeconds, "training steps of epoch " + std::to_string(epoch)));
+      for (int64_t s = first; s < first + count; ++s) {
+        const float loss = job.step_loss(s);
+        if (!std::isfinite(loss)) {
+          return numeric_error("training loss is " + std::to_string(loss) + " at epoch " + std::to_string(epoch) +
+                               ", step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
+                               " (global step " + std::to_string(epoch_first_step + s + 1) +
+                               "); training stopped. Lower --lr (" + std::to_string(o.lr) +
+                               ") or check the input data");
+        }
+        tally.loss_sum += loss;
+        tally.correct += job.step_correct(s);
+      }
+      tally.steps += count;
+      if (progress) {
+        TrainProgress p;
+        p.epoch = epoch;
+        p.epochs = o.epochs;
+        p.step = first + count;
+        p.steps_per_epoch = steps_per_epoch;
+        p.loss = tally.loss_sum / tally.steps;
+        const double el = seconds_since(epoch_start);
+        p.samples_per_second = el > 0 ? tally.steps * o.batch_size / el : 0;
+        const double steps_left = double(o.epochs - epoch) * steps_per_epoch + (steps_per_epoch - p.step);
+        p.eta_seconds = el > 0 ? steps_left * el / tally.steps : 0;
+        progress(p);
+      }
+      return {};
+    };
+
+    // Chunk c runs while the host reads back chunk c - 1: the GPU always has the next work queued.
+    int64_t pending_first = -1, pending_count = 0;
+    int chunk_index = 0;
+    for (int64_t first = 0; first < steps_per_epoch && !stop; first += kStepsPerChunk, ++chunk_index) {
+      int64_t count = std::min(kStepsPerChunk, steps_per_epoch - first);
+      if (o.max_steps > 0 && step + count >= o.max_steps) {
+        count = o.max_steps - step;
+        stop = true;
+      }
+      cudaEvent_t done = events[chunk_index % 2].get();
+      TROUPE_RETURN_IF_ERROR(job.enqueue_chunk(first, count, done));
+      step += count;
+      if (chunk_index == 0 && epoch < o.epochs && !stop) {
+        perm = epoch_permutation(train.count, o.seed, epoch + 1);  // overlaps the GPU's work
+      }
+      if (pending_first >= 0) {
+        TROUPE_RETURN_IF_ERROR(finish_chunk(pending_first, pending_count, events[(chunk_index + 1) % 2].get()));
+      }
+      pending_first = first;
+      pending_count = count;
+    }
+    TROUPE_RETURN_IF_ERROR(finish_chunk(pending_first, pending_count, events[(chunk_index + 1) % 2].get()));
+
+    const double epoch_seconds = seconds_since(epoch_start);
+    train_seconds += epoch_seconds;
+    EpochStats es;
+    es.epoch = epoch;
+    es.train_loss = tally.loss_sum / std::max<int64_t>(tally.steps, 1);
+    es.train_accuracy = static_cast<double>(tally.correct) / std::max<int64_t>(tally.steps * o.batch_size, 1);
+    es.seconds = epoch_seconds;
+    es.samples_per_second = epoch_seconds > 0 ? tally.steps * o.batch_size / epoch_seconds : 0;
+    if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
+      auto acc = job.evaluate(job.test_data());
+      if (!acc.ok()) return acc.status();
+      es.test_accuracy = *acc;
+    }
+    spdlog::info("epoch {}: loss {:.4f} train acc {:.4f} test acc {:.4f} ({:.0f} samples/s)", epoch, es.train_loss,
+                 es.train_accuracy, es.test_accuracy, es.samples_per_second);
+    result.history.push_back(es);
+    if (progress) {
+      TrainProgress p;
+      p.epoch = epoch;
+      p.epochs = o.epochs;
+      p.step = tally.steps;
+      p.steps_per_epoch = steps_per_epoch;
+      p.loss = es.train_loss;
+      p.samples_per_second = es.samples_per_second;
+      p.epoch_done = true;
+      p.last_epoch = es;
+      progress(p);
+    }
+  }
+  auto finite = job.params_finite();
+  if (!finite.ok()) return finite.status();
+  if (!*finite) {
+    return numeric_error("parameters are not finite after training on " + result.device + "; lower --lr (" +
+                         std::to_string(o.lr) + ")");
+  }
+  result.epochs = static_cast<int>(result.history.size());
+  result.steps = step;
+  result.test_accuracy = result.history.back().test_accuracy;
+  result.final_loss = result.history.back().train_loss;
+  result.samples_per_second = train_seconds > 0 ? step * o.batch_size / train_seconds : 0;
+  result.wall_seconds = seconds_since(job_start);
+  return result;
+}
+
+}  // namespace troupe
