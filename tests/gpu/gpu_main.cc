@@ -1,0 +1,21 @@
+// Main of troupe_gpu_tests. With no CUDA device visible it says so loudly and exits 77, the code
+// CTest's SKIP_RETURN_CODE turns into "skipped"; otherwise it runs the Catch2 session.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "core/device.h"
+#include "kernels/cuda/runtime.h"
+
+int main(int argc, char** argv) {
+  std::string why;
+  if (troupe::cuda_device_count(&why) == 0) {
+    std::fprintf(stderr, "SKIPPED: troupe_gpu_tests: no CUDA device visible (%s)\n", why.c_str());
+    std::fflush(stderr);
+    return 77;
+  }
+  std::fprintf(stderr, "troupe_gpu_tests: running on cuda:0 (%s)\n", troupe::kernels::cuda::device_name(0).c_str());
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,54 @@
+// Helpers of troupe_gpu_tests: device arrays filled from host vectors and read back, seeded random
+// data, and the f32 rounding unit the tolerances are written in.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/runtime.h"
+
+namespace troupe::test {
+
+constexpr double kF32Eps = 1.1920929e-7;  // unit roundoff of f32 is half of this
+
+// Sizes every element-wise kernel is run at: empty, one, primes (no multiple of a block or of
+// four), and large enough for grid-stride loops to wrap.
+inline const std::vector<size_t>& test_sizes() {
+  static const std::vector<size_t> sizes{0, 1, 7, 31, 257, 1021, 65537, 3000017};
+  return sizes;
+}
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A device copy of a host vector (REQUIREs success), read back with host().
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : n_(host.size()) {
+    REQUIRE(buf_.allocate(n_, "a test array").ok());
+    if (n_) REQUIRE(cudaMemcpy(buf_.get(), host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  explicit DeviceArray(size_t n) : DeviceArray(std::vector<T>(n)) {}
+  T* get() { return buf_.get(); }
+  std::vector<T> host() const {
+    std::vector<T> out(n_);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    if (n_) REQUIRE(cudaMemcpy(out.data(), buf_.get(), n_ * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return out;
+  }
+
+ private:
+  size_t n_;
+  kernels::cuda::DeviceBuffer<T> buf_;
+};
+
+}  // namespace troupe::test

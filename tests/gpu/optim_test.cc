@@ -1,0 +1,95 @@
+// Optimizer kernels against kernels::cpu over several steps, including Adam's device step counter.
+#include <cmath>
+
+#include "gpu_test_util.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/ops.h"
+
+namespace troupe {
+namespace {
+
+using test::DeviceArray;
+namespace kc = kernels::cuda;
+
+// Element-wise updates whose only freedom is FMA contraction on the GPU: each step may differ by an
+// ulp or two per element, and over 5 steps the parameters drift apart by at most ~10 ulps of their
+// magnitude: relative 1e-5 (about 80 ulps) plus an absolute 1e-7 for values near zero.
+void check_close(const std::vector<float>& got, const std::vector<float>& ref, const char* what) {
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(got[i] - ref[i]) > 1e-5 * std::fabs(ref[i]) + 1e-7) {
+      FAIL(what << "[" << i << "] = " << got[i] << " on the GPU, " << ref[i] << " on the CPU");
+    }
+  }
+}
+
+TEST_CASE("cuda sgd_step matches cpu sgd_step over 5 steps", "[gpu][optim]") {
+  for (size_t n : test::test_sizes()) {
+    for (int variant = 0; variant < 4; ++variant) {
+      kernels::cpu::SgdParams hp;
+      hp.lr = 0.05f;
+      hp.momentum = variant == 0 ? 0.0f : 0.9f;
+      hp.weight_decay = variant >= 2 ? 1e-3f : 0.0f;
+      hp.nesterov = variant == 3;
+      CAPTURE(n, variant);
+      auto p = test::random_floats(n, n + 11);
+      std::vector<float> vel(n, 0.0f);
+      DeviceArray<float> dp(p), dv(vel);
+      for (int step = 0; step < 5; ++step) {
+        auto g = test::random_floats(n, n * 17 + step);
+        kernels::cpu::sgd_step(p.data(), g.data(), vel.data(), n, hp);
+        DeviceArray<float> dg(g);
+        REQUIRE(kc::sgd_step(dp.get(), dg.get(), hp.momentum == 0 ? nullptr : dv.get(), n, hp).ok());
+      }
+      check_close(dp.host(), p, "params");
+      check_close(dv.host(), vel, "velocity");
+    }
+  }
+  kernels::cpu::SgdParams hp;
+  hp.momentum = 0.9f;
+  DeviceArray<float> x(4);
+  CHECK(kc::sgd_step(x.get(), x.get(), nullptr, 4, hp).code() == Code::invalid_argument);
+}
+
+TEST_CASE("cuda adam_step matches cpu adam_step over 5 steps, step read from the device", "[gpu][optim]") {
+  for (size_t n : test::test_sizes()) {
+    for (bool decoupled : {false, true}) {
+      kernels::cpu::AdamParams hp;
+      hp.lr = 1e-2f;
+      hp.weight_decay = 1e-2f;
+      hp.decoupled = decoupled;
+      CAPTURE(n, decoupled);
+      auto p = test::random_floats(n, n + 5);
+      std::vector<float> m(n, 0.0f), v(n, 0.0f);
+      DeviceArray<float> dp(p), dm(m), dv(v);
+      // Steps done before: 2 (as a graph would keep them); this call's steps are 3 .. 7.
+      DeviceArray<int64_t> base(std::vector<int64_t>{2});
+      // Two warm-up steps on both sides first, so the counter path continues a real trajectory.
+      for (int64_t step = 1; step <= 7; ++step) {
+        auto g = test::random_floats(n, n * 13 + step);
+        kernels::cpu::adam_step(p.data(), g.data(), m.data(), v.data(), n, step, hp);
+        DeviceArray<float> dg(g);
+        if (step <= 2) {
+          REQUIRE(kc::adam_step(dp.get(), dg.get(), dm.get(), dv.get(), n, nullptr, step, hp).ok());
+        } else {
+          REQUIRE(kc::adam_step(dp.get(), dg.get(), dm.get(), dv.get(), n, base.get(), step - 2, hp).ok());
+        }
+      }
+      check_close(dp.host(), p, "params");
+      check_close(dm.host(), m, "m");
+      check_close(dv.host(), v, "v");
+    }
+  }
+  DeviceArray<float> x(4);
+  CHECK(kc::adam_step(x.get(), x.get(), x.get(), x.get(), 4, nullptr, 0, {}).code() == Code::invalid_argument);
+}
+
+TEST_CASE("cuda add_to_counter advances a device counter", "[gpu][optim]") {
+  DeviceArray<int64_t> c(std::vector<int64_t>{5});
+  REQUIRE(kc::add_to_counter(c.get(), 64).ok());
+  REQUIRE(kc::add_to_counter(c.get(), 3).ok());
+  CHECK(c.host()[0] == 72);
+}
+
+}  // namespace
+}  // namespace troupe
