@@ -66,7 +66,10 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Peak learning rate (default: sgd 0.05, adam/adamw 0.002)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--lr-schedule", o.lr_schedule, "constant, or cosine decay to 0 over the job")
+      ->check(CLI::IsMember({"constant", "cosine"}))->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str();
   cmd->add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "kernels/cpu/ops.h"
+#include "trainers/lr_schedule.h"
 #include "trainers/mlp.h"
 #include "trainers/optimizer.h"
 
@@ -71,12 +72,16 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
 
   OptimizerOptions oo;
   oo.name = o.optimizer;
-  oo.lr = o.lr;
+  oo.lr = o.effective_lr();
   oo.momentum = o.momentum;
   oo.weight_decay = o.weight_decay;
   auto opt = make_optimizer(oo, layout->param_count);
   if (!opt.ok()) return opt.status();
 
+  LrSchedule schedule = LrSchedule::constant;
+  parse_lr_schedule(o.lr_schedule, &schedule);  // validated above
+  const int64_t total_steps =
+      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
   std::vector<float> params(layout->param_count), grads(layout->param_count);
   mlp_init(*layout, o.seed, params.data());
   MlpCpu model(*layout);
@@ -111,11 +116,12 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
       ++step;
       ++epoch_steps;
       if (step % o.loss_check_every == 0 && !std::isfinite(loss)) {
-        return numeric_error("training loss is " + std::to_string(loss) + " at epoch " + std::to_string(epoch) +
+        return numeric_error(std::string("training loss is ") + (std::isnan(loss) ? "NaN" : "infinite") + " at epoch " + std::to_string(epoch) +
                              ", step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
                              " (global step " + std::to_string(step) + "); training stopped. Lower --lr (" +
-                             std::to_string(o.lr) + ") or check the input data");
+                             std::to_string(oo.lr) + ") or check the input data");
       }
+      (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps));
       (*opt)->step(params.data(), grads.data());
       loss_sum += loss;
       correct_sum += correct;
@@ -163,7 +169,7 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
     }
   }
   if (!kernels::cpu::all_finite(params.data(), params.size())) {
-    return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(o.lr) + ")");
+    return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
   }
   result.epochs = static_cast<int>(result.history.size());
   result.steps = step;

@@ -20,6 +20,7 @@ class Sgd final : public Optimizer {
     kernels::cpu::sgd_step(params, grads, velocity_.empty() ? nullptr : velocity_.data(), n_, hp_);
     ++steps_;
   }
+  void set_lr(float lr) override { hp_.lr = lr; }
   std::string describe() const override {
     std::ostringstream os;
     os << "sgd(lr=" << hp_.lr << ", momentum=" << hp_.momentum << ", weight_decay=" << hp_.weight_decay << ")";
@@ -46,6 +47,7 @@ class Adam final : public Optimizer {
     ++steps_;
     kernels::cpu::adam_step(params, grads, m_.data(), v_.data(), n_, steps_, hp_);
   }
+  void set_lr(float lr) override { hp_.lr = lr; }
   std::string describe() const override {
     std::ostringstream os;
     os << (hp_.decoupled ? "adamw" : "adam") << "(lr=" << hp_.lr << ", betas=(" << hp_.beta1 << ", " << hp_.beta2

@@ -25,6 +25,8 @@ class Optimizer {
   // Applies one update to params[0, n) from grads[0, n).
   virtual void step(float* params, const float* grads) = 0;
   virtual std::string describe() const = 0;  // "sgd(lr=0.05, momentum=0.9)"
+  // Changes the learning rate from the next step on (schedules call this every step).
+  virtual void set_lr(float lr) = 0;
   int64_t steps() const { return steps_; }
 
  protected:

@@ -4,6 +4,11 @@
 
 namespace troupe {
 
+float TrainOptions::effective_lr() const {
+  if (lr != 0.0f) return lr;
+  return optimizer == "sgd" ? 0.05f : 0.002f;
+}
+
 Status TrainOptions::validate() const {
   if (model != "mlp") return invalid_argument("--model '" + model + "' is not known; available: mlp");
   if (dataset != "fashion-mnist") {
@@ -21,8 +26,11 @@ Status TrainOptions::validate() const {
   if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw") {
     return invalid_argument("--optimizer '" + optimizer + "' is not one of sgd, adam, adamw");
   }
-  if (!(lr > 0.0f) || !std::isfinite(lr)) {
+  if (!(lr >= 0.0f) || !std::isfinite(lr)) {
     return invalid_argument("--lr must be a positive finite number (got " + std::to_string(lr) + ")");
+  }
+  if (lr_schedule != "constant" && lr_schedule != "cosine") {
+    return invalid_argument("--lr-schedule '" + lr_schedule + "' is not one of constant, cosine");
   }
   if (!(momentum >= 0.0f && momentum < 1.0f)) return invalid_argument("--momentum must be in [0, 1)");
   if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay)) return invalid_argument("--weight-decay must be >= 0");
