@@ -47,14 +47,26 @@ Status softmax_xent(const float* logits, const int32_t* labels, int rows, int cl
 
 // ---- optimizers (optim.cu): one kernel over a flat parameter buffer ----
 
-// As cpu::sgd_step. velocity may be null only when hp.momentum == 0.
+// Where an optimizer step finds its step number and learning rate, read on the device so that a
+// CUDA graph captured once runs correctly at any step:
+//   step = (steps_done ? *steps_done : 0) + offset   (1-based),
+//   lr   = lr_table ? lr_table[step - 1] : hp.lr      (lr_table: one rate per step of the job).
+// Keep steps_done in device memory and advance it with add_to_counter() after each captured chunk;
+// pass each captured step's position in the chunk (1, 2, ...) as offset. The default is step 1 at
+// hp.lr, which is all SGD without a schedule needs.
+struct DeviceStep {
+  const int64_t* steps_done = nullptr;
+  int64_t offset = 1;
+  const float* lr_table = nullptr;
+};
+
+// As cpu::sgd_step (with the rate from `at`). velocity may be null only when hp.momentum == 0.
 Status sgd_step(float* params, const float* grads, float* velocity, size_t n, const SgdParams& hp,
-                cudaStream_t stream = nullptr);
-// As cpu::adam_step with step = (step_base ? *step_base : 0) + step_offset, read on the device, so a
-// graph captured once can run at any step: keep the step count in device memory, advance it with
-// add_to_counter() and pass each captured step's position in step_offset. The step must be >= 1.
-Status adam_step(float* params, const float* grads, float* m, float* v, size_t n, const int64_t* step_base,
-                 int64_t step_offset, const AdamParams& hp, cudaStream_t stream = nullptr);
+                const DeviceStep& at = {}, cudaStream_t stream = nullptr);
+// As cpu::adam_step with the step and rate from `at`. A step below 1 is invalid_argument when it
+// is known on the host (steps_done null) and treated as 1 otherwise, as the CPU does.
+Status adam_step(float* params, const float* grads, float* m, float* v, size_t n, const DeviceStep& at,
+                 const AdamParams& hp, cudaStream_t stream = nullptr);
 // *counter += delta (one thread; for step counters kept on the device).
 Status add_to_counter(int64_t* counter, int64_t delta, cudaStream_t stream = nullptr);
 

@@ -12,8 +12,18 @@ namespace troupe::kernels::cuda {
 
 namespace {
 
+// The learning rate and 1-based step of this launch (see DeviceStep).
+__device__ __forceinline__ int64_t step_of(const DeviceStep& at) {
+  const int64_t step = (at.steps_done ? *at.steps_done : 0) + at.offset;
+  return step < 1 ? 1 : step;
+}
+__device__ __forceinline__ float lr_of(const DeviceStep& at, int64_t step, float base) {
+  return at.lr_table ? at.lr_table[step - 1] : base;
+}
+
 __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ vel, size_t n,
-                           float lr, float momentum, float wd, bool nesterov) {
+                           DeviceStep at, float base_lr, float momentum, float wd, bool nesterov) {
+  const float lr = lr_of(at, step_of(at), base_lr);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     float grad = g[i] + wd * p[i];
     float update = grad;
@@ -27,10 +37,10 @@ __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, f
 }
 
 __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                            float* __restrict__ v, size_t n, const int64_t* step_base, int64_t step_offset, float lr,
-                            float beta1, float beta2, float eps, float wd, bool decoupled) {
-  int64_t step = (step_base ? *step_base : 0) + step_offset;
-  if (step < 1) step = 1;
+                            float* __restrict__ v, size_t n, DeviceStep at, float base_lr, float beta1, float beta2,
+                            float eps, float wd, bool decoupled) {
+  const int64_t step = step_of(at);
+  const float lr = lr_of(at, step, base_lr);
   // The same arithmetic as cpu::adam_step: bias corrections (in double) folded into the step size
   // and epsilon, p = p * decay - step_size * m / (sqrt(v) + eps'), decay = 1 - lr * wd for AdamW.
   const double t = static_cast<double>(step);
@@ -59,7 +69,7 @@ __global__ void add_to_counter_kernel(int64_t* counter, int64_t delta) { *counte
 // launchers
 
 Status sgd_step(float* params, const float* grads, float* velocity, size_t n, const SgdParams& hp,
-                cudaStream_t stream) {
+                const DeviceStep& at, cudaStream_t stream) {
   TROUPE_RETURN_IF_ERROR(detail::check_pointers("sgd_step", n, {params, grads}));
   if (hp.momentum != 0.0f && velocity == nullptr && n > 0) {
     return invalid_argument("cuda::sgd_step: momentum " + std::to_string(hp.momentum) +
@@ -68,20 +78,20 @@ Status sgd_step(float* params, const float* grads, float* velocity, size_t n, co
   if (n == 0) return {};
   // As on the CPU, momentum 0 leaves any velocity buffer untouched.
   if (hp.momentum == 0.0f) velocity = nullptr;
-  sgd_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(params, grads, velocity, n, hp.lr, hp.momentum,
+  sgd_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(params, grads, velocity, n, at, hp.lr, hp.momentum,
                                                                       hp.weight_decay, hp.nesterov);
   TROUPE_LAUNCH_CHECK("sgd_kernel");
   return {};
 }
 
-Status adam_step(float* params, const float* grads, float* m, float* v, size_t n, const int64_t* step_base,
-                 int64_t step_offset, const AdamParams& hp, cudaStream_t stream) {
+Status adam_step(float* params, const float* grads, float* m, float* v, size_t n, const DeviceStep& at,
+                 const AdamParams& hp, cudaStream_t stream) {
   TROUPE_RETURN_IF_ERROR(detail::check_pointers("adam_step", n, {params, grads, m, v}));
-  if (step_base == nullptr && step_offset < 1) {
-    return invalid_argument("cuda::adam_step: step " + std::to_string(step_offset) + " must be >= 1");
+  if (at.steps_done == nullptr && at.offset < 1) {
+    return invalid_argument("cuda::adam_step: step " + std::to_string(at.offset) + " must be >= 1");
   }
   if (n == 0) return {};
-  adam_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(params, grads, m, v, n, step_base, step_offset,
+  adam_kernel<<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(params, grads, m, v, n, at,
                                                                       hp.lr, hp.beta1, hp.beta2, hp.eps,
                                                                       hp.weight_decay, hp.decoupled);
   TROUPE_LAUNCH_CHECK("adam_kernel");

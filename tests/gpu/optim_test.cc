@@ -69,11 +69,14 @@ TEST_CASE("cuda adam_step matches cpu adam_step over 5 steps, step read from the
         auto g = test::random_floats(n, n * 13 + step);
         kernels::cpu::adam_step(p.data(), g.data(), m.data(), v.data(), n, step, hp);
         DeviceArray<float> dg(g);
+        kc::DeviceStep at;
         if (step <= 2) {
-          REQUIRE(kc::adam_step(dp.get(), dg.get(), dm.get(), dv.get(), n, nullptr, step, hp).ok());
+          at.offset = step;
         } else {
-          REQUIRE(kc::adam_step(dp.get(), dg.get(), dm.get(), dv.get(), n, base.get(), step - 2, hp).ok());
+          at.steps_done = base.get();
+          at.offset = step - 2;
         }
+        REQUIRE(kc::adam_step(dp.get(), dg.get(), dm.get(), dv.get(), n, at, hp).ok());
       }
       check_close(dp.host(), p, "params");
       check_close(dm.host(), m, "m");
@@ -81,7 +84,45 @@ TEST_CASE("cuda adam_step matches cpu adam_step over 5 steps, step read from the
     }
   }
   DeviceArray<float> x(4);
-  CHECK(kc::adam_step(x.get(), x.get(), x.get(), x.get(), 4, nullptr, 0, {}).code() == Code::invalid_argument);
+  kc::DeviceStep zero;
+  zero.offset = 0;
+  CHECK(kc::adam_step(x.get(), x.get(), x.get(), x.get(), 4, zero, {}).code() == Code::invalid_argument);
+}
+
+TEST_CASE("cuda optimizers take the rate of each step from a device table", "[gpu][optim]") {
+  const size_t n = 1021;
+  const std::vector<float> rates{0.1f, 0.05f, 0.02f, 0.01f};  // rates of steps 1 .. 4
+  DeviceArray<float> table(rates);
+  DeviceArray<int64_t> done(std::vector<int64_t>{0});
+  auto p = test::random_floats(n, 1), pa = p;
+  std::vector<float> vel(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
+  DeviceArray<float> dp(p), dpa(pa), dvel(vel), dm(m), dv(v);
+  kernels::cpu::SgdParams sgd;
+  sgd.lr = 123.0f;  // ignored: the table wins
+  sgd.momentum = 0.9f;
+  kernels::cpu::AdamParams adam;
+  adam.lr = 123.0f;
+  // Two "chunks" of two steps: offsets 1, 2 from the counter, which advances by 2 after each.
+  for (int64_t step = 1; step <= 4; ++step) {
+    auto g = test::random_floats(n, 100 + step);
+    DeviceArray<float> dg(g);
+    kc::DeviceStep at;
+    at.steps_done = done.get();
+    at.offset = (step - 1) % 2 + 1;
+    at.lr_table = table.get();
+    REQUIRE(kc::sgd_step(dp.get(), dg.get(), dvel.get(), n, sgd, at).ok());
+    REQUIRE(kc::adam_step(dpa.get(), dg.get(), dm.get(), dv.get(), n, at, adam).ok());
+    if (step % 2 == 0) REQUIRE(kc::add_to_counter(done.get(), 2).ok());
+    kernels::cpu::SgdParams s = sgd;
+    s.lr = rates[step - 1];
+    kernels::cpu::sgd_step(p.data(), g.data(), vel.data(), n, s);
+    kernels::cpu::AdamParams a = adam;
+    a.lr = rates[step - 1];
+    kernels::cpu::adam_step(pa.data(), g.data(), m.data(), v.data(), n, step, a);
+  }
+  check_close(dp.host(), p, "sgd params");
+  check_close(dpa.host(), pa, "adam params");
+  CHECK(done.host()[0] == 4);
 }
 
 TEST_CASE("cuda add_to_counter advances a device counter", "[gpu][optim]") {

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/ops.h"
+#include "trainers/lr_schedule.h"
 
 namespace troupe::cuda_detail {
 
@@ -41,9 +42,21 @@ Status CudaJob::setup(const Dataset& train, const Dataset& test) {
   if (adam) {
     TROUPE_RETURN_IF_ERROR(state2_.allocate(n, "optimizer state"));
     TROUPE_CUDA_CHECK(cudaMemset(state2_.get(), 0, state2_.bytes()));
-    TROUPE_RETURN_IF_ERROR(adam_steps_done_.allocate(1, "the Adam step counter"));
-    TROUPE_CUDA_CHECK(cudaMemset(adam_steps_done_.get(), 0, sizeof(int64_t)));
   }
+  TROUPE_RETURN_IF_ERROR(steps_done_.allocate(1, "the step counter"));
+  TROUPE_CUDA_CHECK(cudaMemset(steps_done_.get(), 0, sizeof(int64_t)));
+  // The schedule's rate for every step, computed as the CPU trainer does (same floats), so graphs
+  // look the rate up instead of being re-captured.
+  const int64_t total_steps = o_.max_steps > 0 ? std::min<int64_t>(o_.max_steps, steps_per_epoch_ * o_.epochs)
+                                               : steps_per_epoch_ * o_.epochs;
+  LrSchedule schedule = LrSchedule::constant;
+  if (!parse_lr_schedule(o_.lr_schedule, &schedule)) {
+    return invalid_argument("--lr-schedule '" + o_.lr_schedule + "' is not one of constant, cosine");
+  }
+  std::vector<float> rates(static_cast<size_t>(total_steps));
+  for (int64_t i = 0; i < total_steps; ++i) rates[i] = scheduled_lr(schedule, o_.effective_lr(), i, total_steps);
+  TROUPE_RETURN_IF_ERROR(lr_table_.allocate(rates.size(), "the learning-rate schedule"));
+  TROUPE_CUDA_CHECK(cudaMemcpy(lr_table_.get(), rates.data(), rates.size() * sizeof(float), cudaMemcpyHostToDevice));
 
   const int64_t epoch_rows = steps_per_epoch_ * o_.batch_size;
   TROUPE_RETURN_IF_ERROR(perm_.allocate(train.count, "the epoch permutation"));
@@ -87,20 +100,24 @@ Status CudaJob::start_epoch(const std::vector<int32_t>& perm) {
 
 Status CudaJob::optimizer_step(int64_t offset_in_chunk) {
   const size_t n = layout_.param_count;
+  // Step number = steps done before this chunk (device counter) + position in the chunk, 1-based;
+  // the rate is looked up in the schedule table by step.
+  kc::DeviceStep at;
+  at.steps_done = steps_done_.get();
+  at.offset = offset_in_chunk + 1;
+  at.lr_table = lr_table_.get();
   if (o_.optimizer == "sgd") {
     kc::SgdParams hp;
-    hp.lr = o_.lr;
+    hp.lr = o_.effective_lr();
     hp.momentum = o_.momentum;
     hp.weight_decay = o_.weight_decay;
-    return kc::sgd_step(params_.get(), grads_.get(), state1_.get(), n, hp, stream());
+    return kc::sgd_step(params_.get(), grads_.get(), state1_.get(), n, hp, at, stream());
   }
   kc::AdamParams hp;
-  hp.lr = o_.lr;
+  hp.lr = o_.effective_lr();
   hp.weight_decay = o_.weight_decay;
   hp.decoupled = o_.optimizer == "adamw";
-  // Step number = steps done before this chunk (device counter) + position in the chunk, 1-based.
-  return kc::adam_step(params_.get(), grads_.get(), state1_.get(), state2_.get(), n, adam_steps_done_.get(),
-                       offset_in_chunk + 1, hp, stream());
+  return kc::adam_step(params_.get(), grads_.get(), state1_.get(), state2_.get(), n, at, hp, stream());
 }
 
 Status CudaJob::enqueue_steps(int64_t first, int64_t count) {
@@ -112,7 +129,7 @@ Status CudaJob::enqueue_steps(int64_t first, int64_t count) {
                                                    step_loss_.get() + s, step_correct_.get() + s));
     TROUPE_RETURN_IF_ERROR(optimizer_step(s - first));
   }
-  if (adam_steps_done_.get()) TROUPE_RETURN_IF_ERROR(kc::add_to_counter(adam_steps_done_.get(), count, stream()));
+  TROUPE_RETURN_IF_ERROR(kc::add_to_counter(steps_done_.get(), count, stream()));
   return {};
 }
 

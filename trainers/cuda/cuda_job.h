@@ -72,7 +72,8 @@ class CudaJob {
   MlpCuda model_;
   DeviceDataset train_, test_;
   kc::DeviceBuffer<float> params_, grads_, state1_, state2_;  // state: velocity, or Adam's m and v
-  kc::DeviceBuffer<int64_t> adam_steps_done_;
+  kc::DeviceBuffer<int64_t> steps_done_;  // steps of the job finished before the current chunk
+  kc::DeviceBuffer<float> lr_table_;      // the learning rate of every step of the job
   kc::DeviceBuffer<int32_t> perm_, epoch_labels_;
   kc::DeviceBuffer<float> epoch_images_;  // the epoch's batches in visiting order
   kc::DeviceBuffer<float> step_loss_;     // one slot per step of the epoch

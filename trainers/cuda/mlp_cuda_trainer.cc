@@ -70,8 +70,8 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
   TrainResult result;
   result.model = "mlp " + layout.to_string();
   result.device = o.device.to_string() + " (" + kernels::cuda::device_name(o.device.index) + ")";
-  spdlog::info("training mlp {} on {} with {} (lr {}), {} steps/epoch, cuda graphs {}", layout.to_string(),
-               result.device, o.optimizer, o.lr, steps_per_epoch, o.cuda_graphs ? "on" : "off");
+  spdlog::info("training mlp {} on {} with {} (lr {}, {}), {} steps/epoch, cuda graphs {}", layout.to_string(),
+               result.device, o.optimizer, o.effective_lr(), o.lr_schedule, steps_per_epoch, o.cuda_graphs ? "on" : "off");
 
   kernels::cuda::Event events[2];
   TROUPE_RETURN_IF_ERROR(events[0].create());
@@ -94,10 +94,11 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
       for (int64_t s = first; s < first + count; ++s) {
         const float loss = job.step_loss(s);
         if (!std::isfinite(loss)) {
-          return numeric_error("training loss is " + std::to_string(loss) + " at epoch " + std::to_string(epoch) +
+          return numeric_error(std::string("training loss is ") + (std::isnan(loss) ? "NaN" : "infinite") +
+                               " at epoch " + std::to_string(epoch) +
                                ", step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
                                " (global step " + std::to_string(epoch_first_step + s + 1) +
-                               "); training stopped. Lower --lr (" + std::to_string(o.lr) +
+                               "); training stopped. Lower --lr (" + std::to_string(o.effective_lr()) +
                                ") or check the input data");
         }
         tally.loss_sum += loss;
@@ -176,7 +177,7 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
   if (!finite.ok()) return finite.status();
   if (!*finite) {
     return numeric_error("parameters are not finite after training on " + result.device + "; lower --lr (" +
-                         std::to_string(o.lr) + ")");
+                         std::to_string(o.effective_lr()) + ")");
   }
   result.epochs = static_cast<int>(result.history.size());
   result.steps = step;
