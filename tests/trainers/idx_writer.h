@@ -1,41 +1,19 @@
-// Test helpers: a temporary directory removed on destruction, and writers of small gzip'ed IDX
-// files (well-formed or deliberately broken) for the Fashion-MNIST loader tests.
+// Test helpers: writers of small gzip'ed IDX files (well-formed or deliberately broken) for the
+// Fashion-MNIST loader tests, and TempDir (tests/core/temp_dir.h) to hold them.
 #pragma once
 
 #include <zlib.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tests/core/temp_dir.h"
+
 namespace troupe::testing {
-
-// A fresh directory under the system temp dir; removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "troupe-test-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // The bytes of an IDX file: magic 0x0000 08 <rank>, big-endian uint32 dimensions, then `data`.
 // `magic` overrides the 4 magic bytes when non-zero.
