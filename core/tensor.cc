@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -29,9 +30,17 @@ std::string shape_string(const Shape& shape) {
   return os.str();
 }
 
+// Dimensions must be >= 0 and their product's byte count must fit in int64 (so that numel() and
+// nbytes() cannot overflow and under-allocate).
 static Status check_shape(const Shape& shape) {
+  int64_t n = 1;
+  bool overflow = false;
   for (int64_t d : shape) {
     if (d < 0) return invalid_argument("tensor shape " + shape_string(shape) + " has a negative dimension");
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+  }
+  if (overflow || n > INT64_MAX / 8) {
+    return invalid_argument("tensor shape " + shape_string(shape) + " has more elements than any memory can hold");
   }
   return {};
 }
