@@ -110,7 +110,7 @@ TEST_CASE("cuda gather_rows copies the indexed rows and labels", "[gpu][gather]"
     std::mt19937_64 rng(cols);
     for (auto& i : index) i = static_cast<int32_t>(rng() % rows);
     DeviceArray<float> dsrc(src), ddst(size_t(count * cols));
-    DeviceArray<int32_t> dlab(labels), didx(index), dout(size_t(count));
+    DeviceArray<int32_t> dlab(labels), didx(index), dout{size_t(count)};
     REQUIRE(kc::gather_rows(ddst.get(), dsrc.get(), rows, cols, didx.get(), count, dout.get(), dlab.get()).ok());
     auto got = ddst.host();
     auto got_labels = dout.host();
