@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The same job as bench_train_gpu in PyTorch, to run beside it on the same GPU.
+
+MLP 784-256-128-10 on Fashion-MNIST, batch 128, full batches only (the last partial one dropped),
+data on the GPU, one shuffled copy of the training set per epoch (as troupe does), Adam (lr 0.002)
+or SGD (lr 0.05, momentum 0.9). Modes: eager, and the standard CUDA-graph recipe (one captured
+step; each batch copied into the static input). Prints the median training samples/s over --runs
+runs of --epochs epochs after a warm-up, and, given --troupe N (troupe's samples/s), the ratio.
+
+    python3 bench/pytorch_mlp.py --data-dir DIR [--optimizer adam|sgd] [--troupe N]
+"""
+import argparse
+import gzip
+import os
+import statistics
+import struct
+import time
+
+import numpy as np
+import torch
+
+
+def load_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    rank = magic & 0xFF
+    dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def load(data_dir, split):
+    x = load_idx(os.path.join(data_dir, f"{split}-images-idx3-ubyte.gz")).reshape(-1, 784)
+    y = load_idx(os.path.join(data_dir, f"{split}-labels-idx1-ubyte.gz"))
+    return (torch.from_numpy(x.astype(np.float32) / 255.0).cuda(), torch.from_numpy(y.astype(np.int64)).cuda())
+
+
+def make(opt_name):
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+                                torch.nn.ReLU(), torch.nn.Linear(128, 10)).cuda()
+    if opt_name == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=0.002, capturable=True)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return model, opt
+
+
+def run(mode, opt_name, xtr, ytr, epochs, batch):
+    model, opt = make(opt_name)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    steps = xtr.shape[0] // batch
+    static_x = torch.zeros(batch, 784, device="cuda")
+    static_y = torch.zeros(batch, dtype=torch.int64, device="cuda")
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    graph = None
+    if mode == "graph":
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up iterations on a side stream, as the recipe requires
+            for _ in range(3):
+                step(static_x, static_y)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_loss = step(static_x, static_y)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        perm = torch.randperm(xtr.shape[0], device="cuda")
+        xs, ys = xtr[perm], ytr[perm]
+        for s in range(steps):
+            xb, yb = xs[s * batch:(s + 1) * batch], ys[s * batch:(s + 1) * batch]
+            if graph is not None:
+                static_x.copy_(xb)
+                static_y.copy_(yb)
+                graph.replay()
+            else:
+                step(xb, yb)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return steps * batch * epochs / seconds, model
+
+
+def accuracy(model, x, y):
+    with torch.no_grad():
+        return (model(x).argmax(1) == y).float().mean().item()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data-dir", default=os.environ.get("TROUPE_DATASET_DIR", "/usr/share/datasets/fashion-mnist"))
+    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--troupe", type=float, default=0, help="troupe's samples/s, to print the ratio")
+    a = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False  # strict f32, as troupe's cuBLAS calls
+    xtr, ytr = load(a.data_dir, "train")
+    xte, yte = load(a.data_dir, "t10k")
+    print(f"# pytorch {torch.__version__} on {torch.cuda.get_device_name(0)}; mlp 784-256-128-10, batch {a.batch}, "
+          f"{a.optimizer}, {a.epochs} epochs per run, median of {a.runs} runs")
+    results = {}
+    for mode in ("eager", "graph"):
+        run(mode, a.optimizer, xtr, ytr, 1, a.batch)  # warm-up
+        sps, accs = [], []
+        for _ in range(a.runs):
+            v, model = run(mode, a.optimizer, xtr, ytr, a.epochs, a.batch)
+            sps.append(v)
+            accs.append(accuracy(model, xte, yte))
+        results[mode] = statistics.median(sps)
+        print(f"pytorch_{mode:5s} samples/s: {results[mode]:12.0f}   (min {min(sps):.0f}, max {max(sps):.0f}; "
+              f"test acc {statistics.median(accs):.4f})")
+    if a.troupe > 0:
+        for mode, v in results.items():
+            print(f"ratio troupe / pytorch_{mode}: {a.troupe / v:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
