@@ -6,7 +6,7 @@
 //   1. train_mlp_cuda samples/s for each optimizer, with and without CUDA graphs: one warm-up
 //      run, then the median of --runs runs of --epochs epochs (training time only; the trained
 //      model's test accuracy is checked to beat chance by far);
-//   2. cuBLAS sgemm time and GFLOP/s for the 8 matrix products of one training step (forward,
+//   2. cuBLAS sgemm time (eager and replayed from a CUDA graph) and GFLOP/s for the 8 matrix products of one training step (forward,
 //      weight gradients, input gradients), each result checked against the CPU's OpenBLAS.
 // The last line, "troupe_samples_per_s: N", is the default configuration's median (for scripts,
 // e.g. bench/pytorch_mlp.py --troupe N prints the ratio).
@@ -21,6 +21,7 @@ int main() {
 #else
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -79,28 +80,45 @@ bool bench_gemm(const kc::CublasHandle& blas, const char* name, bool ta, bool tb
   }
   cudaMemcpy(da.get(), a.data(), da.bytes(), cudaMemcpyHostToDevice);
   cudaMemcpy(db.get(), b.data(), db.bytes(), cudaMemcpyHostToDevice);
-  constexpr int kReps = 2000;
+  // Two timings: eager calls back to back (what a loop without graphs pays: cuBLAS's host work per
+  // call) and the same calls replayed from one CUDA graph (the GPU's time per product).
+  constexpr int kReps = 1000;
+  auto enqueue = [&](cudaStream_t) -> Status {
+    for (int i = 0; i < kReps; ++i) {
+      TROUPE_RETURN_IF_ERROR(kc::matmul(blas, ta, tb, m, n, k, 1.0f, da.get(), db.get(), 0.0f, dc.get()));
+    }
+    return {};
+  };
+  kc::GraphExec graph;
+  Status st = graph.capture(blas.stream(), enqueue);
   cudaEvent_t t0, t1;
   cudaEventCreate(&t0);
   cudaEventCreate(&t1);
-  for (int i = 0; i < 50; ++i) (void)kc::matmul(blas, ta, tb, m, n, k, 1.0f, da.get(), db.get(), 0.0f, dc.get());
-  cudaEventRecord(t0, blas.stream());
-  for (int i = 0; i < kReps; ++i) (void)kc::matmul(blas, ta, tb, m, n, k, 1.0f, da.get(), db.get(), 0.0f, dc.get());
-  cudaEventRecord(t1, blas.stream());
-  Status st = kc::wait_event(t1, 60, "the sgemm benchmark");
-  float ms = 0;
-  cudaEventElapsedTime(&ms, t0, t1);
+  float eager_ms = 0, graph_ms = 0;
+  for (int pass = 0; pass < 2 && st.ok(); ++pass) {  // pass 0 warms up
+    cudaEventRecord(t0, blas.stream());
+    st = enqueue(blas.stream());
+    cudaEventRecord(t1, blas.stream());
+    if (st.ok()) st = kc::wait_event(t1, 60, "the eager sgemm benchmark");
+    cudaEventElapsedTime(&eager_ms, t0, t1);
+    cudaEventRecord(t0, blas.stream());
+    if (st.ok()) st = graph.launch(blas.stream());
+    cudaEventRecord(t1, blas.stream());
+    if (st.ok()) st = kc::wait_event(t1, 60, "the graphed sgemm benchmark");
+    cudaEventElapsedTime(&graph_ms, t0, t1);
+  }
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
+  if (!st.ok()) std::fprintf(stderr, "%s: %s\n", name, st.to_string().c_str());
   std::vector<float> got(c.size());
   cudaMemcpy(got.data(), dc.get(), dc.bytes(), cudaMemcpyDeviceToHost);
   kernels::cpu::matmul(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
   double max_err = 0;
   for (size_t i = 0; i < c.size(); ++i) max_err = std::max(max_err, double(std::fabs(got[i] - c[i])));
   const bool ok = st.ok() && max_err <= 1e-4 * k;  // |values| <= 1: k * eps-sized sums, far below 1e-4 * k
-  const double us = ms * 1e3 / kReps;
-  std::printf("%-14s %c%c %5d %5d %5d %10.2f %10.1f %5s\n", name, ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, us,
-              2.0 * m * n * k / (us * 1e3), ok ? "ok" : "WRONG");
+  const double eager_us = eager_ms * 1e3 / kReps, graph_us = graph_ms * 1e3 / kReps;
+  std::printf("%-14s %c%c %5d %5d %5d %10.2f %10.2f %12.1f %5s\n", name, ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
+              eager_us, graph_us, 2.0 * m * n * k / (graph_us * 1e3), ok ? "ok" : "WRONG");
   return ok;
 }
 
@@ -115,6 +133,7 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "timed runs (median reported)")->capture_default_str();
   app.add_option("--batch", batch, "batch size")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);  // the trainers' per-epoch lines would bury the table
 
   std::string why;
   if (cuda_device_count(&why) == 0) {
@@ -156,7 +175,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\n# cuBLAS sgemm at the MLP's shapes (one training step, batch %d)\n", batch);
-  std::printf("%-14s %2s %5s %5s %5s %10s %10s %5s\n", "gemm", "op", "m", "n", "k", "us", "GFLOP/s", "check");
+  std::printf("%-14s %2s %5s %5s %5s %10s %10s %12s %5s\n", "gemm", "op", "m", "n", "k", "eager_us", "graph_us",
+              "GFLOP/s(gr)", "check");
   kc::Stream stream;
   kc::CublasHandle blas;
   if (!stream.create().ok() || !blas.create(stream.get()).ok()) return 1;

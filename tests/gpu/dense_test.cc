@@ -27,7 +27,7 @@ TEST_CASE("cuda bias_act matches cpu bias_act exactly", "[gpu][dense]") {
       kernels::cpu::bias_act(ref.data(), bias.data(), rows, cols, relu);
       DeviceArray<float> dx(x), db(bias);
       REQUIRE(kc::bias_act(dx.get(), db.get(), rows, cols, relu).ok());
-      CHECK(dx.host() == ref);
+      CHECK_SAME(dx.host(), ref);
     }
   }
   CHECK(kc::bias_act(nullptr, nullptr, -1, 3, true).code() == Code::invalid_argument);
@@ -44,7 +44,7 @@ TEST_CASE("cuda relu_backward matches cpu relu_backward exactly", "[gpu][dense]"
     kernels::cpu::relu_backward(ref.data(), y.data(), n);
     DeviceArray<float> ddy(dy), dyv(y);
     REQUIRE(kc::relu_backward(ddy.get(), dyv.get(), n).ok());
-    CHECK(ddy.host() == ref);
+    CHECK_SAME(ddy.host(), ref);
   }
 }
 
@@ -83,7 +83,7 @@ TEST_CASE("cuda relu_backward_bias_grad equals cpu relu_backward then bias_grad"
     kernels::cpu::bias_grad(masked.data(), rows, cols, ref.data());
     DeviceArray<float> ddy(dy), dyv(y), db(std::vector<float>(cols, 42.0f));
     REQUIRE(kc::relu_backward_bias_grad(ddy.get(), dyv.get(), rows, cols, db.get()).ok());
-    CHECK(ddy.host() == masked);  // the mask is exact
+    CHECK_SAME(ddy.host(), masked);  // the mask is exact
     check_column_sums(db.host(), ref, masked, rows, cols);
   }
 }

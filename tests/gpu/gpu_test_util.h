@@ -29,6 +29,32 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
   return v;
 }
 
+// Index of the first element where got and ref differ (NaN matches NaN: GPUs return the canonical
+// NaN where x86 keeps an operand's payload), or -1. Use instead of CHECK(got == ref) on large
+// vectors: Catch would print millions of elements.
+template <class T>
+long first_mismatch(const std::vector<T>& got, const std::vector<T>& ref) {
+  if (got.size() != ref.size()) return 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool both_nan = got[i] != got[i] && ref[i] != ref[i];
+    if (!(got[i] == ref[i]) && !both_nan) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+// CHECKs that two vectors are equal, reporting the first differing element.
+#define CHECK_SAME(got_expr, ref_expr)                                                           \
+  do {                                                                                           \
+    const auto& got_ = (got_expr);                                                               \
+    const auto& ref_ = (ref_expr);                                                               \
+    const long at_ = ::troupe::test::first_mismatch(got_, ref_);                                 \
+    if (at_ >= 0 && size_t(at_) < got_.size() && got_.size() == ref_.size()) {                   \
+      INFO("first difference at " << at_ << ": " << got_[at_] << " (gpu) vs " << ref_[at_]);    \
+    }                                                                                            \
+    INFO("sizes " << got_.size() << " and " << ref_.size());                                     \
+    CHECK(at_ == -1);                                                                            \
+  } while (0)
+
 // A device copy of a host vector (REQUIREs success), read back with host().
 template <class T>
 class DeviceArray {

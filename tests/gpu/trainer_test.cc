@@ -125,17 +125,35 @@ TEST_CASE("GPU trainer reports a NaN loss naming the epoch and step", "[gpu][tra
   const Dataset test = synthetic(200, 6, 5, 7);
   TrainOptions o = small_options();
   o.epochs = 1;
-  // Poison one example; the step that first sees it is fixed by the epoch-1 permutation.
+  // A label outside [0, classes) makes that step's loss NaN (softmax_xent's contract); the step
+  // that first sees the example is fixed by the epoch-1 permutation.
   const int32_t poisoned = 1234;
-  train.images[poisoned * train.features() + 5] = NAN;
+  train.labels[poisoned] = 99;
   auto perm = epoch_permutation(train.count, o.seed, 1);
   int64_t pos = 0;
   while (perm[pos] != poisoned) ++pos;
   const int64_t step = pos / o.batch_size + 1;
+  for (bool graphs : {true, false}) {
+    o.cuda_graphs = graphs;
+    auto r = train_mlp_cuda(o, layout_of(o, train), train, test);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == Code::numeric_error);
+    CHECK_THAT(r.status().message(), Catch::Contains("NaN at epoch 1, step " + std::to_string(step) + " of 125"));
+  }
+}
+
+TEST_CASE("GPU trainer reports parameters that stopped being finite", "[gpu][trainer][errors]") {
+  // A NaN pixel: ReLU maps the NaN activations to 0, so the loss stays finite (as on the CPU), but
+  // the weight gradient and then the weights become NaN; the final check must catch it.
+  Dataset train = synthetic(2000, 6, 5, 6);
+  const Dataset test = synthetic(200, 6, 5, 7);
+  TrainOptions o = small_options();
+  o.epochs = 1;
+  train.images[1234 * train.features() + 5] = NAN;
   auto r = train_mlp_cuda(o, layout_of(o, train), train, test);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == Code::numeric_error);
-  CHECK_THAT(r.status().message(), Catch::Contains("at epoch 1, step " + std::to_string(step) + " of 125"));
+  CHECK_THAT(r.status().message(), Catch::Contains("parameters are not finite"));
 }
 
 TEST_CASE("GPU trainer refuses a device that does not exist and a mismatched model", "[gpu][trainer][errors]") {

@@ -42,13 +42,13 @@ TEST_CASE("cuda sum_into, max_into and scale match the cpu exactly", "[gpu][vect
     auto ref = a;
     kernels::cpu::sum_into(ref.data(), b.data(), n);
     REQUIRE(kc::sum_into(da.get(), db.get(), n).ok());
-    CHECK(da.host() == ref);
+    CHECK_SAME(da.host(), ref);
     kernels::cpu::max_into(ref.data(), b.data(), n);
     REQUIRE(kc::max_into(da.get(), db.get(), n).ok());
-    CHECK(da.host() == ref);
+    CHECK_SAME(da.host(), ref);
     kernels::cpu::scale(ref.data(), n, -0.37f);
     REQUIRE(kc::scale(da.get(), n, -0.37f).ok());
-    CHECK(da.host() == ref);
+    CHECK_SAME(da.host(), ref);
   }
 }
 
@@ -63,17 +63,17 @@ TEST_CASE("cuda f16/bf16 conversions and sums are bit-identical to the cpu", "[g
       (bf ? kernels::cpu::f32_to_bf16 : kernels::cpu::f32_to_f16)(x.data(), ref16.data(), n);
       DeviceArray<uint16_t> d16(n);
       REQUIRE((bf ? kc::f32_to_bf16 : kc::f32_to_f16)(dx.get(), d16.get(), n, nullptr).ok());
-      CHECK(d16.host() == ref16);
+      CHECK_SAME(d16.host(), ref16);
       std::vector<float> back(n);
       (bf ? kernels::cpu::bf16_to_f32 : kernels::cpu::f16_to_f32)(ref16.data(), back.data(), n);
       DeviceArray<float> dback(n);
       REQUIRE((bf ? kc::bf16_to_f32 : kc::f16_to_f32)(d16.get(), dback.get(), n, nullptr).ok());
-      CHECK(bits(dback.host()) == bits(back));
+      CHECK_SAME(bits(dback.host()), bits(back));  // conversions keep NaN payloads: bits
       auto acc = test::random_floats(n, n + 9);
       DeviceArray<float> dacc(acc);
       (bf ? kernels::cpu::sum_into_bf16 : kernels::cpu::sum_into_f16)(acc.data(), ref16.data(), n);
       REQUIRE((bf ? kc::sum_into_bf16 : kc::sum_into_f16)(dacc.get(), d16.get(), n, nullptr).ok());
-      CHECK(bits(dacc.host()) == bits(acc));
+      CHECK_SAME(dacc.host(), acc);  // sums: values (NaN + x gives any NaN)
     }
   }
 }
