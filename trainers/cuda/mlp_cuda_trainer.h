@@ -6,8 +6,9 @@
 // of up to 64 (cuda_job.h), each chunk one CUDA graph (options.cuda_graphs) or eager launches. Every
 // step adds its mean loss and correct count to its own device slot; the host reads the slots of a
 // chunk while the next chunk runs, so it never waits per step and the GPU never idles between
-// chunks. Starting from mlp_init(seed) and visiting batches in the same order, it follows the CPU
-// trainer's trajectory up to float rounding.
+// chunks; `progress` is called once per chunk and once at each epoch's end. Starting from
+// mlp_init(seed) and visiting batches in the same order, it follows the CPU trainer's trajectory up
+// to float rounding.
 #pragma once
 
 #include "trainers/fashion_mnist.h"
