@@ -134,7 +134,7 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
         p.loss = loss_sum / epoch_steps;
         const double el = seconds_since(epoch_start);
         p.samples_per_second = el > 0 ? epoch_steps * o.batch_size / el : 0;
-        const double steps_left = (o.epochs - epoch) * steps_per_epoch + (steps_per_epoch - s - 1);
+        const double steps_left = static_cast<double>(total_steps - step);
         p.eta_seconds = el > 0 ? steps_left * el / epoch_steps : 0;
         progress(p);
       }
