@@ -11,7 +11,7 @@ namespace {
 
 const char* type_name(const std::string*) { return "string"; }
 const char* type_name(const int64_t*) { return "int"; }
-const char* type_name(const double*) { return "double"; }
+[[maybe_unused]] const char* type_name(const double*) { return "double"; }
 const char* type_name(const bool*) { return "bool"; }
 
 bool parse_value(const std::string& text, std::string* out) {
@@ -27,7 +27,7 @@ bool parse_value(const std::string& text, int64_t* out) {
   *out = v;
   return true;
 }
-bool parse_value(const std::string& text, double* out) {
+[[maybe_unused]] bool parse_value(const std::string& text, double* out) {
   if (text.empty()) return false;
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
@@ -45,7 +45,7 @@ bool parse_value(const std::string& text, bool* out) {
 std::string to_text(const std::string& v) { return v; }
 std::string to_text(int64_t v) { return std::to_string(v); }
 std::string to_text(bool v) { return v ? "true" : "false"; }
-std::string to_text(double v) {
+[[maybe_unused]] std::string to_text(double v) {
   std::ostringstream os;
   os << v;
   return os.str();

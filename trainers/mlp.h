@@ -55,7 +55,8 @@ class MlpCpu {
   void forward(const float* params, const float* x, int batch);
   MlpLayout layout_;
   int capacity_ = 0;
-  std::vector<std::vector<float>> acts_;  // acts_[l]: output of layer l, [batch x out_l]
+  std::vector<std::vector<float>> acts_;   // acts_[l]: output of layer l, [batch x out_l]
+  std::vector<std::vector<float>> dacts_;  // dacts_[l]: gradient of the loss w.r.t. acts_[l]
 };
 
 }  // namespace troupe

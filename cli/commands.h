@@ -1,0 +1,33 @@
+// The `troupe` subcommands. Each registers its flags on the app and returns the function that runs
+// it after parsing; that function returns the process exit code.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/config.h"
+
+namespace troupe::cli {
+
+// Process-wide options shared by every subcommand (--set, --log-level).
+struct GlobalOptions {
+  std::vector<std::string> settings;  // name=value overrides of core/config_def.h settings
+  Config config;                      // filled after parsing: defaults, environment, then --set
+};
+
+using Runner = std::function<int()>;
+
+// Exit codes: 0 success, 1 the job failed (message on stderr), 2 bad usage (bad flag or value).
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+Runner add_train_command(CLI::App& app, GlobalOptions& global);
+Runner add_config_command(CLI::App& app, GlobalOptions& global);
+
+// Prints "troupe <command>: error: <status>" to stderr and returns the exit code for that status.
+int report_error(const std::string& command, const Status& status);
+
+}  // namespace troupe::cli

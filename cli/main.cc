@@ -1,0 +1,52 @@
+// troupe — the command-line entry point: parse flags, fill the settings, run one subcommand.
+#include <cstdio>
+#include <map>
+
+#include "cli/commands.h"
+#include "core/logging.h"
+#include "core/version.h"
+
+using namespace troupe;
+
+int main(int argc, char** argv) {
+  CLI::App app{"troupe: an actor-based runtime for training ML models"};
+  app.set_version_flag("--version", std::string("troupe ") + TROUPE_VERSION_STRING);
+  app.require_subcommand(1);
+  cli::GlobalOptions global;
+  app.add_option("--set", global.settings, "Override a setting: name=value (see `troupe config`)")
+      ->type_name("NAME=VALUE");
+
+  std::map<std::string, cli::Runner> runners;
+  runners["train"] = cli::add_train_command(app, global);
+  runners["config"] = cli::add_config_command(app, global);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);  // prints help, version, or the error and a hint
+    return code == 0 ? 0 : cli::kExitUsage;
+  }
+
+  auto config = Config::from_environment();
+  if (!config.ok()) return cli::report_error("troupe", config.status());
+  global.config = *config;
+  for (const std::string& s : global.settings) {
+    Status st = global.config.set_assignment(s);
+    if (!st.ok()) {
+      std::fprintf(stderr, "troupe: error: --set %s\n", st.message().c_str());
+      return cli::kExitUsage;
+    }
+  }
+  const std::string command = app.get_subcommands().front()->get_name();
+  LogOptions log;
+  log.process_name = "troupe-" + command;
+  log.log_dir = global.config.log_dir;
+  log.file_level = global.config.log_level;
+  log.console_level = global.config.console_log_level;
+  Status st = init_logging(log);
+  if (!st.ok()) {
+    if (st.code() == Code::invalid_argument) return cli::report_error(command, st);
+    std::fprintf(stderr, "troupe: warning: %s; logging to stderr only\n", st.message().c_str());
+  }
+  return runners.at(command)();
+}

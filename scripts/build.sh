@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds troupe into build/ (Release, ccache, -j2 by default). CUDA sources are
+# compiled when nvcc is found at /usr/local/cuda. Extra arguments go to cmake's configure step.
+#   TROUPE_JOBS=N  parallel compile jobs (default 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${TROUPE_JOBS:-2}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
+grep -E "^-- troupe:" build-configure.log || true
+cmake --build build -j"$jobs"

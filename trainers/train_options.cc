@@ -1,0 +1,43 @@
+#include "trainers/train_options.h"
+
+#include <cmath>
+
+namespace troupe {
+
+float TrainOptions::effective_lr() const {
+  if (lr != 0.0f) return lr;
+  return optimizer == "sgd" ? 0.05f : 0.002f;
+}
+
+Status TrainOptions::validate() const {
+  if (model != "mlp") return invalid_argument("--model '" + model + "' is not known; available: mlp");
+  if (dataset != "fashion-mnist") {
+    return invalid_argument("--dataset '" + dataset + "' is not known; available: fashion-mnist");
+  }
+  for (int h : hidden) {
+    if (h <= 0 || h > (1 << 16)) {
+      return invalid_argument("--hidden: layer size " + std::to_string(h) + " must be in [1, 65536]");
+    }
+  }
+  if (epochs <= 0) return invalid_argument("--epochs must be >= 1 (got " + std::to_string(epochs) + ")");
+  if (batch_size <= 0 || batch_size > 65536) {
+    return invalid_argument("--batch-size must be in [1, 65536] (got " + std::to_string(batch_size) + ")");
+  }
+  if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw") {
+    return invalid_argument("--optimizer '" + optimizer + "' is not one of sgd, adam, adamw");
+  }
+  if (!(lr >= 0.0f) || !std::isfinite(lr)) {
+    return invalid_argument("--lr must be a positive finite number (got " + std::to_string(lr) + ")");
+  }
+  if (lr_schedule != "constant" && lr_schedule != "cosine") {
+    return invalid_argument("--lr-schedule '" + lr_schedule + "' is not one of constant, cosine");
+  }
+  if (!(momentum >= 0.0f && momentum < 1.0f)) return invalid_argument("--momentum must be in [0, 1)");
+  if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay)) return invalid_argument("--weight-decay must be >= 0");
+  if (cpu_threads < 1 || cpu_threads > 1024) return invalid_argument("cpu_threads must be in [1, 1024]");
+  if (loss_check_every < 1) return invalid_argument("loss_check_every must be >= 1");
+  if (max_steps < 0) return invalid_argument("--max-steps must be >= 0");
+  return {};
+}
+
+}  // namespace troupe
