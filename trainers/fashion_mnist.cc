@@ -212,7 +212,7 @@ Expected<IdxArray> read_idx_gz(const std::string& path, int expected_rank) {
     const uint8_t* b = &dim_bytes[4 * static_cast<size_t>(i)];
     uint64_t d = (uint64_t{b[0]} << 24) | (uint64_t{b[1]} << 16) | (uint64_t{b[2]} << 8) | b[3];
     out.dims.push_back(static_cast<int64_t>(d));
-    // total <= 2^32 and d < 2^32 here, so the product cannot overflow 64 bits before the check.
+    // total <= kMaxIdxBytes (2^30) and d < 2^32 here, so the product cannot overflow 64 bits.
     total *= d;
     if (total > kMaxIdxBytes) {
       return damaged(path, "IDX dimensions are implausibly large (more than " + std::to_string(kMaxIdxBytes) +
@@ -298,8 +298,13 @@ Expected<Dataset> load_fashion_mnist(const std::string& dir, Split split) {
   float scale[256];
   for (int v = 0; v < 256; ++v) scale[v] = static_cast<float>(v) / 255.0f;
   const std::vector<uint8_t>& px = images->data;
-  reserve_large(ds.images, px.size());
-  ds.images.resize(px.size());
+  try {
+    reserve_large(ds.images, px.size());
+    ds.images.resize(px.size());
+  } catch (const std::bad_alloc&) {
+    return io_error(images_path + ": cannot allocate " + std::to_string(px.size() * sizeof(float)) +
+                    " bytes for its pixels as floats; free some memory");
+  }
   for (size_t i = 0; i < px.size(); ++i) ds.images[i] = scale[px[i]];
   return ds;
 }
