@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "kernels/cpu/ops.h"
-#include "tests/kernels/kernel_test_util.h"
+#include "tests/support/numeric_test_util.h"
 
 namespace cpu = troupe::kernels::cpu;
 using troupe::testing::first_difference;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "kernels/cpu/ops.h"
-#include "tests/kernels/kernel_test_util.h"
+#include "tests/support/numeric_test_util.h"
 
 namespace cpu = troupe::kernels::cpu;
 using troupe::testing::random_floats;

@@ -1,5 +1,5 @@
-// Helpers shared by the kernel tests: seeded random buffers and element-wise comparisons that name
-// the first index that differs, so a failure says where and by how much.
+// Helpers shared by the numeric tests (kernels, trainers): seeded random buffers, element-wise
+// comparisons that name the first index that differs, and central-difference gradients.
 #pragma once
 
 #include <cmath>
