@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/config.h"
+#include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/mlp.h"
@@ -85,8 +86,8 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
   std::vector<float> params(layout->param_count), grads(layout->param_count);
   mlp_init(*layout, o.seed, params.data());
   MlpCpu model(*layout);
-  spdlog::info("training mlp {} on cpu with {} ({} steps/epoch)", layout->to_string(), (*opt)->describe(),
-               steps_per_epoch);
+  spdlog::info("training mlp {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))",
+               layout->to_string(), (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
 
   const int64_t features = train.features();
   std::vector<float> batch_x(static_cast<size_t>(o.batch_size) * features);
