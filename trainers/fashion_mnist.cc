@@ -4,11 +4,13 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -16,7 +18,10 @@ namespace troupe {
 namespace {
 
 // Largest decompressed payload accepted (the real training images are 47 MB).
-constexpr uint64_t kMaxIdxBytes = uint64_t{1} << 32;
+constexpr uint64_t kMaxIdxBytes = uint64_t{1} << 30;
+// The data buffer grows by this much as decompressed bytes actually arrive, so a damaged header
+// announcing a gigabyte costs no more memory than the data present.
+constexpr size_t kDataStep = size_t{8} << 20;
 constexpr size_t kChunk = size_t{1} << 20;  // compressed bytes read from disk per fread
 
 const char* kInstallHint =
@@ -101,24 +106,28 @@ class GzipReader {
   }
 
  private:
-  // Refills the input buffer when it is empty; at end of file leaves avail_in at 0.
-  Status fill() {
-    if (zs_.avail_in > 0 || eof_) return {};
-    size_t k = std::fread(in_.get(), 1, kChunk, file_.get());
-    if (k < kChunk) {
-      if (std::ferror(file_.get())) {
-        return io_error(path_ + ": read failed: " + std::strerror(errno) + "; check the disk and the file");
+  // Reads more of the file until at least `min_bytes` unread input bytes are buffered or the file
+  // ends; at end of file avail_in may stay below `min_bytes` (0 when everything was consumed).
+  Status fill(size_t min_bytes = 1) {
+    while (zs_.avail_in < min_bytes && !eof_) {
+      size_t kept = zs_.avail_in;
+      if (kept) std::memmove(in_.get(), zs_.next_in, kept);
+      size_t k = std::fread(in_.get() + kept, 1, kChunk - kept, file_.get());
+      if (k < kChunk - kept) {
+        if (std::ferror(file_.get())) {
+          return io_error(path_ + ": read failed: " + std::strerror(errno) + "; check the disk and the file");
+        }
+        eof_ = true;
       }
-      eof_ = true;
+      zs_.next_in = in_.get();
+      zs_.avail_in = static_cast<uInt>(kept + k);
     }
-    zs_.next_in = in_.get();
-    zs_.avail_in = static_cast<uInt>(k);
     return {};
   }
 
   // After a member's end: the file ends (finished), or another gzip member follows.
   Status next_member() {
-    TROUPE_RETURN_IF_ERROR(fill());
+    TROUPE_RETURN_IF_ERROR(fill(2));
     if (zs_.avail_in == 0) {
       finished_ = true;
       return {};
@@ -150,10 +159,10 @@ Status read_exact(GzipReader& gz, const std::string& path, void* dst, size_t n, 
   return {};
 }
 
-// Grows `v` to `n` elements, first asking the kernel to back it with huge pages: first-touch page
+// Reserves room for `n` elements, asking the kernel to back it with huge pages: first-touch page
 // faults of a 188 MB float buffer otherwise cost more than decompressing the whole file.
 template <class T>
-void resize_large(std::vector<T>& v, size_t n) {
+void reserve_large(std::vector<T>& v, size_t n) {
   v.reserve(n);
 #ifdef MADV_HUGEPAGE
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
@@ -161,7 +170,6 @@ void resize_large(std::vector<T>& v, size_t n) {
   uintptr_t end = reinterpret_cast<uintptr_t>(v.data() + n) & ~(kHuge - 1);
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint only
 #endif
-  v.resize(n);
 }
 
 std::string hex32(uint32_t v) {
@@ -204,7 +212,7 @@ Expected<IdxArray> read_idx_gz(const std::string& path, int expected_rank) {
     const uint8_t* b = &dim_bytes[4 * static_cast<size_t>(i)];
     uint64_t d = (uint64_t{b[0]} << 24) | (uint64_t{b[1]} << 16) | (uint64_t{b[2]} << 8) | b[3];
     out.dims.push_back(static_cast<int64_t>(d));
-    // total <= 2^32 and d < 2^32 here, so the product cannot overflow 64 bits before the check.
+    // total <= kMaxIdxBytes (2^30) and d < 2^32 here, so the product cannot overflow 64 bits.
     total *= d;
     if (total > kMaxIdxBytes) {
       return damaged(path, "IDX dimensions are implausibly large (more than " + std::to_string(kMaxIdxBytes) +
@@ -212,8 +220,23 @@ Expected<IdxArray> read_idx_gz(const std::string& path, int expected_rank) {
     }
   }
 
-  resize_large(out.data, static_cast<size_t>(total));
-  TROUPE_RETURN_IF_ERROR(read_exact(gz, path, out.data.data(), out.data.size(), "IDX data"));
+  // Reserve address space for all of it (untouched, so free), but fill it step by step.
+  try {
+    reserve_large(out.data, static_cast<size_t>(total));
+  } catch (const std::bad_alloc&) {
+    return io_error(path + ": cannot allocate " + std::to_string(total) + " bytes for its data; free some memory");
+  }
+  while (out.data.size() < total) {
+    size_t have = out.data.size();
+    size_t step = static_cast<size_t>(std::min<uint64_t>(kDataStep, total - have));
+    out.data.resize(have + step);
+    size_t got = 0;
+    TROUPE_RETURN_IF_ERROR(gz.read(out.data.data() + have, step, &got));
+    if (got != step) {
+      return damaged(path, "the decompressed file ends early, in the IDX data (" + std::to_string(have + got) +
+                               " of " + std::to_string(total) + " bytes present)");
+    }
+  }
 
   // Nothing may follow the data, and the gzip stream must end properly (trailer and CRC checked).
   uint8_t extra[64];
@@ -275,7 +298,13 @@ Expected<Dataset> load_fashion_mnist(const std::string& dir, Split split) {
   float scale[256];
   for (int v = 0; v < 256; ++v) scale[v] = static_cast<float>(v) / 255.0f;
   const std::vector<uint8_t>& px = images->data;
-  resize_large(ds.images, px.size());
+  try {
+    reserve_large(ds.images, px.size());
+    ds.images.resize(px.size());
+  } catch (const std::bad_alloc&) {
+    return io_error(images_path + ": cannot allocate " + std::to_string(px.size() * sizeof(float)) +
+                    " bytes for its pixels as floats; free some memory");
+  }
   for (size_t i = 0; i < px.size(); ++i) ds.images[i] = scale[px[i]];
   return ds;
 }

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/config.h"
+#include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/mlp.h"
@@ -85,8 +86,8 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
   std::vector<float> params(layout->param_count), grads(layout->param_count);
   mlp_init(*layout, o.seed, params.data());
   MlpCpu model(*layout);
-  spdlog::info("training mlp {} on cpu with {} ({} steps/epoch)", layout->to_string(), (*opt)->describe(),
-               steps_per_epoch);
+  spdlog::info("training mlp {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))",
+               layout->to_string(), (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
 
   const int64_t features = train.features();
   std::vector<float> batch_x(static_cast<size_t>(o.batch_size) * features);
@@ -134,7 +135,7 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
         p.loss = loss_sum / epoch_steps;
         const double el = seconds_since(epoch_start);
         p.samples_per_second = el > 0 ? epoch_steps * o.batch_size / el : 0;
-        const double steps_left = (o.epochs - epoch) * steps_per_epoch + (steps_per_epoch - s - 1);
+        const double steps_left = static_cast<double>(total_steps - step);
         p.eta_seconds = el > 0 ? steps_left * el / epoch_steps : 0;
         progress(p);
       }

@@ -67,7 +67,9 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, s
   if (!(o.lr > 0.0f) || !std::isfinite(o.lr)) {
     return invalid_argument("learning rate " + std::to_string(o.lr) + " must be a positive finite number");
   }
-  if (!(o.weight_decay >= 0.0f)) return invalid_argument("weight decay must be >= 0");
+  if (!(o.weight_decay >= 0.0f) || !std::isfinite(o.weight_decay)) {
+    return invalid_argument("weight decay " + std::to_string(o.weight_decay) + " must be a finite number >= 0");
+  }
   if (o.name == "sgd") {
     if (!(o.momentum >= 0.0f && o.momentum < 1.0f)) return invalid_argument("sgd momentum must be in [0, 1)");
     return std::unique_ptr<Optimizer>(new Sgd(o, n));
@@ -75,6 +77,9 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, s
   if (o.name == "adam" || o.name == "adamw") {
     if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1)) {
       return invalid_argument("adam betas must be in [0, 1)");
+    }
+    if (!(o.eps > 0.0f) || !std::isfinite(o.eps)) {  // eps = 0 makes 0 / 0 where a gradient is still 0
+      return invalid_argument("adam eps " + std::to_string(o.eps) + " must be a positive finite number");
     }
     return std::unique_ptr<Optimizer>(new Adam(o, n, o.name == "adamw"));
   }

@@ -150,3 +150,15 @@ TEST_CASE("troupe train --device cuda without a usable GPU says why", "[cli][tra
   CHECK(r.err.find("unavailable") != std::string::npos);
   CHECK(r.err.find("--device cpu") != std::string::npos);
 }
+
+TEST_CASE("on a terminal troupe train draws a progress bar with loss, speed and ETA", "[cli][train]") {
+  // `script` (util-linux) gives the command a pseudo-terminal, as a person's shell would.
+  CommandResult r = run_command("TROUPE_LOG_DIR=/tmp/troupe-test-logs script -qfec \"" + troupe_binary() +
+                                " train --epochs 1 --max-steps 200\" /dev/null");
+  INFO(r.both());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("epoch 1/1 [") != std::string::npos);
+  CHECK(r.out.find("samples/s") != std::string::npos);
+  CHECK(r.out.find("ETA") != std::string::npos);
+  CHECK(r.out.find("test accuracy") != std::string::npos);
+}

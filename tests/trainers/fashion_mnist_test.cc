@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include <sys/resource.h>
+
 #include "core/config.h"
 #include "tests/trainers/idx_writer.h"
 
@@ -113,6 +115,38 @@ TEST_CASE("fashion_mnist: a concatenated multi-member gzip file is read whole", 
   REQUIRE(arr.ok());
   CHECK(arr->dims == std::vector<int64_t>{5});
   CHECK(arr->data == std::vector<uint8_t>{1, 2, 3, 4, 5});
+}
+
+TEST_CASE("fashion_mnist: a gzip member boundary at the reader's 1 MiB input chunk edge", "[fashion]") {
+  // Member A is stored uncompressed (level 0) and sized so that its last byte is byte 2^20 - 1 of
+  // the file: the next member's two magic bytes then straddle two reads of the input.
+  TempDir tmp;
+  const size_t chunk = size_t{1} << 20;
+  const uint32_t count = 1100000;
+  std::vector<uint8_t> labels(count);
+  for (size_t i = 0; i < count; ++i) labels[i] = static_cast<uint8_t>(i * 13);
+  std::string content = idx_bytes({count}, labels);
+  auto stored = [&](size_t n) {
+    gzFile f = gzopen(tmp.file("a.gz").c_str(), "wb0");
+    REQUIRE(f);
+    REQUIRE(gzwrite(f, content.data(), static_cast<unsigned>(n)) == static_cast<int>(n));
+    REQUIRE(gzclose(f) == Z_OK);
+    return testing::read_file(tmp.file("a.gz"));
+  };
+  // Stored size grows one byte per input byte, plus a few per block: home in on the target.
+  size_t split = chunk - 1000;
+  std::string a = stored(split);
+  for (int tries = 0; tries < 64 && a.size() != chunk - 1; ++tries) {
+    long long off = static_cast<long long>(chunk - 1) - static_cast<long long>(a.size());
+    split = static_cast<size_t>(static_cast<long long>(split) + (off == 0 ? 0 : (tries < 8 ? off : (off > 0 ? 1 : -1))));
+    a = stored(split);
+  }
+  REQUIRE(a.size() == chunk - 1);
+  write_gz(tmp.file("b.gz"), content.substr(split));
+  testing::write_file(tmp.file("labels.gz"), a + testing::read_file(tmp.file("b.gz")));
+  auto arr = read_idx_gz(tmp.file("labels.gz"), 1);
+  REQUIRE(arr.ok());
+  CHECK(arr->data == labels);
 }
 
 // ---- bad input: each asserts the code and that the message names the file ----
@@ -294,6 +328,19 @@ TEST_CASE("fashion_mnist: data bytes must match the header exactly", "[fashion][
     REQUIRE_FALSE(arr.ok());
     CHECK(arr.status().code() == Code::corrupt_data);
     CHECK_THAT(arr.status().message(), Catch::Contains(path));
+  }
+  SECTION("a header announcing 1 GiB over a few bytes of data fails without filling memory") {
+    write_gz(path, idx_bytes({1024, 1024, 1024}, {1, 2, 3}));
+    auto arr = read_idx_gz(path, 3);
+    REQUIRE_FALSE(arr.ok());
+    CHECK(arr.status().code() == Code::corrupt_data);
+    CHECK_THAT(arr.status().message(), Catch::Contains(path));
+    CHECK_THAT(arr.status().message(), Catch::Contains("3 of 1073741824 bytes"));
+    // Peak resident memory stays far below the announced gigabyte (the real-data tests in the
+    // same process peak near 250 MB).
+    struct rusage usage;
+    REQUIRE(getrusage(RUSAGE_SELF, &usage) == 0);
+    CHECK(usage.ru_maxrss < 700 * 1024);  // kilobytes
   }
   SECTION("dimensions too large to be real, without allocating them") {
     write_gz(path, idx_bytes({0xffffffffu, 0xffffffffu, 0xffffffffu}, {}));
