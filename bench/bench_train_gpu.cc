@@ -27,6 +27,7 @@ int main() {
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "core/device.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/blas.h"
@@ -38,11 +39,6 @@ namespace {
 
 using namespace troupe;  // NOLINT: a benchmark driver
 namespace kc = kernels::cuda;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // Record 1: trainer throughput for one configuration. Returns the median samples/s, or -1 on error.
 double bench_trainer(const TrainOptions& base, const MlpLayout& layout, const Dataset& train, const Dataset& test,
@@ -60,7 +56,7 @@ double bench_trainer(const TrainOptions& base, const MlpLayout& layout, const Da
     if (r > 0) sps.push_back(res->samples_per_second);
     accuracy = res->test_accuracy;
   }
-  const double med = median(sps);
+  const double med = bench::median(sps);
   const bool ok = accuracy > 0.8;  // 3 epochs reach ~0.87; chance is 0.10
   std::printf("%-8s %-7s %6d %8d %14.0f %14.0f %14.0f %9.4f %5s\n", base.optimizer.c_str(),
               base.cuda_graphs ? "on" : "off", base.batch_size, base.epochs, med,
@@ -157,6 +153,7 @@ int main(int argc, char** argv) {
   dims.push_back(10);
   auto layout = MlpLayout::make(dims);
   if (!layout.ok()) return 1;
+  std::printf("# %s\n", bench::command_line(argc, argv).c_str());
   std::printf("# device: cuda:0 (%s)\n# model: mlp %s, batch %d, %d epochs per run, median of %d runs\n",
               kc::device_name(0).c_str(), layout->to_string().c_str(), batch, epochs, runs);
   std::printf("%-8s %-7s %6s %8s %14s %14s %14s %9s %5s\n", "optim", "graphs", "batch", "epochs", "samples/s",
