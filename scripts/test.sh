@@ -8,4 +8,8 @@ bash scripts/install-deps.sh
 bash scripts/build.sh
 export TROUPE_LOG_DIR=${TROUPE_LOG_DIR:-$PWD/build/test-logs}
 cd build
-ctest -j"${TROUPE_JOBS:-2}" --output-on-failure --timeout 900 "$@"
+status=0
+ctest -j"${TROUPE_JOBS:-2}" --output-on-failure --timeout 900 "$@" || status=$?
+# Skipped tests say why in their output, which CTest keeps to itself: print those lines.
+grep -h "^SKIPPED" Testing/Temporary/LastTest.log 2>/dev/null | sort -u | sed 's/^/test.sh: /' || true
+exit $status

@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/ops.h"
+#include "trainers/epoch_report.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/mlp.h"
 #include "trainers/optimizer.h"
@@ -103,8 +104,7 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
   for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     std::vector<int32_t> order = epoch_permutation(train.count, o.seed, epoch);
-    double loss_sum = 0;
-    int64_t correct_sum = 0, epoch_steps = 0;
+    EpochTally tally;
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
       for (int r = 0; r < o.batch_size; ++r) {
         const int32_t idx = order[static_cast<size_t>(s * o.batch_size + r)];
@@ -115,30 +115,13 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
       float loss = model.forward_backward(params.data(), batch_x.data(), batch_y.data(), o.batch_size, grads.data(),
                                           &correct);
       ++step;
-      ++epoch_steps;
       if (step % o.loss_check_every == 0 && !std::isfinite(loss)) {
-        return numeric_error(std::string("training loss is ") + (std::isnan(loss) ? "NaN" : "infinite") + " at epoch " + std::to_string(epoch) +
-                             ", step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
-                             " (global step " + std::to_string(step) + "); training stopped. Lower --lr (" +
-                             std::to_string(oo.lr) + ") or check the input data");
+        return nonfinite_loss(loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
       }
       (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps));
       (*opt)->step(params.data(), grads.data());
-      loss_sum += loss;
-      correct_sum += correct;
-      if (progress) {
-        TrainProgress p;
-        p.epoch = epoch;
-        p.epochs = o.epochs;
-        p.step = s + 1;
-        p.steps_per_epoch = steps_per_epoch;
-        p.loss = loss_sum / epoch_steps;
-        const double el = seconds_since(epoch_start);
-        p.samples_per_second = el > 0 ? epoch_steps * o.batch_size / el : 0;
-        const double steps_left = static_cast<double>(total_steps - step);
-        p.eta_seconds = el > 0 ? steps_left * el / epoch_steps : 0;
-        progress(p);
-      }
+      tally.add(loss, correct);
+      if (progress) progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
       if (o.max_steps > 0 && step >= o.max_steps) {
         stop = true;
         break;
@@ -146,37 +129,14 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
     }
     const double epoch_seconds = seconds_since(epoch_start);
     train_seconds += epoch_seconds;
-    EpochStats es;
-    es.epoch = epoch;
-    es.train_loss = loss_sum / std::max<int64_t>(epoch_steps, 1);
-    es.train_accuracy = static_cast<double>(correct_sum) / std::max<int64_t>(epoch_steps * o.batch_size, 1);
-    es.seconds = epoch_seconds;
-    es.samples_per_second = epoch_seconds > 0 ? epoch_steps * o.batch_size / epoch_seconds : 0;
+    EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
     if (o.evaluate_each_epoch || epoch == o.epochs || stop) es.test_accuracy = evaluate(model, params.data(), test);
-    spdlog::info("epoch {}: loss {:.4f} train acc {:.4f} test acc {:.4f} ({:.0f} samples/s)", epoch, es.train_loss,
-                 es.train_accuracy, es.test_accuracy, es.samples_per_second);
-    result.history.push_back(es);
-    if (progress) {
-      TrainProgress p;
-      p.epoch = epoch;
-      p.epochs = o.epochs;
-      p.step = epoch_steps;
-      p.steps_per_epoch = steps_per_epoch;
-      p.loss = es.train_loss;
-      p.samples_per_second = es.samples_per_second;
-      p.epoch_done = true;
-      p.last_epoch = es;
-      progress(p);
-    }
+    report_epoch(es, o, steps_per_epoch, &result, progress);
   }
   if (!kernels::cpu::all_finite(params.data(), params.size())) {
     return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
   }
-  result.epochs = static_cast<int>(result.history.size());
-  result.steps = step;
-  result.test_accuracy = result.history.back().test_accuracy;
-  result.final_loss = result.history.back().train_loss;
-  result.samples_per_second = train_seconds > 0 ? step * o.batch_size / train_seconds : 0;
+  finish_result(&result, step, o.batch_size, train_seconds);
   result.wall_seconds = seconds_since(job_start);
   return result;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/runtime.h"
+#include "tests/support/numeric_test_util.h"
 
 namespace troupe::test {
 
@@ -21,13 +22,7 @@ inline const std::vector<size_t>& test_sizes() {
   return sizes;
 }
 
-inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using troupe::testing::random_floats;
 
 // Index of the first element where got and ref differ (NaN matches NaN: GPUs return the canonical
 // NaN where x86 keeps an operand's payload), or -1. Use instead of CHECK(got == ref) on large

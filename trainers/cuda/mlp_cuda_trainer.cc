@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_job.h"
+#include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
 
 namespace troupe {
@@ -37,13 +38,6 @@ Status check_inputs(const TrainOptions& o, const MlpLayout& layout, const Datase
   if (train.count > INT32_MAX) return invalid_argument("train_mlp_cuda: more than 2^31 training examples");
   return {};
 }
-
-// Chunk results the host has read back: the epoch's running sums.
-struct EpochTally {
-  double loss_sum = 0;
-  unsigned long long correct = 0;
-  int64_t steps = 0;
-};
 
 }  // namespace
 
@@ -94,29 +88,13 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
       for (int64_t s = first; s < first + count; ++s) {
         const float loss = job.step_loss(s);
         if (!std::isfinite(loss)) {
-          return numeric_error(std::string("training loss is ") + (std::isnan(loss) ? "NaN" : "infinite") +
-                               " at epoch " + std::to_string(epoch) +
-                               ", step " + std::to_string(s + 1) + " of " + std::to_string(steps_per_epoch) +
-                               " (global step " + std::to_string(epoch_first_step + s + 1) +
-                               "); training stopped. Lower --lr (" + std::to_string(o.effective_lr()) +
-                               ") or check the input data");
+          return nonfinite_loss(loss, epoch, s + 1, steps_per_epoch, epoch_first_step + s + 1, o.effective_lr());
         }
-        tally.loss_sum += loss;
-        tally.correct += job.step_correct(s);
+        tally.add(loss, static_cast<int64_t>(job.step_correct(s)));
       }
-      tally.steps += count;
       if (progress) {
-        TrainProgress p;
-        p.epoch = epoch;
-        p.epochs = o.epochs;
-        p.step = first + count;
-        p.steps_per_epoch = steps_per_epoch;
-        p.loss = tally.loss_sum / tally.steps;
-        const double el = seconds_since(epoch_start);
-        p.samples_per_second = el > 0 ? tally.steps * o.batch_size / el : 0;
-        const double steps_left = double(o.epochs - epoch) * steps_per_epoch + (steps_per_epoch - p.step);
-        p.eta_seconds = el > 0 ? steps_left * el / tally.steps : 0;
-        progress(p);
+        const int64_t steps_left = (o.epochs - epoch) * steps_per_epoch + (steps_per_epoch - tally.steps);
+        progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), steps_left));
       }
       return {};
     };
@@ -146,32 +124,13 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
 
     const double epoch_seconds = seconds_since(epoch_start);
     train_seconds += epoch_seconds;
-    EpochStats es;
-    es.epoch = epoch;
-    es.train_loss = tally.loss_sum / std::max<int64_t>(tally.steps, 1);
-    es.train_accuracy = static_cast<double>(tally.correct) / std::max<int64_t>(tally.steps * o.batch_size, 1);
-    es.seconds = epoch_seconds;
-    es.samples_per_second = epoch_seconds > 0 ? tally.steps * o.batch_size / epoch_seconds : 0;
+    EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
     if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
       auto acc = job.evaluate(job.test_data());
       if (!acc.ok()) return acc.status();
       es.test_accuracy = *acc;
     }
-    spdlog::info("epoch {}: loss {:.4f} train acc {:.4f} test acc {:.4f} ({:.0f} samples/s)", epoch, es.train_loss,
-                 es.train_accuracy, es.test_accuracy, es.samples_per_second);
-    result.history.push_back(es);
-    if (progress) {
-      TrainProgress p;
-      p.epoch = epoch;
-      p.epochs = o.epochs;
-      p.step = tally.steps;
-      p.steps_per_epoch = steps_per_epoch;
-      p.loss = es.train_loss;
-      p.samples_per_second = es.samples_per_second;
-      p.epoch_done = true;
-      p.last_epoch = es;
-      progress(p);
-    }
+    report_epoch(es, o, steps_per_epoch, &result, progress);
   }
   auto finite = job.params_finite();
   if (!finite.ok()) return finite.status();
@@ -179,11 +138,7 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
     return numeric_error("parameters are not finite after training on " + result.device + "; lower --lr (" +
                          std::to_string(o.effective_lr()) + ")");
   }
-  result.epochs = static_cast<int>(result.history.size());
-  result.steps = step;
-  result.test_accuracy = result.history.back().test_accuracy;
-  result.final_loss = result.history.back().train_loss;
-  result.samples_per_second = train_seconds > 0 ? step * o.batch_size / train_seconds : 0;
+  finish_result(&result, step, o.batch_size, train_seconds);
   result.wall_seconds = seconds_since(job_start);
   return result;
 }
