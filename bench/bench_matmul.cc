@@ -16,6 +16,7 @@
 #include <random>
 
 #include "bench/bench_common.h"
+#include "kernels/cpu/blas_info.h"
 #include "bench/peak_flops.h"
 #include "kernels/cpu/ops.h"
 
@@ -114,6 +115,7 @@ Result run_case(const Case& c, int reps, double min_time) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  troupe::kernels::cpu::reexec_for_blas(argv);  // AVX-512 kernels where OpenBLAS fell back
   int reps = 7, threads = 1;
   double min_time = 0.05;
   std::string json_path;

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/bench_common.h"
+#include "kernels/cpu/blas_info.h"
 #include "bench/peak_flops.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/local_trainer.h"
@@ -59,6 +60,7 @@ double time_per_call(Fn&& fn, int reps, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  troupe::kernels::cpu::reexec_for_blas(argv);  // AVX-512 kernels where OpenBLAS fell back
   TrainOptions o;
   o.epochs = 1;
   o.evaluate_each_epoch = false;

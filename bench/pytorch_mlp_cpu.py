@@ -41,7 +41,7 @@ def main():
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
-        float(loss)
+        float(loss.detach())
         return steps * a.batch / (time.perf_counter() - t0)
 
     job(20)

@@ -5,10 +5,12 @@
 #include "cli/commands.h"
 #include "core/logging.h"
 #include "core/version.h"
+#include "kernels/cpu/blas_info.h"
 
 using namespace troupe;
 
 int main(int argc, char** argv) {
+  kernels::cpu::reexec_for_blas(argv);  // first: OpenBLAS reads its kernel choice only at load time
   CLI::App app{"troupe: an actor-based runtime for training ML models"};
   app.set_version_flag("--version", std::string("troupe ") + TROUPE_VERSION_STRING);
   app.require_subcommand(1);

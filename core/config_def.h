@@ -8,6 +8,7 @@ TROUPE_SETTING(std::string, log_level, "info", "Level of the per-process log fil
 TROUPE_SETTING(std::string, console_log_level, "warn", "Level of log lines echoed to stderr: trace, debug, info, warn, error or off.")
 TROUPE_SETTING(std::string, log_dir, "/tmp/troupe/logs", "Directory holding one log file per process, named <process>-<pid>.log.")
 TROUPE_SETTING(std::string, dataset_dir, TROUPE_DEFAULT_DATASET_DIR, "Directory of the Fashion-MNIST IDX files (*-idx?-ubyte.gz); Debian package dataset-fashion-mnist.")
+TROUPE_SETTING(bool, blas_autotune, true, "At start, switch OpenBLAS to AVX-512 (or AVX2) kernels when it fell back to older ones on a CPU it does not recognise; never overrides OPENBLAS_CORETYPE. Read from TROUPE_BLAS_AUTOTUNE only, before flags are parsed.")
 TROUPE_SETTING(int64_t, cpu_threads, 1, "BLAS threads per CPU worker; 1 keeps workers on one core each.")
 TROUPE_SETTING(int64_t, loss_check_every, 1, "Steps between checks that the training loss is finite (a NaN or infinity stops the job naming the step).")
 TROUPE_SETTING(int64_t, progress_interval_ms, 200, "Milliseconds between redraws of progress bars.")

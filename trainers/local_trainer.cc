@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "kernels/cpu/blas_info.h"
+#include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/epoch_report.h"
 #include "trainers/lr_schedule.h"
@@ -71,6 +72,7 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
                             std::to_string(train.count) + " training examples");
   }
   kernels::cpu::set_blas_threads(o.cpu_threads);
+  kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
 
   OptimizerOptions oo;
   oo.name = o.optimizer;
