@@ -1,14 +1,15 @@
 # Every third-party dependency, found once, from Debian's packages (scripts/install-deps.sh installs them).
 find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(msgpack CONFIG REQUIRED)            # target msgpackc-cxx (libmsgpack-cxx-dev)
 find_package(ZLIB REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(OpenBLAS CONFIG REQUIRED)
-find_package(CAF 0.17 REQUIRED)                  # cmake/FindCAF.cmake; used from the control plane on
+find_package(CAF 0.17 REQUIRED)                  # cmake/FindCAF.cmake
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)  # libhiredis-dev (its CMake config has no target)
 find_package(benchmark CONFIG)                   # Google Benchmark, for bench/ only
-find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 if(NOT TARGET troupe::openblas)

@@ -1,0 +1,165 @@
+// The records of the global control store, one struct per table, encoded as msgpack with a schema
+// version first. A record of another schema version is refused (version_mismatch, naming both);
+// malformed bytes are corrupt_data naming the table and key. The state machines of nodes and actors
+// are drawn here, next to the states they move through.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/status.h"
+
+namespace troupe::gcs {
+
+// Bumped whenever any record's layout changes.
+constexpr uint32_t kRecordSchemaVersion = 1;
+
+struct Resources {
+  double cpus = 0;
+  double gpus = 0;
+  int64_t memory_bytes = 0;
+};
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int64_t memory_bytes = 0;
+};
+
+// Node lifecycle (the cluster manager drives it from heartbeats and connections):
+//
+//   (register) --> ALIVE --(no heartbeat for suspect_after)--> SUSPECT --(timeout)--> DEAD
+//                    ^                                            |
+//                    +-------------(heartbeat again)--------------+
+//   ALIVE/SUSPECT --(connection dropped, or process exit)--> DEAD      DEAD is final for that node id.
+enum class NodeState : uint8_t { alive = 0, suspect = 1, dead = 2 };
+const char* node_state_name(NodeState s);  // "ALIVE", "SUSPECT", "DEAD"
+
+struct NodeRecord {
+  NodeId id;
+  std::string address;        // host:port of the node's actor system (CAF middleman)
+  std::string hostname;
+  int pid = 0;
+  bool is_head = false;
+  std::string version;        // troupe build version (TROUPE_VERSION_STRING)
+  Resources total, used;
+  std::vector<GpuInfo> gpus;
+  NodeState state = NodeState::alive;
+  int64_t started_ms = 0;     // wall clock, ms since the epoch
+  int64_t last_heartbeat_ms = 0;
+  std::string death_reason;   // set when DEAD
+};
+
+// Actor lifecycle:
+//
+//   (spawn request) --> PENDING --(placed and started)--> ALIVE --(crash, node dead)--> RESTARTING
+//        |  (reason says why it cannot be placed)            |                              |
+//        |                                                    +--(stopped / budget spent)--> DEAD
+//        +---------------------(cancelled)--------------------------------------------------> DEAD
+//   RESTARTING --(started again)--> ALIVE
+enum class ActorState : uint8_t { pending = 0, alive = 1, restarting = 2, dead = 3 };
+const char* actor_state_name(ActorState s);  // "PENDING", "ALIVE", "RESTARTING", "DEAD"
+
+struct ActorRecord {
+  ActorId id;
+  std::string type_name;      // registered actor type
+  std::string name;           // optional unique name to find it by
+  JobId job;                  // nil when not part of a job
+  NodeId node;                // nil while PENDING
+  ActorState state = ActorState::pending;
+  int restarts = 0;
+  Resources resources;        // demand
+  std::string pending_reason; // why it is not placed (PENDING only)
+  std::string death_reason;   // why it died (DEAD only)
+  int64_t updated_ms = 0;
+};
+
+enum class JobState : uint8_t { pending = 0, running = 1, succeeded = 2, failed = 3, cancelled = 4 };
+const char* job_state_name(JobState s);
+
+struct JobRecord {
+  JobId id;
+  std::string name;
+  std::string strategy;       // local, sync, async, central
+  JobState state = JobState::pending;
+  int workers = 0;
+  int64_t submitted_ms = 0;
+  int64_t finished_ms = 0;
+  double progress = 0;        // 0..1
+  std::string message;        // last status line or failure reason
+};
+
+struct GroupMember {
+  int rank = 0;
+  NodeId node;
+  ActorId actor;
+  std::string address;        // data-plane address (host:port)
+};
+
+struct GroupRecord {
+  std::string name;
+  int64_t generation = 0;     // bumped on every re-formation
+  int world_size = 0;
+  std::vector<GroupMember> members;
+  std::string nccl_id;        // bytes of the NCCL unique id for GPU groups (may be empty)
+};
+
+enum class ShardState : uint8_t { unassigned = 0, assigned = 1, done = 2 };
+
+struct ShardRecord {
+  JobId job;
+  int epoch = 0;
+  int shard = 0;
+  ShardState state = ShardState::unassigned;
+  WorkerId owner;
+  int64_t updated_ms = 0;
+};
+
+struct CheckpointShard {
+  std::string path;
+  uint64_t bytes = 0;
+  std::string checksum;       // xxh64, hex
+};
+
+struct CheckpointRecord {
+  JobId job;
+  int64_t step = 0;
+  std::string dir;
+  std::vector<CheckpointShard> shards;
+  int64_t written_ms = 0;
+};
+
+// Encoding: [kRecordSchemaVersion, field, field, ...] as a msgpack array. decode_* refuse another
+// schema version (version_mismatch: "record of schema version 7, this troupe reads version 1") and
+// malformed bytes (corrupt_data), never throwing.
+std::string encode(const NodeRecord& r);
+std::string encode(const ActorRecord& r);
+std::string encode(const JobRecord& r);
+std::string encode(const GroupRecord& r);
+std::string encode(const ShardRecord& r);
+std::string encode(const CheckpointRecord& r);
+Status decode(const std::string& bytes, NodeRecord* out);
+Status decode(const std::string& bytes, ActorRecord* out);
+Status decode(const std::string& bytes, JobRecord* out);
+Status decode(const std::string& bytes, GroupRecord* out);
+Status decode(const std::string& bytes, ShardRecord* out);
+Status decode(const std::string& bytes, CheckpointRecord* out);
+
+// The key and table name each record is stored under.
+std::string record_key(const NodeRecord& r);        // node id hex
+std::string record_key(const ActorRecord& r);       // actor id hex
+std::string record_key(const JobRecord& r);         // job id hex
+std::string record_key(const GroupRecord& r);       // group name
+std::string record_key(const ShardRecord& r);       // "<job>/<epoch>/<shard>"
+std::string record_key(const CheckpointRecord& r);  // "<job>/<step>"
+template <class R> struct TableName;
+template <> struct TableName<NodeRecord> { static constexpr const char* value = "nodes"; };
+template <> struct TableName<ActorRecord> { static constexpr const char* value = "actors"; };
+template <> struct TableName<JobRecord> { static constexpr const char* value = "jobs"; };
+template <> struct TableName<GroupRecord> { static constexpr const char* value = "groups"; };
+template <> struct TableName<ShardRecord> { static constexpr const char* value = "shards"; };
+template <> struct TableName<CheckpointRecord> { static constexpr const char* value = "checkpoints"; };
+
+}  // namespace troupe::gcs

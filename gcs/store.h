@@ -1,0 +1,76 @@
+// The GCS storage seam: tables (key -> bytes), bounded streams (events, metrics) and change
+// notifications. RedisStore (gcs/redis_store.h) is the real one; InMemoryStore
+// (gcs/in_memory_store.h) serves unit tests of the layers above, with the same semantics.
+//
+// Every call is bounded by the store's deadline (StoreOptions): none blocks forever. Errors are
+// Status values: `unavailable` (server down or unreachable after the reconnect budget), `timeout`,
+// `corrupt_data` (a reply of an unexpected shape), `invalid_argument` (bad names).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace troupe::gcs {
+
+// One entry of a stream: its id (monotonic, "<ms>-<seq>" in Redis) and payload.
+struct StreamEntry {
+  std::string id;
+  std::string value;
+};
+
+// A change notification delivered to subscribers.
+struct Notification {
+  std::string channel;
+  std::string message;
+};
+
+// A live subscription to one or more channels, on its own connection.
+class Subscription {
+ public:
+  virtual ~Subscription() = default;
+  // Waits up to `timeout` for the next notification; nullopt when none arrived in time.
+  virtual Expected<std::optional<Notification>> next(std::chrono::milliseconds timeout) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // ---- tables: named maps from key to bytes ----
+  virtual Status put(const std::string& table, const std::string& key, const std::string& value) = 0;
+  // Stores only if the key is absent; true when stored.
+  virtual Expected<bool> put_if_absent(const std::string& table, const std::string& key,
+                                       const std::string& value) = 0;
+  // nullopt when the key is absent.
+  virtual Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) = 0;
+  // Removing an absent key is not an error.
+  virtual Status remove(const std::string& table, const std::string& key) = 0;
+  // Every (key, value) of the table, in no particular order.
+  virtual Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) = 0;
+
+  // ---- streams: append-only logs trimmed to about `max_len` newest entries ----
+  virtual Expected<std::string> append(const std::string& stream, const std::string& value, size_t max_len) = 0;
+  // The newest `count` entries, oldest first.
+  virtual Expected<std::vector<StreamEntry>> read_recent(const std::string& stream, size_t count) = 0;
+  // Up to `count` entries with ids after `after_id` ("" or "0": from the start), oldest first.
+  virtual Expected<std::vector<StreamEntry>> read_after(const std::string& stream, const std::string& after_id,
+                                                       size_t count) = 0;
+
+  // ---- notifications ----
+  virtual Status publish(const std::string& channel, const std::string& message) = 0;
+  virtual Expected<std::unique_ptr<Subscription>> subscribe(const std::vector<std::string>& channels) = 0;
+
+  // Round trip to the server (or nothing, in memory): ok when it answers within the deadline.
+  virtual Status ping() = 0;
+  // "redis 127.0.0.1:6390" or "memory", for messages and status output.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace troupe::gcs
