@@ -26,6 +26,8 @@ constexpr int kExitUsage = 2;
 
 Runner add_train_command(CLI::App& app, GlobalOptions& global);
 Runner add_config_command(CLI::App& app, GlobalOptions& global);
+Runner add_down_command(CLI::App& app, GlobalOptions& global);
+Runner add_logs_command(CLI::App& app, GlobalOptions& global);
 
 // Prints "troupe <command>: error: <status>" to stderr and returns the exit code for that status.
 int report_error(const std::string& command, const Status& status);

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   std::map<std::string, cli::Runner> runners;
   runners["train"] = cli::add_train_command(app, global);
   runners["config"] = cli::add_config_command(app, global);
+  runners["down"] = cli::add_down_command(app, global);
+  runners["logs"] = cli::add_logs_command(app, global);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,66 @@
+// `troupe logs [WHAT]`: without WHAT, lists the session's log files; with a process role (head,
+// node-1, redis) or a prefix of a file name, prints the last --lines lines of that log (bounded).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/session.h"
+
+namespace troupe::cli {
+namespace fs = std::filesystem;
+
+Runner add_logs_command(CLI::App& app, GlobalOptions&) {
+  auto* cmd = app.add_subcommand("logs", "List the cluster's log files, or print the end of one");
+  auto what = std::make_shared<std::string>();
+  auto lines = std::make_shared<int>(50);
+  cmd->add_option("what", *what, "A process (head, node-1, redis) or the start of a log file's name");
+  cmd->add_option("--lines,-n", *lines, "How many lines from the end")->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  return [what, lines]() -> int {
+    Session session = Session::current();
+    std::vector<fs::path> files;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(session.log_dir(), ec)) {
+      if (e.is_regular_file()) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (ec || files.empty()) {
+      return report_error("logs", not_found("no logs in " + session.log_dir() + "; has `troupe up` run here?"));
+    }
+    if (what->empty()) {
+      for (const auto& f : files) {
+        std::printf("%-40s %10ju bytes\n", f.filename().c_str(), static_cast<uintmax_t>(fs::file_size(f, ec)));
+      }
+      return 0;
+    }
+    std::vector<fs::path> matches;
+    for (const auto& f : files) {
+      const std::string name = f.filename().string();
+      if (name == *what + ".log" || name.rfind(*what, 0) == 0) matches.push_back(f);
+    }
+    if (matches.empty()) {
+      std::string known;
+      for (const auto& f : files) known += " " + f.stem().string();
+      return report_error("logs", not_found("no log matches '" + *what + "'; logs here:" + known));
+    }
+    for (const auto& f : matches) {
+      std::ifstream in(f);
+      std::deque<std::string> tail;
+      std::string line;
+      while (std::getline(in, line)) {
+        tail.push_back(line);
+        if (static_cast<int>(tail.size()) > *lines) tail.pop_front();
+      }
+      if (matches.size() > 1) std::printf("==> %s <==\n", f.c_str());
+      for (const auto& l : tail) std::printf("%s\n", l.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,183 @@
+#include "gcs/cluster_view.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <sstream>
+
+#include "gcs/events.h"
+#include "gcs/records.h"
+#include "gcs/tables.h"
+
+namespace troupe::gcs {
+namespace {
+
+using nlohmann::json;
+
+json resources_json(const Resources& r) {
+  return {{"cpus", r.cpus}, {"gpus", r.gpus}, {"memory_bytes", r.memory_bytes}};
+}
+
+json node_json(const NodeRecord& n, int64_t now) {
+  json gpus = json::array();
+  for (const GpuInfo& g : n.gpus) gpus.push_back({{"index", g.index}, {"name", g.name}, {"memory_bytes", g.memory_bytes}});
+  return {{"id", n.id.hex()},
+          {"state", node_state_name(n.state)},
+          {"address", n.address},
+          {"hostname", n.hostname},
+          {"pid", n.pid},
+          {"is_head", n.is_head},
+          {"version", n.version},
+          {"resources", {{"total", resources_json(n.total)}, {"used", resources_json(n.used)}}},
+          {"gpus", gpus},
+          {"started_ms", n.started_ms},
+          {"last_heartbeat_ms", n.last_heartbeat_ms},
+          {"heartbeat_age_ms", n.last_heartbeat_ms ? now - n.last_heartbeat_ms : -1},
+          {"death_reason", n.death_reason}};
+}
+
+json actor_json(const ActorRecord& a) {
+  return {{"id", a.id.hex()},          {"type", a.type_name},
+          {"name", a.name},            {"job", a.job.nil() ? "" : a.job.hex()},
+          {"node", a.node.nil() ? "" : a.node.hex()},
+          {"state", actor_state_name(a.state)},
+          {"restarts", a.restarts},    {"resources", resources_json(a.resources)},
+          {"pending_reason", a.pending_reason},
+          {"death_reason", a.death_reason},
+          {"updated_ms", a.updated_ms}};
+}
+
+json job_json(const JobRecord& j) {
+  return {{"id", j.id.hex()},         {"name", j.name},         {"strategy", j.strategy},
+          {"state", job_state_name(j.state)},
+          {"workers", j.workers},     {"progress", j.progress}, {"submitted_ms", j.submitted_ms},
+          {"finished_ms", j.finished_ms}, {"message", j.message}};
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v == static_cast<int64_t>(v) ? "%.0f" : "%.1f", v);
+  return buf;
+}
+
+std::string clock_time(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+
+std::string age(int64_t ms) {
+  if (ms < 0) return "never";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs ago", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+Expected<json> cluster_view(Store& store, const ViewOptions& options) {
+  const int64_t now = options.now_ms ? options.now_ms : now_ms();
+  auto nodes = Table<NodeRecord>(store).list();
+  if (!nodes.ok()) return nodes.status();
+  auto actors = Table<ActorRecord>(store).list();
+  if (!actors.ok()) return actors.status();
+  auto jobs = Table<JobRecord>(store).list();
+  if (!jobs.ok()) return jobs.status();
+  auto events = recent_events(store, options.events);
+  if (!events.ok()) return events.status();
+
+  json view{{"nodes", json::array()}, {"actors", json::array()}, {"jobs", json::array()}, {"events", json::array()}};
+  std::map<std::string, int> node_states, actor_states;
+  // Heads first, then by start time: the order people expect in a table.
+  std::sort(nodes->begin(), nodes->end(), [](const NodeRecord& a, const NodeRecord& b) {
+    if (a.is_head != b.is_head) return a.is_head;
+    return a.started_ms != b.started_ms ? a.started_ms < b.started_ms : a.id < b.id;
+  });
+  for (const NodeRecord& n : *nodes) {
+    view["nodes"].push_back(node_json(n, now));
+    ++node_states[node_state_name(n.state)];
+  }
+  std::sort(actors->begin(), actors->end(), [](const ActorRecord& a, const ActorRecord& b) { return a.id < b.id; });
+  for (const ActorRecord& a : *actors) {
+    view["actors"].push_back(actor_json(a));
+    ++actor_states[actor_state_name(a.state)];
+  }
+  for (const JobRecord& j : *jobs) view["jobs"].push_back(job_json(j));
+  for (const Event& e : *events) {
+    view["events"].push_back({{"time_ms", e.time_ms}, {"kind", e.kind}, {"subject", e.subject}, {"message", e.message}});
+  }
+  view["summary"] = {{"nodes", nodes->size()}, {"nodes_by_state", node_states},
+                     {"actors", actors->size()}, {"actors_by_state", actor_states}, {"jobs", jobs->size()},
+                     {"now_ms", now}};
+  return view;
+}
+
+std::string render_cluster_view(const json& v) {
+  std::ostringstream os;
+  char line[512];
+  const auto& nodes = v.at("nodes");
+  os << "NODES (" << nodes.size() << ")\n";
+  std::snprintf(line, sizeof line, "  %-8s %-7s %-21s %-11s %-7s %-13s %s\n", "ID", "STATE", "ADDRESS", "CPUS",
+                "GPUS", "MEMORY GiB", "HEARTBEAT");
+  os << line;
+  for (const auto& n : nodes) {
+    const auto& t = n.at("resources").at("total");
+    const auto& u = n.at("resources").at("used");
+    std::string cpus = num(u.at("cpus")) + "/" + num(t.at("cpus"));
+    std::string gpus = num(u.at("gpus")) + "/" + num(t.at("gpus"));
+    std::string mem = gib(u.at("memory_bytes")) + "/" + gib(t.at("memory_bytes"));
+    std::string extra = n.at("is_head").get<bool>() ? "  (head)" : "";
+    if (!n.at("death_reason").get<std::string>().empty()) extra += "  " + n.at("death_reason").get<std::string>();
+    std::snprintf(line, sizeof line, "  %-8s %-7s %-21s %-11s %-7s %-13s %s%s\n",
+                  n.at("id").get<std::string>().substr(0, 8).c_str(), n.at("state").get<std::string>().c_str(),
+                  n.at("address").get<std::string>().c_str(), cpus.c_str(), gpus.c_str(), mem.c_str(),
+                  age(n.at("heartbeat_age_ms")).c_str(), extra.c_str());
+    os << line;
+  }
+  const auto& actors = v.at("actors");
+  os << "\nACTORS (" << actors.size() << ")";
+  for (const auto& [state, count] : v.at("summary").at("actors_by_state").items()) os << "  " << state << " " << count;
+  os << "\n";
+  std::map<std::string, int> per_node;
+  int pending_shown = 0;
+  for (const auto& a : actors) {
+    if (a.at("state") == "ALIVE") ++per_node[a.at("node").get<std::string>().substr(0, 8)];
+    if (a.at("state") == "PENDING" && pending_shown < 10) {
+      ++pending_shown;
+      os << "  PENDING " << a.at("id").get<std::string>().substr(0, 8) << " " << a.at("type").get<std::string>()
+         << ": " << a.at("pending_reason").get<std::string>() << "\n";
+    }
+  }
+  if (!per_node.empty()) {
+    os << "  alive by node:";
+    for (const auto& [node, count] : per_node) os << "  " << node << " " << count;
+    os << "\n";
+  }
+  const auto& jobs = v.at("jobs");
+  os << "\nJOBS (" << jobs.size() << ")\n";
+  for (const auto& j : jobs) {
+    std::snprintf(line, sizeof line, "  %-8s %-10s %-8s %5.1f%%  %s\n", j.at("id").get<std::string>().substr(0, 8).c_str(),
+                  j.at("state").get<std::string>().c_str(), j.at("strategy").get<std::string>().c_str(),
+                  100.0 * j.at("progress").get<double>(), j.at("message").get<std::string>().c_str());
+    os << line;
+  }
+  const auto& events = v.at("events");
+  os << "\nEVENTS (last " << events.size() << ")\n";
+  for (const auto& e : events) {
+    os << "  " << clock_time(e.at("time_ms")) << "  " << e.at("kind").get<std::string>() << "  "
+       << e.at("subject").get<std::string>().substr(0, 8) << "  " << e.at("message").get<std::string>() << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace troupe::gcs

@@ -1,0 +1,31 @@
+// The cluster as one JSON document — nodes, actors, jobs and recent events read from the GCS — and
+// its human rendering. `troupe status [--json]` prints it; the dashboard's /api serves the same
+// document, so the two always agree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "gcs/store.h"
+
+namespace troupe::gcs {
+
+struct ViewOptions {
+  size_t events = 10;          // newest events to include
+  int64_t now_ms = 0;          // 0: the current time (tests pass a fixed one)
+};
+
+// {"nodes": [...], "actors": [...], "jobs": [...], "events": [...], "summary": {...}}.
+// Each node has id, state, address, hostname, pid, is_head, version, resources {total, used},
+// gpus, heartbeat_age_ms, death_reason; each actor id, type, name, node, state, restarts,
+// resources, pending_reason, death_reason; summary counts nodes and actors by state.
+Expected<nlohmann::json> cluster_view(Store& store, const ViewOptions& options = {});
+
+// A table per section for people: states, resources used/total, heartbeat ages, actors by state
+// and node, pending actors with their reasons, jobs, and the recent events.
+std::string render_cluster_view(const nlohmann::json& view);
+
+}  // namespace troupe::gcs
