@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <thread>
 
 namespace troupe {
@@ -60,13 +61,23 @@ Expected<pid_t> spawn_process(const SpawnOptions& o) {
   return pid;
 }
 
+// True when /proc says the process has exited and waits to be reaped by its parent (state Z).
+static bool is_zombie(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
 bool process_alive(pid_t pid) {
   if (pid <= 0) return false;
-  // Reap it first if it is our own exited child, so a zombie does not count as alive.
+  // Reap it first if it is our own exited child; an exited child of another parent is a zombie
+  // until that parent reaps it, and counts as gone too.
   int status = 0;
   if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-  if (::kill(pid, 0) == 0) return true;
-  return errno == EPERM;
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  return !is_zombie(pid);
 }
 
 Status stop_process(pid_t pid, std::chrono::milliseconds grace) {
