@@ -24,7 +24,7 @@ Expected<PlacementPolicy> parse_placement_policy(const std::string& text) {
   return invalid_argument("scheduler policy '" + text + "' is not one of pack, spread");
 }
 
-std::vector<NodeView> cluster_view(const std::vector<gcs::NodeRecord>& nodes) {
+std::vector<NodeView> node_views(const std::vector<gcs::NodeRecord>& nodes) {
   std::vector<NodeView> view;
   view.reserve(nodes.size());
   for (const auto& n : nodes) view.push_back({n.id, n.state, n.total, n.used});

@@ -50,7 +50,7 @@ struct NodeView {
   gcs::Resources total, used;
 };
 // The view of a nodes table (every node, whatever its state).
-std::vector<NodeView> cluster_view(const std::vector<gcs::NodeRecord>& nodes);
+std::vector<NodeView> node_views(const std::vector<gcs::NodeRecord>& nodes);
 
 struct PlacementRequest {
   ActorId actor;

@@ -13,11 +13,11 @@ namespace troupe::testing {
 template <class IdT>
 IdT numbered_id(uint32_t n) {
   std::array<uint8_t, 16> b{};
-  b[0] = 0xab;  // never nil
-  b[12] = static_cast<uint8_t>(n >> 24);
-  b[13] = static_cast<uint8_t>(n >> 16);
-  b[14] = static_cast<uint8_t>(n >> 8);
-  b[15] = static_cast<uint8_t>(n);
+  b[0] = static_cast<uint8_t>(n >> 24);  // the number leads, so short_hex() tells ids apart
+  b[1] = static_cast<uint8_t>(n >> 16);
+  b[2] = static_cast<uint8_t>(n >> 8);
+  b[3] = static_cast<uint8_t>(n);
+  b[15] = 0xab;  // never nil
   return IdT::from_bytes(b);
 }
 inline NodeId node_id(uint32_t n) { return numbered_id<NodeId>(n); }

@@ -279,7 +279,7 @@ TEST_CASE("scheduler: ten thousand requests over 100 nodes complete within capac
   }
 }
 
-TEST_CASE("scheduler: policy names parse", "[actors][scheduler]") {
+TEST_CASE("scheduler: policy names parse; node records become views", "[actors][scheduler]") {
   CHECK(parse_placement_policy("pack").value() == PlacementPolicy::pack);
   CHECK(parse_placement_policy("spread").value() == PlacementPolicy::spread);
   auto bad = parse_placement_policy("random");
@@ -287,4 +287,15 @@ TEST_CASE("scheduler: policy names parse", "[actors][scheduler]") {
   CHECK(bad.status().message() == "scheduler policy 'random' is not one of pack, spread");
   CHECK(describe_resources(res(2, 1, 4 * kGiB)) == "2 cpus, 1 gpu, 4.0 GiB memory");
   CHECK(describe_resources(res(0)) == "nothing");
+  gcs::NodeRecord rec;
+  rec.id = node_id(5);
+  rec.state = NodeState::suspect;
+  rec.total = res(8, 2);
+  rec.used = res(1);
+  auto views = node_views({rec});
+  REQUIRE(views.size() == 1);
+  CHECK(views[0].id == node_id(5));
+  CHECK(views[0].state == NodeState::suspect);
+  CHECK(views[0].total.gpus == 2);
+  CHECK(views[0].used.cpus == 1);
 }
