@@ -89,7 +89,7 @@ TEST_CASE("scheduler: PACK picks the most-loaded node that fits, SPREAD the leas
   CHECK(run(PlacementPolicy::spread, mem, ones(1)).placements.at(0).node == node_id(2));
 }
 
-TEST_CASE("scheduler: GPU demand goes to GPU nodes; CPU-only work keeps off them", "[actors][scheduler]") {
+TEST_CASE("scheduler: GPU demand goes to GPU nodes and CPU-only work keeps off them", "[actors][scheduler]") {
   std::vector<NodeView> nodes = {node(1, res(8)), node(2, res(8, 2))};
   for (PlacementPolicy policy : {PlacementPolicy::pack, PlacementPolicy::spread}) {
     INFO(placement_policy_name(policy));
@@ -279,7 +279,7 @@ TEST_CASE("scheduler: ten thousand requests over 100 nodes complete within capac
   }
 }
 
-TEST_CASE("scheduler: policy names parse; node records become views", "[actors][scheduler]") {
+TEST_CASE("scheduler: policy names parse and node records become views", "[actors][scheduler]") {
   CHECK(parse_placement_policy("pack").value() == PlacementPolicy::pack);
   CHECK(parse_placement_policy("spread").value() == PlacementPolicy::spread);
   auto bad = parse_placement_policy("random");
