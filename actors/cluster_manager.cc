@@ -1,0 +1,239 @@
+#include "actors/cluster_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/scheduler.h"  // describe_resources
+#include "core/version.h"
+#include "gcs/events.h"
+#include "gcs/tables.h"
+
+namespace troupe::actors {
+
+using gcs::ActorRecord;
+using gcs::NodeRecord;
+using gcs::NodeState;
+
+ClusterManagerOptions ClusterManagerOptions::from_config(const Config& config, std::string cluster_token) {
+  ClusterManagerOptions o;
+  o.cluster_token = std::move(cluster_token);
+  o.version = TROUPE_VERSION_STRING;
+  o.detector = FailureDetectorOptions::from_config(config);
+  o.heartbeat_period_ms = config.heartbeat_period_ms;
+  return o;
+}
+
+Status ClusterManagerOptions::validate() const {
+  if (cluster_token.empty()) return invalid_argument("cluster manager: the cluster token is empty; the head must set one");
+  if (version.empty()) return invalid_argument("cluster manager: the head's troupe version is empty");
+  TROUPE_RETURN_IF_ERROR(detector.validate());
+  if (heartbeat_period_ms <= 0 || heartbeat_period_ms >= detector.suspect_after_ms) {
+    return invalid_argument("cluster manager: heartbeat_period_ms (" + std::to_string(heartbeat_period_ms) +
+                            ") must be > 0 and below node_suspect_after_ms (" +
+                            std::to_string(detector.suspect_after_ms) + "), or healthy nodes look silent");
+  }
+  return {};
+}
+
+namespace {
+
+std::string label(const NodeRecord& n) {
+  std::string where = n.hostname;
+  if (!n.address.empty()) where += (where.empty() ? "" : " ") + n.address;
+  return "node " + n.id.short_hex() + (where.empty() ? "" : " (" + where + ")");
+}
+
+// Compares in time independent of where the strings differ (the token is a secret).
+bool same_secret(const std::string& presented, const std::string& secret) {
+  if (secret.empty()) return false;
+  size_t diff = presented.size() ^ secret.size();
+  for (size_t i = 0; i < secret.size(); ++i) {
+    const unsigned char p = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+    diff |= p ^ static_cast<unsigned char>(secret[i]);
+  }
+  return diff == 0;
+}
+
+Status check_resources(const gcs::Resources& r, const std::string& what) {
+  if (!std::isfinite(r.cpus) || r.cpus < 0 || !std::isfinite(r.gpus) || r.gpus < 0 || r.memory_bytes < 0) {
+    return invalid_argument(what + " are not finite and >= 0 (cpus " + std::to_string(r.cpus) + ", gpus " +
+                            std::to_string(r.gpus) + ", memory " + std::to_string(r.memory_bytes) + " bytes)");
+  }
+  return {};
+}
+
+const char* event_kind(NodeState to) {
+  return to == NodeState::dead ? "node_died" : to == NodeState::suspect ? "node_suspect" : "node_recovered";
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<ClusterManager>> ClusterManager::create(gcs::Store& store, ClusterManagerOptions options) {
+  TROUPE_RETURN_IF_ERROR(options.validate());
+  return std::unique_ptr<ClusterManager>(new ClusterManager(store, std::move(options)));
+}
+
+ClusterManager::ClusterManager(gcs::Store& store, ClusterManagerOptions options)
+    : store_(store), options_(std::move(options)), detector_(options_.detector) {
+  if (!options_.clock) options_.clock = gcs::now_ms;
+}
+
+int64_t ClusterManager::now() const { return options_.clock(); }
+
+Status ClusterManager::register_node(NodeRecord node, const std::string& token, const std::string& version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (node.id.nil()) return invalid_argument("register node: the node id is nil (" + label(node) + ")");
+  if (!same_secret(token, options_.cluster_token)) {
+    spdlog::warn("refused {}: wrong cluster token", label(node));
+    return invalid_argument("register " + label(node) + ": the node presented a wrong cluster token; start it "
+                            "with the token the head printed at `troupe up` (or the head's token file)");
+  }
+  if (version != options_.version) {
+    spdlog::warn("refused {}: it runs troupe {}, the head runs {}", label(node), version, options_.version);
+    return {Code::version_mismatch, "register " + label(node) + ": the node runs troupe " + version +
+                                        " but the head runs troupe " + options_.version +
+                                        "; install the same troupe version on every machine"};
+  }
+  TROUPE_RETURN_IF_ERROR(check_resources(node.total, "register " + label(node) + ": its total resources"));
+  TROUPE_RETURN_IF_ERROR(check_resources(node.used, "register " + label(node) + ": its used resources"));
+
+  gcs::Table<NodeRecord> nodes(store_);
+  auto existing = nodes.get(node.id.hex());
+  bool rejoin = false;
+  if (existing.ok()) {
+    if (existing->state == NodeState::dead) {
+      spdlog::warn("refused {}: this node id was declared DEAD ({})", label(node), existing->death_reason);
+      return invalid_argument("register " + label(node) + ": this node id was declared DEAD (" +
+                              existing->death_reason + ") and its actors with it; restart the node process, "
+                              "which joins with a new id");
+    }
+    rejoin = true;
+  } else if (existing.status().code() != Code::not_found) {
+    return existing.status().with_context("register " + label(node) + ": reading the nodes table");
+  }
+
+  const int64_t t = now();
+  node.version = version;
+  node.state = NodeState::alive;
+  node.last_heartbeat_ms = t;
+  if (node.started_ms == 0) node.started_ms = t;
+  node.death_reason.clear();
+  TROUPE_RETURN_IF_ERROR(nodes.put(node).with_context("register " + label(node) + ": writing the nodes table"));
+  spdlog::info("{} {}: {}", label(node), rejoin ? "registered again" : "joined", describe_resources(node.total));
+  return gcs::record_event(store_, {t, "node_joined", node.id.hex(),
+                                    label(node) + (rejoin ? " registered again: " : " joined: ") +
+                                        describe_resources(node.total)});
+}
+
+Status ClusterManager::heartbeat(const NodeId& id, const gcs::Resources& used) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string who = "heartbeat from node " + id.short_hex();
+  TROUPE_RETURN_IF_ERROR(check_resources(used, who + ": its used resources"));
+  gcs::Table<NodeRecord> nodes(store_);
+  auto node = nodes.get(id.hex());
+  if (!node.ok()) {
+    if (node.status().code() == Code::not_found) {
+      return not_found(who + ": no such node is registered; the node must register (restart it)");
+    }
+    return node.status().with_context(who + ": reading the nodes table");
+  }
+  if (node->state == NodeState::dead) {
+    return invalid_argument(who + ": the node was declared DEAD (" + node->death_reason +
+                            ") and its actors with it; stop it and start a new node process");
+  }
+  const int64_t t = now();
+  const int64_t silence = t - node->last_heartbeat_ms;
+  node->last_heartbeat_ms = t;
+  node->used = used;
+  if (auto tr = detector_.evaluate(*node, t)) {  // only SUSPECT -> ALIVE can be due at silence 0
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "heartbeat resumed after %.1f s of silence", silence / 1000.0);
+    tr->reason = buf;
+    int unused = 0;
+    return apply(std::move(*node), *tr, t, &unused);
+  }
+  return nodes.put(*node).with_context(who + ": writing the nodes table");
+}
+
+Status ClusterManager::on_connection_lost(const NodeId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  gcs::Table<NodeRecord> nodes(store_);
+  auto node = nodes.get(id.hex());
+  if (!node.ok()) return node.status().with_context("connection to node " + id.short_hex() + " lost");
+  auto tr = detector_.connection_lost(*node);
+  if (!tr) return {};
+  int unused = 0;
+  return apply(std::move(*node), *tr, now(), &unused);
+}
+
+Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto listed = gcs::Table<NodeRecord>(store_).list();
+  if (!listed.ok()) return listed.status().with_context("cluster manager tick: reading the nodes table");
+  std::vector<NodeRecord>& nodes = *listed;
+  std::sort(nodes.begin(), nodes.end(), [](const NodeRecord& a, const NodeRecord& b) { return a.id < b.id; });
+  if (!swept_at_start_) {  // a new head finishes what a previous one may have left half done
+    for (const auto& n : nodes) {
+      if (n.state == NodeState::dead) unswept_.insert(n.id);
+    }
+    swept_at_start_ = true;
+  }
+
+  TickReport report;
+  for (auto& n : nodes) {
+    auto tr = detector_.evaluate(n, now_ms);
+    if (!tr) continue;
+    TROUPE_RETURN_IF_ERROR(apply(n, *tr, now_ms, &report.actors_marked_dead).with_context("cluster manager tick"));
+    n.state = tr->to;
+    if (tr->to == NodeState::dead) n.death_reason = tr->reason;
+    report.transitions.push_back(std::move(*tr));
+  }
+  for (const auto& n : nodes) {
+    if (n.state == NodeState::dead && unswept_.count(n.id)) {
+      TROUPE_RETURN_IF_ERROR(sweep_actors(n, now_ms, &report.actors_marked_dead).with_context("cluster manager tick"));
+    }
+  }
+  report.next_tick_ms = now_ms + options_.heartbeat_period_ms;
+  if (auto due = detector_.next_due_ms(nodes, now_ms)) report.next_tick_ms = std::min(report.next_tick_ms, *due);
+  return report;
+}
+
+Status ClusterManager::apply(NodeRecord node, const NodeTransition& t, int64_t now_ms, int* actors_marked) {
+  node.state = t.to;
+  if (t.to == NodeState::dead) node.death_reason = t.reason;
+  TROUPE_RETURN_IF_ERROR(gcs::Table<NodeRecord>(store_).put(node).with_context("writing " + label(node)));
+  if (t.to == NodeState::dead) unswept_.insert(node.id);  // from here on its actors must be swept
+
+  std::string message = label(node) + " is " + node_state_text(t.to) + ": " + t.reason;
+  if (t.to == NodeState::dead) message = label(node) + " died: " + t.reason;
+  if (t.to == NodeState::alive) spdlog::info("{}", message);
+  else spdlog::warn("{}", message);
+  TROUPE_RETURN_IF_ERROR(gcs::record_event(store_, {now_ms, event_kind(t.to), node.id.hex(), message})
+                             .with_context("recording the event of " + label(node)));
+  if (t.to != NodeState::dead) return {};
+  return sweep_actors(node, now_ms, actors_marked);
+}
+
+Status ClusterManager::sweep_actors(const NodeRecord& node, int64_t now_ms, int* actors_marked) {
+  gcs::Table<ActorRecord> actors(store_);
+  auto listed = actors.list();
+  if (!listed.ok()) return listed.status().with_context("marking the actors of " + label(node) + " dead");
+  for (ActorRecord& a : *listed) {
+    if (a.node != node.id || a.state == gcs::ActorState::dead) continue;
+    a.state = gcs::ActorState::dead;
+    a.death_reason = label(node) + " died: " + node.death_reason;
+    a.updated_ms = now_ms;
+    TROUPE_RETURN_IF_ERROR(actors.put(a).with_context("marking actor " + a.id.short_hex() + " dead"));
+    ++*actors_marked;
+    const std::string who = "actor " + a.id.short_hex() + (a.type_name.empty() ? "" : " (" + a.type_name + ")");
+    TROUPE_RETURN_IF_ERROR(gcs::record_event(store_, {now_ms, "actor_died", a.id.hex(), who + " died: " + a.death_reason})
+                               .with_context("recording the death of " + who));
+  }
+  unswept_.erase(node.id);
+  return {};
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,105 @@
+// The head's view of node membership, kept in the GCS: admits nodes (cluster token and troupe
+// version checked), records their heartbeats, and on every tick applies the failure detector to the
+// nodes table — writing changed NodeRecords, recording events and marking the actors of a DEAD node
+// DEAD. The node state machine is drawn in actors/failure_detector.h.
+//
+// Writes to the GCS, per transition, in this order:
+//   node record (new state, death_reason) -> event (node_suspect, node_recovered, node_died)
+//   -> for DEAD: each non-DEAD actor on the node -> DEAD (death_reason names the node) + actor_died.
+// A store error stops the call and is returned (with the step that failed). No actor is left
+// behind: a node whose actors were not all marked is remembered and swept again on the next tick,
+// and the first tick of a new ClusterManager sweeps every DEAD node (a restarted head finishes its
+// predecessor's work). An event can be missing when the store fails between a write and its event.
+// Every store call is bounded by the store's own deadline. Heartbeat times are the head's clock, so
+// clock skew between machines does not matter.
+//
+// Thread-safe: calls are serialised by one mutex (the head calls heartbeat and tick from different
+// actors).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/failure_detector.h"
+#include "core/config.h"
+#include "gcs/records.h"
+#include "gcs/store.h"
+
+namespace troupe::actors {
+
+struct ClusterManagerOptions {
+  std::string cluster_token;          // the secret nodes must present; required (non-empty)
+  std::string version;                // this head's troupe version; nodes must match it exactly
+  FailureDetectorOptions detector;
+  int64_t heartbeat_period_ms = 200;  // setting heartbeat_period_ms; the tick period too
+  std::function<int64_t()> clock;     // wall clock in ms; empty: gcs::now_ms (tests inject one)
+
+  // Detector settings and heartbeat period from the config; version = TROUPE_VERSION_STRING.
+  static ClusterManagerOptions from_config(const Config& config, std::string cluster_token);
+  // invalid_argument: empty token or version, bad detector settings, or a heartbeat period that is
+  // not below node_suspect_after_ms (a healthy node would be suspected between two heartbeats).
+  Status validate() const;
+};
+
+// What one tick did.
+struct TickReport {
+  std::vector<NodeTransition> transitions;  // applied, in node id order
+  int actors_marked_dead = 0;
+  int64_t next_tick_ms = 0;  // when to tick again: the next timeout due, at most a heartbeat period away
+};
+
+class ClusterManager {
+ public:
+  // invalid_argument when options do not validate. The store must outlive the manager.
+  static Expected<std::unique_ptr<ClusterManager>> create(gcs::Store& store, ClusterManagerOptions options);
+
+  // Admits a node: checks `token` against the cluster's, `version` against the head's, then stores
+  // the record ALIVE with last_heartbeat_ms = now (and started_ms = now when 0) and records
+  // node_joined. A node id already registered and not DEAD re-registers (a reconnect).
+  // Refusals, each logged as a warning on the head:
+  //   wrong token       -> invalid_argument ("... presented a wrong cluster token ..."; neither
+  //                        token appears in the message or the log)
+  //   other version     -> version_mismatch naming both versions
+  //   id declared DEAD  -> invalid_argument (restart the node: it joins with a new id)
+  //   nil id, negative or NaN totals -> invalid_argument
+  // Store errors are returned as they come (unavailable, timeout, ...).
+  Status register_node(gcs::NodeRecord node, const std::string& token, const std::string& version);
+
+  // Records a heartbeat: last_heartbeat_ms = now and `used`. A SUSPECT node becomes ALIVE at once
+  // (node_recovered). not_found for a node never registered; invalid_argument for a DEAD one (the
+  // node must stop: its actors were declared dead).
+  Status heartbeat(const NodeId& node, const gcs::Resources& used);
+
+  // The node's connection dropped: DEAD now, with its actors. not_found for an unknown node; ok and
+  // nothing done when it is DEAD already.
+  Status on_connection_lost(const NodeId& node);
+
+  // Applies the failure detector to every node at `now_ms` and sweeps the actors of DEAD nodes.
+  Expected<TickReport> tick(int64_t now_ms);
+  Expected<TickReport> tick() { return tick(now()); }
+
+  const ClusterManagerOptions& options() const { return options_; }
+
+ private:
+  ClusterManager(gcs::Store& store, ClusterManagerOptions options);
+  int64_t now() const;
+  // Writes the transition, records its event and, for DEAD, sweeps the node's actors.
+  Status apply(gcs::NodeRecord node, const NodeTransition& t, int64_t now_ms, int* actors_marked);
+  // Marks every non-DEAD actor on `node` DEAD; on success forgets the node in unswept_.
+  Status sweep_actors(const gcs::NodeRecord& node, int64_t now_ms, int* actors_marked);
+
+  gcs::Store& store_;
+  ClusterManagerOptions options_;
+  FailureDetector detector_;
+  std::mutex mu_;
+  bool swept_at_start_ = false;
+  std::set<NodeId> unswept_;  // DEAD nodes whose actors may not all be marked yet
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,289 @@
+#include "actors/cluster_manager.h"
+
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "gcs/events.h"
+#include "gcs/in_memory_store.h"
+#include "gcs/tables.h"
+#include "tests/actors/actor_test_util.h"
+
+using namespace troupe;
+using namespace troupe::actors;
+using namespace troupe::testing;
+using gcs::ActorState;
+using gcs::NodeState;
+
+namespace {
+
+const std::string kToken = "s3cret-cluster-token";
+const std::string kVersion = "0.1.0";
+
+// A head over an in-memory GCS with a clock the test moves by hand.
+struct Head {
+  gcs::InMemoryStore store;
+  int64_t now = 1'000'000;
+  std::unique_ptr<ClusterManager> manager;
+
+  Head() {
+    ClusterManagerOptions o;
+    o.cluster_token = kToken;
+    o.version = kVersion;
+    o.detector = {800, 2000};
+    o.heartbeat_period_ms = 200;
+    o.clock = [this] { return now; };
+    auto m = ClusterManager::create(store, o);
+    REQUIRE(m.ok());
+    manager = std::move(*m);
+  }
+
+  gcs::NodeRecord node(uint32_t n) {
+    auto r = gcs::Table<gcs::NodeRecord>(store).get(node_id(n).hex());
+    REQUIRE(r.ok());
+    return *r;
+  }
+  gcs::ActorRecord actor(uint32_t n) {
+    auto r = gcs::Table<gcs::ActorRecord>(store).get(actor_id(n).hex());
+    REQUIRE(r.ok());
+    return *r;
+  }
+  void add_actor(uint32_t n, uint32_t on_node, ActorState state = ActorState::alive) {
+    gcs::ActorRecord a;
+    a.id = actor_id(n);
+    a.type_name = "Trainer";
+    a.node = node_id(on_node);
+    a.state = state;
+    REQUIRE(gcs::Table<gcs::ActorRecord>(store).put(a).ok());
+  }
+  std::vector<std::string> event_kinds() {
+    auto events = gcs::recent_events(store, 1000);
+    REQUIRE(events.ok());
+    std::vector<std::string> kinds;
+    for (const auto& e : *events) kinds.push_back(e.kind);
+    return kinds;
+  }
+  TickReport tick() {
+    auto r = manager->tick(now);
+    REQUIRE(r.ok());
+    return *r;
+  }
+};
+
+gcs::NodeRecord new_node(uint32_t n) {
+  gcs::NodeRecord r;
+  r.id = node_id(n);
+  r.address = "10.0.0." + std::to_string(n) + ":7000";
+  r.hostname = "worker" + std::to_string(n);
+  r.total = res(8, 1, 16 * kGiB);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cluster manager: a registered node is ALIVE and its joining is recorded", "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  gcs::NodeRecord n = head.node(1);
+  CHECK(n.state == NodeState::alive);
+  CHECK(n.last_heartbeat_ms == head.now);
+  CHECK(n.started_ms == head.now);
+  CHECK(n.version == kVersion);
+  CHECK(n.total.cpus == 8);
+  auto events = gcs::recent_events(head.store, 10);
+  REQUIRE(events.ok());
+  REQUIRE(events->size() == 1);
+  CHECK(events->at(0).kind == "node_joined");
+  CHECK(events->at(0).subject == node_id(1).hex());
+  CHECK(events->at(0).message.find("worker1") != std::string::npos);
+  CHECK(head.tick().transitions.empty());
+}
+
+TEST_CASE("cluster manager: a silent node is SUSPECT, then DEAD, and its actors die with it",
+          "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  REQUIRE(head.manager->register_node(new_node(2), kToken, kVersion).ok());
+  head.add_actor(10, 1);
+  head.add_actor(11, 1, ActorState::restarting);
+  head.add_actor(12, 2);
+  const int64_t t0 = head.now;
+
+  // Node 2 keeps beating; node 1 goes silent.
+  auto step = [&](int64_t to) {
+    while (head.now < to) {
+      head.now += 200;
+      REQUIRE(head.manager->heartbeat(node_id(2), res(1)).ok());
+      head.tick();
+    }
+  };
+  step(t0 + 600);
+  CHECK(head.node(1).state == NodeState::alive);
+  step(t0 + 800);
+  CHECK(head.node(1).state == NodeState::suspect);
+  CHECK(head.actor(10).state == ActorState::alive);  // SUSPECT alone kills nothing
+  step(t0 + 1800);
+  CHECK(head.node(1).state == NodeState::suspect);
+  head.now = t0 + 2000;
+  TickReport report = head.tick();
+  REQUIRE(report.transitions.size() == 1);
+  CHECK(report.transitions[0].to == NodeState::dead);
+  CHECK(report.actors_marked_dead == 2);
+
+  gcs::NodeRecord dead = head.node(1);
+  CHECK(dead.state == NodeState::dead);
+  CHECK(dead.death_reason == "no heartbeat for 2.0 s (timeout 2.0 s)");
+  for (uint32_t a : {10u, 11u}) {
+    gcs::ActorRecord r = head.actor(a);
+    CHECK(r.state == ActorState::dead);
+    CHECK(r.death_reason == "node " + node_id(1).short_hex() + " (worker1 10.0.0.1:7000) died: " + dead.death_reason);
+    CHECK(r.updated_ms == head.now);
+  }
+  CHECK(head.actor(12).state == ActorState::alive);
+  CHECK(head.node(2).state == NodeState::alive);
+  CHECK(head.event_kinds() ==
+        std::vector<std::string>{"node_joined", "node_joined", "node_suspect", "node_died", "actor_died", "actor_died"});
+
+  // DEAD is final: later ticks change nothing, a heartbeat is refused, re-registering too.
+  head.now += 10'000;
+  REQUIRE(head.manager->heartbeat(node_id(2), res(1)).ok());
+  CHECK(head.tick().transitions.empty());
+  Status late = head.manager->heartbeat(node_id(1), res(0));
+  CHECK(late.code() == Code::invalid_argument);
+  CHECK(late.message().find("declared DEAD") != std::string::npos);
+  Status again = head.manager->register_node(new_node(1), kToken, kVersion);
+  CHECK(again.code() == Code::invalid_argument);
+  CHECK(again.message().find("new id") != std::string::npos);
+  CHECK(head.node(1).state == NodeState::dead);
+}
+
+TEST_CASE("cluster manager: a heartbeat brings a SUSPECT node back at once", "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  head.now += 900;
+  REQUIRE(head.tick().transitions.size() == 1);
+  REQUIRE(head.node(1).state == NodeState::suspect);
+  head.now += 100;
+  REQUIRE(head.manager->heartbeat(node_id(1), res(3, 1, kGiB)).ok());
+  gcs::NodeRecord n = head.node(1);
+  CHECK(n.state == NodeState::alive);
+  CHECK(n.last_heartbeat_ms == head.now);
+  CHECK(n.used.cpus == 3);
+  CHECK(n.used.memory_bytes == kGiB);
+  CHECK(head.event_kinds().back() == "node_recovered");
+  auto events = gcs::recent_events(head.store, 1);
+  REQUIRE(events.ok());
+  CHECK(events->at(0).message == "node " + node_id(1).short_hex() +
+                                     " (worker1 10.0.0.1:7000) is ALIVE: heartbeat resumed after 1.0 s of silence");
+  CHECK(head.tick().transitions.empty());
+}
+
+TEST_CASE("cluster manager: a lost connection kills the node and its actors at once", "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  head.add_actor(10, 1);
+  REQUIRE(head.manager->on_connection_lost(node_id(1)).ok());
+  CHECK(head.node(1).state == NodeState::dead);
+  CHECK(head.node(1).death_reason == "connection to node lost");
+  CHECK(head.actor(10).state == ActorState::dead);
+  CHECK(head.actor(10).death_reason.find("connection to node lost") != std::string::npos);
+  REQUIRE(head.manager->on_connection_lost(node_id(1)).ok());  // again: nothing more happens
+  CHECK(head.event_kinds() == std::vector<std::string>{"node_joined", "node_died", "actor_died"});
+  CHECK(head.manager->on_connection_lost(node_id(9)).code() == Code::not_found);
+}
+
+TEST_CASE("cluster manager: a wrong token is refused without revealing the right one", "[actors][cluster_manager]") {
+  Head head;
+  for (const std::string& wrong : {std::string("guess"), std::string(""), kToken + "x", kToken.substr(1)}) {
+    Status st = head.manager->register_node(new_node(1), wrong, kVersion);
+    CHECK(st.code() == Code::invalid_argument);
+    CHECK(st.message().find("wrong cluster token") != std::string::npos);
+    CHECK(st.message().find(kToken) == std::string::npos);
+  }
+  auto nodes = gcs::Table<gcs::NodeRecord>(head.store).list();
+  REQUIRE(nodes.ok());
+  CHECK(nodes->empty());
+}
+
+TEST_CASE("cluster manager: a node of another troupe version is refused naming both", "[actors][cluster_manager]") {
+  Head head;
+  Status st = head.manager->register_node(new_node(1), kToken, "0.2.0");
+  CHECK(st.code() == Code::version_mismatch);
+  CHECK(st.message().find("0.2.0") != std::string::npos);
+  CHECK(st.message().find("0.1.0") != std::string::npos);
+  CHECK(gcs::Table<gcs::NodeRecord>(head.store).get(node_id(1).hex()).status().code() == Code::not_found);
+}
+
+TEST_CASE("cluster manager: bad registrations and unknown heartbeats are refused", "[actors][cluster_manager]") {
+  Head head;
+  CHECK(head.manager->register_node(gcs::NodeRecord{}, kToken, kVersion).code() == Code::invalid_argument);
+  gcs::NodeRecord bad = new_node(1);
+  bad.total.cpus = -1;
+  CHECK(head.manager->register_node(bad, kToken, kVersion).code() == Code::invalid_argument);
+  Status unknown = head.manager->heartbeat(node_id(7), res(1));
+  CHECK(unknown.code() == Code::not_found);
+  CHECK(unknown.message().find("register") != std::string::npos);
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  CHECK(head.manager->heartbeat(node_id(1), res(std::nan(""))).code() == Code::invalid_argument);
+}
+
+TEST_CASE("cluster manager: a store that is down fails the tick, which works again after",
+          "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  head.add_actor(10, 1);
+  head.store.set_down(true);
+  head.now += 5'000;
+  auto down = head.manager->tick(head.now);
+  REQUIRE_FALSE(down.ok());
+  CHECK(down.status().code() == Code::unavailable);
+  CHECK(down.status().message().find("nodes table") != std::string::npos);
+  CHECK(head.manager->heartbeat(node_id(1), res(1)).code() == Code::unavailable);
+  CHECK(head.manager->register_node(new_node(2), kToken, kVersion).code() == Code::unavailable);
+  head.store.set_down(false);
+  TickReport report = head.tick();
+  REQUIRE(report.transitions.size() == 1);
+  CHECK(report.transitions[0].to == NodeState::dead);
+  CHECK(head.actor(10).state == ActorState::dead);
+}
+
+TEST_CASE("cluster manager: a new head marks the actors a previous one left on DEAD nodes",
+          "[actors][cluster_manager]") {
+  Head head;
+  gcs::NodeRecord dead = new_node(1);
+  dead.state = NodeState::dead;
+  dead.death_reason = "connection to node lost";
+  REQUIRE(gcs::Table<gcs::NodeRecord>(head.store).put(dead).ok());
+  head.add_actor(10, 1);
+  TickReport report = head.tick();
+  CHECK(report.transitions.empty());
+  CHECK(report.actors_marked_dead == 1);
+  CHECK(head.actor(10).state == ActorState::dead);
+  CHECK(head.tick().actors_marked_dead == 0);
+}
+
+TEST_CASE("cluster manager: the next tick falls on the next timeout", "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  const int64_t t0 = head.now;
+  CHECK(head.tick().next_tick_ms == t0 + 200);  // a heartbeat period when nothing is due sooner
+  head.now = t0 + 1'900;
+  CHECK(head.tick().next_tick_ms == t0 + 2'000);  // exactly when node 1 would be DEAD
+}
+
+TEST_CASE("cluster manager: options are checked", "[actors][cluster_manager]") {
+  gcs::InMemoryStore store;
+  ClusterManagerOptions o = ClusterManagerOptions::from_config(Config{}, "token");
+  CHECK(o.validate().ok());
+  CHECK(o.heartbeat_period_ms == 200);
+  CHECK(o.detector.dead_after_ms == 2000);
+  CHECK_FALSE(o.version.empty());
+  ClusterManagerOptions no_token = o;
+  no_token.cluster_token.clear();
+  CHECK(ClusterManager::create(store, no_token).status().code() == Code::invalid_argument);
+  ClusterManagerOptions slow = o;
+  slow.heartbeat_period_ms = 800;
+  auto refused = ClusterManager::create(store, slow);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("heartbeat_period_ms") != std::string::npos);
+}
