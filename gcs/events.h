@@ -31,7 +31,16 @@ struct Metric {
   double value = 0;
 };
 
-// Appends to the events stream and publishes it on the "events" channel.
+// Encoded as [kRecordSchemaVersion, fields...] like the records of gcs/records.h; decode refuses
+// another version (version_mismatch) and malformed bytes (corrupt_data), never throwing, and leaves
+// `*out` unchanged on error.
+std::string encode_event(const Event& e);
+Status decode_event(const std::string& bytes, Event* out);
+std::string encode_metric(const Metric& m);
+Status decode_metric(const std::string& bytes, Metric* out);
+
+// Appends to the events stream and publishes the encoded event (decode_event reads it) on the
+// "events" channel.
 Status record_event(Store& store, Event event);
 // The newest `count` events, oldest first; an entry that does not decode fails the call naming it.
 Expected<std::vector<Event>> recent_events(Store& store, size_t count);

@@ -107,6 +107,7 @@ struct GroupRecord {
 };
 
 enum class ShardState : uint8_t { unassigned = 0, assigned = 1, done = 2 };
+const char* shard_state_name(ShardState s);  // "UNASSIGNED", "ASSIGNED", "DONE"
 
 struct ShardRecord {
   JobId job;
@@ -131,9 +132,12 @@ struct CheckpointRecord {
   int64_t written_ms = 0;
 };
 
-// Encoding: [kRecordSchemaVersion, field, field, ...] as a msgpack array. decode_* refuse another
-// schema version (version_mismatch: "record of schema version 7, this troupe reads version 1") and
-// malformed bytes (corrupt_data), never throwing.
+// Encoding: [kRecordSchemaVersion, field, field, ...] as a msgpack array, fields in declaration
+// order, nested structs as arrays of their fields, ids as 16-byte bins, enums as unsigned integers.
+// decode refuses another schema version (version_mismatch: "node record of schema version 7; this
+// troupe reads schema version 1 — upgrade troupe or clear the GCS") and malformed bytes (truncated,
+// wrong types, wrong field counts, unknown enum values, trailing bytes: corrupt_data naming the
+// field), never throwing. On error `*out` is unchanged.
 std::string encode(const NodeRecord& r);
 std::string encode(const ActorRecord& r);
 std::string encode(const JobRecord& r);

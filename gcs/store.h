@@ -31,11 +31,14 @@ struct Notification {
   std::string message;
 };
 
-// A live subscription to one or more channels, on its own connection.
+// A live subscription to one or more channels, on its own connection. Delivery is at most once:
+// after its connection was lost and re-established (RedisStore), next() returns one notification
+// with an empty channel, meaning "messages may have been missed: re-read what you watch".
 class Subscription {
  public:
   virtual ~Subscription() = default;
-  // Waits up to `timeout` for the next notification; nullopt when none arrived in time.
+  // Waits up to `timeout` for the next notification; nullopt when none arrived in time. Re-
+  // establishing a lost connection may take up to the store's reconnect budget on top.
   virtual Expected<std::optional<Notification>> next(std::chrono::milliseconds timeout) = 0;
 };
 
@@ -54,6 +57,16 @@ class Store {
   virtual Status remove(const std::string& table, const std::string& key) = 0;
   // Every (key, value) of the table, in no particular order.
   virtual Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) = 0;
+  // Writes every row, then publishes each row's key on `channel` unless it is empty. RedisStore sends
+  // all of it in one round trip (pipelined); this default calls put() and publish() per row. On
+  // error some rows may have been written (each one whole) and their notifications may be missing.
+  virtual Status put_many(const std::string& table, const std::vector<std::pair<std::string, std::string>>& rows,
+                          const std::string& channel) {
+    for (const auto& [key, value] : rows) TROUPE_RETURN_IF_ERROR(put(table, key, value));
+    if (channel.empty()) return {};
+    for (const auto& row : rows) TROUPE_RETURN_IF_ERROR(publish(channel, row.first));
+    return {};
+  }
 
   // ---- streams: append-only logs trimmed to about `max_len` newest entries ----
   virtual Expected<std::string> append(const std::string& stream, const std::string& value, size_t max_len) = 0;

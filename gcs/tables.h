@@ -16,11 +16,15 @@ class Table {
   explicit Table(Store& store) : store_(store) {}
   static const char* name() { return TableName<Record>::value; }
 
-  // Stores the record under its key and notifies watchers of the table.
-  Status put(const Record& r) {
-    const std::string key = record_key(r);
-    TROUPE_RETURN_IF_ERROR(store_.put(name(), key, encode(r)));
-    return store_.publish(name(), key);
+  // Stores the record under its key and notifies watchers of the table (one round trip on Redis).
+  Status put(const Record& r) { return store_.put_many(name(), {{record_key(r), encode(r)}}, name()); }
+  // Stores every record and notifies watchers of each, in one round trip on Redis. On error some
+  // records may have been stored (each one whole).
+  Status put_many(const std::vector<Record>& records) {
+    std::vector<std::pair<std::string, std::string>> rows;
+    rows.reserve(records.size());
+    for (const Record& r : records) rows.emplace_back(record_key(r), encode(r));
+    return store_.put_many(name(), rows, name());
   }
   // not_found when absent; version_mismatch / corrupt_data name the table and key.
   Expected<Record> get(const std::string& key) {
