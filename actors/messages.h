@@ -43,6 +43,16 @@ struct SpawnRequest {
   std::vector<std::string> args;
 };
 
+// The common case in one line: spawn_request("echo"), spawn_request("counter", "c1", {"5"}).
+inline SpawnRequest spawn_request(std::string type_name, std::string actor_name = {},
+                                  std::vector<std::string> args = {}) {
+  SpawnRequest r;
+  r.type_name = std::move(type_name);
+  r.actor_name = std::move(actor_name);
+  r.args = std::move(args);
+  return r;
+}
+
 // The spawned actor: its id, name and a handle that can be messaged from any connected node.
 struct SpawnReply {
   std::string actor_id;

@@ -7,6 +7,7 @@
 #include "actors/messages.h"
 #include "caf/actor_system.hpp"
 #include "caf/event_based_actor.hpp"
+#include "caf/scheduled_actor.hpp"
 #include "caf/stateful_actor.hpp"
 
 namespace troupe::actors {
@@ -29,6 +30,30 @@ Status Registry::add(const std::string& type_name, ActorFactory factory) {
                             "' is already registered; pick another name");
   }
   return Status::ok_status();
+}
+
+Status Registry::add_behavior(const std::string& type_name, BehaviorFactory make) {
+  if (!make) return invalid_argument("actor registry: behavior for '" + type_name + "' is empty");
+  return add(type_name, [make = std::move(make)](caf::actor_system& sys,
+                                                 const std::vector<std::string>& args)
+                            -> Expected<caf::actor> {
+    return sys.spawn([make, args](caf::event_based_actor* self) {
+      report_exceptions(self);
+      return make(self, args);
+    });
+  });
+}
+
+void report_exceptions(caf::scheduled_actor* self) {
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      return to_error(internal_error(std::string("uncaught exception: ") + e.what()));
+    } catch (...) {
+      return to_error(internal_error("uncaught exception of a non-std type"));
+    }
+  });
 }
 
 bool Registry::contains(const std::string& type_name) const {
@@ -76,7 +101,8 @@ Expected<int64_t> parse_int(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(v);
 }
 
-caf::behavior echo_actor(caf::event_based_actor*) {
+caf::behavior echo_actor(caf::event_based_actor* self) {
+  report_exceptions(self);
   return {
       [](const Call& c) { return CallReply{c.payload}; },
       [](const CallBatch& batch) {
@@ -112,6 +138,7 @@ Expected<std::string> counter_apply(CounterState& st, const std::string& method,
 }
 
 caf::behavior counter_actor(caf::stateful_actor<CounterState>* self, int64_t initial) {
+  report_exceptions(self);
   self->state.value = initial;
   return {
       [self](const Call& c) -> caf::result<CallReply> {

@@ -7,7 +7,14 @@
 //   Registry reg = Registry::with_builtins();              // "counter", "echo"
 //   reg.add("trainer", [](caf::actor_system& sys, const std::vector<std::string>& args)
 //                          -> Expected<caf::actor> { return sys.spawn(trainer_actor, args); });
+//   reg.add_behavior("pinger", [](caf::event_based_actor* self, const std::vector<std::string>&)
+//                                  -> caf::behavior { return {[](const Call&) { ... }}; });
 //   auto a = reg.spawn(sys, "echo", {});                    // Expected<caf::actor>
+//
+// Exceptions: an exception escaping a handler kills the actor. Actors spawned through
+// add_behavior (and the built-ins) report it as an error carrying the exception's what(), so the
+// node manager's crash report names the cause; hand-written factories get the same by calling
+// report_exceptions(self) first thing in the actor.
 //
 // ActorTable: the actors one node manager owns, by ActorId, by unique name and by CAF actor id
 // (what a down message carries). Single-threaded: only its owning actor touches it.
@@ -28,6 +35,7 @@
 #include <vector>
 
 #include "caf/actor.hpp"
+#include "caf/behavior.hpp"
 #include "caf/fwd.hpp"
 #include "core/ids.h"
 #include "core/status.h"
@@ -36,6 +44,12 @@ namespace troupe::actors {
 
 using ActorFactory =
     std::function<Expected<caf::actor>(caf::actor_system& sys, const std::vector<std::string>& args)>;
+using BehaviorFactory =
+    std::function<caf::behavior(caf::event_based_actor* self, const std::vector<std::string>& args)>;
+
+// Makes an exception escaping `self`'s handlers end the actor with an error that names it
+// ("uncaught exception: <what>") instead of CAF's bare runtime_error. Call from inside the actor.
+void report_exceptions(caf::scheduled_actor* self);
 
 class Registry {
  public:
@@ -45,6 +59,9 @@ class Registry {
   // Adds `factory` under `type_name`. invalid_argument when the name is empty or taken, or the
   // factory is empty.
   Status add(const std::string& type_name, ActorFactory factory);
+  // Adds a function-based actor type: `make` returns the behavior of each new actor, which runs
+  // with report_exceptions() installed. Errors as add().
+  Status add_behavior(const std::string& type_name, BehaviorFactory make);
 
   bool contains(const std::string& type_name) const;
   std::vector<std::string> type_names() const;  // sorted
