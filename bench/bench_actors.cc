@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -78,8 +77,7 @@ int serve(const std::string& policy) {
   std::printf("%u %u %u\n", unsigned(*nm_port), unsigned(*echo_port), unsigned(*counter_port));
   std::fflush(stdout);
   char buf[64];
-  while (::read(0, buf, sizeof buf) > 0) {
-  }
+  while (::read(0, buf, sizeof buf) > 0) continue;
   return 0;
 }
 
@@ -214,20 +212,38 @@ struct Row {
 
 bool g_failed = false;
 
-Row measure(const std::string& policy, const std::string& kind, const std::string& name,
-            double items, int reps, const std::function<Outcome()>& once) {
-  std::vector<double> secs;
+struct Case {
+  std::string name;
+  double items = 0;  // items per repetition
+  std::function<Outcome()> once;
+};
+
+// Runs the cases interleaved (rep 1 of each, rep 2 of each, ...) so that load from elsewhere on the
+// machine hits them alike; the first case is the raw CAF baseline of the others when `compare`.
+void measure(const std::string& policy, const std::string& kind, const std::vector<Case>& cases,
+             int reps, bool compare, std::vector<Row>* rows) {
+  std::vector<std::vector<double>> secs(cases.size());
+  std::vector<bool> failed(cases.size(), false);
   for (int r = 0; r < reps; ++r) {
-    Outcome o = once();
-    if (!o.ok) {
-      std::fprintf(stderr, "FAILED %s %s %s: %s\n", policy.c_str(), kind.c_str(), name.c_str(),
-                   o.error.c_str());
-      g_failed = true;
-      return {policy, kind, name, items, 0, 0};
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (failed[i]) continue;
+      Outcome o = cases[i].once();
+      if (!o.ok) {
+        std::fprintf(stderr, "FAILED %s %s %s: %s\n", policy.c_str(), kind.c_str(),
+                     cases[i].name.c_str(), o.error.c_str());
+        g_failed = true;
+        failed[i] = true;
+      }
+      secs[i].push_back(o.seconds);
     }
-    secs.push_back(o.seconds);
   }
-  return {policy, kind, name, items, bench::median(secs), 0};
+  double base = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Row row{policy, kind, cases[i].name, cases[i].items, failed[i] ? 0 : bench::median(secs[i]), 0};
+    if (compare && i == 0 && row.seconds > 0) base = row.items / row.seconds;
+    if (compare && i > 0) row.baseline = base;
+    rows->push_back(row);
+  }
 }
 
 void print(const std::vector<Row>& rows) {
@@ -241,8 +257,6 @@ void print(const std::vector<Row>& rows) {
                 r.name.c_str(), r.items, r.seconds, rate, rate > 0 ? 1e6 / rate : 0, ratio);
   }
 }
-
-double rate_of(const Row& r) { return r.seconds > 0 ? r.items / r.seconds : 0; }
 
 struct Sizes {
   size_t sync = 3000, async = 200000, spawn = 10000, call_batch = 64, cast_batch = 256;
@@ -269,43 +283,38 @@ void run_policy(const std::string& exe, const std::string& policy, const Sizes& 
   if (!raw_echo_h || !raw_counter_h || !echo) throw std::runtime_error("setup failed");
 
   // sync
-  Row raw = measure(policy, "sync", "raw CAF request(string)", z.sync, z.reps, [&] {
-    return run_sync<std::string>(sys, *raw_echo_h, kPayload,
-                                 [](const std::string& s) { return s == kPayload; }, z.sync);
-  });
-  rows->push_back(raw);
-  Row call = measure(policy, "sync", "troupe Call", z.sync, z.reps, [&] {
-    return run_sync<CallReply>(sys, echo->handle, Call{"echo", kPayload},
-                               [](const CallReply& r) { return r.payload == kPayload; }, z.sync);
-  });
-  call.baseline = rate_of(raw);
-  rows->push_back(call);
   CallBatch cb;
   cb.items.assign(z.call_batch, Call{"echo", kPayload});
   const size_t cb_n = std::max<size_t>(1, z.sync / z.call_batch * 4);
-  Row batch = measure(policy, "sync", "troupe CallBatch(" + std::to_string(z.call_batch) + ")",
-                      double(cb_n * z.call_batch), z.reps, [&] {
-    return run_sync<CallBatchReply>(
-        sys, echo->handle, cb,
-        [&](const CallBatchReply& r) {
-          return r.items.size() == z.call_batch && r.items.back().payload == kPayload;
-        },
-        cb_n);
-  });
-  batch.baseline = rate_of(raw);
-  rows->push_back(batch);
+  measure(policy, "sync",
+          {{"raw CAF request(string)", double(z.sync),
+            [&] {
+              return run_sync<std::string>(sys, *raw_echo_h, kPayload,
+                                           [](const std::string& s) { return s == kPayload; },
+                                           z.sync);
+            }},
+           {"troupe Call", double(z.sync),
+            [&] {
+              return run_sync<CallReply>(sys, echo->handle, Call{"echo", kPayload},
+                                         [](const CallReply& r) { return r.payload == kPayload; },
+                                         z.sync);
+            }},
+           {"troupe CallBatch(" + std::to_string(z.call_batch) + ")", double(cb_n * z.call_batch),
+            [&] {
+              return run_sync<CallBatchReply>(
+                  sys, echo->handle, cb,
+                  [&](const CallBatchReply& r) {
+                    return r.items.size() == z.call_batch && r.items.back().payload == kPayload;
+                  },
+                  cb_n);
+            }}},
+          z.reps, true, rows);
 
   // async. Raw: one counter for all repetitions, so repetition r must leave it at r * n.
-  size_t raw_reps = 0;
-  Row raw_async = measure(policy, "async", "raw CAF send(int64)", z.async, z.reps, [&] {
-    const int64_t want = int64_t(z.async) * int64_t(++raw_reps);
-    return run_async<int64_t>(sys, *raw_counter_h, int64_t{1}, z.async, caf::get_atom::value,
-                              [want](int64_t v) { return v == want; });
-  });
-  rows->push_back(raw_async);
   // troupe: a fresh counter per repetition, spawned and stopped through the node manager.
-  auto troupe_async = [&](const std::string& name, auto msg, size_t msgs, size_t per_msg) {
-    Row row = measure(policy, "async", name, double(msgs * per_msg), z.reps, [&] {
+  size_t raw_reps = 0;
+  auto troupe_async = [&](auto msg, size_t msgs, size_t per_msg) {
+    return [&, msg, msgs, per_msg] {
       auto counter = nm.spawn(spawn_request("counter"));
       if (!counter) return Outcome{0, false, counter.status().to_string()};
       const std::string want = std::to_string(msgs * per_msg);
@@ -313,20 +322,27 @@ void run_policy(const std::string& exe, const std::string& policy, const Sizes& 
                                        [want](const CallReply& r) { return r.payload == want; });
       (void)nm.stop(*ActorId::from_hex(counter->actor_id), "bench case done");
       return o;
-    });
-    row.baseline = rate_of(raw_async);
-    rows->push_back(row);
+    };
   };
-  troupe_async("troupe Cast", Cast{"add", ""}, z.async, 1);
   CastBatch casts;
   casts.items.assign(z.cast_batch, Cast{"add", ""});
-  troupe_async("troupe CastBatch(" + std::to_string(z.cast_batch) + ")", casts,
-               std::max<size_t>(1, z.async / z.cast_batch), z.cast_batch);
+  const size_t cast_msgs = std::max<size_t>(1, z.async / z.cast_batch);
+  measure(policy, "async",
+          {{"raw CAF send(int64)", double(z.async),
+            [&] {
+              const int64_t want = int64_t(z.async) * int64_t(++raw_reps);
+              return run_async<int64_t>(sys, *raw_counter_h, int64_t{1}, z.async,
+                                        caf::get_atom::value,
+                                        [want](int64_t v) { return v == want; });
+            }},
+           {"troupe Cast", double(z.async), troupe_async(Cast{"add", ""}, z.async, 1)},
+           {"troupe CastBatch(" + std::to_string(z.cast_batch) + ")",
+            double(cast_msgs * z.cast_batch), troupe_async(casts, cast_msgs, z.cast_batch)}},
+          z.reps, true, rows);
 
   // spawn: batches through the node manager; every 100th actor must answer
-  rows->push_back(measure(policy, "spawn",
-                          "troupe SpawnBatch(" + std::to_string(z.spawn_batch) + ")", z.spawn, 1,
-                          [&] {
+  measure(policy, "spawn", {{"troupe SpawnBatch(" + std::to_string(z.spawn_batch) + ")",
+                             double(z.spawn), [&] {
     const auto t0 = Clock::now();
     std::vector<SpawnReply> all;
     for (size_t done = 0; done < z.spawn; done += z.spawn_batch) {
@@ -341,7 +357,7 @@ void run_policy(const std::string& exe, const std::string& policy, const Sizes& 
       if (!r || r->payload != all[i].actor_id) return Outcome{0, false, "spawned actor silent"};
     }
     return Outcome{secs, all.size() == z.spawn, "wrong number of actors"};
-  }));
+  }}}, 1, false, rows);
 }
 
 }  // namespace
