@@ -1,0 +1,27 @@
+#include "actors/messages.h"
+
+#include "caf/actor_system_config.hpp"
+
+namespace troupe::actors {
+
+void register_message_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<SpawnRequest>("troupe.spawn_request")
+      .add_message_type<SpawnReply>("troupe.spawn_reply")
+      .add_message_type<SpawnBatchRequest>("troupe.spawn_batch_request")
+      .add_message_type<SpawnBatchReply>("troupe.spawn_batch_reply")
+      .add_message_type<LookupRequest>("troupe.lookup_request")
+      .add_message_type<LookupReply>("troupe.lookup_reply")
+      .add_message_type<StopRequest>("troupe.stop_request")
+      .add_message_type<StopReply>("troupe.stop_reply")
+      .add_message_type<Call>("troupe.call")
+      .add_message_type<CallReply>("troupe.call_reply")
+      .add_message_type<CallBatch>("troupe.call_batch")
+      .add_message_type<CallBatchReply>("troupe.call_batch_reply")
+      .add_message_type<Cast>("troupe.cast")
+      .add_message_type<CastBatch>("troupe.cast_batch")
+      .add_message_type<Ping>("troupe.ping")
+      .add_message_type<Heartbeat>("troupe.heartbeat")
+      .add_message_type<ActorStateChange>("troupe.actor_state_change");
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,80 @@
+#include "actors/node_manager_client.h"
+
+#include <utility>
+
+#include "actors/actor_system.h"
+#include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+// One request/response with a deadline; `what` names the operation in error messages.
+template <class Reply, class Request>
+Expected<Reply> request_blocking(caf::actor_system& sys, const caf::actor& dest,
+                                 std::chrono::milliseconds timeout, Request msg,
+                                 const std::string& what) {
+  if (!dest) return invalid_argument(what + ": the actor handle is invalid (not connected?)");
+  Expected<Reply> result = internal_error(what + ": no reply and no error");
+  caf::scoped_actor self{sys};
+  self->request(dest, timeout, std::move(msg))
+      .receive([&](Reply& reply) { result = std::move(reply); },
+               [&](caf::error& err) {
+                 Status st = to_status(sys, err, what);
+                 if (st.code() == Code::timeout) {
+                   st = Status(Code::timeout, st.message() + " (no reply within " +
+                                                  format_duration(timeout) + ")");
+                 }
+                 result = st;
+               });
+  return result;
+}
+
+}  // namespace
+
+NodeManagerClient::NodeManagerClient(caf::actor_system& sys, caf::actor node_manager,
+                                     std::chrono::milliseconds timeout)
+    : sys_(&sys), node_manager_(std::move(node_manager)), timeout_(timeout) {}
+
+Expected<SpawnReply> NodeManagerClient::spawn(const SpawnRequest& req) const {
+  return request_blocking<SpawnReply>(*sys_, node_manager_, timeout_, req,
+                                      "spawning actor of type '" + req.type_name + "'");
+}
+
+Expected<std::vector<SpawnReply>> NodeManagerClient::spawn_batch(
+    std::vector<SpawnRequest> reqs) const {
+  const std::string what = "spawning a batch of " + std::to_string(reqs.size()) + " actors";
+  Expected<SpawnBatchReply> r = request_blocking<SpawnBatchReply>(
+      *sys_, node_manager_, timeout_, SpawnBatchRequest{std::move(reqs)}, what);
+  if (!r) return r.status();
+  return std::move(r->items);
+}
+
+Expected<LookupReply> NodeManagerClient::lookup(const ActorId& id) const {
+  return request_blocking<LookupReply>(*sys_, node_manager_, timeout_, LookupRequest{id.hex(), ""},
+                                       "looking up actor " + id.hex());
+}
+
+Expected<LookupReply> NodeManagerClient::lookup_name(const std::string& name) const {
+  return request_blocking<LookupReply>(*sys_, node_manager_, timeout_, LookupRequest{"", name},
+                                       "looking up actor '" + name + "'");
+}
+
+Status NodeManagerClient::stop(const ActorId& id, const std::string& reason) const {
+  Expected<StopReply> r = request_blocking<StopReply>(
+      *sys_, node_manager_, timeout_, StopRequest{id.hex(), reason}, "stopping actor " + id.hex());
+  return r.status();
+}
+
+Expected<Heartbeat> NodeManagerClient::ping(uint64_t seq) const {
+  return request_blocking<Heartbeat>(*sys_, node_manager_, timeout_, Ping{seq},
+                                     "pinging node manager");
+}
+
+Expected<CallReply> call(caf::actor_system& sys, const caf::actor& actor, const Call& c,
+                         std::chrono::milliseconds timeout) {
+  return request_blocking<CallReply>(sys, actor, timeout, c, "calling '" + c.method + "'");
+}
+
+}  // namespace troupe::actors
