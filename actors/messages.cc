@@ -1,5 +1,7 @@
 #include "actors/messages.h"
 
+#include "actors/head_messages.h"
+
 #include "caf/actor_system_config.hpp"
 
 namespace troupe::actors {
@@ -21,7 +23,12 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<CastBatch>("troupe.cast_batch")
       .add_message_type<Ping>("troupe.ping")
       .add_message_type<Heartbeat>("troupe.heartbeat")
-      .add_message_type<ActorStateChange>("troupe.actor_state_change");
+      .add_message_type<ActorStateChange>("troupe.actor_state_change")
+      .add_message_type<RegisterNode>("troupe.register_node")
+      .add_message_type<RegisterReply>("troupe.register_reply")
+      .add_message_type<HeartbeatAck>("troupe.heartbeat_ack")
+      .add_message_type<SpawnActors>("troupe.spawn_actors")
+      .add_message_type<SpawnActorsReply>("troupe.spawn_actors_reply");
 }
 
 }  // namespace troupe::actors

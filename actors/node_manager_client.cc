@@ -3,35 +3,12 @@
 #include <utility>
 
 #include "actors/actor_system.h"
+#include "actors/blocking_request.h"
 #include "caf/actor_system.hpp"
 #include "caf/scoped_actor.hpp"
 
 namespace troupe::actors {
 
-namespace {
-
-// One request/response with a deadline; `what` names the operation in error messages.
-template <class Reply, class Request>
-Expected<Reply> request_blocking(caf::actor_system& sys, const caf::actor& dest,
-                                 std::chrono::milliseconds timeout, Request msg,
-                                 const std::string& what) {
-  if (!dest) return invalid_argument(what + ": the actor handle is invalid (not connected?)");
-  Expected<Reply> result = internal_error(what + ": no reply and no error");
-  caf::scoped_actor self{sys};
-  self->request(dest, timeout, std::move(msg))
-      .receive([&](Reply& reply) { result = std::move(reply); },
-               [&](caf::error& err) {
-                 Status st = to_status(sys, err, what);
-                 if (st.code() == Code::timeout) {
-                   st = Status(Code::timeout, st.message() + " (no reply within " +
-                                                  format_duration(timeout) + ")");
-                 }
-                 result = st;
-               });
-  return result;
-}
-
-}  // namespace
 
 NodeManagerClient::NodeManagerClient(caf::actor_system& sys, caf::actor node_manager,
                                      std::chrono::milliseconds timeout)

@@ -1,0 +1,88 @@
+// The messages of the head's service actor (actors/head_service.h): how nodes join and stay alive,
+// and how drivers ask the cluster for actors. Same conventions as actors/messages.h.
+//
+//   node   --RegisterNode--> head -> RegisterReply (or an error: wrong token, version mismatch)
+//   node   --Heartbeat-----> head -> HeartbeatAck (an error when the head declared the node DEAD)
+//   driver --SpawnActors---> head -> SpawnActorsReply (placed and started, or PENDING with reasons)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "caf/meta/type_name.hpp"
+
+namespace troupe::actors {
+
+struct RegisterNode {
+  std::string token;            // the cluster's join token
+  std::string version;          // the node's troupe version
+  std::string node_id;          // hex; the node picks it (a restarted node picks a new one)
+  std::string address;          // host:port of the node's published node manager
+  std::string hostname;
+  int32_t pid = 0;
+  double cpus = 0;
+  double gpus = 0;
+  int64_t memory_bytes = 0;
+  std::vector<std::string> gpu_names;
+  std::vector<int64_t> gpu_memory_bytes;
+};
+
+// What a node needs after joining: where the GCS is and how often to heartbeat.
+struct RegisterReply {
+  std::string node_id;
+  std::string redis_host;
+  int32_t redis_port = 0;
+  std::string redis_password;
+  int64_t heartbeat_period_ms = 200;
+};
+
+struct HeartbeatAck {
+  int64_t head_ms = 0;
+};
+
+// Start `count` actors of a registered type, placed by the scheduler (policy "spread" or "pack"),
+// as one gang when `gang` is set, or on one node when `node_id` is set.
+struct SpawnActors {
+  std::string type_name;
+  int32_t count = 1;
+  double cpus = 0;
+  double gpus = 0;
+  std::string policy;            // empty: the scheduler_policy setting
+  std::string gang;
+  std::string node_id;
+  std::string name_prefix;       // names are <prefix><i> when set
+  std::vector<std::string> args;
+};
+
+struct SpawnActorsReply {
+  std::vector<std::string> actor_ids;      // every actor asked for, placed or PENDING
+  int32_t started = 0;                     // how many are ALIVE
+  std::vector<std::string> pending_reasons;  // one line per reason, for the unplaced ones
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RegisterNode& x) {
+  return f(caf::meta::type_name("troupe.register_node"), x.token, x.version, x.node_id, x.address, x.hostname,
+           x.pid, x.cpus, x.gpus, x.memory_bytes, x.gpu_names, x.gpu_memory_bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RegisterReply& x) {
+  return f(caf::meta::type_name("troupe.register_reply"), x.node_id, x.redis_host, x.redis_port, x.redis_password,
+           x.heartbeat_period_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, HeartbeatAck& x) {
+  return f(caf::meta::type_name("troupe.heartbeat_ack"), x.head_ms);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SpawnActors& x) {
+  return f(caf::meta::type_name("troupe.spawn_actors"), x.type_name, x.count, x.cpus, x.gpus, x.policy, x.gang,
+           x.node_id, x.name_prefix, x.args);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SpawnActorsReply& x) {
+  return f(caf::meta::type_name("troupe.spawn_actors_reply"), x.actor_ids, x.started, x.pending_reasons);
+}
+
+}  // namespace troupe::actors

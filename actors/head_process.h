@@ -1,0 +1,32 @@
+// The head process (`troupe head`, started by `troupe up`): one short composition root.
+//
+//   GCS (RedisStore) -> ClusterManager -> actor system -> the head's own node manager (the head is
+//   a node too) -> register the head -> head service published on `port` -> loop: tick the failure
+//   detector and heartbeat the head itself, until `stop` is set (SIGTERM, SIGINT).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "actors/node_resources.h"
+#include "core/config.h"
+#include "core/status.h"
+
+namespace troupe::actors {
+
+struct HeadProcessOptions {
+  std::string redis_host = "127.0.0.1";
+  int redis_port = 0;
+  std::string redis_password;
+  std::string token;                  // the join token nodes must present
+  std::string bind = "127.0.0.1";     // address of the head's actor system
+  uint16_t port = 0;                  // head service port; 0: pick (logged)
+  NodeResourceOptions resources;      // what the head offers as a node
+  Config config;
+};
+
+// Runs until `stop` is set; returns why it could not start or had to stop.
+Status run_head(const HeadProcessOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace troupe::actors

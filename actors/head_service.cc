@@ -1,0 +1,191 @@
+#include "actors/head_service.h"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/node_manager_client.h"
+#include "actors/scheduler.h"
+#include "caf/actor_system.hpp"
+#include "caf/event_based_actor.hpp"
+#include "caf/system_messages.hpp"
+#include "gcs/events.h"
+#include "gcs/tables.h"
+
+namespace troupe::actors {
+namespace {
+
+constexpr int kMaxSpawn = 100000;
+
+class HeadService : public caf::event_based_actor {
+ public:
+  HeadService(caf::actor_config& cfg, HeadServiceOptions o) : caf::event_based_actor(cfg), o_(std::move(o)) {
+    set_down_handler([this](caf::down_msg& msg) { on_down(msg); });
+    if (o_.head_node_manager) managers_[o_.head_node] = o_.head_node_manager;
+  }
+
+  caf::behavior make_behavior() override {
+    return {
+        [this](const RegisterNode& r) -> caf::result<RegisterReply> {
+          auto reply = admit(r);
+          if (!reply.ok()) return to_error(reply.status());
+          return *reply;
+        },
+        [this](const Heartbeat& h) -> caf::result<HeartbeatAck> {
+          auto id = NodeId::from_hex(h.node_id);
+          if (!id.ok()) return to_error(id.status());
+          Status st = o_.cluster->heartbeat(*id, used_[*id]);
+          if (!st.ok()) return to_error(st);
+          return HeartbeatAck{gcs::now_ms()};
+        },
+        [this](const SpawnActors& s) -> caf::result<SpawnActorsReply> {
+          auto reply = spawn_actors(s);
+          if (!reply.ok()) return to_error(reply.status());
+          return *reply;
+        },
+    };
+  }
+
+ private:
+  Expected<RegisterReply> admit(const RegisterNode& r) {
+    auto id = NodeId::from_hex(r.node_id);
+    if (!id.ok()) return id.status();
+    gcs::NodeRecord n;
+    n.id = *id;
+    n.address = r.address;
+    n.hostname = r.hostname;
+    n.pid = r.pid;
+    n.version = r.version;
+    n.total = {r.cpus, r.gpus, r.memory_bytes};
+    for (size_t i = 0; i < r.gpu_names.size(); ++i) {
+      n.gpus.push_back({static_cast<int>(i), r.gpu_names[i],
+                        i < r.gpu_memory_bytes.size() ? r.gpu_memory_bytes[i] : 0});
+    }
+    auto hp = parse_host_port(r.address);
+    if (!hp.ok()) return hp.status().with_context("node " + r.node_id.substr(0, 8) + " address");
+    // Reach the node's node manager before admitting it, so an admitted node is always monitored.
+    auto nm = o_.system->connect(hp->first, hp->second);
+    if (!nm.ok()) return nm.status().with_context("node " + r.node_id.substr(0, 8) + " registered, but its node manager");
+    TROUPE_RETURN_IF_ERROR(o_.cluster->register_node(n, r.token, r.version));
+    monitor(*nm);
+    managers_[*id] = *nm;
+    by_addr_[nm->address()] = *id;
+    spdlog::info("node {} joined from {} ({} cpus, {} gpus)", r.node_id.substr(0, 8), r.address, r.cpus, r.gpus);
+    RegisterReply reply = o_.gcs_info;
+    reply.node_id = r.node_id;
+    return reply;
+  }
+
+  void on_down(const caf::down_msg& msg) {
+    auto it = by_addr_.find(msg.source);
+    if (it == by_addr_.end()) return;
+    const NodeId id = it->second;
+    by_addr_.erase(it);
+    managers_.erase(id);
+    spdlog::warn("connection to node {} lost", id.short_hex());
+    Status st = o_.cluster->on_connection_lost(id);
+    if (!st.ok()) spdlog::error("marking node {} dead: {}", id.short_hex(), st.to_string());
+  }
+
+  Expected<SpawnActorsReply> spawn_actors(const SpawnActors& s) {
+    if (s.type_name.empty()) return invalid_argument("spawn: no actor type given");
+    if (s.count < 1 || s.count > kMaxSpawn) {
+      return invalid_argument("spawn: count " + std::to_string(s.count) + " must be in [1, " +
+                              std::to_string(kMaxSpawn) + "]");
+    }
+    auto policy = parse_placement_policy(s.policy.empty() ? o_.default_policy : s.policy);
+    if (!policy.ok()) return policy.status();
+    std::optional<NodeId> pinned;
+    if (!s.node_id.empty()) {
+      auto node = NodeId::from_hex(s.node_id);
+      if (!node.ok()) return node.status();
+      pinned = *node;
+    }
+    auto nodes = gcs::Table<gcs::NodeRecord>(*o_.store).list();
+    if (!nodes.ok()) return nodes.status();
+    std::vector<NodeView> views = node_views(*nodes);
+    for (NodeView& v : views) v.used = used_[v.id];  // the head's own accounting is the freshest
+
+    std::vector<PlacementRequest> requests(static_cast<size_t>(s.count));
+    std::vector<gcs::ActorRecord> records(requests.size());
+    const int64_t now = gcs::now_ms();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      requests[i].actor = ActorId::random();
+      requests[i].demand = {s.cpus, s.gpus, 0};
+      requests[i].pinned_node = pinned;
+      requests[i].group = s.gang;
+      gcs::ActorRecord& r = records[i];
+      r.id = requests[i].actor;
+      r.type_name = s.type_name;
+      if (!s.name_prefix.empty()) r.name = s.name_prefix + std::to_string(i);
+      r.resources = requests[i].demand;
+      r.state = gcs::ActorState::pending;
+      r.pending_reason = "being placed";
+      r.updated_ms = now;
+    }
+    auto result = Scheduler({*policy}).schedule(views, requests);
+    if (!result.ok()) return result.status();
+
+    SpawnActorsReply reply;
+    std::map<ActorId, size_t> index;
+    for (size_t i = 0; i < records.size(); ++i) {
+      index[records[i].id] = i;
+      reply.actor_ids.push_back(records[i].id.hex());
+    }
+    std::map<std::string, int> reasons;
+    for (const Unplaced& u : result->pending) {
+      records[index[u.actor]].pending_reason = u.reason;
+      ++reasons[u.reason];
+    }
+    TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put_many(records));
+
+    // One batched spawn per node; the node's ActorStateWriter records them ALIVE.
+    std::map<NodeId, std::vector<SpawnRequest>> per_node;
+    for (const Placement& p : result->placements) {
+      SpawnRequest req = spawn_request(s.type_name, records[index[p.actor]].name, s.args);
+      req.actor_id = p.actor.hex();
+      per_node[p.node].push_back(std::move(req));
+    }
+    for (auto& [node, reqs] : per_node) {
+      auto nm = managers_.find(node);
+      Status st = nm == managers_.end()
+                      ? unavailable("node " + node.short_hex() + " has no connected node manager")
+                      : NodeManagerClient(system(), nm->second, o_.node_timeout).spawn_batch(reqs).status();
+      if (st.ok()) {
+        reply.started += static_cast<int32_t>(reqs.size());
+        used_[node].cpus += s.cpus * reqs.size();
+        used_[node].gpus += s.gpus * reqs.size();
+        continue;
+      }
+      const std::string why = "starting on node " + node.short_hex() + " failed: " + st.message();
+      ++reasons[why];
+      std::vector<gcs::ActorRecord> failed;
+      for (const SpawnRequest& req : reqs) {
+        gcs::ActorRecord r = records[index[*ActorId::from_hex(req.actor_id)]];
+        r.pending_reason = why;
+        failed.push_back(r);
+      }
+      TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put_many(failed));
+    }
+    for (const auto& [reason, count] : reasons) {
+      reply.pending_reasons.push_back(std::to_string(count) + " actor(s): " + reason);
+    }
+    spdlog::info("spawned {} of {} '{}' actors", reply.started, s.count, s.type_name);
+    return reply;
+  }
+
+  HeadServiceOptions o_;
+  std::map<NodeId, caf::actor> managers_;
+  std::map<caf::actor_addr, NodeId> by_addr_;
+  std::map<NodeId, gcs::Resources> used_;
+};
+
+}  // namespace
+
+caf::actor spawn_head_service(caf::actor_system& sys, HeadServiceOptions options) {
+  return sys.spawn<HeadService, caf::detached>(std::move(options));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,91 @@
+#include "actors/node_process.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/actor_state_writer.h"
+#include "actors/actor_system.h"
+#include "actors/blocking_request.h"
+#include "actors/head_messages.h"
+#include "actors/node_manager_actor.h"
+#include "actors/node_manager_client.h"
+#include "core/version.h"
+#include "gcs/events.h"
+#include "gcs/redis_store.h"
+
+namespace troupe::actors {
+
+Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop) {
+  auto head_hp = parse_host_port(o.head_address);
+  if (!head_hp.ok()) return head_hp.status().with_context("--address");
+  auto resources = detect_node_resources(o.resources);
+  if (!resources.ok()) return resources.status();
+
+  ActorSystemOptions ao;
+  ao.bind_address = o.bind;
+  auto system = ActorSystem::start(ao);
+  if (!system.ok()) return system.status();
+  caf::actor_system& sys = (*system)->system();
+  ActorStateWriter writer;
+  const NodeId id = NodeId::random();
+  NodeManagerOptions nmo;
+  nmo.node = id;
+  nmo.on_state_change = [&writer](const ActorStateChange& c) { writer.report(c); };
+  caf::actor nm = spawn_node_manager(sys, nmo);
+  auto nm_port = (*system)->publish(nm);
+  if (!nm_port.ok()) return nm_port.status().with_context("publishing the node manager");
+
+  auto head = (*system)->connect(head_hp->first, head_hp->second, o.join_timeout);
+  if (!head.ok()) return head.status().with_context("joining the head at " + o.head_address);
+  RegisterNode reg;
+  reg.token = o.token;
+  reg.version = o.version.empty() ? TROUPE_VERSION_STRING : o.version;
+  reg.node_id = id.hex();
+  reg.address = o.bind + ":" + std::to_string(*nm_port);
+  reg.hostname = resources->hostname;
+  reg.pid = static_cast<int32_t>(::getpid());
+  reg.cpus = resources->total.cpus;
+  reg.gpus = resources->total.gpus;
+  reg.memory_bytes = resources->total.memory_bytes;
+  for (const gcs::GpuInfo& g : resources->gpus) {
+    reg.gpu_names.push_back(g.name);
+    reg.gpu_memory_bytes.push_back(g.memory_bytes);
+  }
+  auto joined = request_blocking<RegisterReply>(sys, *head, o.join_timeout, reg, "joining the head at " + o.head_address);
+  if (!joined.ok()) return joined.status();
+
+  gcs::RedisStoreOptions so;
+  so.redis.host = joined->redis_host;
+  so.redis.port = joined->redis_port;
+  so.redis.password = joined->redis_password;
+  auto store = gcs::RedisStore::connect(so);
+  if (!store.ok()) return store.status().with_context("node " + id.short_hex() + ": connecting to the GCS");
+  writer.attach(store->get());
+  spdlog::info("node {} joined the head at {} ({} cpus, {} gpus); node manager on {}", id.short_hex(),
+               o.head_address, reg.cpus, reg.gpus, reg.address);
+
+  const auto period = std::chrono::milliseconds(joined->heartbeat_period_ms);
+  auto last_ack = std::chrono::steady_clock::now();
+  uint64_t seq = 0;
+  while (!stop.load()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ack = request_blocking<HeartbeatAck>(sys, *head, period * 2, Heartbeat{id.hex(), ++seq, gcs::now_ms(), 0},
+                                              "heartbeat to the head at " + o.head_address);
+    if (ack.ok()) {
+      last_ack = std::chrono::steady_clock::now();
+    } else if (ack.status().code() == Code::invalid_argument || ack.status().code() == Code::not_found) {
+      return ack.status().with_context("node " + id.short_hex() + " was refused by the head; stopping");
+    } else if (std::chrono::steady_clock::now() - last_ack > o.head_lost_after) {
+      return unavailable("node " + id.short_hex() + ": no answer from the head at " + o.head_address + " for " +
+                         format_duration(o.head_lost_after) + " (last: " + ack.status().message() + ")");
+    }
+    std::this_thread::sleep_until(t0 + period);
+  }
+  spdlog::info("node {} stopping", id.short_hex());
+  return {};
+}
+
+}  // namespace troupe::actors

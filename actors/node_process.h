@@ -1,0 +1,36 @@
+// A node process (`troupe up --address HOST:PORT --token T`, or started by `troupe up --nodes N`):
+// one short composition root.
+//
+//   actor system -> node manager published -> join the head (token, version, resources; the head
+//   answers with the GCS address) -> GCS connection for actor records -> loop: heartbeat to the
+//   head every heartbeat_period_ms until `stop` is set, or the head declares this node DEAD, or
+//   the head stays unreachable for `head_lost_after`.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "actors/node_resources.h"
+#include "core/config.h"
+#include "core/status.h"
+
+namespace troupe::actors {
+
+struct NodeProcessOptions {
+  std::string head_address;           // host:port of the head service
+  std::string token;
+  std::string bind = "127.0.0.1";     // address this node's actor system listens on
+  NodeResourceOptions resources;
+  std::string version;                // empty: this build's (tests join with another to see refusal)
+  std::chrono::milliseconds join_timeout{10000};
+  std::chrono::milliseconds head_lost_after{15000};
+  Config config;
+};
+
+// Runs until `stop` is set. Errors: unavailable (head unreachable), invalid_argument (wrong token,
+// or declared DEAD by the head), version_mismatch, and whatever the GCS connection reports.
+Status run_node(const NodeProcessOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace troupe::actors
