@@ -138,6 +138,7 @@ Status ClusterManager::heartbeat(const NodeId& id, const gcs::Resources& used) {
     if (node.status().code() == Code::not_found) {
       return not_found(who + ": no such node is registered; the node must register (restart it)");
     }
+    store_outage_ = true;
     return node.status().with_context(who + ": reading the nodes table");
   }
   if (node->state == NodeState::dead) {
@@ -172,7 +173,17 @@ Status ClusterManager::on_connection_lost(const NodeId& id) {
 Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   auto listed = gcs::Table<NodeRecord>(store_).list();
-  if (!listed.ok()) return listed.status().with_context("cluster manager tick: reading the nodes table");
+  if (!listed.ok()) {
+    store_outage_ = true;
+    return listed.status().with_context("cluster manager tick: reading the nodes table");
+  }
+  if (store_outage_) {
+    // Heartbeats could not be recorded while the GCS was away: the silence is the store's, not the
+    // nodes'. Give every node a full timeout from now before suspecting it.
+    store_outage_ = false;
+    grace_until_ms_ = now_ms + options_.detector.dead_after_ms;
+    spdlog::info("GCS reachable again: no node is suspected for the next {} ms", options_.detector.dead_after_ms);
+  }
   std::vector<NodeRecord>& nodes = *listed;
   std::sort(nodes.begin(), nodes.end(), [](const NodeRecord& a, const NodeRecord& b) { return a.id < b.id; });
   if (!swept_at_start_) {  // a new head finishes what a previous one may have left half done
@@ -186,6 +197,7 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
   for (auto& n : nodes) {
     auto tr = detector_.evaluate(n, now_ms);
     if (!tr) continue;
+    if (now_ms < grace_until_ms_ && tr->to != NodeState::alive) continue;
     TROUPE_RETURN_IF_ERROR(apply(n, *tr, now_ms, &report.actors_marked_dead).with_context("cluster manager tick"));
     n.state = tr->to;
     if (tr->to == NodeState::dead) n.death_reason = tr->reason;

@@ -13,6 +13,10 @@
 // Every store call is bounded by the store's own deadline. Heartbeat times are the head's clock, so
 // clock skew between machines does not matter.
 //
+// After the GCS was unreachable (a tick or heartbeat failed on the store), the first successful tick
+// grants every node a full node_dead_after_ms before any is suspected: heartbeats could not be
+// recorded meanwhile, and a restarted Redis must not kill the cluster.
+//
 // Thread-safe: calls are serialised by one mutex (the head calls heartbeat and tick from different
 // actors).
 #pragma once
@@ -100,6 +104,8 @@ class ClusterManager {
   std::mutex mu_;
   bool swept_at_start_ = false;
   std::set<NodeId> unswept_;  // DEAD nodes whose actors may not all be marked yet
+  bool store_outage_ = false;   // a store call failed since the last successful tick
+  int64_t grace_until_ms_ = 0;  // after an outage, no node is suspected before this time
 };
 
 }  // namespace troupe::actors

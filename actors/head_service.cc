@@ -37,7 +37,10 @@ class HeadService : public caf::event_based_actor {
           auto id = NodeId::from_hex(h.node_id);
           if (!id.ok()) return to_error(id.status());
           Status st = o_.cluster->heartbeat(*id, used_[*id]);
-          if (!st.ok()) return to_error(st);
+          // A refusal (declared DEAD, unknown) goes back to the node, which must stop. A GCS that is
+          // down is the head's problem, not the node's: the node is alive, so it is acknowledged.
+          if (st.code() == Code::invalid_argument || st.code() == Code::not_found) return to_error(st);
+          if (!st.ok()) spdlog::warn("recording a heartbeat of node {}: {}", id->short_hex(), st.to_string());
           return HeartbeatAck{gcs::now_ms()};
         },
         [this](const SpawnActors& s) -> caf::result<SpawnActorsReply> {

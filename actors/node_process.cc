@@ -18,7 +18,7 @@
 
 namespace troupe::actors {
 
-Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop) {
+Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, const std::function<void()>& on_joined) {
   auto head_hp = parse_host_port(o.head_address);
   if (!head_hp.ok()) return head_hp.status().with_context("--address");
   auto resources = detect_node_resources(o.resources);
@@ -66,6 +66,7 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop) {
   writer.attach(store->get());
   spdlog::info("node {} joined the head at {} ({} cpus, {} gpus); node manager on {}", id.short_hex(),
                o.head_address, reg.cpus, reg.gpus, reg.address);
+  if (on_joined) on_joined();
 
   const auto period = std::chrono::milliseconds(joined->heartbeat_period_ms);
   auto last_ack = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "actors/node_resources.h"
@@ -31,6 +32,8 @@ struct NodeProcessOptions {
 
 // Runs until `stop` is set. Errors: unavailable (head unreachable), invalid_argument (wrong token,
 // or declared DEAD by the head), version_mismatch, and whatever the GCS connection reports.
-Status run_node(const NodeProcessOptions& options, const std::atomic<bool>& stop);
+// `on_joined` (may be empty) runs once the head admitted the node and the GCS is reachable.
+Status run_node(const NodeProcessOptions& options, const std::atomic<bool>& stop,
+                const std::function<void()>& on_joined = {});
 
 }  // namespace troupe::actors

@@ -28,8 +28,19 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global);
 Runner add_config_command(CLI::App& app, GlobalOptions& global);
 Runner add_down_command(CLI::App& app, GlobalOptions& global);
 Runner add_logs_command(CLI::App& app, GlobalOptions& global);
+Runner add_up_command(CLI::App& app, GlobalOptions& global);
+Runner add_status_command(CLI::App& app, GlobalOptions& global);
+Runner add_head_command(CLI::App& app, GlobalOptions& global);
+Runner add_node_command(CLI::App& app, GlobalOptions& global);
 
 // Prints "troupe <command>: error: <status>" to stderr and returns the exit code for that status.
 int report_error(const std::string& command, const Status& status);
+
+// Returns report_error(command, expr) from the enclosing runner when `expr` (a Status) fails.
+#define TROUPE_RETURN_IF_ERROR_CLI(expr, command)                     \
+  do {                                                                \
+    ::troupe::Status _troupe_cli_st = (expr);                         \
+    if (!_troupe_cli_st.ok()) return ::troupe::cli::report_error(command, _troupe_cli_st); \
+  } while (0)
 
 }  // namespace troupe::cli

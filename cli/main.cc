@@ -3,6 +3,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/session.h"
 #include "core/logging.h"
 #include "core/version.h"
 #include "kernels/cpu/blas_info.h"
@@ -23,6 +24,10 @@ int main(int argc, char** argv) {
   runners["config"] = cli::add_config_command(app, global);
   runners["down"] = cli::add_down_command(app, global);
   runners["logs"] = cli::add_logs_command(app, global);
+  runners["up"] = cli::add_up_command(app, global);
+  runners["status"] = cli::add_status_command(app, global);
+  runners["head"] = cli::add_head_command(app, global);
+  runners["node"] = cli::add_node_command(app, global);
 
   try {
     app.parse(argc, argv);
@@ -47,6 +52,11 @@ int main(int argc, char** argv) {
   log.log_dir = global.config.log_dir;
   log.file_level = global.config.log_level;
   log.console_level = global.config.console_log_level;
+  if (command == "head" || command == "node") {
+    // Cluster processes log into the session; their stderr is their log file there (troupe logs).
+    log.log_dir = cli::Session::current().log_dir();
+    log.console_level = "info";
+  }
   Status st = init_logging(log);
   if (!st.ok()) {
     if (st.code() == Code::invalid_argument) return cli::report_error(command, st);

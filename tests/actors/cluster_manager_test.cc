@@ -241,10 +241,35 @@ TEST_CASE("cluster manager: a store that is down fails the tick, which works aga
   CHECK(head.manager->heartbeat(node_id(1), res(1)).code() == Code::unavailable);
   CHECK(head.manager->register_node(new_node(2), kToken, kVersion).code() == Code::unavailable);
   head.store.set_down(false);
+  // Heartbeats could not be recorded during the outage: the node gets a full timeout from the
+  // recovery before it is suspected, instead of being declared DEAD for the store's silence.
   TickReport report = head.tick();
+  CHECK(report.transitions.empty());
+  CHECK(head.actor(10).state == ActorState::alive);
+  head.now += 1'999;
+  CHECK(head.tick().transitions.empty());
+  // Still silent a full timeout after the recovery: now it is DEAD, with its actors.
+  head.now += 1;
+  report = head.tick();
   REQUIRE(report.transitions.size() == 1);
   CHECK(report.transitions[0].to == NodeState::dead);
   CHECK(head.actor(10).state == ActorState::dead);
+}
+
+TEST_CASE("cluster manager: a node that heartbeats after a store outage stays ALIVE",
+          "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  head.store.set_down(true);
+  head.now += 10'000;
+  REQUIRE_FALSE(head.manager->tick(head.now).ok());
+  head.store.set_down(false);
+  CHECK(head.tick().transitions.empty());
+  head.now += 1'600;
+  REQUIRE(head.manager->heartbeat(node_id(1), res(1)).ok());
+  head.now += 700;  // past the grace, but 0.7 s after the heartbeat: not even SUSPECT
+  CHECK(head.tick().transitions.empty());
+  CHECK(head.node(1).state == NodeState::alive);
 }
 
 TEST_CASE("cluster manager: a new head marks the actors a previous one left on DEAD nodes",

@@ -1,0 +1,31 @@
+#include "cli/cluster_commands.h"
+
+#include <signal.h>
+
+namespace troupe::cli {
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+}  // namespace
+
+const std::atomic<bool>& stop_requested() { return g_stop; }
+
+void install_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info) {
+  gcs::RedisStoreOptions o;
+  o.redis.host = info.redis_host;
+  o.redis.port = info.redis_port;
+  o.redis.password = info.redis_password;
+  o.redis.reconnect_attempts = 3;
+  o.redis.reconnect_deadline = std::chrono::milliseconds(3000);
+  return gcs::RedisStore::connect(o);
+}
+
+}  // namespace troupe::cli

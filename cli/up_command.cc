@@ -1,0 +1,231 @@
+// `troupe up`: brings a cluster up here — the embedded redis-server (unless --redis), the head and
+// --nodes local node processes, all in the background — and returns once every one is ALIVE in the
+// GCS. With --address and --token it instead joins this machine to a head elsewhere as a node.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "cli/cluster_commands.h"
+#include "cli/commands.h"
+#include "core/process.h"
+#include "core/version.h"
+#include "gcs/events.h"
+#include "gcs/redis_server.h"
+#include "gcs/tables.h"
+
+namespace troupe::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct UpFlags {
+  int nodes = 0;
+  double cpus = 0;
+  int gpus = -1;
+  std::string redis;             // host:port of an existing server
+  std::string redis_password;
+  std::string bind = "127.0.0.1";
+  int port = 0;                  // head service port
+  std::string address, token;    // join mode
+  double timeout_s = 30;
+};
+
+std::string tail_of(const std::string& path, int lines) {
+  std::ifstream f(path);
+  std::vector<std::string> all;
+  std::string line;
+  while (std::getline(f, line)) all.push_back(line);
+  std::string out;
+  for (size_t i = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0; i < all.size(); ++i) {
+    out += "\n    " + all[i];
+  }
+  return out;
+}
+
+// Starts `troupe <args>` in the background as `role`, with its pid file and log.
+Expected<pid_t> start_role(const Session& s, const std::string& role, std::vector<std::string> args,
+                           std::vector<std::string> env) {
+  SpawnOptions o;
+  o.argv = {self_executable()};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.log_file = s.log_file(role);
+  o.env = std::move(env);
+  auto pid = spawn_process(o);
+  if (!pid.ok()) return pid.status();
+  TROUPE_RETURN_IF_ERROR(write_pid_file(s.pid_file(role), *pid));
+  return pid;
+}
+
+// Waits until `want` nodes are ALIVE in the GCS, or a started process died, or the deadline.
+Status wait_alive(gcs::Store& store, size_t want, const Session& s, Clock::time_point deadline) {
+  size_t alive = 0;
+  while (Clock::now() < deadline) {
+    auto nodes = gcs::Table<gcs::NodeRecord>(store).list();
+    if (nodes.ok()) {
+      alive = 0;
+      for (const auto& n : *nodes) alive += n.state == gcs::NodeState::alive;
+      if (alive >= want) return {};
+    }
+    for (const SessionProcess& p : s.processes()) {
+      if (!p.alive) {
+        return unavailable(p.role + " (pid " + std::to_string(p.pid) + ") exited while the cluster came up; its log " +
+                           s.log_file(p.role) + " ends:" + tail_of(s.log_file(p.role), 8));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status(Code::timeout, std::to_string(alive) + " of " + std::to_string(want) +
+                                   " nodes ALIVE after the deadline; see `troupe logs`");
+}
+
+void stop_all(const Session& s) {
+  for (const SessionProcess& p : s.processes()) (void)stop_process(p.pid, std::chrono::milliseconds(2000));
+  (void)s.clear();
+}
+
+int join(const UpFlags& f, GlobalOptions&) {
+  Session s = Session::current();
+  TROUPE_RETURN_IF_ERROR_CLI(s.create(), "up");
+  int n = 1;
+  while (process_alive(read_pid_file(s.pid_file("node-" + std::to_string(n))).ok()
+                           ? *read_pid_file(s.pid_file("node-" + std::to_string(n)))
+                           : 0)) {
+    ++n;
+  }
+  const std::string role = "node-" + std::to_string(n);
+  const std::string ready = s.dir() + "/pids/" + role + ".ready";
+  std::remove(ready.c_str());
+  std::vector<std::string> args{"node", "--address", f.address, "--bind", f.bind, "--ready-file", ready};
+  if (f.cpus > 0) args.insert(args.end(), {"--cpus", std::to_string(f.cpus)});
+  if (f.gpus >= 0) args.insert(args.end(), {"--gpus", std::to_string(f.gpus)});
+  auto pid = start_role(s, role, args, {"TROUPE_TOKEN=" + f.token});
+  if (!pid.ok()) return report_error("up", pid.status());
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  while (Clock::now() < deadline) {
+    if (std::ifstream(ready)) {
+      std::printf("joined the cluster at %s as %s (pid %d); log: %s\n", f.address.c_str(), role.c_str(),
+                  static_cast<int>(*pid), s.log_file(role).c_str());
+      return 0;
+    }
+    if (!process_alive(*pid)) {
+      std::remove(s.pid_file(role).c_str());
+      return report_error("up", unavailable("the node could not join " + f.address + "; its log ends:" +
+                                            tail_of(s.log_file(role), 6)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  (void)stop_process(*pid, std::chrono::milliseconds(2000));
+  std::remove(s.pid_file(role).c_str());
+  return report_error("up", Status(Code::timeout, "the node did not join " + f.address + " in time; log: " +
+                                                      s.log_file(role)));
+}
+
+}  // namespace
+
+int up_cluster(const UpFlags& f, GlobalOptions& global);
+
+Runner add_up_command(CLI::App& app, GlobalOptions& global) {
+  auto* cmd = app.add_subcommand("up", "Bring a cluster up here (redis, head, --nodes N), or join one (--address)");
+  auto f = std::make_shared<UpFlags>();
+  cmd->add_option("--nodes", f->nodes, "Local node processes to start besides the head")->check(CLI::Range(0, 256))
+      ->capture_default_str();
+  cmd->add_option("--cpus", f->cpus, "CPUs each node (and the head) offers (default: all)")->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus", f->gpus, "GPUs each node (and the head) offers (default: all visible)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--redis", f->redis, "Use this redis-server (host:port) instead of starting one");
+  cmd->add_option("--redis-password", f->redis_password, "Password of the --redis server");
+  cmd->add_option("--bind", f->bind, "Address the head and nodes listen on")->capture_default_str();
+  cmd->add_option("--port", f->port, "Port of the head (0: pick a free one)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--address", f->address, "Join the head at host:port as a node instead");
+  cmd->add_option("--token", f->token, "The cluster's join token (with --address)");
+  cmd->add_option("--timeout", f->timeout_s, "Seconds to wait for the cluster to be ready")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  return [f, &global]() -> int {
+    if (!f->address.empty()) {
+      if (f->token.empty()) return report_error("up", invalid_argument("--address needs --token (printed by `troupe up` on the head)"));
+      return join(*f, global);
+    }
+    return up_cluster(*f, global);
+  };
+}
+
+int up_cluster(const UpFlags& f, GlobalOptions&) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  Session s = Session::current();
+  if (auto existing = s.read_cluster(); existing.ok()) {
+    for (const SessionProcess& p : s.processes()) {
+      if (p.role == "head" && p.alive) {
+        return report_error("up", invalid_argument("a cluster is already up here (head pid " + std::to_string(p.pid) +
+                                                   ", session " + s.dir() + "); run `troupe down` first"));
+      }
+    }
+  }
+  stop_all(s);  // leftovers of a cluster that died without `troupe down`
+  TROUPE_RETURN_IF_ERROR_CLI(s.create(), "up");
+
+  ClusterInfo info;
+  info.version = TROUPE_VERSION_STRING;
+  info.token = random_token();
+  info.started_ms = gcs::now_ms();
+  if (!f.redis.empty()) {
+    auto colon = f.redis.rfind(':');
+    if (colon == std::string::npos) return report_error("up", invalid_argument("--redis '" + f.redis + "' is not host:port"));
+    info.redis_host = f.redis.substr(0, colon);
+    info.redis_port = std::atoi(f.redis.c_str() + colon + 1);
+    info.redis_password = f.redis_password;
+    info.embedded_redis = false;
+  } else {
+    gcs::RedisServerOptions ro;
+    ro.session_dir = s.redis_dir();
+    ro.detach = true;
+    auto redis = gcs::RedisServer::start(ro);
+    if (!redis.ok()) return report_error("up", redis.status().with_context("starting the embedded redis-server"));
+    info.redis_port = (*redis)->port();
+    info.redis_password = (*redis)->password();
+    (void)write_pid_file(s.pid_file("redis"), (*redis)->pid());
+  }
+  auto store = connect_gcs(info);
+  if (!store.ok()) {
+    stop_all(s);
+    return report_error("up", store.status().with_context("connecting to the GCS"));
+  }
+  int port = f.port;
+  if (port == 0) {
+    auto free_port = gcs::pick_free_port();
+    if (!free_port.ok()) return report_error("up", free_port.status());
+    port = *free_port;
+  }
+  info.head_address = f.bind + ":" + std::to_string(port);
+  TROUPE_RETURN_IF_ERROR_CLI(s.write_cluster(info), "up");
+
+  std::vector<std::string> res;
+  if (f.cpus > 0) res.insert(res.end(), {"--cpus", std::to_string(f.cpus)});
+  if (f.gpus >= 0) res.insert(res.end(), {"--gpus", std::to_string(f.gpus)});
+  std::vector<std::string> head_args{"head"};
+  head_args.insert(head_args.end(), res.begin(), res.end());
+  auto head = start_role(s, "head", head_args, {});
+  Status st = head.ok() ? wait_alive(**store, 1, s, deadline) : head.status();
+  for (int i = 1; st.ok() && i <= f.nodes; ++i) {
+    std::vector<std::string> args{"node", "--address", info.head_address, "--bind", f.bind};
+    args.insert(args.end(), res.begin(), res.end());
+    st = start_role(s, "node-" + std::to_string(i), args, {"TROUPE_TOKEN=" + info.token}).status();
+  }
+  if (st.ok()) st = wait_alive(**store, static_cast<size_t>(f.nodes) + 1, s, deadline);
+  if (!st.ok()) {
+    stop_all(s);
+    return report_error("up", st);
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("troupe cluster up in %.2f s: head + %d node%s ALIVE\n", secs, f.nodes, f.nodes == 1 ? "" : "s");
+  std::printf("  head:       %s (pid %d)\n", info.head_address.c_str(), static_cast<int>(*head));
+  std::printf("  GCS:        redis %s:%d%s\n", info.redis_host.c_str(), info.redis_port,
+              info.embedded_redis ? (" (embedded, data in " + s.redis_dir() + ")").c_str() : "");
+  std::printf("  join:       troupe up --address %s --token %s\n", info.head_address.c_str(), info.token.c_str());
+  std::printf("  dashboard:  not built yet (issue 7)\n");
+  std::printf("  session:    %s  (troupe status, troupe logs, troupe down)\n", s.dir().c_str());
+  return 0;
+}
+
+}  // namespace troupe::cli
