@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   runners["status"] = cli::add_status_command(app, global);
   runners["head"] = cli::add_head_command(app, global);
   runners["node"] = cli::add_node_command(app, global);
+  runners["spawn"] = cli::add_spawn_command(app, global);
+  runners["call"] = cli::add_call_command(app, global);
 
   try {
     app.parse(argc, argv);

@@ -179,9 +179,11 @@ int up_cluster(const UpFlags& f, GlobalOptions&) {
   } else {
     gcs::RedisServerOptions ro;
     ro.session_dir = s.redis_dir();
+    ro.bind = f.bind;  // nodes on other hosts reach the GCS at the address the head listens on
     ro.detach = true;
     auto redis = gcs::RedisServer::start(ro);
     if (!redis.ok()) return report_error("up", redis.status().with_context("starting the embedded redis-server"));
+    info.redis_host = f.bind;
     info.redis_port = (*redis)->port();
     info.redis_password = (*redis)->password();
     (void)write_pid_file(s.pid_file("redis"), (*redis)->pid());
