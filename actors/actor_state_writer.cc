@@ -24,6 +24,9 @@ ActorStateWriter::~ActorStateWriter() {
 }
 
 void ActorStateWriter::report(const ActorStateChange& change) {
+  // ALIVE after a spawn is recorded by the head, in one batch for all the actors it started; the
+  // node records what only it sees: exits, crashes and stops.
+  if (change.state == gcs::ActorState::alive) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.size() >= kMaxQueued) {

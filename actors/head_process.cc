@@ -48,17 +48,6 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   auto nm_port = (*system)->publish(nm);
   if (!nm_port.ok()) return nm_port.status().with_context("head: publishing its node manager");
 
-  gcs::NodeRecord self;
-  self.id = head_id;
-  self.address = o.bind + ":" + std::to_string(*nm_port);
-  self.hostname = resources->hostname;
-  self.pid = static_cast<int>(::getpid());
-  self.is_head = true;
-  self.version = TROUPE_VERSION_STRING;
-  self.total = resources->total;
-  self.gpus = resources->gpus;
-  TROUPE_RETURN_IF_ERROR((*cluster)->register_node(self, o.token, TROUPE_VERSION_STRING));
-
   HeadServiceOptions hs;
   hs.store = store->get();
   hs.cluster = cluster->get();
@@ -73,6 +62,19 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   caf::actor service = spawn_head_service((*system)->system(), hs);
   auto port = (*system)->publish(service, o.port);
   if (!port.ok()) return port.status().with_context("head: publishing the head service");
+  // Registered last: `troupe up` takes an ALIVE head as ready for nodes to join, so the service must
+  // be reachable by then.
+  gcs::NodeRecord self;
+  self.id = head_id;
+  self.address = o.bind + ":" + std::to_string(*nm_port);
+  self.hostname = resources->hostname;
+  self.pid = static_cast<int>(::getpid());
+  self.is_head = true;
+  self.version = TROUPE_VERSION_STRING;
+  self.total = resources->total;
+  self.gpus = resources->gpus;
+  TROUPE_RETURN_IF_ERROR((*cluster)->register_node(self, o.token, TROUPE_VERSION_STRING));
+
   spdlog::info("head {} up: service on {}:{}, node manager on {}, GCS {}", head_id.short_hex(), o.bind, *port,
                self.address, (*store)->describe());
 

@@ -160,6 +160,7 @@ class HeadService : public caf::event_based_actor {
         reply.started += static_cast<int32_t>(reqs.size());
         used_[node].cpus += s.cpus * reqs.size();
         used_[node].gpus += s.gpus * reqs.size();
+        TROUPE_RETURN_IF_ERROR(record_started(reqs, node, records, index, s.type_name));
         continue;
       }
       const std::string why = "starting on node " + node.short_hex() + " failed: " + st.message();
@@ -177,6 +178,30 @@ class HeadService : public caf::event_based_actor {
     }
     spdlog::info("spawned {} of {} '{}' actors", reply.started, s.count, s.type_name);
     return reply;
+  }
+
+  // The actors a node started, ALIVE in one write, and one actor_started event for the batch.
+  Status record_started(const std::vector<SpawnRequest>& reqs, const NodeId& node,
+                        const std::vector<gcs::ActorRecord>& records, std::map<ActorId, size_t>& index,
+                        const std::string& type) {
+    std::vector<gcs::ActorRecord> alive;
+    alive.reserve(reqs.size());
+    const int64_t now = gcs::now_ms();
+    for (const SpawnRequest& req : reqs) {
+      gcs::ActorRecord r = records[index[*ActorId::from_hex(req.actor_id)]];
+      r.node = node;
+      r.state = gcs::ActorState::alive;
+      r.pending_reason.clear();
+      r.updated_ms = now;
+      alive.push_back(std::move(r));
+    }
+    TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put_many(alive));
+    gcs::Event e;
+    e.kind = "actor_started";
+    e.subject = node.hex();
+    e.message = "started " + std::to_string(reqs.size()) + " '" + type + "' actor" + (reqs.size() == 1 ? "" : "s") +
+                " on node " + node.short_hex() + (reqs.size() == 1 ? " (" + reqs[0].actor_id.substr(0, 8) + ")" : "");
+    return gcs::record_event(*o_.store, e);
   }
 
   HeadServiceOptions o_;

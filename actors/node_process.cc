@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -38,7 +39,15 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   auto nm_port = (*system)->publish(nm);
   if (!nm_port.ok()) return nm_port.status().with_context("publishing the node manager");
 
-  auto head = (*system)->connect(head_hp->first, head_hp->second, o.join_timeout);
+  // The head may still be starting: retry a refused connection until the join deadline.
+  const auto join_deadline = std::chrono::steady_clock::now() + o.join_timeout;
+  Expected<caf::actor> head = unavailable("not tried");
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(join_deadline - std::chrono::steady_clock::now());
+    head = (*system)->connect(head_hp->first, head_hp->second, std::max(left, std::chrono::milliseconds(1)));
+    if (head.ok() || head.status().code() != Code::unavailable || std::chrono::steady_clock::now() >= join_deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   if (!head.ok()) return head.status().with_context("joining the head at " + o.head_address);
   RegisterNode reg;
   reg.token = o.token;

@@ -3,6 +3,7 @@
 // GCS. With --address and --token it instead joins this machine to a head elsewhere as a node.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -163,6 +164,9 @@ int up_cluster(const UpFlags& f, GlobalOptions&) {
     }
   }
   stop_all(s);  // leftovers of a cluster that died without `troupe down`
+  // A new cluster starts with an empty GCS: the embedded redis's data of an earlier cluster goes.
+  std::error_code ec;
+  std::filesystem::remove_all(s.redis_dir(), ec);
   TROUPE_RETURN_IF_ERROR_CLI(s.create(), "up");
 
   ClusterInfo info;
