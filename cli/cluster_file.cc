@@ -66,6 +66,14 @@ std::string expand_home(const std::string& path) {
   return path;
 }
 
+// The key `key` of `map` (for errors about a whole section: its value's mark is a line below), or `map`.
+YAML::Node key_node(const YAML::Node& map, const std::string& key) {
+  for (const auto& kv : map) {
+    if (kv.first.Scalar() == key) return kv.first;
+  }
+  return map;
+}
+
 // A YAML value is present when the key is there with a non-null value (`key:` or `key: ~` is absent).
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
@@ -84,6 +92,7 @@ class Loader {
   static std::string shown(const YAML::Node& n) {
     if (n.IsMap()) return "a mapping";
     if (n.IsSequence()) return "a list";
+    if (n.IsNull()) return "nothing";
     return "'" + n.Scalar() + "'";
   }
 
@@ -207,8 +216,8 @@ class Loader {
     const YAML::Node& hosts = n["hosts"];
     if (!ssh) {
       if (present(hosts)) {
-        return error(hosts, field + ".hosts", "only for provider: ssh; the local provider starts `count` node "
-                                              "processes on this machine");
+        return error(key_node(n, "hosts"), field + ".hosts",
+                     "only for provider: ssh; the local provider starts `count` node processes on this machine");
       }
       return {};
     }
@@ -231,7 +240,9 @@ class Loader {
 
   Expected<ClusterSpec> load(const YAML::Node& root) const {
     ClusterSpec spec;
-    if (!present(root)) return error(root, "", "the file is empty; it needs at least `provider: local` or `provider: ssh`");
+    if (!present(root)) {
+      return error(root, "", "the file is empty; it needs at least `provider: local` or `provider: ssh`");
+    }
     TROUPE_RETURN_IF_ERROR(check_map(root, "", {"cluster_name", "provider", "head", "redis", "node_types", "ssh"}));
     if (!present(root["provider"])) return error(root, "provider", "required: local or ssh");
     TROUPE_RETURN_IF_ERROR(get_string(root["provider"], "provider", &spec.provider));
@@ -248,7 +259,7 @@ class Loader {
     if (present(root["head"])) TROUPE_RETURN_IF_ERROR(load_head(root["head"], &spec.head));
     if (present(root["redis"])) TROUPE_RETURN_IF_ERROR(load_redis(root["redis"], &spec.redis.emplace()));
     if (ssh && !present(root["ssh"])) return error(root, "ssh", "required with provider: ssh (at least ssh.troupe)");
-    if (!ssh && present(root["ssh"])) return error(root["ssh"], "ssh", "only for provider: ssh");
+    if (!ssh && present(root["ssh"])) return error(key_node(root, "ssh"), "ssh", "only for provider: ssh");
     if (ssh) TROUPE_RETURN_IF_ERROR(load_ssh(root["ssh"], &spec.ssh));
 
     const YAML::Node& types = root["node_types"];
@@ -294,6 +305,7 @@ Expected<ClusterSpec> load_cluster_file(const std::string& path) {
   if (!std::filesystem::exists(path, ec)) {
     return not_found(path + ": no such cluster file; see examples/clusters/local.yaml for the format");
   }
+  if (std::filesystem::is_directory(path, ec)) return invalid_argument(path + ": is a directory, not a cluster file");
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();

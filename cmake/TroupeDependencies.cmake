@@ -6,6 +6,7 @@ find_package(msgpack CONFIG REQUIRED)            # target msgpackc-cxx (libmsgpa
 find_package(ZLIB REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)           # target yaml-cpp (libyaml-cpp-dev 0.7: no namespace)
 find_package(OpenBLAS CONFIG REQUIRED)
 find_package(CAF 0.17 REQUIRED)                  # cmake/FindCAF.cmake
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)  # libhiredis-dev (its CMake config has no target)

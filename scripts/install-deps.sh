@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config git
   libcaf-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev catch2 redis-server
-  libopenblas-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libbenchmark-dev
+  libopenblas-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libbenchmark-dev libyaml-cpp-dev
   dataset-fashion-mnist
 )
 
