@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/cluster_commands.h"
+#include "cli/cluster_file.h"
 #include "cli/commands.h"
 #include "core/process.h"
 #include "core/version.h"
@@ -30,6 +31,7 @@ struct UpFlags {
   int port = 0;                  // head service port
   std::string address, token;    // join mode
   double timeout_s = 30;
+  std::string cluster_file;      // CLUSTER.yaml
 };
 
 std::string tail_of(const std::string& path, int lines) {
@@ -124,7 +126,7 @@ int join(const UpFlags& f, GlobalOptions&) {
 
 }  // namespace
 
-int up_cluster(const UpFlags& f, GlobalOptions& global);
+int up_cluster(const UpFlags& f, GlobalOptions& global, const ClusterSpec* spec);
 
 Runner add_up_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand("up", "Bring a cluster up here (redis, head, --nodes N), or join one (--address)");
@@ -140,6 +142,7 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--port", f->port, "Port of the head (0: pick a free one)")->check(CLI::Range(0, 65535));
   cmd->add_option("--address", f->address, "Join the head at host:port as a node instead");
   cmd->add_option("--token", f->token, "The cluster's join token (with --address)");
+  cmd->add_option("cluster_file", f->cluster_file, "CLUSTER.yaml describing the cluster (see examples/clusters/)");
   cmd->add_option("--timeout", f->timeout_s, "Seconds to wait for the cluster to be ready")->check(CLI::PositiveNumber)
       ->capture_default_str();
   return [f, &global]() -> int {
@@ -147,11 +150,63 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
       if (f->token.empty()) return report_error("up", invalid_argument("--address needs --token (printed by `troupe up` on the head)"));
       return join(*f, global);
     }
-    return up_cluster(*f, global);
+    if (!f->cluster_file.empty()) {
+      if (f->nodes || !f->redis.empty()) {
+        return report_error("up", invalid_argument("a cluster file describes the nodes and redis; drop --nodes/--redis"));
+      }
+      auto spec = load_cluster_file(f->cluster_file);
+      if (!spec.ok()) return report_error("up", spec.status());
+      UpFlags g = *f;
+      g.bind = spec->head.bind;
+      g.port = spec->head.port;
+      if (spec->redis) {
+        g.redis = spec->redis->address;
+        g.redis_password = spec->redis->password;
+      }
+      return up_cluster(g, global, &*spec);
+    }
+    return up_cluster(*f, global, nullptr);
   };
 }
 
-int up_cluster(const UpFlags& f, GlobalOptions&) {
+// Resource flags for one process: --cpus / --gpus when set.
+std::vector<std::string> resource_args(std::optional<double> cpus, std::optional<int> gpus) {
+  std::vector<std::string> out;
+  if (cpus) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", *cpus);
+    out.insert(out.end(), {"--cpus", buf});
+  }
+  if (gpus) out.insert(out.end(), {"--gpus", std::to_string(*gpus)});
+  return out;
+}
+
+// Runs the ssh join command of every remote node; each returns once its node joined.
+Status join_over_ssh(const Session& s, const ClusterSpec& spec, const std::vector<NodeLaunch>& plan,
+                     const ClusterInfo& info, Clock::time_point deadline) {
+  for (const NodeLaunch& l : plan) {
+    const std::string log = s.log_file("ssh-" + *l.host);
+    SpawnOptions o;
+    o.argv = ssh_join_command(spec, l, info.head_address, info.token);
+    o.log_file = log;
+    o.detach = false;
+    auto pid = spawn_process(o);
+    if (!pid.ok()) return pid.status().with_context("ssh to " + *l.host);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto code = wait_process(*pid, std::max(left, std::chrono::milliseconds(1)));
+    if (!code.ok()) {
+      (void)stop_process(*pid, std::chrono::milliseconds(1000));
+      return code.status().with_context("joining node " + *l.host + " over ssh");
+    }
+    if (*code != 0) {
+      return unavailable("joining node " + *l.host + " over ssh failed (exit " + std::to_string(*code) +
+                         "); its output " + log + " ends:" + tail_of(log, 6));
+    }
+  }
+  return {};
+}
+
+int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   Session s = Session::current();
@@ -206,25 +261,38 @@ int up_cluster(const UpFlags& f, GlobalOptions&) {
   info.head_address = f.bind + ":" + std::to_string(port);
   TROUPE_RETURN_IF_ERROR_CLI(s.write_cluster(info), "up");
 
-  std::vector<std::string> res;
-  if (f.cpus > 0) res.insert(res.end(), {"--cpus", std::to_string(f.cpus)});
-  if (f.gpus >= 0) res.insert(res.end(), {"--gpus", std::to_string(f.gpus)});
+  // What to start: --nodes N identical local nodes, or the cluster file's launch plan.
+  std::optional<double> flag_cpus = f.cpus > 0 ? std::optional<double>(f.cpus) : std::nullopt;
+  std::optional<int> flag_gpus = f.gpus >= 0 ? std::optional<int>(f.gpus) : std::nullopt;
+  std::vector<NodeLaunch> plan;
+  if (spec) {
+    plan = launch_plan(*spec);
+  } else {
+    for (int i = 0; i < f.nodes; ++i) plan.push_back({"node", std::nullopt, flag_cpus, flag_gpus});
+  }
   std::vector<std::string> head_args{"head"};
-  head_args.insert(head_args.end(), res.begin(), res.end());
+  for (const auto& a : spec ? resource_args(spec->head.cpus, spec->head.gpus) : resource_args(flag_cpus, flag_gpus)) {
+    head_args.push_back(a);
+  }
   auto head = start_role(s, "head", head_args, {});
   Status st = head.ok() ? wait_alive(**store, 1, s, deadline) : head.status();
-  for (int i = 1; st.ok() && i <= f.nodes; ++i) {
-    std::vector<std::string> args{"node", "--address", info.head_address, "--bind", f.bind};
-    args.insert(args.end(), res.begin(), res.end());
-    st = start_role(s, "node-" + std::to_string(i), args, {"TROUPE_TOKEN=" + info.token}).status();
+  if (st.ok() && spec && spec->provider == "ssh") {
+    st = join_over_ssh(s, *spec, plan, info, deadline);
+  } else {
+    for (size_t i = 0; st.ok() && i < plan.size(); ++i) {
+      std::vector<std::string> args{"node", "--address", info.head_address, "--bind", f.bind};
+      for (const auto& a : resource_args(plan[i].cpus, plan[i].gpus)) args.push_back(a);
+      st = start_role(s, "node-" + std::to_string(i + 1), args, {"TROUPE_TOKEN=" + info.token}).status();
+    }
   }
-  if (st.ok()) st = wait_alive(**store, static_cast<size_t>(f.nodes) + 1, s, deadline);
+  if (st.ok()) st = wait_alive(**store, plan.size() + 1, s, deadline);
   if (!st.ok()) {
     stop_all(s);
     return report_error("up", st);
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("troupe cluster up in %.2f s: head + %d node%s ALIVE\n", secs, f.nodes, f.nodes == 1 ? "" : "s");
+  std::printf("troupe cluster%s up in %.2f s: head + %zu node%s ALIVE\n",
+              spec ? (" '" + spec->name + "'").c_str() : "", secs, plan.size(), plan.size() == 1 ? "" : "s");
   std::printf("  head:       %s (pid %d)\n", info.head_address.c_str(), static_cast<int>(*head));
   std::printf("  GCS:        redis %s:%d%s\n", info.redis_host.c_str(), info.redis_port,
               info.embedded_redis ? (" (embedded, data in " + s.redis_dir() + ")").c_str() : "");

@@ -97,6 +97,21 @@ Status stop_process(pid_t pid, std::chrono::milliseconds grace) {
   return Status(Code::timeout, "process " + std::to_string(pid) + " did not exit after SIGTERM and SIGKILL");
 }
 
+Expected<int> wait_process(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return io_error("waiting for process " + std::to_string(pid) + ": " + std::strerror(errno));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(Code::timeout, "process " + std::to_string(pid) + " still running after " +
+                                       std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 Expected<pid_t> read_pid_file(const std::string& path) {
   std::ifstream f(path);
   if (!f) return not_found("pid file '" + path + "' does not exist");

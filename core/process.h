@@ -32,6 +32,10 @@ bool process_alive(pid_t pid);
 // ok when the process is gone (or was already); timeout naming the pid otherwise.
 Status stop_process(pid_t pid, std::chrono::milliseconds grace);
 
+// Waits up to `timeout` for our child `pid` to exit and returns its exit code (128 + signal when a
+// signal ended it). timeout naming the pid when it is still running; io_error when it is not our child.
+Expected<int> wait_process(pid_t pid, std::chrono::milliseconds timeout);
+
 // Reads a pid file (one decimal pid); not_found / corrupt_data name the file.
 Expected<pid_t> read_pid_file(const std::string& path);
 Status write_pid_file(const std::string& path, pid_t pid);
