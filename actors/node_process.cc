@@ -46,6 +46,8 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(join_deadline - std::chrono::steady_clock::now());
     head = (*system)->connect(head_hp->first, head_hp->second, std::max(left, std::chrono::milliseconds(1)));
     if (head.ok() || head.status().code() != Code::unavailable || std::chrono::steady_clock::now() >= join_deadline) break;
+    if (stop.load()) return unavailable("stopped while joining the head at " + o.head_address);
+    spdlog::info("head at {} not reachable yet ({}); retrying", o.head_address, head.status().message());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!head.ok()) return head.status().with_context("joining the head at " + o.head_address);

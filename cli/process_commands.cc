@@ -51,7 +51,11 @@ Runner add_node_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--cpus", *cpus, "CPUs this node offers (default: all)");
   cmd->add_option("--gpus", *gpus, "GPUs this node offers (default: all visible)");
   cmd->add_option("--ready-file", *ready_file, "File written once the head admitted this node");
-  return [&global, o, cpus, gpus, ready_file]() -> int {
+  auto join_timeout = std::make_shared<double>(10);
+  cmd->add_option("--join-timeout", *join_timeout, "Seconds to keep trying to reach the head")
+      ->check(CLI::PositiveNumber);
+  return [&global, o, cpus, gpus, ready_file, join_timeout]() -> int {
+    o->join_timeout = std::chrono::milliseconds(static_cast<int64_t>(*join_timeout * 1000));
     const char* token = std::getenv("TROUPE_TOKEN");
     if (!token || !*token) {
       return report_error("node", invalid_argument("no cluster token: set TROUPE_TOKEN (troupe up --token does)"));

@@ -99,7 +99,10 @@ int join(const UpFlags& f, GlobalOptions&) {
   const std::string role = "node-" + std::to_string(n);
   const std::string ready = s.dir() + "/pids/" + role + ".ready";
   std::remove(ready.c_str());
-  std::vector<std::string> args{"node", "--address", f.address, "--bind", f.bind, "--ready-file", ready};
+  char join_timeout[32];
+  std::snprintf(join_timeout, sizeof join_timeout, "%g", f.timeout_s);
+  std::vector<std::string> args{"node", "--address", f.address, "--bind", f.bind, "--ready-file", ready,
+                                "--join-timeout", join_timeout};
   if (f.cpus > 0) args.insert(args.end(), {"--cpus", std::to_string(f.cpus)});
   if (f.gpus >= 0) args.insert(args.end(), {"--gpus", std::to_string(f.gpus)});
   auto pid = start_role(s, role, args, {"TROUPE_TOKEN=" + f.token});
@@ -120,8 +123,9 @@ int join(const UpFlags& f, GlobalOptions&) {
   }
   (void)stop_process(*pid, std::chrono::milliseconds(2000));
   std::remove(s.pid_file(role).c_str());
-  return report_error("up", Status(Code::timeout, "the node did not join " + f.address + " in time; log: " +
-                                                      s.log_file(role)));
+  return report_error("up", Status(Code::timeout, "the node did not join " + f.address + " within " +
+                                                      join_timeout + " s; its log " + s.log_file(role) + " ends:" +
+                                                      tail_of(s.log_file(role), 3)));
 }
 
 }  // namespace

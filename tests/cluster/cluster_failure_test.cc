@@ -1,0 +1,236 @@
+// Failures under a running cluster: a node process killed with SIGKILL (detected within the
+// documented bound, its actors marked dead) and the GCS's redis-server stopped and restarted (the
+// cluster rides it out: no process crashes, no node is declared dead, no record is lost).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include "tests/cluster/cluster_fixture.h"
+
+using namespace troupe::testing;
+
+namespace {
+
+// The node entry whose process has this pid (all nodes run on this machine).
+Json node_with_pid(const Json& view, pid_t pid) {
+  for (const Json& n : view.at("nodes")) {
+    if (n.at("pid").get<int64_t>() == pid) return n;
+  }
+  return Json();
+}
+
+Json find_node(const Json& view, const std::string& id) {
+  for (const Json& n : view.at("nodes")) {
+    if (n.at("id") == id) return n;
+  }
+  return Json();
+}
+
+}  // namespace
+
+TEST_CASE("a node killed with SIGKILL is DEAD within the bound and so are its actors", "[cluster]") {
+  ClusterFixture c;
+  c.up("--nodes 3 --cpus 2");
+  auto spawn = c.troupe("spawn echo --count 40 --policy spread --json", 60);
+  INFO(spawn.both());
+  REQUIRE(spawn.exit_code == 0);
+  REQUIRE(Json::parse(spawn.last_line()).at("started") == 40);
+
+  const pid_t victim_pid = c.pid_of("node-2");
+  REQUIRE(victim_pid > 0);
+  Json view = c.status();
+  const Json victim = node_with_pid(view, victim_pid);
+  INFO(view.at("nodes").dump(2));
+  REQUIRE(!victim.is_null());
+  const std::string victim_id = victim.at("id");
+  REQUIRE(victim.at("state") == "ALIVE");
+
+  // Spread placement put actors on the victim and on the others.
+  std::set<std::string> on_victim, elsewhere;
+  for (const Json& a : view.at("actors")) {
+    REQUIRE(a.at("state") == "ALIVE");
+    (a.at("node") == victim_id ? on_victim : elsewhere).insert(a.at("id").get<std::string>());
+  }
+  REQUIRE(!on_victim.empty());
+  REQUIRE(!elsewhere.empty());
+
+  const auto killed_at = Clock::now();
+  REQUIRE(::kill(victim_pid, SIGKILL) == 0);
+  const bool dead = poll_until(
+      [&] {
+        view = c.status();
+        return find_node(view, victim_id).at("state") == "DEAD";
+      },
+      kNodeDeadAfter + kDetectionSlack, std::chrono::milliseconds(50));
+  const auto detected_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed_at).count();
+  INFO("node " << victim_id << " after " << detected_ms << " ms: " << find_node(view, victim_id).dump()
+               << c.logs_tail());
+  REQUIRE(dead);
+  CHECK(process_gone(victim_pid));
+  CHECK(!find_node(view, victim_id).at("death_reason").get<std::string>().empty());
+
+  // The other three nodes did not suffer for it.
+  for (const Json& n : view.at("nodes")) {
+    if (n.at("id") != victim_id) CHECK(n.at("state") == "ALIVE");
+  }
+
+  // Every actor of the dead node is DEAD, naming the node; every other actor is still ALIVE. The
+  // sweep is written with the node's death, but poll in case the view caught it half-way.
+  const std::string victim_short = victim_id.substr(0, 8);
+  poll_until(
+      [&] {
+        view = c.status(1000);
+        for (const Json& a : view.at("actors")) {
+          if (on_victim.count(a.at("id").get<std::string>()) && a.at("state") != "DEAD") return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(5));
+  for (const Json& a : view.at("actors")) {
+    INFO("actor " << a.dump());
+    if (on_victim.count(a.at("id").get<std::string>())) {
+      CHECK(a.at("state") == "DEAD");
+      CHECK(a.at("death_reason").get<std::string>().find(victim_short) != std::string::npos);
+    } else {
+      CHECK(a.at("state") == "ALIVE");
+    }
+  }
+
+  // The event log records the node's death, naming it.
+  bool node_died_event = false;
+  for (const Json& e : view.at("events")) {
+    if (e.at("kind") == "node_died" && e.at("subject") == victim_id) {
+      node_died_event = true;
+      CHECK(e.at("message").get<std::string>().find(victim_short) != std::string::npos);
+    }
+  }
+  INFO(view.at("events").dump(2));
+  CHECK(node_died_event);
+
+  // The survivors still answer; the dead ones are no longer called.
+  auto call = c.troupe("call --all --json", 120);
+  INFO(call.both());
+  CHECK(call.exit_code == 0);
+  Json called = Json::parse(call.last_line());
+  CHECK(called.at("total") == elsewhere.size());
+  CHECK(called.at("answered") == elsewhere.size());
+}
+
+TEST_CASE("a frozen node (SIGSTOP) is DEAD within node_dead_after_ms through missed heartbeats", "[cluster]") {
+  // A killed process closes its connections, which the head notices at once; a frozen one keeps
+  // them open, so only the heartbeat deadline can find it: this checks the documented bound itself.
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 1");
+  const pid_t frozen_pid = c.pid_of("node-1");
+  REQUIRE(frozen_pid > 0);
+  Json view = c.status();
+  const Json frozen = node_with_pid(view, frozen_pid);
+  REQUIRE(!frozen.is_null());
+  const std::string frozen_id = frozen.at("id");
+
+  struct Thaw {  // a stopped process would ignore `troupe down`'s SIGTERM: resume it in all cases
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{frozen_pid};
+  const auto frozen_at = Clock::now();
+  REQUIRE(::kill(frozen_pid, SIGSTOP) == 0);
+  const bool dead = poll_until(
+      [&] {
+        view = c.status();
+        return find_node(view, frozen_id).at("state") == "DEAD";
+      },
+      kNodeDeadAfter + kDetectionSlack, std::chrono::milliseconds(50));
+  const auto detected_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - frozen_at).count();
+  INFO("node " << frozen_id << " after " << detected_ms << " ms: " << find_node(view, frozen_id).dump()
+               << c.logs_tail());
+  REQUIRE(dead);
+  for (const Json& n : view.at("nodes")) {
+    if (n.at("id") != frozen_id) CHECK(n.at("state") == "ALIVE");
+  }
+}
+
+TEST_CASE("the cluster rides out a redis-server stop and restart", "[cluster]") {
+  ClusterFixture c;
+  c.up("--nodes 3 --cpus 2");
+  auto spawn = c.troupe("spawn counter --count 20 --json", 60);
+  INFO(spawn.both());
+  REQUIRE(spawn.exit_code == 0);
+  Json before = c.status();
+  REQUIRE(before.at("actors").size() == 20);
+  REQUIRE(nodes_in_state(before, "ALIVE").size() == 4);
+
+  const auto pids = c.session_pids();
+  const pid_t redis_pid = c.pid_of("redis");
+  REQUIRE(redis_pid > 0);
+  const std::string redis_dir = c.session_dir() + "/redis";
+
+  // Stop the GCS cleanly (SIGTERM: redis flushes its append-only file) and wait until it is gone.
+  REQUIRE(::kill(redis_pid, SIGTERM) == 0);
+  REQUIRE(poll_until([&] { return process_gone(redis_pid); }, std::chrono::seconds(10)));
+  CHECK(c.troupe("status --json", 30).exit_code != 0);  // the outage is visible to users
+
+  // Keep it down for longer than node_dead_after_ms: without the head's grace after an outage,
+  // every node would be declared dead the moment the GCS is back. The length of the outage is the
+  // scenario, not a synchronisation.
+  std::this_thread::sleep_for(kNodeDeadAfter + std::chrono::milliseconds(500));
+
+  // Restart it on the same config (same port, password and data), daemonized with a pid file; the
+  // session's redis pid file then names it, so `troupe down` (and the fixture) stops it.
+  const std::string restarted_pidfile = redis_dir + "/restarted.pid";
+  auto restart = run_command("redis-server " + redis_dir + "/redis.conf --daemonize yes --pidfile " +
+                                 restarted_pidfile,
+                             30);
+  INFO(restart.both() << "\nredis.log:\n" << run_command("tail -n 20 " + redis_dir + "/redis.log").out);
+  REQUIRE(restart.exit_code == 0);
+  pid_t new_redis = 0;
+  REQUIRE(poll_until(
+      [&] {
+        std::ifstream f(restarted_pidfile);
+        long pid = 0;
+        new_redis = f >> pid ? static_cast<pid_t>(pid) : 0;
+        return new_redis > 0;
+      },
+      std::chrono::seconds(10)));
+  c.track(new_redis);
+  std::ofstream(c.session_dir() + "/pids/redis.pid", std::ios::trunc) << new_redis << "\n";
+
+  // status works again, every node is still ALIVE, every actor record survived.
+  Json after;
+  REQUIRE(poll_until(
+      [&] {
+        after = c.try_status(100);
+        return !after.is_null();
+      },
+      std::chrono::seconds(15), std::chrono::milliseconds(200)));
+  INFO(after.at("nodes").dump(2) << after.at("events").dump(2) << c.logs_tail());
+  CHECK(nodes_in_state(after, "ALIVE").size() == 4);
+  std::map<std::string, std::string> actor_state;
+  for (const Json& a : after.at("actors")) actor_state[a.at("id").get<std::string>()] = a.at("state").get<std::string>();
+  for (const Json& a : before.at("actors")) {
+    INFO("actor " << a.at("id"));
+    const std::string id = a.at("id");
+    REQUIRE(actor_state.count(id) == 1);
+    CHECK(actor_state[id] == a.at("state").get<std::string>());
+  }
+
+  // And they stay ALIVE past the grace period: heartbeats reach the GCS again, nobody is suspected.
+  Json view;
+  const bool stayed_alive = !poll_until(
+      [&] {
+        view = c.status(100);
+        return nodes_in_state(view, "ALIVE").size() != 4;
+      },
+      kNodeDeadAfter + std::chrono::milliseconds(1500), std::chrono::milliseconds(250));
+  INFO("nodes: " << view.at("nodes").dump(2) << "\nevents: " << view.at("events").dump(2));
+  CHECK(stayed_alive);
+
+  // No troupe process crashed through any of it.
+  for (const auto& [role, pid] : pids) {
+    if (role == "redis") continue;
+    INFO(role << " (pid " << pid << ") exited during the redis outage");
+    CHECK(!process_gone(pid));
+  }
+  CHECK(!process_gone(new_redis));
+}
