@@ -8,17 +8,51 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "gcs/tables.h"
 
 namespace troupe::cli {
 namespace fs = std::filesystem;
+namespace {
+
+// A node or actor id (or a prefix of one, as `troupe status` prints them) -> the session role of
+// the process hosting it, through the GCS (the node's pid) and the session's pid files.
+std::string role_for_id(const Session& session, const std::string& what) {
+  if (what.size() < 4 || what.find_first_not_of("0123456789abcdef") != std::string::npos) return "";
+  auto info = session.read_cluster();
+  if (!info.ok()) return "";
+  auto store = connect_gcs(*info);
+  if (!store.ok()) return "";
+  auto nodes = gcs::Table<gcs::NodeRecord>(**store).list();
+  auto actors = gcs::Table<gcs::ActorRecord>(**store).list();
+  if (!nodes.ok() || !actors.ok()) return "";
+  std::string node_hex;
+  for (const auto& n : *nodes) {
+    if (n.id.hex().rfind(what, 0) == 0) node_hex = n.id.hex();
+  }
+  for (const auto& a : *actors) {
+    if (node_hex.empty() && a.id.hex().rfind(what, 0) == 0 && !a.node.nil()) node_hex = a.node.hex();
+  }
+  for (const auto& n : *nodes) {
+    if (n.id.hex() != node_hex) continue;
+    for (const SessionProcess& p : session.processes()) {
+      if (p.pid == n.pid) return p.role;
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 Runner add_logs_command(CLI::App& app, GlobalOptions&) {
   auto* cmd = app.add_subcommand("logs", "List the cluster's log files, or print the end of one");
   auto what = std::make_shared<std::string>();
   auto lines = std::make_shared<int>(50);
-  cmd->add_option("what", *what, "A process (head, node-1, redis) or the start of a log file's name");
+  cmd->add_option("what", *what,
+                  "A process (head, node-1, redis), a node or actor id (or its first hex digits), or the start "
+                  "of a log file's name");
   cmd->add_option("--lines,-n", *lines, "How many lines from the end")->check(CLI::Range(1, 100000))
       ->capture_default_str();
   return [what, lines]() -> int {
@@ -38,6 +72,7 @@ Runner add_logs_command(CLI::App& app, GlobalOptions&) {
       }
       return 0;
     }
+    if (std::string role = role_for_id(session, *what); !role.empty()) *what = role;
     std::vector<fs::path> matches;
     for (const auto& f : files) {
       const std::string name = f.filename().string();

@@ -128,3 +128,28 @@ TEST_CASE("down stops every process of the session and frees the redis port", "[
   CHECK(again.exit_code == 0);
   CHECK(again.out.find("no cluster processes were running") != std::string::npos);
 }
+
+TEST_CASE("logs finds the log of a process by role, node id or actor id", "[cluster]") {
+  ClusterFixture c;
+  c.up("--nodes 2");
+  auto spawned = c.troupe("spawn echo --count 6 --json");
+  REQUIRE(spawned.exit_code == 0);
+  Json view = c.status();
+  for (const Json& n : view.at("nodes")) {
+    if (n.at("is_head").get<bool>()) continue;
+    const std::string id = n.at("id").get<std::string>().substr(0, 8);
+    auto r = c.troupe("logs " + id + " -n 50");
+    INFO(r.both());
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("node " + id + " joined the head") != std::string::npos);  // that node's own log
+  }
+  for (const Json& a : view.at("actors")) {
+    const std::string node = a.at("node").get<std::string>().substr(0, 8);
+    auto r = c.troupe("logs " + a.at("id").get<std::string>() + " -n 50");
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(node) != std::string::npos);  // the log of the node hosting the actor
+  }
+  CHECK(c.troupe("logs head").exit_code == 0);
+  auto unknown = c.troupe("logs ffffffff");
+  CHECK(unknown.exit_code == 1);
+}
