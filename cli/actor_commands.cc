@@ -1,6 +1,7 @@
 // `troupe spawn` and `troupe call`: actors on the cluster from the command line. spawn asks the
 // head to place and start actors of a registered type; call sends a Call to actors (all ALIVE ones
 // with --all) through their nodes' node managers and counts the answers.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -72,7 +73,7 @@ Runner add_call_command(CLI::App& app, GlobalOptions&) {
   auto method = std::make_shared<std::string>("ping");
   auto payload = std::make_shared<std::string>("hello");
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("actors", *ids, "Actor ids (hex)");
+  cmd->add_option("actors", *ids, "Actor ids (hex) or names");
   cmd->add_flag("--all", *all, "Every ALIVE actor of the cluster");
   cmd->add_option("--method", *method, "Method name")->capture_default_str();
   cmd->add_option("--payload", *payload, "Payload text")->capture_default_str();
@@ -92,11 +93,13 @@ Runner add_call_command(CLI::App& app, GlobalOptions&) {
     std::vector<gcs::ActorRecord> targets;
     for (const auto& a : *actor_list) {
       bool wanted = *all ? a.state == gcs::ActorState::alive
-                         : std::find(ids->begin(), ids->end(), a.id.hex()) != ids->end();
+                         : std::find(ids->begin(), ids->end(), a.id.hex()) != ids->end() ||
+                               (!a.name.empty() && std::find(ids->begin(), ids->end(), a.name) != ids->end());
       if (wanted) targets.push_back(a);
     }
     if (!*all && targets.size() != ids->size()) {
-      return report_error("call", not_found("some of the actor ids given are not in the GCS"));
+      return report_error("call", not_found("found " + std::to_string(targets.size()) + " of the " +
+                                            std::to_string(ids->size()) + " actors named (by id or name) in the GCS"));
     }
     auto sys = client_system();
     if (!sys.ok()) return report_error("call", sys.status());

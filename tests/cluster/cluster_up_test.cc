@@ -153,3 +153,40 @@ TEST_CASE("logs finds the log of a process by role, node id or actor id", "[clus
   auto unknown = c.troupe("logs ffffffff");
   CHECK(unknown.exit_code == 1);
 }
+
+TEST_CASE("actors are found by name and answer calls from another process", "[cluster]") {
+  ClusterFixture c;
+  c.up("--nodes 1");
+  auto spawned = c.troupe("spawn counter --count 2 --name-prefix ctr- --args 5");
+  INFO(spawned.both());
+  REQUIRE(spawned.exit_code == 0);
+  auto add = c.troupe("call ctr-1 --method add --payload 3 --json");
+  INFO(add.both());
+  REQUIRE(add.exit_code == 0);
+  CHECK(Json::parse(add.last_line()).at("answered") == 1);
+  auto missing = c.troupe("call no-such-actor");
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("found 0 of the 1") != std::string::npos);
+}
+
+TEST_CASE("up --redis uses an existing redis-server and leaves it running", "[cluster]") {
+  ClusterFixture c;
+  const int port = free_loopback_port();
+  const std::string dir = c.home() + "/external-redis";
+  std::filesystem::create_directories(dir);
+  auto started = run_command("redis-server --port " + std::to_string(port) +
+                             " --bind 127.0.0.1 --requirepass ext-secret --daemonize yes --dir " + dir +
+                             " --pidfile " + dir + "/redis.pid --save '' --logfile " + dir + "/redis.log");
+  REQUIRE(started.exit_code == 0);
+  REQUIRE(poll_until([&] { return loopback_port_accepts(port); }, std::chrono::seconds(10)));
+  c.up("--nodes 1 --redis 127.0.0.1:" + std::to_string(port) + " --redis-password ext-secret");
+  Json view = c.status();
+  CHECK(nodes_in_state(view, "ALIVE").size() == 2);
+  CHECK(view.at("cluster").at("embedded_redis") == false);
+  auto down = c.troupe("down");
+  CHECK(down.exit_code == 0);
+  CHECK(loopback_port_accepts(port));  // not ours to stop
+  auto pid = std::stoi(slurp(dir + "/redis.pid"));
+  ::kill(pid, SIGTERM);
+  CHECK(poll_until([&] { return !loopback_port_accepts(port); }, std::chrono::seconds(10)));
+}
