@@ -7,11 +7,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/actor_state_writer.h"
 #include "actors/actor_system.h"
 #include "actors/blocking_request.h"
 #include "actors/head_messages.h"
-#include "actors/node_manager_actor.h"
+#include "actors/node_runtime.h"
 #include "actors/node_manager_client.h"
 #include "core/version.h"
 #include "gcs/events.h"
@@ -25,26 +24,18 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   auto resources = detect_node_resources(o.resources);
   if (!resources.ok()) return resources.status();
 
-  ActorSystemOptions ao;
-  ao.bind_address = o.bind;
-  auto system = ActorSystem::start(ao);
-  if (!system.ok()) return system.status();
-  caf::actor_system& sys = (*system)->system();
-  ActorStateWriter writer;
   const NodeId id = NodeId::random();
-  NodeManagerOptions nmo;
-  nmo.node = id;
-  nmo.on_state_change = [&writer](const ActorStateChange& c) { writer.report(c); };
-  caf::actor nm = spawn_node_manager(sys, nmo);
-  auto nm_port = (*system)->publish(nm);
-  if (!nm_port.ok()) return nm_port.status().with_context("publishing the node manager");
+  auto runtime = NodeRuntime::start(o.bind, id);
+  if (!runtime.ok()) return runtime.status();
+  ActorSystem& system = (*runtime)->system();
+  caf::actor_system& sys = system.system();
 
   // The head may still be starting: retry a refused connection until the join deadline.
   const auto join_deadline = std::chrono::steady_clock::now() + o.join_timeout;
   Expected<caf::actor> head = unavailable("not tried");
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(join_deadline - std::chrono::steady_clock::now());
-    head = (*system)->connect(head_hp->first, head_hp->second, std::max(left, std::chrono::milliseconds(1)));
+    head = system.connect(head_hp->first, head_hp->second, std::max(left, std::chrono::milliseconds(1)));
     if (head.ok() || head.status().code() != Code::unavailable || std::chrono::steady_clock::now() >= join_deadline) break;
     if (stop.load()) return unavailable("stopped while joining the head at " + o.head_address);
     spdlog::info("head at {} not reachable yet ({}); retrying", o.head_address, head.status().message());
@@ -55,7 +46,7 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   reg.token = o.token;
   reg.version = o.version.empty() ? TROUPE_VERSION_STRING : o.version;
   reg.node_id = id.hex();
-  reg.address = o.bind + ":" + std::to_string(*nm_port);
+  reg.address = (*runtime)->address();
   reg.hostname = resources->hostname;
   reg.pid = static_cast<int32_t>(::getpid());
   reg.cpus = resources->total.cpus;
@@ -74,7 +65,7 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   so.redis.password = joined->redis_password;
   auto store = gcs::RedisStore::connect(so);
   if (!store.ok()) return store.status().with_context("node " + id.short_hex() + ": connecting to the GCS");
-  writer.attach(store->get());
+  (*runtime)->attach_store(std::move(*store));
   spdlog::info("node {} joined the head at {} ({} cpus, {} gpus); node manager on {}", id.short_hex(),
                o.head_address, reg.cpus, reg.gpus, reg.address);
   if (on_joined) on_joined();

@@ -1,0 +1,43 @@
+// What every process that hosts actors runs — the head and each node: the actor system, the
+// published node manager, and the writer that records its actors' exits in the GCS. Owning them in
+// one object fixes their order: on the way down the actor system stops first (its actors' last
+// reports reach the writer), then the writer drains into the store, then the store closes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/actor_state_writer.h"
+#include "actors/actor_system.h"
+#include "caf/actor.hpp"
+#include "core/ids.h"
+#include "gcs/store.h"
+
+namespace troupe::actors {
+
+class NodeRuntime {
+ public:
+  // Starts an actor system on `bind` and publishes a node manager for node `id` on a free port.
+  static Expected<std::unique_ptr<NodeRuntime>> start(const std::string& bind, const NodeId& id);
+  ~NodeRuntime();
+
+  // Hands over the GCS connection: from now on the actors' exits are written there.
+  void attach_store(std::unique_ptr<gcs::Store> store);
+  gcs::Store* store() { return store_.get(); }
+
+  ActorSystem& system() { return *system_; }
+  const caf::actor& node_manager() const { return node_manager_; }
+  const NodeId& id() const { return id_; }
+  const std::string& address() const { return address_; }  // host:port of the node manager
+
+ private:
+  NodeRuntime() = default;
+  std::unique_ptr<gcs::Store> store_;        // destroyed last
+  ActorStateWriter writer_;
+  std::unique_ptr<ActorSystem> system_;      // destroyed first
+  caf::actor node_manager_;
+  NodeId id_;
+  std::string address_;
+};
+
+}  // namespace troupe::actors
