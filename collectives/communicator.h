@@ -1,0 +1,62 @@
+// Collective operations over a group of ranks: all-reduce (sum, avg, max), broadcast, all-gather,
+// reduce-scatter and barrier, on f32, f16 and bf16 buffers, in place or not. One Communicator per
+// rank, over that rank's Transport. Each call takes CollectiveOptions with a deadline; a member
+// that dies or stops answering makes every other member's call return by its deadline with an error
+// naming the missing rank and the collective's sequence number ("allreduce #17 (ring): rank 3 ...").
+//
+// All ranks must issue the same collectives in the same order with the same counts and dtypes (as
+// with MPI/NCCL); the sequence number counts them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "collectives/transport.h"
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace troupe::collectives {
+
+enum class ReduceOp : uint8_t { sum, avg, max };
+const char* reduce_op_name(ReduceOp op);
+
+struct CollectiveOptions {
+  std::chrono::milliseconds timeout{30000};
+  uint64_t tag = 0;                  // caller's label, carried into error messages
+  std::string algorithm = "auto";    // auto, ring, halving_doubling, tree (per op: see choose_algorithm)
+  // Wire format of reductions: f32 buffers may travel as f16 or bf16 (accumulation stays f32).
+  // Equal to the buffer's dtype (or f32 for f32 buffers) means no compression.
+  DType wire = DType::f32;
+};
+
+class Communicator {
+ public:
+  explicit Communicator(std::unique_ptr<Transport> transport);
+  ~Communicator();
+
+  int rank() const;
+  int size() const;
+  uint64_t sequence() const { return sequence_; }  // collectives issued by this rank so far
+
+  // out[i] = op over ranks of in[i], for i < count; `in` may equal `out` (in place).
+  Status allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                   const CollectiveOptions& options = {});
+  // Every rank's `buf` becomes root's `buf`.
+  Status broadcast(void* buf, size_t count, DType dtype, int root, const CollectiveOptions& options = {});
+  // out = concat over ranks r of in_r (count elements each): out holds count * size() elements.
+  Status allgather(const void* in, void* out, size_t count, DType dtype, const CollectiveOptions& options = {});
+  // `in` holds count * size() elements; out = op over ranks of block rank() of in (count elements).
+  Status reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                        const CollectiveOptions& options = {});
+  Status barrier(const CollectiveOptions& options = {});
+
+  Transport& transport() { return *transport_; }
+
+ private:
+  std::unique_ptr<Transport> transport_;
+  uint64_t sequence_ = 0;
+};
+
+}  // namespace troupe::collectives
