@@ -90,11 +90,11 @@ void stop_all(const Session& s) {
 int join(const UpFlags& f, GlobalOptions&) {
   Session s = Session::current();
   TROUPE_RETURN_IF_ERROR_CLI(s.create(), "up");
+  // The first node-N role of this session whose process is not running (joins may repeat).
   int n = 1;
-  while (process_alive(read_pid_file(s.pid_file("node-" + std::to_string(n))).ok()
-                           ? *read_pid_file(s.pid_file("node-" + std::to_string(n)))
-                           : 0)) {
-    ++n;
+  for (;; ++n) {
+    auto pid = read_pid_file(s.pid_file("node-" + std::to_string(n)));
+    if (!pid.ok() || !process_alive(*pid)) break;
   }
   const std::string role = "node-" + std::to_string(n);
   const std::string ready = s.dir() + "/pids/" + role + ".ready";
