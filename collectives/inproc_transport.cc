@@ -71,9 +71,9 @@ Status InprocTransport::check_peer(int peer, const char* what) const {
 Status InprocTransport::send(int to, const void* data, size_t bytes, Clock::time_point /*deadline*/) {
   if (!failed_.ok()) return failed_;
   TROUPE_RETURN_IF_ERROR(check_peer(to, "send"));
+  if (bytes == 0) return {};  // nothing the peer waits for, even when it has finished and left
   if (group_->dead[to].load())
     return fail(unavailable("rank " + std::to_string(to) + " closed its transport (inproc)"));
-  if (bytes == 0) return {};
   Inbox& box = group_->inboxes[to];
   const char* p = static_cast<const char*>(data);
   std::vector<char> message(p, p + bytes);
