@@ -1,0 +1,72 @@
+// Internal to collectives/: how the Communicator picks an algorithm and what every algorithm file
+// (allreduce_ring.cc, allreduce_halving_doubling.cc, broadcast_tree.cc, allgather_ring.cc,
+// reduce_scatter_ring.cc, barrier.cc) implements. Not part of the public API.
+//
+// Reductions run on an f32 working buffer (f16/bf16 buffers are widened first); the Wire says how
+// values travel: f32, or f16/bf16 to halve the bytes. Every received partial sum is widened and
+// accumulated in f32.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+
+namespace troupe::collectives {
+
+// Picks the algorithm of `op` ("allreduce", "broadcast", "allgather", "reduce_scatter", "barrier")
+// for a buffer of `bytes` over `size` ranks. `requested` "auto" chooses: allreduce of <= 64 KiB
+// (latency-bound) -> halving_doubling, larger (bandwidth-bound) -> ring; broadcast -> tree;
+// allgather and reduce_scatter -> ring; barrier -> dissemination. Any other name must be one the op
+// has, else invalid_argument listing them.
+Expected<std::string> choose_algorithm(const std::string& op, const std::string& requested, size_t bytes);
+
+inline constexpr size_t kSmallAllreduceBytes = 64 * 1024;
+
+// One collective call in progress: its transport, deadline, and the prefix of its errors.
+struct CallContext {
+  Transport& transport;
+  Clock::time_point deadline;
+  std::string prefix;  // "allreduce #17 (ring)"
+
+  int rank() const { return transport.rank(); }
+  int size() const { return transport.size(); }
+  // `s` (a transport error naming a rank) with this call's op, sequence number and algorithm.
+  Status wrap(const Status& s) const { return s.ok() ? s : Status(s.code(), prefix + ": " + s.message()); }
+};
+
+// How f32 values travel between ranks.
+struct Wire {
+  DType dtype = DType::f32;
+
+  size_t bytes(size_t n) const { return n * dtype_size(dtype); }
+  void encode(const float* src, size_t n, void* dst) const;
+  void decode(const void* src, size_t n, float* dst) const;
+  // dst = dst op decode(src); avg accumulates as sum. `scratch` is reused between calls.
+  void accumulate(ReduceOp op, float* dst, const void* src, size_t n, std::vector<float>* scratch) const;
+  // x = decode(encode(x)): what the other ranks will hold once x has travelled, so all agree bitwise.
+  void round(float* x, size_t n) const;
+};
+
+// Most elements moved by one send_recv: bounds the scratch memory of the ring algorithms.
+inline constexpr size_t kSegmentElements = size_t{1} << 18;
+
+// Block b of a ring is elements [offsets[b], offsets[b+1]); offsets has size()+1 entries.
+std::vector<size_t> even_blocks(size_t count, int blocks);
+
+// Ring reduce-scatter over blocks of `data`: afterwards rank r's block r holds the reduction.
+Status ring_reduce_scatter(const CallContext& ctx, float* data, const std::vector<size_t>& offsets, ReduceOp op,
+                           const Wire& wire);
+// Ring all-gather over blocks of `data`: rank r contributes block r; values travel as `wire`.
+Status ring_allgather_f32(const CallContext& ctx, float* data, const std::vector<size_t>& offsets, const Wire& wire);
+
+Status allreduce_ring(const CallContext& ctx, float* data, size_t count, ReduceOp op, const Wire& wire);
+Status allreduce_halving_doubling(const CallContext& ctx, float* data, size_t count, ReduceOp op, const Wire& wire);
+// `data` holds count * size elements; afterwards block rank() holds the reduction.
+Status reduce_scatter_ring(const CallContext& ctx, float* data, size_t count, ReduceOp op, const Wire& wire);
+// `out` holds size blocks of `block_bytes`; block rank() is this rank's contribution.
+Status allgather_ring(const CallContext& ctx, char* out, size_t block_bytes);
+Status broadcast_tree(const CallContext& ctx, char* buf, size_t bytes, int root);
+Status barrier_dissemination(const CallContext& ctx);
+
+}  // namespace troupe::collectives

@@ -1,0 +1,51 @@
+// TCP transport: a full mesh of connections between the ranks of a group, anywhere on a network.
+// Each rank listens on its own address, connects to every lower rank and accepts every higher one;
+// a handshake carries the connecting rank. Sockets are nonblocking with TCP_NODELAY and every wait
+// is a poll() bounded by the deadline, so send_recv moves both directions at once. A closed
+// connection is `unavailable` naming the peer rank; a failed transport stays failed.
+//
+//   auto listener = TcpListener::open("127.0.0.1");           // port 0: the kernel picks one
+//   publish(rank, "127.0.0.1:" + std::to_string(listener->port()));
+//   auto transport = connect_tcp_group(rank, std::move(*listener), all_addresses, {});
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/transport.h"
+
+namespace troupe::collectives {
+
+// A listening socket, opened before the group connects so its port can be published first.
+class TcpListener {
+ public:
+  // Listens on host:port (IPv4 address or name); port 0 lets the kernel pick a free port.
+  static Expected<TcpListener> open(const std::string& host, int port = 0);
+  TcpListener(TcpListener&& other) noexcept;
+  TcpListener& operator=(TcpListener&& other) noexcept;
+  TcpListener(const TcpListener&) = delete;
+  TcpListener& operator=(const TcpListener&) = delete;
+  ~TcpListener();
+
+  int port() const { return port_; }
+  int fd() const { return fd_; }
+
+ private:
+  TcpListener(int fd, int port) : fd_(fd), port_(port) {}
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+struct TcpGroupOptions {
+  std::chrono::milliseconds timeout{30000};  // for the whole mesh to form
+};
+
+// Forms the mesh for `rank`; addresses[r] is "host:port" of rank r (this rank's is not dialled).
+// Fails with `timeout` listing the ranks that did not connect in time.
+Expected<std::unique_ptr<Transport>> connect_tcp_group(int rank, TcpListener listener,
+                                                      const std::vector<std::string>& addresses,
+                                                      const TcpGroupOptions& options = {});
+
+}  // namespace troupe::collectives
