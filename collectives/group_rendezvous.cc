@@ -1,0 +1,175 @@
+#include "collectives/group_rendezvous.h"
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "collectives/tcp_transport.h"
+#include "gcs/events.h"
+#include "gcs/records.h"
+#include "gcs/tables.h"
+
+namespace troupe::collectives {
+namespace {
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  std::ostringstream os;
+  if (d.count() % 1000 == 0)
+    os << d.count() / 1000;
+  else
+    os << static_cast<double>(d.count()) / 1000.0;
+  os << " s";
+  return os.str();
+}
+
+std::string group_label(const std::string& name, int64_t generation) {
+  return "group '" + name + "' generation " + std::to_string(generation);
+}
+
+std::string encode_member(const gcs::GroupMember& m) {
+  return m.address + " " + m.node.hex() + " " + m.actor.hex();
+}
+
+Status decode_member(const std::string& key, const std::string& value, int rank, gcs::GroupMember* out) {
+  std::istringstream is(value);
+  std::string address, node, actor;
+  if (!(is >> address >> node >> actor))
+    return corrupt_data(std::string(kGroupMembersTable) + "/" + key + ": '" + value +
+                        "' is not '<host:port> <node> <actor>'");
+  auto n = NodeId::from_hex(node);
+  if (!n) return n.status().with_context(std::string(kGroupMembersTable) + "/" + key);
+  auto a = ActorId::from_hex(actor);
+  if (!a) return a.status().with_context(std::string(kGroupMembersTable) + "/" + key);
+  out->rank = rank;
+  out->address = address;
+  out->node = *n;
+  out->actor = *a;
+  return {};
+}
+
+Status validate(const GroupOptions& o) {
+  if (o.name.empty() || o.name.find('/') != std::string::npos)
+    return invalid_argument("group name '" + o.name + "' must be non-empty and contain no '/'");
+  if (o.generation < 0) return invalid_argument(group_label(o.name, o.generation) + ": generation must be >= 0");
+  if (o.world_size < 1)
+    return invalid_argument(group_label(o.name, o.generation) + ": world size " + std::to_string(o.world_size) +
+                            " must be >= 1");
+  if (o.rank < 0 || o.rank >= o.world_size)
+    return invalid_argument(group_label(o.name, o.generation) + ": rank " + std::to_string(o.rank) +
+                            " is outside [0, " + std::to_string(o.world_size) + ")");
+  if (o.timeout.count() <= 0) return invalid_argument(group_label(o.name, o.generation) + ": timeout must be > 0");
+  return {};
+}
+
+// Removes the member keys of older generations of this group (best effort).
+void remove_old_members(gcs::Store& store, const std::string& name, int64_t generation) {
+  auto all = store.get_all(kGroupMembersTable);
+  if (!all) return;
+  const std::string prefix = name + "/";
+  for (const auto& row : *all) {
+    const std::string& key = row.first;
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    size_t slash = key.find('/', prefix.size());
+    if (slash == std::string::npos) continue;
+    try {
+      int64_t g = std::stoll(key.substr(prefix.size(), slash - prefix.size()));
+      if (g < generation) (void)store.remove(kGroupMembersTable, key);
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace
+
+std::string group_member_key(const std::string& name, int64_t generation, int rank) {
+  return name + "/" + std::to_string(generation) + "/" + std::to_string(rank);
+}
+
+Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const GroupOptions& o) {
+  TROUPE_RETURN_IF_ERROR(validate(o));
+  const auto deadline = Clock::now() + o.timeout;
+  const std::string label = group_label(o.name, o.generation);
+
+  // 1. Listen, then register under this rank's own key.
+  auto listener = TcpListener::open(o.host, 0);
+  if (!listener) return listener.status().with_context(label);
+  gcs::GroupMember self;
+  self.rank = o.rank;
+  self.node = o.node;
+  self.actor = o.actor;
+  self.address = o.host + ":" + std::to_string(listener->port());
+  const std::string own_key = group_member_key(o.name, o.generation, o.rank);
+  auto stored = store.put_if_absent(kGroupMembersTable, own_key, encode_member(self));
+  if (!stored) return stored.status().with_context(label + ": registering rank " + std::to_string(o.rank));
+  if (!*stored)
+    return invalid_argument(label + ": rank " + std::to_string(o.rank) + " is already registered (key " +
+                            kGroupMembersTable + "/" + own_key + ")");
+
+  // 2. Wait for every member of this generation.
+  std::vector<std::optional<gcs::GroupMember>> members(o.world_size);
+  members[o.rank] = self;
+  auto pause = std::chrono::milliseconds(5);
+  for (;;) {
+    for (int r = 0; r < o.world_size; ++r) {
+      if (members[r]) continue;
+      const std::string key = group_member_key(o.name, o.generation, r);
+      auto value = store.get(kGroupMembersTable, key);
+      if (!value) return value.status().with_context(label + ": reading rank " + std::to_string(r));
+      if (!value->has_value()) continue;
+      gcs::GroupMember m;
+      TROUPE_RETURN_IF_ERROR(decode_member(key, **value, r, &m));
+      members[r] = m;
+    }
+    std::vector<int> missing;
+    for (int r = 0; r < o.world_size; ++r)
+      if (!members[r]) missing.push_back(r);
+    if (missing.empty()) break;
+    if (Clock::now() >= deadline) {
+      std::string list;
+      for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+      return Status(Code::timeout, label + ": " + (missing.size() == 1 ? "rank " : "ranks ") + list + " did not " +
+                                       "register within " + seconds_text(o.timeout));
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    std::this_thread::sleep_for(std::max(std::chrono::milliseconds(1), std::min(pause, left)));
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+
+  // 3. Rank 0 records the group; everyone connects the mesh in rank order.
+  if (o.rank == 0) {
+    gcs::Table<gcs::GroupRecord> groups(store);
+    auto existing = groups.get(o.name);
+    if (existing.ok() && existing->generation > o.generation)
+      return invalid_argument(label + " is stale: generation " + std::to_string(existing->generation) +
+                              " is already recorded");
+    if (!existing.ok() && existing.status().code() != Code::not_found)
+      return existing.status().with_context(label);
+    gcs::GroupRecord record;
+    record.name = o.name;
+    record.generation = o.generation;
+    record.world_size = o.world_size;
+    for (auto& m : members) record.members.push_back(*m);
+    TROUPE_RETURN_IF_ERROR(groups.put(record));
+  }
+  std::vector<std::string> addresses;
+  for (auto& m : members) addresses.push_back(m->address);
+  TcpGroupOptions tcp;
+  tcp.timeout = std::max(std::chrono::milliseconds(1),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  auto transport = connect_tcp_group(o.rank, std::move(*listener), addresses, tcp);
+  if (!transport) return transport.status().with_context(label);
+  if (o.rank == 0) remove_old_members(store, o.name, o.generation);
+  return std::make_unique<Communicator>(std::move(*transport));
+}
+
+Status record_group_failure(gcs::Store& store, const std::string& name, int64_t generation, const Status& error) {
+  gcs::Event e;
+  e.kind = "group_failed";
+  e.subject = name;
+  e.message = group_label(name, generation) + " failed: " + error.to_string();
+  return gcs::record_event(store, std::move(e));
+}
+
+}  // namespace troupe::collectives

@@ -1,0 +1,57 @@
+// Forming a collective group through the GCS: every member opens a TCP listener, registers its
+// address under its own key, waits for the other members of the same generation, then connects the
+// TCP mesh. Rank 0 also writes the group's GroupRecord (gcs "groups" table).
+//
+// Registration: table "group_members", key "<name>/<generation>/<rank>", value a plain text line
+// "<host:port> <node hex> <actor hex>" (space separated; the ids are 32 hex digits). Each rank writes
+// only its own key with put_if_absent, so ranks never race on a shared value; a key already taken
+// is invalid_argument.
+//
+// Re-forming after a failure: the survivors call form_group again with generation + 1, the new
+// world_size and ranks renumbered 0..n-1 by the caller. Keys of other generations are ignored; once
+// a generation has formed, its rank 0 removes the member keys of older generations of the group.
+//
+//   auto comm = form_group(store, {"dp", gen, rank, world, "127.0.0.1", node, actor});
+//   Status st = (*comm)->allreduce(...);
+//   if (!st.ok()) { record_group_failure(store, "dp", gen, st); /* re-form at gen + 1 */ }
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "core/ids.h"
+#include "core/status.h"
+#include "gcs/store.h"
+
+namespace troupe::collectives {
+
+constexpr const char* kGroupMembersTable = "group_members";
+
+struct GroupOptions {
+  std::string name;            // no '/'
+  int64_t generation = 0;      // >= 0, bumped by the caller on every re-formation
+  int rank = 0;                // 0 <= rank < world_size
+  int world_size = 0;
+  std::string host = "127.0.0.1";  // address this member listens on (data plane)
+  NodeId node;
+  ActorId actor;
+  std::chrono::milliseconds timeout{30000};  // registration + mesh connection, in all
+};
+
+// Registers, waits for all members of this generation and connects them. Errors: invalid_argument
+// (bad options, the rank's key already taken, or a newer generation already recorded), timeout
+// ("group 'g' generation 3: ranks 2, 5 did not register within 30 s", or the TCP mesh's own
+// timeout naming the ranks that did not connect), the store's errors.
+Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const GroupOptions& options);
+
+// Records a "group_failed" event (subject: the group name) whose message carries the generation
+// and `error` (which names the missing rank and the collective's sequence number).
+Status record_group_failure(gcs::Store& store, const std::string& name, int64_t generation, const Status& error);
+
+// "<name>/<generation>/<rank>"
+std::string group_member_key(const std::string& name, int64_t generation, int rank);
+
+}  // namespace troupe::collectives
