@@ -7,6 +7,7 @@
 // accumulated in f32.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,17 @@ inline constexpr size_t kSegmentElements = size_t{1} << 18;
 
 // Block b of a ring is elements [offsets[b], offsets[b+1]); offsets has size()+1 entries.
 std::vector<size_t> even_blocks(size_t count, int blocks);
+
+// a mod n in [0, n), for ring neighbours and block indices.
+inline int ring_mod(int a, int n) { return ((a % n) + n) % n; }
+
+// What a ring pass does with each received segment: n values (wire bytes at `src`) for `dst`.
+using RingReceive = std::function<void(float* dst, const char* src, size_t n)>;
+// size()-1 steps over blocks of `data`: in step s rank r sends block (r - s - shift) to rank r+1 and
+// receives block (r - s - shift - 1) from rank r-1, both in segments of at most kSegmentElements,
+// handing each received segment to `receive`. The common core of the ring algorithms.
+Status ring_pass(const CallContext& ctx, float* data, const std::vector<size_t>& offsets, int shift,
+                 const Wire& wire, const RingReceive& receive);
 
 // Ring reduce-scatter over blocks of `data`: afterwards rank r's block r holds the reduction.
 Status ring_reduce_scatter(const CallContext& ctx, float* data, const std::vector<size_t>& offsets, ReduceOp op,
