@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gcs/redis_server.h"
 #include "tests/core/temp_dir.h"
 #include "tests/support/run_command.h"
 
@@ -66,20 +67,11 @@ inline bool poll_until(const std::function<bool()>& done, std::chrono::milliseco
   }
 }
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
+// A TCP port on 127.0.0.1 that was free a moment ago (gcs::pick_free_port).
 inline int free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  REQUIRE(ok);
-  return ntohs(addr.sin_port);
+  auto port = troupe::gcs::pick_free_port();
+  REQUIRE(port.ok());
+  return *port;
 }
 
 // True when a TCP connection to 127.0.0.1:port is accepted.
