@@ -8,7 +8,32 @@ namespace troupe::collectives {
 
 namespace cpu = troupe::kernels::cpu;
 
-Expected<std::string> choose_algorithm(const std::string& op, const std::string& requested, size_t bytes) {
+const char* collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::allreduce: return "allreduce";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::allgather: return "allgather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::barrier: return "barrier";
+  }
+  return "collective?";
+}
+
+std::string CallDescriptor::describe() const {
+  std::string s = std::string(collective_name(kind)) + " #" + std::to_string(sequence);
+  if (kind == CollectiveKind::barrier) return s;
+  s += " of " + std::to_string(count) + " " + dtype_name(dtype);
+  if (kind == CollectiveKind::allreduce || kind == CollectiveKind::reduce_scatter) {
+    s += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(reduce));
+    if (wire != dtype && dtype == DType::f32) s += std::string(", ") + dtype_name(wire) + " wire";
+    s += ")";
+  }
+  if (kind == CollectiveKind::broadcast) s += " from root " + std::to_string(root);
+  return s;
+}
+
+Expected<std::string> choose_algorithm(const std::string& op, const std::string& requested, size_t bytes,
+                                       const std::string& native) {
   std::vector<std::string> known;
   std::string chosen;
   if (op == "allreduce") {
@@ -25,6 +50,10 @@ Expected<std::string> choose_algorithm(const std::string& op, const std::string&
     chosen = "dissemination";
   } else {
     return internal_error("choose_algorithm: unknown collective '" + op + "'");
+  }
+  if (!native.empty()) {
+    known.insert(known.begin(), native);
+    chosen = native;
   }
   if (requested.empty() || requested == "auto") return chosen;
   for (const auto& k : known)

@@ -18,9 +18,12 @@ namespace troupe::collectives {
 // Picks the algorithm of `op` ("allreduce", "broadcast", "allgather", "reduce_scatter", "barrier")
 // for a buffer of `bytes` over `size` ranks. `requested` "auto" chooses: allreduce of <= 64 KiB
 // (latency-bound) -> halving_doubling, larger (bandwidth-bound) -> ring; broadcast -> tree;
-// allgather and reduce_scatter -> ring; barrier -> dissemination. Any other name must be one the op
-// has, else invalid_argument listing them.
-Expected<std::string> choose_algorithm(const std::string& op, const std::string& requested, size_t bytes);
+// allgather and reduce_scatter -> ring; barrier -> dissemination. When the transport runs
+// collectives natively (`native` is its name, e.g. "shm"), auto chooses that for every op and the
+// point-to-point algorithms stay selectable by name. Any other name must be one the op has, else
+// invalid_argument listing them.
+Expected<std::string> choose_algorithm(const std::string& op, const std::string& requested, size_t bytes,
+                                       const std::string& native = "");
 
 inline constexpr size_t kSmallAllreduceBytes = 64 * 1024;
 

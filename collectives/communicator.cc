@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives/algorithm.h"
+#include "collectives/native.h"
 #include "kernels/cpu/ops.h"
 
 namespace troupe::collectives {
@@ -65,16 +66,51 @@ Communicator::~Communicator() = default;
 int Communicator::rank() const { return transport_->rank(); }
 int Communicator::size() const { return transport_->size(); }
 
+// One call in progress: its descriptor, the algorithm chosen, and the context the algorithms use.
+struct Communicator::Call {
+  CallDescriptor descriptor;
+  std::string algorithm;
+  CallContext ctx;
+  NativeCollectives* native = nullptr;  // set when the chosen algorithm is the transport's own
+
+  NativeCall native_call() const { return NativeCall{descriptor, ctx.deadline, ctx.prefix}; }
+};
+
+Expected<Communicator::Call> Communicator::begin(CallDescriptor d, size_t bytes, const CollectiveOptions& options) {
+  d.sequence = ++sequence_;
+  NativeCollectives* native = transport_->native();
+  const std::string native_name = native ? native->name() : "";
+  const char* op = collective_name(d.kind);
+  auto algorithm = choose_algorithm(op, options.algorithm, bytes, native_name);
+  if (!algorithm) return algorithm.status().with_context(call_name(op, d.sequence, options.algorithm, options.tag));
+  Call call{d, *algorithm,
+            CallContext{*transport_, Clock::now() + options.timeout, call_name(op, d.sequence, *algorithm, options.tag)},
+            (native && *algorithm == native_name) ? native : nullptr};
+  transport_->begin_call(call.descriptor);
+  return call;
+}
+
+Status Communicator::finish(Status st) {
+  // A local argument error never reached the wire; anything else may leave peers waiting on us.
+  if (!st.ok() && st.code() != Code::invalid_argument) transport_->abort(st);
+  return st;
+}
+
 Status Communicator::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                                const CollectiveOptions& options) {
-  const uint64_t seq = ++sequence_;
-  const size_t bytes = count * dtype_size(dtype);
-  auto algorithm = choose_algorithm("allreduce", options.algorithm, bytes);
-  if (!algorithm) return algorithm.status().with_context(call_name("allreduce", seq, options.algorithm, options.tag));
-  CallContext ctx{*transport_, Clock::now() + options.timeout, call_name("allreduce", seq, *algorithm, options.tag)};
+  CallDescriptor d;
+  d.kind = CollectiveKind::allreduce;
+  d.dtype = dtype;
+  d.reduce = static_cast<uint8_t>(op);
+  d.wire = options.wire;
+  d.count = count;
+  auto call = begin(d, count * dtype_size(dtype), options);
+  if (!call) return call.status();
+  const CallContext& ctx = call->ctx;
   if (count > 0 && (in == nullptr || out == nullptr)) return invalid_argument(ctx.prefix + ": null buffer");
   auto wire = wire_for(dtype, options.wire, ctx.prefix);
   if (!wire) return wire.status();
+  if (call->native) return finish(call->native->allreduce(call->native_call(), in, out, count, dtype, op));
 
   // The f32 working buffer: `out` itself for f32, else a widened copy (accumulation stays f32).
   std::vector<float> widened;
@@ -85,9 +121,9 @@ Status Communicator::allreduce(const void* in, void* out, size_t count, DType dt
   }
   widen(in, dtype, count, work);
   if (size() > 1 && count > 0) {
-    Status st = *algorithm == "ring" ? allreduce_ring(ctx, work, count, op, *wire)
-                                     : allreduce_halving_doubling(ctx, work, count, op, *wire);
-    TROUPE_RETURN_IF_ERROR(st);
+    Status st = call->algorithm == "ring" ? allreduce_ring(ctx, work, count, op, *wire)
+                                          : allreduce_halving_doubling(ctx, work, count, op, *wire);
+    TROUPE_RETURN_IF_ERROR(finish(st));
   }
   if (op == ReduceOp::avg) cpu::scale(work, count, 1.0f / static_cast<float>(size()));
   narrow(work, dtype, count, out);
@@ -95,48 +131,63 @@ Status Communicator::allreduce(const void* in, void* out, size_t count, DType dt
 }
 
 Status Communicator::broadcast(void* buf, size_t count, DType dtype, int root, const CollectiveOptions& options) {
-  const uint64_t seq = ++sequence_;
-  auto algorithm = choose_algorithm("broadcast", options.algorithm, count * dtype_size(dtype));
-  if (!algorithm) return algorithm.status().with_context(call_name("broadcast", seq, options.algorithm, options.tag));
-  CallContext ctx{*transport_, Clock::now() + options.timeout, call_name("broadcast", seq, *algorithm, options.tag)};
+  CallDescriptor d;
+  d.kind = CollectiveKind::broadcast;
+  d.dtype = dtype;
+  d.root = root;
+  d.count = count;
+  auto call = begin(d, count * dtype_size(dtype), options);
+  if (!call) return call.status();
+  const CallContext& ctx = call->ctx;
   if (root < 0 || root >= size())
     return invalid_argument(ctx.prefix + ": root " + std::to_string(root) + " is not a rank of a group of " +
                             std::to_string(size()));
   if (count > 0 && buf == nullptr) return invalid_argument(ctx.prefix + ": null buffer");
+  if (call->native) return finish(call->native->broadcast(call->native_call(), buf, count, dtype, root));
   if (size() == 1 || count == 0) return {};
-  return broadcast_tree(ctx, static_cast<char*>(buf), count * dtype_size(dtype), root);
+  return finish(broadcast_tree(ctx, static_cast<char*>(buf), count * dtype_size(dtype), root));
 }
 
 Status Communicator::allgather(const void* in, void* out, size_t count, DType dtype, const CollectiveOptions& options) {
-  const uint64_t seq = ++sequence_;
+  CallDescriptor d;
+  d.kind = CollectiveKind::allgather;
+  d.dtype = dtype;
+  d.count = count;
   const size_t block = count * dtype_size(dtype);
-  auto algorithm = choose_algorithm("allgather", options.algorithm, block * size());
-  if (!algorithm) return algorithm.status().with_context(call_name("allgather", seq, options.algorithm, options.tag));
-  CallContext ctx{*transport_, Clock::now() + options.timeout, call_name("allgather", seq, *algorithm, options.tag)};
+  auto call = begin(d, block * size(), options);
+  if (!call) return call.status();
+  const CallContext& ctx = call->ctx;
   if (count > 0 && (in == nullptr || out == nullptr)) return invalid_argument(ctx.prefix + ": null buffer");
+  if (call->native) return finish(call->native->allgather(call->native_call(), in, out, count, dtype));
   char* result = static_cast<char*>(out);
   // In place when `in` is already block rank() of `out`; memmove covers any overlap otherwise.
   if (count > 0) std::memmove(result + rank() * block, in, block);
   if (size() == 1 || count == 0) return {};
-  return allgather_ring(ctx, result, block);
+  return finish(allgather_ring(ctx, result, block));
 }
 
 Status Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                                     const CollectiveOptions& options) {
-  const uint64_t seq = ++sequence_;
+  CallDescriptor d;
+  d.kind = CollectiveKind::reduce_scatter;
+  d.dtype = dtype;
+  d.reduce = static_cast<uint8_t>(op);
+  d.wire = options.wire;
+  d.count = count;
   const size_t total = count * static_cast<size_t>(size());
-  auto algorithm = choose_algorithm("reduce_scatter", options.algorithm, total * dtype_size(dtype));
-  if (!algorithm)
-    return algorithm.status().with_context(call_name("reduce_scatter", seq, options.algorithm, options.tag));
-  CallContext ctx{*transport_, Clock::now() + options.timeout, call_name("reduce_scatter", seq, *algorithm, options.tag)};
+  auto call = begin(d, total * dtype_size(dtype), options);
+  if (!call) return call.status();
+  const CallContext& ctx = call->ctx;
   if (count > 0 && (in == nullptr || out == nullptr)) return invalid_argument(ctx.prefix + ": null buffer");
   auto wire = wire_for(dtype, options.wire, ctx.prefix);
   if (!wire) return wire.status();
+  if (call->native)
+    return finish(call->native->reduce_scatter(call->native_call(), in, out, count, dtype, op));
   if (count == 0) return {};
   // Always a working copy: `out` holds one block, and `in` may overlap it (in place).
   std::vector<float> work(total);
   widen(in, dtype, total, work.data());
-  if (size() > 1) TROUPE_RETURN_IF_ERROR(reduce_scatter_ring(ctx, work.data(), count, op, *wire));
+  if (size() > 1) TROUPE_RETURN_IF_ERROR(finish(reduce_scatter_ring(ctx, work.data(), count, op, *wire)));
   float* mine = work.data() + rank() * count;
   if (op == ReduceOp::avg) cpu::scale(mine, count, 1.0f / static_cast<float>(size()));
   narrow(mine, dtype, count, out);
@@ -144,12 +195,13 @@ Status Communicator::reduce_scatter(const void* in, void* out, size_t count, DTy
 }
 
 Status Communicator::barrier(const CollectiveOptions& options) {
-  const uint64_t seq = ++sequence_;
-  auto algorithm = choose_algorithm("barrier", options.algorithm, 0);
-  if (!algorithm) return algorithm.status().with_context(call_name("barrier", seq, options.algorithm, options.tag));
-  CallContext ctx{*transport_, Clock::now() + options.timeout, call_name("barrier", seq, *algorithm, options.tag)};
+  CallDescriptor d;
+  d.kind = CollectiveKind::barrier;
+  auto call = begin(d, 0, options);
+  if (!call) return call.status();
+  if (call->native) return finish(call->native->barrier(call->native_call()));
   if (size() == 1) return {};
-  return barrier_dissemination(ctx);
+  return finish(barrier_dissemination(call->ctx));
 }
 
 }  // namespace troupe::collectives

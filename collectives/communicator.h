@@ -25,7 +25,9 @@ const char* reduce_op_name(ReduceOp op);
 struct CollectiveOptions {
   std::chrono::milliseconds timeout{30000};
   uint64_t tag = 0;                  // caller's label, carried into error messages
-  std::string algorithm = "auto";    // auto, ring, halving_doubling, tree (per op: see choose_algorithm)
+  // auto, or a name the op has: ring, halving_doubling, tree, dissemination, or the transport's
+  // native path ("shm"), which auto prefers (see choose_algorithm)
+  std::string algorithm = "auto";
   // Wire format of reductions: f32 buffers may travel as f16 or bf16 (accumulation stays f32).
   // Equal to the buffer's dtype (or f32 for f32 buffers) means no compression.
   DType wire = DType::f32;
@@ -55,6 +57,10 @@ class Communicator {
   Transport& transport() { return *transport_; }
 
  private:
+  struct Call;
+  Expected<Call> begin(CallDescriptor descriptor, size_t bytes, const CollectiveOptions& options);
+  Status finish(Status st);
+
   std::unique_ptr<Transport> transport_;
   uint64_t sequence_ = 0;
 };

@@ -10,13 +10,42 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace troupe::collectives {
 
 using Clock = std::chrono::steady_clock;
+
+enum class CollectiveKind : uint8_t { allreduce = 1, broadcast, allgather, reduce_scatter, barrier };
+const char* collective_name(CollectiveKind kind);
+
+// What every rank of one collective call must agree on. The Communicator hands it to the transport
+// before the call (begin_call); transports that frame their messages stamp it on each one and check
+// it on receipt, so a rank that called something else (another count, dtype, op, root, or an older
+// sequence number) is named in a clear error instead of corrupting buffers or hanging.
+struct CallDescriptor {
+  uint64_t sequence = 0;  // 1, 2, ... per Communicator
+  CollectiveKind kind = CollectiveKind::barrier;
+  DType dtype = DType::f32;
+  uint8_t reduce = 0;     // ReduceOp for allreduce / reduce_scatter, else 0
+  DType wire = DType::f32;
+  int32_t root = -1;      // broadcast only
+  uint64_t count = 0;     // elements per rank as the caller passed them
+
+  // "allreduce #5 of 1000 f32 (sum)"
+  std::string describe() const;
+  bool operator==(const CallDescriptor& o) const {
+    return sequence == o.sequence && kind == o.kind && dtype == o.dtype && reduce == o.reduce && wire == o.wire &&
+           root == o.root && count == o.count;
+  }
+  bool operator!=(const CallDescriptor& o) const { return !(*this == o); }
+};
+
+class NativeCollectives;
 
 class Transport {
  public:
@@ -35,6 +64,16 @@ class Transport {
 
   // "tcp", "inproc", "shm", ...
   virtual std::string kind() const = 0;
+
+  // Called by the Communicator before every collective with what all ranks must agree on.
+  virtual void begin_call(const CallDescriptor& call) { (void)call; }
+  // Called by the Communicator when this rank's call failed with `error` (a peer died, timed out,
+  // or disagreed): tells the other ranks, best effort and without blocking past a short bound, so
+  // their calls return an error naming the rank at fault instead of waiting for their deadline.
+  virtual void abort(const Status& error) { (void)error; }
+  // Collectives this transport runs itself (shared memory, NCCL) instead of the algorithms over
+  // send/recv; nullptr when it has none.
+  virtual NativeCollectives* native() { return nullptr; }
 };
 
 }  // namespace troupe::collectives

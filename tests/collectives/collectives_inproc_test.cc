@@ -78,6 +78,28 @@ TEST_CASE("choose_algorithm: small all-reduces use halving-doubling, large ones 
   CHECK(bad.status().message().find("bcube") != std::string::npos);
 }
 
+TEST_CASE("choose_algorithm: a transport's native path is auto's choice and the others stay selectable") {
+  CHECK(*choose_algorithm("allreduce", "auto", 1024, "shm") == "shm");
+  CHECK(*choose_algorithm("barrier", "auto", 0, "shm") == "shm");
+  CHECK(*choose_algorithm("allreduce", "ring", 1 << 20, "shm") == "ring");
+  CHECK_FALSE(choose_algorithm("allreduce", "shm", 1).ok());  // no native path: an unknown name
+}
+
+TEST_CASE("CallDescriptor::describe names the op, sequence, count, dtype and reduction") {
+  CallDescriptor d;
+  d.kind = CollectiveKind::allreduce;
+  d.sequence = 5;
+  d.count = 1000;
+  d.dtype = DType::f32;
+  d.reduce = static_cast<uint8_t>(ReduceOp::sum);
+  CHECK(d.describe() == "allreduce #5 of 1000 f32 (sum)");
+  d.wire = DType::bf16;
+  CHECK(d.describe() == "allreduce #5 of 1000 f32 (sum, bf16 wire)");
+  d.kind = CollectiveKind::broadcast;
+  d.root = 2;
+  CHECK(d.describe() == "broadcast #5 of 1000 f32 from root 2");
+}
+
 TEST_CASE("allreduce with an unknown algorithm returns invalid_argument naming the call") {
   auto status = run_inproc(2, [](Communicator& comm) {
     float x = 1;
