@@ -79,6 +79,7 @@ struct Communicator::Call {
 Expected<Communicator::Call> Communicator::begin(CallDescriptor d, size_t bytes, const CollectiveOptions& options) {
   d.sequence = ++sequence_;
   NativeCollectives* native = transport_->native();
+  if (native && !native->handles(d.kind)) native = nullptr;
   const std::string native_name = native ? native->name() : "";
   const char* op = collective_name(d.kind);
   auto algorithm = choose_algorithm(op, options.algorithm, bytes, native_name);

@@ -26,6 +26,12 @@ class NativeCollectives {
   virtual ~NativeCollectives() = default;
   // The algorithm name reported in errors and accepted in CollectiveOptions::algorithm ("shm").
   virtual std::string name() const = 0;
+  // Whether this path runs `kind`; the Communicator runs the point-to-point algorithms over the
+  // transport's send/recv for the kinds it does not (the hierarchical transport only all-reduces).
+  virtual bool handles(CollectiveKind kind) const {
+    (void)kind;
+    return true;
+  }
 
   virtual Status allreduce(const NativeCall& call, const void* in, void* out, size_t count, DType dtype,
                            ReduceOp op) = 0;
