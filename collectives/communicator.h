@@ -31,6 +31,9 @@ struct CollectiveOptions {
   // Wire format of reductions: f32 buffers may travel as f16 or bf16 (accumulation stays f32).
   // Equal to the buffer's dtype (or f32 for f32 buffers) means no compression.
   DType wire = DType::f32;
+  // Device collectives (DeviceCommunicator) only: the cudaStream_t whose queued work must finish
+  // before the call reads its buffers; null means the legacy default stream. Host calls ignore it.
+  void* stream = nullptr;
 };
 
 class Communicator {
