@@ -105,6 +105,10 @@ class TcpTransport final : public Transport {
   CallDescriptor call_;
   Status failed_;
   bool abort_sent_ = false;
+  struct {
+    int origin = -1;  // set when this rank failed because of another's abort frame
+    std::string text;
+  } relay_;
 };
 
 Status TcpTransport::exchange(int to, const char* sp, size_t sn, int from, char* rp, size_t rn,
@@ -220,6 +224,8 @@ Status TcpTransport::read_abort(int peer, const FrameHeader& h, std::string text
     if (k > 0) have += static_cast<size_t>(k);
   }
   text.resize(have);
+  relay_.origin = h.origin >= 0 ? h.origin : peer;
+  relay_.text = text;
   return abort_status(h, peer, text);
 }
 
@@ -245,8 +251,11 @@ Status TcpTransport::explain_close(int peer, Status closed, Clock::time_point de
 void TcpTransport::broadcast_abort(const Status& error) {
   if (abort_sent_) return;
   abort_sent_ = true;
-  const std::string text = error.message().substr(0, kMaxAbortText);
-  FrameHeader h = abort_header(call_, error.code(), text.size());
+  // An abort this rank received travels on as it came: its origin and text, not this rank's
+  // account of it, so errors name the rank at the root however many hops they took.
+  const bool relaying = relay_.origin >= 0;
+  const std::string text = (relaying ? relay_.text : error.message()).substr(0, kMaxAbortText);
+  FrameHeader h = abort_header(call_, error.code(), relaying ? relay_.origin : rank_, text.size());
   const size_t total = kHeader + text.size();
   std::vector<size_t> sent(peers_.size(), 0);
   std::vector<int> pending;

@@ -19,10 +19,11 @@ FrameHeader data_header(const CallDescriptor& call, size_t payload) {
   return h;
 }
 
-FrameHeader abort_header(const CallDescriptor& call, Code code, size_t text_bytes) {
+FrameHeader abort_header(const CallDescriptor& call, Code code, int origin, size_t text_bytes) {
   FrameHeader h = data_header(call, text_bytes);
   h.type = FrameType::abort;
   h.code = static_cast<uint8_t>(code);
+  h.origin = origin;
   return h;
 }
 
@@ -60,7 +61,9 @@ Status abort_status(const FrameHeader& h, int peer, const std::string& text) {
   Code code = static_cast<Code>(h.code);
   // A code from a newer build, or "ok", must not turn an abort into something callers ignore.
   if (code == Code::ok || code > Code::internal) code = Code::unavailable;
-  return Status(code, "rank " + std::to_string(peer) + " aborted " + text);
+  const int origin = h.origin >= 0 ? h.origin : peer;
+  return Status(code, "rank " + std::to_string(origin) + " aborted " + text +
+                          (origin == peer ? "" : " (relayed by rank " + std::to_string(peer) + ")"));
 }
 
 std::string errno_text() { return std::strerror(errno); }

@@ -3,8 +3,9 @@
 // After the handshake (tcp_mesh.cc) every message on a connection is a frame: a 40-byte header,
 // then `payload` bytes. A data frame carries the CallDescriptor of the call that sent it, so the
 // receiver can name a rank that called another collective, count, dtype or sequence number instead
-// of reading its bytes as if they were what it expected. An abort frame carries a Status code and,
-// as payload, the text of the error that made its sender give up; receivers forward it once.
+// of reading its bytes as if they were what it expected. An abort frame carries a Status code, the
+// rank that gave up and, as payload, the text of its error; receivers relay it once, unchanged, so
+// every rank's error names the root cause rather than a chain of neighbours.
 //
 // Fields are in host byte order: every rank of a group runs on the same (little-endian) kind of
 // host. A frame is always written whole or the socket is shut down, so a reader is always either
@@ -34,7 +35,7 @@ struct FrameHeader {
   uint8_t wire = 0;    // DType
   uint8_t code = 0;    // abort frames: the troupe::Code of the error
   int32_t root = -1;
-  uint32_t reserved = 0;
+  int32_t origin = -1;  // abort frames: the rank that gave up first (a relay passes it on unchanged)
   uint64_t sequence = 0;
   uint64_t count = 0;
   uint64_t payload = 0;  // bytes that follow the header
@@ -42,7 +43,7 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 40, "the frame header is part of the wire protocol");
 
 FrameHeader data_header(const CallDescriptor& call, size_t payload);
-FrameHeader abort_header(const CallDescriptor& call, Code code, size_t text_bytes);
+FrameHeader abort_header(const CallDescriptor& call, Code code, int origin, size_t text_bytes);
 CallDescriptor descriptor_of(const FrameHeader& h);
 
 // Checks a data frame from rank `peer` against this rank's (`self`) call and the bytes it expects:
@@ -51,7 +52,8 @@ CallDescriptor descriptor_of(const FrameHeader& h);
 Status check_data_frame(const FrameHeader& h, int peer, int self, const CallDescriptor& mine,
                         size_t expected_bytes);
 
-// The error a rank reports when rank `peer` sent an abort frame with `text`.
+// The error a rank reports when rank `peer` sent an abort frame with `text`: "rank 3 aborted <text>",
+// plus " (relayed by rank 1)" when `peer` passed on another rank's abort.
 Status abort_status(const FrameHeader& h, int peer, const std::string& text);
 
 // Socket helpers shared by the mesh and the transport.
