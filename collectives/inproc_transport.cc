@@ -44,6 +44,7 @@ struct InprocGroup {
   std::atomic<bool> aborted{false};
   std::mutex abort_mu;
   int aborted_by = -1;
+  uint64_t abort_sequence = 0;  // the call it gave up in
   Status abort_error;
 
   void wake_all() {
@@ -56,11 +57,12 @@ struct InprocGroup {
     dead[rank].store(true);
     wake_all();
   }
-  // The abort `rank` must report, or ok when none (or only its own) happened.
-  Status abort_seen_by(int rank) {
+  // The abort `rank`, waiting in call `sequence`, must report; ok when none happened, when it is
+  // its own, or when it is of a later call: its sender finished this one, so this rank still can.
+  Status abort_seen_by(int rank, uint64_t sequence) {
     if (!aborted.load()) return {};
     std::lock_guard<std::mutex> lock(abort_mu);
-    if (aborted_by == rank) return {};
+    if (aborted_by == rank || abort_sequence > sequence) return {};
     return Status(abort_error.code(), "rank " + std::to_string(aborted_by) + " aborted " + abort_error.message());
   }
 };
@@ -83,6 +85,7 @@ void InprocTransport::abort(const Status& error) {
     std::lock_guard<std::mutex> lock(group_->abort_mu);
     if (group_->aborted_by >= 0) return;  // the group already knows why it stopped
     group_->aborted_by = rank_;
+    group_->abort_sequence = call_.sequence;
     group_->abort_error = error;
     group_->aborted.store(true);
   }
@@ -105,8 +108,11 @@ Status InprocTransport::send(int to, const void* data, size_t bytes, Clock::time
   if (!failed_.ok()) return failed_;
   TROUPE_RETURN_IF_ERROR(check_peer(to, "send"));
   if (bytes == 0) return {};  // nothing the peer waits for, even when it has finished and left
-  if (group_->dead[to].load())
+  if (group_->dead[to].load()) {
+    // A peer that gave up aborted the group before it left: that says why, its absence does not.
+    if (Status aborted = group_->abort_seen_by(rank_, call_.sequence); !aborted.ok()) return fail(aborted);
     return fail(unavailable("rank " + std::to_string(to) + " closed its transport (inproc)"));
+  }
   Inbox& box = group_->inboxes[to];
   const char* p = static_cast<const char*>(data);
   Message message{call_, std::vector<char>(p, p + bytes)};
@@ -146,7 +152,7 @@ Status InprocTransport::recv(int from, void* data, size_t bytes, Clock::time_poi
       }
     }
     if (got == bytes) break;
-    if (Status aborted = group_->abort_seen_by(rank_); !aborted.ok()) return fail(aborted);
+    if (Status aborted = group_->abort_seen_by(rank_, call_.sequence); !aborted.ok()) return fail(aborted);
     if (group_->dead[rank_].load()) return fail(unavailable("rank " + std::to_string(rank_) + ": this transport is closed"));
     if (group_->dead[from].load())
       return fail(unavailable("rank " + std::to_string(from) + " closed its transport (inproc) with " +

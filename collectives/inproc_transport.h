@@ -8,7 +8,8 @@
 //
 // As under TCP, each message carries the sender's CallDescriptor: a rank that called another
 // collective, count or dtype is invalid_argument naming it and both calls. abort() marks the whole
-// group aborted with its error: every rank's waits then return "rank P aborted <error>".
+// group aborted with its error: every rank's waits in that call or a later one then return
+// "rank P aborted <error>" (a rank still in an earlier call may finish it: P already did).
 #pragma once
 
 #include <memory>

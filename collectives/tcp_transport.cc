@@ -94,10 +94,10 @@ class TcpTransport final : public Transport {
   Status inspect(int peer);
   // Reads the rest of an abort frame whose header is `h` and whose first text bytes are `text`.
   Status read_abort(int peer, const FrameHeader& h, std::string text);
-  // `closed` (peer's connection closed or reset), unless an abort frame from another peer arrives
-  // within kCloseGrace (and before `deadline`): the peer may be alive and have shut the connection
-  // because it gave up with a data frame half written, and the abort says why it gave up.
-  Status explain_close(int peer, Status closed, Clock::time_point deadline);
+  // `closed` (a peer's connection closed or reset), unless an abort frame arrives on a connection
+  // other than `skip`'s within kCloseGrace (and before `deadline`): the peer may be alive and have
+  // shut the connection because it gave up with a data frame half written; the abort says why.
+  Status explain_close(int skip, Status closed, Clock::time_point deadline);
   void broadcast_abort(const Status& error);
 
   int rank_;
@@ -160,7 +160,10 @@ Status TcpTransport::exchange(int to, const char* sp, size_t sn, int from, char*
           peers_[p].partial = sent < send_total;
         } else if (k < 0 && !would_block()) {
           Status st = unavailable("connection to rank " + std::to_string(to) + " closed: " + errno_text() + " (tcp)");
-          return explain_close(to, st, deadline);
+          // The abort frame of a peer that gave up may wait in this very connection, unless we
+          // are inside a frame we are reading from it.
+          const bool mid_frame = to == from && got > 0 && got < recv_total;
+          return explain_close(mid_frame ? to : -1, st, deadline);
         }
       }
       if (!(rev & (POLLIN | POLLERR | POLLHUP))) continue;
@@ -200,7 +203,9 @@ Status TcpTransport::inspect(int peer) {
   ssize_t k = ::recv(peers_[peer].fd, &h, kHeader, MSG_PEEK | MSG_DONTWAIT);
   if (k < 0 && would_block()) return {};
   // Closed, failing, a header still arriving, or data for a later step: not for us to read now.
-  if (k != static_cast<ssize_t>(kHeader) || h.magic != kFrameMagic || h.type != FrameType::abort) {
+  // An abort of a later call than ours waits its turn: its sender finished ours, so we still can.
+  if (k != static_cast<ssize_t>(kHeader) || h.magic != kFrameMagic || h.type != FrameType::abort ||
+      h.sequence > call_.sequence) {
     peers_[peer].quiet = true;
     return {};
   }
@@ -229,7 +234,7 @@ Status TcpTransport::read_abort(int peer, const FrameHeader& h, std::string text
   return abort_status(h, peer, text);
 }
 
-Status TcpTransport::explain_close(int peer, Status closed, Clock::time_point deadline) {
+Status TcpTransport::explain_close(int skip, Status closed, Clock::time_point deadline) {
   const auto until = std::min(deadline, Clock::now() + kCloseGrace);
   std::vector<pollfd> fds;
   std::vector<int> who;
@@ -237,7 +242,7 @@ Status TcpTransport::explain_close(int peer, Status closed, Clock::time_point de
     fds.clear();
     who.clear();
     for (int p = 0; p < size(); ++p)
-      if (p != peer && peers_[p].fd >= 0 && !peers_[p].quiet) {
+      if (p != skip && peers_[p].fd >= 0 && !peers_[p].quiet) {
         fds.push_back({peers_[p].fd, POLLIN, 0});
         who.push_back(p);
       }
