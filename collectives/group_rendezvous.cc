@@ -81,6 +81,18 @@ void remove_old_members(gcs::Store& store, const std::string& name, int64_t gene
   }
 }
 
+// invalid_argument when a newer generation of the group is already recorded.
+Status check_not_stale(gcs::Store& store, const std::string& name, int64_t generation) {
+  auto existing = gcs::Table<gcs::GroupRecord>(store).get(name);
+  if (existing.ok() && existing->generation > generation)
+    return invalid_argument(group_label(name, generation) + " is stale: generation " +
+                            std::to_string(existing->generation) + " is already recorded; re-form at generation " +
+                            std::to_string(existing->generation + 1) + " or later");
+  if (!existing.ok() && existing.status().code() != Code::not_found)
+    return existing.status().with_context(group_label(name, generation));
+  return {};
+}
+
 }  // namespace
 
 std::string group_member_key(const std::string& name, int64_t generation, int rank) {
@@ -91,6 +103,10 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
   TROUPE_RETURN_IF_ERROR(validate(o));
   const auto deadline = Clock::now() + o.timeout;
   const std::string label = group_label(o.name, o.generation);
+
+  // 0. A generation older than the recorded one is stale for every rank, not only rank 0: without
+  // this check the others would wait for members that re-formed long ago until their deadline.
+  TROUPE_RETURN_IF_ERROR(check_not_stale(store, o.name, o.generation));
 
   // 1. Listen, then register under this rank's own key.
   auto listener = TcpListener::open(o.host, 0);
@@ -139,13 +155,8 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
 
   // 3. Rank 0 records the group; everyone connects the mesh in rank order.
   if (o.rank == 0) {
+    TROUPE_RETURN_IF_ERROR(check_not_stale(store, o.name, o.generation));
     gcs::Table<gcs::GroupRecord> groups(store);
-    auto existing = groups.get(o.name);
-    if (existing.ok() && existing->generation > o.generation)
-      return invalid_argument(label + " is stale: generation " + std::to_string(existing->generation) +
-                              " is already recorded");
-    if (!existing.ok() && existing.status().code() != Code::not_found)
-      return existing.status().with_context(label);
     gcs::GroupRecord record;
     record.name = o.name;
     record.generation = o.generation;
@@ -156,6 +167,8 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
   std::vector<std::string> addresses;
   for (auto& m : members) addresses.push_back(m->address);
   TcpGroupOptions tcp;
+  tcp.group = o.name;
+  tcp.generation = o.generation;
   tcp.timeout = std::max(std::chrono::milliseconds(1),
                          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   auto transport = connect_tcp_group(o.rank, std::move(*listener), addresses, tcp);

@@ -41,8 +41,10 @@ struct GroupOptions {
   std::chrono::milliseconds timeout{30000};  // registration + mesh connection, in all
 };
 
-// Registers, waits for all members of this generation and connects them. Errors: invalid_argument
-// (bad options, the rank's key already taken, or a newer generation already recorded), timeout
+// Registers, waits for all members of this generation and connects them; the TCP handshake admits
+// only members of this name and generation. Errors: invalid_argument (bad options, the rank's key
+// already taken, or a newer generation already recorded: checked by every rank before it
+// registers, and by rank 0 again before it records the group), timeout
 // ("group 'g' generation 3: ranks 2, 5 did not register within 30 s", or the TCP mesh's own
 // timeout naming the ranks that did not connect), the store's errors.
 Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const GroupOptions& options);

@@ -11,9 +11,15 @@ namespace troupe::collectives {
 
 namespace {
 
+// One send: its bytes and the call that sent them.
+struct Message {
+  CallDescriptor call;
+  std::vector<char> bytes;
+};
+
 // The bytes one rank sent to another and the receiver has not read yet.
 struct Stream {
-  std::deque<std::vector<char>> messages;
+  std::deque<Message> messages;
   size_t front_offset = 0;  // bytes of messages.front() already read
 };
 
@@ -34,13 +40,30 @@ struct InprocGroup {
   int size;
   std::vector<Inbox> inboxes;
   std::vector<std::atomic<bool>> dead;
+  // The first abort: who gave up and why. Set once; read after `aborted` is seen true.
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mu;
+  int aborted_by = -1;
+  uint64_t abort_sequence = 0;  // the call it gave up in
+  Status abort_error;
 
-  void mark_dead(int rank) {
-    dead[rank].store(true);
-    for (auto& box : inboxes) {  // wake every waiter so it sees the death
+  void wake_all() {
+    for (auto& box : inboxes) {  // every waiter re-checks deaths and aborts
       std::lock_guard<std::mutex> lock(box.mu);
       box.cv.notify_all();
     }
+  }
+  void mark_dead(int rank) {
+    dead[rank].store(true);
+    wake_all();
+  }
+  // The abort `rank`, waiting in call `sequence`, must report; ok when none happened, when it is
+  // its own, or when it is of a later call: its sender finished this one, so this rank still can.
+  Status abort_seen_by(int rank, uint64_t sequence) {
+    if (!aborted.load()) return {};
+    std::lock_guard<std::mutex> lock(abort_mu);
+    if (aborted_by == rank || abort_sequence > sequence) return {};
+    return Status(abort_error.code(), "rank " + std::to_string(aborted_by) + " aborted " + abort_error.message());
   }
 };
 
@@ -54,6 +77,19 @@ int InprocTransport::size() const { return group_->size; }
 void InprocTransport::close() {
   if (failed_.ok()) failed_ = unavailable("rank " + std::to_string(rank_) + ": this transport is closed");
   if (!group_->dead[rank_].load()) group_->mark_dead(rank_);
+}
+
+void InprocTransport::abort(const Status& error) {
+  if (failed_.ok()) failed_ = error;
+  {
+    std::lock_guard<std::mutex> lock(group_->abort_mu);
+    if (group_->aborted_by >= 0) return;  // the group already knows why it stopped
+    group_->aborted_by = rank_;
+    group_->abort_sequence = call_.sequence;
+    group_->abort_error = error;
+    group_->aborted.store(true);
+  }
+  group_->wake_all();
 }
 
 Status InprocTransport::fail(Status s) {
@@ -72,11 +108,14 @@ Status InprocTransport::send(int to, const void* data, size_t bytes, Clock::time
   if (!failed_.ok()) return failed_;
   TROUPE_RETURN_IF_ERROR(check_peer(to, "send"));
   if (bytes == 0) return {};  // nothing the peer waits for, even when it has finished and left
-  if (group_->dead[to].load())
+  if (group_->dead[to].load()) {
+    // A peer that gave up aborted the group before it left: that says why, its absence does not.
+    if (Status aborted = group_->abort_seen_by(rank_, call_.sequence); !aborted.ok()) return fail(aborted);
     return fail(unavailable("rank " + std::to_string(to) + " closed its transport (inproc)"));
+  }
   Inbox& box = group_->inboxes[to];
   const char* p = static_cast<const char*>(data);
-  std::vector<char> message(p, p + bytes);
+  Message message{call_, std::vector<char>(p, p + bytes)};
   {
     std::lock_guard<std::mutex> lock(box.mu);
     box.from[rank_].messages.push_back(std::move(message));
@@ -97,7 +136,12 @@ Status InprocTransport::recv(int from, void* data, size_t bytes, Clock::time_poi
   while (got < bytes) {
     // Take whatever has arrived, message by message.
     while (got < bytes && !stream.messages.empty()) {
-      std::vector<char>& front = stream.messages.front();
+      const CallDescriptor theirs = stream.messages.front().call;
+      if (stream.front_offset == 0 && theirs != call_) {
+        lock.unlock();
+        return disagree(from, theirs);
+      }
+      std::vector<char>& front = stream.messages.front().bytes;
       size_t take = std::min(bytes - got, front.size() - stream.front_offset);
       std::memcpy(out + got, front.data() + stream.front_offset, take);
       got += take;
@@ -108,6 +152,7 @@ Status InprocTransport::recv(int from, void* data, size_t bytes, Clock::time_poi
       }
     }
     if (got == bytes) break;
+    if (Status aborted = group_->abort_seen_by(rank_, call_.sequence); !aborted.ok()) return fail(aborted);
     if (group_->dead[rank_].load()) return fail(unavailable("rank " + std::to_string(rank_) + ": this transport is closed"));
     if (group_->dead[from].load())
       return fail(unavailable("rank " + std::to_string(from) + " closed its transport (inproc) with " +
@@ -117,6 +162,17 @@ Status InprocTransport::recv(int from, void* data, size_t bytes, Clock::time_poi
                                             std::to_string(bytes) + " bytes before the deadline (inproc)"));
   }
   return {};
+}
+
+Status InprocTransport::disagree(int peer, const CallDescriptor& theirs) {
+  Status st = invalid_argument("rank " + std::to_string(peer) + " called " + theirs.describe() + "; this rank (" +
+                               std::to_string(rank_) + ") called " + call_.describe() +
+                               ": every rank must issue the same collectives in the same order with the same counts, "
+                               "dtypes and options (inproc)");
+  (void)fail(st);
+  // The Communicator leaves argument errors alone; the other ranks must still hear of this one.
+  abort(Status(st.code(), call_.describe() + ": " + st.message()));
+  return st;
 }
 
 Status InprocTransport::send_recv(int to, const void* send_data, size_t send_bytes, int from, void* recv_data,

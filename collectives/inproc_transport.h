@@ -5,6 +5,11 @@
 //
 // close() marks a rank dead: its peers' pending and later calls involving it return `unavailable`
 // naming it (as when a process dies under TCP). Destroying a transport closes it.
+//
+// As under TCP, each message carries the sender's CallDescriptor: a rank that called another
+// collective, count or dtype is invalid_argument naming it and both calls. abort() marks the whole
+// group aborted with its error: every rank's waits in that call or a later one then return
+// "rank P aborted <error>" (a rank still in an earlier call may finish it: P already did).
 #pragma once
 
 #include <memory>
@@ -28,6 +33,8 @@ class InprocTransport final : public Transport {
   Status send_recv(int to, const void* send_data, size_t send_bytes, int from, void* recv_data,
                    size_t recv_bytes, Clock::time_point deadline) override;
   std::string kind() const override { return "inproc"; }
+  void begin_call(const CallDescriptor& call) override { call_ = call; }
+  void abort(const Status& error) override;
 
   // Marks this rank dead for its peers and fails its own later calls. Idempotent.
   void close();
@@ -35,9 +42,12 @@ class InprocTransport final : public Transport {
  private:
   Status check_peer(int peer, const char* what) const;
   Status fail(Status s);
+  // A message from `peer` of another call: fails this rank and aborts the group.
+  Status disagree(int peer, const CallDescriptor& theirs);
 
   std::shared_ptr<InprocGroup> group_;
   int rank_;
+  CallDescriptor call_;
   Status failed_;  // first error; a failed transport stays failed
 };
 

@@ -1,123 +1,57 @@
-#include "collectives/tcp_transport.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+// The TCP transport over a formed mesh (tcp_mesh.cc): framed point-to-point messages, checked on
+// receipt, and abort frames that spread a failure to every member.
+//
+// One exchange (send_recv) writes one data frame to `to` (header and payload in one sendmsg) and
+// reads one from `from` (header and payload in one readv), both at once under one poll(). The
+// other connections are watched meanwhile: an abort frame at the head of any of them fails the
+// call at once, so a rank far from a dead member hears of it without waiting for its neighbour.
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
-namespace troupe::collectives {
+#include "collectives/tcp_wire.h"
+
+namespace troupe::collectives::tcp {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x74727063;  // "trpc": the handshake's first word
+constexpr size_t kHeader = sizeof(FrameHeader);
+constexpr size_t kMaxAbortText = 64 * 1024;
+// How long abort() may spend handing its frames to the sockets, all peers together.
+constexpr auto kAbortBound = std::chrono::milliseconds(100);
+// How long a rank that saw a peer close waits for an abort frame explaining why (the peer may be
+// alive and have shut the connection because a data frame was half written when it gave up).
+constexpr auto kCloseGrace = std::chrono::milliseconds(150);
 
-std::string errno_text() { return std::strerror(errno); }
+bool would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
 
-// Milliseconds left until `deadline`, rounded up, for poll().
-int ms_left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>((left + 999) / 1000);
-}
-
-void tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
-}
-
-Expected<sockaddr_in> resolve(const std::string& host, int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
-    return invalid_argument("cannot resolve host '" + host + "'");
-  addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return addr;
-}
-
-Expected<sockaddr_in> parse_address(const std::string& address) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) return invalid_argument("address '" + address + "' is not host:port");
-  int port = std::atoi(address.c_str() + colon + 1);
-  if (port <= 0 || port > 65535) return invalid_argument("address '" + address + "' has no valid port");
-  return resolve(address.substr(0, colon), port);
-}
-
-// Moves `sn` bytes out on `send_fd` and `rn` bytes in from `recv_fd` (either may be 0), both at once.
-Status pump(int send_fd, const char* sp, size_t sn, int to, int recv_fd, char* rp, size_t rn, int from,
-            Clock::time_point deadline) {
-  size_t sent = 0, got = 0;
-  while (sent < sn || got < rn) {
-    pollfd fds[2];
-    int n = 0, si = -1, ri = -1;
-    if (sent < sn) {
-      fds[n] = {send_fd, POLLOUT, 0};
-      si = n++;
-    }
-    if (got < rn) {
-      if (si >= 0 && send_fd == recv_fd) {
-        fds[si].events |= POLLIN;
-        ri = si;
-      } else {
-        fds[n] = {recv_fd, POLLIN, 0};
-        ri = n++;
-      }
-    }
-    int ready = ::poll(fds, n, ms_left(deadline));
-    if (ready < 0 && errno != EINTR) return io_error("poll: " + errno_text());
-    if (ready == 0) {
-      if (got < rn)
-        return Status(Code::timeout, "rank " + std::to_string(from) + " sent " + std::to_string(got) + " of " +
-                                         std::to_string(rn) + " bytes before the deadline (tcp)");
-      return Status(Code::timeout, "rank " + std::to_string(to) + " accepted " + std::to_string(sent) + " of " +
-                                       std::to_string(sn) + " bytes before the deadline (tcp)");
-    }
-    if (ready < 0) continue;
-    if (si >= 0 && (fds[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      ssize_t k = ::send(send_fd, sp + sent, sn - sent, MSG_NOSIGNAL);
-      if (k > 0) {
-        sent += static_cast<size_t>(k);
-      } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return unavailable("connection to rank " + std::to_string(to) + " closed: " + errno_text() + " (tcp)");
-      }
-    }
-    if (ri >= 0 && (fds[ri].revents & (POLLIN | POLLERR | POLLHUP))) {
-      ssize_t k = ::recv(recv_fd, rp + got, rn - got, 0);
-      if (k > 0) {
-        got += static_cast<size_t>(k);
-      } else if (k == 0) {
-        return unavailable("rank " + std::to_string(from) + " closed its connection with " + std::to_string(rn - got) +
-                           " of " + std::to_string(rn) + " bytes unsent (tcp)");
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return unavailable("connection to rank " + std::to_string(from) + " failed: " + errno_text() + " (tcp)");
-      }
-    }
-  }
-  return {};
+// Bytes [done, done + n) of the two-part message {a (na bytes), b}: the iovecs still to move.
+int remaining(void* a, size_t na, void* b, size_t nb, size_t done, iovec iov[2]) {
+  int n = 0;
+  if (done < na) iov[n++] = {static_cast<char*>(a) + done, na - done};
+  const size_t in_b = done > na ? done - na : 0;
+  if (in_b < nb) iov[n++] = {static_cast<char*>(b) + in_b, nb - in_b};
+  return n;
 }
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(int rank, std::vector<int> fds) : rank_(rank), fds_(std::move(fds)) {}
+  TcpTransport(int rank, std::vector<int> fds) : rank_(rank), peers_(fds.size()) {
+    for (size_t p = 0; p < fds.size(); ++p) peers_[p].fd = fds[p];
+  }
   ~TcpTransport() override {
-    for (int fd : fds_)
-      if (fd >= 0) ::close(fd);
+    for (auto& p : peers_)
+      if (p.fd >= 0) ::close(p.fd);
   }
   int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(fds_.size()); }
+  int size() const override { return static_cast<int>(peers_.size()); }
   std::string kind() const override { return "tcp"; }
+  void begin_call(const CallDescriptor& call) override { call_ = call; }
 
   Status send(int to, const void* data, size_t bytes, Clock::time_point deadline) override {
     return send_recv(to, data, bytes, to, nullptr, 0, deadline);
@@ -132,126 +66,239 @@ class TcpTransport final : public Transport {
       if (peer < 0 || peer >= size() || peer == rank_)
         return invalid_argument("peer rank " + std::to_string(peer) + " is not another rank of a group of " +
                                 std::to_string(size()));
-    Status st = pump(fds_[to], static_cast<const char*>(send_data), send_bytes, to, fds_[from],
-                     static_cast<char*>(recv_data), recv_bytes, from, deadline);
-    if (!st.ok()) failed_ = st;
+    Status st = exchange(to, static_cast<const char*>(send_data), send_bytes, from, static_cast<char*>(recv_data),
+                         recv_bytes, deadline);
+    if (st.ok()) return st;
+    failed_ = st;
+    // The Communicator aborts on every other failure with the call's name; it leaves argument
+    // errors alone (they usually never reach the wire), so a disagreement is announced here.
+    if (st.code() == Code::invalid_argument) broadcast_abort(Status(st.code(), call_.describe() + ": " + st.message()));
     return st;
   }
 
+  void abort(const Status& error) override {
+    if (failed_.ok()) failed_ = error;
+    broadcast_abort(error);
+  }
+
  private:
+  struct Peer {
+    int fd = -1;
+    bool partial = false;  // a data frame is half written: nothing else may follow it
+    bool quiet = false;    // during one exchange: a data frame (not an abort) waits at its head
+  };
+
+  Status exchange(int to, const char* sp, size_t sn, int from, char* rp, size_t rn, Clock::time_point deadline);
+  // Looks at the head of a watched connection: an abort frame is read and returned as the error;
+  // anything else makes the peer quiet for the rest of the exchange.
+  Status inspect(int peer);
+  // Reads the rest of an abort frame whose header is `h` and whose first text bytes are `text`.
+  Status read_abort(int peer, const FrameHeader& h, std::string text);
+  // `closed` (a peer's connection closed or reset), unless an abort frame arrives on a connection
+  // other than `skip`'s within kCloseGrace (and before `deadline`): the peer may be alive and have
+  // shut the connection because it gave up with a data frame half written; the abort says why.
+  Status explain_close(int skip, Status closed, Clock::time_point deadline);
+  void broadcast_abort(const Status& error);
+
   int rank_;
-  std::vector<int> fds_;  // fds_[peer]; -1 for this rank
+  std::vector<Peer> peers_;
+  CallDescriptor call_;
   Status failed_;
+  bool abort_sent_ = false;
+  struct {
+    int origin = -1;  // set when this rank failed because of another's abort frame
+    std::string text;
+  } relay_;
 };
 
-// Dials `address` until it accepts or the deadline passes (the peer may not listen yet).
-Expected<int> dial(const std::string& address, int peer, Clock::time_point deadline) {
-  auto addr = parse_address(address);
-  if (!addr) return addr.status();
-  while (true) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return io_error("socket: " + errno_text());
-    tune(fd);
-    int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_in));
-    if (rc < 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, ms_left(deadline)) > 0) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        rc = err == 0 ? 0 : -1;
-      }
+Status TcpTransport::exchange(int to, const char* sp, size_t sn, int from, char* rp, size_t rn,
+                              Clock::time_point deadline) {
+  FrameHeader out = data_header(call_, sn), in;
+  // Empty messages are not sent at all: both sides skip them alike.
+  const size_t send_total = sn ? kHeader + sn : 0, recv_total = rn ? kHeader + rn : 0;
+  size_t sent = 0, got = 0;
+  for (auto& p : peers_) p.quiet = false;
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  while (sent < send_total || got < recv_total) {
+    fds.clear();
+    who.clear();
+    for (int p = 0; p < size(); ++p) {
+      if (peers_[p].fd < 0) continue;
+      short events = 0;
+      if (p == to && sent < send_total) events |= POLLOUT;
+      if (p == from && got < recv_total) events |= POLLIN;
+      else if (!peers_[p].quiet) events |= POLLIN;  // watched for abort frames
+      if (events == 0) continue;
+      fds.push_back({peers_[p].fd, events, 0});
+      who.push_back(p);
     }
-    if (rc == 0) return fd;
-    ::close(fd);
-    if (Clock::now() >= deadline)
-      return Status(Code::timeout, "rank " + std::to_string(peer) + " at " + address + " did not accept a connection");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    int ready = ::poll(fds.data(), fds.size(), ms_left(deadline));
+    if (ready < 0 && errno != EINTR) return io_error("poll: " + errno_text());
+    if (ready == 0) {
+      if (got < recv_total)
+        return Status(Code::timeout, "rank " + std::to_string(from) + " sent " +
+                                         std::to_string(got > kHeader ? got - kHeader : 0) + " of " +
+                                         std::to_string(rn) + " bytes before the deadline (tcp)");
+      return Status(Code::timeout, "rank " + std::to_string(to) + " accepted " +
+                                       std::to_string(sent > kHeader ? sent - kHeader : 0) + " of " +
+                                       std::to_string(sn) + " bytes before the deadline (tcp)");
+    }
+    if (ready < 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      const int p = who[i];
+      const short rev = fds[i].revents;
+      if (rev == 0) continue;
+      if ((fds[i].events & POLLOUT) && (rev & (POLLOUT | POLLERR | POLLHUP))) {
+        iovec iov[2];
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = remaining(&out, kHeader, const_cast<char*>(sp), sn, sent, iov);
+        ssize_t k = ::sendmsg(peers_[p].fd, &msg, MSG_NOSIGNAL);
+        if (k > 0) {
+          sent += static_cast<size_t>(k);
+          peers_[p].partial = sent < send_total;
+        } else if (k < 0 && !would_block()) {
+          Status st = unavailable("connection to rank " + std::to_string(to) + " closed: " + errno_text() + " (tcp)");
+          // The abort frame of a peer that gave up may wait in this very connection, unless we
+          // are inside a frame we are reading from it.
+          const bool mid_frame = to == from && got > 0 && got < recv_total;
+          return explain_close(mid_frame ? to : -1, st, deadline);
+        }
+      }
+      if (!(rev & (POLLIN | POLLERR | POLLHUP))) continue;
+      if (p != from || got >= recv_total) {
+        TROUPE_RETURN_IF_ERROR(inspect(p));
+        continue;
+      }
+      iovec iov[2];
+      ssize_t k = ::readv(peers_[p].fd, iov, remaining(&in, kHeader, rp, rn, got, iov));
+      if (k == 0)
+        return explain_close(from,
+                             unavailable("rank " + std::to_string(from) + " closed its connection with " +
+                                         std::to_string(got >= kHeader ? recv_total - got : rn) + " of " +
+                                         std::to_string(rn) + " bytes unsent (tcp)"),
+                             deadline);
+      if (k < 0) {
+        if (would_block()) continue;
+        return explain_close(
+            from, unavailable("connection to rank " + std::to_string(from) + " failed: " + errno_text() + " (tcp)"),
+            deadline);
+      }
+      const bool header_done_now = got < kHeader && got + static_cast<size_t>(k) >= kHeader;
+      got += static_cast<size_t>(k);
+      if (!header_done_now) continue;
+      if (in.magic == kFrameMagic && in.type == FrameType::abort) {
+        const size_t have = std::min<size_t>(got - kHeader, in.payload);
+        return read_abort(from, in, std::string(rp, have));
+      }
+      TROUPE_RETURN_IF_ERROR(check_data_frame(in, from, rank_, call_, rn));
+    }
   }
+  return {};
+}
+
+Status TcpTransport::inspect(int peer) {
+  FrameHeader h;
+  ssize_t k = ::recv(peers_[peer].fd, &h, kHeader, MSG_PEEK | MSG_DONTWAIT);
+  if (k < 0 && would_block()) return {};
+  // Closed, failing, a header still arriving, or data for a later step: not for us to read now.
+  // An abort of a later call than ours waits its turn: its sender finished ours, so we still can.
+  if (k != static_cast<ssize_t>(kHeader) || h.magic != kFrameMagic || h.type != FrameType::abort ||
+      h.sequence > call_.sequence) {
+    peers_[peer].quiet = true;
+    return {};
+  }
+  (void)::recv(peers_[peer].fd, &h, kHeader, MSG_DONTWAIT);  // peeked whole: cannot come up short
+  return read_abort(peer, h, "");
+}
+
+Status TcpTransport::read_abort(int peer, const FrameHeader& h, std::string text) {
+  if (h.payload > kMaxAbortText)
+    return corrupt_data("rank " + std::to_string(peer) + " sent an abort frame of " + std::to_string(h.payload) +
+                        " bytes, more than " + std::to_string(kMaxAbortText) + " (tcp)");
+  // The frame was written whole right after its header; its text is on the way or here.
+  const auto until = Clock::now() + std::chrono::seconds(1);
+  size_t have = text.size();
+  text.resize(h.payload);
+  while (have < text.size()) {
+    pollfd pf{peers_[peer].fd, POLLIN, 0};
+    if (::poll(&pf, 1, ms_left(until)) <= 0) break;
+    ssize_t k = ::recv(peers_[peer].fd, &text[have], text.size() - have, 0);
+    if (k <= 0 && !(k < 0 && would_block())) break;
+    if (k > 0) have += static_cast<size_t>(k);
+  }
+  text.resize(have);
+  relay_.origin = h.origin >= 0 ? h.origin : peer;
+  relay_.text = text;
+  return abort_status(h, peer, text);
+}
+
+Status TcpTransport::explain_close(int skip, Status closed, Clock::time_point deadline) {
+  const auto until = std::min(deadline, Clock::now() + kCloseGrace);
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  while (Clock::now() < until) {
+    fds.clear();
+    who.clear();
+    for (int p = 0; p < size(); ++p)
+      if (p != skip && peers_[p].fd >= 0 && !peers_[p].quiet) {
+        fds.push_back({peers_[p].fd, POLLIN, 0});
+        who.push_back(p);
+      }
+    if (fds.empty() || ::poll(fds.data(), fds.size(), ms_left(until)) <= 0) break;
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents) TROUPE_RETURN_IF_ERROR(inspect(who[i]));
+  }
+  return closed;
+}
+
+void TcpTransport::broadcast_abort(const Status& error) {
+  if (abort_sent_) return;
+  abort_sent_ = true;
+  // An abort this rank received travels on as it came: its origin and text, not this rank's
+  // account of it, so errors name the rank at the root however many hops they took.
+  const bool relaying = relay_.origin >= 0;
+  const std::string text = (relaying ? relay_.text : error.message()).substr(0, kMaxAbortText);
+  FrameHeader h = abort_header(call_, error.code(), relaying ? relay_.origin : rank_, text.size());
+  const size_t total = kHeader + text.size();
+  std::vector<size_t> sent(peers_.size(), 0);
+  std::vector<int> pending;
+  for (int p = 0; p < size(); ++p) {
+    if (peers_[p].fd < 0) continue;
+    // Never interleave: a half-written data frame would swallow the abort frame's bytes.
+    if (peers_[p].partial)
+      ::shutdown(peers_[p].fd, SHUT_RDWR);
+    else
+      pending.push_back(p);
+  }
+  const auto until = Clock::now() + kAbortBound;
+  while (!pending.empty()) {
+    std::vector<int> left;
+    for (int p : pending) {
+      iovec iov[2];
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = remaining(&h, kHeader, const_cast<char*>(text.data()), text.size(), sent[p], iov);
+      ssize_t k = ::sendmsg(peers_[p].fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k > 0) sent[p] += static_cast<size_t>(k);
+      if (k < 0 && !would_block()) continue;  // dead peer: nothing to tell it
+      if (sent[p] < total) left.push_back(p);
+    }
+    pending.swap(left);
+    if (pending.empty() || Clock::now() >= until) break;
+    std::vector<pollfd> fds;
+    for (int p : pending) fds.push_back({peers_[p].fd, POLLOUT, 0});
+    ::poll(fds.data(), fds.size(), ms_left(until));
+  }
+  // Whoever could not take the whole frame in time gets a closed connection instead of half of it.
+  for (int p : pending) ::shutdown(peers_[p].fd, SHUT_RDWR);
 }
 
 }  // namespace
 
-Expected<TcpListener> TcpListener::open(const std::string& host, int port) {
-  auto addr = resolve(host, port);
-  if (!addr) return addr.status();
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return io_error("socket: " + errno_text());
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_in)) < 0 || ::listen(fd, 128) < 0) {
-    Status st = io_error("listening on " + host + ":" + std::to_string(port) + ": " + errno_text());
-    ::close(fd);
-    return st;
-  }
-  sockaddr_in bound{};
-  socklen_t len = sizeof bound;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
-  return TcpListener(fd, ntohs(bound.sin_port));
+std::unique_ptr<Transport> make_transport(int rank, std::vector<int> fds) {
+  return std::make_unique<TcpTransport>(rank, std::move(fds));
 }
 
-TcpListener::TcpListener(TcpListener&& other) noexcept : fd_(other.fd_), port_(other.port_) { other.fd_ = -1; }
-TcpListener& TcpListener::operator=(TcpListener&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.fd_;
-    port_ = other.port_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-TcpListener::~TcpListener() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-Expected<std::unique_ptr<Transport>> connect_tcp_group(int rank, TcpListener listener,
-                                                      const std::vector<std::string>& addresses,
-                                                      const TcpGroupOptions& options) {
-  const int size = static_cast<int>(addresses.size());
-  if (rank < 0 || rank >= size)
-    return invalid_argument("rank " + std::to_string(rank) + " is not in a group of " + std::to_string(size));
-  const Clock::time_point deadline = Clock::now() + options.timeout;
-  std::vector<int> fds(size, -1);
-  auto give_up = [&fds](Status st) {
-    for (int& fd : fds)
-      if (fd >= 0) ::close(fd);
-    return st;
-  };
-  // Dial every lower rank and introduce ourselves: {magic, rank, size}.
-  for (int peer = 0; peer < rank; ++peer) {
-    auto fd = dial(addresses[peer], peer, deadline);
-    if (!fd) return give_up(fd.status().with_context("rank " + std::to_string(rank) + " forming a tcp group"));
-    fds[peer] = *fd;
-    uint32_t hello[3] = {kMagic, static_cast<uint32_t>(rank), static_cast<uint32_t>(size)};
-    Status st = pump(*fd, reinterpret_cast<const char*>(hello), sizeof hello, peer, *fd, nullptr, 0, peer, deadline);
-    if (!st.ok()) return give_up(st.with_context("rank " + std::to_string(rank) + " forming a tcp group"));
-  }
-  // Accept every higher rank; each says who it is.
-  for (int accepted = 0; accepted < size - 1 - rank;) {
-    pollfd p{listener.fd(), POLLIN, 0};
-    if (::poll(&p, 1, ms_left(deadline)) <= 0) {
-      std::string missing;
-      for (int peer = rank + 1; peer < size; ++peer)
-        if (fds[peer] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
-      return give_up(Status(Code::timeout, "rank " + std::to_string(rank) + " forming a tcp group: rank(s) " + missing +
-                                               " did not connect before the deadline"));
-    }
-    int fd = ::accept(listener.fd(), nullptr, nullptr);
-    if (fd < 0) continue;
-    tune(fd);
-    uint32_t hello[3] = {0, 0, 0};
-    Status st = pump(fd, nullptr, 0, -1, fd, reinterpret_cast<char*>(hello), sizeof hello, -1, deadline);
-    const int peer = static_cast<int>(hello[1]);
-    if (!st.ok() || hello[0] != kMagic || static_cast<int>(hello[2]) != size || peer <= rank || peer >= size ||
-        fds[peer] >= 0) {
-      ::close(fd);  // not one of ours, or a duplicate: ignore it and keep waiting
-      continue;
-    }
-    fds[peer] = fd;
-    ++accepted;
-  }
-  return std::unique_ptr<Transport>(std::make_unique<TcpTransport>(rank, std::move(fds)));
-}
-
-}  // namespace troupe::collectives
+}  // namespace troupe::collectives::tcp

@@ -1,8 +1,16 @@
 // TCP transport: a full mesh of connections between the ranks of a group, anywhere on a network.
 // Each rank listens on its own address, connects to every lower rank and accepts every higher one;
-// a handshake carries the connecting rank. Sockets are nonblocking with TCP_NODELAY and every wait
-// is a poll() bounded by the deadline, so send_recv moves both directions at once. A closed
-// connection is `unavailable` naming the peer rank; a failed transport stays failed.
+// the handshake carries the connecting rank, the group name and generation, and a rank of another
+// group or generation is refused with an error naming both (tcp_mesh.cc). Sockets are nonblocking
+// with TCP_NODELAY and every wait is a poll() bounded by the deadline, so send_recv moves both
+// directions at once.
+//
+// Every message is a frame stamped with the call's CallDescriptor (tcp_wire.h): a rank that called
+// another collective, count or dtype is invalid_argument naming it and both calls. abort() sends an
+// abort frame to every peer; a rank that receives one fails its call with that error (naming the
+// rank at the root of it) and passes it on, so every member learns of a failure well before its
+// deadline. A closed connection is `unavailable` naming the peer rank; a failed transport stays
+// failed.
 //
 //   auto listener = TcpListener::open("127.0.0.1");           // port 0: the kernel picks one
 //   publish(rank, "127.0.0.1:" + std::to_string(listener->port()));
@@ -10,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +49,9 @@ class TcpListener {
 
 struct TcpGroupOptions {
   std::chrono::milliseconds timeout{30000};  // for the whole mesh to form
+  // Who may join: a connecting rank must name the same group and generation, else it is refused.
+  std::string group;
+  int64_t generation = 0;
 };
 
 // Forms the mesh for `rank`; addresses[r] is "host:port" of rank r (this rank's is not dialled).

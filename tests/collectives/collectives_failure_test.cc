@@ -1,6 +1,7 @@
 // A member that dies or never shows up: every other member's call returns by its deadline (plus
-// generous slack) with an error naming the call's sequence number and, where it talks to the missing
-// rank directly, that rank. No timing asserts beyond "returned before timeout + slack".
+// generous slack) with an error naming the call's sequence number and the missing rank — directly
+// when it talked to that rank, through the abort of a rank that did otherwise. Ranks that disagree
+// on a call all fail naming both calls. No timing asserts beyond "returned before timeout + slack".
 #include <catch2/catch.hpp>
 
 #include "tests/collectives/group.h"
@@ -42,12 +43,43 @@ TEST_CASE("a rank that closes its transport mid-run fails the next allreduce on 
       REQUIRE_FALSE(status[r].ok());
       CHECK(contains(status[r], "allreduce #2 (" + std::string(algorithm) + ")"));
       CHECK(took[r] < kTimeout + kSlack);
-      CHECK((status[r].code() == Code::unavailable || status[r].code() == Code::timeout));
+      // Every survivor, not only the dead rank's neighbours, names it (through an abort if need be).
+      CHECK(contains(status[r], "rank 2 closed its transport"));
+      CHECK(status[r].code() == Code::unavailable);
     }
-    // The dead rank's ring neighbours talk to it directly and name it.
-    if (std::string(algorithm) == "ring") {
-      CHECK(contains(status[3], "rank 2"));
-      CHECK(status[3].code() == Code::unavailable);
+  }
+}
+
+TEST_CASE("ranks that call with another count or dtype all fail naming both calls, without waiting") {
+  struct Case {
+    size_t count;
+    DType dtype;
+    const char* theirs;
+  };
+  for (const Case& odd : {Case{1200, DType::f32, "allreduce #1 of 1200 f32 (sum)"},
+                          Case{1000, DType::f16, "allreduce #1 of 1000 f16 (sum)"}}) {
+    for (const char* algorithm : {"ring", "halving_doubling"}) {
+      INFO(algorithm << ", odd rank calls " << odd.theirs);
+      auto status = run_inproc(4, [&](Communicator& comm) -> Status {
+        const bool is_odd = comm.rank() == 1;
+        const size_t count = is_odd ? odd.count : 1000;
+        const DType dtype = is_odd ? odd.dtype : DType::f32;
+        std::vector<char> buf(count * dtype_size(dtype), 0);
+        CollectiveOptions options;
+        options.algorithm = algorithm;
+        options.timeout = std::chrono::seconds(20);  // never reached: nobody waits for it
+        auto start = std::chrono::steady_clock::now();
+        Status st = comm.allreduce(buf.data(), buf.data(), count, dtype, ReduceOp::sum, options);
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) return internal_error("too late");
+        return st;
+      });
+      for (int r = 0; r < 4; ++r) {
+        INFO("rank " << r << ": " << status[r].to_string());
+        CHECK(status[r].code() == Code::invalid_argument);
+        CHECK(contains(status[r], odd.theirs));
+        CHECK(contains(status[r], "allreduce #1 of 1000 f32 (sum)"));
+        CHECK(contains(status[r], "every rank must issue the same collectives"));
+      }
     }
   }
 }

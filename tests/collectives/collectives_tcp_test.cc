@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 
 #include "collectives/tcp_transport.h"
@@ -15,7 +16,7 @@ using namespace troupe::collectives::testing;
 namespace {
 
 // Forms a TCP mesh of `size` ranks on 127.0.0.1, then runs fn on each rank's thread.
-std::vector<Status> run_tcp(int size, const RankFn& fn) {
+std::vector<Status> run_tcp(int size, const RankFn& fn, const TcpGroupOptions& group = {}) {
   std::vector<TcpListener> listeners;
   std::vector<std::string> addresses;
   for (int r = 0; r < size; ++r) {
@@ -28,7 +29,7 @@ std::vector<Status> run_tcp(int size, const RankFn& fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)
     threads.emplace_back([&, r] {
-      TcpGroupOptions options;
+      TcpGroupOptions options = group;
       options.timeout = std::chrono::seconds(20);
       auto transport = connect_tcp_group(r, std::move(listeners[r]), addresses, options);
       if (!transport) {
@@ -125,8 +126,8 @@ TEST_CASE("tcp: broadcast, allgather, reduce_scatter and barrier, 2-4 ranks") {
   }
 }
 
-TEST_CASE("tcp: a rank whose process dies fails its neighbours' allreduce naming it and the sequence number") {
-  const int ranks = 3, dead = 1;
+TEST_CASE("tcp: a rank whose process dies fails every other rank's allreduce naming it and the sequence number") {
+  const int ranks = 4, dead = 1;
   auto status = run_tcp(ranks, [&](Communicator& comm) -> Status {
     CollectiveOptions options;
     options.timeout = std::chrono::milliseconds(1000);
@@ -139,14 +140,109 @@ TEST_CASE("tcp: a rank whose process dies fails its neighbours' allreduce naming
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(11)) return internal_error("too late");
     return st;
   });
-  // Rank 2 receives from rank 1 in the ring: it sees the closed connection.
-  INFO(status[2].to_string());
-  CHECK(status[2].code() == Code::unavailable);
-  CHECK(status[2].message().find("allreduce #2 (ring)") != std::string::npos);
-  CHECK(status[2].message().find("rank 1") != std::string::npos);
-  INFO(status[0].to_string());
-  CHECK_FALSE(status[0].ok());
-  CHECK(status[0].message().find("allreduce #2 (ring)") != std::string::npos);
+  // Rank 2 receives from rank 1 in the ring and sees the closed connection; ranks 3 and 0 wait on
+  // others and learn of it through their abort frames. Every error names rank 1.
+  for (int r = 0; r < ranks; ++r) {
+    if (r == dead) continue;
+    INFO("rank " << r << ": " << status[r].to_string());
+    CHECK(status[r].code() == Code::unavailable);
+    CHECK(status[r].message().find("allreduce #2 (ring)") != std::string::npos);
+    // "rank 1 closed its connection ..." (reading) or "connection to rank 1 closed: ..." (writing)
+    const std::string& m = status[r].message();
+    CHECK((m.find("rank 1 closed its connection") != std::string::npos ||
+           m.find("connection to rank 1 closed") != std::string::npos));
+  }
+}
+
+TEST_CASE("tcp: ranks that call with another count, dtype or collective all fail naming both calls") {
+  struct Case {
+    const char* what;
+    std::function<Status(Communicator&, std::vector<char>&)> odd;  // what rank 2 calls instead
+    const char* theirs;
+  };
+  const CollectiveOptions options = [] {
+    CollectiveOptions o;
+    o.timeout = std::chrono::seconds(20);  // never reached: nobody waits for it
+    return o;
+  }();
+  const Case cases[] = {
+      {"count", [&](Communicator& c, std::vector<char>& b) {
+         return c.allreduce(b.data(), b.data(), 900, DType::f32, ReduceOp::sum, options);
+       }, "allreduce #1 of 900 f32 (sum)"},
+      {"dtype", [&](Communicator& c, std::vector<char>& b) {
+         return c.allreduce(b.data(), b.data(), 1000, DType::bf16, ReduceOp::sum, options);
+       }, "allreduce #1 of 1000 bf16 (sum)"},
+      {"op", [&](Communicator& c, std::vector<char>& b) {
+         return c.allreduce(b.data(), b.data(), 1000, DType::f32, ReduceOp::max, options);
+       }, "allreduce #1 of 1000 f32 (max)"},
+      {"collective", [&](Communicator& c, std::vector<char>& b) {
+         return c.broadcast(b.data(), 1000, DType::f32, 0, options);
+       }, "broadcast #1 of 1000 f32 from root 0"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    auto status = run_tcp(4, [&](Communicator& comm) -> Status {
+      std::vector<char> buf(4000, 0);
+      auto start = std::chrono::steady_clock::now();
+      Status st = comm.rank() == 2 ? c.odd(comm, buf)
+                                   : comm.allreduce(buf.data(), buf.data(), 1000, DType::f32, ReduceOp::sum, options);
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) return internal_error("too late");
+      return st;
+    });
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << status[r].to_string());
+      CHECK(status[r].code() == Code::invalid_argument);
+      CHECK(status[r].message().find(c.theirs) != std::string::npos);
+      CHECK(status[r].message().find("allreduce #1 of 1000 f32 (sum)") != std::string::npos);
+    }
+    // A failed transport stays failed: the next call returns the same disagreement at once.
+  }
+}
+
+TEST_CASE("tcp: a rank of another group or generation is refused at the handshake, on both sides") {
+  struct Case {
+    std::string group;
+    int64_t generation;
+    const char* dialler_says;
+    const char* acceptor_says;
+  };
+  for (const Case& c : {Case{"dp", 3, "a rank of group 'dp' generation 3 connected to group 'dp' generation 4: stale member",
+                             "refused: a rank of group 'dp' generation 3"},
+                        Case{"pp", 4, "a rank of group 'pp' generation 4 connected to group 'dp' generation 4: another group",
+                             "refused: a rank of group 'pp' generation 4"}}) {
+    INFO(c.group << " generation " << c.generation);
+    auto l0 = TcpListener::open("127.0.0.1");
+    auto l1 = TcpListener::open("127.0.0.1");
+    REQUIRE(l0.ok());
+    REQUIRE(l1.ok());
+    std::vector<std::string> addresses = {"127.0.0.1:" + std::to_string(l0->port()),
+                                          "127.0.0.1:" + std::to_string(l1->port())};
+    Status acceptor;
+    std::thread rank0([&] {
+      TcpGroupOptions o;
+      o.group = "dp";
+      o.generation = 4;
+      o.timeout = std::chrono::milliseconds(1500);
+      auto t = connect_tcp_group(0, std::move(*l0), addresses, o);
+      acceptor = t.ok() ? Status() : t.status();
+    });
+    TcpGroupOptions o;
+    o.group = c.group;
+    o.generation = c.generation;
+    o.timeout = std::chrono::seconds(10);
+    auto start = std::chrono::steady_clock::now();
+    auto dialler = connect_tcp_group(1, std::move(*l1), addresses, o);
+    const auto took = std::chrono::steady_clock::now() - start;
+    rank0.join();
+    INFO("dialler: " << dialler.status().to_string());
+    INFO("acceptor: " << acceptor.to_string());
+    REQUIRE_FALSE(dialler.ok());
+    CHECK(dialler.status().code() == Code::invalid_argument);
+    CHECK(dialler.status().message().find(c.dialler_says) != std::string::npos);
+    CHECK(took < std::chrono::seconds(5));  // refused at once, not left to time out
+    CHECK(acceptor.code() == Code::timeout);  // the right rank 1 never came
+    CHECK(acceptor.message().find(c.acceptor_says) != std::string::npos);
+  }
 }
 
 TEST_CASE("tcp: a rank that never connects makes the group's formation time out naming it") {
