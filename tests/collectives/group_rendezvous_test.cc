@@ -136,7 +136,7 @@ TEST_CASE("group_rendezvous: bad options are invalid_argument") {
   CHECK(form_group(store, options("g", 0, 0, 0)).status().code() == Code::invalid_argument);
 }
 
-TEST_CASE("group_rendezvous: a member killed mid-allreduce; the survivors record it, re-form and go on") {
+TEST_CASE("group_rendezvous: a member killed mid-allreduce: the survivors record it, re-form and go on") {
   gcs::InMemoryStore store;
   const int n = 4, dead = 1;
   const auto timeout = std::chrono::seconds(3);

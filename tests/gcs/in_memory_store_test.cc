@@ -188,7 +188,7 @@ TEST_CASE("events: recorded events come back newest last, with their time filled
   CHECK(published.subject == "abc");
 }
 
-TEST_CASE("events: metrics round trip; a bad stream entry fails naming it", "[gcs][events]") {
+TEST_CASE("events: metrics round trip and a bad stream entry fails naming it", "[gcs][events]") {
   InMemoryStore s;
   REQUIRE(record_metric(s, {0, "job/1/loss", 0.125}).ok());
   auto m = recent_metrics(s, 1);

@@ -101,7 +101,7 @@ TEST_CASE("redis store: streams are bounded, ordered and readable after an id", 
   CHECK(unbounded.ok());
 }
 
-TEST_CASE("redis store: subscribers receive notifications; next() returns empty on timeout", "[gcs][redis]") {
+TEST_CASE("redis store: subscribers receive notifications, and next() returns empty on timeout", "[gcs][redis]") {
   auto s = connect_store(shared_redis(), "t-pubsub");
   auto sub = s->subscribe({"nodes", "jobs"});
   REQUIRE(sub.ok());
@@ -155,7 +155,7 @@ TEST_CASE("redis client: a pipeline returns every reply in order, error replies 
   CHECK_THAT(bad.status().message(), Catch::Contains("NOSUCHCOMMAND"));
 }
 
-TEST_CASE("redis client: a reply that does not come in time is a timeout; the client recovers", "[gcs][redis]") {
+TEST_CASE("redis client: a reply that does not come in time is a timeout and the client recovers", "[gcs][redis]") {
   RedisOptions o = shared_redis().client_options();
   o.command_timeout = 200ms;
   auto c = RedisClient::connect(o);

@@ -144,7 +144,7 @@ TEST_CASE("device collectives (nccl): a group of one forms through the GCS and a
   CHECK(again.status().code() == Code::invalid_argument);
 }
 
-TEST_CASE("device collectives (nccl): two ranks on one GPU fail clearly; on two GPUs they all-reduce") {
+TEST_CASE("device collectives (nccl): two ranks on one GPU fail clearly, on two GPUs they all-reduce") {
   if (!built_with_nccl()) {
     WARN("SKIPPED: this build has no NCCL");
     return;
