@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/support/netns_pair.h"
 
 using namespace troupe::testing;
 
@@ -12,61 +13,6 @@ namespace {
 
 constexpr const char* kHostA = "10.231.7.1";
 constexpr const char* kHostB = "10.231.7.2";
-
-// Two namespaces and the veth pair between them, deleted (with everything in them) on destruction.
-class NetnsPair {
- public:
-  NetnsPair() {
-    const std::string tag = std::to_string(::getpid());
-    a_ = "troupeA-" + tag;
-    b_ = "troupeB-" + tag;
-    va_ = "trva" + tag;  // interface names: at most 15 characters
-    vb_ = "trvb" + tag;
-    const std::vector<std::string> steps = {
-        "ip netns add " + a_,
-        "ip netns add " + b_,
-        "ip link add " + va_ + " netns " + a_ + " type veth peer name " + vb_ + " netns " + b_,
-        "ip -n " + a_ + " addr add " + kHostA + "/24 dev " + va_,
-        "ip -n " + b_ + " addr add " + kHostB + "/24 dev " + vb_,
-        "ip -n " + a_ + " link set lo up",
-        "ip -n " + b_ + " link set lo up",
-        "ip -n " + a_ + " link set " + va_ + " up",
-        "ip -n " + b_ + " link set " + vb_ + " up",
-    };
-    for (const std::string& step : steps) {
-      auto r = run_command(step, 20);
-      if (r.exit_code != 0) {
-        error_ = "`" + step + "` failed (exit " + std::to_string(r.exit_code) + "): " + r.both();
-        return;
-      }
-    }
-  }
-  ~NetnsPair() {
-    // Deleting a namespace deletes its end of the veth pair, and with it the other end.
-    run_command("ip netns del " + a_ + " 2>/dev/null; ip netns del " + b_ + " 2>/dev/null; true", 20);
-  }
-  NetnsPair(const NetnsPair&) = delete;
-  NetnsPair& operator=(const NetnsPair&) = delete;
-
-  bool ok() const { return error_.empty(); }
-  const std::string& error() const { return error_; }
-  // True when both ends of the veth pair have a carrier (state UP).
-  bool link_up() const {
-    for (const auto& [ns, dev] : {std::pair{a_, va_}, std::pair{b_, vb_}}) {
-      auto r = run_command("ip -n " + ns + " link show " + dev, 10);
-      if (r.exit_code != 0 || r.out.find("NO-CARRIER") != std::string::npos ||
-          r.out.find("state UP") == std::string::npos) {
-        return false;
-      }
-    }
-    return true;
-  }
-  std::string exec_in_a() const { return "ip netns exec " + a_; }
-  std::string exec_in_b() const { return "ip netns exec " + b_; }
-
- private:
-  std::string a_, b_, va_, vb_, error_;
-};
 
 }  // namespace
 
@@ -79,7 +25,7 @@ TEST_CASE("a node in another network namespace joins a head over a veth pair", "
     WARN("SKIPPED: two-host test needs iproute2 (`ip`), which is not installed");
     return;
   }
-  NetnsPair net;  // declared first: destroyed after both clusters are down
+  NetnsPair net(kHostA, kHostB);  // declared first: destroyed after both clusters are down
   if (!net.ok()) {
     WARN("SKIPPED: cannot create network namespaces here: " << net.error());
     return;
