@@ -54,6 +54,13 @@ class Communicator {
                         const CollectiveOptions& options = {});
   Status barrier(const CollectiveOptions& options = {});
 
+  // A buffer of `bytes` the transport's native collectives read in place (the shm transport's
+  // per-rank arena, ShmGroupOptions::shared_buffer_bytes): an allreduce with in == out inside it
+  // skips the copy in and out, peers reduce straight from it and write the results into it.
+  // Every call returns the same start; nullptr when the transport has no such memory or less than
+  // `bytes`. Valid while the Communicator lives.
+  void* shared_buffer(size_t bytes);
+
   Transport& transport() { return *transport_; }
 
  private:
