@@ -120,7 +120,7 @@ TEST_CASE("shm: an abort reaches every waiting rank at once, names the aborting 
   }
 }
 
-TEST_CASE("shm: a rank that never arrives times out naming it; one that closes is named at once",
+TEST_CASE("shm: a rank that never arrives times out naming it, one that closes is named at once",
           "[shm][failure]") {
   auto status = run_shm_threads(shm_options(unique_shm_name("late"), 3), [](Communicator& comm) -> Status {
     if (comm.rank() == 2) {
@@ -161,7 +161,7 @@ TEST_CASE("shm: a rank that never arrives times out naming it; one that closes i
   }
 }
 
-TEST_CASE("shm: ranks that do not attach are named when the group forms; nothing is left in /dev/shm",
+TEST_CASE("shm: ranks that do not attach are named when the group forms and nothing is left in /dev/shm",
           "[shm][failure]") {
   ShmGroupOptions options = shm_options(unique_shm_name("attach"), 3);
   options.timeout = Ms(300);
