@@ -24,8 +24,12 @@
 //   "allreduce #17 (shm): rank 3 (pid 1234) exited during the call"
 //   "rank 1 aborted allreduce #17 (shm): ..."        (Transport::abort: first writer wins)
 //   "allreduce #17 (shm): rank(s) 2, 3 did not arrive before the deadline"
-// A failed transport stays failed. CollectiveOptions::wire is ignored by the native path: nothing
-// travels over a wire, so results are exact f32 accumulations whatever it says.
+// Every native call starts with a barrier at which each rank compares all ranks' CallDescriptors:
+// a rank that called something else (count, dtype, op, root, sequence) makes the call fail with
+// invalid_argument on every rank, naming it and both descriptors. (Point-to-point algorithms chosen
+// by name are not checked, as over TCP.) A failed transport stays failed, a disagreement included.
+// CollectiveOptions::wire is ignored by the native path: nothing travels over a wire, so results
+// are exact f32 accumulations whatever it says.
 #pragma once
 
 #include <chrono>
