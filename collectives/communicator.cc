@@ -66,6 +66,11 @@ Communicator::~Communicator() = default;
 int Communicator::rank() const { return transport_->rank(); }
 int Communicator::size() const { return transport_->size(); }
 
+void* Communicator::shared_buffer(size_t bytes) {
+  NativeCollectives* native = transport_->native();
+  return native ? native->shared_buffer(bytes) : nullptr;
+}
+
 // One call in progress: its descriptor, the algorithm chosen, and the context the algorithms use.
 struct Communicator::Call {
   CallDescriptor descriptor;

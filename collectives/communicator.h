@@ -57,6 +57,14 @@ class Communicator {
                         const CollectiveOptions& options = {});
   Status barrier(const CollectiveOptions& options = {});
 
+  // A buffer of `bytes` the transport's native collectives read in place (the shm transport's
+  // per-rank arena, ShmGroupOptions::shared_buffer_bytes): an allreduce with in == out inside it
+  // skips the copy in and out, peers reduce straight from it and write the results into it (above
+  // 64 KiB; smaller ones take one staging copy, cheaper than the second barrier they would need).
+  // Every call returns the same start; nullptr when the transport has no such memory or less than
+  // `bytes`. Valid while the Communicator lives.
+  void* shared_buffer(size_t bytes);
+
   Transport& transport() { return *transport_; }
 
  private:

@@ -40,6 +40,14 @@ class NativeCollectives {
   virtual Status reduce_scatter(const NativeCall& call, const void* in, void* out, size_t count, DType dtype,
                                 ReduceOp op) = 0;
   virtual Status barrier(const NativeCall& call) = 0;
+
+  // A buffer of `bytes` inside memory the peers can read directly (shm: this rank's arena), or
+  // nullptr when the transport has none or it is smaller. Collectives whose buffers lie there may
+  // skip their copies (see Communicator::shared_buffer).
+  virtual void* shared_buffer(size_t bytes) {
+    (void)bytes;
+    return nullptr;
+  }
 };
 
 }  // namespace troupe::collectives
