@@ -6,16 +6,6 @@
 
 namespace troupe::collectives::shm {
 
-namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return s;
-}
-
-}  // namespace
-
 PublishedCall PublishedCall::from(const CallDescriptor& d, int64_t arena_offset) {
   PublishedCall p{};
   p.sequence = d.sequence;
@@ -65,15 +55,15 @@ Status Collectives::sync(const NativeCall& call) {
     case WaitOutcome::ready: return {};
     case WaitOutcome::aborted: return s_.fail(s_.waiter.abort_status());
     case WaitOutcome::exited:
-      return s_.fail(unavailable(call.prefix + ": rank " + std::to_string(why.rank) + " (pid " +
+      return s_.fail(unavailable(call.prefix + ": rank " + std::to_string(seg.label(why.rank)) + " (pid " +
                                  std::to_string(why.pid) + ") exited during the call; re-form the group without it"));
     case WaitOutcome::closed:
-      return s_.fail(unavailable(call.prefix + ": rank " + std::to_string(why.rank) +
+      return s_.fail(unavailable(call.prefix + ": rank " + std::to_string(seg.label(why.rank)) +
                                  " closed its transport (shm) before arriving"));
     case WaitOutcome::timed_out: {
       std::vector<int> late;
       missing(late);
-      return s_.fail(Status(Code::timeout, call.prefix + ": rank(s) " + rank_list(late) +
+      return s_.fail(Status(Code::timeout, call.prefix + ": rank(s) " + seg.rank_list(late) +
                                                " did not arrive before the deadline (shm)"));
     }
   }
@@ -93,8 +83,8 @@ Status Collectives::agree(const NativeCall& call, int64_t arena_offset) {
   for (int r = 1; r < s_.size(); ++r) {
     const CallDescriptor other = published(r).descriptor();
     if (other != first)
-      return s_.fail(invalid_argument(call.prefix + ": rank " + std::to_string(r) + " called " + other.describe() +
-                                      " but rank 0 called " + first.describe() +
+      return s_.fail(invalid_argument(call.prefix + ": rank " + std::to_string(s_.segment->label(r)) + " called " + other.describe() +
+                                      " but rank " + std::to_string(s_.segment->label(0)) + " called " + first.describe() +
                                       "; every rank must issue the same collectives in the same order"));
   }
   return {};

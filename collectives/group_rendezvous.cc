@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/group_transport.h"
 #include "collectives/tcp_transport.h"
 #include "gcs/events.h"
 #include "gcs/records.h"
@@ -153,7 +154,7 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
 
-  // 3. Rank 0 records the group; everyone connects the mesh in rank order.
+  // 3. Rank 0 records the group; everyone connects with the transport the members' nodes call for.
   if (o.rank == 0) {
     TROUPE_RETURN_IF_ERROR(check_not_stale(store, o.name, o.generation));
     gcs::Table<gcs::GroupRecord> groups(store);
@@ -164,14 +165,9 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
     for (auto& m : members) record.members.push_back(*m);
     TROUPE_RETURN_IF_ERROR(groups.put(record));
   }
-  std::vector<std::string> addresses;
-  for (auto& m : members) addresses.push_back(m->address);
-  TcpGroupOptions tcp;
-  tcp.group = o.name;
-  tcp.generation = o.generation;
-  tcp.timeout = std::max(std::chrono::milliseconds(1),
-                         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  auto transport = connect_tcp_group(o.rank, std::move(*listener), addresses, tcp);
+  std::vector<gcs::GroupMember> all;
+  for (auto& m : members) all.push_back(*m);
+  auto transport = connect_group_transport(o, all, std::move(*listener), deadline);
   if (!transport) return transport.status().with_context(label);
   if (o.rank == 0) remove_old_members(store, o.name, o.generation);
   return std::make_unique<Communicator>(std::move(*transport));

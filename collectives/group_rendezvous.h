@@ -39,6 +39,12 @@ struct GroupOptions {
   NodeId node;
   ActorId actor;
   std::chrono::milliseconds timeout{30000};  // registration + mesh connection, in all
+  // auto: shm when every member is on this member's node, tcp when each is on its own node, else
+  // hierarchical (see group_transport.h); or force one of "shm", "tcp", "hierarchical".
+  std::string transport = "auto";
+  // Per-rank zero-copy arena in shared memory (Communicator::shared_buffer) when the group uses shm
+  // within the node; same on every rank.
+  size_t shared_buffer_bytes = 0;
 };
 
 // Registers, waits for all members of this generation and connects them; the TCP handshake admits

@@ -25,9 +25,13 @@ constexpr size_t kPage = 4096;
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 std::string errno_text() { return std::strerror(errno); }
 
-std::string rank_list(const std::vector<int>& ranks) {
+int label_of(const ShmGroupOptions& o, int r) {
+  return r >= 0 && r < static_cast<int>(o.rank_labels.size()) ? o.rank_labels[r] : r;
+}
+
+std::string labels_of(const ShmGroupOptions& o, const std::vector<int>& ranks) {
   std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(label_of(o, r));
   return s;
 }
 
@@ -107,7 +111,7 @@ char* Segment::arena(int rank) { return base_ + at_.arenas + static_cast<size_t>
 Expected<std::unique_ptr<Segment>> Segment::join(const ShmGroupOptions& o) {
   TROUPE_RETURN_IF_ERROR(check_options(o));
   const std::string path = "/troupe." + o.name;
-  const std::string who = "rank " + std::to_string(o.rank) + " joining shm group '" + o.name + "'";
+  const std::string who = "rank " + std::to_string(label_of(o, o.rank)) + " joining shm group '" + o.name + "'";
   const auto deadline = Clock::now() + o.timeout;
   // Sizes rounded so every slot, ring and arena starts on a page; all ranks compute the same.
   const size_t staging = round_up(o.staging_bytes, 2 * kPage);
@@ -191,6 +195,7 @@ Expected<std::unique_ptr<Segment>> Segment::join(const ShmGroupOptions& o) {
   }
 
   auto segment = std::unique_ptr<Segment>(new Segment(map.release(), o.rank));
+  segment->labels_ = o.rank_labels;
   RankControl& me = segment->control(o.rank);
   int32_t expected = 0;
   if (!me.pid.compare_exchange_strong(expected, static_cast<int32_t>(::getpid()))) {
@@ -209,13 +214,19 @@ Expected<std::unique_ptr<Segment>> Segment::join(const ShmGroupOptions& o) {
       for (int r = 0; r < o.size; ++r)
         if (segment->control(r).pid.load() == 0) missing.push_back(r);
       if (o.rank == 0) ::shm_unlink(path.c_str());
-      return Status(Code::timeout, who + ": rank(s) " + rank_list(missing) + " did not attach before the deadline (" +
+      return Status(Code::timeout, who + ": rank(s) " + labels_of(o, missing) + " did not attach before the deadline (" +
                                        std::to_string(o.timeout.count()) + " ms); are they running with the same name?");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   if (o.rank == 0) ::shm_unlink(path.c_str());
   return segment;
+}
+
+std::string Segment::rank_list(const std::vector<int>& ranks) const {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(label(r));
+  return s;
 }
 
 }  // namespace troupe::collectives::shm

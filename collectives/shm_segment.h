@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "collectives/shm_transport.h"
 
@@ -68,6 +70,9 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   int rank() const { return rank_; }
+  // How errors name rank r (ShmGroupOptions::rank_labels).
+  int label(int r) const { return r >= 0 && r < static_cast<int>(labels_.size()) ? labels_[r] : r; }
+  std::string rank_list(const std::vector<int>& ranks) const;
   int size() const { return header_->size; }
   SegmentHeader& header() { return *header_; }
   RankControl& control(int rank);
@@ -89,6 +94,7 @@ class Segment {
   Segment(char* base, int rank);
   char* base_;
   int rank_;
+  std::vector<int> labels_;
   SegmentHeader* header_;
   Offsets at_;
 };

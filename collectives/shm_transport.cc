@@ -26,6 +26,7 @@ class ShmTransport final : public Transport {
   }
 
   int rank() const override { return state_.rank(); }
+  int label(int r) const { return state_.segment->label(r); }  // how errors name rank r
   int size() const override { return state_.size(); }
   std::string kind() const override { return "shm"; }
   NativeCollectives* native() override { return &native_; }
@@ -131,13 +132,13 @@ Status ShmTransport::explain(const WaitOutcome& why, int to, size_t sent, size_t
                                                std::to_string(sn) + " bytes (shm)";
   switch (why.kind) {
     case WaitOutcome::exited:
-      return unavailable("rank " + std::to_string(peer) + " (pid " + std::to_string(why.pid) + ") exited" + progress);
+      return unavailable("rank " + std::to_string(label(peer)) + " (pid " + std::to_string(why.pid) + ") exited" + progress);
     case WaitOutcome::closed:
-      return unavailable("rank " + std::to_string(peer) + " closed its transport" + progress);
+      return unavailable("rank " + std::to_string(label(peer)) + " closed its transport" + progress);
     case WaitOutcome::timed_out:
-      return receiving ? Status(Code::timeout, "rank " + std::to_string(from) + " sent " + std::to_string(got) +
+      return receiving ? Status(Code::timeout, "rank " + std::to_string(label(from)) + " sent " + std::to_string(got) +
                                                    " of " + std::to_string(rn) + " bytes before the deadline (shm)")
-                       : Status(Code::timeout, "rank " + std::to_string(to) + " accepted " + std::to_string(sent) +
+                       : Status(Code::timeout, "rank " + std::to_string(label(to)) + " accepted " + std::to_string(sent) +
                                                    " of " + std::to_string(sn) + " bytes before the deadline (shm)");
     default: return internal_error("unexpected wait outcome in shm send_recv");
   }

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/transport.h"
 
@@ -53,6 +54,9 @@ struct ShmGroupOptions {
   size_t staging_bytes = size_t{8} << 20;
   // Ring buffer per ordered pair of ranks for send/recv. Same on every rank.
   size_t mailbox_bytes = size_t{256} << 10;
+  // The rank numbers errors use for ranks 0..size-1: the group's global ranks when this is one
+  // host's part of a hierarchical group. Empty: the ranks themselves.
+  std::vector<int> rank_labels;
 };
 
 // Forms the group for options.rank. Fails with `timeout` naming the ranks that did not attach by

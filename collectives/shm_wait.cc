@@ -101,7 +101,7 @@ void Waiter::abort(const Status& error) {
   SegmentHeader& h = segment_.header();
   uint32_t expected = 0;
   if (h.abort_state.compare_exchange_strong(expected, 1)) {  // first writer wins
-    h.abort_rank = rank_;
+    h.abort_rank = segment_.label(rank_);
     h.abort_code = static_cast<int32_t>(error.ok() ? Code::internal : error.code());
     const std::string& m = error.message();
     const size_t n = std::min(m.size(), sizeof h.abort_message - 1);

@@ -2,7 +2,7 @@
 // (collectives_multiprocess_test.cc). Forms the group through a real RedisStore with form_group and
 // runs allreduces; reports every step as one line on stdout, which the test reads:
 //
-//   formed <generation> <rank> <world>      the group connected
+//   formed <generation> <rank> <world> <transport>   the group connected (tcp, shm, hierarchical)
 //   round <k> ok <sum>                      allreduce k returned, every element equal to <sum>
 //   round <k> error <ms> <code>: <message>  allreduce k failed after <ms> milliseconds
 //   reformed <generation> <rank> <world>    after a failure, the survivors connected again
@@ -16,6 +16,9 @@
 // usage: troupe_collective_rank --redis-port P --password W --prefix X --group G --generation N
 //          --rank R --world W [--count 1000] [--dtype f32|f16|bf16] [--rounds 1] [--value V]
 //          [--timeout-ms 5000] [--reform-rank R2 --reform-world W2]
+//          [--redis-host H] [--host LISTEN_IP] [--node LABEL] [--transport auto|tcp|shm|hierarchical]
+// Ranks given the same --node label share a node id (default: every rank its own node).
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +38,7 @@ namespace {
 struct Flags {
   int redis_port = 0;
   std::string password, prefix, group;
+  std::string redis_host = "127.0.0.1", host = "127.0.0.1", node, transport = "auto";
   int64_t generation = 0;
   int rank = 0, world = 0, rounds = 1, reform_rank = -1, reform_world = 0;
   size_t count = 1000;
@@ -55,6 +59,10 @@ Expected<Flags> parse(int argc, char** argv) {
   Flags f;
   f.redis_port = std::atoi(get("--redis-port", "0").c_str());
   f.password = get("--password", "");
+  f.redis_host = get("--redis-host", "127.0.0.1");
+  f.host = get("--host", "127.0.0.1");
+  f.node = get("--node", "");
+  f.transport = get("--transport", "auto");
   f.prefix = get("--prefix", "collective_rank");
   f.group = get("--group", "g");
   f.generation = std::atoll(get("--generation", "0").c_str());
@@ -100,7 +108,15 @@ Expected<std::unique_ptr<Communicator>> form(gcs::Store& store, const Flags& f, 
   o.generation = generation;
   o.rank = rank;
   o.world_size = world;
+  o.host = f.host;
+  o.transport = f.transport;
   o.node = NodeId::random();
+  if (!f.node.empty()) {  // a label -> the same id in every process that is given it
+    std::array<uint8_t, 16> bytes{};
+    for (size_t i = 0; i < f.node.size(); ++i) bytes[i % 16] ^= static_cast<uint8_t>(f.node[i] + 1);
+    bytes[15] ^= 0x5a;  // never nil
+    o.node = NodeId::from_bytes(bytes);
+  }
   o.actor = ActorId::random();
   o.timeout = std::chrono::seconds(20);
   return form_group(store, o);
@@ -118,6 +134,7 @@ int main(int argc, char** argv) {
   }
   const Flags& f = *flags;
   gcs::RedisStoreOptions so;
+  so.redis.host = f.redis_host;
   so.redis.port = f.redis_port;
   so.redis.password = f.password;
   so.prefix = f.prefix;
@@ -131,7 +148,8 @@ int main(int argc, char** argv) {
     say("form error " + comm.status().to_string());
     return 1;
   }
-  say("formed " + std::to_string(f.generation) + " " + std::to_string(f.rank) + " " + std::to_string(f.world));
+  say("formed " + std::to_string(f.generation) + " " + std::to_string(f.rank) + " " + std::to_string(f.world) + " " +
+      (*comm)->transport().kind());
   for (int k = 1; k <= f.rounds; ++k) {
     const auto start = std::chrono::steady_clock::now();
     auto sum = allreduce_once(**comm, f);

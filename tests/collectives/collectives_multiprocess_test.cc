@@ -106,19 +106,42 @@ std::string line_of(const std::string& log, const std::string& prefix) {
 
 }  // namespace
 
+// Where the 4 ranks of a test run: each on its own node (TCP), all on one (shared memory), or two
+// nodes of two (hierarchical). form_group picks the transport from the members' node ids.
+struct Layout {
+  const char* transport;
+  std::vector<std::string> nodes;  // --node label per rank; empty: a random node each
+};
+const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> all = {
+      {"tcp", {}}, {"shm", {"n0", "n0", "n0", "n0"}}, {"hierarchical", {"n0", "n0", "n1", "n1"}}};
+  return all;
+}
+std::vector<std::string> node_args(const Layout& layout, int rank) {
+  if (layout.nodes.empty()) return {};
+  return {"--node", layout.nodes[rank]};
+}
+
 TEST_CASE("multiprocess: 4 processes form a group through redis and allreduce correctly") {
-  Ranks ranks("mp_sum");
-  for (int r = 0; r < 4; ++r)
-    ranks.start(rank_args("sum", 0, r, 4) + std::vector<std::string>{"--rounds", "3", "--count", "300000"});
-  for (int r = 0; r < 4; ++r) {
-    INFO("rank " << r << ": " << ranks.log(r));
-    CHECK(ranks.wait(r) == 0);
-    CHECK(ranks.says(r, "round 3 ok 10\n"));  // 1 + 2 + 3 + 4
+  for (const Layout& layout : layouts()) {
+    INFO("layout " << layout.transport);
+    Ranks ranks(std::string("mp_sum_") + layout.transport);
+    for (int r = 0; r < 4; ++r)
+      ranks.start(rank_args("sum", 0, r, 4) + node_args(layout, r) +
+                  std::vector<std::string>{"--rounds", "3", "--count", "300000"});
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r << ": " << ranks.log(r));
+      CHECK(ranks.wait(r) == 0);
+      CHECK(ranks.says(r, "formed 0 " + std::to_string(r) + " 4 " + layout.transport + "\n"));
+      CHECK(ranks.says(r, "round 3 ok 10\n"));  // 1 + 2 + 3 + 4
+    }
   }
 }
 
 TEST_CASE("multiprocess: a member SIGKILLed mid-allreduce fails every survivor naming it, and they re-form") {
-  Ranks ranks("mp_kill");
+  for (const Layout& layout : layouts()) {
+  INFO("layout " << layout.transport);
+  Ranks ranks(std::string("mp_kill_") + layout.transport);
   const int world = 4, victim = 2;
   const auto timeout = std::chrono::milliseconds(8000);
   for (int r = 0; r < world; ++r) {
@@ -126,7 +149,7 @@ TEST_CASE("multiprocess: a member SIGKILLed mid-allreduce fails every survivor n
                                       std::to_string(timeout.count())};
     if (r != victim) extra = extra + std::vector<std::string>{"--reform-rank", std::to_string(r < victim ? r : r - 1),
                                                               "--reform-world", std::to_string(world - 1)};
-    ranks.start(rank_args("dp", 7, r, world) + extra);
+    ranks.start(rank_args("dp", 7, r, world) + node_args(layout, r) + extra);
   }
   // Kill the victim while the group is busy with large allreduces (most of its time is inside one).
   REQUIRE(ranks.wait_for([&] { return ranks.says(victim, "round 2 ok"); }, std::chrono::seconds(30)));
@@ -169,10 +192,11 @@ TEST_CASE("multiprocess: a member SIGKILLed mid-allreduce fails every survivor n
   CHECK(group->world_size == world - 1);
 
   // A member that comes back at the old generation is refused at once, not left waiting.
-  const int stale = ranks.start(rank_args("dp", 7, 1, world));
+  const int stale = ranks.start(rank_args("dp", 7, 1, world) + node_args(layout, 1));
   CHECK(ranks.wait(stale, std::chrono::seconds(15)) != 0);
   INFO(ranks.log(stale));
   CHECK(ranks.says(stale, "form error invalid_argument: group 'dp' generation 7 is stale: generation 8"));
+  }
 }
 
 TEST_CASE("multiprocess: ranks that disagree on count or dtype all fail with an error naming both calls") {
