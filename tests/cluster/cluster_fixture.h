@@ -56,17 +56,6 @@ inline bool process_gone(pid_t pid) {
   return state == 'Z' || state == 'X';
 }
 
-// Calls `done` every `period` until it returns true or `timeout` passes; returns its last answer.
-inline bool poll_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
-                       std::chrono::milliseconds period = std::chrono::milliseconds(100)) {
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    if (done()) return true;
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(period);
-  }
-}
-
 // A TCP port on 127.0.0.1 that was free a moment ago (gcs::pick_free_port).
 inline int free_loopback_port() {
   auto port = troupe::gcs::pick_free_port();

@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <functional>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -57,5 +60,16 @@ inline CommandResult run_command(const std::string& command, int timeout_s = 300
 
 // The troupe binary of this build.
 inline std::string troupe_binary() { return std::string(TROUPE_BINARY_DIR) + "/bin/troupe"; }
+
+// Calls `done` every `period` until it returns true or `timeout` passes; returns its last answer.
+inline bool poll_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds period = std::chrono::milliseconds(100)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(period);
+  }
+}
 
 }  // namespace troupe::testing
