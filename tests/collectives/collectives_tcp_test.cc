@@ -95,8 +95,8 @@ TEST_CASE("tcp: allreduce sum/avg/max, every dtype and algorithm, in place and n
   }
 }
 
-TEST_CASE("tcp: broadcast, allgather, reduce_scatter and barrier, 2-4 ranks") {
-  for (int ranks = 2; ranks <= 4; ++ranks) {
+TEST_CASE("tcp: broadcast, allgather, reduce_scatter and barrier, 2-8 ranks") {
+  for (int ranks : {2, 3, 4, 8}) {
     auto status = run_tcp(ranks, [&](Communicator& comm) -> Status {
       for (size_t count : {size_t{0}, size_t{1}, size_t{13}, size_t{1021}, size_t{1} << 18}) {
         for (int root = 0; root < ranks; ++root) {
@@ -258,4 +258,46 @@ TEST_CASE("tcp: a rank that never connects makes the group's formation time out 
   REQUIRE_FALSE(t.ok());
   CHECK(t.status().code() == Code::timeout);
   CHECK(t.status().message().find("rank(s) 1") != std::string::npos);
+}
+
+TEST_CASE("tcp: allreduce over 5 and 8 ranks, both algorithms, small and prime sizes") {
+  for (int ranks : {5, 8}) {
+    auto status = run_tcp(ranks, [&](Communicator& comm) -> Status {
+      for (const char* algorithm : {"ring", "halving_doubling"})
+        for (DType dtype : {DType::f32, DType::bf16})
+          for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1021}, 4096 / dtype_size(dtype)}) {
+            std::vector<char> buf = to_bytes(inputs(comm.rank(), count), dtype);
+            CollectiveOptions options;
+            options.algorithm = algorithm;
+            TROUPE_RETURN_IF_ERROR(comm.allreduce(buf.data(), buf.data(), count, dtype, ReduceOp::sum, options));
+            std::vector<float> got = to_floats(buf, dtype);
+            for (size_t i = 0; i < count; ++i) {
+              float want = 0;
+              for (int q = 0; q < ranks; ++q) want += input_value(q, i);
+              if (got[i] != stored(want, dtype))
+                return internal_error(std::string(algorithm) + " " + dtype_name(dtype) + " count " +
+                                      std::to_string(count) + " element " + std::to_string(i));
+            }
+          }
+      return {};
+    });
+    for (auto& s : status) REQUIRE(s.to_string() == "ok");
+  }
+}
+
+TEST_CASE("tcp: 64 MiB of f32 over 2 ranks, exact and with a bf16 wire") {
+  const size_t count = (size_t{64} << 20) / 4;
+  auto status = run_tcp(2, [&](Communicator& comm) -> Status {
+    for (DType wire : {DType::f32, DType::bf16}) {
+      std::vector<float> buf = inputs(comm.rank(), count);
+      CollectiveOptions options;
+      options.wire = wire;
+      TROUPE_RETURN_IF_ERROR(comm.allreduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::sum, options));
+      for (size_t i = 0; i < count; ++i)  // inputs are exact in bf16, so are their sums of two
+        if (buf[i] != input_value(0, i) + input_value(1, i))
+          return internal_error(std::string(dtype_name(wire)) + " wire: element " + std::to_string(i));
+    }
+    return {};
+  });
+  for (auto& s : status) REQUIRE(s.to_string() == "ok");
 }
