@@ -12,6 +12,12 @@ find_package(CAF 0.17 REQUIRED)                  # cmake/FindCAF.cmake
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)  # libhiredis-dev (its CMake config has no target)
 find_package(benchmark CONFIG)                   # Google Benchmark, for bench/ only
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# The peers of `troupe bench allreduce` (bench/peers/), each optional: built only when found.
+option(TROUPE_BENCH_PEERS "Build the Gloo and MPI all-reduce peers of troupe bench allreduce when found" ON)
+if(TROUPE_BENCH_PEERS)
+  find_package(Gloo CONFIG QUIET)                # target gloo (libgloo-dev)
+  find_package(MPI COMPONENTS CXX QUIET)         # target MPI::MPI_CXX (libopenmpi-dev)
+endif()
 
 if(NOT TARGET troupe::openblas)
   add_library(troupe::openblas INTERFACE IMPORTED)

@@ -1,0 +1,91 @@
+// Gloo's ring-chunked all-reduce on f32, one rank per process: the peer `troupe bench allreduce`
+// runs beside troupe's own (bench/allreduce_case.h has the inputs, the check and the timing rule).
+// The driver starts --size of these; they meet through Gloo's FileStore in --dir and talk over
+// Gloo's TCP device on loopback. Each writes its times to --dir/result-<rank>.json and exits 0, or
+// prints the error and exits 1.
+//
+//   gloo_allreduce --dir /tmp/d --rank 0 --size 2 --bytes 4096,67108864 --iters 50,10 --warmup 5,2
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_one.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "bench/allreduce_case.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using troupe::bench::AllreduceCase;
+using troupe::bench::CaseResult;
+
+// Runs one case on the formed `context`: warmup, then timed iterations, each checked.
+CaseResult run_case(const std::shared_ptr<gloo::Context>& context, const AllreduceCase& c, const std::string& op) {
+  CaseResult r;
+  r.bytes = c.bytes;
+  r.count = c.bytes / sizeof(float);
+  std::vector<float> input(r.count), buf(r.count);
+  for (size_t i = 0; i < r.count; ++i) input[i] = troupe::bench::input_value(context->rank, i);
+  const troupe::bench::ExpectedOutput expected(context->size, op, 0);
+  // The algorithm object registers its buffers with the pairs once; run() reuses them.
+  gloo::AllreduceRingChunked<float> allreduce(context, {buf.data()}, static_cast<int>(r.count),
+                                              op == "max" ? gloo::ReductionFunction<float>::max
+                                                          : gloo::ReductionFunction<float>::sum);
+  gloo::BarrierAllToOne barrier(context);
+  for (int it = 0; it < c.warmup + c.iters; ++it) {
+    std::copy(input.begin(), input.end(), buf.begin());  // in place: restore the input, untimed
+    barrier.run();
+    const auto t0 = Clock::now();
+    allreduce.run();
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    r.wrong += expected.count_wrong(r.count, [&](size_t i) { return buf[i]; });
+    if (it >= c.warmup) r.times_us.push_back(us);
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Gloo ring-chunked all-reduce, one rank (run by `troupe bench allreduce`)"};
+  std::string dir, bytes, iters, warmup, op = "sum";
+  int rank = 0, size = 1;
+  double timeout_s = 120;
+  app.add_option("--dir", dir, "Directory of the rendezvous and the result files")->required();
+  app.add_option("--rank", rank, "This process's rank")->required();
+  app.add_option("--size", size, "Number of ranks")->required()->check(CLI::Range(1, troupe::bench::kMaxRanks));
+  app.add_option("--bytes", bytes, "Buffer sizes in bytes, comma-separated")->required();
+  app.add_option("--iters", iters, "Timed iterations per size, comma-separated")->required();
+  app.add_option("--warmup", warmup, "Untimed iterations per size, comma-separated")->required();
+  app.add_option("--op", op, "sum or max")->check(CLI::IsMember({"sum", "max"}));
+  app.add_option("--timeout", timeout_s, "Seconds any one Gloo operation may wait");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<AllreduceCase> cases;
+  if (!troupe::bench::parse_cases(bytes, iters, warmup, &cases)) {
+    std::fprintf(stderr, "gloo_allreduce: error: --bytes, --iters and --warmup must be lists of equal length\n");
+    return 2;
+  }
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::FileStore store(dir);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    context->connectFullMesh(store, device);
+    std::vector<CaseResult> results;
+    for (const AllreduceCase& c : cases) results.push_back(run_case(context, c, op));
+    return troupe::bench::write_results(dir, rank, "gloo", results) ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gloo_allreduce rank %d: error: %s\n", rank, e.what());
+    return 1;
+  }
+}
