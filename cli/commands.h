@@ -34,6 +34,8 @@ Runner add_head_command(CLI::App& app, GlobalOptions& global);
 Runner add_node_command(CLI::App& app, GlobalOptions& global);
 Runner add_spawn_command(CLI::App& app, GlobalOptions& global);
 Runner add_call_command(CLI::App& app, GlobalOptions& global);
+Runner add_bench_command(CLI::App& app, GlobalOptions& global);
+Runner add_bench_rank_command(CLI::App& app, GlobalOptions& global);
 
 // Prints "troupe <command>: error: <status>" to stderr and returns the exit code for that status.
 int report_error(const std::string& command, const Status& status);

@@ -1,0 +1,249 @@
+// The driver of `troupe bench allreduce`: plans the cases, runs troupe's ranks and then each peer's
+// in a private temp dir, sums up their result files and prints the report (cli/bench_report.cc).
+#include "cli/bench_allreduce.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <cstring>
+#include <functional>
+
+#include "cli/bench_launch.h"
+#include "cli/bench_report.h"
+#include "cli/commands.h"
+#include "core/process.h"
+
+namespace troupe::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using bench::AllreduceCase;
+
+// The argv of one rank program: the cases as the three lists bench::parse_cases reads.
+std::vector<std::string> case_flags(const std::vector<AllreduceCase>& cases) {
+  std::string bytes, iters, warmup;
+  for (const AllreduceCase& c : cases) {
+    const char* sep = bytes.empty() ? "" : ",";
+    bytes += sep + std::to_string(c.bytes);
+    iters += sep + std::to_string(c.iters);
+    warmup += sep + std::to_string(c.warmup);
+  }
+  return {"--bytes", bytes, "--iters", iters, "--warmup", warmup};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Reads every rank's result file in `dir`: per case, the slowest rank's time of each iteration, its
+// median, and the wrong elements of all ranks. corrupt_data naming the file when one does not fit.
+Expected<std::vector<CaseSummary>> summarize(const std::string& dir, int ranks,
+                                             const std::vector<AllreduceCase>& cases) {
+  std::vector<CaseSummary> out(cases.size());
+  std::vector<std::vector<double>> slowest(cases.size());
+  for (size_t k = 0; k < cases.size(); ++k) slowest[k].assign(cases[k].iters, 0.0);
+  for (int r = 0; r < ranks; ++r) {
+    const std::string path = bench::result_file(dir, r);
+    std::ifstream in(path);
+    nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.contains("cases") || doc["cases"].size() != cases.size()) {
+      return corrupt_data("rank " + std::to_string(r) + "'s result file " + path +
+                          " is missing or does not hold one case per size");
+    }
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const nlohmann::json& c = doc["cases"][k];
+      const auto times = c.value("times_us", std::vector<double>{});
+      if (times.size() != slowest[k].size() || c.value("bytes", size_t{0}) != cases[k].bytes) {
+        return corrupt_data(path + ": case " + std::to_string(k) + " is not " + std::to_string(cases[k].bytes) +
+                            " bytes with " + std::to_string(cases[k].iters) + " times");
+      }
+      for (size_t i = 0; i < times.size(); ++i) slowest[k][i] = std::max(slowest[k][i], times[i]);
+      out[k].wrong += c.value("wrong", uint64_t{0});
+      out[k].count = c.value("count", size_t{0});
+    }
+  }
+  for (size_t k = 0; k < cases.size(); ++k) {
+    out[k].bytes = cases[k].bytes;
+    out[k].iters = cases[k].iters;
+    out[k].time_us = median(slowest[k]);
+  }
+  return out;
+}
+
+// Starts one implementation's processes with `start`, waits for them until the deadline (--timeout)
+// and sums up their results in `dir`. A failure is returned in the run (status "failed", detail
+// why), with the failed process's exit code in *exit_code.
+ImplementationRun run_implementation(const std::string& name, const std::string& detail, const std::string& dir,
+                                     const BenchAllreduceOptions& o, const std::vector<AllreduceCase>& cases,
+                                     const std::function<Status(std::vector<LaunchedProcess>*)>& start,
+                                     int* exit_code) {
+  ImplementationRun run{name, "failed", detail, {}};
+  const auto deadline = Clock::now() + o.timeout;
+  std::vector<LaunchedProcess> processes;
+  Status started = start(&processes);
+  GroupOutcome outcome = wait_all(processes, started.ok() ? deadline : Clock::now());
+  if (!started.ok() || !outcome.error.ok()) {
+    run.detail = started.ok() ? outcome.error.message() : started.message();
+    *exit_code = outcome.exit_code;
+    return run;
+  }
+  auto summary = summarize(dir, o.ranks, cases);
+  if (!summary.ok()) {
+    run.detail = summary.status().message();
+    return run;
+  }
+  run.status = "ok";
+  run.cases = std::move(*summary);
+  return run;
+}
+
+// Starts `ranks` copies of `program_argv` + "--rank r" with their logs in `dir`.
+Status start_ranks(const std::vector<std::string>& program_argv, int ranks, const std::string& dir,
+                   std::vector<LaunchedProcess>* out) {
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<std::string> argv = program_argv;
+    argv.insert(argv.end(), {"--rank", std::to_string(r)});
+    auto p = launch("rank " + std::to_string(r), argv, dir + "/rank-" + std::to_string(r) + ".log");
+    if (!p.ok()) return p.status();
+    out->push_back(*p);
+  }
+  return {};
+}
+
+std::string seconds(std::chrono::milliseconds t) { return std::to_string(t.count() / 1000.0); }
+
+// A peer that cannot run here: why, and the status to report ("not built" or "skipped").
+ImplementationRun peer_not_run(const std::string& name, const std::string& status, const std::string& why) {
+  std::fprintf(stderr, "troupe bench allreduce: warning: peer %s %s: %s\n", name.c_str(),
+               status == "skipped" ? "skipped" : "NOT BUILT", why.c_str());
+  return {name, status, why, {}};
+}
+
+ImplementationRun run_peer(const std::string& name, const BenchAllreduceOptions& o,
+                           const std::vector<AllreduceCase>& cases, const std::string& root, int* exit_code) {
+  if (o.dtype != DType::f32) return peer_not_run(name, "skipped", "the peer runs f32 only");
+  if (o.op == "avg") return peer_not_run(name, "skipped", "the peer has no avg (run --op sum or max)");
+  const std::string bin_dir = fs::path(self_executable()).parent_path().string();
+  const std::string program = bin_dir + "/" + name + "_allreduce";
+  const std::string dir = root + "/" + name;
+  fs::create_directories(dir);
+  std::vector<std::string> args = {"--dir", dir, "--op", o.op};
+  for (const std::string& f : case_flags(cases)) args.push_back(f);
+  if (name == "gloo") {
+    if (::access(program.c_str(), X_OK) != 0) {
+      return peer_not_run(name, "not built", program + " is absent: this build found no Gloo (apt install libgloo-dev, "
+                                             "then re-run cmake)");
+    }
+    std::vector<std::string> argv = {program, "--size", std::to_string(o.ranks), "--timeout", seconds(o.timeout)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_implementation(name, "Gloo AllreduceRingChunked<float>, TCP device on loopback, FileStore rendezvous",
+                              dir, o, cases, [&](auto* out) { return start_ranks(argv, o.ranks, dir, out); },
+                              exit_code);
+  }
+  const std::string mpirun = find_in_path("mpirun");
+  if (::access(program.c_str(), X_OK) != 0) {
+    return peer_not_run(name, "not built", program + " is absent: this build found no MPI (apt install "
+                                           "libopenmpi-dev openmpi-bin, then re-run cmake)");
+  }
+  if (mpirun.empty()) return peer_not_run(name, "not built", "mpirun is not in PATH (apt install openmpi-bin)");
+  // vader: shared memory between the local ranks (self: a rank to itself).
+  std::vector<std::string> argv = {mpirun, "--oversubscribe", "-np", std::to_string(o.ranks),
+                                   "--mca", "btl", "self,vader"};
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  argv.push_back(program);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_implementation(name, "MPI_Allreduce(MPI_IN_PLACE, MPI_FLOAT) under mpirun --mca btl self,vader", dir, o,
+                            cases, [&](auto* out) {
+                              auto p = launch("mpirun", argv, dir + "/mpirun.log");
+                              if (p.ok()) out->push_back(*p);
+                              return p.status();
+                            }, exit_code);
+}
+
+}  // namespace
+
+Expected<std::string> resolve_transport(const std::string& requested) {
+  // auto: shm when every rank is on this host, once the shared-memory transport is in the build.
+  if (requested == "auto" || requested == "tcp") return std::string("tcp");
+  if (requested == "shm") {
+    return unavailable("--transport shm: the shared-memory transport is not available in this build yet; "
+                       "use --transport tcp (or auto)");
+  }
+  return invalid_argument("--transport '" + requested + "': expected shm, tcp or auto");
+}
+
+std::vector<AllreduceCase> plan_cases(const BenchAllreduceOptions& o) {
+  std::vector<AllreduceCase> cases;
+  for (size_t bytes : o.bytes) {
+    // Latency-bound sizes are cheap and noisy: many iterations; bandwidth-bound ones take long.
+    const int iters = o.iters > 0 ? o.iters : bytes <= (64 << 10) ? 50 : bytes <= (4 << 20) ? 20 : 10;
+    const int warmup = o.warmup >= 0 ? o.warmup : bytes <= (4 << 20) ? 5 : 2;
+    cases.push_back({bytes, iters, warmup});
+  }
+  return cases;
+}
+
+int run_bench_allreduce(const BenchAllreduceOptions& o) {
+  const char* cmd = "bench allreduce";
+  auto transport = resolve_transport(o.transport);
+  if (!transport.ok()) return report_error(cmd, transport.status());
+  const std::vector<AllreduceCase> cases = plan_cases(o);
+  char tmpl[] = "/tmp/troupe-bench-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    return report_error(cmd, io_error(std::string("cannot make a temp dir in /tmp: ") + std::strerror(errno)));
+  }
+  const std::string root = tmpl;
+
+  // troupe's own ranks first: without them there is nothing to compare with.
+  int exit_code = 0;
+  const std::string dir = root + "/troupe";
+  fs::create_directories(dir);
+  std::vector<std::string> argv = {self_executable(), "bench-rank", "--dir", dir, "--size", std::to_string(o.ranks),
+                                   "--transport", *transport, "--dtype", dtype_name(o.dtype), "--op", o.op,
+                                   "--algorithm", o.algorithm, "--timeout", seconds(o.timeout)};
+  for (const std::string& f : case_flags(cases)) argv.push_back(f);
+  ImplementationRun ours = run_implementation("troupe", "troupe Communicator::allreduce", dir, o, cases,
+                                              [&](auto* out) { return start_ranks(argv, o.ranks, dir, out); },
+                                              &exit_code);
+  if (ours.status != "ok") {
+    std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, ours.detail.c_str(), root.c_str());
+    return exit_code == kExitUsage ? kExitUsage : kExitFailure;
+  }
+  std::vector<ImplementationRun> peers;
+  for (const std::string& name : o.peers) peers.push_back(run_peer(name, o, cases, root, &exit_code));
+
+  if (o.json) std::printf("%s\n", to_json(o, *transport, ours, peers).dump().c_str());
+  else print_table(o, *transport, ours, peers);
+
+  // Exit 1 when anything that ran failed or got a wrong result; a peer that could not run only warns.
+  std::vector<const ImplementationRun*> runs = {&ours};
+  for (const ImplementationRun& p : peers) runs.push_back(&p);
+  bool ok = true;
+  for (const ImplementationRun* run : runs) {
+    if (run->status == "failed") {
+      std::fprintf(stderr, "troupe %s: error: %s failed: %s\n", cmd, run->name.c_str(), run->detail.c_str());
+      ok = false;
+    }
+    for (const CaseSummary& c : run->cases) {
+      if (c.wrong == 0) continue;
+      std::fprintf(stderr, "troupe %s: error: %s got %llu wrong elements at %zu bytes\n", cmd, run->name.c_str(),
+                   static_cast<unsigned long long>(c.wrong), c.bytes);
+      ok = false;
+    }
+  }
+  if (!ok) {
+    std::fprintf(stderr, "troupe %s: logs kept in %s\n", cmd, root.c_str());
+    return kExitFailure;
+  }
+  std::error_code ignored;
+  fs::remove_all(root, ignored);
+  return 0;
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,65 @@
+// `troupe bench allreduce`: times troupe's all-reduce across N local processes, size by size, and in
+// the same invocation Gloo's ring-chunked all-reduce and OpenMPI's MPI_Allreduce on the same sizes
+// (bench/peers/), every result checked; prints an nccl-tests-like table or one JSON document.
+//
+//   driver (run_bench_allreduce)
+//     |- spawns N x `troupe bench-rank` -> rendezvous through files in a private temp dir, TCP mesh,
+//     |                                    writes result-<rank>.json (bench/allreduce_case.h)
+//     |- spawns N x gloo_allreduce, or mpirun -np N mpi_allreduce (same files)
+//     '- reads the files: per iteration the slowest rank's time, median over iterations
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "bench/allreduce_case.h"
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace troupe::cli {
+
+struct BenchAllreduceOptions {
+  int ranks = 2;
+  std::vector<size_t> bytes;                // one case per size
+  std::string transport = "auto";           // auto, tcp or shm
+  DType dtype = DType::f32;
+  std::string op = "sum";                   // sum, avg or max
+  std::string algorithm = "auto";           // CollectiveOptions::algorithm
+  int iters = 0;                            // timed iterations per size; 0: by size (plan_cases)
+  int warmup = -1;                          // untimed iterations per size; -1: by size
+  std::chrono::milliseconds timeout{120000};  // for each implementation's whole run
+  std::vector<std::string> peers;           // of "gloo", "mpi"
+  bool json = false;
+  std::string command_line;                 // echoed in the output
+};
+
+// Runs the benchmark and prints its report; returns the process exit code: 0 when every
+// implementation that ran finished with every result right, 1 when one failed, timed out or got a
+// wrong result (the failing rank and why on stderr), 2 for bad options.
+int run_bench_allreduce(const BenchAllreduceOptions& options);
+
+// The cases for `bytes`: --iters/--warmup when given, else fewer iterations for larger buffers.
+std::vector<bench::AllreduceCase> plan_cases(const BenchAllreduceOptions& options);
+
+// The transport that `requested` (auto, tcp, shm) means on this build for ranks of one host:
+// unavailable for shm until the shared-memory transport is merged (auto then means tcp).
+Expected<std::string> resolve_transport(const std::string& requested);
+
+// One rank process of the benchmark (`troupe bench-rank`, started by the driver).
+struct BenchRankOptions {
+  std::string dir;  // the driver's temp dir: address files in, result file out
+  int rank = 0;
+  int size = 1;
+  std::vector<bench::AllreduceCase> cases;
+  std::string transport = "tcp";
+  DType dtype = DType::f32;
+  std::string op = "sum";
+  std::string algorithm = "auto";
+  std::chrono::milliseconds timeout{120000};  // rendezvous, and each collective call
+};
+
+// Joins the group, runs every case and writes result-<rank>.json; the error names the rank and case.
+Status run_bench_rank(const BenchRankOptions& options);
+
+}  // namespace troupe::cli

@@ -1,0 +1,133 @@
+// One rank of `troupe bench allreduce` (`troupe bench-rank`, started by the driver): joins the group
+// without Redis, through address files in the driver's temp dir, then runs every case as
+// bench/allreduce_case.h describes and writes result-<rank>.json there.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "cli/bench_allreduce.h"
+#include "collectives/communicator.h"
+#include "collectives/tcp_transport.h"
+
+namespace troupe::cli {
+namespace {
+
+using collectives::Clock;
+using collectives::Communicator;
+using collectives::Transport;
+
+std::string address_file(const std::string& dir, int rank) { return dir + "/addr-" + std::to_string(rank); }
+
+// Publishes `address` for the other ranks: written to a temporary file, then renamed into place.
+Status publish_address(const std::string& dir, int rank, const std::string& address) {
+  const std::string path = address_file(dir, rank), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << address << "\n";
+    if (!out) return io_error("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return io_error("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  return {};
+}
+
+// Waits until every rank published its address; timeout naming the ranks still missing.
+Expected<std::vector<std::string>> gather_addresses(const std::string& dir, int size, Clock::time_point deadline) {
+  std::vector<std::string> addresses(size);
+  while (true) {
+    std::string missing;
+    for (int r = 0; r < size; ++r) {
+      if (!addresses[r].empty()) continue;
+      std::ifstream in(address_file(dir, r));
+      if (!(in >> addresses[r])) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (missing.empty()) return addresses;
+    if (Clock::now() >= deadline) {
+      return Status(Code::timeout, "ranks " + missing + " did not publish their address in " + dir + " in time");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The one place a transport is made. tcp: a listener on loopback, its address in a file, then the
+// mesh. shm: the shared-memory transport is not in this build yet (resolve_transport refuses it).
+Expected<std::unique_ptr<Transport>> make_transport(const BenchRankOptions& o) {
+  if (o.transport != "tcp") return unavailable("transport '" + o.transport + "' is not available in this build");
+  const auto deadline = Clock::now() + o.timeout;
+  auto listener = collectives::TcpListener::open("127.0.0.1");
+  if (!listener.ok()) return listener.status();
+  TROUPE_RETURN_IF_ERROR(publish_address(o.dir, o.rank, "127.0.0.1:" + std::to_string(listener->port())));
+  auto addresses = gather_addresses(o.dir, o.size, deadline);
+  if (!addresses.ok()) return addresses.status();
+  collectives::TcpGroupOptions tcp;
+  tcp.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return collectives::connect_tcp_group(o.rank, std::move(*listener), *addresses, tcp);
+}
+
+collectives::ReduceOp parse_op(const std::string& op) {
+  using collectives::ReduceOp;
+  return op == "max" ? ReduceOp::max : op == "avg" ? ReduceOp::avg : ReduceOp::sum;
+}
+
+// Element i of a buffer of `dtype`, as float; and the reverse.
+float load(const std::vector<uint8_t>& buf, DType dtype, size_t i) {
+  if (dtype == DType::f32) return reinterpret_cast<const float*>(buf.data())[i];
+  const uint16_t h = reinterpret_cast<const uint16_t*>(buf.data())[i];
+  return dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+void store(std::vector<uint8_t>& buf, DType dtype, size_t i, float v) {
+  if (dtype == DType::f32) reinterpret_cast<float*>(buf.data())[i] = v;
+  else reinterpret_cast<uint16_t*>(buf.data())[i] = dtype == DType::f16 ? f32_to_f16(v) : f32_to_bf16(v);
+}
+
+// How far an average may be from the exact one: the rounding of the dtype it is stored in.
+double avg_tolerance(DType dtype) { return dtype == DType::f32 ? 1e-6 : dtype == DType::f16 ? 1e-3 : 8e-3; }
+
+// Warmup, then timed iterations of one case, in place (the input restored before each, untimed),
+// each after a barrier and each checked.
+Expected<bench::CaseResult> run_case(Communicator& comm, const BenchRankOptions& o, const bench::AllreduceCase& c) {
+  bench::CaseResult r;
+  r.bytes = c.bytes;
+  r.count = c.bytes / dtype_size(o.dtype);
+  std::vector<uint8_t> input(c.bytes), buf(c.bytes);
+  for (size_t i = 0; i < r.count; ++i) store(input, o.dtype, i, bench::input_value(o.rank, i));
+  const bench::ExpectedOutput expected(o.size, o.op, avg_tolerance(o.dtype));
+  collectives::CollectiveOptions opts, barrier_opts;  // --algorithm names an all-reduce algorithm
+  opts.timeout = barrier_opts.timeout = o.timeout;
+  opts.algorithm = o.algorithm;
+  for (int it = 0; it < c.warmup + c.iters; ++it) {
+    std::memcpy(buf.data(), input.data(), c.bytes);
+    TROUPE_RETURN_IF_ERROR(comm.barrier(barrier_opts));
+    const auto t0 = Clock::now();
+    TROUPE_RETURN_IF_ERROR(comm.allreduce(buf.data(), buf.data(), r.count, o.dtype, parse_op(o.op), opts));
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    r.wrong += expected.count_wrong(r.count, [&](size_t i) { return load(buf, o.dtype, i); });
+    if (it >= c.warmup) r.times_us.push_back(us);
+  }
+  return r;
+}
+
+}  // namespace
+
+Status run_bench_rank(const BenchRankOptions& o) {
+  const std::string who = "rank " + std::to_string(o.rank);
+  auto transport = make_transport(o);
+  if (!transport.ok()) return transport.status().with_context(who + ": joining the group");
+  Communicator comm(std::move(*transport));
+  std::vector<bench::CaseResult> results;
+  for (const bench::AllreduceCase& c : o.cases) {
+    auto r = run_case(comm, o, c);
+    if (!r.ok()) return r.status().with_context(who + ": " + std::to_string(c.bytes) + " bytes");
+    results.push_back(std::move(*r));
+  }
+  if (!bench::write_results(o.dir, o.rank, "troupe", results)) {
+    return io_error(who + ": cannot write " + bench::result_file(o.dir, o.rank));
+  }
+  return {};
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,43 @@
+// What `troupe bench allreduce` measured, and the two ways it prints it: an nccl-tests-like table
+// (troupe's columns, then each peer's with its time over ours) and one JSON document.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/bench_allreduce.h"
+
+namespace troupe::cli {
+
+// One size as one implementation ran it, summed up over its ranks.
+struct CaseSummary {
+  size_t bytes = 0;
+  size_t count = 0;
+  int iters = 0;
+  double time_us = 0;  // median over iterations of the slowest rank's time
+  uint64_t wrong = 0;  // wrong elements over all ranks and iterations
+};
+
+// One implementation's run: troupe's own, or a peer's ("gloo", "mpi").
+struct ImplementationRun {
+  std::string name;
+  // "ok", "failed", "not built" (the peer's program or mpirun is absent), "skipped" (it cannot run these options)
+  std::string status;
+  std::string detail;  // what it is, or why it did not run
+  std::vector<CaseSummary> cases;  // one per size when status is "ok"
+};
+
+// Bytes per second over the time, in GB/s (1e9 bytes): algbw; busbw = algbw * 2(n-1)/n, the
+// bandwidth each rank's links carry in a ring, comparable across rank counts (as in nccl-tests).
+double algbw_gbps(size_t bytes, double time_us);
+double busbw_gbps(size_t bytes, double time_us, int ranks);
+
+void print_table(const BenchAllreduceOptions& o, const std::string& transport, const ImplementationRun& ours,
+                 const std::vector<ImplementationRun>& peers);
+nlohmann::json to_json(const BenchAllreduceOptions& o, const std::string& transport, const ImplementationRun& ours,
+                       const std::vector<ImplementationRun>& peers);
+
+}  // namespace troupe::cli
