@@ -132,7 +132,6 @@ ImplementationRun run_peer(const std::string& name, const BenchAllreduceOptions&
   const std::string bin_dir = fs::path(self_executable()).parent_path().string();
   const std::string program = bin_dir + "/" + name + "_allreduce";
   const std::string dir = root + "/" + name;
-  fs::create_directories(dir);
   std::vector<std::string> args = {"--dir", dir, "--op", o.op};
   for (const std::string& f : case_flags(cases)) args.push_back(f);
   if (name == "gloo") {
@@ -140,6 +139,7 @@ ImplementationRun run_peer(const std::string& name, const BenchAllreduceOptions&
       return peer_not_run(name, "not built", program + " is absent: this build found no Gloo (apt install libgloo-dev, "
                                              "then re-run cmake)");
     }
+    fs::create_directories(dir);
     std::vector<std::string> argv = {program, "--size", std::to_string(o.ranks), "--timeout", seconds(o.timeout)};
     argv.insert(argv.end(), args.begin(), args.end());
     return run_implementation(name, "Gloo AllreduceRingChunked<float>, TCP device on loopback, FileStore rendezvous",
@@ -152,6 +152,7 @@ ImplementationRun run_peer(const std::string& name, const BenchAllreduceOptions&
                                            "libopenmpi-dev openmpi-bin, then re-run cmake)");
   }
   if (mpirun.empty()) return peer_not_run(name, "not built", "mpirun is not in PATH (apt install openmpi-bin)");
+  fs::create_directories(dir);
   // vader: shared memory between the local ranks (self: a rank to itself).
   std::vector<std::string> argv = {mpirun, "--oversubscribe", "-np", std::to_string(o.ranks),
                                    "--mca", "btl", "self,vader"};

@@ -64,8 +64,8 @@ GroupOutcome wait_all(const std::vector<LaunchedProcess>& processes, std::chrono
         const LaunchedProcess& p = processes[i];
         const std::string how = *code > 128 ? "killed by signal " + std::to_string(*code - 128)
                                              : "exit code " + std::to_string(*code);
-        return {Status(Code::unavailable, p.name + " failed (" + how + "); the others were stopped. The end of its log " +
-                                              p.log + ":" + log_tail(p.log)),
+        return {Status(Code::unavailable, p.name + " failed (" + how + "); the others were stopped. " +
+                                              "The end of its log " + p.log + ":" + log_tail(p.log)),
                 *code};
       }
     }
