@@ -64,6 +64,7 @@ Expected<std::unique_ptr<Transport>> make_transport(const BenchRankOptions& o) {
   auto addresses = gather_addresses(o.dir, o.size, deadline);
   if (!addresses.ok()) return addresses.status();
   collectives::TcpGroupOptions tcp;
+  tcp.group = o.dir;  // a rank of another run (another temp dir) is refused
   tcp.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return collectives::connect_tcp_group(o.rank, std::move(*listener), *addresses, tcp);
 }
