@@ -3,8 +3,9 @@
 // (bench/peers/), every result checked; prints an nccl-tests-like table or one JSON document.
 //
 //   driver (run_bench_allreduce)
-//     |- spawns N x `troupe bench-rank` -> rendezvous through files in a private temp dir, TCP mesh,
-//     |                                    writes result-<rank>.json (bench/allreduce_case.h)
+//     |- spawns N x `troupe bench-rank` -> a /dev/shm segment (shm), or address files in a private
+//     |                                    temp dir and a TCP mesh (tcp); writes result-<rank>.json
+//     |                                    (bench/allreduce_case.h)
 //     |- spawns N x gloo_allreduce, or mpirun -np N mpi_allreduce (same files)
 //     '- reads the files: per iteration the slowest rank's time, median over iterations
 #pragma once
@@ -42,8 +43,7 @@ int run_bench_allreduce(const BenchAllreduceOptions& options);
 // The cases for `bytes`: --iters/--warmup when given, else fewer iterations for larger buffers.
 std::vector<bench::AllreduceCase> plan_cases(const BenchAllreduceOptions& options);
 
-// The transport that `requested` (auto, tcp, shm) means on this build for ranks of one host:
-// unavailable for shm until the shared-memory transport is merged (auto then means tcp).
+// The transport that `requested` (auto, tcp, shm) means for ranks of one host: auto is shm.
 Expected<std::string> resolve_transport(const std::string& requested);
 
 // One rank process of the benchmark (`troupe bench-rank`, started by the driver).

@@ -58,7 +58,7 @@ struct BenchFlags {
 // The flags both commands share: what one rank runs.
 void add_case_flags(CLI::App* cmd, std::string* transport, std::string* dtype, std::string* op, std::string* algorithm,
                     double* timeout_s) {
-  cmd->add_option("--transport", *transport, "shm, tcp, or auto (shm when every rank is local and shm is built)")
+  cmd->add_option("--transport", *transport, "shm, tcp, or auto (shm: every rank is on this host)")
       ->check(CLI::IsMember({"shm", "tcp", "auto"}))->capture_default_str();
   cmd->add_option("--dtype", *dtype, "Element type")->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();

@@ -1,15 +1,17 @@
 // One rank of `troupe bench allreduce` (`troupe bench-rank`, started by the driver): joins the group
-// without Redis, through address files in the driver's temp dir, then runs every case as
-// bench/allreduce_case.h describes and writes result-<rank>.json there.
+// without Redis (a /dev/shm segment, or address files in the driver's temp dir and a TCP mesh), then
+// runs every case as bench/allreduce_case.h describes and writes result-<rank>.json there.
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "cli/bench_allreduce.h"
 #include "collectives/communicator.h"
+#include "collectives/shm_transport.h"
 #include "collectives/tcp_transport.h"
 
 namespace troupe::cli {
@@ -53,10 +55,18 @@ Expected<std::vector<std::string>> gather_addresses(const std::string& dir, int 
   }
 }
 
-// The one place a transport is made. tcp: a listener on loopback, its address in a file, then the
-// mesh. shm: the shared-memory transport is not in this build yet (resolve_transport refuses it).
+// The one place a transport is made. shm: one /dev/shm segment named after the run's temp dir.
+// tcp: a listener on loopback, its address in a file, then the mesh.
 Expected<std::unique_ptr<Transport>> make_transport(const BenchRankOptions& o) {
-  if (o.transport != "tcp") return unavailable("transport '" + o.transport + "' is not available in this build");
+  if (o.transport == "shm") {
+    collectives::ShmGroupOptions shm;
+    shm.name = std::filesystem::path(o.dir).parent_path().filename().string();  // "troupe-bench-XXXXXX"
+    shm.rank = o.rank;
+    shm.size = o.size;
+    shm.timeout = o.timeout;
+    return collectives::connect_shm_group(shm);
+  }
+  if (o.transport != "tcp") return invalid_argument("transport '" + o.transport + "': expected shm or tcp");
   const auto deadline = Clock::now() + o.timeout;
   auto listener = collectives::TcpListener::open("127.0.0.1");
   if (!listener.ok()) return listener.status();

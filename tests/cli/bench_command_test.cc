@@ -122,10 +122,15 @@ TEST_CASE("troupe bench allreduce names the rank that failed and stops the rest"
   std::filesystem::remove_all(dir);
 }
 
-// Until the shared-memory transport is merged; then this becomes a run over shm.
-TEST_CASE("troupe bench allreduce --transport shm says it is not in this build", "[cli][bench][errors]") {
-  CommandResult r = bench("--transport shm --bytes 4K --peers none");
+TEST_CASE("troupe bench allreduce over shared memory, the transport auto picks, checks every size", "[cli][bench]") {
+  CommandResult r = bench("--ranks 3 --bytes 4K,1M --iters 3 --json --peers none");
   INFO(r.both());
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("not available in this build") != std::string::npos);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("transport") == "shm");
+  const auto& results = j.at("results");
+  REQUIRE(results.size() == 2);
+  check_case(results[0], 4096, 4);
+  check_case(results[1], 1 << 20, 4);
+  CHECK(results[1].at("transport") == "shm");
 }
