@@ -20,14 +20,7 @@ namespace {
 // One thread per rank; rank r lives on host hosts[r].
 std::vector<Status> run_hierarchical(const std::vector<int>& hosts, const RankFn& fn) {
   const int size = static_cast<int>(hosts.size());
-  std::vector<TcpListener> listeners;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < size; ++r) {
-    auto l = TcpListener::open("127.0.0.1");
-    REQUIRE(l.ok());
-    addresses.push_back("127.0.0.1:" + std::to_string(l->port()));
-    listeners.push_back(std::move(*l));
-  }
+  LoopbackListeners mesh(size);
   // One in-process local group per host; rank r takes the next transport of its host's group.
   std::map<int, std::vector<std::unique_ptr<Transport>>> local;
   std::map<int, int> taken;
@@ -36,27 +29,14 @@ std::vector<Status> run_hierarchical(const std::vector<int>& hosts, const RankFn
     if (!local.count(hosts[r])) local[hosts[r]] = make_inproc_group(static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[r])));
     mine[r] = std::move(local[hosts[r]][taken[hosts[r]]++]);
   }
-  std::vector<Status> status(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      TcpGroupOptions options;
-      options.timeout = std::chrono::seconds(20);
-      auto mesh = connect_tcp_group(r, std::move(listeners[r]), addresses, options);
-      if (!mesh) {
-        status[r] = mesh.status();
-        return;
-      }
-      auto transport = make_hierarchical_transport(std::move(*mesh), std::move(mine[r]), hosts);
-      if (!transport) {
-        status[r] = transport.status();
-        return;
-      }
-      Communicator comm(std::move(*transport));
-      status[r] = fn(comm);
-    });
-  for (auto& t : threads) t.join();
-  return status;
+  auto connect = [&](int r) -> Expected<std::unique_ptr<Transport>> {
+    TcpGroupOptions options;
+    options.timeout = std::chrono::seconds(20);
+    auto tcp = mesh.connect(r, options);
+    if (!tcp) return tcp.status();
+    return make_hierarchical_transport(std::move(*tcp), std::move(mine[r]), hosts);
+  };
+  return run_connected(size, connect, fn);
 }
 
 void require_all_ok(const std::vector<Status>& status) {
@@ -151,9 +131,8 @@ TEST_CASE("hierarchical: the other collectives run over the mesh and agree with 
 
 TEST_CASE("hierarchical: a local group that does not match the host layout is invalid_argument") {
   auto local = make_inproc_group(3);
-  auto l0 = TcpListener::open("127.0.0.1");
-  REQUIRE(l0.ok());
-  auto mesh = connect_tcp_group(0, std::move(*l0), {"127.0.0.1:" + std::to_string(l0->port())});
+  LoopbackListeners listeners(1);
+  auto mesh = listeners.connect(0);
   REQUIRE(mesh.ok());
   auto t = make_hierarchical_transport(std::move(*mesh), std::move(local[0]), {0});
   REQUIRE_FALSE(t.ok());

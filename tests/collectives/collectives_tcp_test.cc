@@ -16,31 +16,11 @@ using namespace troupe::collectives::testing;
 namespace {
 
 // Forms a TCP mesh of `size` ranks on 127.0.0.1, then runs fn on each rank's thread.
-std::vector<Status> run_tcp(int size, const RankFn& fn, const TcpGroupOptions& group = {}) {
-  std::vector<TcpListener> listeners;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < size; ++r) {
-    auto l = TcpListener::open("127.0.0.1");
-    REQUIRE(l.ok());
-    addresses.push_back("127.0.0.1:" + std::to_string(l->port()));
-    listeners.push_back(std::move(*l));
-  }
-  std::vector<Status> status(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      TcpGroupOptions options = group;
-      options.timeout = std::chrono::seconds(20);
-      auto transport = connect_tcp_group(r, std::move(listeners[r]), addresses, options);
-      if (!transport) {
-        status[r] = transport.status();
-        return;
-      }
-      Communicator comm(std::move(*transport));
-      status[r] = fn(comm);
-    });
-  for (auto& t : threads) t.join();
-  return status;
+std::vector<Status> run_tcp(int size, const RankFn& fn) {
+  LoopbackListeners mesh(size);
+  TcpGroupOptions options;
+  options.timeout = std::chrono::seconds(20);
+  return run_connected(size, [&](int r) { return mesh.connect(r, options); }, fn);
 }
 
 std::vector<float> inputs(int rank, size_t count) {
@@ -211,19 +191,14 @@ TEST_CASE("tcp: a rank of another group or generation is refused at the handshak
                         Case{"pp", 4, "a rank of group 'pp' generation 4 connected to group 'dp' generation 4: another group",
                              "refused: a rank of group 'pp' generation 4"}}) {
     INFO(c.group << " generation " << c.generation);
-    auto l0 = TcpListener::open("127.0.0.1");
-    auto l1 = TcpListener::open("127.0.0.1");
-    REQUIRE(l0.ok());
-    REQUIRE(l1.ok());
-    std::vector<std::string> addresses = {"127.0.0.1:" + std::to_string(l0->port()),
-                                          "127.0.0.1:" + std::to_string(l1->port())};
+    LoopbackListeners mesh(2);
     Status acceptor;
     std::thread rank0([&] {
       TcpGroupOptions o;
       o.group = "dp";
       o.generation = 4;
       o.timeout = std::chrono::milliseconds(1500);
-      auto t = connect_tcp_group(0, std::move(*l0), addresses, o);
+      auto t = mesh.connect(0, o);
       acceptor = t.ok() ? Status() : t.status();
     });
     TcpGroupOptions o;
@@ -231,7 +206,7 @@ TEST_CASE("tcp: a rank of another group or generation is refused at the handshak
     o.generation = c.generation;
     o.timeout = std::chrono::seconds(10);
     auto start = std::chrono::steady_clock::now();
-    auto dialler = connect_tcp_group(1, std::move(*l1), addresses, o);
+    auto dialler = mesh.connect(1, o);
     const auto took = std::chrono::steady_clock::now() - start;
     rank0.join();
     INFO("dialler: " << dialler.status().to_string());
@@ -246,15 +221,10 @@ TEST_CASE("tcp: a rank of another group or generation is refused at the handshak
 }
 
 TEST_CASE("tcp: a rank that never connects makes the group's formation time out naming it") {
-  auto l0 = TcpListener::open("127.0.0.1");
-  auto l1 = TcpListener::open("127.0.0.1");
-  REQUIRE(l0.ok());
-  REQUIRE(l1.ok());
-  std::vector<std::string> addresses = {"127.0.0.1:" + std::to_string(l0->port()),
-                                        "127.0.0.1:" + std::to_string(l1->port())};
+  LoopbackListeners mesh(2);
   TcpGroupOptions options;
   options.timeout = std::chrono::milliseconds(300);
-  auto t = connect_tcp_group(0, std::move(*l0), addresses, options);
+  auto t = mesh.connect(0, options);
   REQUIRE_FALSE(t.ok());
   CHECK(t.status().code() == Code::timeout);
   CHECK(t.status().message().find("rank(s) 1") != std::string::npos);

@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "collectives/communicator.h"
 #include "collectives/inproc_transport.h"
+#include "collectives/tcp_transport.h"
 #include "core/dtype.h"
 
 namespace troupe::collectives::testing {
@@ -31,6 +34,45 @@ inline std::vector<Status> run_ranks(std::vector<std::unique_ptr<Transport>> tra
 }
 
 inline std::vector<Status> run_inproc(int size, const RankFn& fn) { return run_ranks(make_inproc_group(size), fn); }
+
+// Runs fn on one thread per rank over the transport connect(rank) returns on that thread (so ranks
+// can connect to each other concurrently); a rank whose connect fails reports that error.
+using ConnectFn = std::function<Expected<std::unique_ptr<Transport>>(int rank)>;
+inline std::vector<Status> run_connected(int size, const ConnectFn& connect, const RankFn& fn) {
+  std::vector<Status> status(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      auto transport = connect(r);
+      if (!transport) {
+        status[r] = transport.status();
+        return;
+      }
+      Communicator comm(std::move(*transport));
+      status[r] = fn(comm);
+    });
+  for (auto& t : threads) t.join();
+  return status;
+}
+
+// One listener per rank on 127.0.0.1 (kernel-chosen ports) and the addresses to publish.
+struct LoopbackListeners {
+  std::vector<TcpListener> listeners;
+  std::vector<std::string> addresses;
+
+  explicit LoopbackListeners(int size) {
+    for (int r = 0; r < size; ++r) {
+      auto l = TcpListener::open("127.0.0.1");
+      if (!l) throw std::runtime_error("cannot listen on 127.0.0.1: " + l.status().to_string());
+      addresses.push_back("127.0.0.1:" + std::to_string(l->port()));
+      listeners.push_back(std::move(*l));
+    }
+  }
+  // Rank r's mesh; each rank's listener may be taken once.
+  Expected<std::unique_ptr<Transport>> connect(int r, TcpGroupOptions options = {}) {
+    return connect_tcp_group(r, std::move(listeners[r]), addresses, options);
+  }
+};
 
 // Multiples of 1/4 in [-1.25, 1.25]: sums of up to 8 of them are exact in f16 and bf16 (at most 6
 // significant bits), so sums must match the reference exactly whatever the order of accumulation.

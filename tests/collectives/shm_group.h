@@ -16,6 +16,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/shm_transport.h"
+#include "tests/collectives/group.h"
 
 namespace troupe::collectives::testing {
 
@@ -39,22 +40,12 @@ inline ShmGroupOptions shm_options(const std::string& name, int size) {
 
 // Runs fn on one thread per rank; each joins the group with `options` (rank filled in).
 inline std::vector<Status> run_shm_threads(const ShmGroupOptions& options, const ShmRankFn& fn) {
-  std::vector<Status> status(options.size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < options.size; ++r)
-    threads.emplace_back([&, r] {
-      ShmGroupOptions mine = options;
-      mine.rank = r;
-      auto transport = connect_shm_group(mine);
-      if (!transport) {
-        status[r] = transport.status();
-        return;
-      }
-      Communicator comm(std::move(*transport));
-      status[r] = fn(comm);
-    });
-  for (auto& t : threads) t.join();
-  return status;
+  auto connect = [&](int r) {
+    ShmGroupOptions mine = options;
+    mine.rank = r;
+    return connect_shm_group(mine);
+  };
+  return run_connected(options.size, connect, fn);
 }
 
 // What one forked rank reported: its exit (code, or 128 + signal), its Status text and code, and the
