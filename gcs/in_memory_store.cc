@@ -53,6 +53,18 @@ Expected<bool> InMemoryStore::put_if_absent(const std::string& table, const std:
   return tables_[table].emplace(key, value).second;
 }
 
+Expected<bool> InMemoryStore::compare_and_set(const std::string& table, const std::string& key,
+                                              const std::string& expected, const std::string& desired) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TROUPE_RETURN_IF_ERROR(check_up());
+  auto t = tables_.find(table);
+  if (t == tables_.end()) return false;
+  auto it = t->second.find(key);
+  if (it == t->second.end() || it->second != expected) return false;
+  it->second = desired;
+  return true;
+}
+
 Expected<std::optional<std::string>> InMemoryStore::get(const std::string& table, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   TROUPE_RETURN_IF_ERROR(check_up());

@@ -17,6 +17,8 @@ class InMemoryStore final : public Store {
  public:
   Status put(const std::string& table, const std::string& key, const std::string& value) override;
   Expected<bool> put_if_absent(const std::string& table, const std::string& key, const std::string& value) override;
+  Expected<bool> compare_and_set(const std::string& table, const std::string& key, const std::string& expected,
+                                 const std::string& desired) override;
   Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   Status remove(const std::string& table, const std::string& key) override;
   Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) override;

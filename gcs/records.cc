@@ -205,23 +205,29 @@ Status decode(const std::string& bytes, GroupRecord* out) {
 
 std::string encode(const ShardRecord& r) {
   return write([&](Packer& pk) {
-    begin(pk, 6);
+    begin(pk, 9);
     pack_id(pk, r.job);
     pk.pack_int64(r.epoch);
     pk.pack_int64(r.shard);
     pk.pack_uint8(static_cast<uint8_t>(r.state));
     pack_id(pk, r.owner);
+    pk.pack_int64(r.examples);
+    pk.pack_int64(r.progress);
+    pk.pack_int64(r.claims);
     pk.pack_int64(r.updated_ms);
   });
 }
 
 Status decode(const std::string& bytes, ShardRecord* out) {
-  return read_record(bytes, "shard", 6, out, [](Fields& f, ShardRecord& r) -> Status {
+  return read_record(bytes, "shard", 9, out, [](Fields& f, ShardRecord& r) -> Status {
     TROUPE_RETURN_IF_ERROR(f.id("job", &r.job));
     TROUPE_RETURN_IF_ERROR(f.i32("epoch", &r.epoch));
     TROUPE_RETURN_IF_ERROR(f.i32("shard", &r.shard));
     TROUPE_RETURN_IF_ERROR(f.enumeration("state", 2, &r.state));
     TROUPE_RETURN_IF_ERROR(f.id("owner", &r.owner));
+    TROUPE_RETURN_IF_ERROR(f.i64("examples", &r.examples));
+    TROUPE_RETURN_IF_ERROR(f.i64("progress", &r.progress));
+    TROUPE_RETURN_IF_ERROR(f.i32("claims", &r.claims));
     return f.i64("updated_ms", &r.updated_ms);
   });
 }

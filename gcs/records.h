@@ -13,8 +13,8 @@
 
 namespace troupe::gcs {
 
-// Bumped whenever any record's layout changes.
-constexpr uint32_t kRecordSchemaVersion = 1;
+// Bumped whenever any record's layout changes (2: ShardRecord gained examples, progress, claims).
+constexpr uint32_t kRecordSchemaVersion = 2;
 
 struct Resources {
   double cpus = 0;
@@ -106,6 +106,13 @@ struct GroupRecord {
   std::string nccl_id;        // bytes of the NCCL unique id for GPU groups (may be empty)
 };
 
+// Shard lifecycle, one record per (job, epoch, shard); trainers/data/shard_ledger.h moves it, every
+// move a compare-and-set so racing workers and the supervisor never both win:
+//
+//   (supervisor creates the epoch) --> UNASSIGNED --(a worker claims it: owner set, progress 0)--> ASSIGNED
+//                                          ^                                                         |
+//                                          +--(release_worker: owner presumed dead; progress kept)---+
+//   ASSIGNED --(the owner completes it: progress = examples)--> DONE      DONE is final for that epoch.
 enum class ShardState : uint8_t { unassigned = 0, assigned = 1, done = 2 };
 const char* shard_state_name(ShardState s);  // "UNASSIGNED", "ASSIGNED", "DONE"
 
@@ -114,7 +121,10 @@ struct ShardRecord {
   int epoch = 0;
   int shard = 0;
   ShardState state = ShardState::unassigned;
-  WorkerId owner;
+  WorkerId owner;             // nil unless ASSIGNED or DONE
+  int64_t examples = 0;       // examples in the shard
+  int64_t progress = 0;       // examples the owner reported done; kept when released (information)
+  int claims = 0;             // times claimed; more than 1 means it was released and taken again
   int64_t updated_ms = 0;
 };
 
@@ -135,7 +145,7 @@ struct CheckpointRecord {
 // Encoding: [kRecordSchemaVersion, field, field, ...] as a msgpack array, fields in declaration
 // order, nested structs as arrays of their fields, ids as 16-byte bins, enums as unsigned integers.
 // decode refuses another schema version (version_mismatch: "node record of schema version 7; this
-// troupe reads schema version 1 — upgrade troupe or clear the GCS") and malformed bytes (truncated,
+// troupe reads schema version 2 — upgrade troupe or clear the GCS") and malformed bytes (truncated,
 // wrong types, wrong field counts, unknown enum values, trailing bytes: corrupt_data naming the
 // field), never throwing. On error `*out` is unchanged.
 std::string encode(const NodeRecord& r);

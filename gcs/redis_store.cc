@@ -146,6 +146,25 @@ Expected<bool> RedisStore::put_if_absent(const std::string& table, const std::st
   return r->integer == 1;
 }
 
+// Redis runs a script without interleaving any other command, which makes the compare and the set
+// one atomic step for every client of the server. Lua strings are binary-safe; HGET of an absent
+// field is `false`, which never equals a string.
+static const char* const kCompareAndSetScript =
+    "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then "
+    "  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) return 1 "
+    "end return 0";
+
+Expected<bool> RedisStore::compare_and_set(const std::string& table, const std::string& key,
+                                           const std::string& expected, const std::string& desired) {
+  TROUPE_RETURN_IF_ERROR(check_name("table", table));
+  auto r = run({"EVAL", kCompareAndSetScript, "1", table_key(table), key, expected, desired});
+  if (!r.ok()) return r.status().with_context("compare_and_set " + table + "/" + key);
+  if (!r->is_integer()) {
+    return corrupt_data(describe() + ": compare_and_set script answered " + r->type_name() + ", not an integer");
+  }
+  return r->integer == 1;
+}
+
 Expected<std::optional<std::string>> RedisStore::get(const std::string& table, const std::string& key) {
   TROUPE_RETURN_IF_ERROR(check_name("table", table));
   auto r = run({"HGET", table_key(table), key});

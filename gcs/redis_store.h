@@ -1,7 +1,8 @@
 // The Store over a Redis server (gcs/redis_client.h). Key layout, under a namespace prefix
 // (default "troupe", so several clusters or test runs can share one server):
 //
-//   <prefix>:t:<table>    hash   key -> record bytes    HSET, HSETNX, HGET, HDEL, HGETALL
+//   <prefix>:t:<table>    hash   key -> record bytes    HSET, HSETNX, HGET, HDEL, HGETALL, and an
+//                                                       EVAL script for compare_and_set
 //   <prefix>:s:<stream>   stream entries {v: bytes}     XADD MAXLEN ~ n, XREVRANGE, XRANGE (exclusive)
 //   <prefix>:c:<channel>  pub/sub channel               PUBLISH, SUBSCRIBE (own connection)
 //
@@ -39,6 +40,8 @@ class RedisStore final : public Store {
 
   Status put(const std::string& table, const std::string& key, const std::string& value) override;
   Expected<bool> put_if_absent(const std::string& table, const std::string& key, const std::string& value) override;
+  Expected<bool> compare_and_set(const std::string& table, const std::string& key, const std::string& expected,
+                                 const std::string& desired) override;
   Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   Status remove(const std::string& table, const std::string& key) override;
   Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) override;

@@ -51,6 +51,13 @@ class Store {
   // Stores only if the key is absent; true when stored.
   virtual Expected<bool> put_if_absent(const std::string& table, const std::string& key,
                                        const std::string& value) = 0;
+  // Replaces the value of `key` with `desired` only if it is present and equals `expected`
+  // byte for byte; true when replaced, false when the key is absent or holds anything else (the
+  // caller re-reads and decides again). Atomic against every other writer of the store, in this
+  // process or any other: the one primitive for read-modify-write of a shared record (shard
+  // claims, trainers/data/shard_ledger.h). Publishes nothing.
+  virtual Expected<bool> compare_and_set(const std::string& table, const std::string& key,
+                                         const std::string& expected, const std::string& desired) = 0;
   // nullopt when the key is absent.
   virtual Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) = 0;
   // Removing an absent key is not an error.

@@ -8,6 +8,7 @@
 
 #include "gcs/events.h"
 #include "gcs/tables.h"
+#include "tests/gcs/compare_and_set_race.h"
 
 namespace troupe::gcs {
 
@@ -44,6 +45,23 @@ TEST_CASE("memory store: put_if_absent stores only the first value", "[gcs][memo
   CHECK(*s.put_if_absent("t", "k", "first"));
   CHECK_FALSE(*s.put_if_absent("t", "k", "second"));
   CHECK(**s.get("t", "k") == "first");
+}
+
+TEST_CASE("memory store: compare_and_set replaces only the expected value", "[gcs][memory]") {
+  InMemoryStore s;
+  CHECK_FALSE(*s.compare_and_set("t", "k", "", "x"));  // absent key: never replaced
+  CHECK_FALSE(s.get("t", "k")->has_value());
+  REQUIRE(s.put("t", "k", std::string("a\0b", 3)).ok());
+  CHECK_FALSE(*s.compare_and_set("t", "k", "a", "x"));  // a prefix is not equal
+  CHECK(*s.compare_and_set("t", "k", std::string("a\0b", 3), "x"));
+  CHECK(**s.get("t", "k") == "x");
+  s.set_down(true);
+  CHECK(s.compare_and_set("t", "k", "x", "y").status().code() == Code::unavailable);
+}
+
+TEST_CASE("memory store: racing compare_and_set loops lose no update", "[gcs][memory]") {
+  InMemoryStore s;
+  testing::race_compare_and_set([&](int) -> Store& { return s; }, 4, 500);
 }
 
 TEST_CASE("memory store: streams keep the newest max_len entries in order", "[gcs][memory]") {

@@ -162,6 +162,9 @@ TEST_CASE("records: actor, job, group, shard and checkpoint records round trip",
   s.shard = 17;
   s.state = ShardState::done;
   s.owner = WorkerId::random();
+  s.examples = 3750;
+  s.progress = 1280;
+  s.claims = 2;
   s.updated_ms = 5;
   ShardRecord sb = round_trip(s);
   CHECK(sb.job == s.job);
@@ -169,6 +172,9 @@ TEST_CASE("records: actor, job, group, shard and checkpoint records round trip",
   CHECK(sb.shard == 17);
   CHECK(sb.state == ShardState::done);
   CHECK(sb.owner == s.owner);
+  CHECK(sb.examples == 3750);
+  CHECK(sb.progress == 1280);
+  CHECK(sb.claims == 2);
   CHECK(sb.updated_ms == 5);
   CHECK(record_key(sb) == s.job.hex() + "/3/17");
 
@@ -207,7 +213,7 @@ TEST_CASE("records: another schema version is refused naming both versions", "[g
   Status st = decode(bytes, &out);
   CHECK(st.code() == Code::version_mismatch);
   CHECK_THAT(st.message(), Catch::Contains("schema version 7"));
-  CHECK_THAT(st.message(), Catch::Contains("reads schema version 1"));
+  CHECK_THAT(st.message(), Catch::Contains("reads schema version 2"));
   CHECK(out.hostname == "untouched");
 }
 
@@ -268,13 +274,14 @@ TEST_CASE("records: unknown enum values and out-of-range integers are corrupt_da
   ShardRecord s;
   auto shard_with = [&](auto&& state, auto&& epoch) {
     return raw([&](Packer& pk) {
-      pk.pack_array(7);
+      pk.pack_array(10);
       pk.pack_uint32(kRecordSchemaVersion);
       pack_id(pk, s.job);
       epoch(pk);
       pk.pack_int64(0);
       state(pk);
       pack_id(pk, s.owner);
+      pk.pack_int64(0), pk.pack_int64(0), pk.pack_int64(0);  // examples, progress, claims
       pk.pack_int64(0);
     });
   };

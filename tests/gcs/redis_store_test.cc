@@ -8,6 +8,7 @@
 
 #include "gcs/events.h"
 #include "gcs/tables.h"
+#include "tests/gcs/compare_and_set_race.h"
 #include "tests/gcs/redis_fixture.h"
 
 namespace troupe::gcs {
@@ -57,6 +58,24 @@ TEST_CASE("redis store: put_if_absent stores only the first value", "[gcs][redis
   CHECK(*s->put_if_absent("t", "k", "first"));
   CHECK_FALSE(*s->put_if_absent("t", "k", "second"));
   CHECK(**s->get("t", "k") == "first");
+}
+
+TEST_CASE("redis store: compare_and_set replaces only the expected value", "[gcs][redis]") {
+  auto s = connect_store(shared_redis(), "t-cas");
+  CHECK_FALSE(*s->compare_and_set("t", "k", "", "x"));  // absent key: never replaced
+  CHECK_FALSE(s->get("t", "k")->has_value());
+  const std::string binary("\0\xff\r\n", 4);
+  REQUIRE(s->put("t", "k", binary).ok());
+  CHECK_FALSE(*s->compare_and_set("t", "k", std::string("\0", 1), "x"));  // a prefix is not equal
+  CHECK(*s->compare_and_set("t", "k", binary, binary + "y"));
+  CHECK(**s->get("t", "k") == binary + "y");
+  CHECK(s->compare_and_set("bad name", "k", "", "").status().code() == Code::invalid_argument);
+}
+
+TEST_CASE("redis store: racing compare_and_set loops on separate connections lose no update", "[gcs][redis]") {
+  std::vector<std::unique_ptr<RedisStore>> stores;
+  for (int i = 0; i < 4; ++i) stores.push_back(connect_store(shared_redis(), "t-cas-race"));
+  testing::race_compare_and_set([&](int t) -> Store& { return *stores[static_cast<size_t>(t)]; }, 4, 200);
 }
 
 TEST_CASE("redis store: bad names are invalid_argument", "[gcs][redis]") {

@@ -1,0 +1,213 @@
+// The shard ledger over both stores: the lifecycle of a shard, what a worker that does not hold a
+// shard is told, release of a dead worker's shards, and claims racing from threads (one shared
+// in-memory store; one Redis connection per thread, as separate processes would have).
+#include "trainers/data/shard_ledger.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "gcs/in_memory_store.h"
+#include "tests/gcs/redis_fixture.h"
+
+namespace troupe::data {
+namespace {
+
+using gcs::ShardRecord;
+using gcs::ShardState;
+
+ShardLedgerOptions with_shards(int shards) {
+  ShardLedgerOptions o;
+  o.shards = shards;
+  return o;
+}
+
+void lifecycle(gcs::Store& store) {
+  ShardLedger ledger(store, JobId::random(), with_shards(3));
+  const WorkerId a = WorkerId::random(), b = WorkerId::random();
+  CHECK(ledger.claim(1, a).status().code() == Code::not_found);  // not created yet
+  CHECK(ledger.epoch_done(1).status().code() == Code::not_found);
+  REQUIRE(ledger.create_epoch(1, {10, 10, 9}).ok());
+
+  // Claims go lowest shard first, each to one worker.
+  auto c0 = ledger.claim(1, a);
+  REQUIRE(c0.ok());
+  REQUIRE(c0->has_value());
+  CHECK((*c0)->shard == 0);
+  CHECK((*c0)->owner == a);
+  CHECK((*c0)->state == ShardState::assigned);
+  CHECK((*c0)->claims == 1);
+  CHECK((*c0)->examples == 10);
+  auto c1 = ledger.claim(1, b);
+  REQUIRE(c1->has_value());
+  CHECK((*c1)->shard == 1);
+
+  REQUIRE(ledger.report_progress(1, 0, a, 4).ok());
+  auto status = ledger.epoch_status(1);
+  REQUIRE(status.ok());
+  REQUIRE(status->size() == 3);
+  CHECK((*status)[0].progress == 4);
+  CHECK((*status)[0].owner == a);
+  CHECK((*status)[1].owner == b);
+  CHECK((*status)[2].state == ShardState::unassigned);
+
+  // A supervisor that restarts and creates the epoch again resets nothing.
+  REQUIRE(ledger.create_epoch(1, {10, 10, 9}).ok());
+  CHECK((*ledger.epoch_status(1))[0].progress == 4);
+
+  REQUIRE(ledger.complete(1, 0, a).ok());
+  REQUIRE(ledger.complete(1, 0, a).ok());  // a retry is fine
+  CHECK((*ledger.epoch_status(1))[0].progress == 10);
+  CHECK((*ledger.epoch_status(1))[0].state == ShardState::done);
+  CHECK_FALSE(*ledger.epoch_done(1));
+  auto c2 = ledger.claim(1, a);
+  REQUIRE(c2->has_value());
+  CHECK((*c2)->shard == 2);
+  CHECK_FALSE(ledger.claim(1, a)->has_value());  // nothing left unassigned
+  REQUIRE(ledger.complete(1, 1, b).ok());
+  REQUIRE(ledger.complete(1, 2, a).ok());
+  CHECK(*ledger.epoch_done(1));
+}
+
+void refusals(gcs::Store& store) {
+  ShardLedger ledger(store, JobId::random(), with_shards(2));
+  const WorkerId a = WorkerId::random(), b = WorkerId::random();
+  CHECK(ledger.create_epoch(1, {5}).code() == Code::invalid_argument);
+  CHECK(ledger.create_epoch(1, {5, -1}).code() == Code::invalid_argument);
+  REQUIRE(ledger.create_epoch(1, {5, 5}).ok());
+  REQUIRE(ledger.claim(1, a)->has_value());
+
+  Status st = ledger.report_progress(1, 0, b, 1);
+  CHECK(st.code() == Code::not_found);
+  CHECK_THAT(st.message(), Catch::Contains("worker " + b.short_hex() + " does not hold shard 0 of epoch 1"));
+  CHECK_THAT(st.message(), Catch::Contains("ASSIGNED (worker " + a.short_hex() + ")"));
+  CHECK(ledger.complete(1, 1, a).code() == Code::not_found);  // unassigned: never claimed
+  CHECK(ledger.report_progress(1, 0, a, 6).code() == Code::invalid_argument);
+  CHECK(ledger.report_progress(1, 7, a, 0).code() == Code::not_found);
+  CHECK(ledger.claim(1, WorkerId()).status().code() == Code::invalid_argument);
+}
+
+void release(gcs::Store& store) {
+  const JobId job = JobId::random();
+  ShardLedger ledger(store, job, with_shards(3));
+  ShardLedger other_job(store, JobId::random(), with_shards(3));
+  const WorkerId dead = WorkerId::random(), live = WorkerId::random();
+  REQUIRE(ledger.create_epoch(1, {8, 8, 8}).ok());
+  REQUIRE(other_job.create_epoch(1, {8, 8, 8}).ok());
+  REQUIRE(ledger.claim(1, dead)->has_value());   // shard 0
+  REQUIRE(ledger.claim(1, live)->has_value());   // shard 1
+  REQUIRE(ledger.claim(1, dead)->has_value());   // shard 2
+  REQUIRE(other_job.claim(1, dead)->has_value());
+  REQUIRE(ledger.report_progress(1, 2, dead, 5).ok());
+  REQUIRE(ledger.complete(1, 0, dead).ok());     // done before it died: stays done
+
+  auto released = ledger.release_worker(dead);
+  REQUIRE(released.ok());
+  REQUIRE(released->size() == 1);
+  CHECK((*released)[0].shard == 2);
+  CHECK((*released)[0].state == ShardState::unassigned);
+  CHECK((*released)[0].owner.nil());
+  CHECK((*released)[0].progress == 5);  // kept for status until the next claim
+  CHECK((*other_job.epoch_status(1))[0].owner == dead);  // another job's shards are not touched
+  CHECK(ledger.release_worker(WorkerId::random())->empty());
+
+  // The dead worker's late reports are refused; the next owner restarts the shard from 0.
+  CHECK(ledger.report_progress(1, 2, dead, 6).code() == Code::not_found);
+  CHECK(ledger.complete(1, 2, dead).code() == Code::not_found);
+  auto again = ledger.claim(1, live);
+  REQUIRE(again->has_value());
+  CHECK((*again)->shard == 2);
+  CHECK((*again)->progress == 0);
+  CHECK((*again)->claims == 2);
+  CHECK((*ledger.epoch_status(1))[0].state == ShardState::done);
+}
+
+// `threads` workers claim until nothing is left, each through store_of(t); every shard must be
+// claimed by exactly one of them.
+void racing_claims(const std::function<gcs::Store&(int)>& store_of, int threads, int shards) {
+  const JobId job = JobId::random();
+  REQUIRE(ShardLedger(store_of(0), job, with_shards(shards)).create_epoch(3, std::vector<int64_t>(shards, 1)).ok());
+  std::mutex mu;
+  std::vector<int> claimed_by(static_cast<size_t>(shards), 0);
+  std::atomic<int> errors{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      ShardLedger ledger(store_of(t), job, with_shards(shards));
+      const WorkerId me = WorkerId::random();
+      while (true) {
+        auto c = ledger.claim(3, me);
+        if (!c.ok()) {
+          ++errors;
+          return;
+        }
+        if (!c->has_value()) return;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++claimed_by[static_cast<size_t>((*c)->shard)];
+        }
+        if (!ledger.complete(3, (*c)->shard, me).ok()) ++errors;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  CHECK(errors == 0);
+  for (int s = 0; s < shards; ++s) {
+    INFO("shard " << s);
+    CHECK(claimed_by[static_cast<size_t>(s)] == 1);
+  }
+  CHECK(*ShardLedger(store_of(0), job, with_shards(shards)).epoch_done(3));
+}
+
+}  // namespace
+
+TEST_CASE("shard ledger in memory: create, claim in order, progress, complete, epoch done", "[data][ledger]") {
+  gcs::InMemoryStore store;
+  lifecycle(store);
+}
+
+TEST_CASE("shard ledger in memory: bad sizes, foreign workers and out-of-range progress are refused", "[data][ledger]") {
+  gcs::InMemoryStore store;
+  refusals(store);
+}
+
+TEST_CASE("shard ledger in memory: release_worker returns only the dead worker's unfinished shards", "[data][ledger]") {
+  gcs::InMemoryStore store;
+  release(store);
+}
+
+TEST_CASE("shard ledger in memory: racing threads claim every shard exactly once", "[data][ledger]") {
+  gcs::InMemoryStore store;
+  racing_claims([&](int) -> gcs::Store& { return store; }, 8, 64);
+}
+
+TEST_CASE("shard ledger in memory: a store that is down fails claims as unavailable, naming the shard", "[data][ledger]") {
+  gcs::InMemoryStore store;
+  ShardLedger ledger(store, JobId::random(), with_shards(2));
+  REQUIRE(ledger.create_epoch(1, {1, 1}).ok());
+  store.set_down(true);
+  Status st = ledger.claim(1, WorkerId::random()).status();
+  CHECK(st.code() == Code::unavailable);
+  CHECK_THAT(st.message(), Catch::Contains("shard 0 of epoch 1"));
+}
+
+TEST_CASE("shard ledger over redis: create, claim in order, progress, complete, epoch done", "[data][ledger][redis]") {
+  auto store = gcs::testing::connect_store(gcs::testing::shared_redis(), "t-ledger-life");
+  lifecycle(*store);
+}
+
+TEST_CASE("shard ledger over redis: refusals and release_worker", "[data][ledger][redis]") {
+  auto store = gcs::testing::connect_store(gcs::testing::shared_redis(), "t-ledger-release");
+  refusals(*store);
+  release(*store);
+}
+
+TEST_CASE("shard ledger over redis: workers on separate connections claim every shard exactly once", "[data][ledger][redis]") {
+  std::vector<std::unique_ptr<gcs::RedisStore>> stores;
+  for (int i = 0; i < 6; ++i) stores.push_back(gcs::testing::connect_store(gcs::testing::shared_redis(), "t-ledger-race"));
+  racing_claims([&](int t) -> gcs::Store& { return *stores[static_cast<size_t>(t)]; }, 6, 48);
+}
+
+}  // namespace troupe::data

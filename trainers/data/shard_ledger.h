@@ -1,0 +1,101 @@
+// The shard ledger: who holds which shard of a job's epoch, and how far they got, as ShardRecords
+// in the GCS (the state machine is drawn in gcs/records.h). The job supervisor creates each epoch's
+// shards; workers claim them one at a time, report progress and complete them; when a worker dies
+// the supervisor (the fault-tolerance path) releases its unfinished shards for others to claim.
+//
+// Every change is a read, an edit and a Store::compare_and_set of the whole record: a change made
+// by someone else in between makes the write fail, and the ledger reads again and decides again.
+// So two workers racing for a shard — threads of one process or processes on different hosts —
+// never both get it, and a late report of a worker that was released cannot overwrite the record
+// of the shard's new owner. Each successful write publishes the record's key on the "shards"
+// channel, like gcs::Table::put, for watchers (the supervisor, the dashboard).
+//
+// A released shard is restarted from its first example by whoever claims it next (claim resets
+// progress to 0; release keeps the old progress in the record until then, for status output). Why
+// not resume from the reported progress: a worker reports examples it has stepped over, but when
+// it dies mid-step the gradients of its last steps may never have been applied, so resuming could
+// skip examples; restarting repeats at most one shard's worth of them.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/status.h"
+#include "gcs/records.h"
+#include "gcs/store.h"
+
+namespace troupe::data {
+
+struct ShardLedgerOptions {
+  int shards = 1;  // shards per epoch: the plan's ShardPlanOptions::shards
+  // The most one call spends re-reading and retrying after losing races to other writers (each
+  // store call is bounded by the store's own deadline on top).
+  std::chrono::milliseconds timeout{5000};
+};
+
+class ShardLedger {
+ public:
+  // `store` must outlive the ledger. Thread-safe when the store is (both stores are).
+  ShardLedger(gcs::Store& store, JobId job, ShardLedgerOptions options);
+
+  // ---- the job supervisor ----
+  // Records shards 0 .. S-1 of `epoch` as UNASSIGNED with sizes[s] examples. Idempotent: a shard
+  // already recorded (a supervisor that restarted) is left untouched, progress and owner included.
+  // invalid_argument when sizes has not S entries or one is negative.
+  Status create_epoch(int epoch, const std::vector<int64_t>& sizes);
+
+  // Returns every ASSIGNED shard of `worker`, in any epoch of the job, to UNASSIGNED (owner nil,
+  // progress kept until the next claim), and the records as they are now. A worker holding
+  // nothing is not an error (empty list).
+  Expected<std::vector<gcs::ShardRecord>> release_worker(WorkerId worker);
+
+  // ---- a worker ----
+  // Takes the lowest-numbered UNASSIGNED shard of `epoch` for `worker`: ASSIGNED, owner = worker,
+  // progress 0, claims + 1; returns the record as written. nullopt when no shard is UNASSIGNED
+  // (the epoch is done, or what is left is held by others). not_found when the epoch was not
+  // created; timeout when other writers kept winning for options.timeout.
+  Expected<std::optional<gcs::ShardRecord>> claim(int epoch, WorkerId worker);
+
+  // Records that `worker` is done with the first `examples_done` examples of its shard. Two round
+  // trips: report every few batches, not every one. not_found when the worker does not hold the
+  // shard (it was released, or never claimed): drop the shard and claim another.
+  // invalid_argument when examples_done is outside [0, examples].
+  Status report_progress(int epoch, int shard, WorkerId worker, int64_t examples_done);
+
+  // ASSIGNED -> DONE with progress = examples. Completing a shard the worker already completed is
+  // ok (a retry); not_found as for report_progress.
+  Status complete(int epoch, int shard, WorkerId worker);
+
+  // ---- anyone ----
+  // The epoch's records ordered by shard; not_found when the epoch was not created.
+  Expected<std::vector<gcs::ShardRecord>> epoch_status(int epoch);
+  // true when every shard of the epoch is DONE; not_found when the epoch was not created.
+  Expected<bool> epoch_done(int epoch);
+
+  const JobId& job() const { return job_; }
+
+ private:
+  struct Read {
+    gcs::ShardRecord record;
+    std::string bytes;  // what compare_and_set must find
+  };
+  std::string key(int epoch, int shard) const;
+  std::string where(int epoch, int shard) const;  // "shard 3 of epoch 2 of job 1a2b3c4d"
+  Expected<std::optional<Read>> read(int epoch, int shard);
+  // compare_and_set of `next` (its updated_ms set to now) over `current`; false: someone else
+  // changed the record first.
+  Expected<bool> swap(const Read& current, gcs::ShardRecord& next);
+  // Reads the shard, lets `edit` change the record (or refuse with an error; false: no change
+  // needed) and writes it back, again from a fresh read after each lost race, until the deadline.
+  template <class Edit>
+  Status modify(int epoch, int shard, Edit&& edit);
+
+  gcs::Store& store_;
+  JobId job_;
+  ShardLedgerOptions options_;
+};
+
+}  // namespace troupe::data
