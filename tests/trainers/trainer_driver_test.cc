@@ -169,23 +169,6 @@ TEST_CASE("the mlp trainer gives the parameters of the plain MLP loop bit for bi
   }
 }
 
-TEST_CASE("train_mlp_cpu and the trainer path report the same history", "[trainer_driver][equivalence]") {
-  const Dataset train = blobs(300, 3, 4, 3), test = blobs(90, 3, 4, 4);
-  const TrainOptions o = small_job("mlp");
-  auto a = train_mlp_cpu(o, train, test);
-  auto b = train_with_trainer(o, train, test);
-  REQUIRE(a.ok());
-  REQUIRE(b.ok());
-  CHECK(a->model == b->model);
-  CHECK(b->model == "mlp 16-16-3 (323 parameters)");
-  REQUIRE(a->history.size() == b->history.size());
-  for (size_t e = 0; e < a->history.size(); ++e) {
-    CHECK(a->history[e].train_loss == b->history[e].train_loss);
-    CHECK(a->history[e].train_accuracy == b->history[e].train_accuracy);
-    CHECK(a->history[e].test_accuracy == b->history[e].test_accuracy);
-  }
-}
-
 TEST_CASE("a trainer registered in the binary trains through the runtime", "[trainer_driver]") {
   const Dataset train = blobs(400, 4, 5, 5), test = blobs(80, 4, 5, 6);
   TrainOptions o = small_job("test-linear");
