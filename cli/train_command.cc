@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
 #include "trainers/local_trainer.h"
+#include "trainers/trainer_library.h"
 
 namespace troupe::cli {
 namespace {
@@ -46,6 +47,7 @@ struct TrainFlags {
   TrainOptions options;
   std::string hidden = "256,128";
   std::string device = "cpu";
+  std::string lib;
   bool json = false;
   bool no_progress = false;
 };
@@ -56,7 +58,10 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand("train", "Train a model in this process on the CPU or one GPU");
   auto f = std::make_shared<TrainFlags>();
   TrainOptions& o = f->options;
-  cmd->add_option("--model", o.model, "Model to train")->check(CLI::IsMember({"mlp"}))->capture_default_str();
+  cmd->add_option("--model,--trainer", o.model, "Registered trainer to train: mlp, or one of --lib's")
+      ->capture_default_str();
+  cmd->add_option("--lib", f->lib, "Trainer library (.so built against this troupe) to load first");
+  cmd->add_option("--trainer-arg", o.trainer_args, "Setting for the trainer, key=value (repeatable)");
   cmd->add_option("--hidden", f->hidden, "Hidden layer sizes, comma-separated")->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Dataset")->check(CLI::IsMember({"fashion-mnist"}))->capture_default_str();
   cmd->add_option("--dataset-dir", o.dataset_dir, "Directory of the dataset's files (default: setting dataset_dir)");
@@ -82,6 +87,10 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
 
   return [f, &global]() -> int {
     TrainOptions& o = f->options;
+    if (!f->lib.empty()) {
+      auto lib = load_trainer_library(f->lib);
+      if (!lib.ok()) return report_error("train", lib.status().with_context("--lib"));
+    }
     auto hidden = parse_sizes(f->hidden);
     if (!hidden.ok()) return report_error("train", hidden.status());
     o.hidden = *hidden;

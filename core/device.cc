@@ -10,10 +10,6 @@
 
 namespace troupe {
 
-std::string Device::to_string() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
-}
-
 Expected<Device> parse_device(const std::string& text) {
   if (text == "cpu") return Device::cpu();
   if (text == "cuda" || text == "gpu") return Device::cuda(0);

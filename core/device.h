@@ -20,7 +20,8 @@ struct Device {
   bool is_cuda() const { return kind == Kind::cuda; }
   bool operator==(const Device& o) const { return kind == o.kind && (is_cpu() || index == o.index); }
   bool operator!=(const Device& o) const { return !(*this == o); }
-  std::string to_string() const;  // "cpu" or "cuda:0"
+  // "cpu" or "cuda:0". Inline: the trainer API (trainers/api) installs this header without core's library.
+  std::string to_string() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
 };
 
 // Parses "cpu", "cuda" (device 0) or "cuda:N".

@@ -149,6 +149,21 @@ class Fields {
     *out = std::move(items);
     return {};
   }
+  // A nested array of strings.
+  Status strings(const char* name, std::vector<std::string>* out) {
+    const msgpack::object* o = next();
+    if (o->type != msgpack::type::ARRAY) return wrong(name, "an array", *o);
+    std::vector<std::string> items;
+    for (uint32_t k = 0; k < o->via.array.size; ++k) {
+      const msgpack::object& item = o->via.array.ptr[k];
+      if (item.type != msgpack::type::STR) {
+        return wrong((std::string(name) + "[" + std::to_string(k) + "]").c_str(), "a string", item);
+      }
+      items.emplace_back(item.via.str.ptr, item.via.str.size);
+    }
+    *out = std::move(items);
+    return {};
+  }
   Status resources(const char* name, Resources* out) {
     Fields r(o_, 0, "");
     TROUPE_RETURN_IF_ERROR(nested(name, 3, &r));

@@ -265,6 +265,32 @@ Status decode(const std::string& bytes, CheckpointRecord* out) {
   });
 }
 
+std::string encode(const TrainerLibraryRecord& r) {
+  return write([&](Packer& pk) {
+    begin(pk, 7);
+    put_str(pk, r.checksum);
+    put_str(pk, r.file_name);
+    put_str(pk, r.troupe_version);
+    pk.pack_int32(r.abi);
+    pk.pack_uint64(r.size);
+    pk.pack_array(static_cast<uint32_t>(r.trainers.size()));
+    for (const std::string& t : r.trainers) put_str(pk, t);
+    pk.pack_int64(r.stored_ms);
+  });
+}
+
+Status decode(const std::string& bytes, TrainerLibraryRecord* out) {
+  return read_record(bytes, "trainer library", 7, out, [](Fields& f, TrainerLibraryRecord& r) -> Status {
+    TROUPE_RETURN_IF_ERROR(f.str("checksum", &r.checksum));
+    TROUPE_RETURN_IF_ERROR(f.str("file_name", &r.file_name));
+    TROUPE_RETURN_IF_ERROR(f.str("troupe_version", &r.troupe_version));
+    TROUPE_RETURN_IF_ERROR(f.i32("abi", &r.abi));
+    TROUPE_RETURN_IF_ERROR(f.u64("size", &r.size));
+    TROUPE_RETURN_IF_ERROR(f.strings("trainers", &r.trainers));
+    return f.i64("stored_ms", &r.stored_ms);
+  });
+}
+
 // ---- keys ----
 
 std::string record_key(const NodeRecord& r) { return r.id.hex(); }
@@ -275,5 +301,6 @@ std::string record_key(const ShardRecord& r) {
   return r.job.hex() + "/" + std::to_string(r.epoch) + "/" + std::to_string(r.shard);
 }
 std::string record_key(const CheckpointRecord& r) { return r.job.hex() + "/" + std::to_string(r.step); }
+std::string record_key(const TrainerLibraryRecord& r) { return r.checksum; }
 
 }  // namespace troupe::gcs

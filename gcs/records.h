@@ -142,6 +142,19 @@ struct CheckpointRecord {
   int64_t written_ms = 0;
 };
 
+// A user's trainer library shipped through the GCS (trainers/trainer_library_store.h). Its bytes are
+// stored under the same key in table "trainer_library_blobs"; this record is written after them, so a
+// record always has its bytes.
+struct TrainerLibraryRecord {
+  std::string checksum;       // xxh64 of the bytes, 16 hex digits; the key
+  std::string file_name;      // "libuser_trainer.so", as submitted (errors and the node's cache name it)
+  std::string troupe_version; // the troupe it was built against
+  int abi = 0;                // its TROUPE_TRAINER_ABI
+  uint64_t size = 0;          // bytes
+  std::vector<std::string> trainers;  // the names it registers
+  int64_t stored_ms = 0;
+};
+
 // Encoding: [kRecordSchemaVersion, field, field, ...] as a msgpack array, fields in declaration
 // order, nested structs as arrays of their fields, ids as 16-byte bins, enums as unsigned integers.
 // decode refuses another schema version (version_mismatch: "node record of schema version 7; this
@@ -154,12 +167,14 @@ std::string encode(const JobRecord& r);
 std::string encode(const GroupRecord& r);
 std::string encode(const ShardRecord& r);
 std::string encode(const CheckpointRecord& r);
+std::string encode(const TrainerLibraryRecord& r);
 Status decode(const std::string& bytes, NodeRecord* out);
 Status decode(const std::string& bytes, ActorRecord* out);
 Status decode(const std::string& bytes, JobRecord* out);
 Status decode(const std::string& bytes, GroupRecord* out);
 Status decode(const std::string& bytes, ShardRecord* out);
 Status decode(const std::string& bytes, CheckpointRecord* out);
+Status decode(const std::string& bytes, TrainerLibraryRecord* out);
 
 // The key and table name each record is stored under.
 std::string record_key(const NodeRecord& r);        // node id hex
@@ -168,6 +183,7 @@ std::string record_key(const JobRecord& r);         // job id hex
 std::string record_key(const GroupRecord& r);       // group name
 std::string record_key(const ShardRecord& r);       // "<job>/<epoch>/<shard>"
 std::string record_key(const CheckpointRecord& r);  // "<job>/<step>"
+std::string record_key(const TrainerLibraryRecord& r);  // checksum
 template <class R> struct TableName;
 template <> struct TableName<NodeRecord> { static constexpr const char* value = "nodes"; };
 template <> struct TableName<ActorRecord> { static constexpr const char* value = "actors"; };
@@ -175,5 +191,6 @@ template <> struct TableName<JobRecord> { static constexpr const char* value = "
 template <> struct TableName<GroupRecord> { static constexpr const char* value = "groups"; };
 template <> struct TableName<ShardRecord> { static constexpr const char* value = "shards"; };
 template <> struct TableName<CheckpointRecord> { static constexpr const char* value = "checkpoints"; };
+template <> struct TableName<TrainerLibraryRecord> { static constexpr const char* value = "trainer_libraries"; };
 
 }  // namespace troupe::gcs

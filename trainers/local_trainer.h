@@ -1,7 +1,7 @@
 // The one-device strategy: a training job in this process, on the CPU or one GPU. It loads the
-// dataset, builds the model and optimizer, runs epochs of shuffled mini-batches, checks the loss is
-// finite, evaluates on the test split and reports progress. Later strategies (sync, async) run the
-// same step on many workers.
+// dataset and runs the job: on the CPU through the trainer API's runtime loop
+// (trainers/trainer_driver.h) with any registered trainer, on a GPU with the built-in MLP's CUDA
+// trainer. Later strategies (sync, async) run the same step on many workers.
 #pragma once
 
 #include "trainers/fashion_mnist.h"
@@ -14,7 +14,8 @@ namespace troupe {
 // being finite: the message names the epoch and step).
 Expected<TrainResult> train_local(const TrainOptions& options, const ProgressFn& progress = {});
 
-// The CPU training loop on already loaded data (used by train_local; tests call it on small data).
+// The built-in MLP on already loaded data, on the CPU: train_with_trainer (trainers/trainer_driver.h)
+// with trainer "mlp" whatever options.model says (benchmarks and tests call it on small data).
 Expected<TrainResult> train_mlp_cpu(const TrainOptions& options, const Dataset& train, const Dataset& test,
                                     const ProgressFn& progress = {});
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "trainers/trainer_registry.h"
+
 namespace troupe {
 
 float TrainOptions::effective_lr() const {
@@ -10,7 +12,10 @@ float TrainOptions::effective_lr() const {
 }
 
 Status TrainOptions::validate() const {
-  if (model != "mlp") return invalid_argument("--model '" + model + "' is not known; available: mlp");
+  if (!trainer_registry().contains(model)) {
+    return invalid_argument("--model '" + model + "' is not a known trainer; known: " + trainer_registry().names_list() +
+                            " (a trainer of your own: build it as a library and pass --lib libmine.so)");
+  }
   if (dataset != "fashion-mnist") {
     return invalid_argument("--dataset '" + dataset + "' is not known; available: fashion-mnist");
   }

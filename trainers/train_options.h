@@ -14,7 +14,8 @@
 namespace troupe {
 
 struct TrainOptions {
-  std::string model = "mlp";
+  std::string model = "mlp";        // a registered trainer (trainers/trainer_registry.h): mlp, or a library's
+  std::vector<std::string> trainer_args;  // key=value settings for the trainer (trainers/api/trainer.h JobConfig)
   std::vector<int> hidden = {256, 128};
   std::string dataset = "fashion-mnist";
   std::string dataset_dir;          // empty: the dataset_dir setting

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -161,4 +162,37 @@ TEST_CASE("on a terminal troupe train draws a progress bar with loss, speed and 
   CHECK(r.out.find("samples/s") != std::string::npos);
   CHECK(r.out.find("ETA") != std::string::npos);
   CHECK(r.out.find("test accuracy") != std::string::npos);
+}
+
+TEST_CASE("troupe train --lib trains a trainer from a library", "[cli][train][lib]") {
+  const std::string lib = std::string(TROUPE_TEST_FIXTURE_DIR) + "/libtest_constant_trainer.so";
+  CommandResult r = train("--lib " + lib + " --trainer fixture-mean --epochs 1 --max-steps 30 --json");
+  INFO(r.both());
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.last_line());
+  CHECK(j.at("model") == "fixture-mean (10 parameters)");
+  CHECK(j.at("steps") == 30);
+  // A bias-only model on Fashion-MNIST's balanced classes stays at the uniform prediction's ln(10).
+  CHECK(j.at("final_loss").get<double>() == Approx(std::log(10.0)).epsilon(0.01));
+}
+
+TEST_CASE("troupe train --lib and --trainer name what is wrong", "[cli][train][lib][errors]") {
+  CommandResult missing = train("--lib /nonexistent/libmine.so --trainer mine --epochs 1");
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("--lib: trainer library /nonexistent/libmine.so does not exist") != std::string::npos);
+
+  CommandResult old = train("--lib " + std::string(TROUPE_TEST_FIXTURE_DIR) +
+                            "/libtest_other_version_trainer.so --trainer x --epochs 1");
+  CHECK(old.exit_code == 1);
+  CHECK(old.err.find("libtest_other_version_trainer.so was built against troupe 0.0.1") != std::string::npos);
+  CHECK(old.err.find("rebuild it against this version") != std::string::npos);
+
+  CommandResult unknown = train("--trainer nosuch --epochs 1");
+  INFO(unknown.both());
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("--model 'nosuch' is not a known trainer; known: mlp") != std::string::npos);
+
+  CommandResult bad_arg = train("--trainer-arg hidden --epochs 1 --max-steps 1");
+  CHECK(bad_arg.exit_code == 2);
+  CHECK(bad_arg.err.find("--trainer-arg") != std::string::npos);
 }

@@ -1,0 +1,43 @@
+// examples/user_trainer built against the installed trainer API (build_user_trainer.sh, run first
+// as a CTest fixture), loaded like `troupe train --lib` does and trained on Fashion-MNIST.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "trainers/local_trainer.h"
+#include "trainers/trainer_library.h"
+#include "trainers/trainer_registry.h"
+
+using namespace troupe;
+
+TEST_CASE("the example trainer built with find_package loads and learns", "[user_trainer]") {
+  auto lib = load_trainer_library(std::string(TROUPE_USER_TRAINER_DIR) + "/cmake/libuser_trainer.so");
+  REQUIRE(lib.ok());
+  CHECK(lib->trainers == std::vector<std::string>{"logreg"});
+  REQUIRE(trainer_registry().contains("logreg"));
+
+  TrainOptions o;
+  o.model = "logreg";
+  o.epochs = 1;
+  o.max_steps = 60;
+  o.optimizer = "sgd";
+  o.lr = 0.1f;
+  o.trainer_args = {"init_std=0.001"};
+  double first_loss = 0;
+  auto r = train_local(o, [&](const TrainProgress& p) {
+    if (p.step == 1 && !p.epoch_done) first_loss = p.loss;
+  });
+  REQUIRE(r.ok());
+  CHECK(r->model == "logreg 784-10 softmax regression");
+  CHECK(first_loss == Approx(std::log(10.0)).epsilon(0.05));  // near-zero weights: uniform predictions
+  CHECK(r->final_loss < first_loss * 0.6);
+  CHECK(r->test_accuracy > 0.65);
+}
+
+TEST_CASE("the example trainer built with pkg-config loads", "[user_trainer]") {
+  auto lib = load_trainer_library(std::string(TROUPE_USER_TRAINER_DIR) + "/libuser_trainer_pc.so");
+  REQUIRE(lib.ok());
+  CHECK(lib->trainers == std::vector<std::string>{"logreg"});
+  auto t = trainer_registry().create("logreg");
+  CHECK(t.ok());
+}

@@ -1,0 +1,31 @@
+#include "trainers/api/trainer.h"
+
+namespace troupe {
+
+Param ParameterSpace::declare(const std::string& name, const std::vector<int64_t>& shape, Init init) {
+  // Only the first bad declaration is reported: later ones often follow from it.
+  auto fail = [&](const std::string& why) {
+    if (status_.ok()) status_ = invalid_argument("parameter '" + name + "': " + why);
+    return Param{};
+  };
+  if (name.empty()) return fail("a parameter block needs a name");
+  for (const ParamBlock& b : blocks_) {
+    if (b.name == name) return fail("declared twice; give every block its own name");
+  }
+  if (shape.empty()) return fail("a block needs at least one dimension");
+  size_t numel = 1;
+  for (int64_t d : shape) {
+    if (d <= 0) return fail("dimension " + std::to_string(d) + " must be positive");
+    if (numel > (size_t{1} << 40) / static_cast<size_t>(d)) return fail("more than 2^40 elements");
+    numel *= static_cast<size_t>(d);
+  }
+  Param p;
+  p.index = static_cast<int>(blocks_.size());
+  p.offset = size_;
+  p.numel = numel;
+  blocks_.push_back(ParamBlock{name, shape, init, p});
+  size_ += numel;
+  return p;
+}
+
+}  // namespace troupe

@@ -1,0 +1,241 @@
+// The trainer API: what a user implements to train a model on troupe, and the one macro that names
+// it. This header and what it includes are installed (include/troupe/...) for user libraries.
+//
+// Division of labour. The user's Trainer says what the model is: which parameter blocks it has and
+// how they start (setup), the loss and gradients of a batch (forward_backward), and the loss and
+// correct count of a batch without gradients (evaluate). The runtime owns everything else: one flat
+// f32 parameter buffer and one flat gradient buffer of the same layout (so optimizers and all-reduce
+// each make one pass over contiguous memory), their initialisation from the job's seed (the same on
+// every replica), the optimizer and learning-rate schedule, gradient synchronisation, data sharding
+// and batching, checkpoints and metrics.
+//
+// A minimal trainer:
+//
+//   class LogReg : public troupe::Trainer {
+//    public:
+//     troupe::Status setup(const troupe::TrainerContext& ctx, troupe::ParameterSpace& space) override {
+//       w_ = space.declare("w", {ctx.data.features, ctx.data.classes}, troupe::Init::zeros());
+//       b_ = space.declare("b", {ctx.data.classes}, troupe::Init::zeros());
+//       return {};
+//     }
+//     troupe::Expected<troupe::BatchStats> forward_backward(const troupe::Batch& batch,
+//         const troupe::Parameters& params, troupe::Gradients& grads) override { ... }
+//     troupe::Expected<troupe::BatchStats> evaluate(const troupe::Batch& batch,
+//         const troupe::Parameters& params) override { ... }
+//    private:
+//     troupe::Param w_, b_;
+//   };
+//   TROUPE_REGISTER_TRAINER("logreg", LogReg);
+//
+// Build it as a shared library against the installed troupe (find_package(troupe) and link
+// troupe::trainer_api, or pkg-config troupe); troupe loads it with `--lib` and refuses a library
+// built against another troupe version (trainers/trainer_library.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/status.h"
+#include "core/version.h"
+
+// Bumped whenever a type of this header changes layout or a virtual function is added, removed or
+// reordered; with the troupe version it is what a library is checked against before it is used.
+#define TROUPE_TRAINER_ABI 1
+
+namespace troupe {
+
+// ---- what a trainer is given ----
+
+// The job's key=value settings for the trainer (`troupe train --trainer-arg hidden=256,128`), with
+// typed getters. A value that does not parse is invalid_argument naming the key and the value.
+class JobConfig {
+ public:
+  JobConfig() = default;
+  explicit JobConfig(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+
+  // Parses "key=value" items; an item without '=' or with an empty key is invalid_argument.
+  static Expected<JobConfig> parse(const std::vector<std::string>& items);
+
+  void set(const std::string& key, const std::string& value) { values_[key] = value; }
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  const std::map<std::string, std::string>& values() const { return values_; }
+
+  // Each returns `fallback` when the key is absent.
+  std::string get(const std::string& key, const std::string& fallback = "") const;
+  Expected<int64_t> get_int(const std::string& key, int64_t fallback) const;
+  Expected<double> get_double(const std::string& key, double fallback) const;
+  // "256,128" -> {256, 128}; "" -> {}.
+  Expected<std::vector<int64_t>> get_int_list(const std::string& key, const std::vector<int64_t>& fallback) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// The shape of the examples the runtime will feed: `features` f32 values and one label in
+// [0, classes) per example.
+struct DataSpec {
+  int64_t features = 0;
+  int classes = 0;
+};
+
+struct TrainerContext {
+  int rank = 0;        // this replica, 0 .. world_size-1
+  int world_size = 1;  // replicas training together (1 for a local job)
+  Device device;       // where the parameter, gradient and batch buffers live (the CPU for now)
+  DataSpec data;
+  uint64_t seed = 1;   // the job's seed; parameters are initialised from it by the runtime
+  JobConfig config;
+};
+
+// ---- parameters ----
+
+// How the runtime fills a parameter block before the first step. Blocks are filled in declaration
+// order from one random stream seeded with the job's seed, so every replica starts identical.
+struct Init {
+  enum class Kind : uint8_t { zeros, constant, uniform, normal };
+  Kind kind = Kind::zeros;
+  float a = 0;  // constant: the value; uniform: the bound (values in [-a, a)); normal: the std deviation
+  static Init zeros() { return {Kind::zeros, 0}; }
+  static Init constant(float value) { return {Kind::constant, value}; }
+  static Init uniform(float bound) { return {Kind::uniform, bound}; }
+  static Init normal(float stddev) { return {Kind::normal, stddev}; }
+};
+
+// A declared parameter block: where it sits in the flat buffers.
+struct Param {
+  int index = -1;     // declaration order
+  size_t offset = 0;  // in floats, from the start of the flat buffer
+  size_t numel = 0;
+};
+
+struct ParamBlock {
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init;
+  Param param;
+};
+
+// Collects the blocks a trainer declares in setup(). Blocks are laid out back to back, in
+// declaration order, in one flat buffer of size() floats.
+class ParameterSpace {
+ public:
+  // Declares a block; dimensions must be > 0 and the name unique. A bad declaration is remembered and
+  // reported by the runtime after setup() returns (status()), so setup code can stay linear.
+  Param declare(const std::string& name, const std::vector<int64_t>& shape, Init init);
+  const std::vector<ParamBlock>& blocks() const { return blocks_; }
+  size_t size() const { return size_; }
+  Status status() const { return status_; }
+
+ private:
+  std::vector<ParamBlock> blocks_;
+  size_t size_ = 0;
+  Status status_;
+};
+
+// Views of the runtime's flat buffers, addressed by the Params that declare() returned. Trainers must
+// not keep the pointers past the call they were given in: the runtime may move the buffers.
+template <class T>
+class FlatBuffer {
+ public:
+  FlatBuffer(T* data, size_t size) : data_(data), size_(size) {}
+  T* operator[](const Param& p) const { return data_ + p.offset; }
+  T* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  T* data_;
+  size_t size_;
+};
+using Parameters = FlatBuffer<const float>;
+using Gradients = FlatBuffer<float>;  // all zeros when forward_backward is called
+
+// ---- what a trainer is fed and returns ----
+
+// `size` examples, row-major: inputs [size x features] f32, labels [size] int32, on ctx.device.
+struct Batch {
+  const float* inputs = nullptr;
+  const int32_t* labels = nullptr;
+  int64_t size = 0;
+  int64_t features = 0;
+};
+
+struct BatchStats {
+  float loss = 0;        // mean loss over the batch
+  int64_t correct = -1;  // examples predicted right; -1 when the model does not classify
+};
+
+// ---- the interface ----
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+
+  // Called once per replica before training: read the config, declare the parameter blocks. Errors
+  // (a bad config value, a data shape the model cannot take) stop the job with the message.
+  virtual Status setup(const TrainerContext& ctx, ParameterSpace& space) = 0;
+
+  // The mean loss of `batch` and its gradient with respect to every parameter, written into `grads`
+  // (zero on entry; write or add). Called once per step; the runtime then synchronises the gradients
+  // and applies the optimizer. A non-finite loss is caught by the runtime.
+  virtual Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params,
+                                                Gradients& grads) = 0;
+
+  // The mean loss (and correct count) of `batch` without gradients: test-set evaluation.
+  virtual Expected<BatchStats> evaluate(const Batch& batch, const Parameters& params) = 0;
+
+  // Shown in results and logs after the trainer's name, e.g. "784-256-128-10".
+  virtual std::string describe() const { return {}; }
+};
+
+// ---- registration ----
+
+using TrainerFactory = std::unique_ptr<Trainer> (*)();
+
+// One registered trainer of a binary or library.
+struct TrainerRegistration {
+  const char* name;
+  TrainerFactory factory;
+};
+
+// Adds a trainer to the registrations of the binary or library this is linked into (each shared
+// library has its own list; the runtime reads it after checking the library's version). Used by
+// TROUPE_REGISTER_TRAINER at load time; names must match [a-z0-9_.-]+ (checked when read).
+struct TrainerRegistrar {
+  TrainerRegistrar(const char* name, TrainerFactory factory);
+};
+
+namespace detail {
+// The registrations of this binary or library so far, in registration order.
+const std::vector<TrainerRegistration>& local_trainer_registrations();
+}  // namespace detail
+
+}  // namespace troupe
+
+#define TROUPE_TRAINER_CONCAT_(a, b) a##b
+#define TROUPE_TRAINER_CONCAT(a, b) TROUPE_TRAINER_CONCAT_(a, b)
+
+// Registers `Class` (default-constructible, derived from troupe::Trainer) under `name`, a string
+// literal, when the binary or library is loaded. Use at namespace scope in a .cc file.
+#define TROUPE_REGISTER_TRAINER(name, Class)                                                    \
+  static const ::troupe::TrainerRegistrar TROUPE_TRAINER_CONCAT(troupe_trainer_registrar_, __LINE__)( \
+      name, []() -> std::unique_ptr<::troupe::Trainer> { return std::unique_ptr<::troupe::Trainer>(new Class()); })
+
+// ---- the library's identity, read by the runtime before anything else ----
+
+extern "C" {
+// Plain C so it can be read from a library of any troupe version. Its layout never changes.
+struct troupe_trainer_abi_info {
+  uint32_t abi;                // TROUPE_TRAINER_ABI of the headers the library was built with
+  const char* troupe_version;  // TROUPE_VERSION_STRING of those headers
+};
+}
+// Exported by every library that registers a trainer (defined in troupe::trainer_api):
+//   extern "C" const troupe_trainer_abi_info* troupe_trainer_abi(void);
+//   extern "C" const std::vector<troupe::TrainerRegistration>* troupe_trainer_registrations(void);
+#define TROUPE_TRAINER_ABI_SYMBOL "troupe_trainer_abi"
+#define TROUPE_TRAINER_REGISTRATIONS_SYMBOL "troupe_trainer_registrations"

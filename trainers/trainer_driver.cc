@@ -1,0 +1,195 @@
+#include "trainers/trainer_driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/cpu/blas_info.h"
+#include "kernels/cpu/denormals.h"
+#include "kernels/cpu/ops.h"
+#include "trainers/epoch_report.h"
+#include "trainers/local_trainer.h"
+#include "trainers/lr_schedule.h"
+#include "trainers/optimizer.h"
+#include "trainers/trainer_registry.h"
+
+namespace troupe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Test-set accuracy (-1 when the trainer does not count correct predictions), in chunks so a
+// trainer's activations stay small.
+Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, const Dataset& data) {
+  constexpr int64_t kChunk = 1000;
+  int64_t correct = 0;
+  bool counted = true;
+  for (int64_t begin = 0; begin < data.count; begin += kChunk) {
+    Batch b;
+    b.size = std::min<int64_t>(kChunk, data.count - begin);
+    b.features = data.features();
+    b.inputs = data.images.data() + begin * data.features();
+    b.labels = data.labels.data() + begin;
+    auto s = trainer.evaluate(b, params);
+    if (!s.ok()) return s.status().with_context("evaluating rows " + std::to_string(begin) + " of the test set");
+    if (s->correct < 0) counted = false;
+    correct += s->correct;
+  }
+  if (!counted) return -1.0;
+  return data.count ? static_cast<double>(correct) / data.count : 0.0;
+}
+
+}  // namespace
+
+void init_parameters(const ParameterSpace& space, uint64_t seed, float* params) {
+  std::mt19937_64 rng(seed);
+  for (const ParamBlock& b : space.blocks()) {
+    float* p = params + b.param.offset;
+    const size_t n = b.param.numel;
+    switch (b.init.kind) {
+      case Init::Kind::zeros: std::fill_n(p, n, 0.0f); break;
+      case Init::Kind::constant: std::fill_n(p, n, b.init.a); break;
+      case Init::Kind::uniform: {
+        std::uniform_real_distribution<float> dist(-b.init.a, b.init.a);
+        for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
+        break;
+      }
+      case Init::Kind::normal: {
+        std::normal_distribution<float> dist(0.0f, b.init.a);
+        for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
+        break;
+      }
+    }
+  }
+}
+
+Expected<JobConfig> trainer_config(const TrainOptions& o) {
+  auto config = JobConfig::parse(o.trainer_args);
+  if (!config.ok()) return config.status().with_context("--trainer-arg");
+  if (!config->has("hidden")) {
+    std::string hidden;
+    for (int h : o.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+    config->set("hidden", hidden);
+  }
+  return config;
+}
+
+Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                         const ProgressFn& progress, std::vector<float>* final_params) {
+  TROUPE_RETURN_IF_ERROR(o.validate());
+  // Mini-batches are full: the last partial batch of an epoch is dropped (its examples are seen in
+  // other epochs, since every epoch has its own permutation).
+  const int64_t steps_per_epoch = train.count / o.batch_size;
+  if (steps_per_epoch == 0) {
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
+                            std::to_string(train.count) + " training examples");
+  }
+  auto made = trainer_registry().create(o.model);
+  if (!made.ok()) return made.status();
+  Trainer& trainer = **made;
+  const std::string where = "trainer '" + o.model + "'";
+
+  TrainerContext ctx;
+  ctx.device = Device::cpu();
+  ctx.data = DataSpec{train.features(), train.classes};
+  ctx.seed = o.seed;
+  auto config = trainer_config(o);
+  if (!config.ok()) return config.status();
+  ctx.config = *config;
+  ParameterSpace space;
+  TROUPE_RETURN_IF_ERROR(trainer.setup(ctx, space).with_context(where + ": setup"));
+  TROUPE_RETURN_IF_ERROR(space.status().with_context(where + ": setup"));
+  if (space.size() == 0) return invalid_argument(where + " declared no parameters in setup()");
+
+  kernels::cpu::set_blas_threads(o.cpu_threads);
+  kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
+
+  OptimizerOptions oo;
+  oo.name = o.optimizer;
+  oo.lr = o.effective_lr();
+  oo.momentum = o.momentum;
+  oo.weight_decay = o.weight_decay;
+  auto opt = make_optimizer(oo, space.size());
+  if (!opt.ok()) return opt.status();
+
+  LrSchedule schedule = LrSchedule::constant;
+  parse_lr_schedule(o.lr_schedule, &schedule);  // validated above
+  const int64_t total_steps =
+      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
+  std::vector<float> params(space.size()), grads(space.size());
+  init_parameters(space, o.seed, params.data());
+  const Parameters param_view(params.data(), params.size());
+  Gradients grad_view(grads.data(), grads.size());
+  const std::string described = trainer.describe();
+  TrainResult result;
+  result.model = o.model + " " + (described.empty() ? "(" + std::to_string(space.size()) + " parameters)" : described);
+  result.device = "cpu";
+  spdlog::info("training {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))", result.model,
+               (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
+
+  const int64_t features = train.features();
+  std::vector<float> batch_x(static_cast<size_t>(o.batch_size) * features);
+  std::vector<int32_t> batch_y(o.batch_size);
+  Batch batch{batch_x.data(), batch_y.data(), o.batch_size, features};
+  const auto job_start = Clock::now();
+  double train_seconds = 0;
+  int64_t step = 0;
+  bool stop = false;
+  bool counted = true;  // the trainer reports correct predictions
+
+  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+    const auto epoch_start = Clock::now();
+    std::vector<int32_t> order = epoch_permutation(train.count, o.seed, epoch);
+    EpochTally tally;
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      for (int r = 0; r < o.batch_size; ++r) {
+        const int32_t idx = order[static_cast<size_t>(s * o.batch_size + r)];
+        std::copy_n(train.images.data() + idx * features, features, batch_x.data() + r * features);
+        batch_y[r] = train.labels[idx];
+      }
+      std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
+      auto stats = trainer.forward_backward(batch, param_view, grad_view);
+      if (!stats.ok()) {
+        return stats.status().with_context(where + ": forward_backward at epoch " + std::to_string(epoch) +
+                                           ", step " + std::to_string(s + 1));
+      }
+      ++step;
+      if (step % o.loss_check_every == 0 && !std::isfinite(stats->loss)) {
+        return nonfinite_loss(stats->loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
+      }
+      (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps));
+      (*opt)->step(params.data(), grads.data());
+      if (stats->correct < 0) counted = false;
+      tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
+      if (progress) progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
+      if (o.max_steps > 0 && step >= o.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    const double epoch_seconds = seconds_since(epoch_start);
+    train_seconds += epoch_seconds;
+    EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
+    if (!counted) es.train_accuracy = -1;
+    if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
+      auto acc = evaluate_split(trainer, param_view, test);
+      if (!acc.ok()) return acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
+      es.test_accuracy = *acc;
+    }
+    report_epoch(es, o, steps_per_epoch, &result, progress);
+  }
+  if (!kernels::cpu::all_finite(params.data(), params.size())) {
+    return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
+  }
+  finish_result(&result, step, o.batch_size, train_seconds);
+  result.wall_seconds = seconds_since(job_start);
+  if (final_params) *final_params = std::move(params);
+  return result;
+}
+
+}  // namespace troupe
