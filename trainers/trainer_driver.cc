@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
+
+#include <xxhash.h>
 
 #include <spdlog/spdlog.h>
 
@@ -23,15 +26,16 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Test-set accuracy (-1 when the trainer does not count correct predictions), in chunks so a
-// trainer's activations stay small.
-Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, const Dataset& data) {
+// Correct predictions over rows [first, last) of `data` (-1 when the trainer does not count them),
+// in chunks so a trainer's activations stay small.
+Expected<int64_t> count_correct(Trainer& trainer, const Parameters& params, const Dataset& data, int64_t first,
+                                int64_t last) {
   constexpr int64_t kChunk = 1000;
   int64_t correct = 0;
   bool counted = true;
-  for (int64_t begin = 0; begin < data.count; begin += kChunk) {
+  for (int64_t begin = first; begin < last; begin += kChunk) {
     Batch b;
-    b.size = std::min<int64_t>(kChunk, data.count - begin);
+    b.size = std::min<int64_t>(kChunk, last - begin);
     b.features = data.features();
     b.inputs = data.images.data() + begin * data.features();
     b.labels = data.labels.data() + begin;
@@ -40,8 +44,45 @@ Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, cons
     if (s->correct < 0) counted = false;
     correct += s->correct;
   }
-  if (!counted) return -1.0;
-  return data.count ? static_cast<double>(correct) / data.count : 0.0;
+  return counted ? correct : -1;
+}
+
+// Test accuracy over all replicas: each counts its slice of the rows, then one all-reduce sums them.
+Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, const Dataset& data,
+                                const Replica& replica) {
+  const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
+  auto correct = count_correct(trainer, params, data, data.count * rank / world, data.count * (rank + 1) / world);
+  if (!correct.ok()) return correct.status();
+  float counts[2] = {static_cast<float>(std::max<int64_t>(*correct, 0)), *correct < 0 ? 1.0f : 0.0f};
+  if (replica.comm) {
+    collectives::CollectiveOptions co;
+    co.timeout = replica.timeout;
+    TROUPE_RETURN_IF_ERROR(replica.comm->allreduce(counts, counts, 2, DType::f32, collectives::ReduceOp::sum, co)
+                               .with_context("summing the replicas' test counts"));
+  }
+  if (counts[1] > 0) return -1.0;
+  return data.count ? static_cast<double>(counts[0]) / data.count : 0.0;
+}
+
+// Every replica's parameter checksum; an error naming the first replica that differs from rank 0.
+Status compare_checksums(const std::vector<float>& params, const Replica& replica, int64_t step) {
+  const uint64_t mine = XXH64(params.data(), params.size() * sizeof(float), 0);
+  std::vector<uint64_t> all(replica.comm->size());
+  collectives::CollectiveOptions co;
+  co.timeout = replica.timeout;
+  // 8 bytes per replica gathered as two opaque f32 words (all-gather moves bytes, no arithmetic).
+  TROUPE_RETURN_IF_ERROR(replica.comm->allgather(&mine, all.data(), 2, DType::f32, co)
+                             .with_context("comparing parameter checksums at step " + std::to_string(step)));
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) {
+      char text[80];
+      std::snprintf(text, sizeof text, "%016llx differs from rank 0's %016llx", static_cast<unsigned long long>(all[r]),
+                    static_cast<unsigned long long>(all[0]));
+      return internal_error("replicas diverged: at step " + std::to_string(step) + " replica " + std::to_string(r) +
+                            "'s parameter checksum " + text + "; every replica must start from the same seed and "
+                            "apply the same updates");
+    }
+  return {};
 }
 
 }  // namespace
@@ -81,7 +122,18 @@ Expected<JobConfig> trainer_config(const TrainOptions& o) {
 
 Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& train, const Dataset& test,
                                          const ProgressFn& progress, std::vector<float>* final_params) {
+  return train_replica(o, train, test, Replica{}, progress, final_params);
+}
+
+Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                    const Replica& replica, const ProgressFn& progress,
+                                    std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(o.validate());
+  const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
+  if (o.batch_size % world != 0)
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
+                            "among " + std::to_string(world) + " replicas; use a multiple of " + std::to_string(world));
+  const int local_batch = o.batch_size / world;
   // Mini-batches are full: the last partial batch of an epoch is dropped (its examples are seen in
   // other epochs, since every epoch has its own permutation).
   const int64_t steps_per_epoch = train.count / o.batch_size;
@@ -95,6 +147,8 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
   const std::string where = "trainer '" + o.model + "'";
 
   TrainerContext ctx;
+  ctx.rank = rank;
+  ctx.world_size = world;
   ctx.device = Device::cpu();
   ctx.data = DataSpec{train.features(), train.classes};
   ctx.seed = o.seed;
@@ -121,10 +175,12 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
   parse_lr_schedule(o.lr_schedule, &schedule);  // validated above
   const int64_t total_steps =
       o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
-  std::vector<float> params(space.size()), grads(space.size());
+  // Two slots after the gradients carry this replica's loss and correct count through the same
+  // all-reduce, so a step costs one collective.
+  std::vector<float> params(space.size()), grads(space.size() + 2);
   init_parameters(space, o.seed, params.data());
   const Parameters param_view(params.data(), params.size());
-  Gradients grad_view(grads.data(), grads.size());
+  Gradients grad_view(grads.data(), space.size());
   const std::string described = trainer.describe();
   TrainResult result;
   result.model = o.model + " " + (described.empty() ? "(" + std::to_string(space.size()) + " parameters)" : described);
@@ -133,9 +189,11 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
                (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
 
   const int64_t features = train.features();
-  std::vector<float> batch_x(static_cast<size_t>(o.batch_size) * features);
-  std::vector<int32_t> batch_y(o.batch_size);
-  Batch batch{batch_x.data(), batch_y.data(), o.batch_size, features};
+  std::vector<float> batch_x(static_cast<size_t>(local_batch) * features);
+  std::vector<int32_t> batch_y(local_batch);
+  Batch batch{batch_x.data(), batch_y.data(), local_batch, features};
+  collectives::CollectiveOptions sync;
+  sync.timeout = replica.timeout;
   const auto job_start = Clock::now();
   double train_seconds = 0;
   int64_t step = 0;
@@ -147,8 +205,8 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
     std::vector<int32_t> order = epoch_permutation(train.count, o.seed, epoch);
     EpochTally tally;
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      for (int r = 0; r < o.batch_size; ++r) {
-        const int32_t idx = order[static_cast<size_t>(s * o.batch_size + r)];
+      for (int r = 0; r < local_batch; ++r) {
+        const int32_t idx = order[static_cast<size_t>(s * o.batch_size + rank * local_batch + r)];
         std::copy_n(train.images.data() + idx * features, features, batch_x.data() + r * features);
         batch_y[r] = train.labels[idx];
       }
@@ -159,6 +217,16 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
                                            ", step " + std::to_string(s + 1));
       }
       ++step;
+      if (replica.comm) {
+        grads[space.size()] = stats->loss;
+        grads[space.size() + 1] = static_cast<float>(stats->correct);
+        Status st = replica.comm->allreduce(grads.data(), grads.data(), grads.size(), DType::f32,
+                                            collectives::ReduceOp::avg, sync);
+        if (!st.ok()) return st.with_context(where + ": all-reducing gradients at epoch " + std::to_string(epoch) +
+                                             ", step " + std::to_string(s + 1));
+        stats->loss = grads[space.size()];
+        stats->correct = stats->correct < 0 ? -1 : std::llround(grads[space.size() + 1] * world);
+      }
       if (step % o.loss_check_every == 0 && !std::isfinite(stats->loss)) {
         return nonfinite_loss(stats->loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
       }
@@ -166,6 +234,8 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
       (*opt)->step(params.data(), grads.data());
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
+      if (replica.comm && replica.checksum_every > 0 && step % replica.checksum_every == 0)
+        TROUPE_RETURN_IF_ERROR(compare_checksums(params, replica, step).with_context(where));
       if (progress) progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
       if (o.max_steps > 0 && step >= o.max_steps) {
         stop = true;
@@ -177,7 +247,7 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
     EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
     if (!counted) es.train_accuracy = -1;
     if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
-      auto acc = evaluate_split(trainer, param_view, test);
+      auto acc = evaluate_split(trainer, param_view, test, replica);
       if (!acc.ok()) return acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
       es.test_accuracy = *acc;
     }

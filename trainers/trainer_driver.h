@@ -5,9 +5,11 @@
 // computes losses and gradients (trainers/api/trainer.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
+#include "collectives/communicator.h"
 #include "trainers/api/trainer.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/train_options.h"
@@ -27,5 +29,24 @@ Expected<JobConfig> trainer_config(const TrainOptions& options);
 // longer finite, naming the epoch and step), or a trainer's own error with where it happened.
 Expected<TrainResult> train_with_trainer(const TrainOptions& options, const Dataset& train, const Dataset& test,
                                          const ProgressFn& progress = {}, std::vector<float>* final_params = nullptr);
+
+// One replica of a synchronous data-parallel job (the `sync` strategy): `comm` joins the job's
+// replicas. Each takes its own rows of every global batch (options.batch_size / replicas of them:
+// rank r the r-th slice), all-reduces the gradient (averaged) together with its loss, and applies
+// the same update, so every replica holds the same parameters — the same, up to rounding, as one
+// process training on the global batch. Every `checksum_every` steps (0: never) the replicas
+// compare a checksum of their parameters and all stop with an error naming a replica that differs.
+struct Replica {
+  collectives::Communicator* comm = nullptr;  // null: a job of one replica
+  int64_t checksum_every = 100;
+  std::chrono::milliseconds timeout{60000};   // per collective
+};
+
+// train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch
+// does not divide among the replicas, and the collectives' errors (a replica that died or diverged,
+// naming it). Test accuracy is computed over all replicas (each evaluates a slice).
+Expected<TrainResult> train_replica(const TrainOptions& options, const Dataset& train, const Dataset& test,
+                                    const Replica& replica, const ProgressFn& progress = {},
+                                    std::vector<float>* final_params = nullptr);
 
 }  // namespace troupe

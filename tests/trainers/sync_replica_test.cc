@@ -1,0 +1,182 @@
+// The sync strategy's replica loop (train_replica): N replicas over a collective group hold the
+// parameters one process training on the global batch would hold, to rounding; a global batch that
+// does not divide, replicas that diverge, and a replica that dies are clear errors on the others.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include <unistd.h>
+
+#include "collectives/inproc_transport.h"
+#include "core/config.h"
+#include "collectives/shm_transport.h"
+#include "tests/trainers/blobs.h"
+#include "trainers/trainer_driver.h"
+
+using namespace troupe;
+using namespace troupe::collectives;
+
+namespace {
+
+struct ReplicaRun {
+  std::vector<Status> status;
+  std::vector<std::vector<float>> params;
+  std::vector<TrainResult> results;
+};
+
+// Runs one replica per thread over `transports`; `adjust` may change a replica's options.
+ReplicaRun run_replicas(std::vector<std::unique_ptr<Transport>> transports, const TrainOptions& o,
+                        const Dataset& train, const Dataset& test,
+                        const std::function<void(int, TrainOptions&)>& adjust = {}) {
+  const size_t n = transports.size();
+  ReplicaRun run{std::vector<Status>(n), std::vector<std::vector<float>>(n), std::vector<TrainResult>(n)};
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Communicator comm(std::move(transports[r]));
+      TrainOptions mine = o;
+      if (adjust) adjust(static_cast<int>(r), mine);
+      Replica replica;
+      replica.comm = &comm;
+      replica.checksum_every = 10;
+      replica.timeout = std::chrono::seconds(20);
+      auto result = train_replica(mine, train, test, replica, {}, &run.params[r]);
+      if (result.ok()) run.results[r] = *result; else run.status[r] = result.status();
+    });
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+// ||a - b|| / ||b||: how far the replicas' parameters are from the single process's, relative to
+// their size (element-wise ratios are meaningless for parameters that pass through zero).
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
+TrainOptions job() {
+  TrainOptions o;
+  o.hidden = {256, 128};
+  o.epochs = 2;
+  o.batch_size = 128;
+  o.seed = 11;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("sync: 4 replicas with global batch 128 hold the parameters of one process training on batch 128",
+          "[sync][equivalence]") {
+  auto loaded_train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto loaded_test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(loaded_train.ok());
+  REQUIRE(loaded_test.ok());
+  TrainOptions o = job();
+  o.max_steps = 60;
+  o.epochs = 1;
+  std::vector<float> single;
+  auto one = train_with_trainer(o, *loaded_train, *loaded_test, {}, &single);
+  REQUIRE(one.ok());
+  for (const char* optimizer : {"adam", "sgd"}) {
+    o.optimizer = optimizer;
+    std::vector<float> want;
+    REQUIRE(train_with_trainer(o, *loaded_train, *loaded_test, {}, &want).ok());
+    ReplicaRun run = run_replicas(make_inproc_group(4), o, *loaded_train, *loaded_test);
+    for (int r = 0; r < 4; ++r) {
+      INFO(optimizer << " replica " << r << ": " << run.status[r].to_string());
+      REQUIRE(run.status[r].ok());
+      CHECK(run.params[r] == run.params[0]);  // every replica holds the same parameters, bit for bit
+      CHECK(run.results[r].steps == 60);
+    }
+    const double diff = relative_difference(run.params[0], want);
+    INFO(optimizer << ": relative difference " << diff << ", largest element difference "
+                   << max_abs_difference(run.params[0], want));
+    CHECK(diff <= 1e-5);
+  }
+}
+
+TEST_CASE("sync: replicas over shared memory train blobs to the same accuracy on every replica", "[sync]") {
+  const Dataset train = blobs(800, 4, 6, 1), test = blobs(200, 4, 6, 2);
+  TrainOptions o = job();
+  o.hidden = {16};
+  o.batch_size = 40;
+  o.epochs = 4;
+  std::vector<std::unique_ptr<Transport>> transports(4);
+  std::vector<std::thread> joins;
+  std::vector<Status> joined(4);
+  for (int r = 0; r < 4; ++r)
+    joins.emplace_back([&, r] {
+      ShmGroupOptions s;
+      s.name = "sync-test-" + std::to_string(::getpid());
+      s.rank = r;
+      s.size = 4;
+      s.timeout = std::chrono::seconds(20);
+      auto t = connect_shm_group(s);
+      if (t.ok()) transports[r] = std::move(*t); else joined[r] = t.status();
+    });
+  for (auto& t : joins) t.join();
+  for (auto& s : joined) REQUIRE(s.ok());
+  ReplicaRun run = run_replicas(std::move(transports), o, train, test);
+  for (int r = 0; r < 4; ++r) {
+    INFO("replica " << r << ": " << run.status[r].to_string());
+    REQUIRE(run.status[r].ok());
+    CHECK(run.results[r].test_accuracy == run.results[0].test_accuracy);
+    CHECK(run.results[r].history.back().train_loss == run.results[0].history.back().train_loss);
+  }
+  CHECK(run.results[0].test_accuracy > 0.9);
+}
+
+TEST_CASE("sync: a global batch that does not divide among the replicas is refused", "[sync][errors]") {
+  const Dataset train = blobs(100, 2, 3, 7), test = blobs(20, 2, 3, 8);
+  TrainOptions o = job();
+  o.hidden = {4};
+  o.batch_size = 10;
+  ReplicaRun run = run_replicas(make_inproc_group(3), o, train, test);
+  for (const Status& s : run.status) {
+    CHECK(s.code() == Code::invalid_argument);
+    CHECK(s.message().find("--batch-size 10 (the global batch) does not divide among 3 replicas") != std::string::npos);
+  }
+}
+
+TEST_CASE("sync: replicas that start from different seeds are stopped at the first checksum, naming one", "[sync][errors]") {
+  const Dataset train = blobs(400, 2, 3, 7), test = blobs(20, 2, 3, 8);
+  TrainOptions o = job();
+  o.hidden = {4};
+  o.batch_size = 21;
+  ReplicaRun run = run_replicas(make_inproc_group(3), o, train, test, [](int r, TrainOptions& mine) {
+    if (r == 2) mine.seed = 12;
+  });
+  for (const Status& s : run.status) {
+    INFO(s.to_string());
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.message().find("replicas diverged: at step 10 replica 2's parameter checksum") != std::string::npos);
+  }
+}
+
+TEST_CASE("sync: a replica that stops makes the others fail naming it instead of waiting", "[sync][errors]") {
+  const Dataset train = blobs(400, 2, 3, 7), test = blobs(20, 2, 3, 8);
+  TrainOptions o = job();
+  o.hidden = {4};
+  o.batch_size = 21;
+  // Replica 1 asks for fewer steps: it leaves the group while the others still all-reduce.
+  ReplicaRun run = run_replicas(make_inproc_group(3), o, train, test, [](int r, TrainOptions& mine) {
+    if (r == 1) mine.max_steps = 5;
+  });
+  for (int r : {0, 2}) {
+    INFO(run.status[r].to_string());
+    REQUIRE_FALSE(run.status[r].ok());
+    CHECK(run.status[r].message().find("rank 1") != std::string::npos);
+  }
+}
