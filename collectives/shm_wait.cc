@@ -2,6 +2,7 @@
 #include "collectives/shm_wait.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,10 +17,12 @@ namespace {
 
 // Longest sleep between checks of abort, deadline and liveness.
 constexpr auto kSlice = std::chrono::milliseconds(10);
-// Spin before sleeping: when every rank can have a core, and when ranks outnumber cores (so
-// runnable peers get the CPU).
-constexpr auto kSpin = std::chrono::microseconds(50);
-constexpr auto kOversubscribedSpin = std::chrono::microseconds(2);
+// Pause-spin before sleeping when every rank can have a core.
+constexpr auto kPauseSpin = std::chrono::microseconds(50);
+// Yield-spin before sleeping when ranks outnumber cores: long enough for the peers queued on this
+// core to run to the barrier (8 ranks on 2 cores pass one in ~60 us), short enough that a rank
+// idling in a long wait soon stops taking turns on the core.
+constexpr auto kYieldSpin = std::chrono::microseconds(1000);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,6 +30,14 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+// The cores this process may run on (its affinity mask: a cpuset or taskset narrows it).
+unsigned usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 // Not FUTEX_PRIVATE: the word lives in a mapping shared between processes.
@@ -52,7 +63,7 @@ Waiter::Waiter(Segment& segment)
     : segment_(segment),
       rank_(segment.rank()),
       own_pid_(static_cast<int32_t>(::getpid())),
-      oversubscribed_(segment.size() > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+      oversubscribed_(static_cast<unsigned>(segment.size()) > usable_cores()) {}
 
 void Waiter::ring(int rank) { ring_bell(segment_.control(rank).bell); }
 
@@ -65,11 +76,16 @@ void Waiter::ring_all() {
 }
 
 bool Waiter::spin(const std::function<bool()>& ready) {
-  const auto until = Clock::now() + (oversubscribed_ ? kOversubscribedSpin : kSpin);
+  const auto until = Clock::now() + (oversubscribed_ ? kYieldSpin : kPauseSpin);
   for (int i = 0;; ++i) {
     if (ready()) return true;
-    if ((i & 63) == 63 && (Clock::now() >= until || aborted())) return false;
-    cpu_relax();
+    if (oversubscribed_) {
+      ::sched_yield();  // the peer we wait for may be queued on this core
+      if ((i & 7) == 7 && (Clock::now() >= until || aborted())) return false;
+    } else {
+      cpu_relax();
+      if ((i & 63) == 63 && (Clock::now() >= until || aborted())) return false;
+    }
   }
 }
 

@@ -6,11 +6,14 @@
 // rank that completes a barrier rings the barrier bell once for all (earlier arrivals ring
 // nothing, so sleepers are not woken only to sleep again). Abort and close ring every bell.
 //
-// Before sleeping a waiter spins (~50 us when every rank can have a core, ~2 us when ranks
-// outnumber cores, so runnable peers get the CPU), then sleeps in slices of at most 10 ms. Between
-// slices it checks the abort word, the deadline and whether the ranks it still waits for closed
-// their transport or exited (their pid; threads of this process share our pid, so for them only
-// close, abort and the deadline apply).
+// Before sleeping a waiter spins. When every rank can have a core it polls with `pause` for
+// ~50 us: a peer on another core usually answers within microseconds. When ranks outnumber the
+// cores this process may run on, the peer it waits for is likely queued behind it, so it polls
+// with sched_yield() instead (handing its core to that peer) for up to ~1 ms; only a longer wait
+// (a slow or unbalanced step) sleeps, so idle ranks do not burn the cores. Asleep, it wakes at
+// least every 10 ms to check the abort word, the deadline and whether the ranks it still waits
+// for closed their transport or exited (their pid; threads of this process share our pid, so for
+// them only close, abort and the deadline apply).
 #pragma once
 
 #include <functional>
@@ -64,7 +67,7 @@ class Waiter {
   Segment& segment_;
   int rank_;
   int32_t own_pid_;
-  bool oversubscribed_;  // more ranks than cores
+  bool oversubscribed_;  // more ranks than cores this process may run on
 };
 
 }  // namespace troupe::collectives::shm
