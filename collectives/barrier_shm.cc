@@ -1,6 +1,7 @@
 // The shared-memory barrier and the agreement check at the start of every native call
 // (collectives/shm_collectives.h). A barrier is one counter per rank: a rank arriving at barrier b
-// stores b in its own counter and wakes the sleepers; it has passed once every counter reads >= b.
+// stores b in its own counter; it has passed once every counter reads >= b, and the rank that
+// completes the barrier wakes the sleepers.
 // No rank ever writes another's counter, so a rank that dies mid-barrier leaves nothing held.
 #include "collectives/shm_collectives.h"
 
@@ -39,8 +40,6 @@ const PublishedCall& Collectives::published(int rank) {
 Status Collectives::sync(const NativeCall& call) {
   Segment& seg = *s_.segment;
   const uint64_t target = ++s_.barriers;
-  seg.control(s_.rank()).arrived.store(target);
-  s_.waiter.ring_all();
   auto arrived = [&] {
     for (int r = 0; r < s_.size(); ++r)
       if (seg.control(r).arrived.load(std::memory_order_acquire) < target) return false;
@@ -50,7 +49,14 @@ Status Collectives::sync(const NativeCall& call) {
     for (int r = 0; r < s_.size(); ++r)
       if (seg.control(r).arrived.load() < target) out.push_back(r);
   };
-  WaitOutcome why = s_.waiter.wait(arrived, missing, call.deadline);
+  // Arrive; whoever then sees every rank arrived wakes the sleepers, with one ring of the barrier
+  // bell. The last rank to arrive always sees it (seq_cst store, then loads); others may too.
+  seg.control(s_.rank()).arrived.store(target);
+  if (arrived()) {
+    s_.waiter.ring_barrier();
+    return {};
+  }
+  WaitOutcome why = s_.waiter.wait(s_.waiter.barrier_bell(), arrived, missing, call.deadline);
   switch (why.kind) {
     case WaitOutcome::ready: return {};
     case WaitOutcome::aborted: return s_.fail(s_.waiter.abort_status());

@@ -19,7 +19,7 @@ namespace troupe::collectives::shm {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x74727075'73686d31ull;  // "trpushm1"
+constexpr uint64_t kMagic = 0x74727075'73686d32ull;  // "trpushm2": one barrier bell per group
 constexpr size_t kPage = 4096;
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -89,7 +89,8 @@ Segment::Segment(char* base, int rank) : base_(base), rank_(rank), header_(reint
 Segment::~Segment() {
   if (rank_ >= 0) {
     control(rank_).closed.store(1);
-    for (int r = 0; r < size(); ++r) control(r).bell.fetch_add(1);  // sleepers see it within a slice
+    for (int r = 0; r < size(); ++r) control(r).bell.rings.fetch_add(1);  // sleepers see it within a slice
+    header_->barrier_bell.rings.fetch_add(1);
   }
   ::munmap(base_, at_.total);
 }

@@ -1,7 +1,7 @@
 // Internal to the shared-memory transport: the layout of the /dev/shm segment and how a rank joins
 // it (see shm_transport.h for the protocol). Every field below is written by one rank only, except
 // the bells and the abort record, so ranks never contend on a lock; a rank killed at any point
-// leaves nothing held.
+// leaves nothing held (at worst a bell's sleeper count stays high, which costs a spare wake call).
 //
 //   [SegmentHeader][RankControl x size][MailboxHead x size*size]
 //   [mailbox rings x size*size][staging: 2 slots x size][arenas x size]
@@ -31,14 +31,21 @@ struct PublishedCall {
   CallDescriptor descriptor() const;
 };
 
-// One rank's control block; `bell` sits on its own cache line because the other ranks ring it.
+// A futex word and how many ranks sleep on it. Whoever changes what the sleepers wait for bumps
+// `rings`, then calls FUTEX_WAKE only when `sleepers` is nonzero (shm_wait.h). On its own cache
+// line: every rank writes it.
+struct alignas(64) Bell {
+  std::atomic<uint32_t> rings;
+  std::atomic<uint32_t> sleepers;
+};
+
+// One rank's control block.
 struct alignas(64) RankControl {
   std::atomic<uint64_t> arrived;   // barriers this rank has reached
-  std::atomic<uint32_t> sleeping;  // 1 while it sleeps on `bell`
   std::atomic<uint32_t> closed;    // 1 once its transport is destroyed
   std::atomic<int32_t> pid;        // 0 until attached
   PublishedCall calls[2];          // by native call parity
-  alignas(64) std::atomic<uint32_t> bell;  // futex word: bumped to wake this rank
+  Bell bell;                       // this rank sleeps on it waiting for its mailboxes
 };
 
 // Byte counts through one ordered pair's ring: head written by the sender, tail by the receiver.
@@ -54,6 +61,9 @@ struct SegmentHeader {
   uint64_t staging_bytes, mailbox_bytes, arena_bytes, total_bytes;
   std::atomic<uint32_t> ready;     // set by rank 0 last, once the layout above is written
   std::atomic<int32_t> attached;   // ranks that wrote their pid
+  // Ranks waiting in a barrier sleep on this one word; the rank that completes the barrier (sees
+  // every `arrived` reach it) rings it once for all. Abort and close ring it too.
+  Bell barrier_bell;
   alignas(64) std::atomic<uint32_t> abort_state;  // 0 none, 1 being written, 2 set
   int32_t abort_rank;
   int32_t abort_code;

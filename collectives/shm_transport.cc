@@ -116,7 +116,7 @@ Status ShmTransport::send_recv(int to, const void* send_data, size_t sn, int fro
       if (sent < sn) out.push_back(to);
       if (got < rn && from != to) out.push_back(from);
     };
-    WaitOutcome why = state_.waiter.wait(progress, blocking, deadline);
+    WaitOutcome why = state_.waiter.wait(state_.waiter.own_bell(), progress, blocking, deadline);
     if (!why.ok()) return state_.fail(explain(why, to, sent, sn, from, got, rn));
   }
   return {};

@@ -18,9 +18,10 @@
 // creator has died (a stale one they may have opened first). Every rank writes its pid; once all
 // attached, rank 0 unlinks the name, so nothing is left in /dev/shm whichever process dies later.
 //
-// Waiting spins briefly (less when ranks outnumber cores), then sleeps on a futex in short slices,
-// checking between slices the deadline, the group's abort word and whether the ranks it waits for
-// are alive (their pid) or closed their transport. Errors name the rank at fault:
+// Waiting spins briefly (when ranks outnumber cores, with sched_yield so the peers queued on the
+// core run; see shm_wait.h), then sleeps on a futex in short slices, checking between slices the
+// deadline, the group's abort word and whether the ranks it waits for are alive (their pid) or
+// closed their transport. Errors name the rank at fault:
 //   "allreduce #17 (shm): rank 3 (pid 1234) exited during the call"
 //   "rank 1 aborted allreduce #17 (shm): ..."        (Transport::abort: first writer wins)
 //   "allreduce #17 (shm): rank(s) 2, 3 did not arrive before the deadline"

@@ -2,6 +2,7 @@
 #include "collectives/shm_wait.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,7 +15,14 @@ namespace troupe::collectives::shm {
 
 namespace {
 
+// Longest sleep between checks of abort, deadline and liveness.
 constexpr auto kSlice = std::chrono::milliseconds(10);
+// Pause-spin before sleeping when every rank can have a core.
+constexpr auto kPauseSpin = std::chrono::microseconds(50);
+// Yield-spin before sleeping when ranks outnumber cores: long enough for the peers queued on this
+// core to run to the barrier (8 ranks on 2 cores pass one in ~60 us), short enough that a rank
+// idling in a long wait soon stops taking turns on the core.
+constexpr auto kYieldSpin = std::chrono::microseconds(1000);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -22,6 +30,14 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+// The cores this process may run on (its affinity mask: a cpuset or taskset narrows it).
+unsigned usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 // Not FUTEX_PRIVATE: the word lives in a mapping shared between processes.
@@ -34,37 +50,48 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// seq_cst pairs with the sleeper's increment of `sleepers` and load of `rings`: either it sees the
+// new `rings` (and does not sleep) or we see it counted (and wake it).
+void ring_bell(Bell& bell) {
+  bell.rings.fetch_add(1);
+  if (bell.sleepers.load() != 0) futex_wake_all(&bell.rings);
+}
+
 }  // namespace
 
 Waiter::Waiter(Segment& segment)
-    : segment_(segment), rank_(segment.rank()), own_pid_(static_cast<int32_t>(::getpid())) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  spin_ns_ = static_cast<unsigned>(segment.size()) <= cores ? 50000 : 2000;
-}
+    : segment_(segment),
+      rank_(segment.rank()),
+      own_pid_(static_cast<int32_t>(::getpid())),
+      oversubscribed_(static_cast<unsigned>(segment.size()) > usable_cores()) {}
 
-void Waiter::ring(int rank) {
-  RankControl& c = segment_.control(rank);
-  // seq_cst pairs with the sleeper's store of `sleeping` and load of `bell`: either it sees the
-  // new bell value (and does not sleep) or we see it asleep (and wake it).
-  c.bell.fetch_add(1);
-  if (c.sleeping.load() != 0) futex_wake_all(&c.bell);
-}
+void Waiter::ring(int rank) { ring_bell(segment_.control(rank).bell); }
+
+void Waiter::ring_barrier() { ring_bell(barrier_bell()); }
 
 void Waiter::ring_all() {
   for (int r = 0; r < segment_.size(); ++r)
     if (r != rank_) ring(r);
+  ring_barrier();
 }
 
-WaitOutcome Waiter::wait(const std::function<bool()>& ready, const std::function<void(std::vector<int>&)>& pending,
-                         Clock::time_point deadline) {
-  // Spin first: a peer on another core usually answers within microseconds.
-  const auto spin_until = Clock::now() + std::chrono::nanoseconds(spin_ns_);
+bool Waiter::spin(const std::function<bool()>& ready) {
+  const auto until = Clock::now() + (oversubscribed_ ? kYieldSpin : kPauseSpin);
   for (int i = 0;; ++i) {
-    if (ready()) return {};
-    if ((i & 63) == 63 && (Clock::now() >= spin_until || aborted())) break;
-    cpu_relax();
+    if (ready()) return true;
+    if (oversubscribed_) {
+      ::sched_yield();  // the peer we wait for may be queued on this core
+      if ((i & 7) == 7 && (Clock::now() >= until || aborted())) return false;
+    } else {
+      cpu_relax();
+      if ((i & 63) == 63 && (Clock::now() >= until || aborted())) return false;
+    }
   }
-  RankControl& me = segment_.control(rank_);
+}
+
+WaitOutcome Waiter::wait(Bell& bell, const std::function<bool()>& ready,
+                         const std::function<void(std::vector<int>&)>& pending, Clock::time_point deadline) {
+  if (spin(ready)) return {};
   std::vector<int> waiting_for;
   while (true) {
     if (ready()) return {};
@@ -79,12 +106,12 @@ WaitOutcome Waiter::wait(const std::function<bool()>& ready, const std::function
     }
     const auto now = Clock::now();
     if (now >= deadline) return {WaitOutcome::timed_out};
-    // Announce the sleep, then re-check: a ring after the check changes `bell` and FUTEX_WAIT
+    // Count ourselves asleep, then re-check: a ring after the check changes `rings` and FUTEX_WAIT
     // returns at once; a ring before it made ready() true.
-    me.sleeping.store(1);
-    const uint32_t seen = me.bell.load();
-    if (!ready() && !aborted()) futex_wait(&me.bell, seen, std::min<Clock::duration>(kSlice, deadline - now));
-    me.sleeping.store(0);
+    bell.sleepers.fetch_add(1);
+    const uint32_t seen = bell.rings.load();
+    if (!ready() && !aborted()) futex_wait(&bell.rings, seen, std::min<Clock::duration>(kSlice, deadline - now));
+    bell.sleepers.fetch_sub(1);
   }
 }
 

@@ -1,12 +1,19 @@
 // Internal to the shared-memory transport: how a rank waits for its peers and wakes them.
 //
-// Each rank has a futex word (its bell). A rank that made progress others may wait for (arrived at
-// a barrier, wrote or drained a mailbox, aborted, closed) bumps the bells of the ranks concerned and
-// calls FUTEX_WAKE only for those asleep. A waiter spins briefly (~50 us when every rank can have a
-// core, ~2 us when ranks outnumber cores, so runnable peers get the CPU), then sleeps on its bell in
-// slices of at most 10 ms. Between slices it checks the abort word, the deadline and whether the
-// ranks it still waits for closed their transport or exited (their pid; threads of this process
-// share our pid, so for them only close, abort and the deadline apply).
+// A waiter sleeps on a futex word (a Bell): its own bell while it waits for a mailbox, the group's
+// barrier bell while it waits in a barrier. Whoever makes progress bumps the bell concerned and
+// calls FUTEX_WAKE only when someone sleeps on it: a sender or receiver rings its peer's bell, the
+// rank that completes a barrier rings the barrier bell once for all (earlier arrivals ring
+// nothing, so sleepers are not woken only to sleep again). Abort and close ring every bell.
+//
+// Before sleeping a waiter spins. When every rank can have a core it polls with `pause` for
+// ~50 us: a peer on another core usually answers within microseconds. When ranks outnumber the
+// cores this process may run on, the peer it waits for is likely queued behind it, so it polls
+// with sched_yield() instead (handing its core to that peer) for up to ~1 ms; only a longer wait
+// (a slow or unbalanced step) sleeps, so idle ranks do not burn the cores. Asleep, it wakes at
+// least every 10 ms to check the abort word, the deadline and whether the ranks it still waits
+// for closed their transport or exited (their pid; threads of this process share our pid, so for
+// them only close, abort and the deadline apply).
 #pragma once
 
 #include <functional>
@@ -28,15 +35,23 @@ class Waiter {
  public:
   explicit Waiter(Segment& segment);
 
-  // Wakes `rank` if it sleeps waiting for something this rank did.
+  // Wakes `rank` if it sleeps on its own bell (waiting for a mailbox this rank changed).
   void ring(int rank);
+  // Wakes every rank asleep in a barrier (the rank that completes one calls it).
+  void ring_barrier();
+  // Rings every other rank's bell and the barrier bell (abort, close).
   void ring_all();
 
+  // This rank's bell (mailbox waits) and the group's barrier bell.
+  Bell& own_bell() { return segment_.control(rank_).bell; }
+  Bell& barrier_bell() { return segment_.header().barrier_bell; }
+
   // Returns `ready` once ready() holds (checked before anything else, so a finished peer that
-  // closed or exited afterwards is no error), else why not by `deadline`. `pending` fills the ranks
-  // ready() still waits for: those are checked for exit and close.
-  WaitOutcome wait(const std::function<bool()>& ready, const std::function<void(std::vector<int>&)>& pending,
-                   Clock::time_point deadline);
+  // closed or exited afterwards is no error), else why not by `deadline`; sleeps on `bell`, which
+  // whoever can make ready() true rings. `pending` fills the ranks ready() still waits for: those
+  // are checked for exit and close.
+  WaitOutcome wait(Bell& bell, const std::function<bool()>& ready,
+                   const std::function<void(std::vector<int>&)>& pending, Clock::time_point deadline);
 
   // True once some rank aborted the group.
   bool aborted() const;
@@ -46,10 +61,13 @@ class Waiter {
   void abort(const Status& error);
 
  private:
+  // Polls ready() until it holds (true) or the spin budget is spent (false).
+  bool spin(const std::function<bool()>& ready);
+
   Segment& segment_;
   int rank_;
   int32_t own_pid_;
-  long spin_ns_;
+  bool oversubscribed_;  // more ranks than cores this process may run on
 };
 
 }  // namespace troupe::collectives::shm

@@ -1,6 +1,7 @@
 // The shared-memory transport's native collectives against straightforward references: every op,
 // dtype, in place and not, sizes 0..64 MiB, 2..8 ranks (threads of this process, and forked
-// processes), results bitwise identical on every rank; the zero-copy arena; the generic
+// processes, also with more ranks than cores), results bitwise identical on every rank; a late
+// rank's arrival wakes the sleepers at once; the zero-copy arena; the generic
 // point-to-point algorithms run over its send/recv. Failures are in collectives_shm_failure_test.cc.
 #include <catch2/catch.hpp>
 
@@ -183,8 +184,9 @@ TEST_CASE("shm: Communicator::shared_buffer is nullptr without an arena", "[shm]
   });
 }
 
+// cores 1: every rank confined to one CPU, so ranks outnumber cores (waiters yield-spin, then sleep).
 TEST_CASE("shm: ranks in separate forked processes, staged and zero-copy", "[shm][collectives][process]") {
-  for (int ranks : {2, 4}) {
+  for (auto [ranks, cores] : {std::pair{2, 0}, std::pair{4, 0}, std::pair{4, 1}, std::pair{8, 1}}) {
     ShmGroupOptions options = shm_options(unique_shm_name("fork"), ranks);
     options.staging_bytes = 64 << 10;
     options.shared_buffer_bytes = 1 << 20;
@@ -204,13 +206,53 @@ TEST_CASE("shm: ranks in separate forked processes, staged and zero-copy", "[shm
               return internal_error(what("allreduce", dtype, ReduceOp::sum, count, true) + ": element " +
                                     std::to_string(i));
         }
+      // Many one-shot calls back to back: consecutive barriers and slot parities, checked each time.
+      for (int it = 0; it < 200; ++it) {
+        std::vector<char> bytes = inputs(comm.rank(), 1024, DType::f32, it);
+        TROUPE_RETURN_IF_ERROR(comm.allreduce(bytes.data(), bytes.data(), 1024, DType::f32, ReduceOp::sum));
+        std::vector<float> sum = to_floats(bytes, DType::f32);
+        for (size_t i = 0; i < 1024; ++i)
+          if (!matches(ReduceOp::sum, DType::f32, comm.size(), it, i, sum[i]))
+            return internal_error("4 KiB allreduce " + std::to_string(it) + ": element " + std::to_string(i));
+      }
       return comm.barrier();
-    });
+    }, {}, cores);
     for (auto& rep : reports) {
-      INFO("ranks " << ranks << ": " << rep.message);
+      INFO("ranks " << ranks << ", cores " << cores << ": " << rep.message);
       CHECK(rep.exit_code == 0);
     }
     CHECK_FALSE(shm_segment_exists(options.name));
+  }
+}
+
+TEST_CASE("shm: a late rank's arrival wakes the ranks asleep in the barrier at once, not at their next slice",
+          "[shm][collectives]") {
+  // Rank 0 arrives 30 ms late, long after the others stopped spinning and slept on the barrier
+  // bell; they must leave within ~1 ms of its arrival (a missed ring would cost up to the 10 ms
+  // sleep slice). Median over rounds, so one descheduling on a busy machine does not fail it.
+  const int ranks = 4, rounds = 15;
+  std::vector<std::vector<double>> late_ms(ranks);
+  std::vector<Clock::time_point> arrival(rounds);
+  auto status = run_shm_threads(shm_options(unique_shm_name("wake"), ranks), [&](Communicator& comm) -> Status {
+    for (int k = 0; k < rounds; ++k) {
+      TROUPE_RETURN_IF_ERROR(comm.barrier());
+      if (comm.rank() == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        arrival[k] = Clock::now();
+      }
+      TROUPE_RETURN_IF_ERROR(comm.barrier());
+      const auto left = Clock::now();
+      TROUPE_RETURN_IF_ERROR(comm.barrier());  // arrival[k] is written before anyone passes this
+      late_ms[comm.rank()].push_back(std::chrono::duration<double, std::milli>(left - arrival[k]).count());
+    }
+    return Status{};
+  });
+  for (auto& s : status) REQUIRE(s.to_string() == "ok");
+  for (int r = 1; r < ranks; ++r) {
+    std::vector<double> v = late_ms[r];
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    INFO("rank " << r << " left a median " << v[v.size() / 2] << " ms after rank 0 arrived");
+    CHECK(v[v.size() / 2] < 3.0);
   }
 }
 

@@ -2,6 +2,7 @@
 // process or in forked processes, each rank joining the group itself; unique segment names.
 #pragma once
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -59,10 +60,24 @@ struct ForkedRank {
   uint64_t sequence = 0;
 };
 
+// Confines the calling process to the first `cores` CPUs it may run on (0: leaves it alone), so
+// that ranks outnumber cores on any host.
+inline void confine_to_cores(int cores) {
+  if (cores <= 0) return;
+  cpu_set_t allowed, mine;
+  CPU_ZERO(&mine);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  for (int cpu = 0, kept = 0; cpu < CPU_SETSIZE && kept < cores; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) CPU_SET(cpu, &mine), ++kept;
+  ::sched_setaffinity(0, sizeof mine, &mine);
+}
+
 // Forks one process per rank; each joins the group and runs fn, reports through a shared page and
 // _exits (0 when fn returned ok). `watch(pids)` runs in the parent meanwhile (e.g. to kill one).
+// `cores` > 0 confines every rank to that many CPUs before it joins (confine_to_cores).
 inline std::vector<ForkedRank> run_shm_processes(const ShmGroupOptions& options, const ShmRankFn& fn,
-                                                 const std::function<void(const std::vector<pid_t>&)>& watch = {}) {
+                                                 const std::function<void(const std::vector<pid_t>&)>& watch = {},
+                                                 int cores = 0) {
   struct Report {
     int32_t code;
     int64_t returned_ns;
@@ -76,6 +91,7 @@ inline std::vector<ForkedRank> run_shm_processes(const ShmGroupOptions& options,
   for (int r = 0; r < options.size; ++r) {
     pid_t pid = ::fork();
     if (pid == 0) {
+      confine_to_cores(cores);
       ShmGroupOptions mine = options;
       mine.rank = r;
       Status st;
