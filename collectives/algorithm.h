@@ -65,7 +65,9 @@ inline int ring_mod(int a, int n) { return ((a % n) + n) % n; }
 using RingReceive = std::function<void(float* dst, const char* src, size_t n)>;
 // size()-1 steps over blocks of `data`: in step s rank r sends block (r - s - shift) to rank r+1 and
 // receives block (r - s - shift - 1) from rank r-1, both in segments of at most kSegmentElements,
-// handing each received segment to `receive`. The common core of the ring algorithms.
+// handing each received segment to `receive`, or, when `receive` is empty, storing its values in
+// place (an f32 wire then receives straight into `data`). Allocates nothing per call (per-thread
+// staging of two segments at most). The common core of the ring algorithms.
 Status ring_pass(const CallContext& ctx, float* data, const std::vector<size_t>& offsets, int shift,
                  const Wire& wire, const RingReceive& receive);
 
