@@ -35,9 +35,19 @@ struct ImplementationRun {
 double algbw_gbps(size_t bytes, double time_us);
 double busbw_gbps(size_t bytes, double time_us, int ranks);
 
+// --netns: the link between the two namespaces as iperf3 measured it in the same invocation.
+struct NetnsLink {
+  double gbps = 0;      // Gbit/s (1e9 bit/s), the receiver's rate
+  std::string command;  // how it was measured
+};
+
+// busbw over the link's bandwidth: 1.0 when the all-reduce keeps the link as busy as iperf3 did.
+double link_ratio(size_t bytes, double time_us, int ranks, const NetnsLink& link);
+
+// `link` (--netns only, else null) adds the link's bandwidth and each row's busbw / link.
 void print_table(const BenchAllreduceOptions& o, const std::string& transport, const ImplementationRun& ours,
-                 const std::vector<ImplementationRun>& peers);
+                 const std::vector<ImplementationRun>& peers, const NetnsLink* link = nullptr);
 nlohmann::json to_json(const BenchAllreduceOptions& o, const std::string& transport, const ImplementationRun& ours,
-                       const std::vector<ImplementationRun>& peers);
+                       const std::vector<ImplementationRun>& peers, const NetnsLink* link = nullptr);
 
 }  // namespace troupe::cli
