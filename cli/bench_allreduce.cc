@@ -257,15 +257,16 @@ int run_bench_allreduce(const BenchAllreduceOptions& o) {
     if (!made.ok()) return report_error(cmd, made.status());
     hosts = std::move(*made);
     where.hosts = hosts.get();
-    auto gbps = measure_link_gbps(*hosts, o.iperf_seconds, root);
-    if (!gbps.ok()) {
-      std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, gbps.status().message().c_str(),
+    auto measured = measure_link(*hosts, o.iperf_seconds, root);
+    if (!measured.ok()) {
+      std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, measured.status().message().c_str(),
                    root.c_str());
       return kExitFailure;
     }
-    link.gbps = *gbps;
-    link.command = "iperf3 -c " + hosts->address(1) + " -t " + std::to_string(o.iperf_seconds) + " -J (from " +
-                   hosts->name(0) + " to a server in " + hosts->name(1) + ")";
+    link.one_way_gbps = measured->one_way;
+    link.bidir_gbps = measured->bidir;
+    link.command = "iperf3 -c " + hosts->address(1) + " -t " + std::to_string(o.iperf_seconds) +
+                   " -J [--bidir] from " + hosts->name(0) + " to a server in " + hosts->name(1);
     std::vector<int> host_of_rank;
     std::string labels;
     for (int r = 0; r < o.ranks; ++r) {

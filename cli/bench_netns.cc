@@ -119,33 +119,54 @@ NetnsHosts::~NetnsHosts() {
 
 std::vector<std::string> NetnsHosts::exec_prefix(int host) const { return {ip_, "netns", "exec", ns_[host]}; }
 
-Expected<double> measure_link_gbps(const NetnsHosts& hosts, int seconds, const std::string& log_dir) {
-  const std::string iperf3 = find_in_path("iperf3");
-  if (iperf3.empty()) return invalid_argument("--netns measures the link with iperf3, which is not installed");
-  const std::string port = "5201";
+namespace {
+
+// One iperf3 run from A to B: the receiver's rate in each direction it ran, in Gbit/s.
+Expected<std::pair<double, double>> run_iperf3(const NetnsHosts& hosts, const std::string& iperf3, int seconds,
+                                               bool bidir, const std::string& log_dir) {
+  const std::string port = "5201", tag = bidir ? "bidir" : "one-way";
   // One-off server (-1) in B, bound to B's address; the client in A retries until it listens.
   std::vector<std::string> server = hosts.exec_prefix(1);
   server.insert(server.end(), {iperf3, "-s", "-1", "-B", hosts.address(1), "-p", port});
-  auto srv = launch("iperf3 server", server, log_dir + "/iperf3-server.log");
+  auto srv = launch("iperf3 server", server, log_dir + "/iperf3-server-" + tag + ".log");
   if (!srv.ok()) return srv.status();
   std::vector<std::string> client = hosts.exec_prefix(0);
   client.insert(client.end(), {iperf3, "-c", hosts.address(1), "-p", port, "-t", std::to_string(seconds), "-J"});
+  if (bidir) client.push_back("--bidir");
   Output out;
   for (int attempt = 0; attempt < 50; ++attempt) {
-    out = run(client, log_dir + "/iperf3-client.json", std::chrono::seconds(seconds + 20));
+    out = run(client, log_dir + "/iperf3-client-" + tag + ".json", std::chrono::seconds(seconds + 20));
     if (out.exit_code == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!wait_process(srv->pid, std::chrono::milliseconds(2000)).ok())
     (void)stop_process(srv->pid, std::chrono::milliseconds(500));
   nlohmann::json doc = nlohmann::json::parse(out.text, nullptr, /*allow_exceptions=*/false);
-  const double bps = doc.is_discarded() ? 0.0
-                                        : doc.value("/end/sum_received/bits_per_second"_json_pointer, 0.0);
-  if (out.exit_code != 0 || bps <= 0) {
+  auto rate = [&](const char* pointer) {
+    return doc.is_discarded() ? 0.0 : doc.value(nlohmann::json::json_pointer(pointer), 0.0) / 1e9;
+  };
+  const double forward = rate("/end/sum_received/bits_per_second");
+  const double reverse = bidir ? rate("/end/sum_received_bidir_reverse/bits_per_second") : forward;
+  if (out.exit_code != 0 || forward <= 0 || reverse <= 0) {
     return io_error("--netns: `" + joined(client) + "` gave no bandwidth (exit " + std::to_string(out.exit_code) +
                     "): " + out.text.substr(0, 600));
   }
-  return bps / 1e9;
+  return std::make_pair(forward, reverse);
+}
+
+}  // namespace
+
+Expected<LinkBandwidth> measure_link(const NetnsHosts& hosts, int seconds, const std::string& log_dir) {
+  const std::string iperf3 = find_in_path("iperf3");
+  if (iperf3.empty()) return invalid_argument("--netns measures the link with iperf3, which is not installed");
+  LinkBandwidth link;
+  auto one_way = run_iperf3(hosts, iperf3, seconds, /*bidir=*/false, log_dir);
+  if (!one_way.ok()) return one_way.status();
+  link.one_way = one_way->first;
+  auto both = run_iperf3(hosts, iperf3, seconds, /*bidir=*/true, log_dir);
+  if (!both.ok()) return both.status();
+  link.bidir = (both->first + both->second) / 2;
+  return link;
 }
 
 }  // namespace troupe::cli

@@ -4,7 +4,7 @@
 // carries. Needs root, iproute2 (`ip`) and iperf3; every failure says which command failed.
 //
 //   auto hosts = NetnsHosts::create();          // namespaces, veth, addresses; deleted on destruction
-//   auto gbps = measure_link_gbps(*hosts, 3);   // iperf3 server in B, client in A
+//   auto link = measure_link(*hosts, 3, dir);   // iperf3 server in B, client in A
 //   argv = hosts->exec_prefix(rank_host) + argv  // {"ip", "netns", "exec", "<ns>"} + the rank's argv
 #pragma once
 
@@ -40,9 +40,19 @@ class NetnsHosts {
   bool created_[2] = {false, false};
 };
 
-// What iperf3 measured from A to B over `seconds`: the receiver's bit rate, in Gbit/s (1e9 bit/s).
-// Fails naming iperf3's output when it is missing, cannot connect or prints no result.
-Expected<double> measure_link_gbps(const NetnsHosts& hosts, int seconds, const std::string& log_dir);
+// What iperf3 measured between A and B, in Gbit/s (1e9 bit/s) at the receiver.
+struct LinkBandwidth {
+  double one_way = 0;  // A -> B alone (`iperf3 -c B -t seconds`)
+  // Each direction while both run at once (`--bidir`), the mean of the two: what a link carries
+  // per direction when every rank sends and receives together, as in an all-reduce. On a veth the
+  // "wire" is the CPU that copies, shared by both directions, so this is well below one_way.
+  double bidir = 0;
+};
+
+// Runs iperf3 twice (one-way, then --bidir), `seconds` each, server in B and client in A, their
+// output in `log_dir`. Fails naming iperf3's output when it is missing, cannot connect or prints
+// no result.
+Expected<LinkBandwidth> measure_link(const NetnsHosts& hosts, int seconds, const std::string& log_dir);
 
 // The host (0 or 1) of rank r of `ranks`: the first half in A, the rest in B (ranks of one host
 // keep consecutive numbers, so the lowest of each is its leader in a hierarchical group).
