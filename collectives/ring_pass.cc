@@ -29,7 +29,7 @@ char* at_least(std::vector<char>& buf, size_t bytes) {
 
 Status ring_pass(const CallContext& ctx, float* data, const std::vector<size_t>& offsets, int shift,
                  const Wire& wire, const RingReceive& receive) {
-  thread_local RingScratch scratch;  // bounded: two segments, 2 MiB of f32
+  thread_local RingScratch scratch;  // bounded: two segments, 1 MiB of f32
   const int p = ctx.size(), r = ctx.rank();
   const int next = ring_mod(r + 1, p), prev = ring_mod(r - 1, p);
   const bool raw = wire.dtype == DType::f32;  // wire bytes are the values themselves
