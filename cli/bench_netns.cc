@@ -1,3 +1,4 @@
+// Two namespaces and a veth pair by `ip` commands, and iperf3 between them (cli/bench_netns.h).
 #include "cli/bench_netns.h"
 
 #include <unistd.h>
@@ -21,7 +22,8 @@ struct Output {
   std::string text;  // stdout and stderr together
 };
 
-// Runs argv (argv[0] a path) to completion, output captured through a log file in `log_dir`.
+// Runs argv (argv[0] a path) to completion or `limit` (then stops it: exit_code -1), its output
+// captured through the file `log`.
 Output run(const std::vector<std::string>& argv, const std::string& log, std::chrono::seconds limit) {
   Output out;
   std::remove(log.c_str());
@@ -57,7 +59,8 @@ std::string find_ip() {
 
 Expected<std::unique_ptr<NetnsHosts>> NetnsHosts::create() {
   if (::geteuid() != 0) {
-    return invalid_argument("--netns creates network namespaces with `ip netns`, which needs root: run as root or drop --netns");
+    return invalid_argument(
+        "--netns creates network namespaces with `ip netns`, which needs root: run as root or drop --netns");
   }
   std::unique_ptr<NetnsHosts> h(new NetnsHosts());
   h->ip_ = find_ip();
