@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "cli/bench_launch.h"
+#include "cli/bench_netns.h"
 #include "cli/bench_report.h"
 #include "cli/commands.h"
 #include "core/process.h"
@@ -103,12 +104,34 @@ ImplementationRun run_implementation(const std::string& name, const std::string&
   return run;
 }
 
-// Starts `ranks` copies of `program_argv` + "--rank r" with their logs in `dir`.
+// Where rank r runs: on this host, or (--netns) in one of two namespaces, listening on its address.
+struct Placement {
+  const NetnsHosts* hosts = nullptr;  // null: every rank on this host, on loopback
+  int ranks = 1;
+  int host(int r) const { return netns_host_of(r, ranks); }
+  // argv run as rank r: in its namespace when there are hosts.
+  std::vector<std::string> wrap(int r, std::vector<std::string> argv) const {
+    if (hosts == nullptr) return argv;
+    std::vector<std::string> out = hosts->exec_prefix(host(r));
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+  std::string address(int r) const { return hosts ? hosts->address(host(r)) : "127.0.0.1"; }
+};
+
+// Starts `ranks` copies of `program_argv` + "--rank r" (+ what `extra` adds for rank r), placed
+// by `where`, with their logs in `dir`.
 Status start_ranks(const std::vector<std::string>& program_argv, int ranks, const std::string& dir,
-                   std::vector<LaunchedProcess>* out) {
+                   std::vector<LaunchedProcess>* out, const Placement& where = {},
+                   const std::function<std::vector<std::string>(int)>& extra = nullptr) {
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> argv = program_argv;
     argv.insert(argv.end(), {"--rank", std::to_string(r)});
+    if (extra) {
+      const std::vector<std::string> more = extra(r);
+      argv.insert(argv.end(), more.begin(), more.end());
+    }
+    argv = where.wrap(r, std::move(argv));
     auto p = launch("rank " + std::to_string(r), argv, dir + "/rank-" + std::to_string(r) + ".log");
     if (!p.ok()) return p.status();
     out->push_back(*p);
@@ -126,8 +149,13 @@ ImplementationRun peer_not_run(const std::string& name, const std::string& statu
 }
 
 ImplementationRun run_peer(const std::string& name, const BenchAllreduceOptions& o,
-                           const std::vector<AllreduceCase>& cases, const std::string& root, int* exit_code) {
+                           const std::vector<AllreduceCase>& cases, const std::string& root, const Placement& where,
+                           int* exit_code) {
   if (o.dtype != DType::f32) return peer_not_run(name, "skipped", "the peer runs f32 only");
+  if (where.hosts && name == "mpi") {
+    return peer_not_run(name, "skipped", "--netns: mpirun starts its ranks itself, so they cannot be placed in the "
+                                         "namespaces");
+  }
   if (o.op == "avg") return peer_not_run(name, "skipped", "the peer has no avg (run --op sum or max)");
   const std::string bin_dir = fs::path(self_executable()).parent_path().string();
   const std::string program = bin_dir + "/" + name + "_allreduce";
@@ -142,9 +170,14 @@ ImplementationRun run_peer(const std::string& name, const BenchAllreduceOptions&
     fs::create_directories(dir);
     std::vector<std::string> argv = {program, "--size", std::to_string(o.ranks), "--timeout", seconds(o.timeout)};
     argv.insert(argv.end(), args.begin(), args.end());
-    return run_implementation(name, "Gloo AllreduceRingChunked<float>, TCP device on loopback, FileStore rendezvous",
-                              dir, o, cases, [&](auto* out) { return start_ranks(argv, o.ranks, dir, out); },
-                              exit_code);
+    const std::string detail = where.hosts ? "Gloo AllreduceRingChunked<float>, TCP device on the veth addresses "
+                                             "(every pair over TCP), FileStore rendezvous"
+                                           : "Gloo AllreduceRingChunked<float>, TCP device on loopback, FileStore "
+                                             "rendezvous";
+    return run_implementation(name, detail, dir, o, cases, [&](auto* out) {
+      return start_ranks(argv, o.ranks, dir, out, where,
+                         [&](int r) { return std::vector<std::string>{"--host", where.address(r)}; });
+    }, exit_code);
   }
   const std::string mpirun = find_in_path("mpirun");
   if (::access(program.c_str(), X_OK) != 0) {
@@ -169,6 +202,14 @@ ImplementationRun run_peer(const std::string& name, const BenchAllreduceOptions&
 
 }  // namespace
 
+bool is_hierarchical(const std::vector<int>& host_of_rank) {
+  bool shared = false, spread = false;
+  for (size_t r = 0; r < host_of_rank.size(); ++r) {
+    for (size_t q = 0; q < r; ++q) (host_of_rank[q] == host_of_rank[r] ? shared : spread) = true;
+  }
+  return shared && spread;
+}
+
 Expected<std::string> resolve_transport(const std::string& requested) {
   // auto: every rank of this benchmark is on this host, so shared memory.
   if (requested == "auto" || requested == "shm") return std::string("shm");
@@ -191,6 +232,13 @@ int run_bench_allreduce(const BenchAllreduceOptions& o) {
   const char* cmd = "bench allreduce";
   auto transport = resolve_transport(o.transport);
   if (!transport.ok()) return report_error(cmd, transport.status());
+  if (o.netns) {
+    if (o.transport == "shm") {
+      return report_error(cmd, invalid_argument("--netns puts the ranks on two hosts: use --transport tcp or auto"));
+    }
+    if (o.ranks < 2) return report_error(cmd, invalid_argument("--netns needs --ranks 2 or more (one per host)"));
+    *transport = "tcp";
+  }
   const std::vector<AllreduceCase> cases = plan_cases(o);
   char tmpl[] = "/tmp/troupe-bench-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
@@ -198,26 +246,63 @@ int run_bench_allreduce(const BenchAllreduceOptions& o) {
   }
   const std::string root = tmpl;
 
+  // --netns: the two hosts (deleted when this function returns, however it returns) and their link.
+  std::unique_ptr<NetnsHosts> hosts;
+  Placement where;
+  where.ranks = o.ranks;
+  NetnsLink link;
+  std::vector<std::string> rank_placement;
+  if (o.netns) {
+    auto made = NetnsHosts::create();
+    if (!made.ok()) return report_error(cmd, made.status());
+    hosts = std::move(*made);
+    where.hosts = hosts.get();
+    auto measured = measure_link(*hosts, o.iperf_seconds, root);
+    if (!measured.ok()) {
+      std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, measured.status().message().c_str(),
+                   root.c_str());
+      return kExitFailure;
+    }
+    link.one_way_gbps = measured->one_way;
+    link.bidir_gbps = measured->bidir;
+    link.command = "iperf3 -c " + hosts->address(1) + " -t " + std::to_string(o.iperf_seconds) +
+                   " -J [--bidir] from " + hosts->name(0) + " to a server in " + hosts->name(1);
+    std::vector<int> host_of_rank;
+    std::string labels;
+    for (int r = 0; r < o.ranks; ++r) {
+      host_of_rank.push_back(where.host(r));
+      labels += (r ? "," : "") + std::to_string(where.host(r));
+    }
+    if (is_hierarchical(host_of_rank)) *transport = "hierarchical";
+    rank_placement = {"--hosts", labels};
+  }
+
   // troupe's own ranks first: without them there is nothing to compare with.
   int exit_code = 0;
   const std::string dir = root + "/troupe";
   fs::create_directories(dir);
   std::vector<std::string> argv = {self_executable(), "bench-rank", "--dir", dir, "--size", std::to_string(o.ranks),
-                                   "--transport", *transport, "--dtype", dtype_name(o.dtype), "--op", o.op,
-                                   "--algorithm", o.algorithm, "--timeout", seconds(o.timeout)};
+                                   "--transport", o.netns ? "tcp" : *transport, "--dtype", dtype_name(o.dtype),
+                                   "--op", o.op, "--algorithm", o.algorithm, "--timeout", seconds(o.timeout)};
   for (const std::string& f : case_flags(cases)) argv.push_back(f);
+  for (const std::string& f : rank_placement) argv.push_back(f);
   ImplementationRun ours = run_implementation("troupe", "troupe Communicator::allreduce", dir, o, cases,
-                                              [&](auto* out) { return start_ranks(argv, o.ranks, dir, out); },
+                                              [&](auto* out) {
+                                                return start_ranks(argv, o.ranks, dir, out, where, [&](int r) {
+                                                  return std::vector<std::string>{"--listen-host", where.address(r)};
+                                                });
+                                              },
                                               &exit_code);
   if (ours.status != "ok") {
     std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, ours.detail.c_str(), root.c_str());
     return exit_code == kExitUsage ? kExitUsage : kExitFailure;
   }
   std::vector<ImplementationRun> peers;
-  for (const std::string& name : o.peers) peers.push_back(run_peer(name, o, cases, root, &exit_code));
+  for (const std::string& name : o.peers) peers.push_back(run_peer(name, o, cases, root, where, &exit_code));
 
-  if (o.json) std::printf("%s\n", to_json(o, *transport, ours, peers).dump().c_str());
-  else print_table(o, *transport, ours, peers);
+  const NetnsLink* shown = o.netns ? &link : nullptr;
+  if (o.json) std::printf("%s\n", to_json(o, *transport, ours, peers, shown).dump().c_str());
+  else print_table(o, *transport, ours, peers, shown);
 
   // Exit 1 when anything that ran failed or got a wrong result; a peer that could not run only warns.
   std::vector<const ImplementationRun*> runs = {&ours};

@@ -8,6 +8,11 @@
 //     |                                    (bench/allreduce_case.h)
 //     |- spawns N x gloo_allreduce, or mpirun -np N mpi_allreduce (same files)
 //     '- reads the files: per iteration the slowest rank's time, median over iterations
+//
+// --netns (root): the ranks run on two "hosts", network namespaces joined by a veth pair
+// (cli/bench_netns.h), half in each, listening on the veth addresses; ranks of one namespace form a
+// hierarchical group (shm within it, TCP between). iperf3 measures the link first, in the same
+// invocation, and the report gives busbw as a fraction of it. Gloo's ranks are placed alike.
 #pragma once
 
 #include <chrono>
@@ -32,6 +37,8 @@ struct BenchAllreduceOptions {
   std::chrono::milliseconds timeout{120000};  // for each implementation's whole run
   std::vector<std::string> peers;           // of "gloo", "mpi"
   bool json = false;
+  bool netns = false;                       // two network namespaces joined by a veth (root only)
+  int iperf_seconds = 3;                    // --netns: how long iperf3 measures the link
   std::string command_line;                 // echoed in the output
 };
 
@@ -57,7 +64,15 @@ struct BenchRankOptions {
   std::string op = "sum";
   std::string algorithm = "auto";
   std::chrono::milliseconds timeout{120000};  // rendezvous, and each collective call
+  std::string listen_host = "127.0.0.1";      // tcp: the address this rank listens on
+  // tcp: the host label of every rank (--netns); ranks sharing a label and not all alike form a
+  // hierarchical group (shm within a host, TCP between). Empty: all on one host, plain TCP mesh.
+  std::vector<int> host_of_rank;
 };
+
+// True when `host_of_rank` puts several ranks on some host but not every rank on one: such a
+// group is hierarchical (shm within a host, TCP between).
+bool is_hierarchical(const std::vector<int>& host_of_rank);
 
 // Joins the group, runs every case and writes result-<rank>.json; the error names the rank and case.
 Status run_bench_rank(const BenchRankOptions& options);

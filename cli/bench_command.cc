@@ -92,6 +92,11 @@ Runner add_bench_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--peers", f->peers, "Run these beside troupe: gloo, mpi, gloo,mpi or none")->capture_default_str();
   cmd->add_flag("--json", o.json, "Print one JSON document instead of the table");
+  cmd->add_flag("--netns", o.netns,
+                "Root only: run the ranks on two network namespaces joined by a veth pair (half in each; "
+                "hierarchical when a namespace holds several), iperf3 measuring the link first");
+  cmd->add_option("--iperf-seconds", o.iperf_seconds, "--netns: seconds iperf3 measures the link")
+      ->check(CLI::Range(1, 60))->capture_default_str();
   return [f]() -> int {
     BenchAllreduceOptions& o = f->options;
     auto bytes = parse_byte_sizes(f->bytes);
@@ -112,7 +117,8 @@ Runner add_bench_command(CLI::App& app, GlobalOptions& global) {
     o.command_line = "troupe bench allreduce --ranks " + std::to_string(o.ranks) + " --bytes " + f->bytes +
                      " --transport " + o.transport + " --dtype " + f->dtype + " --op " + o.op + " --algorithm " +
                      o.algorithm + (o.iters > 0 ? " --iters " + std::to_string(o.iters) : "") +
-                     (o.warmup >= 0 ? " --warmup " + std::to_string(o.warmup) : "") + " --peers " + f->peers;
+                     (o.warmup >= 0 ? " --warmup " + std::to_string(o.warmup) : "") + " --peers " + f->peers +
+                     (o.netns ? " --netns --iperf-seconds " + std::to_string(o.iperf_seconds) : "");
     return run_bench_allreduce(o);
   };
 }
@@ -132,6 +138,9 @@ Runner add_bench_rank_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--iters", (*lists)[1], "Timed iterations per size")->required();
   cmd->add_option("--warmup", (*lists)[2], "Untimed iterations per size")->required();
   add_case_flags(cmd, &o->transport, dtype.get(), &o->op, &o->algorithm, timeout_s.get());
+  cmd->add_option("--listen-host", o->listen_host, "tcp: the address this rank listens on")->capture_default_str();
+  cmd->add_option("--hosts", o->host_of_rank, "tcp: each rank's host label, comma-separated (--netns)")
+      ->delimiter(',');
   return [o, lists, dtype, timeout_s]() -> int {
     if (!bench::parse_cases((*lists)[0], (*lists)[1], (*lists)[2], &o->cases)) {
       return report_error("bench-rank",

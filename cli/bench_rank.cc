@@ -11,6 +11,7 @@
 
 #include "cli/bench_allreduce.h"
 #include "collectives/communicator.h"
+#include "collectives/hierarchical_transport.h"
 #include "collectives/shm_transport.h"
 #include "collectives/tcp_transport.h"
 
@@ -55,28 +56,52 @@ Expected<std::vector<std::string>> gather_addresses(const std::string& dir, int 
   }
 }
 
-// The one place a transport is made. shm: one /dev/shm segment named after the run's temp dir.
-// tcp: a listener on loopback, its address in a file, then the mesh.
-Expected<std::unique_ptr<Transport>> make_transport(const BenchRankOptions& o) {
-  if (o.transport == "shm") {
-    collectives::ShmGroupOptions shm;
-    shm.name = std::filesystem::path(o.dir).parent_path().filename().string();  // "troupe-bench-XXXXXX"
-    shm.rank = o.rank;
-    shm.size = o.size;
-    shm.timeout = o.timeout;
-    return collectives::connect_shm_group(shm);
+// The shm group of the ranks labelled `host` (all ranks when host_of_rank is empty), named after
+// the run's temp dir.
+Expected<std::unique_ptr<Transport>> connect_local(const BenchRankOptions& o, Clock::time_point deadline) {
+  collectives::ShmGroupOptions shm;
+  shm.name = std::filesystem::path(o.dir).parent_path().filename().string();  // "troupe-bench-XXXXXX"
+  shm.rank = o.rank;
+  shm.size = o.size;
+  if (!o.host_of_rank.empty()) {
+    const int host = o.host_of_rank[o.rank];
+    shm.name += ".host" + std::to_string(host);
+    shm.rank = shm.size = 0;
+    for (int r = 0; r < o.size; ++r) {
+      if (o.host_of_rank[r] != host) continue;
+      if (r < o.rank) ++shm.rank;
+      ++shm.size;
+      shm.rank_labels.push_back(r);  // errors name global ranks
+    }
   }
-  if (o.transport != "tcp") return invalid_argument("transport '" + o.transport + "': expected shm or tcp");
+  shm.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return collectives::connect_shm_group(shm);
+}
+
+// The one place a transport is made. shm: one /dev/shm segment named after the run's temp dir.
+// tcp: a listener on listen_host, its address in a file, then the mesh; with host labels that put
+// several ranks on a host (--netns), the mesh plus each host's shm group, hierarchically.
+Expected<std::unique_ptr<Transport>> make_transport(const BenchRankOptions& o) {
   const auto deadline = Clock::now() + o.timeout;
-  auto listener = collectives::TcpListener::open("127.0.0.1");
+  if (o.transport == "shm") return connect_local(o, deadline);
+  if (o.transport != "tcp") return invalid_argument("transport '" + o.transport + "': expected shm or tcp");
+  if (!o.host_of_rank.empty() && static_cast<int>(o.host_of_rank.size()) != o.size) {
+    return invalid_argument("--hosts names " + std::to_string(o.host_of_rank.size()) + " ranks, not --size " +
+                            std::to_string(o.size));
+  }
+  auto listener = collectives::TcpListener::open(o.listen_host);
   if (!listener.ok()) return listener.status();
-  TROUPE_RETURN_IF_ERROR(publish_address(o.dir, o.rank, "127.0.0.1:" + std::to_string(listener->port())));
+  TROUPE_RETURN_IF_ERROR(publish_address(o.dir, o.rank, o.listen_host + ":" + std::to_string(listener->port())));
   auto addresses = gather_addresses(o.dir, o.size, deadline);
   if (!addresses.ok()) return addresses.status();
   collectives::TcpGroupOptions tcp;
   tcp.group = o.dir;  // a rank of another run (another temp dir) is refused
   tcp.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return collectives::connect_tcp_group(o.rank, std::move(*listener), *addresses, tcp);
+  auto mesh = collectives::connect_tcp_group(o.rank, std::move(*listener), *addresses, tcp);
+  if (!mesh.ok() || !is_hierarchical(o.host_of_rank)) return mesh;
+  auto local = connect_local(o, deadline);
+  if (!local.ok()) return local.status();
+  return collectives::make_hierarchical_transport(std::move(*mesh), std::move(*local), o.host_of_rank);
 }
 
 collectives::ReduceOp parse_op(const std::string& op) {

@@ -35,9 +35,22 @@ struct ImplementationRun {
 double algbw_gbps(size_t bytes, double time_us);
 double busbw_gbps(size_t bytes, double time_us, int ranks);
 
+// --netns: the link between the two namespaces as iperf3 measured it in the same invocation.
+struct NetnsLink {
+  double one_way_gbps = 0;  // Gbit/s (1e9 bit/s) at the receiver, one direction alone
+  double bidir_gbps = 0;    // Gbit/s per direction with both directions at once
+  std::string command;      // how it was measured
+};
+
+// busbw (bytes each rank sends per second, in each direction) over a link bandwidth in Gbit/s:
+// 1.0 when the all-reduce keeps the link as busy as iperf3 did.
+double link_ratio(size_t bytes, double time_us, int ranks, double link_gbps);
+
+// `link` (--netns only, else null) adds the link's bandwidth and each row's busbw / link, against
+// the one-way and the bidirectional figure.
 void print_table(const BenchAllreduceOptions& o, const std::string& transport, const ImplementationRun& ours,
-                 const std::vector<ImplementationRun>& peers);
+                 const std::vector<ImplementationRun>& peers, const NetnsLink* link = nullptr);
 nlohmann::json to_json(const BenchAllreduceOptions& o, const std::string& transport, const ImplementationRun& ours,
-                       const std::vector<ImplementationRun>& peers);
+                       const std::vector<ImplementationRun>& peers, const NetnsLink* link = nullptr);
 
 }  // namespace troupe::cli

@@ -8,7 +8,7 @@ namespace troupe::collectives {
 
 Status ring_reduce_scatter(const CallContext& ctx, float* data, const std::vector<size_t>& offsets, ReduceOp op,
                            const Wire& wire) {
-  std::vector<float> scratch;
+  thread_local std::vector<float> scratch;  // max over f16/bf16 only: one segment, kept between calls
   return ring_pass(ctx, data, offsets, /*shift=*/1, wire, [&](float* dst, const char* src, size_t n) {
     wire.accumulate(op, dst, src, n, &scratch);
   });

@@ -1,7 +1,7 @@
 // Gloo's ring-chunked all-reduce on f32, one rank per process: the peer `troupe bench allreduce`
 // runs beside troupe's own (bench/allreduce_case.h has the inputs, the check and the timing rule).
 // The driver starts --size of these; they meet through Gloo's FileStore in --dir and talk over
-// Gloo's TCP device on loopback. Each writes its times to --dir/result-<rank>.json and exits 0, or
+// Gloo's TCP device on loopback (or --host). Each writes its times to --dir/result-<rank>.json and exits 0, or
 // prints the error and exits 1.
 //
 //   gloo_allreduce --dir /tmp/d --rank 0 --size 2 --bytes 4096,67108864 --iters 50,10 --warmup 5,2
@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Untimed iterations per size, comma-separated")->required();
   app.add_option("--op", op, "sum or max")->check(CLI::IsMember({"sum", "max"}));
   app.add_option("--timeout", timeout_s, "Seconds any one Gloo operation may wait");
+  std::string host = "127.0.0.1";
+  app.add_option("--host", host, "The address this rank's TCP device binds to (--netns: its namespace's veth)");
   CLI11_PARSE(app, argc, argv);
   std::vector<AllreduceCase> cases;
   if (!troupe::bench::parse_cases(bytes, iters, warmup, &cases)) {
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
   }
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    attr.hostname = host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(dir);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
