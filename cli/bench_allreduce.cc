@@ -283,7 +283,8 @@ int run_bench_allreduce(const BenchAllreduceOptions& o) {
   fs::create_directories(dir);
   std::vector<std::string> argv = {self_executable(), "bench-rank", "--dir", dir, "--size", std::to_string(o.ranks),
                                    "--transport", o.netns ? "tcp" : *transport, "--dtype", dtype_name(o.dtype),
-                                   "--op", o.op, "--algorithm", o.algorithm, "--timeout", seconds(o.timeout)};
+                                   "--op", o.op, "--algorithm", o.algorithm, "--timeout", seconds(o.timeout),
+                                   "--zero-copy", o.zero_copy ? "true" : "false"};
   for (const std::string& f : case_flags(cases)) argv.push_back(f);
   for (const std::string& f : rank_placement) argv.push_back(f);
   ImplementationRun ours = run_implementation("troupe", "troupe Communicator::allreduce", dir, o, cases,

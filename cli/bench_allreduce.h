@@ -38,6 +38,9 @@ struct BenchAllreduceOptions {
   std::vector<std::string> peers;           // of "gloo", "mpi"
   bool json = false;
   bool netns = false;                       // two network namespaces joined by a veth (root only)
+  // shm: each rank's buffer lives in its shared-memory arena (Communicator::shared_buffer), as a
+  // trainer's gradients would, so the all-reduce copies nothing in or out. false: private buffers.
+  bool zero_copy = true;
   int iperf_seconds = 3;                    // --netns: how long iperf3 measures the link
   std::string command_line;                 // echoed in the output
 };
@@ -68,6 +71,7 @@ struct BenchRankOptions {
   // tcp: the host label of every rank (--netns); ranks sharing a label and not all alike form a
   // hierarchical group (shm within a host, TCP between). Empty: all on one host, plain TCP mesh.
   std::vector<int> host_of_rank;
+  bool zero_copy = true;  // shm: buffers in the shared arena (see BenchAllreduceOptions)
 };
 
 // True when `host_of_rank` puts several ranks on some host but not every rank on one: such a

@@ -53,6 +53,7 @@ struct BenchFlags {
   std::string dtype = "f32";
   std::string peers = "gloo,mpi";
   double timeout_s = 120;
+  bool staged = false;
 };
 
 // The flags both commands share: what one rank runs.
@@ -97,6 +98,8 @@ Runner add_bench_command(CLI::App& app, GlobalOptions& global) {
                 "hierarchical when a namespace holds several), iperf3 measuring the link first");
   cmd->add_option("--iperf-seconds", o.iperf_seconds, "--netns: seconds iperf3 measures the link")
       ->check(CLI::Range(1, 60))->capture_default_str();
+  cmd->add_flag("--staged", f->staged,
+                "shm: all-reduce private buffers (copied in and out) instead of buffers in the shared arena");
   return [f]() -> int {
     BenchAllreduceOptions& o = f->options;
     auto bytes = parse_byte_sizes(f->bytes);
@@ -113,12 +116,14 @@ Runner add_bench_command(CLI::App& app, GlobalOptions& global) {
     if (!peers.ok()) return report_error("bench allreduce", peers.status());
     o.peers = *peers;
     o.timeout = to_ms(f->timeout_s);
+    o.zero_copy = !f->staged;
     // The command again, every default spelled out, so a pasted report says how to reproduce it.
     o.command_line = "troupe bench allreduce --ranks " + std::to_string(o.ranks) + " --bytes " + f->bytes +
                      " --transport " + o.transport + " --dtype " + f->dtype + " --op " + o.op + " --algorithm " +
                      o.algorithm + (o.iters > 0 ? " --iters " + std::to_string(o.iters) : "") +
                      (o.warmup >= 0 ? " --warmup " + std::to_string(o.warmup) : "") + " --peers " + f->peers +
-                     (o.netns ? " --netns --iperf-seconds " + std::to_string(o.iperf_seconds) : "");
+                     (o.netns ? " --netns --iperf-seconds " + std::to_string(o.iperf_seconds) : "") +
+                     (f->staged ? " --staged" : "");
     return run_bench_allreduce(o);
   };
 }
@@ -141,6 +146,7 @@ Runner add_bench_rank_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--listen-host", o->listen_host, "tcp: the address this rank listens on")->capture_default_str();
   cmd->add_option("--hosts", o->host_of_rank, "tcp: each rank's host label, comma-separated (--netns)")
       ->delimiter(',');
+  cmd->add_option("--zero-copy", o->zero_copy, "shm: buffers in the shared arena")->capture_default_str();
   return [o, lists, dtype, timeout_s]() -> int {
     if (!bench::parse_cases((*lists)[0], (*lists)[1], (*lists)[2], &o->cases)) {
       return report_error("bench-rank",

@@ -60,6 +60,8 @@ Expected<std::vector<std::string>> gather_addresses(const std::string& dir, int 
 // the run's temp dir.
 Expected<std::unique_ptr<Transport>> connect_local(const BenchRankOptions& o, Clock::time_point deadline) {
   collectives::ShmGroupOptions shm;
+  if (o.transport == "shm" && o.zero_copy)  // an arena that holds the largest case's buffer
+    for (const bench::AllreduceCase& c : o.cases) shm.shared_buffer_bytes = std::max(shm.shared_buffer_bytes, c.bytes);
   shm.name = std::filesystem::path(o.dir).parent_path().filename().string();  // "troupe-bench-XXXXXX"
   shm.rank = o.rank;
   shm.size = o.size;
@@ -110,9 +112,9 @@ collectives::ReduceOp parse_op(const std::string& op) {
 }
 
 // Element i of a buffer of `dtype`, as float; and the reverse.
-float load(const std::vector<uint8_t>& buf, DType dtype, size_t i) {
-  if (dtype == DType::f32) return reinterpret_cast<const float*>(buf.data())[i];
-  const uint16_t h = reinterpret_cast<const uint16_t*>(buf.data())[i];
+float load(const uint8_t* buf, DType dtype, size_t i) {
+  if (dtype == DType::f32) return reinterpret_cast<const float*>(buf)[i];
+  const uint16_t h = reinterpret_cast<const uint16_t*>(buf)[i];
   return dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 void store(std::vector<uint8_t>& buf, DType dtype, size_t i, float v) {
@@ -129,17 +131,20 @@ Expected<bench::CaseResult> run_case(Communicator& comm, const BenchRankOptions&
   bench::CaseResult r;
   r.bytes = c.bytes;
   r.count = c.bytes / dtype_size(o.dtype);
-  std::vector<uint8_t> input(c.bytes), buf(c.bytes);
+  std::vector<uint8_t> input(c.bytes), own(c.bytes);
+  // With --zero-copy over shm the buffer is this rank's arena: peers read it where it lies.
+  auto* shared = static_cast<uint8_t*>(comm.shared_buffer(c.bytes));
+  uint8_t* buf = shared ? shared : own.data();
   for (size_t i = 0; i < r.count; ++i) store(input, o.dtype, i, bench::input_value(o.rank, i));
   const bench::ExpectedOutput expected(o.size, o.op, avg_tolerance(o.dtype));
   collectives::CollectiveOptions opts, barrier_opts;  // --algorithm names an all-reduce algorithm
   opts.timeout = barrier_opts.timeout = o.timeout;
   opts.algorithm = o.algorithm;
   for (int it = 0; it < c.warmup + c.iters; ++it) {
-    std::memcpy(buf.data(), input.data(), c.bytes);
+    std::memcpy(buf, input.data(), c.bytes);
     TROUPE_RETURN_IF_ERROR(comm.barrier(barrier_opts));
     const auto t0 = Clock::now();
-    TROUPE_RETURN_IF_ERROR(comm.allreduce(buf.data(), buf.data(), r.count, o.dtype, parse_op(o.op), opts));
+    TROUPE_RETURN_IF_ERROR(comm.allreduce(buf, buf, r.count, o.dtype, parse_op(o.op), opts));
     const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     r.wrong += expected.count_wrong(r.count, [&](size_t i) { return load(buf, o.dtype, i); });
     if (it >= c.warmup) r.times_us.push_back(us);

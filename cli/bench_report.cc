@@ -30,8 +30,10 @@ double link_ratio(size_t bytes, double time_us, int ranks, double link_gbps) {
 
 void print_table(const BenchAllreduceOptions& o, const std::string& transport, const ImplementationRun& ours,
                  const std::vector<ImplementationRun>& peers, const NetnsLink* link) {
-  std::printf("# troupe bench allreduce: %d ranks, %s, %s, transport %s, algorithm %s\n", o.ranks,
-              dtype_name(o.dtype), o.op.c_str(), transport.c_str(), o.algorithm.c_str());
+  std::printf("# troupe bench allreduce: %d ranks, %s, %s, transport %s%s, algorithm %s\n", o.ranks,
+              dtype_name(o.dtype), o.op.c_str(), transport.c_str(),
+              transport == "shm" ? (o.zero_copy ? " (buffers in the shared arena)" : " (private buffers, staged)") : "",
+              o.algorithm.c_str());
   std::printf("# time: %s; busbw = algbw * 2(n-1)/n\n", kTiming);
   if (link) {
     std::printf("# hosts: two network namespaces joined by a veth pair, ranks split between them\n");
@@ -88,6 +90,7 @@ nlohmann::json to_json(const BenchAllreduceOptions& o, const std::string& transp
     row["dtype"] = dtype_name(o.dtype);
     row["ranks"] = o.ranks;
     row["transport"] = transport;
+    row["zero_copy"] = transport == "shm" && o.zero_copy;
     nlohmann::json by_peer = nlohmann::json::object();
     for (const ImplementationRun& p : peers) {
       if (!ran(p)) continue;

@@ -133,4 +133,18 @@ TEST_CASE("troupe bench allreduce over shared memory, the transport auto picks, 
   check_case(results[0], 4096, 4);
   check_case(results[1], 1 << 20, 4);
   CHECK(results[1].at("transport") == "shm");
+  CHECK(results[1].at("zero_copy") == true);  // buffers in the shared arena, as a trainer's gradients
+}
+
+TEST_CASE("troupe bench allreduce --staged all-reduces private buffers over shared memory", "[cli][bench]") {
+  CommandResult r = bench("--ranks 2 --bytes 4K,1M --iters 3 --transport shm --staged --json --peers none");
+  INFO(r.both());
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  const auto& results = j.at("results");
+  REQUIRE(results.size() == 2);
+  check_case(results[0], 4096, 4);
+  check_case(results[1], 1 << 20, 4);
+  CHECK(results[1].at("zero_copy") == false);
+  CHECK(j.at("command").get<std::string>().find("--staged") != std::string::npos);
 }
