@@ -75,6 +75,16 @@ TrainOptions job() {
   return o;
 }
 
+// Three replicas of a tiny MLP on blobs, with `adjust` changing one replica's options (the failure
+// tests); returns each replica's status.
+std::vector<Status> run_three_tiny(const std::function<void(int, TrainOptions&)>& adjust) {
+  const Dataset train = blobs(400, 2, 3, 7), test = blobs(20, 2, 3, 8);
+  TrainOptions o = job();
+  o.hidden = {4};
+  o.batch_size = 21;
+  return run_replicas(make_inproc_group(3), o, train, test, adjust).status;
+}
+
 }  // namespace
 
 TEST_CASE("sync: 4 replicas with global batch 128 hold the parameters of one process training on batch 128",
@@ -151,14 +161,10 @@ TEST_CASE("sync: a global batch that does not divide among the replicas is refus
 }
 
 TEST_CASE("sync: replicas that start from different seeds are stopped at the first checksum, naming one", "[sync][errors]") {
-  const Dataset train = blobs(400, 2, 3, 7), test = blobs(20, 2, 3, 8);
-  TrainOptions o = job();
-  o.hidden = {4};
-  o.batch_size = 21;
-  ReplicaRun run = run_replicas(make_inproc_group(3), o, train, test, [](int r, TrainOptions& mine) {
+  const std::vector<Status> status = run_three_tiny([](int r, TrainOptions& mine) {
     if (r == 2) mine.seed = 12;
   });
-  for (const Status& s : run.status) {
+  for (const Status& s : status) {
     INFO(s.to_string());
     REQUIRE_FALSE(s.ok());
     CHECK(s.message().find("replicas diverged: at step 10 replica 2's parameter checksum") != std::string::npos);
@@ -166,17 +172,13 @@ TEST_CASE("sync: replicas that start from different seeds are stopped at the fir
 }
 
 TEST_CASE("sync: a replica that stops makes the others fail naming it instead of waiting", "[sync][errors]") {
-  const Dataset train = blobs(400, 2, 3, 7), test = blobs(20, 2, 3, 8);
-  TrainOptions o = job();
-  o.hidden = {4};
-  o.batch_size = 21;
   // Replica 1 asks for fewer steps: it leaves the group while the others still all-reduce.
-  ReplicaRun run = run_replicas(make_inproc_group(3), o, train, test, [](int r, TrainOptions& mine) {
+  const std::vector<Status> status = run_three_tiny([](int r, TrainOptions& mine) {
     if (r == 1) mine.max_steps = 5;
   });
   for (int r : {0, 2}) {
-    INFO(run.status[r].to_string());
-    REQUIRE_FALSE(run.status[r].ok());
-    CHECK(run.status[r].message().find("rank 1") != std::string::npos);
+    INFO(status[r].to_string());
+    REQUIRE_FALSE(status[r].ok());
+    CHECK(status[r].message().find("rank 1") != std::string::npos);
   }
 }
