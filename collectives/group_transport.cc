@@ -1,7 +1,7 @@
 #include "collectives/group_transport.h"
 
 #include <algorithm>
-#include <functional>
+#include <cstdint>
 
 #include "collectives/hierarchical_transport.h"
 #include "collectives/shm_transport.h"
@@ -22,8 +22,11 @@ std::string address_host(const std::string& address) {
 // The shared-memory segment of one formation of the group on one host. Rank 0's address carries a
 // port the kernel picked for this formation, so two groups (or two clusters) that reuse a name and
 // generation on one machine never open each other's segment.
+// FNV-1a rather than std::hash: every member computes the name, and they need not share a build of
+// the standard library.
 std::string segment_name(const GroupOptions& o, const std::vector<gcs::GroupMember>& members, int host) {
-  const size_t h = std::hash<std::string>{}(members[0].address + "|" + o.name);
+  uint64_t h = 1469598103934665603ull;
+  for (char c : members[0].address + "|" + o.name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   return "troupe." + std::to_string(o.generation) + "." + std::to_string(host) + "." + std::to_string(h % 1000000007);
 }
 
