@@ -75,6 +75,14 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant, or cosine decay to 0 over the job")
       ->check(CLI::IsMember({"constant", "cosine"}))->capture_default_str();
+  cmd->add_option("--lr-scaling", o.lr_scaling, "none, or linear: lr x batch-size / lr-reference-batch")
+      ->check(CLI::IsMember({"none", "linear"}))->capture_default_str();
+  cmd->add_option("--lr-reference-batch", o.lr_reference_batch, "The batch --lr is meant for (linear scaling)")
+      ->check(CLI::Range(1, 65536))->capture_default_str();
+  cmd->add_option("--warmup-steps", o.warmup_steps, "Ramp the rate up linearly over this many steps")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--accumulate", o.accumulate, "Micro-batches per step whose gradients are summed (CPU)")
+      ->check(CLI::Range(1, 65536))->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str();
   cmd->add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")
       ->capture_default_str();

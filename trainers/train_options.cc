@@ -7,8 +7,9 @@
 namespace troupe {
 
 float TrainOptions::effective_lr() const {
-  if (lr != 0.0f) return lr;
-  return optimizer == "sgd" ? 0.05f : 0.002f;
+  const float base = lr != 0.0f ? lr : optimizer == "sgd" ? 0.05f : 0.002f;
+  if (lr_scaling != "linear") return base;
+  return base * static_cast<float>(batch_size) / static_cast<float>(lr_reference_batch);
 }
 
 Status TrainOptions::validate() const {
@@ -42,6 +43,16 @@ Status TrainOptions::validate() const {
   if (cpu_threads < 1 || cpu_threads > 1024) return invalid_argument("cpu_threads must be in [1, 1024]");
   if (loss_check_every < 1) return invalid_argument("loss_check_every must be >= 1");
   if (max_steps < 0) return invalid_argument("--max-steps must be >= 0");
+  if (lr_scaling != "none" && lr_scaling != "linear")
+    return invalid_argument("--lr-scaling '" + lr_scaling + "' is not one of none, linear");
+  if (lr_reference_batch < 1) return invalid_argument("--lr-reference-batch must be >= 1");
+  if (warmup_steps < 0) return invalid_argument("--warmup-steps must be >= 0");
+  if (accumulate < 1 || batch_size % accumulate != 0)
+    return invalid_argument("--accumulate " + std::to_string(accumulate) + " must be >= 1 and divide --batch-size " +
+                            std::to_string(batch_size));
+  if (accumulate > 1 && device.is_cuda())
+    return invalid_argument("--accumulate runs on the CPU path only for now; drop it with --device " +
+                            device.to_string());
   return {};
 }
 

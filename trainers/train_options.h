@@ -23,6 +23,14 @@ struct TrainOptions {
   int batch_size = 128;
   std::string optimizer = "adam";   // sgd, adam, adamw
   float lr = 0;                     // 0: the optimizer's default (default_lr)
+  // "linear": the rate is lr * batch_size / lr_reference_batch (the linear scaling rule for global
+  // batches that grow with the number of replicas); "none": lr as given.
+  std::string lr_scaling = "none";
+  int lr_reference_batch = 128;
+  int64_t warmup_steps = 0;         // linear warm-up to the rate over this many steps (lr_schedule.h)
+  // Gradient accumulation: each step's batch is processed as this many micro-batches whose gradients
+  // are summed (and averaged) before one update: the same update as one batch, in less memory.
+  int accumulate = 1;
   std::string lr_schedule = "cosine";  // constant, or cosine decay to 0 over the job (trainers/lr_schedule.h)
   float momentum = 0.9f;            // sgd only
   float weight_decay = 0.0f;
@@ -35,7 +43,8 @@ struct TrainOptions {
   bool evaluate_each_epoch = true;  // test accuracy after every epoch (else only at the end)
 
   // The learning rate the job uses: `lr`, or when it is 0 the optimizer's default (sgd 0.05 with
-  // momentum 0.9; adam and adamw 0.002), both tuned for the MLP on Fashion-MNIST with cosine decay.
+  // momentum 0.9; adam and adamw 0.002), both tuned for the MLP on Fashion-MNIST with cosine decay;
+  // times batch_size / lr_reference_batch with lr_scaling "linear".
   float effective_lr() const;
 
   // invalid_argument naming the first bad field (epochs <= 0, lr <= 0, unknown optimizer, ...).

@@ -130,10 +130,15 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                                     std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(o.validate());
   const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
-  if (o.batch_size % world != 0)
+  if (o.batch_size % (world * o.accumulate) != 0) {
+    const std::string parts = o.accumulate > 1 ? std::to_string(world) + " replicas x " +
+                                                     std::to_string(o.accumulate) + " micro-batches"
+                                               : std::to_string(world) + " replicas";
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
-                            "among " + std::to_string(world) + " replicas; use a multiple of " + std::to_string(world));
+                            "among " + parts + "; use a multiple of " + std::to_string(world * o.accumulate));
+  }
   const int local_batch = o.batch_size / world;
+  const int micro_batch = local_batch / o.accumulate;
   // Mini-batches are full: the last partial batch of an epoch is dropped (its examples are seen in
   // other epochs, since every epoch has its own permutation).
   const int64_t steps_per_epoch = train.count / o.batch_size;
@@ -191,7 +196,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const int64_t features = train.features();
   std::vector<float> batch_x(static_cast<size_t>(local_batch) * features);
   std::vector<int32_t> batch_y(local_batch);
-  Batch batch{batch_x.data(), batch_y.data(), local_batch, features};
+  std::vector<float> micro_grads(o.accumulate > 1 ? space.size() : 0);  // one micro-batch's gradients
+  Gradients micro_view(micro_grads.data(), micro_grads.size());
   collectives::CollectiveOptions sync;
   sync.timeout = replica.timeout;
   const auto job_start = Clock::now();
@@ -211,11 +217,29 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         batch_y[r] = train.labels[idx];
       }
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
-      auto stats = trainer.forward_backward(batch, param_view, grad_view);
+      Expected<BatchStats> stats = BatchStats{0.0f, 0};
+      for (int m = 0; m < o.accumulate && stats.ok(); ++m) {
+        const Batch micro{batch_x.data() + static_cast<size_t>(m) * micro_batch * features,
+                          batch_y.data() + static_cast<size_t>(m) * micro_batch, micro_batch, features};
+        if (o.accumulate == 1) {  // straight into the step's gradients
+          stats = trainer.forward_backward(micro, param_view, grad_view);
+          break;
+        }
+        std::fill(micro_grads.begin(), micro_grads.end(), 0.0f);
+        auto part = trainer.forward_backward(micro, param_view, micro_view);
+        if (!part.ok()) {
+          stats = part.status();
+          break;
+        }
+        kernels::cpu::sum_into(grads.data(), micro_grads.data(), micro_grads.size());
+        stats->loss += part->loss / o.accumulate;
+        stats->correct = (stats->correct < 0 || part->correct < 0) ? -1 : stats->correct + part->correct;
+      }
       if (!stats.ok()) {
         return stats.status().with_context(where + ": forward_backward at epoch " + std::to_string(epoch) +
                                            ", step " + std::to_string(s + 1));
       }
+      if (o.accumulate > 1) kernels::cpu::scale(grads.data(), space.size(), 1.0f / o.accumulate);
       ++step;
       if (replica.comm) {
         grads[space.size()] = stats->loss;
@@ -230,7 +254,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (step % o.loss_check_every == 0 && !std::isfinite(stats->loss)) {
         return nonfinite_loss(stats->loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
       }
-      (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps));
+      (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
       (*opt)->step(params.data(), grads.data());
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));

@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
     context->connectFullMesh(store, device);
     std::vector<CaseResult> results;
     for (const AllreduceCase& c : cases) results.push_back(run_case(context, c, op));
+    // No rank leaves while another still exchanges: a rank that closed its sockets early made a peer
+    // still finishing its last all-reduce fail with "Connection closed by peer".
+    gloo::BarrierAllToOne(context).run();
     return troupe::bench::write_results(dir, rank, "gloo", results) ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gloo_allreduce rank %d: error: %s\n", rank, e.what());

@@ -54,7 +54,7 @@ Status CudaJob::setup(const Dataset& train, const Dataset& test) {
     return invalid_argument("--lr-schedule '" + o_.lr_schedule + "' is not one of constant, cosine");
   }
   std::vector<float> rates(static_cast<size_t>(total_steps));
-  for (int64_t i = 0; i < total_steps; ++i) rates[i] = scheduled_lr(schedule, o_.effective_lr(), i, total_steps);
+  for (int64_t i = 0; i < total_steps; ++i) rates[i] = scheduled_lr(schedule, o_.effective_lr(), i, total_steps, o_.warmup_steps);
   TROUPE_RETURN_IF_ERROR(lr_table_.allocate(rates.size(), "the learning-rate schedule"));
   TROUPE_CUDA_CHECK(cudaMemcpy(lr_table_.get(), rates.data(), rates.size() * sizeof(float), cudaMemcpyHostToDevice));
 

@@ -1,0 +1,130 @@
+// Options of large-batch training: linear learning-rate scaling, warm-up, and gradient
+// accumulation (the same update as one batch, from micro-batches), alone and with sync replicas.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <thread>
+
+#include "collectives/inproc_transport.h"
+#include "tests/trainers/blobs.h"
+#include "trainers/lr_schedule.h"
+#include "trainers/trainer_driver.h"
+
+using namespace troupe;
+
+namespace {
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+TrainOptions small() {
+  TrainOptions o;
+  o.hidden = {32};
+  o.epochs = 3;
+  o.batch_size = 40;
+  o.seed = 3;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("warm-up ramps the rate linearly, then the schedule runs over the remaining steps", "[lr]") {
+  CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 0, 1000, 10) == Approx(0.01f));
+  CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 4, 1000, 10) == Approx(0.05f));
+  CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 9, 1000, 10) == Approx(0.1f));
+  CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 10, 1000, 10) == Approx(0.1f));          // decay starts
+  CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 505, 1000, 10) == Approx(0.05f));        // halfway through it
+  CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 1000, 1000, 10) == Approx(0.0f).margin(1e-9));
+  CHECK(scheduled_lr(LrSchedule::constant, 0.1f, 2, 1000, 4) == Approx(0.075f));
+  CHECK(scheduled_lr(LrSchedule::constant, 0.1f, 600, 1000, 4) == Approx(0.1f));
+  // No warm-up: exactly the schedule as before.
+  CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 500, 1000, 0) == scheduled_lr(LrSchedule::cosine, 0.1f, 500, 1000));
+}
+
+TEST_CASE("linear scaling multiplies the rate by batch / reference batch", "[lr]") {
+  TrainOptions o;
+  o.lr = 0.01f;
+  o.batch_size = 512;
+  CHECK(o.effective_lr() == Approx(0.01f));
+  o.lr_scaling = "linear";
+  o.lr_reference_batch = 128;
+  CHECK(o.effective_lr() == Approx(0.04f));
+  o.lr = 0;  // the optimizer's default is scaled too
+  o.optimizer = "sgd";
+  CHECK(o.effective_lr() == Approx(0.2f));
+  o.lr_scaling = "sqrt";
+  CHECK(o.validate().message().find("--lr-scaling 'sqrt' is not one of none, linear") != std::string::npos);
+}
+
+TEST_CASE("gradient accumulation gives the update of the whole batch, to rounding", "[accumulate]") {
+  const Dataset train = blobs(400, 4, 5, 1), test = blobs(80, 4, 5, 2);
+  for (const char* optimizer : {"adam", "sgd"}) {
+    TrainOptions o = small();
+    o.optimizer = optimizer;
+    o.warmup_steps = 5;
+    std::vector<float> whole, pieces;
+    auto one = train_with_trainer(o, train, test, {}, &whole);
+    REQUIRE(one.ok());
+    o.accumulate = 4;
+    auto four = train_with_trainer(o, train, test, {}, &pieces);
+    REQUIRE(four.ok());
+    INFO(optimizer);
+    CHECK(four->steps == one->steps);
+    CHECK(relative_difference(pieces, whole) <= 1e-5);
+    CHECK(std::fabs(four->final_loss - one->final_loss) <= 1e-5 * std::fabs(one->final_loss));
+    CHECK(four->history.back().train_accuracy == one->history.back().train_accuracy);
+  }
+}
+
+TEST_CASE("gradient accumulation with sync replicas matches one process on the global batch", "[accumulate][sync]") {
+  const Dataset train = blobs(400, 4, 5, 1), test = blobs(80, 4, 5, 2);
+  TrainOptions o = small();
+  std::vector<float> want;
+  REQUIRE(train_with_trainer(o, train, test, {}, &want).ok());
+  o.accumulate = 2;
+  auto transports = collectives::make_inproc_group(2);
+  std::vector<std::vector<float>> got(2);
+  std::vector<Status> status(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      collectives::Communicator comm(std::move(transports[r]));
+      Replica replica;
+      replica.comm = &comm;
+      auto result = train_replica(o, train, test, replica, {}, &got[r]);
+      if (!result.ok()) status[r] = result.status();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO(status[r].to_string());
+    REQUIRE(status[r].ok());
+  }
+  CHECK(got[0] == got[1]);
+  CHECK(relative_difference(got[0], want) <= 1e-5);
+}
+
+TEST_CASE("accumulation that does not divide the batch, and on the GPU path, is refused", "[accumulate][errors]") {
+  TrainOptions o = small();
+  o.accumulate = 3;
+  CHECK(o.validate().message() == "--accumulate 3 must be >= 1 and divide --batch-size 40");
+  o.accumulate = 4;
+  o.device = Device::cuda(0);
+  CHECK(o.validate().message().find("--accumulate runs on the CPU path only") != std::string::npos);
+  // With replicas the batch must divide among replicas x micro-batches.
+  o.device = Device::cpu();
+  const Dataset train = blobs(100, 2, 3, 7), test = blobs(20, 2, 3, 8);
+  auto transports = collectives::make_inproc_group(3);
+  collectives::Communicator comm(std::move(transports[0]));
+  Replica replica;
+  replica.comm = &comm;
+  o.batch_size = 32;  // divides by 4 micro-batches, not by 3 replicas x 4
+  auto refused = train_replica(o, train, test, replica);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("does not divide among 3 replicas x 4 micro-batches") != std::string::npos);
+}
