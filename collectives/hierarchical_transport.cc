@@ -1,6 +1,9 @@
 #include "collectives/hierarchical_transport.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -12,6 +15,11 @@ namespace troupe::collectives {
 namespace {
 
 namespace cpu = troupe::kernels::cpu;
+
+// All-reduces above one chunk are pipelined chunk by chunk: while the leaders exchange chunk k over
+// TCP, the host reduces chunk k+1 and broadcasts chunk k-1 over shared memory. Smaller chunks fill
+// the pipeline sooner; larger ones pay the per-call cost of each stage less often.
+constexpr size_t kPipelineChunkBytes = size_t{4} << 20;
 
 CollectiveOptions stage_options(const NativeCall& call) {
   CollectiveOptions o;
@@ -40,9 +48,10 @@ void scale_in_place(void* out, size_t count, DType dtype, float factor) {
 class HierarchicalTransport final : public Transport, public NativeCollectives {
  public:
   // `leaders_view` is a view of `mesh` over the hosts' leaders; null on ranks that do not lead.
+  // `hosts` is the number of hosts (leaders) in the group; every rank knows it.
   HierarchicalTransport(std::unique_ptr<Transport> mesh, std::unique_ptr<Transport> local,
-                        std::unique_ptr<Transport> leaders_view)
-      : mesh_(std::move(mesh)), local_(std::make_unique<Communicator>(std::move(local))) {
+                        std::unique_ptr<Transport> leaders_view, int hosts)
+      : mesh_(std::move(mesh)), local_(std::make_unique<Communicator>(std::move(local))), hosts_(hosts) {
     if (leaders_view) leaders_ = std::make_unique<Communicator>(std::move(leaders_view));
   }
 
@@ -74,14 +83,11 @@ class HierarchicalTransport final : public Transport, public NativeCollectives {
   Status allreduce(const NativeCall& call, const void* in, void* out, size_t count, DType dtype,
                    ReduceOp op) override {
     const ReduceOp stage_op = op == ReduceOp::avg ? ReduceOp::sum : op;
-    Status st = local_->allreduce(in, out, count, dtype, stage_op, stage_options(call));
-    if (!st.ok()) return Status(st.code(), call.prefix + ": within the host: " + st.message());
-    if (leaders_ && leaders_->size() > 1) {
-      st = leaders_->allreduce(out, out, count, dtype, stage_op, stage_options(call));
-      if (!st.ok()) return Status(st.code(), call.prefix + ": across hosts: " + st.message());
-    }
-    st = local_->broadcast(out, count, dtype, 0, stage_options(call));
-    if (!st.ok()) return Status(st.code(), call.prefix + ": broadcast within the host: " + st.message());
+    // Every rank decides alike: the count, dtype and host count are the same on all of them.
+    const size_t chunk = kPipelineChunkBytes / dtype_size(dtype);
+    Status st = hosts_ > 1 && count > chunk ? allreduce_pipelined(call, in, out, count, dtype, stage_op, chunk)
+                                            : allreduce_staged(call, in, out, count, dtype, stage_op);
+    if (!st.ok()) return st;
     if (op == ReduceOp::avg) scale_in_place(out, count, dtype, 1.0f / static_cast<float>(size()));
     return {};
   }
@@ -93,6 +99,30 @@ class HierarchicalTransport final : public Transport, public NativeCollectives {
   Status barrier(const NativeCall& call) override { return unhandled(call); }
 
  private:
+  // The three stages one after the other, over the whole buffer.
+  Status allreduce_staged(const NativeCall& call, const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+    Status st = local_->allreduce(in, out, count, dtype, op, stage_options(call));
+    if (!st.ok()) return within_host(call, "", st);
+    if (leaders_ && leaders_->size() > 1) {
+      st = leaders_->allreduce(out, out, count, dtype, op, stage_options(call));
+      if (!st.ok()) return across_hosts(call, st);
+    }
+    st = local_->broadcast(out, count, dtype, 0, stage_options(call));
+    if (!st.ok()) return within_host(call, "broadcast ", st);
+    return {};
+  }
+
+  // The stages pipelined over chunks of `chunk` elements; see the definition for the schedule.
+  Status allreduce_pipelined(const NativeCall& call, const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                             size_t chunk);
+
+  static Status within_host(const NativeCall& call, const char* what, const Status& st) {
+    return Status(st.code(), call.prefix + ": " + what + "within the host: " + st.message());
+  }
+  static Status across_hosts(const NativeCall& call, const Status& st) {
+    return Status(st.code(), call.prefix + ": across hosts: " + st.message());
+  }
+
   static Status unhandled(const NativeCall& call) {
     return internal_error(call.prefix + ": the hierarchical path only all-reduces (handles() said so)");
   }
@@ -100,7 +130,102 @@ class HierarchicalTransport final : public Transport, public NativeCollectives {
   std::unique_ptr<Transport> mesh_;           // declared first: leaders_ views it
   std::unique_ptr<Communicator> local_;
   std::unique_ptr<Communicator> leaders_;    // this host's leader only
+  int hosts_;
 };
+
+// Every rank of a host issues its shared-memory calls on the caller's thread in one order:
+//   reduce 0, reduce 1, broadcast 0, reduce 2, broadcast 1, ..., reduce K-1, broadcast K-2, broadcast K-1.
+// The leader runs the TCP stage on a helper thread, which alone uses leaders_ (and so the mesh)
+// until it is joined: it all-reduces chunk k once "reduce k" is done, and the leader's "broadcast
+// k" waits for it. So the link carries chunk k while the host reduces k+1 and broadcasts k-1.
+// Chunks are disjoint ranges of `out`, so no two stages touch the same bytes at once.
+//
+// Failure: an error on either side stops both. The helper stops taking chunks when the caller's
+// side fails (it finishes the exchange under way, which the other leaders can complete, or fails
+// with it); the caller stops at its next broadcast when the helper fails. The helper is joined
+// before returning, so the Communicator's abort (mesh and local group) never races it, and the
+// other ranks learn the error, which names the rank at fault, from that abort.
+Status HierarchicalTransport::allreduce_pipelined(const NativeCall& call, const void* in, void* out, size_t count,
+                                                  DType dtype, ReduceOp op, size_t chunk) {
+  const size_t chunks = (count + chunk - 1) / chunk, chunk_bytes = chunk * dtype_size(dtype);
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
+  auto length = [&](size_t k) { return std::min(chunk, count - k * chunk); };
+  const bool lead = leaders_ && leaders_->size() > 1;
+
+  // Between the caller's thread and the helper, under `mu`.
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t reduced = 0, exchanged = 0;  // chunks ready for the TCP stage; chunks back from it
+  bool stop = false;                  // the caller's side failed or finished
+  Status helper_error;
+  bool waited_out = false;            // the caller's deadline passed waiting for an exchange
+
+  std::thread helper;
+  if (lead) {
+    helper = std::thread([&] {
+      for (size_t k = 0; k < chunks; ++k) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          // On a timeout here the caller's own shared-memory call times out too and says so.
+          if (!cv.wait_until(lock, call.deadline, [&] { return stop || reduced > k; }) || stop) return;
+        }
+        Status st = leaders_->allreduce(dst + k * chunk_bytes, dst + k * chunk_bytes, length(k), dtype, op,
+                                        stage_options(call));
+        std::lock_guard<std::mutex> lock(mu);
+        if (!st.ok()) helper_error = across_hosts(call, st);
+        else exchanged = k + 1;
+        cv.notify_all();
+        if (!st.ok()) return;
+      }
+    });
+  }
+
+  auto reduce = [&](size_t k) -> Status {
+    Status st = local_->allreduce(src + k * chunk_bytes, dst + k * chunk_bytes, length(k), dtype, op,
+                                  stage_options(call));
+    if (!st.ok()) return within_host(call, "", st);
+    if (lead) {
+      std::lock_guard<std::mutex> lock(mu);
+      reduced = k + 1;
+      cv.notify_all();
+    }
+    return {};
+  };
+  auto broadcast = [&](size_t k) -> Status {
+    if (lead) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_until(lock, call.deadline, [&] { return exchanged > k || !helper_error.ok(); })) {
+        waited_out = true;  // the helper's own error, if it brings one by the deadline, says more
+        return Status(Code::timeout, call.prefix + ": across hosts: the leaders' exchange of chunk " +
+                                         std::to_string(k) + " of " + std::to_string(chunks) +
+                                         " did not finish by the deadline");
+      }
+      if (!helper_error.ok()) return helper_error;
+    }
+    Status st = local_->broadcast(dst + k * chunk_bytes, length(k), dtype, 0, stage_options(call));
+    if (!st.ok()) return within_host(call, "broadcast ", st);
+    return {};
+  };
+
+  Status st = reduce(0);
+  for (size_t k = 1; st.ok() && k < chunks; ++k) {
+    st = reduce(k);
+    if (st.ok()) st = broadcast(k - 1);
+  }
+  if (st.ok()) st = broadcast(chunks - 1);
+
+  if (helper.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    helper.join();  // its exchange under way returns by the same deadline
+    if (waited_out && !helper_error.ok()) return helper_error;
+  }
+  return st;
+}
 
 }  // namespace
 
@@ -137,7 +262,8 @@ Expected<std::unique_ptr<Transport>> make_hierarchical_transport(std::unique_ptr
     view = std::move(*made);
   }
   return std::unique_ptr<Transport>(
-      std::make_unique<HierarchicalTransport>(std::move(mesh), std::move(local), std::move(view)));
+      std::make_unique<HierarchicalTransport>(std::move(mesh), std::move(local), std::move(view),
+                                             static_cast<int>(leaders.size())));
 }
 
 }  // namespace troupe::collectives

@@ -7,6 +7,9 @@
 // run over it, as does the leaders' all-reduce through a SubTransport view) and this rank's local
 // group. The leader of a host is its lowest global rank; local ranks follow global rank order.
 // f16/bf16 buffers are rounded to their dtype between the stages (f32 accumulation inside each).
+// Buffers above one chunk (4 MiB) are pipelined: the leader's helper thread all-reduces chunk k
+// over TCP while the host reduces chunk k+1 and broadcasts chunk k-1, so the link does not idle
+// during the shared-memory stages.
 #pragma once
 
 #include <memory>
