@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -79,6 +80,23 @@ struct ExpectedOutput {
     return wrong;
   }
 };
+
+// The timing rule every implementation follows, for the float peers (Gloo, MPI): warmup, then
+// timed iterations; each restores `buf` from `input` (untimed), passes `barrier()`, times
+// `allreduce()` (in place on `buf`) and checks the result into r->wrong.
+template <class Barrier, class Allreduce>
+void time_iterations(const AllreduceCase& c, const std::vector<float>& input, std::vector<float>& buf,
+                     const ExpectedOutput& expected, Barrier&& barrier, Allreduce&& allreduce, CaseResult* r) {
+  for (int it = 0; it < c.warmup + c.iters; ++it) {
+    std::copy(input.begin(), input.end(), buf.begin());
+    barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    allreduce();
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    r->wrong += expected.count_wrong(r->count, [&](size_t i) { return buf[i]; });
+    if (it >= c.warmup) r->times_us.push_back(us);
+  }
+}
 
 // "4096,65536" -> {4096, 65536}; false on anything but a list of non-negative integers.
 inline bool parse_list(const std::string& text, std::vector<long long>* out) {

@@ -23,7 +23,6 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using troupe::bench::AllreduceCase;
 using troupe::bench::CaseResult;
 
@@ -40,15 +39,7 @@ CaseResult run_case(const std::shared_ptr<gloo::Context>& context, const Allredu
                                               op == "max" ? gloo::ReductionFunction<float>::max
                                                           : gloo::ReductionFunction<float>::sum);
   gloo::BarrierAllToOne barrier(context);
-  for (int it = 0; it < c.warmup + c.iters; ++it) {
-    std::copy(input.begin(), input.end(), buf.begin());  // in place: restore the input, untimed
-    barrier.run();
-    const auto t0 = Clock::now();
-    allreduce.run();
-    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    r.wrong += expected.count_wrong(r.count, [&](size_t i) { return buf[i]; });
-    if (it >= c.warmup) r.times_us.push_back(us);
-  }
+  troupe::bench::time_iterations(c, input, buf, expected, [&] { barrier.run(); }, [&] { allreduce.run(); }, &r);
   return r;
 }
 

@@ -19,7 +19,6 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using troupe::bench::AllreduceCase;
 using troupe::bench::CaseResult;
 
@@ -32,15 +31,10 @@ CaseResult run_case(int rank, int size, const AllreduceCase& c, const std::strin
   for (size_t i = 0; i < r.count; ++i) input[i] = troupe::bench::input_value(rank, i);
   const troupe::bench::ExpectedOutput expected(size, op, 0);
   const MPI_Op mpi_op = op == "max" ? MPI_MAX : MPI_SUM;
-  for (int it = 0; it < c.warmup + c.iters; ++it) {
-    std::copy(input.begin(), input.end(), buf.begin());  // in place: restore the input, untimed
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = Clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(r.count), MPI_FLOAT, mpi_op, MPI_COMM_WORLD);
-    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    r.wrong += expected.count_wrong(r.count, [&](size_t i) { return buf[i]; });
-    if (it >= c.warmup) r.times_us.push_back(us);
-  }
+  troupe::bench::time_iterations(
+      c, input, buf, expected, [] { MPI_Barrier(MPI_COMM_WORLD); },
+      [&] { MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(r.count), MPI_FLOAT, mpi_op, MPI_COMM_WORLD); },
+      &r);
   return r;
 }
 
