@@ -58,6 +58,18 @@ void narrow(const float* in, DType dtype, size_t n, void* out) {
   }
 }
 
+// What all-reduce and reduce-scatter tell the transport: the reduction and the wire with the rest.
+CallDescriptor reduction_call(CollectiveKind kind, size_t count, DType dtype, ReduceOp op,
+                              const CollectiveOptions& options) {
+  CallDescriptor d;
+  d.kind = kind;
+  d.dtype = dtype;
+  d.reduce = static_cast<uint8_t>(op);
+  d.wire = options.wire;
+  d.count = count;
+  return d;
+}
+
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<Transport> transport) : transport_(std::move(transport)) {}
@@ -104,12 +116,7 @@ Status Communicator::finish(Status st) {
 
 Status Communicator::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                                const CollectiveOptions& options) {
-  CallDescriptor d;
-  d.kind = CollectiveKind::allreduce;
-  d.dtype = dtype;
-  d.reduce = static_cast<uint8_t>(op);
-  d.wire = options.wire;
-  d.count = count;
+  const CallDescriptor d = reduction_call(CollectiveKind::allreduce, count, dtype, op, options);
   auto call = begin(d, count * dtype_size(dtype), options);
   if (!call) return call.status();
   const CallContext& ctx = call->ctx;
@@ -174,12 +181,7 @@ Status Communicator::allgather(const void* in, void* out, size_t count, DType dt
 
 Status Communicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                                     const CollectiveOptions& options) {
-  CallDescriptor d;
-  d.kind = CollectiveKind::reduce_scatter;
-  d.dtype = dtype;
-  d.reduce = static_cast<uint8_t>(op);
-  d.wire = options.wire;
-  d.count = count;
+  const CallDescriptor d = reduction_call(CollectiveKind::reduce_scatter, count, dtype, op, options);
   const size_t total = count * static_cast<size_t>(size());
   auto call = begin(d, total * dtype_size(dtype), options);
   if (!call) return call.status();
