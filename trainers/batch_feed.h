@@ -1,0 +1,58 @@
+// Where a worker's training batches come from, epoch by epoch: the seam between the training loops
+// (sync replicas, async and central workers) and the data layer.
+//
+//   SliceFeed   this replica's rows of every global batch of the epoch's seeded shuffle (what a
+//               job of one process, and the equivalence tests, train on); nothing is recorded.
+//   LedgerFeed  (trainers/job/ledger_feed.h) the shards the worker claims from the job's shard
+//               ledger in the GCS, batched ahead by the input pipeline, progress reported back.
+//
+// A loop calls begin_epoch(e), then next() until it returns false, calling trained() after each
+// batch's update was applied (so accounting never runs ahead of the parameters).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/api/trainer.h"
+#include "trainers/fashion_mnist.h"
+
+namespace troupe {
+
+class BatchFeed {
+ public:
+  virtual ~BatchFeed() = default;
+  // Prepares epoch `epoch` (1-based).
+  virtual Status begin_epoch(int epoch) = 0;
+  // The next batch of the epoch in *out (its pointers stay valid until the next call); false at
+  // the end of the epoch.
+  virtual Expected<bool> next(Batch* out) = 0;
+  // The batch last returned by next() was trained on and its update applied.
+  virtual Status trained() { return {}; }
+  // Total milliseconds next() waited for data so far (the data-wait metric).
+  virtual double data_wait_ms() const { return 0; }
+};
+
+// Replica `rank` of `replicas`: rows [rank * b, (rank + 1) * b) of every global batch of
+// `global_batch` examples (b = global_batch / replicas) of epoch_permutation(seed, epoch); the last
+// partial global batch is dropped. The dataset must outlive the feed.
+class SliceFeed final : public BatchFeed {
+ public:
+  SliceFeed(const Dataset& data, uint64_t seed, int64_t global_batch, int rank, int replicas);
+  Status begin_epoch(int epoch) override;
+  Expected<bool> next(Batch* out) override;
+
+  int64_t steps_per_epoch() const { return steps_; }
+
+ private:
+  const Dataset& data_;
+  uint64_t seed_;
+  int64_t global_batch_, local_batch_, steps_;
+  int rank_;
+  std::vector<int32_t> order_;
+  int64_t step_ = 0;
+  std::vector<float> x_;
+  std::vector<int32_t> y_;
+};
+
+}  // namespace troupe
