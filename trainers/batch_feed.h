@@ -6,8 +6,9 @@
 //   LedgerFeed  (trainers/job/ledger_feed.h) the shards the worker claims from the job's shard
 //               ledger in the GCS, batched ahead by the input pipeline, progress reported back.
 //
-// A loop calls begin_epoch(e), then next() until it returns false, calling trained() after each
-// batch's update was applied (so accounting never runs ahead of the parameters).
+// A loop calls begin_epoch(e), then next() until it returns false (or it has the epoch's steps),
+// calling trained() after each batch's update was applied (so accounting never runs ahead of the
+// parameters), then end_epoch().
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,9 @@ class BatchFeed {
   virtual Expected<bool> next(Batch* out) = 0;
   // The batch last returned by next() was trained on and its update applied.
   virtual Status trained() { return {}; }
+  // The loop is done with the epoch (it may stop before next() returned false: a sync job trains
+  // whole global batches only, like `troupe train`; what is left over counts as seen).
+  virtual Status end_epoch() { return {}; }
   // Total milliseconds next() waited for data so far (the data-wait metric).
   virtual double data_wait_ms() const { return 0; }
 };

@@ -194,8 +194,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
 
   const int64_t features = train.features();
-  std::vector<float> batch_x(static_cast<size_t>(local_batch) * features);
-  std::vector<int32_t> batch_y(local_batch);
+  SliceFeed slices(train, o.seed, o.batch_size, rank, world);
+  BatchFeed& feed = replica.feed ? *replica.feed : slices;
   std::vector<float> micro_grads(o.accumulate > 1 ? space.size() : 0);  // one micro-batch's gradients
   Gradients micro_view(micro_grads.data(), micro_grads.size());
   collectives::CollectiveOptions sync;
@@ -208,19 +208,26 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
 
   for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
-    std::vector<int32_t> order = epoch_permutation(train.count, o.seed, epoch);
+    TROUPE_RETURN_IF_ERROR(feed.begin_epoch(epoch).with_context("data of epoch " + std::to_string(epoch)));
     EpochTally tally;
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      for (int r = 0; r < local_batch; ++r) {
-        const int32_t idx = order[static_cast<size_t>(s * o.batch_size + rank * local_batch + r)];
-        std::copy_n(train.images.data() + idx * features, features, batch_x.data() + r * features);
-        batch_y[r] = train.labels[idx];
+      Batch batch;
+      auto more = feed.next(&batch);
+      if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
+      if (*more && batch.size != local_batch) {
+        return internal_error("the data feed gave a batch of " + std::to_string(batch.size) + " examples; " +
+                              "each replica trains " + std::to_string(local_batch) + " per step");
       }
+      if (!*more && world > 1) {  // the others would wait for this replica in the next all-reduce
+        return internal_error("the data feed ran out at step " + std::to_string(s + 1) + " of " +
+                              std::to_string(steps_per_epoch) + " of epoch " + std::to_string(epoch));
+      }
+      if (!*more) break;
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
       Expected<BatchStats> stats = BatchStats{0.0f, 0};
       for (int m = 0; m < o.accumulate && stats.ok(); ++m) {
-        const Batch micro{batch_x.data() + static_cast<size_t>(m) * micro_batch * features,
-                          batch_y.data() + static_cast<size_t>(m) * micro_batch, micro_batch, features};
+        const Batch micro{batch.inputs + static_cast<size_t>(m) * micro_batch * features,
+                          batch.labels + static_cast<size_t>(m) * micro_batch, micro_batch, features};
         if (o.accumulate == 1) {  // straight into the step's gradients
           stats = trainer.forward_backward(micro, param_view, grad_view);
           break;
@@ -256,6 +263,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       }
       (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
       (*opt)->step(params.data(), grads.data());
+      TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
       if (replica.comm && replica.checksum_every > 0 && step % replica.checksum_every == 0)
@@ -266,6 +274,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         break;
       }
     }
+    TROUPE_RETURN_IF_ERROR(feed.end_epoch().with_context("data of epoch " + std::to_string(epoch)));
     const double epoch_seconds = seconds_since(epoch_start);
     train_seconds += epoch_seconds;
     EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);

@@ -11,6 +11,7 @@
 
 #include "collectives/communicator.h"
 #include "trainers/api/trainer.h"
+#include "trainers/batch_feed.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/train_options.h"
 
@@ -38,6 +39,11 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& options, const Data
 // compare a checksum of their parameters and all stop with an error naming a replica that differs.
 struct Replica {
   collectives::Communicator* comm = nullptr;  // null: a job of one replica
+  // Where this replica's batches come from (each of options.batch_size / replicas examples); null:
+  // a SliceFeed, this replica's rows of every global batch of the seeded shuffle. A feed that runs
+  // out early ends the epoch for every replica (the first to end tells the others through the
+  // step's all-reduce).
+  BatchFeed* feed = nullptr;
   int64_t checksum_every = 100;
   std::chrono::milliseconds timeout{60000};   // per collective
 };
