@@ -5,6 +5,7 @@
 // computes losses and gradients (trainers/api/trainer.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -46,6 +47,9 @@ struct Replica {
   BatchFeed* feed = nullptr;
   int64_t checksum_every = 100;
   std::chrono::milliseconds timeout{60000};   // per collective
+  // Set (from any thread) to stop before the next step: the call then returns
+  // unavailable("stopped at epoch E, step S").
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch
