@@ -1,0 +1,155 @@
+// Whole training jobs on a real local cluster (embedded redis-server, a head and a node process),
+// driven through `troupe submit`, `troupe status --json` and `troupe stop` as a user would.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "tests/cluster/cluster_fixture.h"
+
+using namespace troupe::testing;
+
+namespace {
+
+// The job of `status --json` whose id starts with `id`, or null.
+Json find_job(const Json& view, const std::string& id) {
+  for (const Json& j : view.at("jobs")) {
+    if (j.at("id").get<std::string>().rfind(id, 0) == 0) return j;
+  }
+  return Json();
+}
+
+std::string job_state(ClusterFixture& c, const std::string& id) {
+  Json view = c.try_status();
+  if (view.is_null()) return "";
+  Json j = find_job(view, id);
+  return j.is_null() ? "" : j.at("state").get<std::string>();
+}
+
+// A cluster of 4 cpus: the head and one node, 2 cpus each.
+void up_two_nodes(ClusterFixture& c) { c.up("--nodes 1 --cpus 2"); }
+
+}  // namespace
+
+TEST_CASE("submit: a sync job of 4 workers trains Fashion-MNIST to >= 0.885 and reports per worker",
+          "[jobs][cluster][sync]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  auto r = c.troupe("submit --strategy sync --workers 4 --epochs 10 --batch-size 128 --json --no-progress", 600);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  Json summary = Json::parse(r.last_line());
+  CHECK(summary.at("strategy") == "sync");
+  CHECK(summary.at("workers") == 4);
+  CHECK(summary.at("epochs") == 10);
+  CHECK(summary.at("steps") == 10 * (60000 / 128));
+  CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
+  REQUIRE(summary.at("worker_samples_per_second").size() == 4u);
+  for (const Json& rate : summary.at("worker_samples_per_second")) CHECK(rate.get<double>() > 0);
+
+  // The cluster agrees: the job SUCCEEDED with its 4 actors, which all exited normally.
+  Json view = c.status(50);
+  Json job = find_job(view, summary.at("job_id").get<std::string>());
+  REQUIRE_FALSE(job.is_null());
+  CHECK(job.at("state") == "SUCCEEDED");
+  CHECK(job.at("progress").get<double>() == 1.0);
+  CHECK(job.at("result").at("test_accuracy") == summary.at("test_accuracy"));
+  REQUIRE(job.at("actors").size() == 4u);
+  int exited = 0;
+  for (const Json& a : view.at("actors")) {
+    if (a.at("job") != job.at("id")) continue;
+    CHECK(a.at("state") == "DEAD");
+    CHECK(a.at("death_reason").get<std::string>().find("exited normally") != std::string::npos);
+    ++exited;
+  }
+  CHECK(exited == 4);
+}
+
+TEST_CASE("submit: a user's trainer library from examples/ is shipped to the workers and trained",
+          "[jobs][cluster][library]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  const std::string lib = std::string(TROUPE_USER_TRAINER_DIR) + "/cmake/libuser_trainer.so";
+  auto r = c.troupe("submit --lib " + lib + " --trainer logreg --workers 2 --epochs 1 --json --no-progress", 300);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  Json summary = Json::parse(r.last_line());
+  CHECK(summary.at("model").get<std::string>().rfind("logreg", 0) == 0);
+  CHECK(summary.at("workers") == 2);
+  CHECK(summary.at("test_accuracy").get<double>() > 0.75);  // logistic regression, one epoch
+}
+
+TEST_CASE("submit: bad jobs are refused with a clear error before anything runs", "[jobs][cluster][errors]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  auto unknown = c.troupe("submit --trainer no-such-model --workers 2 --no-progress");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("--model 'no-such-model' is not a known trainer") != std::string::npos);
+
+  auto missing = c.troupe("submit --lib /nonexistent/libmine.so --trainer mine --workers 2 --no-progress");
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("/nonexistent/libmine.so") != std::string::npos);
+
+  auto other = c.troupe("submit --lib " + std::string(TROUPE_TEST_FIXTURE_DIR) +
+                        "/libtest_other_version_trainer.so --trainer old --workers 2 --no-progress");
+  CHECK(other.exit_code != 0);
+  CHECK(other.err.find("rebuild it against this version") != std::string::npos);
+
+  auto too_many = c.troupe("submit --workers 9 --no-progress");
+  CHECK(too_many.exit_code == 2);
+  CHECK(too_many.err.find("9 workers need 9 cpus; the cluster has 4 on 2 alive node(s)") != std::string::npos);
+
+  auto indivisible = c.troupe("submit --workers 3 --batch-size 128 --no-progress");
+  CHECK(indivisible.exit_code == 2);
+  CHECK(indivisible.err.find("--batch-size 128 (the global batch) does not divide among 3 workers") !=
+        std::string::npos);
+
+  // None of them left a job behind.
+  CHECK(c.status().at("jobs").empty());
+}
+
+TEST_CASE("submit: a worker that fails fails the job, naming the worker and the cause", "[jobs][cluster][errors]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  auto r = c.troupe("submit --workers 2 --trainer-arg hidden=lots --epochs 1 --no-progress", 120);
+  INFO(r.both() << c.logs_tail());
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("FAILED") != std::string::npos);
+  CHECK(r.err.find("worker") != std::string::npos);
+  CHECK(r.err.find("hidden") != std::string::npos);
+}
+
+TEST_CASE("submit: a job waits PENDING for resources, starts when they free up, and troupe stop cancels it",
+          "[jobs][cluster][pending]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  // A takes all 4 cpus for a long while; B (2 workers) must wait for it.
+  auto a = c.troupe("submit --workers 4 --epochs 50 --detach --no-progress");
+  INFO(a.both());
+  REQUIRE(a.exit_code == 0);
+  const std::string job_a = a.last_line();
+  REQUIRE(poll_until([&] { return job_state(c, job_a) == "RUNNING"; }, std::chrono::seconds(30)));
+  auto b = c.troupe("submit --workers 2 --epochs 1 --detach --no-progress");
+  REQUIRE(b.exit_code == 0);
+  const std::string job_b = b.last_line();
+  Json pending = find_job(c.status(), job_b);
+  REQUIRE_FALSE(pending.is_null());
+  CHECK(pending.at("state") == "PENDING");
+  CHECK(pending.at("message").get<std::string>().find("waiting for resources") != std::string::npos);
+
+  auto stop = c.troupe("stop " + job_a.substr(0, 8));
+  INFO(stop.both() << c.logs_tail());
+  REQUIRE(stop.exit_code == 0);
+  CHECK(stop.out.find("CANCELLED") != std::string::npos);
+  CHECK(job_state(c, job_a) == "CANCELLED");
+  // A's actors end and give their cpus back; B is placed and runs to the end.
+  REQUIRE(poll_until([&] { std::string s = job_state(c, job_b); return s == "RUNNING" || s == "SUCCEEDED"; },
+                     std::chrono::seconds(30)));
+  REQUIRE(poll_until([&] { return job_state(c, job_b) == "SUCCEEDED"; }, std::chrono::seconds(120)));
+  Json view = c.status(50);
+  for (const Json& actor : view.at("actors")) {
+    if (actor.at("job").get<std::string>().rfind(job_a, 0) == 0) CHECK(actor.at("state") == "DEAD");
+  }
+  auto unknown = c.troupe("stop 0123abcd");
+  CHECK(unknown.exit_code != 0);
+  CHECK(unknown.err.find("no job 0123abcd") != std::string::npos);
+}

@@ -1,0 +1,94 @@
+// The job spec as it travels through the GCS: every field survives the round trip, bad records are
+// refused naming the item, and a job users cannot run is refused with the reason before it starts.
+#include <catch2/catch.hpp>
+
+#include "trainers/job/job_spec.h"
+
+using namespace troupe;
+using namespace troupe::job;
+
+TEST_CASE("job spec: every setting survives the trip through the job record", "[jobs][spec]") {
+  JobSpec s;
+  s.name = "nightly";
+  s.strategy = "async";
+  s.workers = 6;
+  s.ps = 2;
+  s.staleness = 3;
+  s.shard_policy = "interleaved";
+  s.library = "0123456789abcdef";
+  s.cpus_per_worker = 0.5;
+  s.transport = "tcp";
+  s.checksum_every = 7;
+  s.train.model = "logreg";
+  s.train.hidden = {64, 32};
+  s.train.trainer_args = {"hidden=12,4", "dropout=0.1"};
+  s.train.epochs = 3;
+  s.train.batch_size = 96;
+  s.train.optimizer = "sgd";
+  s.train.lr = 0.0125f;
+  s.train.lr_scaling = "linear";
+  s.train.warmup_steps = 40;
+  s.train.seed = 1234567890123ull;
+  s.train.weight_decay = 1e-4f;
+  auto back = from_settings(to_settings(s));
+  REQUIRE(back.ok());
+  CHECK(back->name == "nightly");
+  CHECK(back->strategy == "async");
+  CHECK(back->workers == 6);
+  CHECK(back->ps == 2);
+  CHECK(back->staleness == 3);
+  CHECK(back->shard_policy == "interleaved");
+  CHECK(back->library == s.library);
+  CHECK(back->cpus_per_worker == 0.5);
+  CHECK(back->transport == "tcp");
+  CHECK(back->checksum_every == 7);
+  CHECK(back->train.model == "logreg");
+  CHECK(back->train.hidden == std::vector<int>{64, 32});
+  CHECK(back->train.trainer_args == s.train.trainer_args);
+  CHECK(back->train.epochs == 3);
+  CHECK(back->train.batch_size == 96);
+  CHECK(back->train.optimizer == "sgd");
+  CHECK(back->train.lr == s.train.lr);  // bit for bit: floats are written with 17 digits
+  CHECK(back->train.lr_scaling == "linear");
+  CHECK(back->train.warmup_steps == 40);
+  CHECK(back->train.seed == s.train.seed);
+  CHECK(back->train.weight_decay == s.train.weight_decay);
+}
+
+TEST_CASE("job spec: malformed or unknown settings are refused naming the item", "[jobs][spec][errors]") {
+  auto no_eq = from_settings({"workers"});
+  CHECK(no_eq.status().code() == Code::corrupt_data);
+  CHECK(no_eq.status().message().find("'workers' is not key=value") != std::string::npos);
+  auto bad_number = from_settings({"workers=four"});
+  CHECK(bad_number.status().code() == Code::corrupt_data);
+  CHECK(bad_number.status().message().find("workers=four") != std::string::npos);
+  auto unknown = from_settings({"flux_capacitor=1"});
+  CHECK(unknown.status().code() == Code::corrupt_data);
+  CHECK(unknown.status().message().find("flux_capacitor") != std::string::npos);
+}
+
+TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][spec][errors]") {
+  JobSpec s;
+  s.workers = 3;
+  s.train.batch_size = 128;
+  Status st = validate(s);
+  CHECK(st.code() == Code::invalid_argument);
+  CHECK(st.message().find("--batch-size 128 (the global batch) does not divide among 3 workers; use a multiple of 3") !=
+        std::string::npos);
+
+  s = JobSpec{};
+  s.strategy = "async";
+  CHECK(validate(s).message().find("--strategy async needs --ps N") != std::string::npos);
+  s.ps = 2;
+  CHECK(validate(s).ok());
+  s.strategy = "sync";
+  CHECK(validate(s).message().find("--ps is for --strategy async") != std::string::npos);
+
+  s = JobSpec{};
+  s.strategy = "gossip";
+  CHECK(validate(s).message().find("'gossip' is not one of sync, async, central") != std::string::npos);
+
+  s = JobSpec{};
+  s.train.model = "resnet-9000";
+  CHECK(validate(s).message().find("--model 'resnet-9000' is not a known trainer") != std::string::npos);
+}
