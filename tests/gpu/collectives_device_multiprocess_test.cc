@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -85,6 +87,11 @@ std::vector<std::string> rank_args(const std::string& path, const std::string& g
           "--device", std::to_string(device)};
 }
 
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 int device_count() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
@@ -130,4 +137,36 @@ TEST_CASE("device collectives (nccl, processes): two processes all-reduce on two
       CHECK(ranks.log(r).find("ok 3") != std::string::npos);
     }
   }
+}
+
+// Timing, not run by default (hidden tag): `troupe_gpu_tests "[.bench]"`. f32 all-reduce (sum, in
+// place) with two processes on one node (shared memory): staged on device buffers of GPU 0, and the
+// host all-reduce alone on host buffers (what staging adds is the difference); each process reports
+// the median of 20 calls after 3 warm-ups, the slower process counts; every size checked first.
+TEST_CASE("device collectives (processes): all-reduce timing, staged over shared memory and its host baseline",
+          "[.bench]") {
+  std::printf("%-16s %5s %12s %10s %8s %8s\n", "path", "ranks", "bytes", "time(us)", "algbw", "busbw");
+  int case_id = 0;
+  for (const char* path : {"staged", "host"})
+    for (size_t bytes : {size_t{1} << 20, size_t{16} << 20, size_t{64} << 20, size_t{256} << 20}) {
+      DeviceRanks ranks("gpu_bench_mp");
+      const std::string group = "bench" + std::to_string(case_id++);
+      for (int r = 0; r < 2; ++r)
+        ranks.start(rank_args(path, group, r, 2, 0) +
+                    std::vector<std::string>{"--count", std::to_string(bytes / 4), "--iterations", "20"});
+      double us = 0;
+      std::string formed;
+      for (size_t r = 0; r < 2; ++r) {
+        REQUIRE(ranks.wait(r) == 0);
+        std::istringstream in(ranks.log(r));
+        for (std::string line; std::getline(in, line);) {
+          if (line.rfind("time ", 0) == 0) us = std::max(us, std::stod(line.substr(5)));
+          if (line.rfind("formed ", 0) == 0) formed = line.substr(7);
+        }
+      }
+      REQUIRE(us > 0);
+      const double algbw = bytes / (us * 1e-6) / 1e9;
+      std::printf("%-16s %5d %12zu %10.1f %8.2f %8.2f\n", formed.c_str(), 2, bytes, us, algbw, algbw);
+      std::fflush(stdout);
+    }
 }

@@ -3,7 +3,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -36,6 +38,49 @@ NodeId shared_node() {
   return NodeId::from_bytes(bytes);
 }
 
+Status check_sum(const std::vector<float>& h, int world) {
+  const float want = static_cast<float>(world * (world + 1) / 2);
+  for (size_t i = 0; i < h.size(); ++i)
+    if (h[i] != want)
+      return internal_error("element " + std::to_string(i) + " is " + std::to_string(h[i]) + ", want " +
+                            std::to_string(want));
+  return {};
+}
+
+// Median microseconds of `iterations` calls of `call` after 3 warm-ups.
+template <class F>
+Expected<double> median_us(int iterations, F&& call) {
+  std::vector<double> t;
+  for (int i = 0; i < iterations + 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    TROUPE_RETURN_IF_ERROR(call());
+    if (i >= 3) t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// --path host: the host all-reduce alone (pageable buffers), the staged path's baseline.
+int run_host(gcs::Store& store, const GroupOptions& o, size_t count, int iterations,
+             std::chrono::milliseconds timeout) {
+  auto host = form_group(store, o);
+  if (!host) return fail(host.status());
+  say("formed host(" + (*host)->transport().kind() + ")");
+  std::vector<float> h(count, static_cast<float>(o.rank + 1));
+  CollectiveOptions co;
+  co.timeout = timeout;
+  Status st = (*host)->allreduce(h.data(), h.data(), count, DType::f32, ReduceOp::sum, co);
+  if (st.ok()) st = check_sum(h, o.world_size);
+  if (st.ok() && iterations > 0) {
+    auto us = median_us(iterations, [&] { return (*host)->allreduce(h.data(), h.data(), count, DType::f32, ReduceOp::sum, co); });
+    if (us) say("time " + std::to_string(*us));
+    st = us.status();
+  }
+  if (!st.ok()) return fail(st);
+  say("ok " + std::to_string(o.world_size * (o.world_size + 1) / 2));
+  return 0;
+}
+
 }  // namespace
 
 bool is_device_rank(int argc, char** argv) { return argc > 1 && std::string(argv[1]) == "--device-rank"; }
@@ -49,6 +94,7 @@ int device_rank_main(int argc, char** argv) {
   const std::string path = get("--path", "staged");
   const size_t count = std::strtoull(get("--count", "4194304").c_str(), nullptr, 10);
   const auto timeout = std::chrono::milliseconds(std::atoi(get("--timeout-ms", "20000").c_str()));
+  const int iterations = std::atoi(get("--iterations", "0").c_str());
 
   gcs::RedisStoreOptions so;
   so.redis.port = std::atoi(get("--redis-port", "0").c_str());
@@ -64,7 +110,7 @@ int device_rank_main(int argc, char** argv) {
   o.node = shared_node();
   o.actor = ActorId::random();
   o.timeout = timeout;
-  Expected<std::unique_ptr<DeviceCommunicator>> comm = unavailable("--path must be staged or nccl");
+  Expected<std::unique_ptr<DeviceCommunicator>> comm = unavailable("--path must be staged, nccl or host");
   if (path == "staged") {
     auto host = form_group(**store, o);
     if (!host) return fail(host.status());
@@ -72,6 +118,7 @@ int device_rank_main(int argc, char** argv) {
   } else if (path == "nccl") {
     comm = form_nccl_group(**store, o, device);
   }
+  if (path == "host") return run_host(**store, o, count, iterations, timeout);
   if (!comm) return fail(comm.status());
   say("formed " + (*comm)->path());
 
@@ -84,14 +131,15 @@ int device_rank_main(int argc, char** argv) {
   co.timeout = timeout;
   Status st = (*comm)->allreduce(d, d, count, DType::f32, ReduceOp::sum, co);
   cudaMemcpy(h.data(), d, count * sizeof(float), cudaMemcpyDeviceToHost);
+  if (st.ok()) st = check_sum(h, world);
+  if (st.ok() && iterations > 0) {
+    auto us = median_us(iterations, [&] { return (*comm)->allreduce(d, d, count, DType::f32, ReduceOp::sum, co); });
+    if (us) say("time " + std::to_string(*us));
+    st = us.status();
+  }
   cudaFree(d);
   if (!st.ok()) return fail(st);
-  const float want = static_cast<float>(world * (world + 1) / 2);
-  for (size_t i = 0; i < count; ++i)
-    if (h[i] != want)
-      return fail(internal_error("element " + std::to_string(i) + " is " + std::to_string(h[i]) + ", want " +
-                                 std::to_string(want)));
-  say("ok " + std::to_string(static_cast<long long>(want)));
+  say("ok " + std::to_string(world * (world + 1) / 2));
   return 0;
 }
 
