@@ -80,9 +80,14 @@ class NcclCommunicator final : public DeviceCommunicator {
     TROUPE_RETURN_IF_ERROR(nccl_status(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config),
                                        label + ": ncclCommInitRankConfig"));
     Status st = wait_ready(deadline);
-    if (!st.ok()) return fail(Status(st.code(), label + ": creating the NCCL communicator: " + st.message() +
-                                                    "; check that every rank started and sees its GPU"));
-    return {};
+    if (st.ok()) return {};
+    // NCCL reports "invalid usage" for two ranks on one GPU (in one process or two) on one rank and
+    // only "job failed" on the others, so every rank gets the advice.
+    const char* advice = st.code() == Code::invalid_argument
+                             ? "; NCCL refuses two ranks on one GPU: give each rank its own device, or use the "
+                               "staged path (make_staged_communicator) for ranks sharing a GPU"
+                             : "; check that every rank started and sees its GPU";
+    return fail(Status(st.code(), label + ": creating the NCCL communicator: " + st.message() + advice));
   }
 
   int rank() const override { return rank_; }

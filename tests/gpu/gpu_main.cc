@@ -1,5 +1,6 @@
 // Main of troupe_gpu_tests. With no CUDA device visible it says so loudly and exits 77, the code
-// CTest's SKIP_RETURN_CODE turns into "skipped"; otherwise it runs the Catch2 session.
+// CTest's SKIP_RETURN_CODE turns into "skipped"; otherwise it runs the Catch2 session. Run as
+// `troupe_gpu_tests --device-rank ...` it is one rank of a multi-process test (device_rank.h).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -8,8 +9,10 @@
 
 #include "core/device.h"
 #include "kernels/cuda/runtime.h"
+#include "tests/gpu/device_rank.h"
 
 int main(int argc, char** argv) {
+  if (troupe::test::is_device_rank(argc, argv)) return troupe::test::device_rank_main(argc, argv);
   std::string why;
   if (troupe::cuda_device_count(&why) == 0) {
     std::fprintf(stderr, "SKIPPED: troupe_gpu_tests: no CUDA device visible (%s)\n", why.c_str());
