@@ -74,7 +74,7 @@ TEST_CASE("ps training: async (staleness bound 4) and central reach 0.885 test a
           "[ps][async][central][long]") {
   const Dataset &train = fashion(Split::train), &test = fashion(Split::test);
   TrainOptions o;
-  o.epochs = 8;
+  o.epochs = 10;  // local training reaches 0.893-0.895 in 10 epochs (docs/benchmarks.md)
   o.batch_size = 128;
   o.seed = 3;
   o.evaluate_each_epoch = false;
