@@ -71,6 +71,8 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
 
   const int local_batch = o.batch_size / w.workers;
+  TrainOptions mine = o;  // progress and epoch reports count this worker's rows per step
+  mine.batch_size = local_batch;
   const int64_t steps_per_epoch = train.count / o.batch_size;
   const int64_t total_steps =
       o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
@@ -119,7 +121,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
       if (progress)
-        progress(step_progress(o, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000, total_steps - clock));
+        progress(step_progress(mine, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000, total_steps - clock));
       if (o.max_steps > 0 && clock >= o.max_steps) stop = true;
     }
     const double epoch_seconds = ms_since(epoch_start) / 1000;
@@ -139,7 +141,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
       if (!acc.ok()) return fail(acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch)));
       es.test_accuracy = *acc;
     }
-    report_epoch(es, o, steps_per_epoch, &result, progress);
+    report_epoch(es, mine, steps_per_epoch, &result, progress);
   }
   if (!finished) {
     TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker " + std::to_string(w.rank) + " finishing"));

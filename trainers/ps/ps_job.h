@@ -18,6 +18,8 @@ struct PsJobShape {
   int shards = 1;
   int64_t staleness = -1;   // async only: -1 unbounded, 0 synchronous, S
   int64_t train_examples = 0;  // rows of the training split (steps per epoch = rows / global batch)
+  // The longest a pull waits for other workers, and a final pull for the slowest to finish: keep
+  // it above the time the slowest worker can lag (and below the clients' timeout).
   std::chrono::milliseconds wait_timeout{30000};
 };
 
