@@ -52,6 +52,7 @@ inline WorkerRuns run_ps_workers(const PsJob& job, int workers, const TrainOptio
       PsClientOptions co;
       co.job = "job-1";
       co.rank = r;
+      co.timeout = std::chrono::seconds(300);  // above the shards' wait_timeout
       auto client = connect_ps(job.addresses, co);
       if (!client.ok()) {
         run.status[r] = client.status();
