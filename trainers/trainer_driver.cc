@@ -17,7 +17,7 @@
 #include "trainers/local_trainer.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/optimizer.h"
-#include "trainers/trainer_registry.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe {
 namespace {
@@ -25,27 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Correct predictions over rows [first, last) of `data` (-1 when the trainer does not count them),
-// in chunks so a trainer's activations stay small.
-Expected<int64_t> count_correct(Trainer& trainer, const Parameters& params, const Dataset& data, int64_t first,
-                                int64_t last) {
-  constexpr int64_t kChunk = 1000;
-  int64_t correct = 0;
-  bool counted = true;
-  for (int64_t begin = first; begin < last; begin += kChunk) {
-    Batch b;
-    b.size = std::min<int64_t>(kChunk, last - begin);
-    b.features = data.features();
-    b.inputs = data.images.data() + begin * data.features();
-    b.labels = data.labels.data() + begin;
-    auto s = trainer.evaluate(b, params);
-    if (!s.ok()) return s.status().with_context("evaluating rows " + std::to_string(begin) + " of the test set");
-    if (s->correct < 0) counted = false;
-    correct += s->correct;
-  }
-  return counted ? correct : -1;
-}
 
 // Test accuracy over all replicas: each counts its slice of the rows, then one all-reduce sums them.
 Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, const Dataset& data,
@@ -146,33 +125,16 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
   }
-  auto made = trainer_registry().create(o.model);
-  if (!made.ok()) return made.status();
-  Trainer& trainer = **made;
-  const std::string where = "trainer '" + o.model + "'";
-
-  TrainerContext ctx;
-  ctx.rank = rank;
-  ctx.world_size = world;
-  ctx.device = Device::cpu();
-  ctx.data = DataSpec{train.features(), train.classes};
-  ctx.seed = o.seed;
-  auto config = trainer_config(o);
-  if (!config.ok()) return config.status();
-  ctx.config = *config;
-  ParameterSpace space;
-  TROUPE_RETURN_IF_ERROR(trainer.setup(ctx, space).with_context(where + ": setup"));
-  TROUPE_RETURN_IF_ERROR(space.status().with_context(where + ": setup"));
-  if (space.size() == 0) return invalid_argument(where + " declared no parameters in setup()");
+  auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, rank, world);
+  if (!setup.ok()) return setup.status();
+  Trainer& trainer = *setup->trainer;
+  const ParameterSpace& space = setup->space;
+  const std::string& where = setup->where;
 
   kernels::cpu::set_blas_threads(o.cpu_threads);
   kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
 
-  OptimizerOptions oo;
-  oo.name = o.optimizer;
-  oo.lr = o.effective_lr();
-  oo.momentum = o.momentum;
-  oo.weight_decay = o.weight_decay;
+  const OptimizerOptions oo = optimizer_options(o);
   auto opt = make_optimizer(oo, space.size());
   if (!opt.ok()) return opt.status();
 
@@ -186,9 +148,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   init_parameters(space, o.seed, params.data());
   const Parameters param_view(params.data(), params.size());
   Gradients grad_view(grads.data(), space.size());
-  const std::string described = trainer.describe();
   TrainResult result;
-  result.model = o.model + " " + (described.empty() ? "(" + std::to_string(space.size()) + " parameters)" : described);
+  result.model = setup->model;
   result.device = "cpu";
   spdlog::info("training {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))", result.model,
                (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);

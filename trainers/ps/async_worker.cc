@@ -1,0 +1,167 @@
+#include "trainers/ps/async_worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/cpu/blas_info.h"
+#include "kernels/cpu/denormals.h"
+#include "kernels/cpu/ops.h"
+#include "trainers/epoch_report.h"
+#include "trainers/trainer_setup.h"
+
+namespace troupe::ps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+Status check_options(const TrainOptions& o, const Dataset& train, const PsWorker& w) {
+  TROUPE_RETURN_IF_ERROR(o.validate());
+  if (!w.client) return invalid_argument("train_ps_worker: no parameter-server client");
+  if (w.workers < 1 || w.rank < 0 || w.rank >= w.workers)
+    return invalid_argument("worker rank " + std::to_string(w.rank) + " of " + std::to_string(w.workers));
+  if (o.accumulate != 1)
+    return invalid_argument("--accumulate " + std::to_string(o.accumulate) +
+                            ": the async and central strategies take one batch per step; use 1");
+  if (o.batch_size % w.workers != 0)
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
+                            "among " + std::to_string(w.workers) + " workers; use a multiple of " +
+                            std::to_string(w.workers));
+  if (train.count / o.batch_size == 0)
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
+                            std::to_string(train.count) + " training examples");
+  return {};
+}
+
+// Test accuracy of `params` over the whole split (-1 when the trainer does not count).
+Expected<double> accuracy(Trainer& trainer, const std::vector<float>& params, const Dataset& test) {
+  auto correct = count_correct(trainer, Parameters(params.data(), params.size()), test, 0, test.count);
+  if (!correct.ok()) return correct.status();
+  if (*correct < 0) return -1.0;
+  return test.count ? static_cast<double>(*correct) / test.count : 0.0;
+}
+
+}  // namespace
+
+Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                      BatchFeed& feed, const PsWorker& w, const ProgressFn& progress,
+                                      PsWorkerReport* report, std::vector<float>* final_params) {
+  TROUPE_RETURN_IF_ERROR(check_options(o, train, w));
+  PsClient& client = *w.client;
+  bool finished = false;
+  // On every way out the shards learn this worker is done, so no other worker waits for it.
+  auto fail = [&](Status st) {
+    if (!st.ok() && !finished) (void)client.finish();
+    return st;
+  };
+  auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, w.rank, w.workers);
+  if (!setup.ok()) return fail(setup.status());
+  Trainer& trainer = *setup->trainer;
+  const std::string& where = setup->where;
+  const size_t n = setup->space.size();
+  if (client.parameters() != n)
+    return fail(invalid_argument("the parameter servers hold " + std::to_string(client.parameters()) +
+                                 " parameters but " + where + " declares " + std::to_string(n) +
+                                 ": were they started with the job's options?"));
+  kernels::cpu::set_blas_threads(o.cpu_threads);
+  kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
+
+  const int local_batch = o.batch_size / w.workers;
+  TrainOptions mine = o;  // progress and epoch reports count this worker's rows per step
+  mine.batch_size = local_batch;
+  const int64_t steps_per_epoch = train.count / o.batch_size;
+  const int64_t total_steps =
+      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
+  std::vector<float> params(n), grads(n);
+  const Parameters param_view(params.data(), n);
+  Gradients grad_view(grads.data(), n);
+  TrainResult result;
+  result.model = setup->model;
+  result.device = "cpu";
+  spdlog::info("worker {}/{} training {} on cpu, {} parameter server(s) in {} mode, {} rows per step", w.rank,
+               w.workers, result.model, client.shards(), mode_name(client.mode()), local_batch);
+
+  PsWorkerReport measured;
+  const auto job_start = Clock::now();
+  double train_seconds = 0;
+  int64_t clock = 0;
+  bool stop = false, counted = true;
+  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+    const auto epoch_start = Clock::now();
+    const std::string at_epoch = " at epoch " + std::to_string(epoch);
+    TROUPE_RETURN_IF_ERROR(fail(feed.begin_epoch(epoch).with_context(where + ": starting epoch " + std::to_string(epoch))));
+    EpochTally tally;
+    while (!stop) {
+      Batch batch;
+      auto more = feed.next(&batch);
+      if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
+      if (!*more) break;
+      const std::string at_step = at_epoch + ", step " + std::to_string(tally.steps + 1);
+      auto t0 = Clock::now();
+      auto versions = client.pull(clock, params.data());
+      if (!versions.ok()) return fail(versions.status().with_context("worker " + std::to_string(w.rank) + at_step));
+      measured.pull_ms += ms_since(t0);
+      t0 = Clock::now();
+      std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
+      auto stats = trainer.forward_backward(batch, param_view, grad_view);
+      if (!stats.ok()) return fail(stats.status().with_context(where + ": forward_backward" + at_step));
+      measured.compute_ms += ms_since(t0);
+      if ((clock + 1) % o.loss_check_every == 0 && !std::isfinite(stats->loss))
+        return fail(nonfinite_loss(stats->loss, epoch, tally.steps + 1, steps_per_epoch, clock + 1, o.effective_lr()));
+      t0 = Clock::now();
+      Status pushed = client.push(clock, grads.data(), *versions);
+      if (!pushed.ok()) return fail(pushed.with_context("worker " + std::to_string(w.rank) + at_step));
+      measured.push_ms += ms_since(t0);
+      TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
+      ++clock;
+      if (stats->correct < 0) counted = false;
+      tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
+      if (progress)
+        progress(step_progress(mine, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000, total_steps - clock));
+      if (o.max_steps > 0 && clock >= o.max_steps) stop = true;
+    }
+    const double epoch_seconds = ms_since(epoch_start) / 1000;
+    train_seconds += epoch_seconds;
+    EpochStats es = epoch_stats(epoch, tally, local_batch, epoch_seconds);
+    if (!counted) es.train_accuracy = -1;
+    const bool last = epoch == o.epochs || stop;
+    if (w.rank == 0 && w.evaluate && (o.evaluate_each_epoch || last)) {
+      // The last epoch is judged on the final parameters: every worker's updates applied.
+      if (last) {
+        TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker 0 finishing"));
+        finished = true;
+      }
+      auto pulled = last ? client.pull_final(params.data()) : client.pull(clock, params.data());
+      if (!pulled.ok()) return fail(pulled.status().with_context("worker 0 pulling parameters to evaluate" + at_epoch));
+      auto acc = accuracy(trainer, params, test);
+      if (!acc.ok()) return fail(acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch)));
+      es.test_accuracy = *acc;
+    }
+    report_epoch(es, mine, steps_per_epoch, &result, progress);
+  }
+  if (!finished) {
+    TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker " + std::to_string(w.rank) + " finishing"));
+    finished = true;
+  }
+  if (final_params) {
+    auto pulled = client.pull_final(params.data());
+    if (!pulled.ok()) return pulled.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");
+    *final_params = params;
+  }
+  auto staleness = client.staleness();
+  if (staleness.ok()) measured.staleness = staleness->stats();
+  else spdlog::warn("worker {}: no staleness statistics: {}", w.rank, staleness.status().to_string());
+  measured.steps = clock;
+  if (report) *report = measured;
+  finish_result(&result, clock, local_batch, train_seconds);
+  result.wall_seconds = ms_since(job_start) / 1000;
+  spdlog::info("worker {} done: {} steps, pull {:.0f} ms, compute {:.0f} ms, push {:.0f} ms; staleness {}", w.rank,
+               clock, measured.pull_ms, measured.compute_ms, measured.push_ms, measured.staleness.describe());
+  return result;
+}
+
+}  // namespace troupe::ps

@@ -1,0 +1,231 @@
+#include "trainers/ps/parameter_shard.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/cpu/ops.h"
+#include "trainers/trainer_setup.h"
+
+namespace troupe::ps {
+
+using Clock = std::chrono::steady_clock;
+
+const char* mode_name(PsMode mode) { return mode == PsMode::central ? "central" : "async"; }
+
+bool parse_ps_mode(const std::string& text, PsMode* out) {
+  if (text == "async") *out = PsMode::async;
+  else if (text == "central") *out = PsMode::central;
+  else return false;
+  return true;
+}
+
+Expected<ShardOptions> shard_options(const TrainOptions& o, PsMode mode, int workers, int64_t staleness,
+                                     int64_t steps_per_epoch) {
+  TROUPE_RETURN_IF_ERROR(o.validate());
+  ShardOptions so;
+  so.mode = mode;
+  so.workers = workers;
+  so.staleness = staleness;
+  so.optimizer = optimizer_options(o);
+  if (!parse_lr_schedule(o.lr_schedule, &so.schedule))
+    return invalid_argument("unknown --lr-schedule '" + o.lr_schedule + "'");
+  const int64_t steps = o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs)
+                                        : steps_per_epoch * o.epochs;
+  so.total_updates = mode == PsMode::async ? steps * workers : steps;
+  so.warmup_steps = o.warmup_steps;
+  return so;
+}
+
+Expected<std::unique_ptr<ParameterShard>> ParameterShard::create(int index, ShardRange range,
+                                                                 std::vector<float> initial,
+                                                                 const ShardOptions& o) {
+  const std::string what = "parameter shard " + std::to_string(index);
+  if (o.workers < 1) return invalid_argument(what + ": " + std::to_string(o.workers) + " workers; at least 1");
+  if (o.staleness < -1)
+    return invalid_argument(what + ": staleness bound " + std::to_string(o.staleness) +
+                            "; use -1 (unbounded), 0 (synchronous) or a positive number of steps");
+  if (range.size() == 0 || initial.size() != range.size())
+    return invalid_argument(what + ": " + std::to_string(initial.size()) + " initial values for a range of " +
+                            std::to_string(range.size()));
+  if (o.shards < 1 || index < 0 || index >= o.shards || (o.total_floats && o.total_floats < range.end))
+    return invalid_argument(what + " of " + std::to_string(o.shards) + " holding floats [" +
+                            std::to_string(range.begin) + ", " + std::to_string(range.end) + ") of " +
+                            std::to_string(o.total_floats) + ": the index or range is outside the job");
+  auto opt = make_optimizer(o.optimizer, range.size());
+  if (!opt.ok()) return opt.status().with_context(what);
+  return std::unique_ptr<ParameterShard>(new ParameterShard(index, range, std::move(initial), o, std::move(*opt)));
+}
+
+ParameterShard::ParameterShard(int index, ShardRange range, std::vector<float> initial, const ShardOptions& o,
+                               std::unique_ptr<Optimizer> optimizer)
+    : index_(index),
+      range_(range),
+      options_(o),
+      params_(std::move(initial)),
+      optimizer_(std::move(optimizer)),
+      clocks_(static_cast<size_t>(o.workers), 0),
+      states_(static_cast<size_t>(o.workers), WorkerState::live),
+      sum_(o.mode == PsMode::central ? range.size() : 0) {}
+
+std::string ParameterShard::describe() const {
+  std::string mode = mode_name(options_.mode);
+  if (options_.mode == PsMode::async)
+    mode += options_.staleness < 0 ? ", unbounded staleness" : ", S=" + std::to_string(options_.staleness);
+  return "shard " + std::to_string(index_) + " (" + mode + ") floats [" + std::to_string(range_.begin) + ", " +
+         std::to_string(range_.end) + ")";
+}
+
+Status ParameterShard::check_worker(int worker, const char* what) const {
+  if (!shut_down_.empty()) return unavailable(describe() + " is shut down: " + shut_down_);
+  if (worker < 0 || worker >= options_.workers)
+    return invalid_argument(std::string(what) + " from worker " + std::to_string(worker) + ", but " + describe() +
+                            " serves workers 0.." + std::to_string(options_.workers - 1));
+  const WorkerState s = states_[static_cast<size_t>(worker)];
+  if (s != WorkerState::live)
+    return invalid_argument(std::string(what) + " from worker " + std::to_string(worker) + ", which " +
+                            (s == WorkerState::finished ? "already finished" : "was removed") + " (" + describe() + ")");
+  return {};
+}
+
+int ParameterShard::live_workers() const {
+  return static_cast<int>(std::count(states_.begin(), states_.end(), WorkerState::live));
+}
+
+bool ParameterShard::may_pull(int64_t clock) const {
+  if (options_.mode == PsMode::central) return version_ >= clock;
+  if (options_.staleness < 0) return true;
+  for (size_t w = 0; w < clocks_.size(); ++w)
+    if (states_[w] == WorkerState::live && clocks_[w] < clock - options_.staleness) return false;
+  return true;
+}
+
+std::string ParameterShard::waiting_for(int worker, int64_t clock) const {
+  std::string text = "worker " + std::to_string(worker) + "'s pull for clock " + std::to_string(clock) + " waited " +
+                     std::to_string(options_.wait_timeout.count()) + " ms on " + describe() + ": ";
+  if (options_.mode == PsMode::central) {
+    std::string missing;
+    for (size_t w = 0; w < clocks_.size(); ++w)
+      if (states_[w] == WorkerState::live && clocks_[w] <= version_)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(w) + " (at clock " + std::to_string(clocks_[w]) + ")";
+    return text + "the update of clock " + std::to_string(version_) + " still lacks the push of worker(s) " + missing +
+           "; is it alive?";
+  }
+  size_t slowest = 0;
+  for (size_t w = 0; w < clocks_.size(); ++w)
+    if (states_[w] == WorkerState::live && (states_[slowest] != WorkerState::live || clocks_[w] < clocks_[slowest]))
+      slowest = w;
+  return text + "the slowest worker, " + std::to_string(slowest) + ", is at clock " + std::to_string(clocks_[slowest]) +
+         ", more than the staleness bound " + std::to_string(options_.staleness) + " behind; is it alive?";
+}
+
+Expected<int64_t> ParameterShard::pull(int worker, int64_t clock, float* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  TROUPE_RETURN_IF_ERROR(check_worker(worker, "a pull"));
+  const auto deadline = Clock::now() + options_.wait_timeout;
+  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || may_pull(clock); }))
+    return Status(Code::timeout, waiting_for(worker, clock));
+  if (!shut_down_.empty()) return unavailable(describe() + " shut down while a pull waited: " + shut_down_);
+  std::copy(params_.begin(), params_.end(), out);
+  return version_;
+}
+
+Expected<int64_t> ParameterShard::pull_final(float* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = Clock::now() + options_.wait_timeout;
+  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || live_workers() == 0; })) {
+    std::string live;
+    for (size_t w = 0; w < states_.size(); ++w)
+      if (states_[w] == WorkerState::live) live += (live.empty() ? "" : ", ") + std::to_string(w);
+    return Status(Code::timeout, "the final parameters of " + describe() + " waited " +
+                                     std::to_string(options_.wait_timeout.count()) + " ms for worker(s) " + live +
+                                     " to finish");
+  }
+  if (!shut_down_.empty()) return unavailable(describe() + " shut down: " + shut_down_);
+  std::copy(params_.begin(), params_.end(), out);
+  return version_;
+}
+
+void ParameterShard::apply(const float* grads) {
+  optimizer_->set_lr(scheduled_lr(options_.schedule, options_.optimizer.lr, version_, options_.total_updates,
+                                  options_.warmup_steps));
+  optimizer_->step(params_.data(), grads);
+  ++version_;
+}
+
+void ParameterShard::apply_central_if_complete() {
+  if (contributions_ == 0) return;
+  for (size_t w = 0; w < clocks_.size(); ++w)
+    if (states_[w] == WorkerState::live && clocks_[w] <= version_) return;  // a live worker has not pushed yet
+  if (contributions_ > 1) kernels::cpu::scale(sum_.data(), sum_.size(), 1.0f / static_cast<float>(contributions_));
+  apply(sum_.data());
+  contributions_ = 0;
+  changed_.notify_all();
+}
+
+Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* grads, int64_t version_pulled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TROUPE_RETURN_IF_ERROR(check_worker(worker, "a push"));
+  int64_t& mine = clocks_[static_cast<size_t>(worker)];
+  const std::string who = "worker " + std::to_string(worker) + " pushed clock " + std::to_string(clock);
+  if (clock < mine)
+    return invalid_argument(who + " again: its clock is " + std::to_string(mine) + " on " + describe());
+  if (version_pulled < 0 || version_pulled > version_)
+    return invalid_argument(who + " computed from version " + std::to_string(version_pulled) + ", but " + describe() +
+                            " is at version " + std::to_string(version_));
+  if (options_.mode == PsMode::central && clock != version_)
+    return invalid_argument(who + " while " + describe() + " gathers clock " + std::to_string(version_) +
+                            ": central mode takes every worker's pushes clock by clock");
+  staleness_.add(version_ - version_pulled);
+  mine = clock + 1;
+  if (options_.mode == PsMode::async) {
+    apply(grads);
+    changed_.notify_all();
+    return version_;
+  }
+  if (contributions_++ == 0) std::copy(grads, grads + sum_.size(), sum_.begin());
+  else kernels::cpu::sum_into(sum_.data(), grads, sum_.size());
+  apply_central_if_complete();
+  return version_;
+}
+
+Status ParameterShard::finish_worker(int worker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TROUPE_RETURN_IF_ERROR(check_worker(worker, "finish"));
+  states_[static_cast<size_t>(worker)] = WorkerState::finished;
+  if (options_.mode == PsMode::central) apply_central_if_complete();
+  changed_.notify_all();
+  return {};
+}
+
+void ParameterShard::remove_worker(int worker, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker < 0 || worker >= options_.workers || states_[static_cast<size_t>(worker)] != WorkerState::live) return;
+  spdlog::warn("{}: worker {} removed at clock {}: {}", describe(), worker, clocks_[static_cast<size_t>(worker)], why);
+  states_[static_cast<size_t>(worker)] = WorkerState::removed;
+  if (options_.mode == PsMode::central) apply_central_if_complete();
+  changed_.notify_all();
+}
+
+void ParameterShard::shut_down(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_.empty()) shut_down_ = why.empty() ? "shut down" : why;
+  changed_.notify_all();
+}
+
+int64_t ParameterShard::version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return version_;
+}
+
+StalenessHistogram ParameterShard::staleness() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return staleness_;
+}
+
+std::vector<float> ParameterShard::parameters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return params_;
+}
+
+}  // namespace troupe::ps

@@ -1,0 +1,127 @@
+// One parameter-server shard: a contiguous range of a job's parameters (ps_partition.h), the
+// optimizer state for that range, a version counter (updates applied) and a clock per worker
+// (pushes received from it). Thread-safe: a server calls it from one thread per connection.
+//
+// Modes and their waiting rules (clock c = the step a worker is about to compute, 0-based; a
+// worker's clock = the pushes it has made):
+//
+//   async    Stale-synchronous parallel. Every push is applied at once, on its own. A pull for
+//            clock c waits until every live worker's clock is >= c - S, S = staleness bound:
+//            S = 0 is a synchronous PS (lockstep, but updates are applied one by one), S = -1 is
+//            fully asynchronous (never waits). The lead of a fast worker is therefore bounded:
+//            it is never more than S steps ahead of the slowest live worker.
+//   central  CentralStorageStrategy. The shard gathers clock c's pushes of all live workers, then
+//            applies their average as one update (version c + 1); a pull for clock c waits until
+//            version >= c. With every worker live this is synchronous data parallelism: the same
+//            update as an all-reduce of the gradients.
+//
+// Staleness of an applied update = shard version when it is applied minus the version the worker
+// pulled before computing it (always 0 in central mode); every push records one in the histogram.
+//
+// Worker states:   live --finish_worker()--> finished
+//                  live --remove_worker()--> removed  (died; its connection dropped)
+// Neither finished nor removed workers are waited for, and neither may push again. A pull that
+// waits longer than wait_timeout fails with timeout naming the slowest worker and its clock.
+// shut_down() wakes every waiter with unavailable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/lr_schedule.h"
+#include "trainers/optimizer.h"
+#include "trainers/ps/ps_partition.h"
+#include "trainers/ps/staleness.h"
+#include "trainers/train_options.h"
+
+namespace troupe::ps {
+
+enum class PsMode : uint8_t { async = 1, central = 2 };
+const char* mode_name(PsMode mode);                   // "async", "central"
+bool parse_ps_mode(const std::string& text, PsMode* out);
+
+struct ShardOptions {
+  PsMode mode = PsMode::async;
+  int workers = 1;
+  int64_t staleness = -1;              // async: the bound S; -1 unbounded, 0 synchronous
+  OptimizerOptions optimizer;          // the same as the sync path's
+  LrSchedule schedule = LrSchedule::constant;
+  int64_t total_updates = 0;           // the schedule's length in updates this shard will apply
+  int64_t warmup_steps = 0;
+  std::chrono::milliseconds wait_timeout{30000};  // the longest a pull waits for other workers
+  int shards = 1;                      // the job's shard count and parameter count, told to
+  size_t total_floats = 0;             //   clients so they can check the partition (0: range end)
+};
+
+// The options of every shard of a job trained with `options` by `workers` workers, each taking
+// global batch / workers rows per step for `steps_per_epoch` steps an epoch (train rows / global
+// batch). The schedule runs over the updates the shard will apply: workers x steps (async) or
+// steps (central). invalid_argument for a bad optimizer or schedule.
+Expected<ShardOptions> shard_options(const TrainOptions& options, PsMode mode, int workers, int64_t staleness,
+                                     int64_t steps_per_epoch);
+
+class ParameterShard {
+ public:
+  // Shard `index` holding `range`, starting from `initial` (range.size() floats, the caller's
+  // slice of init_parameters with the job's seed). invalid_argument for bad options or sizes.
+  static Expected<std::unique_ptr<ParameterShard>> create(int index, ShardRange range, std::vector<float> initial,
+                                                          const ShardOptions& options);
+
+  // Worker `worker`'s parameters for clock `clock`: waits as the mode says, then copies the range
+  // into out[0, range.size()) and returns the version they are. Errors: timeout (naming the
+  // slowest worker), invalid_argument (an unknown or departed worker), unavailable (shut down).
+  Expected<int64_t> pull(int worker, int64_t clock, float* out);
+  // The parameters once every worker has finished or been removed (and central mode applied its
+  // last update): what a job reports as its result.
+  Expected<int64_t> pull_final(float* out);
+  // Worker `worker`'s gradient for clock `clock` (range.size() floats), computed from the
+  // parameters of `version_pulled`. Returns the shard's version after it. Errors:
+  // invalid_argument for a clock pushed twice, a version from the future, or a departed worker.
+  Expected<int64_t> push(int worker, int64_t clock, const float* grads, int64_t version_pulled);
+
+  Status finish_worker(int worker);                // the worker trained its last step
+  void remove_worker(int worker, const std::string& why);  // the worker is gone
+  void shut_down(const std::string& why);          // every waiting and later call fails
+
+  int index() const { return index_; }
+  const ShardRange& range() const { return range_; }
+  const ShardOptions& options() const { return options_; }
+  int64_t version() const;
+  StalenessHistogram staleness() const;
+  std::vector<float> parameters() const;
+  std::string describe() const;                    // "shard 1 (async, S=4) floats [117573, 235146)"
+
+ private:
+  enum class WorkerState : uint8_t { live, finished, removed };
+  ParameterShard(int index, ShardRange range, std::vector<float> initial, const ShardOptions& options,
+                 std::unique_ptr<Optimizer> optimizer);
+  Status check_worker(int worker, const char* what) const;  // needs mu_
+  bool may_pull(int64_t clock) const;                       // needs mu_
+  std::string waiting_for(int worker, int64_t clock) const; // needs mu_: the timeout's text
+  void apply(const float* grads);                           // needs mu_
+  void apply_central_if_complete();                         // needs mu_
+  int live_workers() const;                                 // needs mu_
+
+  const int index_;
+  const ShardRange range_;
+  const ShardOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<float> params_;
+  std::unique_ptr<Optimizer> optimizer_;
+  int64_t version_ = 0;
+  std::vector<int64_t> clocks_;       // pushes per worker
+  std::vector<WorkerState> states_;
+  std::vector<float> sum_;            // central: the gathered gradients of clock version_
+  int contributions_ = 0;             // central: pushes in sum_
+  StalenessHistogram staleness_;
+  std::string shut_down_;             // non-empty once shut down: why
+};
+
+}  // namespace troupe::ps

@@ -1,0 +1,65 @@
+// A worker's view of its job's parameter servers: pull the whole flat parameter vector for a
+// clock, push a gradient computed from it, say it finished. The seam between the worker loop
+// (async_worker.h) and where the shards live:
+//
+//   connect_ps()       real TCP, one connection per shard (ps_server.h; protocol in ps_wire.h).
+//                      A pull or push sends its request to every shard first and reads the replies
+//                      after, so the shards work in parallel.
+//   local_ps_client()  shards in this process, called directly (tests, single-process jobs).
+//
+// Versions: a pull returns each shard's version; the push of the gradient computed from that pull
+// passes them back, so each shard can record the update's staleness (parameter_shard.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/ps/parameter_shard.h"
+#include "trainers/ps/staleness.h"
+
+namespace troupe::ps {
+
+using Versions = std::vector<int64_t>;  // one per shard, in shard order
+
+class PsClient {
+ public:
+  virtual ~PsClient() = default;
+  virtual size_t parameters() const = 0;  // floats in the flat vector (all shards)
+  virtual int shards() const = 0;
+  virtual PsMode mode() const = 0;
+  // The parameters for `clock` into params[0, parameters()), after the shards' waits.
+  virtual Expected<Versions> pull(int64_t clock, float* params) = 0;
+  // The parameters once every worker finished (see ParameterShard::pull_final).
+  virtual Expected<Versions> pull_final(float* params) = 0;
+  // grads[0, parameters()) for `clock`, computed from the parameters of `pulled`.
+  virtual Status push(int64_t clock, const float* grads, const Versions& pulled) = 0;
+  // This worker trained its last step: the shards stop waiting for it.
+  virtual Status finish() = 0;
+  // The staleness of every update the shards applied so far, merged over shards.
+  virtual Expected<StalenessHistogram> staleness() = 0;
+};
+
+struct PsClientOptions {
+  std::string job;  // the job id the servers were started with
+  int rank = 0;     // this worker
+  std::chrono::milliseconds connect_timeout{10000};  // dialling (refusals are retried until then) and hello
+  // Any reply, a pull's wait included: keep it above the shards' wait_timeout, so their error
+  // (naming the slow worker) arrives rather than a bare timeout.
+  std::chrono::milliseconds timeout{60000};
+};
+
+// Connects to every shard of a job, `addresses` in shard order, and checks that they are one
+// job's shards of one partition. Errors name the shard and address: unavailable (refused, closed),
+// timeout, invalid_argument (refused by the server: another job, a rank out of range or already
+// connected; shards of different partitions), corrupt_data (not a parameter server).
+Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& addresses,
+                                               const PsClientOptions& options);
+
+// Worker `rank` of shards in this process (shards[i] holds the i-th range; they must outlive it).
+std::unique_ptr<PsClient> local_ps_client(std::vector<ParameterShard*> shards, int rank);
+
+}  // namespace troupe::ps

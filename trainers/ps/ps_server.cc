@@ -1,0 +1,232 @@
+#include "trainers/ps/ps_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+namespace troupe::ps {
+
+using wire::Clock;
+using wire::Header;
+using wire::Op;
+
+Expected<std::unique_ptr<PsServer>> PsServer::start(std::unique_ptr<ParameterShard> shard,
+                                                    const PsServerOptions& options) {
+  if (!shard) return invalid_argument("PsServer::start: no shard");
+  if (options.job.empty() || options.job.size() > wire::kMaxJobId)
+    return invalid_argument("parameter server: the job id must have 1 to " + std::to_string(wire::kMaxJobId) +
+                            " bytes");
+  int port = 0;
+  auto listener = wire::listen_on(options.host, options.port, &port);
+  if (!listener.ok()) return listener.status().with_context("parameter server for " + shard->describe());
+  std::unique_ptr<PsServer> server(new PsServer(std::move(shard), options, std::move(*listener), port));
+  server->acceptor_ = std::thread([s = server.get()] { s->accept_loop(); });
+  spdlog::info("parameter server of job '{}' serving {} at {}", options.job, server->shard_->describe(),
+               server->address());
+  return server;
+}
+
+PsServer::PsServer(std::unique_ptr<ParameterShard> shard, const PsServerOptions& options, wire::Socket listener,
+                   int port)
+    : shard_(std::move(shard)),
+      options_(options),
+      listener_(std::move(listener)),
+      port_(port),
+      connected_(static_cast<size_t>(shard_->options().workers), false) {}
+
+PsServer::~PsServer() { stop(); }
+
+void PsServer::stop() {
+  if (stopping_.exchange(true)) return;
+  shard_->shut_down("the parameter server at " + address() + " stopped");
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // SHUT_RD wakes a thread polling for the next request, and still lets a thread whose pull the
+    // shard just failed send that error.
+    for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+    threads.swap(connections_);
+  }
+  for (auto& t : threads) t.join();
+  listener_.reset();
+}
+
+std::string PsServer::peer_text(int worker) const {
+  return "parameter server " + address() + " (" + shard_->describe() + "), worker " + std::to_string(worker);
+}
+
+void PsServer::accept_loop() {
+  while (!stopping_) {
+    pollfd p{listener_.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept(listener_.fd(), nullptr, nullptr);
+    if (fd < 0) continue;
+    wire::tune(fd);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      ::close(fd);
+      break;
+    }
+    open_fds_.insert(fd);
+    connections_.emplace_back([this, fd] { serve(fd); });
+  }
+}
+
+int PsServer::admit(int fd) {
+  const auto deadline = Clock::now() + options_.io_timeout;
+  Header h;
+  Status st = wire::read_header(fd, &h, deadline);
+  if (st.ok() && (h.op != Op::hello || h.payload > wire::kMaxJobId))
+    st = corrupt_data(std::string("the first frame is ") + wire::op_name(h.op) + " of " + std::to_string(h.payload) +
+                      " bytes, not a hello");
+  std::string job(st.ok() ? h.payload : 0, '\0');
+  if (st.ok()) st = wire::read_exact(fd, job.data(), job.size(), deadline);
+  if (!st.ok()) {
+    spdlog::warn("parameter server {}: dropped a connection that did not say hello: {}", address(), st.message());
+    return -1;
+  }
+  const int worker = h.worker;
+  std::string refusal;
+  if (job != options_.job)
+    refusal = "worker " + std::to_string(worker) + " of job '" + job + "' reached the parameter server of job '" +
+              options_.job + "' at " + address() + "; check the job's shard addresses";
+  else if (worker < 0 || worker >= shard_->options().workers)
+    refusal = "worker rank " + std::to_string(worker) + " is outside 0.." +
+              std::to_string(shard_->options().workers - 1) + " of job '" + job + "'";
+  if (refusal.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (connected_[static_cast<size_t>(worker)])
+      refusal = "worker " + std::to_string(worker) + " of job '" + job + "' is already connected to " + address();
+    else
+      connected_[static_cast<size_t>(worker)] = true;
+  }
+  if (!refusal.empty()) {
+    spdlog::warn("parameter server {}: refused a connection: {}", address(), refusal);
+    (void)wire::write_frame(fd, wire::error_header(invalid_argument(refusal)), refusal.data(), deadline);
+    return -1;
+  }
+  wire::ShardInfo info;
+  info.begin = shard_->range().begin;
+  info.end = shard_->range().end;
+  info.total = shard_->options().total_floats ? shard_->options().total_floats : shard_->range().end;
+  info.index = shard_->index();
+  info.shards = shard_->options().shards;
+  info.workers = shard_->options().workers;
+  info.mode = static_cast<int32_t>(shard_->options().mode);
+  Header w;
+  w.op = Op::welcome;
+  w.worker = worker;
+  w.payload = sizeof info;
+  if (!wire::write_frame(fd, w, &info, deadline).ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    connected_[static_cast<size_t>(worker)] = false;
+    return -1;
+  }
+  return worker;
+}
+
+void PsServer::serve(int fd) {
+  const int worker = admit(fd);
+  bool finished = false;
+  std::string why = "the connection closed";
+  if (worker >= 0) {
+    std::vector<float> buffer(shard_->range().size());
+    while (!stopping_) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) continue;  // idle between requests: check stopping_ again
+      Header h;
+      size_t got = 0;
+      Status st = wire::read_header(fd, &h, Clock::now() + options_.io_timeout, &got);
+      if (!st.ok()) {
+        if (!(st.code() == Code::unavailable && got == 0))  // a close between frames is not an error
+          spdlog::error("{}: closing the connection: {}", peer_text(worker), st.message());
+        why = st.message();
+        break;
+      }
+      st = answer(fd, worker, h, &buffer, &finished);
+      if (!st.ok()) {
+        spdlog::error("{}: closing the connection: {}", peer_text(worker), st.message());
+        why = st.message();
+        break;
+      }
+    }
+    if (!finished && options_.remove_on_disconnect && !stopping_) shard_->remove_worker(worker, why);
+    std::lock_guard<std::mutex> lock(mu_);
+    connected_[static_cast<size_t>(worker)] = false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  open_fds_.erase(fd);
+  ::close(fd);
+}
+
+Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>* buffer, bool* finished) {
+  const auto io_deadline = [this] { return Clock::now() + options_.io_timeout; };
+  const size_t range_bytes = buffer->size() * sizeof(float);
+  const bool sized = h.op == Op::push ? h.payload == range_bytes : h.payload == 0;
+  const bool known = h.op == Op::pull || h.op == Op::pull_final || h.op == Op::push || h.op == Op::finish ||
+                     h.op == Op::stats;
+  if (!known || !sized || h.worker != worker)
+    return corrupt_data(std::string("a malformed ") + wire::op_name(h.op) + " request (op " +
+                        std::to_string(static_cast<int>(h.op)) + ", worker " + std::to_string(h.worker) + ", " +
+                        std::to_string(h.payload) + " payload bytes)");
+  Header reply;
+  reply.worker = worker;
+  Status st;
+  std::vector<char> stats;
+  const void* payload = nullptr;
+  switch (h.op) {
+    case Op::pull:
+    case Op::pull_final: {
+      auto v = h.op == Op::pull ? shard_->pull(worker, h.clock, buffer->data()) : shard_->pull_final(buffer->data());
+      st = v.status();
+      if (v.ok()) {
+        reply.op = Op::params;
+        reply.clock = h.clock;
+        reply.version = *v;
+        reply.payload = range_bytes;
+        payload = buffer->data();
+      }
+      break;
+    }
+    case Op::push: {
+      TROUPE_RETURN_IF_ERROR(wire::read_exact(fd, buffer->data(), range_bytes, io_deadline())
+                                 .with_context("reading a push of clock " + std::to_string(h.clock)));
+      auto v = shard_->push(worker, h.clock, buffer->data(), h.version);
+      st = v.status();
+      reply.op = Op::pushed;
+      reply.clock = h.clock;
+      reply.version = v.ok() ? *v : 0;
+      break;
+    }
+    case Op::finish:
+      st = shard_->finish_worker(worker);
+      *finished = st.ok();
+      reply.op = Op::finished;
+      break;
+    default: {  // stats
+      const StalenessHistogram hist = shard_->staleness();
+      wire::StatsPayload sp{hist.max(), hist.sum(), hist.buckets().size()};
+      stats.resize(sizeof sp + hist.buckets().size() * sizeof(int64_t));
+      std::memcpy(stats.data(), &sp, sizeof sp);
+      std::memcpy(stats.data() + sizeof sp, hist.buckets().data(), hist.buckets().size() * sizeof(int64_t));
+      reply.op = Op::stats_reply;
+      reply.version = shard_->version();
+      reply.payload = stats.size();
+      payload = stats.data();
+    }
+  }
+  if (!st.ok()) {
+    reply = wire::error_header(st);
+    reply.worker = worker;
+    payload = st.message().data();
+  }
+  return wire::write_frame(fd, reply, payload, io_deadline())
+      .with_context(std::string("replying to ") + wire::op_name(h.op));
+}
+
+}  // namespace troupe::ps

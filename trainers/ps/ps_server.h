@@ -1,0 +1,79 @@
+// A TCP server hosting one parameter shard (parameter_shard.h) for the workers of one job; the
+// protocol is in ps_wire.h. How a job hosts a shard:
+//
+//   auto shard = ParameterShard::create(i, ranges[i], slice_of_init_parameters, shard_options(...));
+//   (or make_job_shard(options, data_spec, shape, i), ps_job.h, which does all of that)
+//   PsServerOptions so;  so.job = job_id;
+//   auto server = PsServer::start(std::move(*shard), so);   // listening now
+//   publish((*server)->address());                           // "127.0.0.1:40123", workers dial it
+//   ... (*server)->shard().pull_final(...) for the result; (*server)->stop() (or destroy it).
+//
+// Threads: one accepting, one per connection (a job has few workers). A connection must say
+// hello (job id, worker rank) within io_timeout; another job's id, a rank out of range or a rank
+// already connected is refused with an error frame naming the reason. A malformed frame closes
+// only that connection, logged. A worker whose connection drops before it said finish is removed
+// from the shard (remove_on_disconnect), so it does not block the others.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/ps/parameter_shard.h"
+#include "trainers/ps/ps_wire.h"
+
+namespace troupe::ps {
+
+struct PsServerOptions {
+  std::string job;                 // the job id; a client naming another job is refused
+  std::string host = "127.0.0.1";  // where to listen
+  int port = 0;                    // 0: any free port (address() says which)
+  std::chrono::milliseconds io_timeout{10000};  // a hello, or the rest of a started frame
+  bool remove_on_disconnect = true;
+};
+
+class PsServer {
+ public:
+  // Listens and starts serving `shard`. Errors: io_error (cannot listen), invalid_argument.
+  static Expected<std::unique_ptr<PsServer>> start(std::unique_ptr<ParameterShard> shard,
+                                                   const PsServerOptions& options);
+  ~PsServer();  // stop()
+  PsServer(const PsServer&) = delete;
+  PsServer& operator=(const PsServer&) = delete;
+
+  std::string address() const { return options_.host + ":" + std::to_string(port_); }
+  ParameterShard& shard() { return *shard_; }
+  // Stops accepting, shuts the shard down (waiting pulls fail), closes every connection and joins
+  // every thread. Idempotent.
+  void stop();
+
+ private:
+  PsServer(std::unique_ptr<ParameterShard> shard, const PsServerOptions& options, wire::Socket listener, int port);
+  void accept_loop();
+  void serve(int fd);
+  // The worker a hello on `fd` names, or -1 after refusing it.
+  int admit(int fd);
+  // Answers one request. An error means the connection must close (a malformed frame, a failed
+  // read or reply); a failed request itself is answered with an error frame and returns ok.
+  Status answer(int fd, int worker, const wire::Header& h, std::vector<float>* buffer, bool* finished);
+  std::string peer_text(int worker) const;
+
+  std::unique_ptr<ParameterShard> shard_;
+  const PsServerOptions options_;
+  wire::Socket listener_;
+  const int port_;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> connections_;
+  std::set<int> open_fds_;      // to wake their threads on stop()
+  std::vector<bool> connected_; // per worker rank
+};
+
+}  // namespace troupe::ps

@@ -1,0 +1,224 @@
+#include "trainers/ps/ps_wire.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace troupe::ps::wire {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+int ms_left(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>((left + 999) / 1000);
+}
+
+Expected<sockaddr_in> resolve(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
+    return invalid_argument("cannot resolve host '" + host + "'");
+  addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return addr;
+}
+
+// Waits until fd is ready for `events` or the deadline passes.
+Status wait_for(int fd, short events, Clock::time_point deadline, const char* what) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, ms_left(deadline));
+    if (rc > 0) return {};
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return io_error(std::string("poll while ") + what + ": " + errno_text());
+    return Status(Code::timeout, std::string("timed out ") + what);
+  }
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::hello: return "hello";
+    case Op::welcome: return "welcome";
+    case Op::pull: return "pull";
+    case Op::pull_final: return "pull_final";
+    case Op::params: return "params";
+    case Op::push: return "push";
+    case Op::pushed: return "pushed";
+    case Op::finish: return "finish";
+    case Op::finished: return "finished";
+    case Op::stats: return "stats";
+    case Op::stats_reply: return "stats_reply";
+    case Op::error: return "error";
+  }
+  return "unknown";
+}
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
+}
+
+Expected<Socket> listen_on(const std::string& host, int port, int* bound_port) {
+  auto addr = resolve(host, port);
+  if (!addr) return addr.status();
+  Socket s(::socket(AF_INET, SOCK_STREAM, 0));
+  if (s.fd() < 0) return io_error("socket: " + errno_text());
+  int one = 1;
+  setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_in)) < 0 || ::listen(s.fd(), 128) < 0)
+    return io_error("listening on " + host + ":" + std::to_string(port) + ": " + errno_text());
+  sockaddr_in bound{};
+  socklen_t len = sizeof bound;
+  getsockname(s.fd(), reinterpret_cast<sockaddr*>(&bound), &len);
+  fcntl(s.fd(), F_SETFL, fcntl(s.fd(), F_GETFL, 0) | O_NONBLOCK);
+  *bound_port = ntohs(bound.sin_port);
+  return s;
+}
+
+Expected<Socket> dial(const std::string& address, Clock::time_point deadline) {
+  const auto colon = address.rfind(':');
+  const int port = colon == std::string::npos ? 0 : std::atoi(address.c_str() + colon + 1);
+  if (port <= 0 || port > 65535) return invalid_argument("address '" + address + "' is not host:port");
+  auto addr = resolve(address.substr(0, colon), port);
+  if (!addr) return addr.status();
+  std::string last = "no attempt";
+  while (true) {
+    Socket s(::socket(AF_INET, SOCK_STREAM, 0));
+    if (s.fd() < 0) return io_error("socket: " + errno_text());
+    tune(s.fd());
+    int rc = ::connect(s.fd(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_in));
+    if (rc < 0 && errno == EINPROGRESS) {
+      errno = ETIMEDOUT;
+      pollfd p{s.fd(), POLLOUT, 0};
+      if (::poll(&p, 1, ms_left(deadline)) > 0) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+        errno = err;
+      }
+    }
+    if (rc == 0) return s;
+    last = errno_text();
+    if (Clock::now() >= deadline) return unavailable("could not connect to " + address + ": " + last);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+Status write_frame(int fd, const Header& h, const void* payload, Clock::time_point deadline) {
+  iovec iov[2] = {{const_cast<Header*>(&h), sizeof h}, {const_cast<void*>(payload), payload ? h.payload : 0}};
+  int first = 0;
+  const int count = payload && h.payload ? 2 : 1;
+  while (first < count) {
+    msghdr m{};
+    m.msg_iov = iov + first;
+    m.msg_iovlen = static_cast<size_t>(count - first);
+    const ssize_t k = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        TROUPE_RETURN_IF_ERROR(wait_for(fd, POLLOUT, deadline, "sending a frame"));
+        continue;
+      }
+      if (errno == EPIPE || errno == ECONNRESET) return unavailable("the peer closed the connection");
+      return io_error("send: " + errno_text());
+    }
+    size_t left = static_cast<size_t>(k);
+    while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (first < count) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return {};
+}
+
+Status read_exact(int fd, void* p, size_t n, Clock::time_point deadline, size_t* got) {
+  char* c = static_cast<char*>(p);
+  size_t done = 0;
+  auto fail = [&](Status st) {
+    if (got) *got = done;
+    return st;
+  };
+  while (done < n) {
+    const ssize_t k = ::recv(fd, c + done, n - done, 0);
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+      continue;
+    }
+    if (k == 0)
+      return fail(unavailable("the peer closed the connection" +
+                              (done ? " in the middle of a frame (" + std::to_string(done) + " of " +
+                                          std::to_string(n) + " bytes)"
+                                    : std::string())));
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      Status st = wait_for(fd, POLLIN, deadline, "waiting for a frame");
+      if (!st.ok()) return fail(st);
+      continue;
+    }
+    if (errno == ECONNRESET) return fail(unavailable("the peer reset the connection"));
+    return fail(io_error("recv: " + errno_text()));
+  }
+  if (got) *got = done;
+  return {};
+}
+
+Status read_header(int fd, Header* h, Clock::time_point deadline, size_t* got) {
+  TROUPE_RETURN_IF_ERROR(read_exact(fd, h, sizeof *h, deadline, got));
+  if (h->magic != kMagic) {
+    char text[96];
+    std::snprintf(text, sizeof text, "a frame with bad magic 0x%08x (want 0x%08x)", h->magic, kMagic);
+    return corrupt_data(std::string(text) + ": not a troupe parameter-server peer, or the stream is out of step");
+  }
+  return {};
+}
+
+Header error_header(const Status& st) {
+  Header h;
+  h.op = Op::error;
+  h.code = static_cast<uint8_t>(st.code());
+  h.payload = std::min<uint64_t>(st.message().size(), kMaxErrorText);
+  return h;
+}
+
+Status error_status(const Header& h, const std::string& text) {
+  Code code = static_cast<Code>(h.code);
+  if (code == Code::ok || code > Code::internal) code = Code::internal;
+  return Status(code, text);
+}
+
+}  // namespace troupe::ps::wire

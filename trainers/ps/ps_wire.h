@@ -1,0 +1,105 @@
+// The parameter-server wire protocol and the socket helpers under it (ps_server.cc, ps_client.cc).
+//
+// A client holds one TCP connection per shard. Every message is a frame: a 40-byte Header, then
+// `payload` bytes, written whole with one sendmsg loop. Fields are in host byte order (every
+// process of a job runs on the same, little-endian, kind of host).
+//
+//   client -> server                          server -> client
+//   hello   worker=rank, payload=job id       welcome  payload=ShardInfo       (or error, then close)
+//   pull    worker, clock                     params   version, payload=range floats
+//   pull_final                                params   (once every worker finished)
+//   push    worker, clock, version pulled,    pushed   version after the push
+//           payload=range floats
+//   finish  worker                            finished
+//   stats                                     stats_reply payload=StatsPayload + int64 buckets
+//   (any request that fails)                  error    code=troupe::Code, payload=message text
+//
+// An error reply keeps the connection in step and open. A frame that cannot be understood (bad
+// magic, unknown op, a payload of the wrong size) closes the connection, logged on the server and
+// reported by the client naming the shard. Every read and write has a deadline (poll).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace troupe::ps::wire {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kMagic = 0x31737074;     // "tps1"
+constexpr uint64_t kMaxJobId = 1024;       // bytes of a hello's job id
+constexpr uint64_t kMaxErrorText = 65536;  // bytes of an error's text
+
+enum class Op : uint8_t {
+  hello = 1, welcome, pull, pull_final, params, push, pushed, finish, finished, stats, stats_reply, error,
+};
+const char* op_name(Op op);
+
+struct Header {
+  uint32_t magic = kMagic;
+  Op op = Op::error;
+  uint8_t code = 0;       // error: the troupe::Code
+  uint16_t reserved = 0;
+  int32_t worker = -1;
+  int32_t reserved2 = 0;
+  int64_t clock = 0;
+  int64_t version = 0;
+  uint64_t payload = 0;   // bytes that follow
+};
+static_assert(sizeof(Header) == 40, "the header is part of the wire protocol");
+
+// What a welcome tells a client about the shard it reached, so it can check the partition.
+struct ShardInfo {
+  uint64_t begin = 0, end = 0;  // the shard's floats of the flat buffer
+  uint64_t total = 0;           // the job's parameters
+  int32_t index = 0, shards = 0;
+  int32_t workers = 0, mode = 0;
+};
+
+struct StatsPayload {
+  int64_t max = 0;
+  double sum = 0;
+  uint64_t buckets = 0;  // int64 counts that follow
+};
+
+// An owned socket descriptor (closed on destruction).
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { reset(); }
+  int fd() const { return fd_; }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// A nonblocking listener on host:port (0: any free port); *port receives the bound one.
+Expected<Socket> listen_on(const std::string& host, int port, int* bound_port);
+// Connects to "host:port", retrying a refusal until `deadline` (the server may be starting).
+Expected<Socket> dial(const std::string& address, Clock::time_point deadline);
+// Makes an accepted socket nonblocking with TCP_NODELAY.
+void tune(int fd);
+
+// Writes the header and `payload` bytes by the deadline. Errors: unavailable (peer closed or
+// reset), timeout, io_error; the message says what failed, never where (callers add it).
+Status write_frame(int fd, const Header& h, const void* payload, Clock::time_point deadline);
+// Reads exactly n bytes by the deadline; *got (if given) receives the bytes read before a failure.
+Status read_exact(int fd, void* p, size_t n, Clock::time_point deadline, size_t* got = nullptr);
+// Reads a header and checks its magic (corrupt_data for a bad one). *got as for read_exact.
+Status read_header(int fd, Header* h, Clock::time_point deadline, size_t* got = nullptr);
+
+// An error frame's header for `st`, its text the payload.
+Header error_header(const Status& st);
+// The Status an error frame carried.
+Status error_status(const Header& h, const std::string& text);
+
+}  // namespace troupe::ps::wire
