@@ -89,7 +89,7 @@ float MlpCpu::evaluate(const float* params, const float* x, const int32_t* label
 }
 
 float MlpCpu::forward_backward(const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-                               int64_t* correct) {
+                               int64_t* correct, const std::function<void(int layer)>& layer_done) {
   forward(params, x, batch);
   const int last = layout_.layers() - 1;
   // dacts_[l] holds dLoss/d(output of layer l), starting from the logits' gradient.
@@ -100,6 +100,7 @@ float MlpCpu::forward_backward(const float* params, const float* x, const int32_
     cpu::matmul(true, false, layout_.in(l), layout_.out(l), batch, 1.0f, input, d, 0.0f,
                 grads + layout_.weight_offset[l]);
     cpu::bias_grad(d, batch, layout_.out(l), grads + layout_.bias_offset[l]);
+    if (layer_done) layer_done(l);  // the input gradient below only reads d and W_l
     if (l > 0) {  // the input gradient of the first layer is never needed
       float* dprev = dacts_[l - 1].data();
       cpu::matmul(false, true, batch, layout_.in(l), layout_.out(l), 1.0f, d, params + layout_.weight_offset[l],

@@ -30,8 +30,8 @@ class MlpTrainer final : public Trainer {
     if (!layout.ok()) return layout.status();
     for (int l = 0; l < layout->layers(); ++l) {
       const Init init = Init::uniform(1.0f / std::sqrt(static_cast<float>(layout->in(l))));
-      space.declare("w" + std::to_string(l), {layout->in(l), layout->out(l)}, init);
-      space.declare("b" + std::to_string(l), {layout->out(l)}, init);
+      weights_.push_back(space.declare("w" + std::to_string(l), {layout->in(l), layout->out(l)}, init));
+      biases_.push_back(space.declare("b" + std::to_string(l), {layout->out(l)}, init));
     }
     model_ = std::make_unique<MlpCpu>(*layout);
     return {};
@@ -40,8 +40,13 @@ class MlpTrainer final : public Trainer {
   Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
     BatchStats s;
     s.correct = 0;
+    // Each layer's blocks are announced as soon as its backward is done (last layer first), so the
+    // runtime can all-reduce them while the earlier layers' gradients are computed.
     s.loss = model_->forward_backward(params.data(), batch.inputs, batch.labels, static_cast<int>(batch.size),
-                                      grads.data(), &s.correct);
+                                      grads.data(), &s.correct, [&](int l) {
+                                        grads.ready(weights_[l]);
+                                        grads.ready(biases_[l]);
+                                      });
     return s;
   }
 
@@ -56,6 +61,7 @@ class MlpTrainer final : public Trainer {
 
  private:
   std::unique_ptr<MlpCpu> model_;
+  std::vector<Param> weights_, biases_;  // per layer
 };
 
 }  // namespace
