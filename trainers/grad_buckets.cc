@@ -24,11 +24,6 @@ std::vector<GradBucket> plan_grad_buckets(const std::vector<ParamBlock>& blocks,
   return buckets;
 }
 
-double GradBucketStats::hidden_fraction() const {
-  if (comm_seconds <= 0) return 0;
-  return std::clamp(1.0 - wait_seconds / comm_seconds, 0.0, 1.0);
-}
-
 GradBucketSync::GradBucketSync(collectives::Communicator& comm, const ParameterSpace& space, const Options& options)
     : comm_(comm),
       space_(space),
@@ -104,6 +99,7 @@ Status GradBucketSync::finish_step(float* slots) {
       --pending_[bucket_of_block_[i]];
     }
   slots_ = slots;
+  finish_called_ = wait_start;
   work_.notify_one();
   // Each collective returns by its own deadline; this bound only guards against a comm thread that
   // stopped making progress.
@@ -158,9 +154,12 @@ void GradBucketSync::run() {
     lock.unlock();
     const auto start = Clock::now();
     Status st = comm_.allreduce(data, data, count, DType::f32, collectives::ReduceOp::avg, co);
-    const double took = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto end = Clock::now();
     lock.lock();
-    stats_.comm_seconds += took;
+    stats_.comm_seconds += std::chrono::duration<double>(end - start).count();
+    // The part before finish_step was called ran beside the trainer's forward_backward.
+    const auto overlap_end = slots_ ? std::min(end, finish_called_) : end;
+    if (overlap_end > start) stats_.overlapped_seconds += std::chrono::duration<double>(overlap_end - start).count();
     if (idle_) continue;  // finish_step gave up on this step
     if (!st.ok()) {
       // The caller names the step (begin_step's epoch and step are for its own timeout error).

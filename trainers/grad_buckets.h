@@ -53,10 +53,11 @@ std::vector<GradBucket> plan_grad_buckets(const std::vector<ParamBlock>& blocks,
 struct GradBucketStats {
   int64_t steps = 0;
   int buckets = 0;
-  double comm_seconds = 0;  // the comm thread inside all-reduces (buckets and slots)
-  double wait_seconds = 0;  // finish_step waiting for the comm thread after forward_backward
-  // The share of the communication that overlapped the trainer's compute: 1 - wait / comm.
-  double hidden_fraction() const;
+  double comm_seconds = 0;        // the comm thread inside all-reduces (buckets and slots)
+  double overlapped_seconds = 0;  // the part of comm_seconds before finish_step was called
+  double wait_seconds = 0;        // finish_step waiting for the comm thread after forward_backward
+  // The share of the communication that overlapped the trainer's forward_backward.
+  double hidden_fraction() const { return comm_seconds > 0 ? overlapped_seconds / comm_seconds : 0; }
 };
 
 class GradBucketSync final : public GradientHook {
@@ -111,6 +112,7 @@ class GradBucketSync final : public GradientHook {
   // Guarded by mu_:
   float* grads_ = nullptr;
   float* slots_ = nullptr;  // set by finish_step: the last collective of the step may go
+  std::chrono::steady_clock::time_point finish_called_;  // when finish_step was called (slots_ set)
   int epoch_ = 0;
   int64_t step_ = 0;
   std::vector<int> pending_;       // per bucket: blocks not announced yet
