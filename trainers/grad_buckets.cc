@@ -102,11 +102,11 @@ Status GradBucketSync::finish_step(float* slots) {
   finish_called_ = wait_start;
   work_.notify_one();
   // Each collective returns by its own deadline; this bound only guards against a comm thread that
-  // stopped making progress.
+  // stopped making progress. The comm thread wakes this one only when the step is over.
   const auto no_progress = options_.timeout + std::chrono::seconds(10);
   while (next_ <= buckets_.size()) {
     const size_t seen = next_;
-    if (!done_.wait_for(lock, no_progress, [&] { return next_ != seen; })) {
+    if (!done_.wait_for(lock, no_progress, [&] { return next_ > buckets_.size(); }) && next_ == seen) {
       idle_ = true;  // the step is abandoned; the comm thread issues nothing more for it
       return Status(Code::timeout, "the gradient all-reduce at epoch " + std::to_string(epoch_) + ", step " +
                                        std::to_string(step_) + " made no progress on " +
@@ -168,7 +168,7 @@ void GradBucketSync::run() {
     } else {
       ++next_;
     }
-    done_.notify_all();
+    if (next_ > slots_index) done_.notify_one();
   }
 }
 

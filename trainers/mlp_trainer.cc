@@ -40,12 +40,11 @@ class MlpTrainer final : public Trainer {
   Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
     BatchStats s;
     s.correct = 0;
-    // Each layer's blocks are announced as soon as its backward is done (last layer first), so the
-    // runtime can all-reduce them while the earlier layers' gradients are computed.
+    // Each block is announced as soon as backward finished it (b_l, then W_l, last layer first), so
+    // the runtime can all-reduce it while the earlier blocks' gradients are computed.
     s.loss = model_->forward_backward(params.data(), batch.inputs, batch.labels, static_cast<int>(batch.size),
-                                      grads.data(), &s.correct, [&](int l) {
-                                        grads.ready(weights_[l]);
-                                        grads.ready(biases_[l]);
+                                      grads.data(), &s.correct, [&](int l, bool weights) {
+                                        grads.ready(weights ? weights_[l] : biases_[l]);
                                       });
     return s;
   }
