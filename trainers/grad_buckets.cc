@@ -83,8 +83,9 @@ void GradBucketSync::ready(const Param& p) {
       return;
     }
     announced_[p.index] = true;
+    // Only the bucket the comm thread waits for needs a wake-up: it re-checks the next ones itself.
     const int b = bucket_of_block_[p.index];
-    wake = --pending_[b] == 0;
+    wake = --pending_[b] == 0 && static_cast<size_t>(b) == next_;
   }
   if (wake) work_.notify_one();
 }
