@@ -29,9 +29,10 @@
 //
 // Overlapping gradient synchronisation with backward (optional): as soon as a block's gradient is
 // final, call `grads.ready(param)`; the runtime may then all-reduce it (in buckets of blocks, like
-// PyTorch DDP) while forward_backward goes on computing earlier layers. Announce blocks in the
-// order backward finishes them (usually the reverse of declaration order), and never write a block
-// again after announcing it. Blocks never announced are synchronised after forward_backward
+// PyTorch DDP) while forward_backward goes on computing earlier layers. Announce blocks as backward
+// finishes them (any order is correct; the runtime's buckets follow reverse declaration order, the
+// usual order of backward, so that order overlaps most), and neither read nor write a block's
+// gradient after announcing it. Blocks never announced are synchronised after forward_backward
 // returns, so a trainer that never calls ready() is correct, only without overlap.
 //
 // Build it as a shared library against the installed troupe (find_package(troupe) and link
@@ -178,8 +179,8 @@ class Gradients {
   float* data() const { return data_; }
   size_t size() const { return size_; }
 
-  // Announces that p's gradient is final for this call: the runtime may start synchronising it now,
-  // so the trainer must not write it again before forward_backward returns. Optional (see the top
+  // Announces that p's gradient is final for this call: the runtime may start synchronising it now
+  // (in place), so the trainer must not read or write it again before forward_backward returns. Optional (see the top
   // of this header); a no-op where nothing synchronises. An unknown Param, or one announced twice
   // in one call, fails the step after forward_backward returns with an error naming the block.
   void ready(const Param& p) const {
