@@ -203,6 +203,9 @@ TEST_CASE("sync: a replica that stops makes the others fail naming it instead of
     INFO(status[r].to_string());
     REQUIRE_FALSE(status[r].ok());
     CHECK(status[r].message().find("rank 1") != std::string::npos);
+    // The bucketed all-reduce of step 6 (the tiny MLP is one bucket) is where it shows.
+    CHECK(status[r].message().find("all-reducing gradients at epoch 1, step 6: gradient bucket 1 of 1 (blocks w0..b1") !=
+          std::string::npos);
   }
 }
 
