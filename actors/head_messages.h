@@ -61,6 +61,58 @@ struct SpawnActorsReply {
   std::vector<std::string> pending_reasons;  // one line per reason, for the unplaced ones
 };
 
+// A training job's actors, placed as one gang: all started, or none (the job stays PENDING with the
+// reason and the head retries while it waits). The job's record (gcs JobRecord) must exist; the head
+// writes RUNNING with the actors' ids once they all started, and watches them: an actor that fails
+// fails the job and stops the others (actors/job_supervisor.h). Each actor gets its own actor id
+// (hex) appended to its args.
+struct JobActor {
+  std::string type_name;
+  std::string name;
+  double cpus = 0;
+  double gpus = 0;
+  std::vector<std::string> args;
+};
+struct SubmitJob {
+  std::string job_id;      // hex
+  std::string policy;      // empty: the scheduler_policy setting
+  std::vector<JobActor> actors;
+};
+struct SubmitJobReply {
+  std::vector<std::string> actor_ids;  // in the order asked for
+  bool started = false;                // false: PENDING, for `pending_reason`
+  std::string pending_reason;
+};
+// Stops a job's actors and records it CANCELLED (unless it already ended).
+struct StopJob {
+  std::string job_id;
+  std::string reason;
+};
+struct StopJobReply {
+  int32_t stopped = 0;  // actors asked to stop
+  std::string state;    // the job's state afterwards
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JobActor& x) {
+  return f(caf::meta::type_name("troupe.job_actor"), x.type_name, x.name, x.cpus, x.gpus, x.args);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SubmitJob& x) {
+  return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SubmitJobReply& x) {
+  return f(caf::meta::type_name("troupe.submit_job_reply"), x.actor_ids, x.started, x.pending_reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StopJob& x) {
+  return f(caf::meta::type_name("troupe.stop_job"), x.job_id, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StopJobReply& x) {
+  return f(caf::meta::type_name("troupe.stop_job_reply"), x.stopped, x.state);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RegisterNode& x) {
   return f(caf::meta::type_name("troupe.register_node"), x.token, x.version, x.node_id, x.address, x.hostname,

@@ -33,9 +33,10 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   // actor system) calls it until the system stops.
   std::unique_ptr<ClusterManager> cluster;
   const NodeId head_id = NodeId::random();
-  auto runtime = NodeRuntime::start(o.bind, head_id);
+  auto runtime = NodeRuntime::start(o.bind, head_id, o.registry);
   if (!runtime.ok()) return runtime.status().with_context("head");
   (*runtime)->attach_store(std::move(*store));
+  if (o.environment) o.environment->set({head_id, o.bind, so, o.config});
   gcs::Store& gcs = *(*runtime)->store();
   auto created = ClusterManager::create(gcs, ClusterManagerOptions::from_config(o.config, o.token));
   if (!created.ok()) return created.status();

@@ -6,10 +6,13 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <string>
 
+#include "actors/node_environment.h"
 #include "actors/node_resources.h"
+#include "actors/registry.h"
 #include "core/config.h"
 #include "core/status.h"
 
@@ -24,6 +27,10 @@ struct HeadProcessOptions {
   uint16_t port = 0;                  // head service port; 0: pick (logged)
   NodeResourceOptions resources;      // what the head offers as a node
   Config config;
+  // The actor types this process hosts (null: the built-ins) and the slot their actors read the
+  // node's environment from (filled in once the GCS is known; may be null).
+  std::shared_ptr<const Registry> registry;
+  std::shared_ptr<NodeEnvironmentSlot> environment;
 };
 
 // Runs until `stop` is set; returns why it could not start or had to stop.

@@ -1,11 +1,14 @@
 #include "actors/head_service.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "actors/job_supervisor.h"
 #include "actors/node_manager_client.h"
 #include "actors/scheduler.h"
 #include "caf/actor_system.hpp"
@@ -18,6 +21,7 @@ namespace troupe::actors {
 namespace {
 
 constexpr int kMaxSpawn = 100000;
+using retry_atom = caf::atom_constant<caf::atom("retryjobs")>;
 
 class HeadService : public caf::event_based_actor {
  public:
@@ -47,6 +51,21 @@ class HeadService : public caf::event_based_actor {
           auto reply = spawn_actors(s);
           if (!reply.ok()) return to_error(reply.status());
           return *reply;
+        },
+        [this](const SubmitJob& s) -> caf::result<SubmitJobReply> {
+          auto reply = jobs_.submit(s);
+          if (!reply.ok()) return to_error(reply.status());
+          schedule_retry();
+          return *reply;
+        },
+        [this](const StopJob& s) -> caf::result<StopJobReply> {
+          auto reply = jobs_.stop(s);
+          if (!reply.ok()) return to_error(reply.status());
+          return *reply;
+        },
+        [this](retry_atom) {
+          retry_scheduled_ = false;
+          schedule_retry();
         },
     };
   }
@@ -81,7 +100,15 @@ class HeadService : public caf::event_based_actor {
     return reply;
   }
 
+  // While jobs wait for resources, retry their placement every second.
+  void schedule_retry() {
+    if (retry_scheduled_ || !jobs_.retry_pending()) return;
+    retry_scheduled_ = true;
+    delayed_send(this, std::chrono::seconds(1), retry_atom::value);
+  }
+
   void on_down(const caf::down_msg& msg) {
+    if (jobs_.on_down(msg.source, msg.reason, msg.reason ? to_status(system(), msg.reason, "exited").message() : "")) return;
     auto it = by_addr_.find(msg.source);
     if (it == by_addr_.end()) return;
     const NodeId id = it->second;
@@ -98,73 +125,103 @@ class HeadService : public caf::event_based_actor {
       return invalid_argument("spawn: count " + std::to_string(s.count) + " must be in [1, " +
                               std::to_string(kMaxSpawn) + "]");
     }
-    auto policy = parse_placement_policy(s.policy.empty() ? o_.default_policy : s.policy);
-    if (!policy.ok()) return policy.status();
     std::optional<NodeId> pinned;
     if (!s.node_id.empty()) {
       auto node = NodeId::from_hex(s.node_id);
       if (!node.ok()) return node.status();
       pinned = *node;
     }
+    std::vector<PlacementAsk> asks(static_cast<size_t>(s.count));
+    for (size_t i = 0; i < asks.size(); ++i) {
+      asks[i].id = ActorId::random();
+      asks[i].actor = JobActor{s.type_name, s.name_prefix.empty() ? "" : s.name_prefix + std::to_string(i), s.cpus,
+                               s.gpus, s.args};
+    }
+    SpawnActorsReply reply;
+    auto placed = place(asks, s.gang, s.policy, pinned, JobId(), &reply);
+    if (!placed.ok()) return placed.status();
+    spdlog::info("spawned {} of {} '{}' actors", reply.started, s.count, s.type_name);
+    return reply;
+  }
+
+  // Places `asks` (a gang when `gang` is set), records them PENDING or ALIVE, and starts the placed
+  // ones through their nodes' node managers (one batch per node). `reply` gets the counts and the
+  // reasons; the outcome says whether every actor started, with handles and nodes.
+  Expected<PlacementOutcome> place(const std::vector<PlacementAsk>& asks, const std::string& gang,
+                                   const std::string& policy_name, const std::optional<NodeId>& pinned,
+                                   const JobId& job, SpawnActorsReply* reply) {
+    auto policy = parse_placement_policy(policy_name.empty() ? o_.default_policy : policy_name);
+    if (!policy.ok()) return policy.status();
     auto nodes = gcs::Table<gcs::NodeRecord>(*o_.store).list();
     if (!nodes.ok()) return nodes.status();
     std::vector<NodeView> views = node_views(*nodes);
     for (NodeView& v : views) v.used = used_[v.id];  // the head's own accounting is the freshest
 
-    std::vector<PlacementRequest> requests(static_cast<size_t>(s.count));
-    std::vector<gcs::ActorRecord> records(requests.size());
+    std::vector<PlacementRequest> requests(asks.size());
+    std::vector<gcs::ActorRecord> records(asks.size());
+    std::map<ActorId, size_t> index;
     const int64_t now = gcs::now_ms();
-    for (size_t i = 0; i < requests.size(); ++i) {
-      requests[i].actor = ActorId::random();
-      requests[i].demand = {s.cpus, s.gpus, 0};
+    for (size_t i = 0; i < asks.size(); ++i) {
+      const JobActor& a = asks[i].actor;
+      requests[i].actor = asks[i].id;
+      requests[i].demand = {a.cpus, a.gpus, 0};
       requests[i].pinned_node = pinned;
-      requests[i].group = s.gang;
+      requests[i].group = gang;
       gcs::ActorRecord& r = records[i];
-      r.id = requests[i].actor;
-      r.type_name = s.type_name;
-      if (!s.name_prefix.empty()) r.name = s.name_prefix + std::to_string(i);
+      r.id = asks[i].id;
+      r.type_name = a.type_name;
+      r.name = a.name;
+      r.job = job;
       r.resources = requests[i].demand;
       r.state = gcs::ActorState::pending;
       r.pending_reason = "being placed";
       r.updated_ms = now;
+      index[r.id] = i;
+      reply->actor_ids.push_back(r.id.hex());
     }
     auto result = Scheduler({*policy}).schedule(views, requests);
     if (!result.ok()) return result.status();
 
-    SpawnActorsReply reply;
-    std::map<ActorId, size_t> index;
-    for (size_t i = 0; i < records.size(); ++i) {
-      index[records[i].id] = i;
-      reply.actor_ids.push_back(records[i].id.hex());
-    }
+    PlacementOutcome outcome;
     std::map<std::string, int> reasons;
     for (const Unplaced& u : result->pending) {
       records[index[u.actor]].pending_reason = u.reason;
       ++reasons[u.reason];
+      if (outcome.pending_reason.empty()) outcome.pending_reason = u.reason;
     }
     TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put_many(records));
 
     // One batched spawn per node; the node's ActorStateWriter records them ALIVE.
     std::map<NodeId, std::vector<SpawnRequest>> per_node;
     for (const Placement& p : result->placements) {
-      SpawnRequest req = spawn_request(s.type_name, records[index[p.actor]].name, s.args);
+      const JobActor& a = asks[index[p.actor]].actor;
+      SpawnRequest req = spawn_request(a.type_name, a.name, a.args);
       req.actor_id = p.actor.hex();
       per_node[p.node].push_back(std::move(req));
     }
     for (auto& [node, reqs] : per_node) {
       auto nm = managers_.find(node);
-      Status st = nm == managers_.end()
-                      ? unavailable("node " + node.short_hex() + " has no connected node manager")
-                      : NodeManagerClient(system(), nm->second, o_.node_timeout).spawn_batch(reqs).status();
-      if (st.ok()) {
-        reply.started += static_cast<int32_t>(reqs.size());
-        used_[node].cpus += s.cpus * reqs.size();
-        used_[node].gpus += s.gpus * reqs.size();
-        TROUPE_RETURN_IF_ERROR(record_started(reqs, node, records, index, s.type_name));
+      Expected<std::vector<SpawnReply>> spawned =
+          nm == managers_.end() ? Expected<std::vector<SpawnReply>>(
+                                      unavailable("node " + node.short_hex() + " has no connected node manager"))
+                                : NodeManagerClient(system(), nm->second, o_.node_timeout).spawn_batch(reqs);
+      if (spawned.ok()) {
+        reply->started += static_cast<int32_t>(reqs.size());
+        for (const SpawnReply& sr : *spawned) {
+          auto aid = ActorId::from_hex(sr.actor_id);
+          if (!aid.ok()) continue;
+          const JobActor& a = asks[index[*aid]].actor;
+          used_[node].cpus += a.cpus;
+          used_[node].gpus += a.gpus;
+          outcome.handles[*aid] = sr.handle;
+          outcome.nodes[*aid] = node;
+        }
+        TROUPE_RETURN_IF_ERROR(record_started(reqs, node, records, index, reqs.front().type_name));
         continue;
       }
-      const std::string why = "starting on node " + node.short_hex() + " failed: " + st.message();
+      const std::string why = "starting on node " + node.short_hex() + " failed: " + spawned.status().message();
       ++reasons[why];
+      if (outcome.pending_reason.empty()) outcome.pending_reason = why;
       std::vector<gcs::ActorRecord> failed;
       for (const SpawnRequest& req : reqs) {
         gcs::ActorRecord r = records[index[*ActorId::from_hex(req.actor_id)]];
@@ -174,10 +231,10 @@ class HeadService : public caf::event_based_actor {
       TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put_many(failed));
     }
     for (const auto& [reason, count] : reasons) {
-      reply.pending_reasons.push_back(std::to_string(count) + " actor(s): " + reason);
+      reply->pending_reasons.push_back(std::to_string(count) + " actor(s): " + reason);
     }
-    spdlog::info("spawned {} of {} '{}' actors", reply.started, s.count, s.type_name);
-    return reply;
+    outcome.started = reply->started == static_cast<int32_t>(asks.size());
+    return outcome;
   }
 
   // The actors a node started, ALIVE in one write, and one actor_started event for the batch.
@@ -204,7 +261,31 @@ class HeadService : public caf::event_based_actor {
     return gcs::record_event(*o_.store, e);
   }
 
+  JobHost job_host() {
+    JobHost h;
+    h.store = o_.store;
+    h.place = [this](const std::vector<PlacementAsk>& asks, const std::string& gang, const std::string& policy,
+                     const JobId& job) -> Expected<PlacementOutcome> {
+      SpawnActorsReply ignored;
+      return place(asks, gang, policy, std::nullopt, job, &ignored);
+    };
+    h.monitor = [this](const caf::actor& a) { monitor(a); };
+    h.stop = [this](const NodeId& node, const ActorId& id, const std::string& reason) -> Status {
+      auto nm = managers_.find(node);
+      if (nm == managers_.end()) return not_found("node " + node.short_hex() + " is not connected");
+      return NodeManagerClient(system(), nm->second, o_.node_timeout).stop(id, reason);
+    };
+    h.release = [this](const NodeId& node, const gcs::Resources& r) {
+      gcs::Resources& u = used_[node];
+      u.cpus = std::max(0.0, u.cpus - r.cpus);
+      u.gpus = std::max(0.0, u.gpus - r.gpus);
+    };
+    return h;
+  }
+
   HeadServiceOptions o_;
+  JobSupervisor jobs_{job_host()};
+  bool retry_scheduled_ = false;
   std::map<NodeId, caf::actor> managers_;
   std::map<caf::actor_addr, NodeId> by_addr_;
   std::map<NodeId, gcs::Resources> used_;

@@ -7,6 +7,8 @@
 //                                   unavailable (the node's own node manager cannot be reached)
 //   Heartbeat    -> HeartbeatAck    invalid_argument when the node was declared DEAD (it must exit)
 //   SpawnActors  -> SpawnActorsReply
+//   SubmitJob    -> SubmitJobReply     a job's actors as one gang; supervised (actors/job_supervisor.h)
+//   StopJob      -> StopJobReply       not_found for an unknown job
 //
 // Actor records it writes: PENDING (with the demand) before asking a node, PENDING with the
 // scheduler's reason when nothing fits; the node's ActorStateWriter then writes ALIVE / DEAD.

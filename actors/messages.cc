@@ -28,7 +28,12 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<RegisterReply>("troupe.register_reply")
       .add_message_type<HeartbeatAck>("troupe.heartbeat_ack")
       .add_message_type<SpawnActors>("troupe.spawn_actors")
-      .add_message_type<SpawnActorsReply>("troupe.spawn_actors_reply");
+      .add_message_type<SpawnActorsReply>("troupe.spawn_actors_reply")
+      .add_message_type<JobActor>("troupe.job_actor")
+      .add_message_type<SubmitJob>("troupe.submit_job")
+      .add_message_type<SubmitJobReply>("troupe.submit_job_reply")
+      .add_message_type<StopJob>("troupe.stop_job")
+      .add_message_type<StopJobReply>("troupe.stop_job_reply");
 }
 
 }  // namespace troupe::actors

@@ -8,12 +8,15 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include "actors/node_environment.h"
 #include "actors/node_resources.h"
+#include "actors/registry.h"
 #include "core/config.h"
 #include "core/status.h"
 
@@ -28,6 +31,10 @@ struct NodeProcessOptions {
   std::chrono::milliseconds join_timeout{10000};
   std::chrono::milliseconds head_lost_after{15000};
   Config config;
+  // The actor types this process hosts (null: the built-ins) and the slot their actors read the
+  // node's environment from (filled in once the GCS is known; may be null).
+  std::shared_ptr<const Registry> registry;
+  std::shared_ptr<NodeEnvironmentSlot> environment;
 };
 
 // Runs until `stop` is set. Errors: unavailable (head unreachable), invalid_argument (wrong token,

@@ -4,7 +4,8 @@
 
 namespace troupe::actors {
 
-Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bind, const NodeId& id) {
+Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bind, const NodeId& id,
+                                                         std::shared_ptr<const Registry> registry) {
   std::unique_ptr<NodeRuntime> rt(new NodeRuntime());
   ActorSystemOptions ao;
   ao.bind_address = bind;
@@ -14,6 +15,7 @@ Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bin
   rt->id_ = id;
   NodeManagerOptions nmo;
   nmo.node = id;
+  nmo.registry = std::move(registry);
   ActorStateWriter* writer = &rt->writer_;
   nmo.on_state_change = [writer](const ActorStateChange& c) { writer->report(c); };
   rt->node_manager_ = spawn_node_manager(rt->system_->system(), nmo);

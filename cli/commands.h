@@ -34,6 +34,8 @@ Runner add_head_command(CLI::App& app, GlobalOptions& global);
 Runner add_node_command(CLI::App& app, GlobalOptions& global);
 Runner add_spawn_command(CLI::App& app, GlobalOptions& global);
 Runner add_call_command(CLI::App& app, GlobalOptions& global);
+Runner add_submit_command(CLI::App& app, GlobalOptions& global);
+Runner add_stop_command(CLI::App& app, GlobalOptions& global);
 Runner add_bench_command(CLI::App& app, GlobalOptions& global);
 Runner add_bench_rank_command(CLI::App& app, GlobalOptions& global);
 

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   runners["node"] = cli::add_node_command(app, global);
   runners["spawn"] = cli::add_spawn_command(app, global);
   runners["call"] = cli::add_call_command(app, global);
+  runners["submit"] = cli::add_submit_command(app, global);
+  runners["stop"] = cli::add_stop_command(app, global);
   runners["bench"] = cli::add_bench_command(app, global);
   runners["bench-rank"] = cli::add_bench_rank_command(app, global);
 

@@ -7,8 +7,24 @@
 #include "actors/node_process.h"
 #include "cli/cluster_commands.h"
 #include "cli/commands.h"
+#include "trainers/job/job_actors.h"
 
 namespace troupe::cli {
+namespace {
+
+// What a head or node process hosts: the built-in actor types and those of training jobs, which
+// read the node's environment (GCS address, bind address, settings) from the slot once it joined.
+Status add_hosted_actor_types(std::shared_ptr<const actors::Registry>* registry,
+                              std::shared_ptr<actors::NodeEnvironmentSlot>* environment) {
+  auto reg = std::make_shared<actors::Registry>(actors::Registry::with_builtins());
+  *environment = std::make_shared<actors::NodeEnvironmentSlot>();
+  TROUPE_RETURN_IF_ERROR(job::add_job_actor_types(*reg, *environment));
+  *registry = std::move(reg);
+  return {};
+}
+
+}  // namespace
+
 
 Runner add_head_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand("head", "Run the head process of the cluster in this session (started by `troupe up`)");
@@ -33,6 +49,7 @@ Runner add_head_command(CLI::App& app, GlobalOptions& global) {
     if (*cpus > 0) o.resources.cpus = *cpus;
     if (*gpus >= 0) o.resources.gpus = *gpus;
     o.config = global.config;
+    TROUPE_RETURN_IF_ERROR_CLI(add_hosted_actor_types(&o.registry, &o.environment), "head");
     install_stop_signals();
     Status st = actors::run_head(o, stop_requested());
     return st.ok() ? 0 : report_error("head", st);
@@ -65,6 +82,7 @@ Runner add_node_command(CLI::App& app, GlobalOptions& global) {
     if (*cpus > 0) o->resources.cpus = *cpus;
     if (*gpus >= 0) o->resources.gpus = *gpus;
     o->config = global.config;
+    TROUPE_RETURN_IF_ERROR_CLI(add_hosted_actor_types(&o->registry, &o->environment), "node");
     install_stop_signals();
     Status st = actors::run_node(*o, stop_requested(), [&] {
       if (!ready_file->empty()) std::ofstream(*ready_file) << "joined\n";

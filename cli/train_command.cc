@@ -1,108 +1,33 @@
 // `troupe train`: runs a training job in this process on the CPU or one GPU (the one-device strategy)
 // and prints the test accuracy; with --json the last line of stdout is one JSON object.
 #include <cstdio>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
+#include "cli/train_flags.h"
+#include "trainers/job/job_report.h"
 #include "trainers/local_trainer.h"
 #include "trainers/trainer_library.h"
 
 namespace troupe::cli {
-namespace {
-
-// "256,128" -> {256, 128}; "" -> {} (no hidden layer).
-Expected<std::vector<int>> parse_sizes(const std::string& text) {
-  std::vector<int> out;
-  if (text.empty()) return out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 0 || v > 65536) {
-      return invalid_argument("--hidden '" + text + "': '" + item +
-                              "' is not a layer size in [1, 65536]; use a comma-separated list like 256,128");
-    }
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
-}
-
-nlohmann::json to_json(const TrainResult& r) {
-  nlohmann::json history = nlohmann::json::array();
-  for (const EpochStats& e : r.history) {
-    history.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"train_accuracy", e.train_accuracy},
-                       {"test_accuracy", e.test_accuracy}, {"seconds", e.seconds},
-                       {"samples_per_second", e.samples_per_second}});
-  }
-  return {{"test_accuracy", r.test_accuracy}, {"final_loss", r.final_loss},
-          {"samples_per_second", r.samples_per_second}, {"epochs", r.epochs}, {"steps", r.steps},
-          {"wall_seconds", r.wall_seconds}, {"model", r.model}, {"device", r.device}, {"history", history}};
-}
-
-struct TrainFlags {
-  TrainOptions options;
-  std::string hidden = "256,128";
-  std::string device = "cpu";
-  std::string lib;
-  bool json = false;
-  bool no_progress = false;
-};
-
-}  // namespace
 
 Runner add_train_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand("train", "Train a model in this process on the CPU or one GPU");
   auto f = std::make_shared<TrainFlags>();
-  TrainOptions& o = f->options;
-  cmd->add_option("--model,--trainer", o.model, "Registered trainer to train: mlp, or one of --lib's")
-      ->capture_default_str();
-  cmd->add_option("--lib", f->lib, "Trainer library (.so built against this troupe) to load first");
-  cmd->add_option("--trainer-arg", o.trainer_args, "Setting for the trainer, key=value (repeatable)");
-  cmd->add_option("--hidden", f->hidden, "Hidden layer sizes, comma-separated")->capture_default_str();
-  cmd->add_option("--dataset", o.dataset, "Dataset")->check(CLI::IsMember({"fashion-mnist"}))->capture_default_str();
-  cmd->add_option("--dataset-dir", o.dataset_dir, "Directory of the dataset's files (default: setting dataset_dir)");
-  cmd->add_option("--epochs", o.epochs, "Passes over the training set")->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  cmd->add_option("--batch-size", o.batch_size, "Examples per step")->check(CLI::Range(1, 65536))
-      ->capture_default_str();
-  cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Peak learning rate (default: sgd 0.05, adam/adamw 0.002)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--lr-schedule", o.lr_schedule, "constant, or cosine decay to 0 over the job")
-      ->check(CLI::IsMember({"constant", "cosine"}))->capture_default_str();
-  cmd->add_option("--lr-scaling", o.lr_scaling, "none, or linear: lr x batch-size / lr-reference-batch")
-      ->check(CLI::IsMember({"none", "linear"}))->capture_default_str();
-  cmd->add_option("--lr-reference-batch", o.lr_reference_batch, "The batch --lr is meant for (linear scaling)")
-      ->check(CLI::Range(1, 65536))->capture_default_str();
-  cmd->add_option("--warmup-steps", o.warmup_steps, "Ramp the rate up linearly over this many steps")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--accumulate", o.accumulate, "Micro-batches per step whose gradients are summed (CPU)")
-      ->check(CLI::Range(1, 65536))->capture_default_str();
-  cmd->add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str();
-  cmd->add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")
-      ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of initialisation and shuffling")->capture_default_str();
-  cmd->add_option("--device", f->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--max-steps", o.max_steps, "Stop after this many steps (0: run all epochs)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--json", f->json, "Print one JSON object with the results as the last line");
-  cmd->add_flag("--no-progress", f->no_progress, "Do not draw the progress bar");
+  auto device_flag = std::make_shared<std::string>("cpu");
+  add_train_flags(cmd, *f, "Examples per step");
+  cmd->add_option("--device", *device_flag, "cpu, cuda or cuda:N")->capture_default_str();
 
-  return [f, &global]() -> int {
+  return [f, device_flag, &global]() -> int {
     TrainOptions& o = f->options;
     if (!f->lib.empty()) {
       auto lib = load_trainer_library(f->lib);
       if (!lib.ok()) return report_error("train", lib.status().with_context("--lib"));
     }
-    auto hidden = parse_sizes(f->hidden);
-    if (!hidden.ok()) return report_error("train", hidden.status());
-    o.hidden = *hidden;
-    auto device = parse_device(f->device);
+    TROUPE_RETURN_IF_ERROR_CLI(finish_train_flags(*f), "train");
+    auto device = parse_device(*device_flag);
     if (!device.ok()) return report_error("train", device.status().with_context("--device"));
     o.device = *device;
     const Config& cfg = global.config;
@@ -114,21 +39,7 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
     if (!valid.ok()) return report_error("train", valid);
 
     ProgressBar bar(cfg.progress && !f->no_progress, cfg.progress_interval_ms);
-    auto on_progress = [&bar](const TrainProgress& p) {
-      char label[32], status[160];
-      std::snprintf(label, sizeof label, "epoch %d/%d", p.epoch, p.epochs);
-      if (p.epoch_done) {
-        const EpochStats& e = p.last_epoch;
-        std::snprintf(status, sizeof status,
-                      "%s: loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %.1f s", label, e.train_loss,
-                      e.train_accuracy, e.test_accuracy, format_count(e.samples_per_second).c_str(), e.seconds);
-        bar.println(status);
-        return;
-      }
-      std::snprintf(status, sizeof status, "loss %.4f  %s samples/s  ETA %s", p.loss,
-                    format_count(p.samples_per_second).c_str(), format_duration(p.eta_seconds).c_str());
-      bar.update(label, p.step, p.steps_per_epoch, status);
-    };
+    auto on_progress = [&bar](const TrainProgress& p) { draw_progress(bar, p); };
     auto result = train_local(o, on_progress);
     bar.finish();
     if (!result.ok()) return report_error("train", result.status());
@@ -137,7 +48,7 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
                 static_cast<long long>(r.steps));
     std::printf("test accuracy %.4f, final loss %.4f, %s samples/s, %.1f s\n", r.test_accuracy, r.final_loss,
                 format_count(r.samples_per_second).c_str(), r.wall_seconds);
-    if (f->json) std::printf("%s\n", to_json(r).dump().c_str());
+    if (f->json) std::printf("%s\n", job::train_result_json(r).dump().c_str());
     return 0;
   };
 }

@@ -49,10 +49,20 @@ json actor_json(const ActorRecord& a) {
 }
 
 json job_json(const JobRecord& j) {
-  return {{"id", j.id.hex()},         {"name", j.name},         {"strategy", j.strategy},
-          {"state", job_state_name(j.state)},
-          {"workers", j.workers},     {"progress", j.progress}, {"submitted_ms", j.submitted_ms},
-          {"finished_ms", j.finished_ms}, {"message", j.message}};
+  json out{{"id", j.id.hex()},         {"name", j.name},         {"strategy", j.strategy},
+           {"state", job_state_name(j.state)},
+           {"workers", j.workers},     {"ps", j.ps},             {"progress", j.progress},
+           {"submitted_ms", j.submitted_ms}, {"finished_ms", j.finished_ms}, {"updated_ms", j.updated_ms},
+           {"message", j.message},     {"actors", j.actors},     {"epoch", j.epoch},
+           {"epochs", j.epochs},       {"step", j.step},         {"steps", j.steps},
+           {"loss", j.loss},           {"samples_per_second", j.samples_per_second},
+           {"eta_seconds", j.eta_seconds}, {"test_accuracy", j.test_accuracy}, {"spec", j.spec}};
+  // The result is the JSON summary the job's rank 0 wrote; kept as text if it does not parse.
+  if (!j.result.empty()) {
+    json r = json::parse(j.result, nullptr, false);
+    out["result"] = r.is_discarded() ? json(j.result) : r;
+  }
+  return out;
 }
 
 std::string gib(int64_t bytes) {
@@ -166,9 +176,14 @@ std::string render_cluster_view(const json& v) {
   const auto& jobs = v.at("jobs");
   os << "\nJOBS (" << jobs.size() << ")\n";
   for (const auto& j : jobs) {
-    std::snprintf(line, sizeof line, "  %-8s %-10s %-8s %5.1f%%  %s\n", j.at("id").get<std::string>().substr(0, 8).c_str(),
-                  j.at("state").get<std::string>().c_str(), j.at("strategy").get<std::string>().c_str(),
-                  100.0 * j.at("progress").get<double>(), j.at("message").get<std::string>().c_str());
+    const double acc = j.at("test_accuracy").get<double>();
+    char accuracy[32] = "-";
+    if (acc >= 0) std::snprintf(accuracy, sizeof accuracy, "%.4f", acc);
+    std::snprintf(line, sizeof line, "  %-8s %-10s %-8s %2d workers  epoch %d/%d  %5.1f%%  acc %s  %s\n",
+                  j.at("id").get<std::string>().substr(0, 8).c_str(), j.at("state").get<std::string>().c_str(),
+                  j.at("strategy").get<std::string>().c_str(), j.at("workers").get<int>(), j.at("epoch").get<int>(),
+                  j.at("epochs").get<int>(), 100.0 * j.at("progress").get<double>(), accuracy,
+                  j.at("message").get<std::string>().c_str());
     os << line;
   }
   const auto& events = v.at("events");

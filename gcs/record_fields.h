@@ -20,6 +20,10 @@ inline void put_str(Packer& pk, const std::string& s) {
   pk.pack_str(static_cast<uint32_t>(s.size()));
   pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
 }
+inline void put_strings(Packer& pk, const std::vector<std::string>& v) {
+  pk.pack_array(static_cast<uint32_t>(v.size()));
+  for (const std::string& s : v) put_str(pk, s);
+}
 inline void put_bin(Packer& pk, const std::string& s) {
   pk.pack_bin(static_cast<uint32_t>(s.size()));
   pk.pack_bin_body(s.data(), static_cast<uint32_t>(s.size()));

@@ -139,7 +139,7 @@ Status decode(const std::string& bytes, ActorRecord* out) {
 
 std::string encode(const JobRecord& r) {
   return write([&](Packer& pk) {
-    begin(pk, 9);
+    begin(pk, 22);
     pack_id(pk, r.id);
     put_str(pk, r.name);
     put_str(pk, r.strategy);
@@ -149,11 +149,24 @@ std::string encode(const JobRecord& r) {
     pk.pack_int64(r.finished_ms);
     pk.pack_double(r.progress);
     put_str(pk, r.message);
+    pk.pack_int64(r.ps);
+    put_strings(pk, r.spec);
+    put_strings(pk, r.actors);
+    pk.pack_int64(r.epoch);
+    pk.pack_int64(r.epochs);
+    pk.pack_int64(r.step);
+    pk.pack_int64(r.steps);
+    pk.pack_double(r.loss);
+    pk.pack_double(r.samples_per_second);
+    pk.pack_double(r.eta_seconds);
+    pk.pack_double(r.test_accuracy);
+    put_str(pk, r.result);
+    pk.pack_int64(r.updated_ms);
   });
 }
 
 Status decode(const std::string& bytes, JobRecord* out) {
-  return read_record(bytes, "job", 9, out, [](Fields& f, JobRecord& r) -> Status {
+  return read_record(bytes, "job", 22, out, [](Fields& f, JobRecord& r) -> Status {
     TROUPE_RETURN_IF_ERROR(f.id("id", &r.id));
     TROUPE_RETURN_IF_ERROR(f.str("name", &r.name));
     TROUPE_RETURN_IF_ERROR(f.str("strategy", &r.strategy));
@@ -162,7 +175,20 @@ Status decode(const std::string& bytes, JobRecord* out) {
     TROUPE_RETURN_IF_ERROR(f.i64("submitted_ms", &r.submitted_ms));
     TROUPE_RETURN_IF_ERROR(f.i64("finished_ms", &r.finished_ms));
     TROUPE_RETURN_IF_ERROR(f.f64("progress", &r.progress));
-    return f.str("message", &r.message);
+    TROUPE_RETURN_IF_ERROR(f.str("message", &r.message));
+    TROUPE_RETURN_IF_ERROR(f.i32("ps", &r.ps));
+    TROUPE_RETURN_IF_ERROR(f.strings("spec", &r.spec));
+    TROUPE_RETURN_IF_ERROR(f.strings("actors", &r.actors));
+    TROUPE_RETURN_IF_ERROR(f.i32("epoch", &r.epoch));
+    TROUPE_RETURN_IF_ERROR(f.i32("epochs", &r.epochs));
+    TROUPE_RETURN_IF_ERROR(f.i64("step", &r.step));
+    TROUPE_RETURN_IF_ERROR(f.i64("steps", &r.steps));
+    TROUPE_RETURN_IF_ERROR(f.f64("loss", &r.loss));
+    TROUPE_RETURN_IF_ERROR(f.f64("samples_per_second", &r.samples_per_second));
+    TROUPE_RETURN_IF_ERROR(f.f64("eta_seconds", &r.eta_seconds));
+    TROUPE_RETURN_IF_ERROR(f.f64("test_accuracy", &r.test_accuracy));
+    TROUPE_RETURN_IF_ERROR(f.str("result", &r.result));
+    return f.i64("updated_ms", &r.updated_ms);
   });
 }
 
@@ -273,8 +299,7 @@ std::string encode(const TrainerLibraryRecord& r) {
     put_str(pk, r.troupe_version);
     pk.pack_int32(r.abi);
     pk.pack_uint64(r.size);
-    pk.pack_array(static_cast<uint32_t>(r.trainers.size()));
-    for (const std::string& t : r.trainers) put_str(pk, t);
+    put_strings(pk, r.trainers);
     pk.pack_int64(r.stored_ms);
   });
 }

@@ -13,8 +13,9 @@
 
 namespace troupe::gcs {
 
-// Bumped whenever any record's layout changes (2: ShardRecord gained examples, progress, claims).
-constexpr uint32_t kRecordSchemaVersion = 2;
+// Bumped whenever any record's layout changes (2: ShardRecord gained examples, progress, claims;
+// 3: JobRecord gained the job's spec, its actors, live progress and the result).
+constexpr uint32_t kRecordSchemaVersion = 3;
 
 struct Resources {
   double cpus = 0;
@@ -79,6 +80,14 @@ struct ActorRecord {
 enum class JobState : uint8_t { pending = 0, running = 1, succeeded = 2, failed = 3, cancelled = 4 };
 const char* job_state_name(JobState s);
 
+// A training job (`troupe submit`). Written by the submitter (PENDING, with the spec), the head's
+// job supervisor (RUNNING once its actors are placed, FAILED, CANCELLED) and the job's rank-0
+// worker (progress; SUCCEEDED with the result). Every write after the first is a compare-and-set of
+// the whole record (gcs/job_table.h), so these writers never undo each other.
+//
+//   PENDING --(all actors placed and started)--> RUNNING --(rank 0 done)--> SUCCEEDED
+//      |                                            +--(an actor failed)---> FAILED
+//      +--(troupe stop)--> CANCELLED <--(troupe stop)--+
 struct JobRecord {
   JobId id;
   std::string name;
@@ -89,6 +98,19 @@ struct JobRecord {
   int64_t finished_ms = 0;
   double progress = 0;        // 0..1
   std::string message;        // last status line or failure reason
+  int ps = 0;                 // parameter-server actors (async)
+  std::vector<std::string> spec;    // the job's settings, "key=value" (trainers/job/job_spec.h)
+  std::vector<std::string> actors;  // hex ids of its actors: workers in rank order, then servers
+  int epoch = 0;              // progress of the running job, written by rank 0
+  int epochs = 0;
+  int64_t step = 0;           // steps done, of `steps` in the whole job
+  int64_t steps = 0;
+  double loss = 0;            // running mean loss of the current epoch
+  double samples_per_second = 0;
+  double eta_seconds = 0;
+  double test_accuracy = -1;  // after the last evaluated epoch; -1 before
+  std::string result;         // the JSON summary, once SUCCEEDED
+  int64_t updated_ms = 0;
 };
 
 struct GroupMember {

@@ -215,6 +215,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     TROUPE_RETURN_IF_ERROR(feed.begin_epoch(epoch).with_context("data of epoch " + std::to_string(epoch)));
     EpochTally tally;
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      if (replica.cancel && replica.cancel->load()) {
+        return unavailable("stopped at epoch " + std::to_string(epoch) + ", step " + std::to_string(s + 1));
+      }
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));

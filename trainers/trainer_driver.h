@@ -5,6 +5,7 @@
 // computes losses and gradients (trainers/api/trainer.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -47,6 +48,9 @@ struct Replica {
   BatchFeed* feed = nullptr;
   int64_t checksum_every = 100;
   std::chrono::milliseconds timeout{60000};   // per collective
+  // Set (from any thread) to stop before the next step: the call then returns
+  // unavailable("stopped at epoch E, step S").
+  const std::atomic<bool>* cancel = nullptr;
   // Gradients are all-reduced in buckets of about this many bytes by a communication thread, each
   // as soon as the trainer announces its blocks ready (Gradients::ready), overlapping backward
   // (trainers/grad_buckets.h). 0: one all-reduce of everything after forward_backward. With

@@ -1,0 +1,171 @@
+// `troupe submit`: ships a training job to the running cluster — its spec (and the user's trainer
+// library) into the GCS, its actors to the head, which places them as one gang — then follows it
+// with a progress bar until it ends and prints the summary (`--json`: the JSON of `troupe train
+// --json`, plus strategy, workers and per-worker samples/s). `--detach` prints the job id instead.
+#include <cstdio>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/actor_system.h"
+#include "actors/blocking_request.h"
+#include "actors/head_messages.h"
+#include "cli/cluster_commands.h"
+#include "cli/commands.h"
+#include "cli/job_follow.h"
+#include "cli/train_flags.h"
+#include "gcs/events.h"
+#include "gcs/tables.h"
+#include "trainers/job/job_actors.h"
+#include "trainers/job/job_spec.h"
+#include "trainers/trainer_library_store.h"
+
+namespace troupe::cli {
+namespace {
+
+struct SubmitFlags {
+  TrainFlags train;
+  job::JobSpec spec;
+  bool detach = false;
+  double pending_timeout = 60;
+  double stall_timeout = 300;
+};
+
+// Refuses a job that could never be placed: more CPUs or GPUs than all ALIVE nodes have together.
+Status check_capacity(gcs::Store& store, const job::JobSpec& spec, int actors, int servers) {
+  auto nodes = gcs::Table<gcs::NodeRecord>(store).list();
+  if (!nodes.ok()) return nodes.status();
+  double cpus = 0, gpus = 0;
+  int alive = 0;
+  for (const gcs::NodeRecord& n : *nodes) {
+    if (n.state != gcs::NodeState::alive) continue;
+    ++alive;
+    cpus += n.total.cpus;
+    gpus += n.total.gpus;
+  }
+  const double need_cpus = spec.cpus_per_worker * actors + 1.0 * servers;
+  const double need_gpus = spec.gpus_per_worker * actors;
+  auto fmt = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  if (need_cpus > cpus + 1e-9) {
+    return invalid_argument(std::to_string(actors) + " workers" +
+                            (servers ? " and " + std::to_string(servers) + " parameter servers" : std::string()) +
+                            " need " + fmt(need_cpus) + " cpus; the cluster has " + fmt(cpus) + " on " +
+                            std::to_string(alive) + " alive node(s): use fewer --workers, a smaller "
+                            "--cpus-per-worker, or add nodes (troupe up --nodes N)");
+  }
+  if (need_gpus > gpus + 1e-9) {
+    return invalid_argument(std::to_string(actors) + " workers need " + fmt(need_gpus) + " gpus; the cluster has " +
+                            fmt(gpus) + " on " + std::to_string(alive) + " alive node(s)");
+  }
+  return {};
+}
+
+actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
+  actors::SubmitJob s;
+  s.job_id = id.hex();
+  const std::string prefix = "job-" + id.short_hex() + "-";
+  for (int r = 0; r < spec.workers; ++r) {
+    s.actors.push_back({job::kWorkerActorType, prefix + "worker-" + std::to_string(r), spec.cpus_per_worker,
+                        spec.gpus_per_worker, {id.hex(), std::to_string(r)}});
+  }
+  for (int p = 0; p < spec.ps; ++p) {
+    s.actors.push_back({job::kServerActorType, prefix + "ps-" + std::to_string(p), 1.0, 0, {id.hex(), std::to_string(p)}});
+  }
+  return s;
+}
+
+}  // namespace
+
+Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
+  auto* cmd = app.add_subcommand("submit", "Train on the running cluster: sync, async or central, N workers");
+  auto f = std::make_shared<SubmitFlags>();
+  job::JobSpec& s = f->spec;
+  add_train_flags(cmd, f->train, "Examples per step over all workers (the global batch)");
+  cmd->add_option("--strategy", s.strategy, "sync (all-reduce), async (parameter servers) or central")
+      ->check(CLI::IsMember({"sync", "async", "central"}))->capture_default_str();
+  cmd->add_option("--workers", s.workers, "Trainer actors (replicas)")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--ps", s.ps, "Parameter-server actors (async)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--staleness", s.staleness, "async: steps a worker may run ahead of the slowest (default: unbounded)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shard-policy", s.shard_policy, "How async workers' shards are cut: contiguous, stratified, interleaved")
+      ->check(CLI::IsMember({"contiguous", "stratified", "interleaved"}))->capture_default_str();
+  cmd->add_option("--cpus-per-worker", s.cpus_per_worker, "CPUs each worker needs")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--gpus-per-worker", s.gpus_per_worker, "GPUs each worker needs")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--transport", s.transport, "sync: auto, shm, tcp or hierarchical")
+      ->check(CLI::IsMember({"auto", "shm", "tcp", "hierarchical"}))->capture_default_str();
+  cmd->add_option("--checksum-every", s.checksum_every, "sync: steps between parameter checksums (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
+  cmd->add_flag("--detach", f->detach, "Print the job id and return at once");
+  cmd->add_option("--pending-timeout", f->pending_timeout, "Seconds to wait for a PENDING job to start")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--stall-timeout", f->stall_timeout, "Give up following when the job reports nothing for this long")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+
+  return [f, &global]() -> int {
+    job::JobSpec spec = f->spec;
+    TROUPE_RETURN_IF_ERROR_CLI(finish_train_flags(f->train), "submit");
+    spec.train = f->train.options;
+    auto info = Session::current().read_cluster();
+    if (!info.ok()) return report_error("submit", info.status());
+    auto store = connect_gcs(*info);
+    if (!store.ok()) return report_error("submit", store.status());
+    if (!f->train.lib.empty()) {
+      auto lib = put_trainer_library(**store, f->train.lib);
+      if (!lib.ok()) return report_error("submit", lib.status().with_context("--lib"));
+      spec.library = lib->checksum;
+    }
+    TROUPE_RETURN_IF_ERROR_CLI(job::validate(spec), "submit");
+    TROUPE_RETURN_IF_ERROR_CLI(check_capacity(**store, spec, spec.workers, spec.ps), "submit");
+
+    gcs::JobRecord job;
+    job.id = JobId::random();
+    job.name = spec.name;
+    job.strategy = spec.strategy;
+    job.workers = spec.workers;
+    job.ps = spec.ps;
+    job.epochs = spec.train.epochs;
+    job.spec = job::to_settings(spec);
+    job.submitted_ms = gcs::now_ms();
+    job.updated_ms = job.submitted_ms;
+    job.message = "submitted";
+    TROUPE_RETURN_IF_ERROR_CLI(gcs::Table<gcs::JobRecord>(**store).put(job), "submit");
+
+    auto hp = actors::parse_host_port(info->head_address);
+    if (!hp.ok()) return report_error("submit", hp.status());
+    auto sys = actors::ActorSystem::start(actors::ActorSystemOptions{});
+    if (!sys.ok()) return report_error("submit", sys.status());
+    auto head = (*sys)->connect(hp->first, hp->second);
+    if (!head.ok()) return report_error("submit", head.status().with_context("reaching the head"));
+    auto reply = actors::request_blocking<actors::SubmitJobReply>((*sys)->system(), *head, std::chrono::seconds(60),
+                                                                  submit_message(job.id, spec),
+                                                                  "submitting job " + job.id.short_hex());
+    if (!reply.ok()) return report_error("submit", reply.status());
+    if (f->detach) {
+      if (f->train.json) {
+        std::printf("%s\n", nlohmann::json{{"job_id", job.id.hex()}, {"started", reply->started},
+                                           {"pending_reason", reply->pending_reason}}.dump().c_str());
+      } else {
+        std::printf("%s\n", job.id.hex().c_str());
+      }
+      return 0;
+    }
+    std::fprintf(stderr, "job %s submitted (%s, %d workers%s); `troupe stop %s` stops it\n", job.id.short_hex().c_str(),
+                 spec.strategy.c_str(), spec.workers, spec.ps ? (", " + std::to_string(spec.ps) + " ps").c_str() : "",
+                 job.id.short_hex().c_str());
+    FollowOptions fo;
+    fo.progress = global.config.progress && !f->train.no_progress;
+    fo.progress_interval_ms = global.config.progress_interval_ms;
+    fo.pending_timeout = std::chrono::milliseconds(static_cast<int64_t>(f->pending_timeout * 1000));
+    fo.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(f->stall_timeout * 1000));
+    fo.json = f->train.json;
+    return follow_job(**store, job.id, fo);
+  };
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,80 @@
+#include "trainers/job/job_actors.h"
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/actor_system.h"
+#include "caf/all.hpp"
+#include "trainers/job/job_worker.h"
+
+namespace troupe::job {
+namespace {
+
+using done_atom = caf::atom_constant<caf::atom("jobdone")>;
+
+using Body = std::function<Status(const actors::NodeEnvironment&, const MemberArgs&, const std::atomic<bool>&)>;
+
+struct MemberState {
+  std::atomic<bool> cancel{false};
+  std::thread thread;
+  ~MemberState() {
+    cancel = true;
+    if (thread.joinable()) thread.join();
+  }
+};
+
+caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_ptr<actors::NodeEnvironmentSlot> slot,
+                           MemberArgs args, Body body) {
+  actors::report_exceptions(self);
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  std::atomic<bool>* cancel = &self->state.cancel;
+  self->state.thread = std::thread([me, slot, args, body, cancel]() mutable {
+    Status st;
+    auto env = slot->wait(std::chrono::seconds(10));
+    if (!env.ok()) {
+      st = env.status();
+    } else {
+      try {
+        st = body(*env, args, *cancel);
+      } catch (const std::exception& e) {
+        st = internal_error(std::string("uncaught exception: ") + e.what());
+      }
+    }
+    if (!st.ok()) spdlog::error("job {} actor {}: {}", args.job.short_hex(), args.index, st.to_string());
+    caf::anon_send(me, done_atom::value, static_cast<int32_t>(st.code()), st.message());
+    me = nullptr;  // do not keep the actor alive
+  });
+  return {
+      [self](done_atom, int32_t code, const std::string& message) {
+        if (code == 0) {
+          self->quit();
+        } else {
+          self->quit(actors::to_error(Status(static_cast<Code>(code), message)));
+        }
+      },
+  };
+}
+
+actors::ActorFactory member_factory(std::shared_ptr<actors::NodeEnvironmentSlot> env, Body body) {
+  return [env, body](caf::actor_system& sys, const std::vector<std::string>& args) -> Expected<caf::actor> {
+    auto parsed = parse_member_args(args);
+    if (!parsed.ok()) return parsed.status();
+    return sys.spawn<caf::detached>(member_actor, env, *parsed, body);
+  };
+}
+
+}  // namespace
+
+Status add_job_actor_types(actors::Registry& registry, std::shared_ptr<actors::NodeEnvironmentSlot> env) {
+  TROUPE_RETURN_IF_ERROR(registry.add(kWorkerActorType, member_factory(env, run_worker)));
+  return registry.add(kServerActorType,
+                      member_factory(env, [](const actors::NodeEnvironment&, const MemberArgs&,
+                                             const std::atomic<bool>&) -> Status {
+                        return unavailable("parameter servers are not available yet in this build");
+                      }));
+}
+
+}  // namespace troupe::job

@@ -1,0 +1,197 @@
+#include "trainers/job/job_spec.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <type_traits>
+#include <sstream>
+
+namespace troupe::job {
+namespace {
+
+// Text <-> value for the field types of a spec. Parsers return false for text that is not a value.
+std::string text(const std::string& v) { return v; }
+std::string text(int64_t v) { return std::to_string(v); }
+std::string text(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+bool parse(const std::string& s, std::string* out) {
+  *out = s;
+  return true;
+}
+bool parse(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0) return false;
+  *out = v;
+  return true;
+}
+bool parse(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (*end != '\0') return false;
+  *out = v;
+  return true;
+}
+std::string join(const std::vector<std::string>& items, char sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? std::string(1, sep) : "") + items[i];
+  return out;
+}
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  return out;
+}
+
+struct Field {
+  std::function<std::string(const JobSpec&)> get;
+  std::function<bool(const std::string&, JobSpec&)> set;
+};
+
+// A field of type T reached through `ref` (a pointer into the spec); int and float fields go
+// through int64_t and double.
+template <class T, class Ref>
+Field field(Ref ref) {
+  return {[ref](const JobSpec& s) {
+            using V = std::conditional_t<std::is_integral<T>::value, int64_t,
+                                         std::conditional_t<std::is_floating_point<T>::value, double, T>>;
+            return text(static_cast<V>(*ref(const_cast<JobSpec&>(s))));
+          },
+          [ref](const std::string& v, JobSpec& s) {
+            using V = std::conditional_t<std::is_integral<T>::value, int64_t,
+                                         std::conditional_t<std::is_floating_point<T>::value, double, T>>;
+            V value{};
+            if (!parse(v, &value)) return false;
+            *ref(s) = static_cast<T>(value);
+            return true;
+          }};
+}
+
+const std::map<std::string, Field>& fields() {
+  static const std::map<std::string, Field> table = [] {
+    std::map<std::string, Field> f;
+    f["name"] = field<std::string>([](JobSpec& s) { return &s.name; });
+    f["strategy"] = field<std::string>([](JobSpec& s) { return &s.strategy; });
+    f["workers"] = field<int>([](JobSpec& s) { return &s.workers; });
+    f["ps"] = field<int>([](JobSpec& s) { return &s.ps; });
+    f["staleness"] = field<int>([](JobSpec& s) { return &s.staleness; });
+    f["shard_policy"] = field<std::string>([](JobSpec& s) { return &s.shard_policy; });
+    f["library"] = field<std::string>([](JobSpec& s) { return &s.library; });
+    f["cpus_per_worker"] = field<double>([](JobSpec& s) { return &s.cpus_per_worker; });
+    f["gpus_per_worker"] = field<double>([](JobSpec& s) { return &s.gpus_per_worker; });
+    f["transport"] = field<std::string>([](JobSpec& s) { return &s.transport; });
+    f["checksum_every"] = field<int64_t>([](JobSpec& s) { return &s.checksum_every; });
+    f["collective_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.collective_timeout_ms; });
+    f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
+    f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
+    f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
+    f["epochs"] = field<int>([](JobSpec& s) { return &s.train.epochs; });
+    f["batch_size"] = field<int>([](JobSpec& s) { return &s.train.batch_size; });
+    f["optimizer"] = field<std::string>([](JobSpec& s) { return &s.train.optimizer; });
+    f["lr"] = field<float>([](JobSpec& s) { return &s.train.lr; });
+    f["lr_scaling"] = field<std::string>([](JobSpec& s) { return &s.train.lr_scaling; });
+    f["lr_reference_batch"] = field<int>([](JobSpec& s) { return &s.train.lr_reference_batch; });
+    f["warmup_steps"] = field<int64_t>([](JobSpec& s) { return &s.train.warmup_steps; });
+    f["accumulate"] = field<int>([](JobSpec& s) { return &s.train.accumulate; });
+    f["lr_schedule"] = field<std::string>([](JobSpec& s) { return &s.train.lr_schedule; });
+    f["momentum"] = field<float>([](JobSpec& s) { return &s.train.momentum; });
+    f["weight_decay"] = field<float>([](JobSpec& s) { return &s.train.weight_decay; });
+    f["seed"] = field<uint64_t>([](JobSpec& s) { return &s.train.seed; });
+    f["max_steps"] = field<int64_t>([](JobSpec& s) { return &s.train.max_steps; });
+    f["loss_check_every"] = field<int64_t>([](JobSpec& s) { return &s.train.loss_check_every; });
+    f["cpu_threads"] = field<int>([](JobSpec& s) { return &s.train.cpu_threads; });
+    // Lists: hidden layer sizes "256,128" and trainer args joined by ';' (an arg holds no ';').
+    f["hidden"] = {[](const JobSpec& s) {
+                     std::vector<std::string> v;
+                     for (int h : s.train.hidden) v.push_back(std::to_string(h));
+                     return join(v, ',');
+                   },
+                   [](const std::string& v, JobSpec& s) {
+                     s.train.hidden.clear();
+                     for (const std::string& item : split(v, ',')) {
+                       int64_t h = 0;
+                       if (!parse(item, &h)) return false;
+                       s.train.hidden.push_back(static_cast<int>(h));
+                     }
+                     return true;
+                   }};
+    f["trainer_args"] = {[](const JobSpec& s) { return join(s.train.trainer_args, ';'); },
+                         [](const std::string& v, JobSpec& s) {
+                           s.train.trainer_args = split(v, ';');
+                           return true;
+                         }};
+    return f;
+  }();
+  return table;
+}
+
+}  // namespace
+
+Status validate(const JobSpec& s) {
+  if (s.strategy != "sync" && s.strategy != "async" && s.strategy != "central") {
+    return invalid_argument("--strategy '" + s.strategy + "' is not one of sync, async, central");
+  }
+  if (s.workers < 1 || s.workers > 4096) {
+    return invalid_argument("--workers must be in [1, 4096] (got " + std::to_string(s.workers) + ")");
+  }
+  if (s.strategy == "async" && (s.ps < 1 || s.ps > 1024)) {
+    return invalid_argument("--strategy async needs --ps N parameter servers, N in [1, 1024] (got " +
+                            std::to_string(s.ps) + ")");
+  }
+  if (s.strategy != "async" && s.ps != 0) {
+    return invalid_argument("--ps is for --strategy async (" + s.strategy + " keeps no parameter servers)");
+  }
+  if (s.staleness < -1) return invalid_argument("--staleness must be >= 0, or -1 for unbounded");
+  if (s.cpus_per_worker < 0 || s.gpus_per_worker < 0) return invalid_argument("resources per worker must be >= 0");
+  const int parts = s.workers * s.train.accumulate;
+  if (s.train.batch_size % parts != 0) {
+    return invalid_argument("--batch-size " + std::to_string(s.train.batch_size) + " (the global batch) does not "
+                            "divide among " + std::to_string(s.workers) + " workers" +
+                            (s.train.accumulate > 1 ? " x " + std::to_string(s.train.accumulate) + " micro-batches" : "") +
+                            "; use a multiple of " + std::to_string(parts));
+  }
+  if (s.transport != "auto" && s.transport != "shm" && s.transport != "tcp" && s.transport != "hierarchical") {
+    return invalid_argument("--transport '" + s.transport + "' is not one of auto, shm, tcp, hierarchical");
+  }
+  if (s.collective_timeout_ms < 1) return invalid_argument("collective_timeout_ms must be >= 1");
+  for (const std::string& a : s.train.trainer_args) {
+    if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");
+  }
+  return s.train.validate();
+}
+
+std::vector<std::string> to_settings(const JobSpec& spec) {
+  std::vector<std::string> out;
+  for (const auto& [key, f] : fields()) out.push_back(key + "=" + f.get(spec));
+  return out;
+}
+
+Expected<JobSpec> from_settings(const std::vector<std::string>& settings) {
+  JobSpec spec;
+  for (const std::string& item : settings) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) return corrupt_data("job setting '" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq);
+    auto f = fields().find(key);
+    if (f == fields().end()) {
+      return corrupt_data("job setting '" + key + "' is not known to this troupe (submitted by a newer one?)");
+    }
+    if (!f->second.set(item.substr(eq + 1), spec)) {
+      return corrupt_data("job setting '" + item + "': the value does not parse");
+    }
+  }
+  return spec;
+}
+
+}  // namespace troupe::job

@@ -1,0 +1,50 @@
+// What a submitted job asks for (JobSpec) and how it travels: as "key=value" settings in the job's
+// GCS record (JobRecord::spec), read back by every actor of the job. One table of keys below, so
+// the submitter and the workers cannot disagree on a name.
+//
+//   strategy       sync | async | central
+//   workers        trainer actors (replicas); ps: parameter-server actors (async)
+//   staleness      async: how many steps a worker may run ahead of the slowest (-1: unbounded)
+//   shard_policy   contiguous | stratified | interleaved (sync always uses interleaved: see below)
+//   library        checksum of the trainer library in the GCS ("" for built-in trainers)
+//   cpus_per_worker, gpus_per_worker, transport (auto | shm | tcp | hierarchical), checksum_every,
+//   collective_timeout_ms, and every TrainOptions field the CLI sets (model, epochs, batch_size,
+//   optimizer, lr, ...).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/train_options.h"
+
+namespace troupe::job {
+
+struct JobSpec {
+  std::string name;
+  std::string strategy = "sync";
+  int workers = 1;
+  int ps = 0;
+  int staleness = -1;
+  std::string shard_policy = "stratified";
+  std::string library;             // checksum; empty: the trainer is built in
+  double cpus_per_worker = 1;
+  double gpus_per_worker = 0;
+  std::string transport = "auto";
+  int64_t checksum_every = 100;
+  int64_t collective_timeout_ms = 60000;
+  TrainOptions train;
+};
+
+// invalid_argument naming the first bad field: an unknown strategy, workers < 1, async without
+// parameter servers (or servers for another strategy), a global batch that does not divide among
+// the workers, and TrainOptions::validate's refusals.
+Status validate(const JobSpec& spec);
+
+std::vector<std::string> to_settings(const JobSpec& spec);
+// corrupt_data naming the item for an item that is not key=value or whose value does not parse;
+// unknown keys are refused too (a newer submitter), naming them.
+Expected<JobSpec> from_settings(const std::vector<std::string>& settings);
+
+}  // namespace troupe::job

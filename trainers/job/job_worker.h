@@ -1,0 +1,36 @@
+// The body of a job's actors, run on a thread of their own inside a node process
+// (trainers/job/job_actors.h): everything between "this actor is rank r of job J" and the job's
+// result in the GCS.
+//
+//   worker (sync):  read the job's spec from the GCS -> fetch and load its trainer library -> load
+//                   the dataset -> form the collective group "job-<id>" (shm / tcp / hierarchical by
+//                   where the workers are) -> train_replica on batches of the shards it claims
+//                   (trainers/job/ledger_feed.h) -> rank 0 records progress, metrics and the result.
+//
+// Errors name the job, the rank and the step; the actor exits with them, and the head's job
+// supervisor fails the job with that reason.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "actors/node_environment.h"
+#include "core/ids.h"
+#include "core/status.h"
+
+namespace troupe::job {
+
+// The arguments of a job actor: {job id hex, index (rank for workers, shard for servers), actor id
+// hex}. The head's job supervisor appends the actor id.
+struct MemberArgs {
+  JobId job;
+  int index = 0;
+  ActorId actor;
+};
+Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args);
+
+// Runs worker `args.index` of the job until it ends, fails, or `cancel` is set.
+Status run_worker(const actors::NodeEnvironment& env, const MemberArgs& args, const std::atomic<bool>& cancel);
+
+}  // namespace troupe::job

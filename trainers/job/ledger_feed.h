@@ -1,0 +1,65 @@
+// The data of a job's worker: shards of each epoch claimed from the job's shard ledger in the GCS
+// (trainers/data/shard_ledger.h), batched ahead on background threads by the input pipeline,
+// progress reported back as batches are trained, so the ledger always says which examples of an
+// epoch were trained and by whom.
+//
+// Every worker plans the same epochs (a pure function of the seed) and records them in the ledger
+// (idempotent), so no one waits for a coordinator to do it. In a sync job (one_shard_per_epoch)
+// each worker trains exactly one shard per epoch, in lockstep with the others: with the interleaved
+// plan of S = workers shards and blocks of the per-worker batch, the t-th batches of all shards
+// together are the t-th global batch of `troupe train`.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/ids.h"
+#include "gcs/store.h"
+#include "trainers/batch_feed.h"
+#include "trainers/data/input_pipeline.h"
+#include "trainers/data/shard_ledger.h"
+#include "trainers/data/shard_plan.h"
+#include "trainers/data/shard_source.h"
+
+namespace troupe::job {
+
+struct LedgerFeedOptions {
+  data::ShardPlanOptions plan;
+  int64_t batch_size = 32;          // this worker's batch
+  bool one_shard_per_epoch = false; // sync: each worker trains one shard per epoch
+  int threads = 2;                  // input pipeline producers
+  int depth = 4;
+  int report_every = 8;             // batches between progress reports of a shard
+};
+
+class LedgerFeed final : public BatchFeed {
+ public:
+  // `data` and `store` must outlive the feed.
+  LedgerFeed(const Dataset& data, gcs::Store& store, JobId job, WorkerId worker, LedgerFeedOptions options);
+  ~LedgerFeed() override;
+
+  Status begin_epoch(int epoch) override;
+  Expected<bool> next(Batch* out) override;
+  Status trained() override;
+  Status end_epoch() override;
+  double data_wait_ms() const override;
+
+ private:
+  const Dataset& data_;
+  gcs::Store& store_;
+  JobId job_;
+  WorkerId worker_;
+  LedgerFeedOptions options_;
+  data::ShardLedger ledger_;
+  int epoch_ = 0;
+  data::ShardPlan plan_;
+  std::unique_ptr<data::InputPipeline> pipeline_;
+  std::unique_ptr<data::ShardProgress> progress_;
+  std::optional<data::Batch> current_;
+  std::vector<int64_t> held_;       // shards this worker took this epoch
+  bool ended_ = false;              // the pipeline returned its end
+  double wait_ms_done_ = 0;         // data wait of finished epochs
+};
+
+}  // namespace troupe::job
