@@ -89,7 +89,7 @@ float MlpCpu::evaluate(const float* params, const float* x, const int32_t* label
 }
 
 float MlpCpu::forward_backward(const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-                               int64_t* correct) {
+                               int64_t* correct, const std::function<void(int layer, bool weights)>& done) {
   forward(params, x, batch);
   const int last = layout_.layers() - 1;
   // dacts_[l] holds dLoss/d(output of layer l), starting from the logits' gradient.
@@ -97,9 +97,13 @@ float MlpCpu::forward_backward(const float* params, const float* x, const int32_
   const float loss = cpu::softmax_xent(acts_[last].data(), labels, batch, layout_.dims.back(), d, correct);
   for (int l = last; l >= 0; --l) {
     const float* input = l == 0 ? x : acts_[l - 1].data();
+    // The bias first: it is final before the weight gradient's matmul, which a caller may overlap
+    // with synchronising it (the blocks after it in the layout are final too).
+    cpu::bias_grad(d, batch, layout_.out(l), grads + layout_.bias_offset[l]);
+    if (done) done(l, false);
     cpu::matmul(true, false, layout_.in(l), layout_.out(l), batch, 1.0f, input, d, 0.0f,
                 grads + layout_.weight_offset[l]);
-    cpu::bias_grad(d, batch, layout_.out(l), grads + layout_.bias_offset[l]);
+    if (done) done(l, true);  // the input gradient below only reads d and W_l
     if (l > 0) {  // the input gradient of the first layer is never needed
       float* dprev = dacts_[l - 1].data();
       cpu::matmul(false, true, batch, layout_.in(l), layout_.out(l), 1.0f, d, params + layout_.weight_offset[l],

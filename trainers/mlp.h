@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,11 @@ class MlpCpu {
 
   // Forward and backward of `batch` rows of `x` [batch x in] with labels; writes dL/dparams into
   // `grads` (overwritten, same layout as params). Returns the mean loss; `correct` (if not null)
-  // gets the number of rows classified right.
+  // gets the number of rows classified right. `done` (if set) is called as soon as a block's gradient
+  // is final, in reverse layout order: (l, false) for b_l, then (l, true) for W_l, last layer first,
+  // while the rest of backward is still to do.
   float forward_backward(const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-                         int64_t* correct);
+                         int64_t* correct, const std::function<void(int layer, bool weights)>& done = {});
   // Forward only; returns the mean loss and the number of rows classified right in `correct`.
   float evaluate(const float* params, const float* x, const int32_t* labels, int batch, int64_t* correct);
 

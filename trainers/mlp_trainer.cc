@@ -30,8 +30,8 @@ class MlpTrainer final : public Trainer {
     if (!layout.ok()) return layout.status();
     for (int l = 0; l < layout->layers(); ++l) {
       const Init init = Init::uniform(1.0f / std::sqrt(static_cast<float>(layout->in(l))));
-      space.declare("w" + std::to_string(l), {layout->in(l), layout->out(l)}, init);
-      space.declare("b" + std::to_string(l), {layout->out(l)}, init);
+      weights_.push_back(space.declare("w" + std::to_string(l), {layout->in(l), layout->out(l)}, init));
+      biases_.push_back(space.declare("b" + std::to_string(l), {layout->out(l)}, init));
     }
     model_ = std::make_unique<MlpCpu>(*layout);
     return {};
@@ -40,8 +40,12 @@ class MlpTrainer final : public Trainer {
   Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
     BatchStats s;
     s.correct = 0;
+    // Each block is announced as soon as backward finished it (b_l, then W_l, last layer first), so
+    // the runtime can all-reduce it while the earlier blocks' gradients are computed.
     s.loss = model_->forward_backward(params.data(), batch.inputs, batch.labels, static_cast<int>(batch.size),
-                                      grads.data(), &s.correct);
+                                      grads.data(), &s.correct, [&](int l, bool weights) {
+                                        grads.ready(weights ? weights_[l] : biases_[l]);
+                                      });
     return s;
   }
 
@@ -56,6 +60,7 @@ class MlpTrainer final : public Trainer {
 
  private:
   std::unique_ptr<MlpCpu> model_;
+  std::vector<Param> weights_, biases_;  // per layer
 };
 
 }  // namespace

@@ -147,7 +147,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   std::vector<float> params(space.size()), grads(space.size() + 2);
   init_parameters(space, o.seed, params.data());
   const Parameters param_view(params.data(), params.size());
-  Gradients grad_view(grads.data(), space.size());
+  std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
+  if (replica.comm && replica.bucket_bytes > 0)
+    buckets = std::make_unique<GradBucketSync>(*replica.comm, space,
+                                               GradBucketSync::Options{replica.bucket_bytes, replica.timeout});
+  Gradients grad_view(grads.data(), space.size(), buckets.get());
   TrainResult result;
   result.model = setup->model;
   result.device = "cpu";
@@ -188,6 +192,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       }
       if (!*more) break;
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
+      if (buckets) buckets->begin_step(grads.data(), epoch, s + 1);
       Expected<BatchStats> stats = BatchStats{0.0f, 0};
       for (int m = 0; m < o.accumulate && stats.ok(); ++m) {
         const Batch micro{batch.inputs + static_cast<size_t>(m) * micro_batch * features,
@@ -215,8 +220,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.comm) {
         grads[space.size()] = stats->loss;
         grads[space.size() + 1] = static_cast<float>(stats->correct);
-        Status st = replica.comm->allreduce(grads.data(), grads.data(), grads.size(), DType::f32,
-                                            collectives::ReduceOp::avg, sync);
+        Status st = buckets ? buckets->finish_step(&grads[space.size()])
+                            : replica.comm->allreduce(grads.data(), grads.data(), grads.size(), DType::f32,
+                                                      collectives::ReduceOp::avg, sync);
         if (!st.ok()) return st.with_context(where + ": all-reducing gradients at epoch " + std::to_string(epoch) +
                                              ", step " + std::to_string(s + 1));
         stats->loss = grads[space.size()];
@@ -253,6 +259,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   if (!kernels::cpu::all_finite(params.data(), params.size())) {
     return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
   }
+  if (buckets && replica.bucket_stats) *replica.bucket_stats = buckets->stats();
   finish_result(&result, step, o.batch_size, train_seconds);
   result.wall_seconds = seconds_since(job_start);
   if (final_params) *final_params = std::move(params);

@@ -14,6 +14,7 @@
 #include "trainers/api/trainer.h"
 #include "trainers/batch_feed.h"
 #include "trainers/fashion_mnist.h"
+#include "trainers/grad_buckets.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
@@ -50,6 +51,12 @@ struct Replica {
   // Set (from any thread) to stop before the next step: the call then returns
   // unavailable("stopped at epoch E, step S").
   const std::atomic<bool>* cancel = nullptr;
+  // Gradients are all-reduced in buckets of about this many bytes by a communication thread, each
+  // as soon as the trainer announces its blocks ready (Gradients::ready), overlapping backward
+  // (trainers/grad_buckets.h). 0: one all-reduce of everything after forward_backward. With
+  // TrainOptions::accumulate > 1 the buckets start only after the last micro-batch (no overlap).
+  size_t bucket_bytes = kDefaultBucketBytes;
+  GradBucketStats* bucket_stats = nullptr;  // if set, receives the buckets' timings after training
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch

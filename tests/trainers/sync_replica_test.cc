@@ -1,6 +1,8 @@
 // The sync strategy's replica loop (train_replica): N replicas over a collective group hold the
-// parameters one process training on the global batch would hold, to rounding; a global batch that
-// does not divide, replicas that diverge, and a replica that dies are clear errors on the others.
+// parameters one process training on the global batch would hold, to rounding, with gradients
+// all-reduced in buckets while backward runs (the default) or in one all-reduce after it; a global
+// batch that does not divide, replicas that diverge, a replica that dies and a trainer that misuses
+// Gradients::ready are clear errors on the others.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -29,7 +31,8 @@ struct ReplicaRun {
 // Runs one replica per thread over `transports`; `adjust` may change a replica's options.
 ReplicaRun run_replicas(std::vector<std::unique_ptr<Transport>> transports, const TrainOptions& o,
                         const Dataset& train, const Dataset& test,
-                        const std::function<void(int, TrainOptions&)>& adjust = {}) {
+                        const std::function<void(int, TrainOptions&)>& adjust = {},
+                        size_t bucket_bytes = kDefaultBucketBytes) {
   const size_t n = transports.size();
   ReplicaRun run{std::vector<Status>(n), std::vector<std::vector<float>>(n), std::vector<TrainResult>(n)};
   std::vector<std::thread> threads;
@@ -42,6 +45,7 @@ ReplicaRun run_replicas(std::vector<std::unique_ptr<Transport>> transports, cons
       replica.comm = &comm;
       replica.checksum_every = 10;
       replica.timeout = std::chrono::seconds(20);
+      replica.bucket_bytes = bucket_bytes;
       auto result = train_replica(mine, train, test, replica, {}, &run.params[r]);
       if (result.ok()) run.results[r] = *result; else run.status[r] = result.status();
     });
@@ -84,6 +88,25 @@ std::vector<Status> run_three_tiny(const std::function<void(int, TrainOptions&)>
   o.batch_size = 21;
   return run_replicas(make_inproc_group(3), o, train, test, adjust).status;
 }
+
+// A trainer of one block whose forward_backward announces it twice: a misuse of Gradients::ready.
+class ReadyTwice final : public Trainer {
+ public:
+  Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
+    w_ = space.declare("w", {ctx.data.features, ctx.data.classes}, Init::zeros());
+    return {};
+  }
+  Expected<BatchStats> forward_backward(const Batch&, const Parameters&, Gradients& grads) override {
+    grads.ready(w_);
+    grads.ready(w_);
+    return BatchStats{1.0f, -1};
+  }
+  Expected<BatchStats> evaluate(const Batch&, const Parameters&) override { return BatchStats{1.0f, -1}; }
+
+ private:
+  Param w_;
+};
+TROUPE_REGISTER_TRAINER("test-ready-twice", ReadyTwice);
 
 }  // namespace
 
@@ -180,5 +203,66 @@ TEST_CASE("sync: a replica that stops makes the others fail naming it instead of
     INFO(status[r].to_string());
     REQUIRE_FALSE(status[r].ok());
     CHECK(status[r].message().find("rank 1") != std::string::npos);
+    // The bucketed all-reduce of step 6 (the tiny MLP is one bucket) is where it shows.
+    CHECK(status[r].message().find("all-reducing gradients at epoch 1, step 6: gradient bucket 1 of 1 (blocks w0..b1") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("sync: replicas with gradient buckets hold the parameters of replicas with one all-reduce",
+          "[sync][buckets][equivalence]") {
+  auto loaded_train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto loaded_test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(loaded_train.ok());
+  REQUIRE(loaded_test.ok());
+  TrainOptions o = job();
+  o.max_steps = 60;
+  o.epochs = 1;
+  std::vector<float> single;
+  REQUIRE(train_with_trainer(o, *loaded_train, *loaded_test, {}, &single).ok());
+  ReplicaRun whole = run_replicas(make_inproc_group(4), o, *loaded_train, *loaded_test, {}, 0);
+  REQUIRE(whole.status[0].ok());
+  // 16 KiB: 5 buckets; 256 KiB (the default): 2; 4 MiB: one bucket, still through the comm thread.
+  for (size_t bytes : {size_t{16} << 10, size_t{256} << 10, size_t{4} << 20}) {
+    ReplicaRun run = run_replicas(make_inproc_group(4), o, *loaded_train, *loaded_test, {}, bytes);
+    for (int r = 0; r < 4; ++r) {
+      INFO(bytes << " bytes, replica " << r << ": " << run.status[r].to_string());
+      REQUIRE(run.status[r].ok());
+      CHECK(run.params[r] == run.params[0]);
+      CHECK(run.results[r].steps == 60);
+    }
+    INFO(bytes << " bytes: largest element difference " << max_abs_difference(run.params[0], whole.params[0]));
+    CHECK(relative_difference(run.params[0], whole.params[0]) <= 1e-6);
+    CHECK(relative_difference(run.params[0], single) <= 1e-5);
+  }
+}
+
+TEST_CASE("sync: a trainer that never calls ready() trains the same with buckets on", "[sync][buckets]") {
+  const Dataset train = blobs(400, 4, 5, 1), test = blobs(80, 4, 5, 2);
+  TrainOptions o = job();
+  o.model = "test-linear";  // tests/trainers/trainer_driver_test.cc: announces nothing
+  o.batch_size = 20;
+  o.lr = 0.01f;
+  ReplicaRun whole = run_replicas(make_inproc_group(2), o, train, test, {}, 0);
+  ReplicaRun bucketed = run_replicas(make_inproc_group(2), o, train, test, {}, 64);  // w and b apart
+  for (int r = 0; r < 2; ++r) {
+    INFO("replica " << r << ": " << whole.status[r].to_string() << " / " << bucketed.status[r].to_string());
+    REQUIRE(whole.status[r].ok());
+    REQUIRE(bucketed.status[r].ok());
+  }
+  CHECK(relative_difference(bucketed.params[0], whole.params[0]) <= 1e-6);
+}
+
+TEST_CASE("sync: a trainer that announces a block twice stops the job naming the block and the step",
+          "[sync][buckets][errors]") {
+  const Dataset train = blobs(100, 2, 3, 7), test = blobs(20, 2, 3, 8);
+  TrainOptions o = job();
+  o.model = "test-ready-twice";
+  o.batch_size = 20;
+  ReplicaRun run = run_replicas(make_inproc_group(2), o, train, test);
+  for (const Status& s : run.status) {
+    INFO(s.to_string());
+    CHECK(s.code() == Code::invalid_argument);
+    CHECK(s.message().find("at epoch 1, step 1: grads.ready() was called twice for block 'w'") != std::string::npos);
   }
 }

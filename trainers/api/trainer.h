@@ -27,6 +27,14 @@
 //   };
 //   TROUPE_REGISTER_TRAINER("logreg", LogReg);
 //
+// Overlapping gradient synchronisation with backward (optional): as soon as a block's gradient is
+// final, call `grads.ready(param)`; the runtime may then all-reduce it (in buckets of blocks, like
+// PyTorch DDP) while forward_backward goes on computing earlier layers. Announce blocks as backward
+// finishes them (any order is correct; the runtime's buckets follow reverse declaration order, the
+// usual order of backward, so that order overlaps most), and neither read nor write a block's
+// gradient after announcing it. Blocks never announced are synchronised after forward_backward
+// returns, so a trainer that never calls ready() is correct, only without overlap.
+//
 // Build it as a shared library against the installed troupe (find_package(troupe) and link
 // troupe::trainer_api, or pkg-config troupe); troupe loads it with `--lib` and refuses a library
 // built against another troupe version (trainers/trainer_library.h).
@@ -45,7 +53,7 @@
 
 // Bumped whenever a type of this header changes layout or a virtual function is added, removed or
 // reordered; with the troupe version it is what a library is checked against before it is used.
-#define TROUPE_TRAINER_ABI 1
+#define TROUPE_TRAINER_ABI 2  // 2: Gradients is a class with ready()
 
 namespace troupe {
 
@@ -152,7 +160,38 @@ class FlatBuffer {
   size_t size_;
 };
 using Parameters = FlatBuffer<const float>;
-using Gradients = FlatBuffer<float>;  // all zeros when forward_backward is called
+
+// Where Gradients::ready() reports to: implemented by the runtime (the gradient synchronisation of
+// a `sync` job); trainers only call ready().
+class GradientHook {
+ public:
+  virtual void ready(const Param& p) = 0;
+
+ protected:
+  ~GradientHook() = default;
+};
+
+// The gradient buffer handed to forward_backward: all zeros when it is called.
+class Gradients {
+ public:
+  Gradients(float* data, size_t size, GradientHook* hook = nullptr) : data_(data), size_(size), hook_(hook) {}
+  float* operator[](const Param& p) const { return data_ + p.offset; }
+  float* data() const { return data_; }
+  size_t size() const { return size_; }
+
+  // Announces that p's gradient is final for this call: the runtime may start synchronising it now
+  // (in place), so the trainer must not read or write it again before forward_backward returns. Optional (see the top
+  // of this header); a no-op where nothing synchronises. An unknown Param, or one announced twice
+  // in one call, fails the step after forward_backward returns with an error naming the block.
+  void ready(const Param& p) const {
+    if (hook_) hook_->ready(p);
+  }
+
+ private:
+  float* data_;
+  size_t size_;
+  GradientHook* hook_;
+};
 
 // ---- what a trainer is fed and returns ----
 
@@ -180,8 +219,9 @@ class Trainer {
   virtual Status setup(const TrainerContext& ctx, ParameterSpace& space) = 0;
 
   // The mean loss of `batch` and its gradient with respect to every parameter, written into `grads`
-  // (zero on entry; write or add). Called once per step; the runtime then synchronises the gradients
-  // and applies the optimizer. A non-finite loss is caught by the runtime.
+  // (zero on entry; write or add), announcing finished blocks with grads.ready() if it can. Called once
+  // per step (per micro-batch when accumulating); the runtime then synchronises what is left of the
+  // gradients and applies the optimizer. A non-finite loss is caught by the runtime.
   virtual Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params,
                                                 Gradients& grads) = 0;
 

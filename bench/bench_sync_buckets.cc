@@ -1,0 +1,229 @@
+// bench_sync_buckets: step time of `sync` data-parallel training of the MLP (784-256-128-10, Adam,
+// one BLAS thread per replica) with the gradients all-reduced in one call after backward
+// (bucket 0) against buckets all-reduced by the comm thread while backward runs
+// (trainers/grad_buckets.h), for 2 and 4 replicas as threads of this process over shared memory
+// and over TCP loopback.
+//
+//   build/bin/bench_sync_buckets                                 # table for docs/benchmarks.md
+//   build/bin/bench_sync_buckets --replicas 4 --transports shm --buckets 0,65536,262144 --runs 7
+//
+// Each job is one fresh group and one train_replica job per replica of --steps steps (training
+// time only (samples_per_second), evaluation excluded; the step time is the slowest replica's). Every
+// configuration runs one untimed 10-step job first; then --runs rounds run every configuration once,
+// so drift in the machine's load hits all of them alike. The table gives the median step time, its
+// ratio to the first --buckets entry's (0: one all-reduce), and, from the comm thread's own clock
+// (GradBucketStats), the all-reduce time per step, the time per step the trainer still waited for it
+// after backward, and the share of the all-reduce time that ran before forward_backward returned
+// (hidden behind it; the rest the step waits for, or it runs while the step winds up). Every job checks
+// that all replicas end with the same parameters bit for bit, and that bucketed jobs match the
+// first entry's to 1e-5 relative.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "bench/bench_common.h"
+#include "collectives/shm_transport.h"
+#include "collectives/tcp_transport.h"
+#include "kernels/cpu/blas_info.h"
+#include "trainers/trainer_driver.h"
+
+using namespace troupe;
+using namespace troupe::bench;
+using namespace troupe::collectives;
+
+namespace {
+
+Dataset synthetic(int64_t count, uint64_t seed) {
+  Dataset d;
+  d.count = count;
+  d.rows = d.cols = 28;
+  d.classes = 10;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  d.images.resize(static_cast<size_t>(count) * 784);
+  for (auto& p : d.images) p = pixel(rng);
+  for (int64_t i = 0; i < count; ++i) d.labels.push_back(static_cast<int32_t>(rng() % 10));
+  return d;
+}
+
+// One group of `n` transports of `kind` ("shm" or "tcp"), formed concurrently.
+Expected<std::vector<std::unique_ptr<Transport>>> make_group(const std::string& kind, int n, int generation) {
+  std::vector<std::unique_ptr<Transport>> transports(n);
+  std::vector<Status> status(n);
+  std::vector<TcpListener> listeners;
+  std::vector<std::string> addresses;
+  if (kind == "tcp")
+    for (int r = 0; r < n; ++r) {
+      auto l = TcpListener::open("127.0.0.1");
+      if (!l.ok()) return l.status();
+      addresses.push_back("127.0.0.1:" + std::to_string(l->port()));
+      listeners.push_back(std::move(*l));
+    }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Expected<std::unique_ptr<Transport>> t = unavailable("unknown transport " + kind);
+      if (kind == "shm") {
+        ShmGroupOptions s;
+        s.name = "bench-buckets-" + std::to_string(::getpid()) + "." + std::to_string(generation);
+        s.rank = r;
+        s.size = n;
+        t = connect_shm_group(s);
+      } else if (kind == "tcp") {
+        TcpGroupOptions o;
+        o.group = "bench-buckets";
+        o.generation = generation;
+        t = connect_tcp_group(r, std::move(listeners[r]), addresses, o);
+      }
+      if (t.ok()) transports[r] = std::move(*t); else status[r] = t.status();
+    });
+  for (auto& t : threads) t.join();
+  for (auto& s : status)
+    if (!s.ok()) return s;
+  return transports;
+}
+
+struct RunResult {
+  double step_seconds = 0;  // the slowest replica's train time / steps
+  GradBucketStats stats;    // rank 0's
+  std::vector<float> params;
+};
+
+Expected<RunResult> run_once(const std::string& kind, int n, size_t bucket_bytes, const TrainOptions& o,
+                             const Dataset& train, const Dataset& test, int generation) {
+  auto group = make_group(kind, n, generation);
+  if (!group.ok()) return group.status();
+  std::vector<Status> status(n);
+  std::vector<TrainResult> results(n);
+  std::vector<std::vector<float>> params(n);
+  GradBucketStats stats;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Communicator comm(std::move((*group)[r]));
+      Replica replica;
+      replica.comm = &comm;
+      replica.checksum_every = 0;
+      replica.bucket_bytes = bucket_bytes;
+      replica.bucket_stats = r == 0 ? &stats : nullptr;
+      auto res = train_replica(o, train, test, replica, {}, &params[r]);
+      if (res.ok()) results[r] = *res; else status[r] = res.status();
+    });
+  for (auto& t : threads) t.join();
+  RunResult out;
+  for (int r = 0; r < n; ++r) {
+    if (!status[r].ok()) return status[r].with_context("replica " + std::to_string(r));
+    if (params[r] != params[0]) return internal_error("replica " + std::to_string(r) + " ended with other parameters");
+    out.step_seconds = std::max(out.step_seconds, o.batch_size / results[r].samples_per_second);
+  }
+  out.stats = stats;
+  out.params = std::move(params[0]);
+  return out;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  troupe::kernels::cpu::reexec_for_blas(argv);
+  TrainOptions o;
+  o.epochs = 1;
+  o.evaluate_each_epoch = false;
+  int runs = 5;
+  int64_t steps = 100;
+  std::vector<int> replica_counts{2, 4};
+  std::vector<std::string> transports{"shm", "tcp"};
+  std::vector<size_t> buckets{0, 64 << 10, 256 << 10};
+  CLI::App app{"Step time of sync training with gradient buckets overlapping backward vs one all-reduce"};
+  app.add_option("--runs", runs, "Timed jobs per configuration (medians are reported)")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--steps", steps, "Steps per job")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Global batch (divided among the replicas)")
+      ->check(CLI::Range(1, 65536))->capture_default_str();
+  app.add_option("--hidden", o.hidden, "Hidden layer sizes")->delimiter(',')->capture_default_str();
+  app.add_option("--replicas", replica_counts, "Replica counts")->delimiter(',')->capture_default_str();
+  app.add_option("--transports", transports, "shm and/or tcp (loopback)")->delimiter(',')->capture_default_str();
+  app.add_option("--buckets", buckets, "Bucket sizes in bytes; 0 = one all-reduce after backward")
+      ->delimiter(',')->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  const Dataset train = synthetic(static_cast<int64_t>(o.batch_size) * (steps + 1), 1), test = synthetic(100, 2);
+  std::printf("# %s\n# %s, %u hardware threads; %s\n", command_line(argc, argv).c_str(), cpu_model().c_str(),
+              std::thread::hardware_concurrency(), blas_description().c_str());
+  std::printf("# MLP 784-%s-10, adam, global batch %d, %lld steps per job, synthetic data, replicas are threads\n",
+              [&] {
+                std::string h;
+                for (int x : o.hidden) h += (h.empty() ? "" : "-") + std::to_string(x);
+                return h;
+              }().c_str(),
+              o.batch_size, static_cast<long long>(steps));
+  std::printf("%-5s %8s %10s %7s %12s %8s %12s %12s %8s\n", "xport", "replicas", "bucket", "buckets", "step ms",
+              "ratio", "allreduce ms", "waited ms", "hidden");
+  int generation = 0;
+  for (const std::string& kind : transports)
+    for (int n : replica_counts) {
+      // One untimed warm-up job per configuration, then `runs` rounds over all of them.
+      std::map<size_t, std::vector<RunResult>> timed;
+      for (int round = -1; round < runs; ++round)
+        for (size_t bytes : buckets) {
+          TrainOptions job = o;
+          job.max_steps = round < 0 ? std::min<int64_t>(steps, 10) : steps;
+          auto res = run_once(kind, n, bytes, job, train, test, ++generation);
+          if (!res.ok()) {
+            std::fprintf(stderr, "error: %s, %d replicas, bucket %zu: %s\n", kind.c_str(), n, bytes,
+                         res.status().to_string().c_str());
+            return 1;
+          }
+          if (round >= 0) timed[bytes].push_back(std::move(*res));
+        }
+      const double base = [&] {
+        std::vector<double> s;
+        for (auto& r : timed[buckets.front()]) s.push_back(r.step_seconds);
+        return median(s);
+      }();
+      for (size_t bytes : buckets) {
+        std::vector<double> step, comm, wait, hidden;
+        for (auto& r : timed[bytes]) {
+          step.push_back(r.step_seconds);
+          if (r.stats.steps > 0) {
+            comm.push_back(r.stats.comm_seconds / r.stats.steps);
+            wait.push_back(r.stats.wait_seconds / r.stats.steps);
+            hidden.push_back(r.stats.hidden_fraction());
+          }
+          const double diff = relative_difference(r.params, timed[buckets.front()].front().params);
+          if (diff > 1e-5) {
+            std::fprintf(stderr, "error: bucket %zu ended %.3g (relative) away from bucket %zu's parameters\n", bytes,
+                         diff, buckets.front());
+            return 1;
+          }
+        }
+        const int count = bytes == 0 ? 1 : static_cast<int>(timed[bytes].front().stats.buckets);
+        if (comm.empty())
+          std::printf("%-5s %8d %10zu %7d %12.3f %8.3f %12s %12s %8s\n", kind.c_str(), n, bytes, count,
+                      median(step) * 1e3, median(step) / base, "-", "-", "-");
+        else
+          std::printf("%-5s %8d %10zu %7d %12.3f %8.3f %12.3f %12.3f %7.0f%%\n", kind.c_str(), n, bytes, count,
+                      median(step) * 1e3, median(step) / base, median(comm) * 1e3, median(wait) * 1e3,
+                      median(hidden) * 100);
+      }
+      std::fflush(stdout);
+    }
+  return 0;
+}
