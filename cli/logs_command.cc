@@ -1,5 +1,6 @@
 // `troupe logs [WHAT]`: without WHAT, lists the session's log files; with a process role (head,
-// node-1, redis) or a prefix of a file name, prints the last --lines lines of that log (bounded).
+// node-1, redis) or a prefix of a file name, prints the last --lines lines of that log (bounded);
+// with a job id, the last --lines lines about that job from every process's log.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -44,6 +45,40 @@ std::string role_for_id(const Session& session, const std::string& what) {
   return "";
 }
 
+// The job whose id starts with `what` (4+ hex digits), as its short id ("1a2b3c4d"), or "".
+std::string job_for_id(const Session& session, const std::string& what) {
+  if (what.size() < 4 || what.find_first_not_of("0123456789abcdef") != std::string::npos) return "";
+  auto info = session.read_cluster();
+  if (!info.ok()) return "";
+  auto store = connect_gcs(*info);
+  if (!store.ok()) return "";
+  auto jobs = gcs::Table<gcs::JobRecord>(**store).list();
+  if (!jobs.ok()) return "";
+  for (const auto& j : *jobs) {
+    if (j.id.hex().rfind(what, 0) == 0) return j.id.short_hex();
+  }
+  return "";
+}
+
+// The last `lines` lines of every log that mention job `short_id` (its actors log "job <id> ...").
+int print_job_logs(const std::vector<fs::path>& files, const std::string& short_id, int lines) {
+  const std::string needle = "job " + short_id;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::deque<std::string> tail;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find(needle) == std::string::npos) continue;
+      tail.push_back(line);
+      if (static_cast<int>(tail.size()) > lines) tail.pop_front();
+    }
+    if (tail.empty()) continue;
+    std::printf("==> %s <==\n", f.c_str());
+    for (const auto& l : tail) std::printf("%s\n", l.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 Runner add_logs_command(CLI::App& app, GlobalOptions&) {
@@ -51,8 +86,8 @@ Runner add_logs_command(CLI::App& app, GlobalOptions&) {
   auto what = std::make_shared<std::string>();
   auto lines = std::make_shared<int>(50);
   cmd->add_option("what", *what,
-                  "A process (head, node-1, redis), a node or actor id (or its first hex digits), or the start "
-                  "of a log file's name");
+                  "A process (head, node-1, redis), a job, node or actor id (or its first hex digits), or the "
+                  "start of a log file's name");
   cmd->add_option("--lines,-n", *lines, "How many lines from the end")->check(CLI::Range(1, 100000))
       ->capture_default_str();
   return [what, lines]() -> int {
@@ -72,6 +107,7 @@ Runner add_logs_command(CLI::App& app, GlobalOptions&) {
       }
       return 0;
     }
+    if (std::string job = job_for_id(session, *what); !job.empty()) return print_job_logs(files, job, *lines);
     if (std::string role = role_for_id(session, *what); !role.empty()) *what = role;
     std::vector<fs::path> matches;
     for (const auto& f : files) {

@@ -18,6 +18,7 @@
 #include "gcs/tables.h"
 #include "trainers/job/job_actors.h"
 #include "trainers/job/job_spec.h"
+#include "trainers/job/ps_member.h"
 #include "trainers/trainer_library_store.h"
 
 namespace troupe::cli {
@@ -43,7 +44,7 @@ Status check_capacity(gcs::Store& store, const job::JobSpec& spec, int actors, i
     cpus += n.total.cpus;
     gpus += n.total.gpus;
   }
-  const double need_cpus = spec.cpus_per_worker * actors + 1.0 * servers;
+  const double need_cpus = spec.cpus_per_worker * actors + spec.cpus_per_server * servers;
   const double need_gpus = spec.gpus_per_worker * actors;
   auto fmt = [](double v) {
     char b[32];
@@ -72,8 +73,9 @@ actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
     s.actors.push_back({job::kWorkerActorType, prefix + "worker-" + std::to_string(r), spec.cpus_per_worker,
                         spec.gpus_per_worker, {id.hex(), std::to_string(r)}});
   }
-  for (int p = 0; p < spec.ps; ++p) {
-    s.actors.push_back({job::kServerActorType, prefix + "ps-" + std::to_string(p), 1.0, 0, {id.hex(), std::to_string(p)}});
+  for (int p = 0; p < job::server_count(spec); ++p) {
+    s.actors.push_back({job::kServerActorType, prefix + "ps-" + std::to_string(p), spec.cpus_per_server, 0,
+                        {id.hex(), std::to_string(p)}});
   }
   return s;
 }
@@ -96,9 +98,14 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--cpus-per-worker", s.cpus_per_worker, "CPUs each worker needs")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--gpus-per-worker", s.gpus_per_worker, "GPUs each worker needs")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--cpus-per-ps", s.cpus_per_server, "CPUs each parameter server needs (async, central)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--transport", s.transport, "sync: auto, shm, tcp or hierarchical")
       ->check(CLI::IsMember({"auto", "shm", "tcp", "hierarchical"}))->capture_default_str();
   cmd->add_option("--checksum-every", s.checksum_every, "sync: steps between parameter checksums (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--bucket-bytes", s.bucket_bytes,
+                  "sync: gradient bucket size; buckets are all-reduced while backward runs (0: one all-reduce after)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
   cmd->add_flag("--detach", f->detach, "Print the job id and return at once");
@@ -121,7 +128,7 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
       spec.library = lib->checksum;
     }
     TROUPE_RETURN_IF_ERROR_CLI(job::validate(spec), "submit");
-    TROUPE_RETURN_IF_ERROR_CLI(check_capacity(**store, spec, spec.workers, spec.ps), "submit");
+    TROUPE_RETURN_IF_ERROR_CLI(check_capacity(**store, spec, spec.workers, job::server_count(spec)), "submit");
 
     gcs::JobRecord job;
     job.id = JobId::random();

@@ -13,8 +13,9 @@ export TROUPE_HOME=${TROUPE_HOME:-$(mktemp -d /tmp/troupe-demo.XXXXXX)}
 trap '"$troupe" down >/dev/null 2>&1 || true' EXIT
 echo
 echo "== troupe up: a local cluster (head + 1 node) =="
-# Each process offers 2 cpus, so the 4 workers fit on any machine.
-"$troupe" up --nodes 1 --cpus 2
+# Each process offers 4 cpus (what the scheduler accounts), so 4 workers and parameter servers fit
+# on any machine.
+"$troupe" up --nodes 1 --cpus 4
 echo
 echo "== troupe submit: MLP 784-256-128-10 on Fashion-MNIST, sync, 4 workers, 10 epochs =="
 "$troupe" submit --strategy sync --workers 4 --model mlp --hidden 256,128 --dataset fashion-mnist \

@@ -25,8 +25,9 @@ std::string job_state(ClusterFixture& c, const std::string& id) {
   return j.is_null() ? "" : j.at("state").get<std::string>();
 }
 
-// A cluster of 4 cpus: the head and one node, 2 cpus each.
-void up_two_nodes(ClusterFixture& c) { c.up("--nodes 1 --cpus 2"); }
+// A cluster of 8 cpus: the head and one node, 4 cpus each (more than this machine's cores: cpus
+// are what the scheduler accounts, and 4 workers + 2 parameter servers must fit).
+void up_two_nodes(ClusterFixture& c) { c.up("--nodes 1 --cpus 4"); }
 
 }  // namespace
 
@@ -62,6 +63,53 @@ TEST_CASE("submit: a sync job of 4 workers trains Fashion-MNIST to >= 0.885 and 
     ++exited;
   }
   CHECK(exited == 4);
+
+  // `troupe logs JOB` gathers what every process logged about the job.
+  auto logs = c.troupe("logs " + summary.at("job_id").get<std::string>().substr(0, 8));
+  INFO(logs.both());
+  CHECK(logs.exit_code == 0);
+  for (int r = 0; r < 4; ++r) CHECK(logs.out.find("worker " + std::to_string(r) + ": sync training mlp") != std::string::npos);
+}
+
+TEST_CASE("submit: an async job (4 workers, 2 parameter servers) trains to >= 0.885 and records staleness",
+          "[jobs][cluster][async]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  auto r = c.troupe("submit --strategy async --workers 4 --ps 2 --epochs 10 --batch-size 128 --json --no-progress",
+                    600);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  Json summary = Json::parse(r.last_line());
+  CHECK(summary.at("strategy") == "async");
+  CHECK(summary.at("parameter_servers") == 2);
+  CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
+  // Every update the servers applied has its staleness recorded: about one per worker step.
+  const Json& st = summary.at("staleness");
+  CHECK(st.at("updates").get<int64_t>() >= 10 * (60000 / 32) * 9 / 10);  // 10 epochs of 32-example steps
+  CHECK(st.at("max").get<int64_t>() >= 0);
+  REQUIRE(summary.at("worker_samples_per_second").size() == 4u);
+  // The servers were stopped once the workers were done: nothing of the job is left running.
+  Json view = c.status(50);
+  int servers = 0;
+  for (const Json& a : view.at("actors")) {
+    if (a.at("job") != summary.at("job_id")) continue;
+    CHECK(a.at("state") == "DEAD");
+    if (a.at("type") == "troupe.ps") ++servers;
+  }
+  CHECK(servers == 2);
+}
+
+TEST_CASE("submit: a central job (variables on one actor, 4 workers) trains to >= 0.885", "[jobs][cluster][central]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  auto r = c.troupe("submit --strategy central --workers 4 --epochs 10 --batch-size 128 --json --no-progress", 600);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  Json summary = Json::parse(r.last_line());
+  CHECK(summary.at("strategy") == "central");
+  CHECK(summary.at("parameter_servers") == 1);
+  CHECK(summary.at("staleness").at("max") == 0);  // every step's gradients averaged, then applied once
+  CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
 }
 
 TEST_CASE("submit: a user's trainer library from examples/ is shipped to the workers and trained",
@@ -96,7 +144,7 @@ TEST_CASE("submit: bad jobs are refused with a clear error before anything runs"
 
   auto too_many = c.troupe("submit --workers 9 --no-progress");
   CHECK(too_many.exit_code == 2);
-  CHECK(too_many.err.find("9 workers need 9 cpus; the cluster has 4 on 2 alive node(s)") != std::string::npos);
+  CHECK(too_many.err.find("9 workers need 9 cpus; the cluster has 8 on 2 alive node(s)") != std::string::npos);
 
   auto indivisible = c.troupe("submit --workers 3 --batch-size 128 --no-progress");
   CHECK(indivisible.exit_code == 2);
@@ -122,8 +170,8 @@ TEST_CASE("submit: a job waits PENDING for resources, starts when they free up, 
           "[jobs][cluster][pending]") {
   ClusterFixture c;
   up_two_nodes(c);
-  // A takes all 4 cpus for a long while; B (2 workers) must wait for it.
-  auto a = c.troupe("submit --workers 4 --epochs 50 --detach --no-progress");
+  // A takes all 8 cpus for a long while; B (2 workers) must wait for it.
+  auto a = c.troupe("submit --workers 8 --epochs 50 --detach --no-progress");
   INFO(a.both());
   REQUIRE(a.exit_code == 0);
   const std::string job_a = a.last_line();

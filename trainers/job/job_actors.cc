@@ -9,6 +9,7 @@
 #include "actors/actor_system.h"
 #include "caf/all.hpp"
 #include "trainers/job/job_worker.h"
+#include "trainers/job/ps_member.h"
 
 namespace troupe::job {
 namespace {
@@ -70,11 +71,7 @@ actors::ActorFactory member_factory(std::shared_ptr<actors::NodeEnvironmentSlot>
 
 Status add_job_actor_types(actors::Registry& registry, std::shared_ptr<actors::NodeEnvironmentSlot> env) {
   TROUPE_RETURN_IF_ERROR(registry.add(kWorkerActorType, member_factory(env, run_worker)));
-  return registry.add(kServerActorType,
-                      member_factory(env, [](const actors::NodeEnvironment&, const MemberArgs&,
-                                             const std::atomic<bool>&) -> Status {
-                        return unavailable("parameter servers are not available yet in this build");
-                      }));
+  return registry.add(kServerActorType, member_factory(env, run_server));
 }
 
 }  // namespace troupe::job

@@ -90,8 +90,10 @@ const std::map<std::string, Field>& fields() {
     f["library"] = field<std::string>([](JobSpec& s) { return &s.library; });
     f["cpus_per_worker"] = field<double>([](JobSpec& s) { return &s.cpus_per_worker; });
     f["gpus_per_worker"] = field<double>([](JobSpec& s) { return &s.gpus_per_worker; });
+    f["cpus_per_server"] = field<double>([](JobSpec& s) { return &s.cpus_per_server; });
     f["transport"] = field<std::string>([](JobSpec& s) { return &s.transport; });
     f["checksum_every"] = field<int64_t>([](JobSpec& s) { return &s.checksum_every; });
+    f["bucket_bytes"] = field<int64_t>([](JobSpec& s) { return &s.bucket_bytes; });
     f["collective_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.collective_timeout_ms; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
@@ -153,7 +155,9 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--ps is for --strategy async (" + s.strategy + " keeps no parameter servers)");
   }
   if (s.staleness < -1) return invalid_argument("--staleness must be >= 0, or -1 for unbounded");
-  if (s.cpus_per_worker < 0 || s.gpus_per_worker < 0) return invalid_argument("resources per worker must be >= 0");
+  if (s.cpus_per_worker < 0 || s.gpus_per_worker < 0 || s.cpus_per_server < 0) {
+    return invalid_argument("resources per worker and per parameter server must be >= 0");
+  }
   const int parts = s.workers * s.train.accumulate;
   if (s.train.batch_size % parts != 0) {
     return invalid_argument("--batch-size " + std::to_string(s.train.batch_size) + " (the global batch) does not "
@@ -165,6 +169,7 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--transport '" + s.transport + "' is not one of auto, shm, tcp, hierarchical");
   }
   if (s.collective_timeout_ms < 1) return invalid_argument("collective_timeout_ms must be >= 1");
+  if (s.bucket_bytes < 0) return invalid_argument("--bucket-bytes must be >= 0");
   for (const std::string& a : s.train.trainer_args) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");
   }

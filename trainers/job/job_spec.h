@@ -31,8 +31,10 @@ struct JobSpec {
   std::string library;             // checksum; empty: the trainer is built in
   double cpus_per_worker = 1;
   double gpus_per_worker = 0;
+  double cpus_per_server = 1;      // each parameter-server actor (async, central)
   std::string transport = "auto";
   int64_t checksum_every = 100;
+  int64_t bucket_bytes = 256 << 10;  // sync: gradient buckets all-reduced while backward runs (0: one after)
   int64_t collective_timeout_ms = 60000;
   TrainOptions train;
 };

@@ -1,59 +1,18 @@
 #include "trainers/job/job_worker.h"
 
-#include <filesystem>
-
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
-#include "gcs/job_table.h"
-#include "gcs/redis_store.h"
-#include "gcs/tables.h"
-#include "trainers/fashion_mnist.h"
+#include "trainers/grad_buckets.h"
 #include "trainers/job/job_report.h"
+#include "trainers/job/job_setup.h"
 #include "trainers/job/job_spec.h"
 #include "trainers/job/ledger_feed.h"
+#include "trainers/job/ps_member.h"
 #include "trainers/trainer_driver.h"
-#include "trainers/trainer_library.h"
-#include "trainers/trainer_library_store.h"
 
 namespace troupe::job {
 namespace {
-
-// What every actor of a job needs before it trains.
-struct JobSetup {
-  std::unique_ptr<gcs::RedisStore> store;
-  JobSpec spec;
-  Dataset train, test;
-};
-
-Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job) {
-  JobSetup s;
-  auto store = gcs::RedisStore::connect(env.gcs);
-  if (!store.ok()) return store.status().with_context("connecting to the GCS");
-  s.store = std::move(*store);
-  auto record = gcs::Table<gcs::JobRecord>(*s.store).get(job.hex());
-  if (!record.ok()) return record.status();
-  auto spec = from_settings(record->spec);
-  if (!spec.ok()) return spec.status().with_context("the job's spec");
-  s.spec = std::move(*spec);
-  if (!s.spec.library.empty()) {
-    const std::string cache = (std::filesystem::temp_directory_path() / "troupe-trainer-libs").string();
-    auto path = fetch_trainer_library(*s.store, s.spec.library, cache);
-    if (!path.ok()) return path.status().with_context("fetching the job's trainer library");
-    auto lib = load_trainer_library(*path);
-    if (!lib.ok()) return lib.status().with_context("loading the job's trainer library");
-  }
-  if (s.spec.train.dataset_dir.empty()) s.spec.train.dataset_dir = env.config.dataset_dir;
-  s.spec.train.cpu_threads = static_cast<int>(env.config.cpu_threads);
-  TROUPE_RETURN_IF_ERROR(validate(s.spec));
-  auto train = load_fashion_mnist(s.spec.train.dataset_dir, Split::train);
-  if (!train.ok()) return train.status().with_context("loading the training set on node " + env.node.short_hex());
-  auto test = load_fashion_mnist(s.spec.train.dataset_dir, Split::test);
-  if (!test.ok()) return test.status().with_context("loading the test set on node " + env.node.short_hex());
-  s.train = std::move(*train);
-  s.test = std::move(*test);
-  return s;
-}
 
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
@@ -84,6 +43,9 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.checksum_every = spec.checksum_every;
   replica.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   replica.cancel = &cancel;
+  replica.bucket_bytes = spec.bucket_bytes;
+  GradBucketStats buckets;
+  replica.bucket_stats = &buckets;
   ProgressReporter reporter(*s.store, a.job);
   ProgressFn progress;
   if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
@@ -103,12 +65,17 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   TROUPE_RETURN_IF_ERROR((*comm)->allgather(&mine, rates.data(), 1, DType::f32, co).with_context("gathering worker rates"));
   record_job_metric(*s.store, a.job, a.index, "samples_per_second", mine);
   record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
+  record_job_metric(*s.store, a.job, a.index, "communication_ms", 1000 * buckets.comm_seconds);
+  record_job_metric(*s.store, a.job, a.index, "communication_hidden_fraction", buckets.hidden_fraction());
   if (a.index != 0) return {};
   nlohmann::json summary = train_result_json(*result);
   summary["strategy"] = spec.strategy;
   summary["workers"] = world;
   summary["job_id"] = a.job.hex();
   summary["worker_samples_per_second"] = rates;
+  summary["bucket_bytes"] = spec.bucket_bytes;
+  summary["communication_seconds"] = buckets.comm_seconds;
+  summary["communication_hidden_fraction"] = buckets.hidden_fraction();
   return record_success(*s.store, a.job, summary, result->test_accuracy);
 }
 
@@ -144,7 +111,7 @@ Status run_worker(const actors::NodeEnvironment& env, const MemberArgs& a, const
   if (setup->spec.strategy == "sync") {
     st = run_sync(env, a, *setup, cancel);
   } else {
-    st = unavailable("strategy '" + setup->spec.strategy + "' is not available yet in this build");
+    st = run_ps_worker(env, a, *setup, cancel);
   }
   return st.with_context(who);
 }

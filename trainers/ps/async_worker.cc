@@ -95,7 +95,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
     const std::string at_epoch = " at epoch " + std::to_string(epoch);
     TROUPE_RETURN_IF_ERROR(fail(feed.begin_epoch(epoch).with_context(where + ": starting epoch " + std::to_string(epoch))));
     EpochTally tally;
-    while (!stop) {
+    while (!stop && tally.steps < steps_per_epoch) {  // whole global batches, like sync (central)
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
@@ -124,6 +124,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
         progress(step_progress(mine, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000, total_steps - clock));
       if (o.max_steps > 0 && clock >= o.max_steps) stop = true;
     }
+    TROUPE_RETURN_IF_ERROR(fail(feed.end_epoch().with_context(where + ": ending epoch " + std::to_string(epoch))));
     const double epoch_seconds = ms_since(epoch_start) / 1000;
     train_seconds += epoch_seconds;
     EpochStats es = epoch_stats(epoch, tally, local_batch, epoch_seconds);

@@ -1,0 +1,40 @@
+#include "trainers/job/job_setup.h"
+
+#include <filesystem>
+
+#include "gcs/tables.h"
+#include "trainers/trainer_library.h"
+#include "trainers/trainer_library_store.h"
+
+namespace troupe::job {
+
+Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job) {
+  JobSetup s;
+  auto store = gcs::RedisStore::connect(env.gcs);
+  if (!store.ok()) return store.status().with_context("connecting to the GCS");
+  s.store = std::move(*store);
+  auto record = gcs::Table<gcs::JobRecord>(*s.store).get(job.hex());
+  if (!record.ok()) return record.status();
+  auto spec = from_settings(record->spec);
+  if (!spec.ok()) return spec.status().with_context("the job's spec");
+  s.spec = std::move(*spec);
+  if (!s.spec.library.empty()) {
+    const std::string cache = (std::filesystem::temp_directory_path() / "troupe-trainer-libs").string();
+    auto path = fetch_trainer_library(*s.store, s.spec.library, cache);
+    if (!path.ok()) return path.status().with_context("fetching the job's trainer library");
+    auto lib = load_trainer_library(*path);
+    if (!lib.ok()) return lib.status().with_context("loading the job's trainer library");
+  }
+  if (s.spec.train.dataset_dir.empty()) s.spec.train.dataset_dir = env.config.dataset_dir;
+  s.spec.train.cpu_threads = static_cast<int>(env.config.cpu_threads);
+  TROUPE_RETURN_IF_ERROR(validate(s.spec));
+  auto train = load_fashion_mnist(s.spec.train.dataset_dir, Split::train);
+  if (!train.ok()) return train.status().with_context("loading the training set on node " + env.node.short_hex());
+  auto test = load_fashion_mnist(s.spec.train.dataset_dir, Split::test);
+  if (!test.ok()) return test.status().with_context("loading the test set on node " + env.node.short_hex());
+  s.train = std::move(*train);
+  s.test = std::move(*test);
+  return s;
+}
+
+}  // namespace troupe::job

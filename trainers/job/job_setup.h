@@ -1,0 +1,25 @@
+// What every actor of a job does first: connect to the GCS, read the job's spec from its record,
+// fetch and load its trainer library (if any), and load the dataset from this node's disk.
+#pragma once
+
+#include <memory>
+
+#include "actors/node_environment.h"
+#include "core/ids.h"
+#include "gcs/redis_store.h"
+#include "trainers/fashion_mnist.h"
+#include "trainers/job/job_spec.h"
+
+namespace troupe::job {
+
+struct JobSetup {
+  std::unique_ptr<gcs::RedisStore> store;
+  JobSpec spec;
+  Dataset train, test;
+};
+
+// Errors name what failed: the GCS, the job's record or spec, the library (not found, another
+// troupe version), the dataset on node N.
+Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job);
+
+}  // namespace troupe::job

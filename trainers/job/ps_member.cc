@@ -1,0 +1,171 @@
+#include "trainers/job/ps_member.h"
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "gcs/events.h"
+#include "trainers/job/job_report.h"
+#include "trainers/job/ledger_feed.h"
+#include "trainers/ps/async_worker.h"
+#include "trainers/ps/ps_client.h"
+#include "trainers/ps/ps_job.h"
+#include "trainers/ps/ps_server.h"
+
+namespace troupe::job {
+namespace {
+
+constexpr auto kServerWait = std::chrono::seconds(60);
+
+std::string server_key(const JobId& job, int index) { return job.hex() + "/" + std::to_string(index); }
+
+ps::PsJobShape job_shape(const JobSpec& spec, int64_t train_examples) {
+  ps::PsJobShape shape;
+  shape.mode = spec.strategy == "central" ? ps::PsMode::central : ps::PsMode::async;
+  shape.workers = spec.workers;
+  shape.shards = server_count(spec);
+  shape.staleness = spec.strategy == "central" ? 0 : spec.staleness;
+  shape.train_examples = train_examples;
+  shape.wait_timeout = std::chrono::milliseconds(spec.collective_timeout_ms / 2);
+  return shape;
+}
+
+// The servers' addresses in shard order, once all of them published one (bounded wait).
+Expected<std::vector<std::string>> server_addresses(gcs::Store& store, const JobId& job, int servers,
+                                                    const std::atomic<bool>& cancel) {
+  const auto deadline = std::chrono::steady_clock::now() + kServerWait;
+  std::vector<std::string> out(static_cast<size_t>(servers));
+  while (true) {
+    int missing = -1;
+    for (int s = 0; s < servers; ++s) {
+      if (!out[static_cast<size_t>(s)].empty()) continue;
+      auto v = store.get(kJobServersTable, server_key(job, s));
+      if (!v.ok()) return v.status();
+      if (v->has_value()) out[static_cast<size_t>(s)] = **v;
+      else if (missing < 0) missing = s;
+    }
+    if (missing < 0) return out;
+    if (cancel.load()) return unavailable("stopped while waiting for the parameter servers");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(Code::timeout, "parameter server " + std::to_string(missing) + " did not publish its address within " +
+                                       std::to_string(kServerWait.count()) + " s (see its node's log)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Every worker's samples/s as it recorded them on the metrics stream (null for one that has not
+// yet: rank 0 ends after all workers finished training, but their metric writes may trail it).
+nlohmann::json worker_rates(gcs::Store& store, const JobId& job, int workers) {
+  nlohmann::json rates = nlohmann::json::array();
+  for (int r = 0; r < workers; ++r) rates.push_back(nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (true) {
+    auto metrics = gcs::recent_metrics(store, 2000);
+    int found = 0;
+    if (metrics.ok()) {
+      for (int r = 0; r < workers; ++r) {
+        const std::string name = "job/" + job.hex() + "/worker/" + std::to_string(r) + "/samples_per_second";
+        for (const gcs::Metric& m : *metrics) {
+          if (m.name == name) rates[static_cast<size_t>(r)] = m.value;
+        }
+        if (!rates[static_cast<size_t>(r)].is_null()) ++found;
+      }
+    }
+    if (found == workers || std::chrono::steady_clock::now() >= deadline) return rates;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+int server_count(const JobSpec& spec) {
+  if (spec.strategy == "async") return spec.ps;
+  return spec.strategy == "central" ? 1 : 0;
+}
+
+Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const std::atomic<bool>& cancel) {
+  const std::string who = "job " + a.job.short_hex() + " parameter server " + std::to_string(a.index);
+  auto setup = prepare(env, a.job);
+  if (!setup.ok()) return setup.status().with_context(who);
+  const JobSpec& spec = setup->spec;
+  auto shard = ps::make_job_shard(spec.train, DataSpec{setup->train.features(), setup->train.classes},
+                                  job_shape(spec, setup->train.count), a.index);
+  if (!shard.ok()) return shard.status().with_context(who);
+  ps::PsServerOptions so;
+  so.job = a.job.hex();
+  so.host = env.bind;
+  auto server = ps::PsServer::start(std::move(*shard), so);
+  if (!server.ok()) return server.status().with_context(who);
+  TROUPE_RETURN_IF_ERROR(setup->store->put(kJobServersTable, server_key(a.job, a.index), (*server)->address())
+                             .with_context(who + ": publishing its address"));
+  spdlog::info("{} serving on {}", who, (*server)->address());
+  while (!cancel.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const ps::StalenessStats st = (*server)->shard().staleness().stats();
+  spdlog::info("{}: {} updates applied, staleness mean {:.2f} max {}", who, st.count, st.mean, st.max);
+  (*server)->stop();
+  return {};
+}
+
+Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSetup& s,
+                     const std::atomic<bool>& cancel) {
+  const JobSpec& spec = s.spec;
+  const int servers = server_count(spec);
+  auto addresses = server_addresses(*s.store, a.job, servers, cancel);
+  if (!addresses.ok()) return addresses.status();
+  ps::PsClientOptions co;
+  co.job = a.job.hex();
+  co.rank = a.index;
+  co.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  auto client = ps::connect_ps(*addresses, co);
+  if (!client.ok()) return client.status().with_context("connecting to the parameter servers");
+
+  LedgerFeedOptions fo;
+  fo.batch_size = spec.train.batch_size / spec.workers;
+  fo.plan.seed = spec.train.seed;
+  if (spec.strategy == "central") {  // lockstep, like sync: one interleaved shard each per epoch
+    fo.plan.shards = spec.workers;
+    fo.plan.policy = data::ShardPolicy::interleaved;
+    fo.plan.block = fo.batch_size;
+    fo.one_shard_per_epoch = true;
+  } else {  // taken as workers get to them: a fast worker trains more of the epoch
+    fo.plan.shards = 4 * spec.workers;
+    auto policy = data::parse_shard_policy(spec.shard_policy);
+    if (!policy.ok()) return policy.status();
+    fo.plan.policy = *policy;
+    fo.plan.block = fo.batch_size;
+  }
+  LedgerFeed feed(s.train, *s.store, a.job, WorkerId::random(), fo);
+  ProgressReporter reporter(*s.store, a.job);
+  ProgressFn progress;
+  if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
+  ps::PsWorkerReport report;
+  TrainOptions options = spec.train;
+  auto result = ps::train_ps_worker(options, s.train, s.test, feed, {client->get(), a.index, spec.workers}, progress,
+                                    &report);
+  if (!result.ok()) return result.status();
+  // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
+  const double rate = report.steps > 0 ? result->samples_per_second : 0;
+  record_job_metric(*s.store, a.job, a.index, "samples_per_second", rate);
+  record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
+  record_job_metric(*s.store, a.job, a.index, "communication_ms", report.pull_ms + report.push_ms);
+  record_job_metric(*s.store, a.job, a.index, "compute_ms", report.compute_ms);
+  if (a.index != 0) return {};
+  nlohmann::json summary = train_result_json(*result);
+  summary["strategy"] = spec.strategy;
+  summary["workers"] = spec.workers;
+  summary["parameter_servers"] = servers;
+  summary["job_id"] = a.job.hex();
+  summary["staleness"] = {{"updates", report.staleness.count}, {"mean", report.staleness.mean},
+                          {"max", report.staleness.max}, {"p50", report.staleness.p50},
+                          {"p99", report.staleness.p99}};
+  summary["communication_ms"] = report.pull_ms + report.push_ms;
+  summary["worker_samples_per_second"] = worker_rates(*s.store, a.job, spec.workers);
+  // The job's throughput is every worker's together (each trains its own batches).
+  double total = 0;
+  for (const auto& r : summary["worker_samples_per_second"]) total += r.is_null() ? 0.0 : r.get<double>();
+  if (total > 0) summary["samples_per_second"] = total;
+  return record_success(*s.store, a.job, summary, result->test_accuracy);
+}
+
+}  // namespace troupe::job
