@@ -142,9 +142,9 @@ TEST_CASE("submit: bad jobs are refused with a clear error before anything runs"
   CHECK(other.exit_code != 0);
   CHECK(other.err.find("rebuild it against this version") != std::string::npos);
 
-  auto too_many = c.troupe("submit --workers 9 --no-progress");
+  auto too_many = c.troupe("submit --workers 16 --no-progress");
   CHECK(too_many.exit_code == 2);
-  CHECK(too_many.err.find("9 workers need 9 cpus; the cluster has 8 on 2 alive node(s)") != std::string::npos);
+  CHECK(too_many.err.find("16 workers need 16 cpus; the cluster has 8 on 2 alive node(s)") != std::string::npos);
 
   auto indivisible = c.troupe("submit --workers 3 --batch-size 128 --no-progress");
   CHECK(indivisible.exit_code == 2);
