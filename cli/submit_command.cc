@@ -105,8 +105,9 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--checksum-every", s.checksum_every, "sync: steps between parameter checksums (0: never)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--bucket-bytes", s.bucket_bytes,
-                  "sync: gradient bucket size; buckets are all-reduced while backward runs (0: one all-reduce after)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+                  "sync: gradient bucket size; buckets are all-reduced while backward runs (0: one all-reduce "
+                  "after backward; -1: 256 KiB where the node has 2 cores per worker, else 0)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
   cmd->add_flag("--detach", f->detach, "Print the job id and return at once");
   cmd->add_option("--pending-timeout", f->pending_timeout, "Seconds to wait for a PENDING job to start")

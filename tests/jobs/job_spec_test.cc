@@ -89,6 +89,10 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   CHECK(validate(s).message().find("'gossip' is not one of sync, async, central") != std::string::npos);
 
   s = JobSpec{};
+  s.gpus_per_worker = 1;
+  CHECK(validate(s).message().find("job workers train on CPUs for now") != std::string::npos);
+
+  s = JobSpec{};
   s.train.model = "resnet-9000";
   CHECK(validate(s).message().find("--model 'resnet-9000' is not a known trainer") != std::string::npos);
 }

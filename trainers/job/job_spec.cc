@@ -6,6 +6,7 @@
 #include <map>
 #include <type_traits>
 #include <sstream>
+#include <thread>
 
 namespace troupe::job {
 namespace {
@@ -155,6 +156,10 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--ps is for --strategy async (" + s.strategy + " keeps no parameter servers)");
   }
   if (s.staleness < -1) return invalid_argument("--staleness must be >= 0, or -1 for unbounded");
+  if (s.gpus_per_worker > 0) {
+    return invalid_argument("--gpus-per-worker: job workers train on CPUs for now (GPU workers, NCCL groups: "
+                            "next); train on one GPU with `troupe train --device cuda`");
+  }
   if (s.cpus_per_worker < 0 || s.gpus_per_worker < 0 || s.cpus_per_server < 0) {
     return invalid_argument("resources per worker and per parameter server must be >= 0");
   }
@@ -169,11 +174,16 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--transport '" + s.transport + "' is not one of auto, shm, tcp, hierarchical");
   }
   if (s.collective_timeout_ms < 1) return invalid_argument("collective_timeout_ms must be >= 1");
-  if (s.bucket_bytes < 0) return invalid_argument("--bucket-bytes must be >= 0");
+  if (s.bucket_bytes < -1) return invalid_argument("--bucket-bytes must be >= 0, or -1 for auto");
   for (const std::string& a : s.train.trainer_args) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");
   }
   return s.train.validate();
+}
+
+int64_t effective_bucket_bytes(const JobSpec& spec) {
+  if (spec.bucket_bytes >= 0) return spec.bucket_bytes;
+  return std::thread::hardware_concurrency() >= 2u * static_cast<unsigned>(spec.workers) ? int64_t{256} << 10 : 0;
 }
 
 std::vector<std::string> to_settings(const JobSpec& spec) {

@@ -34,7 +34,9 @@ struct JobSpec {
   double cpus_per_server = 1;      // each parameter-server actor (async, central)
   std::string transport = "auto";
   int64_t checksum_every = 100;
-  int64_t bucket_bytes = 256 << 10;  // sync: gradient buckets all-reduced while backward runs (0: one after)
+  // sync: gradient buckets all-reduced while backward runs (0: one all-reduce after backward; -1:
+  // auto, buckets of 256 KiB when the node has two cores per worker, so the comm thread has one).
+  int64_t bucket_bytes = -1;
   int64_t collective_timeout_ms = 60000;
   TrainOptions train;
 };
@@ -43,6 +45,11 @@ struct JobSpec {
 // parameter servers (or servers for another strategy), a global batch that does not divide among
 // the workers, and TrainOptions::validate's refusals.
 Status validate(const JobSpec& spec);
+
+// The bucket size a sync worker uses: spec.bucket_bytes, or for -1 256 KiB when this machine has at
+// least two hardware threads per worker of the job, else 0 (measured: on 2 cores, 2 worker
+// processes with comm threads train at 0.87x the speed of one all-reduce; docs/benchmarks.md).
+int64_t effective_bucket_bytes(const JobSpec& spec);
 
 std::vector<std::string> to_settings(const JobSpec& spec);
 // corrupt_data naming the item for an item that is not key=value or whose value does not parse;

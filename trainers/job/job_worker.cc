@@ -43,7 +43,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.checksum_every = spec.checksum_every;
   replica.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   replica.cancel = &cancel;
-  replica.bucket_bytes = spec.bucket_bytes;
+  replica.bucket_bytes = static_cast<size_t>(effective_bucket_bytes(spec));
   GradBucketStats buckets;
   replica.bucket_stats = &buckets;
   ProgressReporter reporter(*s.store, a.job);
@@ -73,7 +73,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   summary["workers"] = world;
   summary["job_id"] = a.job.hex();
   summary["worker_samples_per_second"] = rates;
-  summary["bucket_bytes"] = spec.bucket_bytes;
+  summary["bucket_bytes"] = effective_bucket_bytes(spec);
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();
   return record_success(*s.store, a.job, summary, result->test_accuracy);
