@@ -130,6 +130,7 @@ Status ClusterManager::register_node(NodeRecord node, const std::string& token, 
 
 Status ClusterManager::heartbeat(const NodeId& id, const gcs::Resources& used) {
   std::lock_guard<std::mutex> lock(mu_);
+  heard_ms_[id] = now();
   const std::string who = "heartbeat from node " + id.short_hex();
   TROUPE_RETURN_IF_ERROR(check_resources(used, who + ": its used resources"));
   gcs::Table<NodeRecord> nodes(store_);
@@ -195,6 +196,8 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
 
   TickReport report;
   for (auto& n : nodes) {
+    auto heard = heard_ms_.find(n.id);
+    if (heard != heard_ms_.end() && heard->second > n.last_heartbeat_ms) n.last_heartbeat_ms = heard->second;
     auto tr = detector_.evaluate(n, now_ms);
     if (!tr) continue;
     if (now_ms < grace_until_ms_ && tr->to != NodeState::alive) continue;

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -106,6 +107,9 @@ class ClusterManager {
   std::set<NodeId> unswept_;  // DEAD nodes whose actors may not all be marked yet
   bool store_outage_ = false;   // a store call failed since the last successful tick
   int64_t grace_until_ms_ = 0;  // after an outage, no node is suspected before this time
+  // When the head last received each node's heartbeat, recorded in the GCS or not: a heartbeat that
+  // arrived while the GCS was slow or away is silence of the store, not of the node.
+  std::map<NodeId, int64_t> heard_ms_;
 };
 
 }  // namespace troupe::actors

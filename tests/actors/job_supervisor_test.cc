@@ -1,0 +1,227 @@
+// The head's job supervisor against a fake placement and fake node managers (the real ones are
+// exercised end to end by tests/jobs): gang start or PENDING with the reason and a retry, RUNNING
+// with the actors, a failing actor fails the job and stops the rest, servers stopped once the
+// workers are done, troupe stop cancels, and bad submissions are refused.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "actors/actor_system.h"
+#include "actors/job_supervisor.h"
+#include "caf/all.hpp"
+#include "gcs/events.h"
+#include "gcs/in_memory_store.h"
+#include "gcs/job_table.h"
+#include "gcs/tables.h"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+struct Harness {
+  gcs::InMemoryStore store;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  bool fits = true;
+  std::string reason = "gang 'job' of 3 needs 3 cpus; 2 free across 1 alive node";
+  NodeId node = NodeId::random();
+  std::map<ActorId, caf::actor> spawned;  // by the fake placement
+  std::vector<ActorId> stopped;
+  std::vector<PlacementAsk> last_asks;
+  gcs::Resources released;
+  JobSupervisor supervisor{host()};
+
+  Harness() { sys = std::make_unique<caf::actor_system>(cfg); }
+  ~Harness() {
+    for (auto& [id, a] : spawned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+  JobHost host() {
+    JobHost h;
+    h.store = &store;
+    h.place = [this](const std::vector<PlacementAsk>& asks, const std::string&, const std::string&,
+                     const JobId&) -> Expected<PlacementOutcome> {
+      PlacementOutcome o;
+      last_asks = asks;
+      if (!fits) {
+        o.pending_reason = reason;
+        return o;
+      }
+      o.started = true;
+      for (const PlacementAsk& a : asks) {
+        caf::actor actor = sys->spawn([]() -> caf::behavior { return {[](int) {}}; });
+        spawned[a.id] = actor;
+        o.handles[a.id] = actor;
+        o.nodes[a.id] = node;
+      }
+      return o;
+    };
+    h.monitor = [](const caf::actor&) {};
+    h.stop = [this](const NodeId&, const ActorId& id, const std::string&) -> Status {
+      stopped.push_back(id);
+      return {};
+    };
+    h.release = [this](const NodeId&, const gcs::Resources& r) {
+      released.cpus += r.cpus;
+      released.gpus += r.gpus;
+    };
+    return h;
+  }
+
+  JobId record_job() {
+    gcs::JobRecord j;
+    j.id = JobId::random();
+    j.strategy = "async";
+    REQUIRE(gcs::Table<gcs::JobRecord>(store).put(j).ok());
+    return j.id;
+  }
+  gcs::JobRecord job(const JobId& id) {
+    auto j = gcs::Table<gcs::JobRecord>(store).get(id.hex());
+    REQUIRE(j.ok());
+    return *j;
+  }
+  // Two workers and one parameter server, 1 cpu each.
+  SubmitJob request(const JobId& id) {
+    SubmitJob s;
+    s.job_id = id.hex();
+    s.actors = {{"troupe.worker", "w0", 1, 0, {id.hex(), "0"}},
+                {"troupe.worker", "w1", 1, 0, {id.hex(), "1"}},
+                {"troupe.ps", "ps0", 1, 0, {id.hex(), "0"}}};
+    return s;
+  }
+  caf::actor_addr addr(const SubmitJobReply& r, size_t i) {
+    return spawned.at(*ActorId::from_hex(r.actor_ids.at(i))).address();
+  }
+};
+
+bool was_stopped(const Harness& h, const SubmitJobReply& r, size_t i) {
+  const ActorId id = *ActorId::from_hex(r.actor_ids.at(i));
+  return std::find(h.stopped.begin(), h.stopped.end(), id) != h.stopped.end();
+}
+
+}  // namespace
+
+TEST_CASE("job supervisor: a job that fits starts RUNNING with its actors, each told its own id",
+          "[jobs][supervisor]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(h.request(id));
+  REQUIRE(reply.ok());
+  CHECK(reply->started);
+  REQUIRE(reply->actor_ids.size() == 3u);
+  gcs::JobRecord j = h.job(id);
+  CHECK(j.state == gcs::JobState::running);
+  CHECK(j.actors == reply->actor_ids);
+  REQUIRE(h.last_asks.size() == 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(h.last_asks[i].actor.args.size() == 3u);  // {job, index} + the actor's own id
+    CHECK(h.last_asks[i].actor.args.back() == reply->actor_ids[i]);
+  }
+  CHECK(j.message.find("running: 3 actors on 1 node") != std::string::npos);
+  auto events = gcs::recent_events(h.store, 10);
+  REQUIRE(events.ok());
+  REQUIRE_FALSE(events->empty());
+  CHECK(events->back().kind == "job_started");
+}
+
+TEST_CASE("job supervisor: a job that does not fit stays PENDING with the reason and starts on a retry",
+          "[jobs][supervisor]") {
+  Harness h;
+  h.fits = false;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(h.request(id));
+  REQUIRE(reply.ok());
+  CHECK_FALSE(reply->started);
+  CHECK(reply->pending_reason == h.reason);
+  CHECK(h.job(id).state == gcs::JobState::pending);
+  CHECK(h.job(id).message == "waiting for resources: " + h.reason);
+  CHECK(h.supervisor.retry_pending());  // still waiting
+  h.fits = true;
+  CHECK_FALSE(h.supervisor.retry_pending());
+  CHECK(h.job(id).state == gcs::JobState::running);
+}
+
+TEST_CASE("job supervisor: a failing actor fails the job naming it, and the others are stopped", "[jobs][supervisor]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(h.request(id));
+  REQUIRE(reply.ok());
+  CHECK(h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("boom")), "worker 1: boom"));
+  gcs::JobRecord j = h.job(id);
+  CHECK(j.state == gcs::JobState::failed);
+  CHECK(j.message.find("w1 (actor " + reply->actor_ids[1].substr(0, 8)) != std::string::npos);
+  CHECK(j.message.find("failed: worker 1: boom") != std::string::npos);
+  CHECK(was_stopped(h, *reply, 0));
+  CHECK(was_stopped(h, *reply, 2));
+  CHECK_FALSE(was_stopped(h, *reply, 1));
+  CHECK(h.released.cpus == 1);
+  // The others' exits (their collectives failed too) do not change the verdict.
+  h.supervisor.on_down(h.addr(*reply, 0), to_error(internal_error("peer gone")), "peer gone");
+  CHECK(h.job(id).message.find("w1") != std::string::npos);
+  CHECK_FALSE(h.supervisor.on_down(caf::actor_addr(), caf::error(), ""));  // not a job's actor
+}
+
+TEST_CASE("job supervisor: when the workers are done the servers are stopped, and the job stays as rank 0 left it",
+          "[jobs][supervisor]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(h.request(id));
+  REQUIRE(reply.ok());
+  REQUIRE(gcs::update_job(h.store, id, gcs::finish_job(gcs::JobState::succeeded, "done")).ok());
+  h.supervisor.on_down(h.addr(*reply, 0), caf::error(), "");
+  CHECK(h.stopped.empty());  // a worker is still training
+  h.supervisor.on_down(h.addr(*reply, 1), caf::error(), "");
+  REQUIRE(h.stopped.size() == 1u);
+  CHECK(was_stopped(h, *reply, 2));  // only the server
+  h.supervisor.on_down(h.addr(*reply, 2), caf::make_error(caf::exit_reason::user_shutdown), "stopped");
+  CHECK(h.job(id).state == gcs::JobState::succeeded);
+  CHECK(h.released.cpus == 3);
+}
+
+TEST_CASE("job supervisor: workers that exit without a result fail the job", "[jobs][supervisor]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob one = h.request(id);
+  one.actors.resize(1);
+  auto reply = h.supervisor.submit(one);
+  REQUIRE(reply.ok());
+  h.supervisor.on_down(h.addr(*reply, 0), caf::error(), "");
+  CHECK(h.job(id).state == gcs::JobState::failed);
+  CHECK(h.job(id).message == "every worker exited, but none recorded a result");
+}
+
+TEST_CASE("job supervisor: stop cancels a running or pending job, and bad requests are refused", "[jobs][supervisor]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(h.request(id));
+  REQUIRE(reply.ok());
+  auto stopped = h.supervisor.stop({id.hex(), ""});
+  REQUIRE(stopped.ok());
+  CHECK(stopped->stopped == 3);
+  CHECK(stopped->state == "CANCELLED");
+  CHECK(h.stopped.size() == 3u);
+  CHECK(h.job(id).message == "stopped by the user");
+  auto again = h.supervisor.stop({id.hex(), ""});  // already ended: says so, changes nothing
+  REQUIRE(again.ok());
+  CHECK(again->state == "CANCELLED");
+
+  h.fits = false;
+  const JobId waiting = h.record_job();
+  REQUIRE(h.supervisor.submit(h.request(waiting)).ok());
+  REQUIRE(h.supervisor.stop({waiting.hex(), "not needed"}).ok());
+  CHECK(h.job(waiting).state == gcs::JobState::cancelled);
+  CHECK_FALSE(h.supervisor.retry_pending());  // nothing left waiting
+
+  CHECK(h.supervisor.stop({JobId::random().hex(), ""}).status().code() == Code::not_found);
+  auto unrecorded = h.supervisor.submit(h.request(JobId::random()));
+  CHECK(unrecorded.status().code() == Code::not_found);
+  CHECK(unrecorded.status().message().find("must be recorded before it is submitted") != std::string::npos);
+  const JobId running = h.record_job();
+  h.fits = true;
+  REQUIRE(h.supervisor.submit(h.request(running)).ok());
+  CHECK(h.supervisor.submit(h.request(running)).status().message().find("already submitted") != std::string::npos);
+  SubmitJob empty;
+  empty.job_id = h.record_job().hex();
+  CHECK(h.supervisor.submit(empty).status().message().find("asks for no actors") != std::string::npos);
+}
