@@ -14,21 +14,11 @@
 #include "trainers/data/shard_ledger.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/trainer_driver.h"
+#include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
 
-namespace {
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-}  // namespace
+using troupe::testing::relative_difference;
 
 TEST_CASE("sync job data: 4 workers on ledger shards hold the parameters of troupe train at batch 128",
           "[jobs][feed][equivalence]") {

@@ -22,6 +22,18 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
   return v;
 }
 
+// ||a - b|| / ||b||: how far one parameter vector is from another, relative to its size (element-wise
+// ratios are meaningless for parameters that pass through zero). The measure of the equivalence
+// tests (replicas, parameter servers, accumulation against one process).
+inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
 // Empty when |got[i] - want[i]| <= atol + rtol * |want[i]| for all i; otherwise a description of the
 // first element that is not (index, both values), for use as REQUIRE(close(...) == "").
 template <class Want>

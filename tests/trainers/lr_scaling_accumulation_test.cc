@@ -9,19 +9,13 @@
 #include "tests/trainers/blobs.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/trainer_driver.h"
+#include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
 
-namespace {
+using troupe::testing::relative_difference;
 
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
+namespace {
 
 TrainOptions small() {
   TrainOptions o;

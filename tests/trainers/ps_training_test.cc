@@ -9,9 +9,12 @@
 
 #include "tests/trainers/ps_fixture.h"
 #include "trainers/trainer_driver.h"
+#include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
 using namespace troupe::ps;
+
+using troupe::testing::relative_difference;
 
 namespace {
 
@@ -19,15 +22,6 @@ const Dataset& fashion(Split split) {
   static const Dataset train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train).value();
   static const Dataset test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test).value();
   return split == Split::train ? train : test;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 PsJobShape shape(PsMode mode, int64_t staleness = -1) {

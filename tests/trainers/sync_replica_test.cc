@@ -16,9 +16,12 @@
 #include "collectives/shm_transport.h"
 #include "tests/trainers/blobs.h"
 #include "trainers/trainer_driver.h"
+#include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
 using namespace troupe::collectives;
+
+using troupe::testing::relative_difference;
 
 namespace {
 
@@ -53,16 +56,6 @@ ReplicaRun run_replicas(std::vector<std::unique_ptr<Transport>> transports, cons
   return run;
 }
 
-// ||a - b|| / ||b||: how far the replicas' parameters are from the single process's, relative to
-// their size (element-wise ratios are meaningless for parameters that pass through zero).
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
 
 double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
