@@ -1,7 +1,8 @@
-// A sync job's data path as its workers run it: each of 4 replicas claims its shard of every epoch
-// from the shard ledger and trains on it through the input pipeline (LedgerFeed). The replicas
-// end with the parameters of one process training on the global batch (`troupe train`), and the
-// ledger shows every shard of every epoch trained exactly once.
+// A job's data path as its workers run it: shards of every epoch claimed from the shard ledger and
+// trained through the input pipeline (LedgerFeed). Sync: each of 4 replicas claims one shard per
+// epoch, and they end with the parameters of one process training on the global batch (`troupe
+// train`); async: workers take shards as they get to them. Either way the ledger shows every shard
+// of every epoch trained exactly once.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,6 +14,9 @@
 #include "gcs/in_memory_store.h"
 #include "trainers/data/shard_ledger.h"
 #include "trainers/job/ledger_feed.h"
+#include "trainers/ps/async_worker.h"
+#include "trainers/ps/ps_client.h"
+#include "trainers/ps/ps_job.h"
 #include "trainers/trainer_driver.h"
 #include "tests/support/numeric_test_util.h"
 
@@ -96,6 +100,77 @@ TEST_CASE("sync job data: 4 workers on ledger shards hold the parameters of trou
         owners.insert(s.owner);
       }
       CHECK(owners.size() == 4u);
+    }
+  }
+}
+
+TEST_CASE("async job data: workers taking stratified shards as they get to them train every shard exactly once",
+          "[jobs][feed][async]") {
+  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(train.ok());
+  REQUIRE(test.ok());
+  Dataset part = *train;
+  part.count = 12800;
+  part.images.resize(static_cast<size_t>(part.count * part.features()));
+  part.labels.resize(static_cast<size_t>(part.count));
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch_size = 128;
+  o.seed = 9;
+  const int workers = 4, servers = 2, shards = 16;
+  ps::PsJobShape shape;
+  shape.workers = workers;
+  shape.shards = servers;
+  shape.train_examples = part.count;
+  std::vector<std::unique_ptr<ps::ParameterShard>> owned;
+  std::vector<ps::ParameterShard*> views;
+  for (int s = 0; s < servers; ++s) {
+    auto made = ps::make_job_shard(o, DataSpec{part.features(), part.classes}, shape, s);
+    REQUIRE(made.ok());
+    views.push_back(made->get());
+    owned.push_back(std::move(*made));
+  }
+  gcs::InMemoryStore store;
+  const JobId job = JobId::random();
+  std::vector<Status> status(workers);
+  std::vector<int64_t> steps(workers);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < workers; ++r)
+    threads.emplace_back([&, r] {
+      auto client = ps::local_ps_client(views, r);
+      job::LedgerFeedOptions fo;
+      fo.plan.shards = shards;
+      fo.plan.policy = data::ShardPolicy::stratified;
+      fo.plan.seed = o.seed;
+      fo.batch_size = o.batch_size / workers;
+      job::LedgerFeed feed(part, store, job, WorkerId::random(), fo);
+      ps::PsWorkerReport report;
+      auto result = ps::train_ps_worker(o, part, *test, feed, ps::PsWorker{client.get(), r, workers}, {}, &report);
+      status[r] = result.status();
+      steps[r] = report.steps;
+    });
+  for (auto& t : threads) t.join();
+  int64_t total_steps = 0;
+  for (int r = 0; r < workers; ++r) {
+    INFO("worker " << r << ": " << status[r].to_string());
+    REQUIRE(status[r].ok());
+    total_steps += steps[r];
+  }
+  // Every example of both epochs was trained, but for each worker's last partial batch per epoch.
+  const int64_t batches = 2 * part.count / (o.batch_size / workers);
+  CHECK(total_steps <= batches);
+  CHECK(total_steps >= batches - 2 * workers);
+  data::ShardLedger ledger(store, job, data::ShardLedgerOptions{shards});
+  for (int epoch : {1, 2}) {
+    auto records = ledger.epoch_status(epoch);
+    REQUIRE(records.ok());
+    REQUIRE(records->size() == static_cast<size_t>(shards));
+    for (const gcs::ShardRecord& s : *records) {
+      INFO("epoch " << epoch << " shard " << s.shard);
+      CHECK(s.state == gcs::ShardState::done);
+      CHECK(s.claims == 1);
+      CHECK(s.progress == s.examples);
     }
   }
 }

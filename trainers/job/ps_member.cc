@@ -141,8 +141,9 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
   ps::PsWorkerReport report;
   TrainOptions options = spec.train;
-  auto result = ps::train_ps_worker(options, s.train, s.test, feed, {client->get(), a.index, spec.workers}, progress,
-                                    &report);
+  ps::PsWorker worker{client->get(), a.index, spec.workers};
+  worker.whole_global_batches = spec.strategy == "central";
+  auto result = ps::train_ps_worker(options, s.train, s.test, feed, worker, progress, &report);
   if (!result.ok()) return result.status();
   // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
   const double rate = report.steps > 0 ? result->samples_per_second : 0;

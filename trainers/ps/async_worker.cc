@@ -95,7 +95,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
     const std::string at_epoch = " at epoch " + std::to_string(epoch);
     TROUPE_RETURN_IF_ERROR(fail(feed.begin_epoch(epoch).with_context(where + ": starting epoch " + std::to_string(epoch))));
     EpochTally tally;
-    while (!stop && tally.steps < steps_per_epoch) {  // whole global batches, like sync (central)
+    while (!stop && (!w.whole_global_batches || tally.steps < steps_per_epoch)) {
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));

@@ -35,6 +35,10 @@ struct PsWorker {
   int rank = 0;
   int workers = 1;
   bool evaluate = true;  // rank 0 measures test accuracy (the others never do)
+  // At most (training examples / global batch) steps per epoch, like sync: for lockstep (central)
+  // workers fed one shard each. Async workers train until their feed ends (they take shards as
+  // they get to them, so a fast one trains more than its share).
+  bool whole_global_batches = false;
 };
 
 // What a worker measured besides its TrainResult.
