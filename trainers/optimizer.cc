@@ -1,5 +1,6 @@
 #include "trainers/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -21,6 +22,7 @@ class Sgd final : public Optimizer {
     ++steps_;
   }
   void set_lr(float lr) override { hp_.lr = lr; }
+  std::string name() const override { return "sgd"; }
   std::string describe() const override {
     std::ostringstream os;
     os << "sgd(lr=" << hp_.lr << ", momentum=" << hp_.momentum << ", weight_decay=" << hp_.weight_decay << ")";
@@ -28,6 +30,11 @@ class Sgd final : public Optimizer {
   }
 
  private:
+  std::vector<std::vector<float>*> state_vectors() override {
+    if (velocity_.empty()) return {};
+    return {&velocity_};
+  }
+  size_t size() const override { return n_; }
   size_t n_;
   kernels::cpu::SgdParams hp_;
   std::vector<float> velocity_;
@@ -48,6 +55,7 @@ class Adam final : public Optimizer {
     kernels::cpu::adam_step(params, grads, m_.data(), v_.data(), n_, steps_, hp_);
   }
   void set_lr(float lr) override { hp_.lr = lr; }
+  std::string name() const override { return hp_.decoupled ? "adamw" : "adam"; }
   std::string describe() const override {
     std::ostringstream os;
     os << (hp_.decoupled ? "adamw" : "adam") << "(lr=" << hp_.lr << ", betas=(" << hp_.beta1 << ", " << hp_.beta2
@@ -56,12 +64,53 @@ class Adam final : public Optimizer {
   }
 
  private:
+  std::vector<std::vector<float>*> state_vectors() override { return {&m_, &v_}; }
+  size_t size() const override { return n_; }
   size_t n_;
   kernels::cpu::AdamParams hp_;
   std::vector<float> m_, v_;
 };
 
 }  // namespace
+
+std::vector<const std::vector<float>*> Optimizer::state_vectors() const {
+  std::vector<const std::vector<float>*> out;
+  for (std::vector<float>* v : const_cast<Optimizer*>(this)->state_vectors()) out.push_back(v);
+  return out;
+}
+
+OptimizerState Optimizer::save_state(size_t begin, size_t end) const {
+  OptimizerState s;
+  s.name = name();
+  s.steps = steps_;
+  end = std::min(end, size());
+  begin = std::min(begin, end);
+  for (const std::vector<float>* v : state_vectors()) s.vectors.emplace_back(v->begin() + begin, v->begin() + end);
+  return s;
+}
+
+Status Optimizer::load_state(const OptimizerState& state, size_t begin) {
+  if (state.name != name()) {
+    return invalid_argument("optimizer state of " + state.name + " cannot be restored into " + name());
+  }
+  std::vector<std::vector<float>*> mine = state_vectors();
+  if (state.vectors.size() != mine.size()) {
+    return invalid_argument(name() + " optimizer state has " + std::to_string(state.vectors.size()) +
+                            " vectors; this optimizer keeps " + std::to_string(mine.size()) +
+                            " (a different momentum setting?)");
+  }
+  for (const std::vector<float>& v : state.vectors) {
+    if (v.size() != state.vectors[0].size() || begin + v.size() > size()) {
+      return invalid_argument("optimizer state slice [" + std::to_string(begin) + ", " +
+                              std::to_string(begin + v.size()) + ") does not fit " + std::to_string(size()) +
+                              " parameters");
+    }
+  }
+  if (state.steps < 0) return invalid_argument("optimizer state has a negative step count");
+  for (size_t i = 0; i < mine.size(); ++i) std::copy(state.vectors[i].begin(), state.vectors[i].end(), mine[i]->begin() + begin);
+  steps_ = state.steps;
+  return {};
+}
 
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, size_t n) {
   if (!(o.lr > 0.0f) || !std::isfinite(o.lr)) {

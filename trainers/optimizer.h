@@ -19,6 +19,15 @@ struct OptimizerOptions {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
 };
 
+// An optimizer's state, or a slice [begin, begin + length) of it, for checkpoints: the step count
+// (Adam's bias correction depends on it) and its state vectors in a fixed order (sgd with momentum:
+// velocity; adam/adamw: m, v; sgd without momentum: none), each `length` floats.
+struct OptimizerState {
+  std::string name;                       // "sgd", "adam", "adamw"
+  int64_t steps = 0;
+  std::vector<std::vector<float>> vectors;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -28,8 +37,18 @@ class Optimizer {
   // Changes the learning rate from the next step on (schedules call this every step).
   virtual void set_lr(float lr) = 0;
   int64_t steps() const { return steps_; }
+  virtual std::string name() const = 0;  // "sgd", "adam", "adamw"
+  // The state of parameters [begin, end) and the step count. end <= the optimizer's size.
+  OptimizerState save_state(size_t begin, size_t end) const;
+  // Restores parameters [begin, begin + length)'s state and the step count from `state` (a slice
+  // saved by save_state from an optimizer of the same name). invalid_argument when the name, the
+  // number of vectors or their lengths do not fit, naming what differs; on error nothing changes.
+  Status load_state(const OptimizerState& state, size_t begin);
 
  protected:
+  virtual std::vector<std::vector<float>*> state_vectors() = 0;  // in OptimizerState's order
+  std::vector<const std::vector<float>*> state_vectors() const;
+  virtual size_t size() const = 0;
   int64_t steps_ = 0;
 };
 

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include <xxhash.h>
@@ -62,6 +64,64 @@ Status compare_checksums(const std::vector<float>& params, const Replica& replic
                             "apply the same updates");
     }
   return {};
+}
+
+// Writes this replica's shard of the checkpoint of `step` and, once every replica's is durable,
+// rank 0 commits the manifest. See Replica::checkpoint_every.
+Status write_checkpoint(const std::vector<float>& params, size_t n, const Optimizer& opt, const Replica& replica,
+                        int64_t step, int epoch, int64_t epoch_step) {
+  const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
+  const std::string dir = checkpoint::step_dir(replica.checkpoint_dir, step);
+  checkpoint::ShardData d;
+  d.header.tag = replica.checkpoint_tag;
+  d.header.step = step;
+  d.header.epoch = epoch;
+  d.header.epoch_step = epoch_step;
+  d.header.shard = rank;
+  d.header.shards = world;
+  d.header.total_floats = n;
+  size_t begin = 0, end = 0;
+  checkpoint::shard_range(n, rank, world, &begin, &end);
+  d.header.begin = begin;
+  d.header.end = end;
+  d.params.assign(params.begin() + static_cast<std::ptrdiff_t>(begin), params.begin() + static_cast<std::ptrdiff_t>(end));
+  d.optimizer = opt.save_state(begin, end);
+  Expected<checkpoint::WrittenShard> written = io_error("not written");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) written = io_error("cannot create checkpoint directory " + dir + ": " + ec.message());
+  else written = checkpoint::write_shard_file(checkpoint::shard_path(dir, rank, world), d);
+  // Every replica's (bytes, checksum) — bytes 0 for a replica whose write failed.
+  uint64_t mine[2] = {0, 0};
+  if (written.ok()) {
+    mine[0] = written->bytes;
+    mine[1] = std::strtoull(written->checksum.c_str(), nullptr, 16);
+  }
+  std::vector<uint64_t> all(2 * static_cast<size_t>(world));
+  if (replica.comm) {
+    collectives::CollectiveOptions co;
+    co.timeout = replica.timeout;
+    TROUPE_RETURN_IF_ERROR(replica.comm->allgather(mine, all.data(), 4, DType::f32, co)
+                               .with_context("gathering the checkpoint shards of step " + std::to_string(step)));
+  } else {
+    all.assign(mine, mine + 2);
+  }
+  if (!written.ok()) return written.status().with_context("checkpoint of step " + std::to_string(step));
+  for (int r = 0; r < world; ++r)
+    if (all[2 * static_cast<size_t>(r)] == 0)
+      return io_error("checkpoint of step " + std::to_string(step) + ": replica " + std::to_string(r) +
+                      " could not write its shard (see its log)");
+  if (rank != 0 || !replica.checkpoint_commit) return {};
+  checkpoint::Manifest m;
+  m.tag = replica.checkpoint_tag;
+  m.step = step;
+  m.dir = dir;
+  for (int r = 0; r < world; ++r) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(all[2 * static_cast<size_t>(r) + 1]));
+    m.shards.push_back(checkpoint::WrittenShard{checkpoint::shard_path(dir, r, world), all[2 * static_cast<size_t>(r)], hex});
+  }
+  return replica.checkpoint_commit(m).with_context("checkpoint of step " + std::to_string(step));
 }
 
 }  // namespace
@@ -146,6 +206,30 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // all-reduce, so a step costs one collective.
   std::vector<float> params(space.size()), grads(space.size() + 2);
   init_parameters(space, o.seed, params.data());
+  int64_t step = 0;           // steps done
+  int first_epoch = 1;        // a resumed job goes on in the checkpoint's epoch
+  int64_t skip_steps = 0;     //   after the steps of it already done
+  if (replica.resume) {
+    const checkpoint::TrainingState& r = *replica.resume;
+    if (r.params.size() != params.size()) {
+      return invalid_argument("the checkpoint holds " + std::to_string(r.params.size()) + " parameters; " + where +
+                              " has " + std::to_string(params.size()) + " (another model or trainer settings?)");
+    }
+    TROUPE_RETURN_IF_ERROR((*opt)->load_state(r.optimizer, 0).with_context("restoring the checkpoint of step " +
+                                                                           std::to_string(r.step)));
+    params = r.params;
+    step = r.step;
+    first_epoch = static_cast<int>(std::max<int64_t>(r.epoch, 1));
+    skip_steps = r.epoch_step;
+    if (skip_steps >= steps_per_epoch) {  // taken at the end of its epoch
+      ++first_epoch;
+      skip_steps = 0;
+    }
+    spdlog::info("resuming from the checkpoint of step {}: epoch {} after {} of its steps", step, first_epoch,
+                 skip_steps);
+  }
+  if (replica.checkpoint_every > 0 && replica.checkpoint_dir.empty())
+    return invalid_argument("checkpoints every " + std::to_string(replica.checkpoint_every) + " steps need a directory");
   const Parameters param_view(params.data(), params.size());
   std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
   if (replica.comm && replica.bucket_bytes > 0)
@@ -167,11 +251,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   sync.timeout = replica.timeout;
   const auto job_start = Clock::now();
   double train_seconds = 0;
-  int64_t step = 0;
-  bool stop = false;
+  bool stop = o.max_steps > 0 && step >= o.max_steps;
   bool counted = true;  // the trainer reports correct predictions
 
-  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+  for (int epoch = first_epoch; epoch <= o.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     TROUPE_RETURN_IF_ERROR(feed.begin_epoch(epoch).with_context("data of epoch " + std::to_string(epoch)));
     EpochTally tally;
@@ -191,6 +274,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                               std::to_string(steps_per_epoch) + " of epoch " + std::to_string(epoch));
       }
       if (!*more) break;
+      if (epoch == first_epoch && s < skip_steps) {  // trained before the checkpoint this run resumed from
+        TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
+        continue;
+      }
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
       if (buckets) buckets->begin_step(grads.data(), epoch, s + 1);
       Expected<BatchStats> stats = BatchStats{0.0f, 0};
@@ -238,6 +325,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
       if (replica.comm && replica.checksum_every > 0 && step % replica.checksum_every == 0)
         TROUPE_RETURN_IF_ERROR(compare_checksums(params, replica, step).with_context(where));
+      if (replica.checkpoint_every > 0 && step % replica.checkpoint_every == 0)
+        TROUPE_RETURN_IF_ERROR(write_checkpoint(params, space.size(), **opt, replica, step, epoch, s + 1).with_context(where));
       if (progress) progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
       if (o.max_steps > 0 && step >= o.max_steps) {
         stop = true;

@@ -13,6 +13,7 @@
 #include "collectives/communicator.h"
 #include "trainers/api/trainer.h"
 #include "trainers/batch_feed.h"
+#include "trainers/checkpoint/checkpoint.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/grad_buckets.h"
 #include "trainers/train_options.h"
@@ -57,6 +58,24 @@ struct Replica {
   // TrainOptions::accumulate > 1 the buckets start only after the last micro-batch (no overlap).
   size_t bucket_bytes = kDefaultBucketBytes;
   GradBucketStats* bucket_stats = nullptr;  // if set, receives the buckets' timings after training
+
+  // Checkpoints (trainers/checkpoint/). Every `checkpoint_every` steps (0: never), right after the
+  // step's update (every replica holds the same parameters: the all-reduce is the step barrier),
+  // replica r of N writes shard r of N — its 1/N slice of the parameters and of the optimizer
+  // state — under checkpoint::step_dir(checkpoint_dir, step), all in parallel. The replicas then
+  // all-gather each shard's size and checksum (the barrier after which every shard is durable), and
+  // rank 0 hands the manifest to `checkpoint_commit` (the job layer records it in the GCS). A
+  // replica that fails to write fails the step on every replica, naming it. The directory must be
+  // one every replica (and a resumed job) can read: one host, or a shared file system.
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
+  std::string checkpoint_tag;                // written into every shard's header (the job id)
+  checkpoint::CommitFn checkpoint_commit;    // rank 0; may be empty (then nothing is recorded)
+  // Start from a checkpoint instead of the seed's parameters: its parameters, optimizer state and
+  // step; the epoch it was taken in goes on after its `epoch_step` steps (the feed's batches of
+  // those steps are drawn and marked trained without training them, so every replica skips the
+  // same global batches and the data order is the uninterrupted run's). Null: a fresh start.
+  const checkpoint::TrainingState* resume = nullptr;
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch

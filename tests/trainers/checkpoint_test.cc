@@ -1,0 +1,366 @@
+// Checkpoints (trainers/checkpoint/): shard files round-trip and every damage to one is caught
+// naming the file; the manifest catalog skips checkpoints whose files are missing or damaged and
+// never sees shards without a manifest; optimizer state survives a save and a restore bit for bit;
+// a job resumed from a checkpoint (one process, and 4 sync replicas) ends where an uninterrupted
+// run ends.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "collectives/inproc_transport.h"
+#include "gcs/events.h"
+#include "gcs/in_memory_store.h"
+#include "tests/core/temp_dir.h"
+#include "tests/support/numeric_test_util.h"
+#include "tests/trainers/blobs.h"
+#include "trainers/checkpoint/checkpoint.h"
+#include "trainers/checkpoint/checkpoint_catalog.h"
+#include "trainers/checkpoint/shard_file.h"
+#include "trainers/optimizer.h"
+#include "trainers/trainer_driver.h"
+
+using namespace troupe;
+using namespace troupe::checkpoint;
+using troupe::testing::TempDir;
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+ShardData sample_shard(size_t n = 10) {
+  ShardData d;
+  d.header.tag = "00112233445566778899aabbccddeeff";
+  d.header.step = 120;
+  d.header.epoch = 3;
+  d.header.epoch_step = 7;
+  d.header.shard = 1;
+  d.header.shards = 2;
+  d.header.total_floats = 2 * n;
+  d.header.begin = n;
+  d.header.end = 2 * n;
+  d.params = troupe::testing::random_floats(n, 1);
+  d.optimizer.name = "adam";
+  d.optimizer.steps = 120;
+  d.optimizer.vectors = {troupe::testing::random_floats(n, 2), troupe::testing::random_floats(n, 3)};
+  return d;
+}
+
+// A checkpoint of one shard per step, `floats` parameters, recorded (or not) as job's manifest.
+Manifest write_checkpoint_files(const std::string& dir, int64_t step, int shards = 2, size_t floats = 8) {
+  Manifest m;
+  m.step = step;
+  m.dir = step_dir(dir, step);
+  std::filesystem::create_directories(m.dir);
+  for (int s = 0; s < shards; ++s) {
+    ShardData d;
+    d.header.step = step;
+    d.header.epoch = 1;
+    d.header.epoch_step = step;
+    d.header.shard = s;
+    d.header.shards = shards;
+    d.header.total_floats = floats;
+    size_t b, e;
+    shard_range(floats, s, shards, &b, &e);
+    d.header.begin = b;
+    d.header.end = e;
+    d.params.assign(e - b, static_cast<float>(step));
+    d.optimizer.name = "sgd";
+    d.optimizer.steps = step;
+    d.optimizer.vectors = {std::vector<float>(e - b, 0.5f)};
+    auto w = write_shard_file(shard_path(m.dir, s, shards), d);
+    REQUIRE(w.ok());
+    m.shards.push_back(*w);
+  }
+  return m;
+}
+
+TrainOptions small_job() {
+  TrainOptions o;
+  o.hidden = {16};
+  o.epochs = 3;
+  o.batch_size = 32;
+  o.seed = 5;
+  o.optimizer = "adam";
+  o.lr = 0.01f;
+  o.lr_schedule = "cosine";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("optimizer state saved and restored continues bit for bit", "[checkpoint][optimizer]") {
+  const size_t n = 257;
+  for (const char* name : {"adam", "adamw", "sgd"}) {
+    OptimizerOptions oo;
+    oo.name = name;
+    oo.lr = 0.01f;
+    oo.weight_decay = 0.01f;
+    auto a = make_optimizer(oo, n);
+    REQUIRE(a.ok());
+    std::vector<float> pa = troupe::testing::random_floats(n, 9);
+    for (int i = 0; i < 5; ++i) (*a)->step(pa.data(), troupe::testing::random_floats(n, 100 + i).data());
+    // Restored in two slices, as shards of a checkpoint are.
+    auto b = make_optimizer(oo, n);
+    REQUIRE(b.ok());
+    REQUIRE((*b)->load_state((*a)->save_state(0, 100), 0).ok());
+    REQUIRE((*b)->load_state((*a)->save_state(100, n), 100).ok());
+    CHECK((*b)->steps() == 5);
+    std::vector<float> pb = pa;
+    for (int i = 5; i < 9; ++i) {
+      const auto g = troupe::testing::random_floats(n, 100 + i);
+      (*a)->step(pa.data(), g.data());
+      (*b)->step(pb.data(), g.data());
+    }
+    INFO(name);
+    CHECK(pa == pb);
+  }
+  OptimizerOptions sgd;
+  auto s = make_optimizer(sgd, 4);
+  OptimizerOptions adam;
+  adam.name = "adam";
+  auto a = make_optimizer(adam, 4);
+  Status st = (*s)->load_state((*a)->save_state(0, 4), 0);
+  CHECK(st.code() == Code::invalid_argument);
+  CHECK_THAT(st.message(), Catch::Contains("adam") && Catch::Contains("sgd"));
+  CHECK((*a)->load_state((*a)->save_state(0, 4), 2).code() == Code::invalid_argument);  // does not fit
+}
+
+TEST_CASE("a checkpoint shard file round-trips and is written atomically", "[checkpoint]") {
+  TempDir dir;
+  const ShardData d = sample_shard();
+  const std::string path = dir.file("shard-1-of-2.ckpt");
+  auto w = write_shard_file(path, d);
+  REQUIRE(w.ok());
+  CHECK(w->bytes == std::filesystem::file_size(path));
+  CHECK(w->checksum.size() == 16);
+  CHECK(verify_shard_file(path, w->bytes, w->checksum).ok());
+  auto r = read_shard_file(path);
+  REQUIRE(r.ok());
+  CHECK(r->header.tag == d.header.tag);
+  CHECK(r->header.step == 120);
+  CHECK(r->header.epoch == 3);
+  CHECK(r->header.epoch_step == 7);
+  CHECK(r->header.shard == 1);
+  CHECK(r->header.shards == 2);
+  CHECK(r->header.begin == 10);
+  CHECK(r->header.end == 20);
+  CHECK(r->params == d.params);
+  CHECK(r->optimizer.name == "adam");
+  CHECK(r->optimizer.steps == 120);
+  CHECK(r->optimizer.vectors == d.optimizer.vectors);
+  // Only the final file is left: the temporary one was renamed.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);
+  CHECK(read_shard_file(dir.file("absent.ckpt")).status().code() == Code::not_found);
+  CHECK(write_shard_file(dir.file("no-such-dir/x.ckpt"), d).status().code() == Code::io_error);
+}
+
+TEST_CASE("every single-byte corruption and every truncation of a shard file is corrupt_data naming it",
+          "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("shard-1-of-2.ckpt");
+  auto w = write_shard_file(path, sample_shard(6));
+  REQUIRE(w.ok());
+  const std::string good = read_bytes(path);
+  int missed = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    write_bytes(path, bad);
+    auto r = read_shard_file(path);
+    Status v = verify_shard_file(path, w->bytes, w->checksum);
+    if (r.ok() || r.status().code() != Code::corrupt_data || r.status().message().find(path) == std::string::npos ||
+        v.code() != Code::corrupt_data)
+      ++missed;
+  }
+  CHECK(missed == 0);
+  for (size_t len = 0; len < good.size(); ++len) {
+    write_bytes(path, good.substr(0, len));
+    auto r = read_shard_file(path);
+    if (r.ok() || r.status().code() != Code::corrupt_data || r.status().message().find(path) == std::string::npos)
+      ++missed;
+    if (verify_shard_file(path, w->bytes, w->checksum).code() != Code::corrupt_data) ++missed;
+  }
+  CHECK(missed == 0);
+  write_bytes(path, good + "x");  // too long
+  CHECK(read_shard_file(path).status().code() == Code::corrupt_data);
+  write_bytes(path, good);
+  CHECK(read_shard_file(path).ok());
+}
+
+TEST_CASE("the catalog uses the newest checkpoint whose shards are all intact", "[checkpoint][catalog]") {
+  TempDir dir;
+  gcs::InMemoryStore store;
+  const JobId job = JobId::random(), other = JobId::random();
+  for (int64_t step : {10, 20, 30}) REQUIRE(write_manifest(store, job, write_checkpoint_files(dir.path(), step)).ok());
+  REQUIRE(write_manifest(store, other, write_checkpoint_files(dir.file("other"), 50)).ok());
+
+  auto latest = latest_good_checkpoint(store, job);
+  REQUIRE(latest.ok());
+  CHECK(latest->step == 30);
+
+  SECTION("a crash after the shards of step 40 but before its manifest leaves step 30 the latest") {
+    write_checkpoint_files(dir.path(), 40);
+    auto l = latest_good_checkpoint(store, job);
+    REQUIRE(l.ok());
+    CHECK(l->step == 30);
+  }
+  SECTION("a damaged shard: the previous checkpoint is used, the damage reported") {
+    const std::string victim = shard_path(step_dir(dir.path(), 30), 1, 2);
+    std::string bytes = read_bytes(victim);
+    bytes[bytes.size() / 2] ^= 1;
+    write_bytes(victim, bytes);
+    std::vector<std::string> skipped;
+    auto l = latest_good_checkpoint(store, job, &skipped);
+    REQUIRE(l.ok());
+    CHECK(l->step == 20);
+    REQUIRE(skipped.size() == 1);
+    CHECK_THAT(skipped[0], Catch::Contains(victim) && Catch::Contains("step 30"));
+    auto events = gcs::recent_events(store, 100);
+    REQUIRE(events.ok());
+    bool reported = false;
+    for (const gcs::Event& e : *events) reported |= e.kind == "checkpoint_corrupt" && e.message.find(victim) != std::string::npos;
+    CHECK(reported);
+    // load_checkpoint of the damaged one fails naming the file too.
+    auto state = load_checkpoint(from_record(*list_checkpoints(store, job)->begin()));
+    CHECK(state.status().code() == Code::corrupt_data);
+    CHECK_THAT(state.status().message(), Catch::Contains(victim));
+  }
+  SECTION("a missing shard and a truncated one: step 10 is used; none left: not_found") {
+    std::filesystem::remove(shard_path(step_dir(dir.path(), 30), 0, 2));
+    const std::string cut = shard_path(step_dir(dir.path(), 20), 0, 2);
+    write_bytes(cut, read_bytes(cut).substr(0, 40));
+    std::vector<std::string> skipped;
+    auto l = latest_good_checkpoint(store, job, &skipped);
+    REQUIRE(l.ok());
+    CHECK(l->step == 10);
+    CHECK(skipped.size() == 2);
+    std::filesystem::remove_all(step_dir(dir.path(), 10));
+    CHECK(latest_good_checkpoint(store, job).status().code() == Code::not_found);
+  }
+  SECTION("pruning keeps the newest K, files and records") {
+    REQUIRE(prune_checkpoints(store, job, 2).ok());
+    auto left = list_checkpoints(store, job);
+    REQUIRE(left.ok());
+    REQUIRE(left->size() == 2);
+    CHECK((*left)[0].step == 30);
+    CHECK((*left)[1].step == 20);
+    CHECK_FALSE(std::filesystem::exists(step_dir(dir.path(), 10)));
+    CHECK(std::filesystem::exists(step_dir(dir.path(), 20)));
+    CHECK(list_checkpoints(store, other)->size() == 1);
+  }
+  SECTION("load_checkpoint assembles the shards") {
+    auto state = load_checkpoint(from_record(*latest), 8);
+    REQUIRE(state.ok());
+    CHECK(state->step == 30);
+    CHECK(state->params == std::vector<float>(8, 30.0f));
+    CHECK(state->optimizer.vectors.size() == 1);
+    CHECK(load_checkpoint(from_record(*latest), 9).status().code() == Code::invalid_argument);
+  }
+}
+
+TEST_CASE("one process resumed from a checkpoint ends bit for bit where an uninterrupted run ends",
+          "[checkpoint][resume]") {
+  const Dataset train = blobs(640, 4, 3, 21), test = blobs(64, 4, 3, 22);
+  const TrainOptions o = small_job();  // 20 steps an epoch, 60 in all
+  std::vector<float> want;
+  auto whole = train_with_trainer(o, train, test, {}, &want);
+  REQUIRE(whole.ok());
+
+  for (int64_t at : {25, 40}) {  // in the middle of epoch 2; at the end of epoch 2
+    TempDir dir;
+    std::atomic<bool> cancel{false};
+    std::vector<Manifest> committed;
+    Replica first;
+    first.checkpoint_every = at;
+    first.checkpoint_dir = dir.path();
+    first.cancel = &cancel;
+    first.checkpoint_commit = [&](const Manifest& m) {
+      committed.push_back(m);
+      cancel = true;  // the "crash": the run stops right after its first checkpoint
+      return Status{};
+    };
+    auto stopped = train_replica(o, train, test, first);
+    REQUIRE(stopped.status().code() == Code::unavailable);
+    REQUIRE(committed.size() == 1);
+    CHECK(committed[0].step == at);
+
+    auto state = load_checkpoint(committed[0]);
+    REQUIRE(state.ok());
+    Replica resumed;
+    resumed.resume = &*state;
+    std::vector<float> got;
+    auto rest = train_replica(o, train, test, resumed, {}, &got);
+    REQUIRE(rest.ok());
+    INFO("resumed at step " << at);
+    CHECK(rest->steps == 60);
+    CHECK(got == want);
+    CHECK(rest->test_accuracy == whole->test_accuracy);
+  }
+}
+
+TEST_CASE("4 sync replicas resumed from their sharded checkpoint match an uninterrupted run",
+          "[checkpoint][resume][sync]") {
+  const Dataset train = blobs(640, 4, 3, 31), test = blobs(64, 4, 3, 32);
+  const TrainOptions o = small_job();
+  auto run = [&](const std::function<void(int, Replica&)>& adjust, std::vector<std::vector<float>>* params) {
+    auto transports = collectives::make_inproc_group(4);
+    std::vector<Status> status(4);
+    params->assign(4, {});
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 4; ++r)
+      threads.emplace_back([&, r] {
+        collectives::Communicator comm(std::move(transports[static_cast<size_t>(r)]));
+        Replica replica;
+        replica.comm = &comm;
+        replica.timeout = std::chrono::seconds(20);
+        adjust(r, replica);
+        auto result = train_replica(o, train, test, replica, {}, &(*params)[static_cast<size_t>(r)]);
+        status[static_cast<size_t>(r)] = result.status();
+      });
+    for (auto& t : threads) t.join();
+    return status;
+  };
+  std::vector<std::vector<float>> want;
+  for (const Status& st : run([](int, Replica&) {}, &want)) REQUIRE(st.ok());
+
+  TempDir dir;
+  std::atomic<bool> cancel{false};
+  std::vector<Manifest> committed;
+  std::vector<std::vector<float>> ignored;
+  auto stopped = run([&](int r, Replica& replica) {
+    replica.checkpoint_every = 27;
+    replica.checkpoint_dir = dir.path();
+    replica.cancel = &cancel;
+    if (r == 0) replica.checkpoint_commit = [&](const Manifest& m) {
+      committed.push_back(m);
+      cancel = true;
+      return Status{};
+    };
+  }, &ignored);
+  for (const Status& st : stopped) REQUIRE(st.code() == Code::unavailable);
+  REQUIRE(committed.size() == 1);
+  REQUIRE(committed[0].shards.size() == 4);  // sharded: one file per replica
+  for (int r = 0; r < 4; ++r) CHECK(committed[0].shards[static_cast<size_t>(r)].path == shard_path(step_dir(dir.path(), 27), r, 4));
+
+  auto state = load_checkpoint(committed[0]);
+  REQUIRE(state.ok());
+  CHECK(state->step == 27);
+  CHECK(state->epoch == 2);
+  CHECK(state->epoch_step == 7);
+  std::vector<std::vector<float>> got;
+  for (const Status& st : run([&](int, Replica& replica) { replica.resume = &*state; }, &got)) REQUIRE(st.ok());
+  for (int r = 0; r < 4; ++r) CHECK(got[static_cast<size_t>(r)] == got[0]);
+  const double diff = troupe::testing::relative_difference(got[0], want[0]);
+  INFO("relative difference " << diff);
+  CHECK(diff <= 1e-5);  // tests/jobs/ledger_feed_test.cc's tolerance; in one process it is 0
+}

@@ -1,0 +1,55 @@
+// A whole checkpoint: the shard files of one step (shard_file.h) under
+// <dir>/step-<step, 12 digits>/shard-<i>-of-<n>.ckpt, and the manifest that lists them. Shards cover
+// the flat parameter buffer in contiguous ranges (a sync job: replica r writes slice r of N; a
+// parameter-server job: server s its range). The manifest is written only after every shard is
+// durable, and it is what makes a checkpoint exist (checkpoint_catalog.h keeps manifests in the GCS):
+// shard files without a manifest are never used.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/checkpoint/shard_file.h"
+#include "trainers/optimizer.h"
+
+namespace troupe::checkpoint {
+
+struct Manifest {
+  std::string tag;            // the job id (hex)
+  int64_t step = 0;
+  std::string dir;            // the step's directory
+  std::vector<WrittenShard> shards;  // in shard order
+};
+
+// The training state a checkpoint restores: where training stopped and everything it needs to go
+// on exactly as if it had not stopped.
+struct TrainingState {
+  int64_t step = 0;           // global steps done
+  int64_t epoch = 0;          // epoch of the last step done (1-based)
+  int64_t epoch_step = 0;     // steps of that epoch done
+  std::vector<float> params;  // the whole buffer
+  OptimizerState optimizer;   // the whole buffer's state
+};
+
+// <dir>/step-000000000120 and its shard i of n.
+std::string step_dir(const std::string& dir, int64_t step);
+std::string shard_path(const std::string& step_dir, int shard, int shards);
+
+// The contiguous range of shard i of n over `total` floats: [total * i / n, total * (i + 1) / n).
+void shard_range(size_t total, int shard, int shards, size_t* begin, size_t* end);
+
+// Reads every shard of `manifest` (verifying each against the size and checksum recorded, then its
+// own header and checksum) and assembles the whole state. corrupt_data naming the file when a
+// shard is damaged, when shards disagree on the step or the optimizer, or do not cover
+// [0, total_floats) without gaps; not_found when a file is missing. `total_floats` 0: any size.
+Expected<TrainingState> load_checkpoint(const Manifest& manifest, size_t total_floats = 0);
+
+// Called by a sync job's rank 0 once every replica's shard of a step is durable: records the
+// checkpoint (the job layer writes the GCS manifest, then prunes old checkpoints). An error stops
+// the job.
+using CommitFn = std::function<Status(const Manifest&)>;
+
+}  // namespace troupe::checkpoint

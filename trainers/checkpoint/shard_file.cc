@@ -1,0 +1,227 @@
+#include "trainers/checkpoint/shard_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <functional>
+
+namespace troupe::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'T', 'R', 'P', 'C', 'K', 'P', 'T', '1'};
+constexpr size_t kFixedHeader = 8 * 3 + 4 * 2 + 8 * 4 + 4 * 3;  // the header before name and tag
+constexpr size_t kMaxName = 64, kMaxTag = 256;
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T>
+T get(const char*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  p += sizeof v;
+  return v;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Closes the descriptor on every path out.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+Status write_all(int fd, const char* data, size_t size, const std::string& path) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return io_error("writing checkpoint shard " + path + " failed: " + errno_text());
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+Status fsync_dir(const std::string& dir) {
+  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.fd < 0) return io_error("cannot open checkpoint directory " + dir + " to flush it: " + errno_text());
+  if (::fsync(d.fd) != 0) return io_error("flushing checkpoint directory " + dir + " failed: " + errno_text());
+  return {};
+}
+
+Expected<std::string> read_all(const std::string& path) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) {
+    if (errno == ENOENT) return not_found("checkpoint shard " + path + " does not exist");
+    return io_error("cannot open checkpoint shard " + path + ": " + errno_text());
+  }
+  std::string bytes;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(f.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("reading checkpoint shard " + path + " failed: " + errno_text());
+    if (n == 0) break;
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string xxh64_hex(const void* data, size_t size) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(data, size, 0)));
+  return hex;
+}
+
+Expected<WrittenShard> write_shard_file(const std::string& path, const ShardData& d) {
+  const ShardHeader& h = d.header;
+  const uint64_t n = h.end - h.begin;
+  if (h.end < h.begin || h.end > h.total_floats || d.params.size() != n) {
+    return invalid_argument("checkpoint shard " + path + ": range [" + std::to_string(h.begin) + ", " +
+                            std::to_string(h.end) + ") of " + std::to_string(h.total_floats) + " floats with " +
+                            std::to_string(d.params.size()) + " parameters");
+  }
+  for (const auto& v : d.optimizer.vectors) {
+    if (v.size() != n) return invalid_argument("checkpoint shard " + path + ": an optimizer vector is not " + std::to_string(n) + " floats");
+  }
+  if (d.optimizer.name.size() > kMaxName || h.tag.size() > kMaxTag) {
+    return invalid_argument("checkpoint shard " + path + ": optimizer name or tag too long");
+  }
+  std::string bytes(kMagic, sizeof kMagic);
+  put<uint32_t>(bytes, kShardFormatVersion);
+  put<uint32_t>(bytes, static_cast<uint32_t>(kFixedHeader + d.optimizer.name.size() + h.tag.size()));
+  put<int64_t>(bytes, h.step);
+  put<int64_t>(bytes, h.epoch);
+  put<int64_t>(bytes, h.epoch_step);
+  put<int32_t>(bytes, h.shard);
+  put<int32_t>(bytes, h.shards);
+  put<uint64_t>(bytes, h.total_floats);
+  put<uint64_t>(bytes, h.begin);
+  put<uint64_t>(bytes, h.end);
+  put<int64_t>(bytes, d.optimizer.steps);
+  put<uint32_t>(bytes, static_cast<uint32_t>(d.optimizer.vectors.size()));
+  put<uint32_t>(bytes, static_cast<uint32_t>(d.optimizer.name.size()));
+  put<uint32_t>(bytes, static_cast<uint32_t>(h.tag.size()));
+  bytes += d.optimizer.name;
+  bytes += h.tag;
+  bytes.append(reinterpret_cast<const char*>(d.params.data()), n * sizeof(float));
+  for (const auto& v : d.optimizer.vectors) bytes.append(reinterpret_cast<const char*>(v.data()), n * sizeof(float));
+  put<uint64_t>(bytes, XXH64(bytes.data(), bytes.size(), 0));
+
+  // Temporary file beside the final one (same file system, so the rename is atomic).
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
+  {
+    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (f.fd < 0) return io_error("cannot create checkpoint shard " + tmp + ": " + errno_text());
+    Status st = write_all(f.fd, bytes.data(), bytes.size(), tmp);
+    if (st.ok() && ::fsync(f.fd) != 0) st = io_error("flushing checkpoint shard " + tmp + " failed: " + errno_text());
+    if (!st.ok()) {
+      ::unlink(tmp.c_str());
+      return st;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    return io_error("renaming checkpoint shard " + tmp + " to " + path + " failed: " + why);
+  }
+  std::string dir = fs::path(path).parent_path().string();
+  TROUPE_RETURN_IF_ERROR(fsync_dir(dir.empty() ? "." : dir));
+  return WrittenShard{path, bytes.size(), xxh64_hex(bytes.data(), bytes.size())};
+}
+
+Expected<ShardData> read_shard_file(const std::string& path) {
+  auto file = read_all(path);
+  if (!file.ok()) return file.status();
+  const std::string& b = *file;
+  auto corrupt = [&](const std::string& what) { return corrupt_data("checkpoint shard " + path + " is corrupt: " + what); };
+  if (b.size() < 16 + kFixedHeader + 8) return corrupt("truncated to " + std::to_string(b.size()) + " bytes");
+  if (std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) return corrupt("bad magic (not a troupe checkpoint shard)");
+  const char* p = b.data() + 8;
+  const uint32_t version = get<uint32_t>(p);
+  if (version != kShardFormatVersion) {
+    return corrupt("format version " + std::to_string(version) + "; this troupe reads version " +
+                   std::to_string(kShardFormatVersion));
+  }
+  const uint32_t header_bytes = get<uint32_t>(p);
+  // The checksum first: after it every field is what the writer wrote.
+  uint64_t stored;
+  std::memcpy(&stored, b.data() + b.size() - 8, 8);
+  if (XXH64(b.data(), b.size() - 8, 0) != stored) {
+    return corrupt("checksum mismatch over its " + std::to_string(b.size()) + " bytes (damaged, or truncated)");
+  }
+  if (header_bytes < kFixedHeader || header_bytes > kFixedHeader + kMaxName + kMaxTag ||
+      16 + header_bytes + 8 > b.size()) {
+    return corrupt("header of " + std::to_string(header_bytes) + " bytes does not fit the file");
+  }
+  ShardData d;
+  ShardHeader& h = d.header;
+  h.step = get<int64_t>(p);
+  h.epoch = get<int64_t>(p);
+  h.epoch_step = get<int64_t>(p);
+  h.shard = get<int32_t>(p);
+  h.shards = get<int32_t>(p);
+  h.total_floats = get<uint64_t>(p);
+  h.begin = get<uint64_t>(p);
+  h.end = get<uint64_t>(p);
+  d.optimizer.steps = get<int64_t>(p);
+  const uint32_t vectors = get<uint32_t>(p), name_len = get<uint32_t>(p), tag_len = get<uint32_t>(p);
+  if (kFixedHeader + name_len + tag_len != header_bytes) return corrupt("header lengths disagree");
+  d.optimizer.name.assign(p, name_len);
+  p += name_len;
+  h.tag.assign(p, tag_len);
+  p += tag_len;
+  if (h.end < h.begin || h.end > h.total_floats || h.shard < 0 || h.shard >= h.shards || vectors > 8) {
+    return corrupt("header range [" + std::to_string(h.begin) + ", " + std::to_string(h.end) + ") of " +
+                   std::to_string(h.total_floats) + ", shard " + std::to_string(h.shard) + " of " +
+                   std::to_string(h.shards));
+  }
+  const uint64_t n = h.end - h.begin;
+  const uint64_t want = 16 + header_bytes + (1 + vectors) * n * sizeof(float) + 8;
+  if (want != b.size()) {
+    return corrupt(std::to_string(b.size()) + " bytes; its header says " + std::to_string(want));
+  }
+  d.params.resize(n);
+  std::memcpy(d.params.data(), p, n * sizeof(float));
+  p += n * sizeof(float);
+  for (uint32_t i = 0; i < vectors; ++i) {
+    d.optimizer.vectors.emplace_back(n);
+    std::memcpy(d.optimizer.vectors.back().data(), p, n * sizeof(float));
+    p += n * sizeof(float);
+  }
+  return d;
+}
+
+Status verify_shard_file(const std::string& path, uint64_t bytes, const std::string& checksum) {
+  auto file = read_all(path);
+  if (!file.ok()) return file.status();
+  if (file->size() != bytes) {
+    return corrupt_data("checkpoint shard " + path + " has " + std::to_string(file->size()) +
+                        " bytes; the manifest recorded " + std::to_string(bytes));
+  }
+  const std::string got = xxh64_hex(file->data(), file->size());
+  if (got != checksum) {
+    return corrupt_data("checkpoint shard " + path + " hashes to " + got + "; the manifest recorded " + checksum);
+  }
+  return {};
+}
+
+}  // namespace troupe::checkpoint
