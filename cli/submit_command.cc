@@ -2,7 +2,11 @@
 // library) into the GCS, its actors to the head, which places them as one gang — then follows it
 // with a progress bar until it ends and prints the summary (`--json`: the JSON of `troupe train
 // --json`, plus strategy, workers and per-worker samples/s). `--detach` prints the job id instead.
+// `--checkpoint-every N --checkpoint-dir DIR` (sync) checkpoints every N steps; `--resume JOB`
+// submits a new job with JOB's settings that starts from JOB's newest intact checkpoint (damaged
+// or incomplete newer ones are reported and skipped); its summary names the checkpoint.
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +22,7 @@
 #include "gcs/tables.h"
 #include "trainers/job/job_actors.h"
 #include "trainers/job/job_spec.h"
+#include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/job/ps_member.h"
 #include "trainers/trainer_library_store.h"
 
@@ -30,7 +35,24 @@ struct SubmitFlags {
   bool detach = false;
   double pending_timeout = 60;
   double stall_timeout = 300;
+  std::string resume;         // a job id (or a unique prefix of one) to resume
 };
+
+// The spec of a job resuming `old` from its newest intact checkpoint. Checkpoints skipped on the
+// way are reported on stderr (and as checkpoint_corrupt events by latest_good_checkpoint).
+Expected<job::JobSpec> resume_spec(gcs::Store& store, const gcs::JobRecord& old) {
+  auto spec = job::from_settings(old.spec);
+  if (!spec.ok()) return spec.status().with_context("the settings of job " + old.id.hex());
+  std::vector<std::string> skipped;
+  auto latest = checkpoint::latest_good_checkpoint(store, old.id, &skipped);
+  for (const std::string& why : skipped) std::fprintf(stderr, "warning: %s\n", why.c_str());
+  if (!latest.ok()) return latest.status().with_context("--resume " + old.id.short_hex());
+  spec->resume_job = old.id.hex();
+  spec->resume_step = latest->step;
+  std::fprintf(stderr, "resuming job %s (%s) from its checkpoint of step %lld in %s\n", old.id.short_hex().c_str(),
+               gcs::job_state_name(old.state), static_cast<long long>(latest->step), latest->dir.c_str());
+  return spec;
+}
 
 // Refuses a job that could never be placed: more CPUs or GPUs than all ALIVE nodes have together.
 Status check_capacity(gcs::Store& store, const job::JobSpec& spec, int actors, int servers) {
@@ -108,6 +130,15 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
                   "sync: gradient bucket size; buckets are all-reduced while backward runs (0: one all-reduce "
                   "after backward; -1: 256 KiB where the node has 2 cores per worker, else 0)")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--checkpoint-every", s.checkpoint_every, "sync: a sharded checkpoint every STEPS steps (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--checkpoint-dir", s.checkpoint_dir,
+                  "Where checkpoints go (<dir>/<job id>/step-N/); every worker must be able to write it");
+  cmd->add_option("--checkpoint-keep", s.checkpoint_keep, "How many of the newest checkpoints to keep")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--resume", f->resume,
+                  "Continue job JOB (id or prefix) from its newest intact checkpoint, as a new job with its "
+                  "settings (training flags are ignored; --checkpoint-every/--checkpoint-dir override its own)");
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
   cmd->add_flag("--detach", f->detach, "Print the job id and return at once");
   cmd->add_option("--pending-timeout", f->pending_timeout, "Seconds to wait for a PENDING job to start")
@@ -123,11 +154,22 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
     if (!info.ok()) return report_error("submit", info.status());
     auto store = connect_gcs(*info);
     if (!store.ok()) return report_error("submit", store.status());
-    if (!f->train.lib.empty()) {
+    if (!f->resume.empty()) {
+      auto old_id = find_job(**store, f->resume);
+      if (!old_id.ok()) return report_error("submit", old_id.status().with_context("--resume"));
+      auto old = gcs::Table<gcs::JobRecord>(**store).get(old_id->hex());
+      if (!old.ok()) return report_error("submit", old.status().with_context("--resume"));
+      auto resumed = resume_spec(**store, *old);
+      if (!resumed.ok()) return report_error("submit", resumed.status());
+      if (f->spec.checkpoint_every > 0) resumed->checkpoint_every = f->spec.checkpoint_every;
+      if (!f->spec.checkpoint_dir.empty()) resumed->checkpoint_dir = f->spec.checkpoint_dir;
+      spec = *resumed;
+    } else if (!f->train.lib.empty()) {
       auto lib = put_trainer_library(**store, f->train.lib);
       if (!lib.ok()) return report_error("submit", lib.status().with_context("--lib"));
       spec.library = lib->checksum;
     }
+    if (!spec.checkpoint_dir.empty()) spec.checkpoint_dir = std::filesystem::absolute(spec.checkpoint_dir).string();
     TROUPE_RETURN_IF_ERROR_CLI(job::validate(spec), "submit");
     TROUPE_RETURN_IF_ERROR_CLI(check_capacity(**store, spec, spec.workers, job::server_count(spec)), "submit");
 

@@ -19,6 +19,11 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   s.cpus_per_worker = 0.5;
   s.transport = "tcp";
   s.checksum_every = 7;
+  s.checkpoint_every = 100;
+  s.checkpoint_dir = "/shared/ckpt";
+  s.checkpoint_keep = 5;
+  s.resume_job = "00112233445566778899aabbccddeeff";
+  s.resume_step = 300;
   s.train.model = "logreg";
   s.train.hidden = {64, 32};
   s.train.trainer_args = {"hidden=12,4", "dropout=0.1"};
@@ -42,6 +47,11 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   CHECK(back->cpus_per_worker == 0.5);
   CHECK(back->transport == "tcp");
   CHECK(back->checksum_every == 7);
+  CHECK(back->checkpoint_every == 100);
+  CHECK(back->checkpoint_dir == "/shared/ckpt");
+  CHECK(back->checkpoint_keep == 5);
+  CHECK(back->resume_job == s.resume_job);
+  CHECK(back->resume_step == 300);
   CHECK(back->train.model == "logreg");
   CHECK(back->train.hidden == std::vector<int>{64, 32});
   CHECK(back->train.trainer_args == s.train.trainer_args);
@@ -91,6 +101,20 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s = JobSpec{};
   s.gpus_per_worker = 1;
   CHECK(validate(s).message().find("job workers train on CPUs for now") != std::string::npos);
+
+  s = JobSpec{};
+  s.checkpoint_every = 100;
+  CHECK(validate(s).message().find("--checkpoint-every needs --checkpoint-dir") != std::string::npos);
+  s.checkpoint_dir = "/tmp/ckpt";
+  CHECK(validate(s).ok());
+  s.strategy = "central";
+  CHECK(validate(s).message().find("cannot checkpoint yet") != std::string::npos);
+  s = JobSpec{};
+  s.strategy = "async";
+  s.ps = 1;
+  s.resume_job = "00112233445566778899aabbccddeeff";
+  s.resume_step = 10;
+  CHECK(validate(s).message().find("cannot checkpoint yet") != std::string::npos);
 
   s = JobSpec{};
   s.train.model = "resnet-9000";

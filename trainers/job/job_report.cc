@@ -22,7 +22,7 @@ nlohmann::json train_result_json(const TrainResult& r) {
 void ProgressReporter::on_progress(const TrainProgress& p) {
   const auto now = std::chrono::steady_clock::now();
   if (p.epoch_done) {
-    steps_before_epoch_ += p.steps_per_epoch;
+    steps_before_epoch_ = static_cast<int64_t>(p.epoch) * p.steps_per_epoch;  // (also right for a resumed job)
     last_test_accuracy_ = p.last_epoch.test_accuracy;
     record_job_metric(store_, job_, -1, "train_loss", p.last_epoch.train_loss);
     record_job_metric(store_, job_, -1, "train_accuracy", p.last_epoch.train_accuracy);

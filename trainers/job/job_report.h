@@ -27,6 +27,8 @@ class ProgressReporter {
   // Records `p` when the interval passed or an epoch ended. A GCS error is logged, not returned:
   // progress is information, the training goes on.
   void on_progress(const TrainProgress& p);
+  // A resumed job: `steps` were done before this run (its progress counts them).
+  void start_at(int64_t steps) { steps_before_epoch_ = steps; }
 
  private:
   gcs::Store& store_;

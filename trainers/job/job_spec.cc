@@ -96,6 +96,11 @@ const std::map<std::string, Field>& fields() {
     f["checksum_every"] = field<int64_t>([](JobSpec& s) { return &s.checksum_every; });
     f["bucket_bytes"] = field<int64_t>([](JobSpec& s) { return &s.bucket_bytes; });
     f["collective_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.collective_timeout_ms; });
+    f["checkpoint_every"] = field<int64_t>([](JobSpec& s) { return &s.checkpoint_every; });
+    f["checkpoint_dir"] = field<std::string>([](JobSpec& s) { return &s.checkpoint_dir; });
+    f["checkpoint_keep"] = field<int>([](JobSpec& s) { return &s.checkpoint_keep; });
+    f["resume_job"] = field<std::string>([](JobSpec& s) { return &s.resume_job; });
+    f["resume_step"] = field<int64_t>([](JobSpec& s) { return &s.resume_step; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
     f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
@@ -175,6 +180,16 @@ Status validate(const JobSpec& s) {
   }
   if (s.collective_timeout_ms < 1) return invalid_argument("collective_timeout_ms must be >= 1");
   if (s.bucket_bytes < -1) return invalid_argument("--bucket-bytes must be >= 0, or -1 for auto");
+  if (s.checkpoint_every < 0) return invalid_argument("--checkpoint-every must be >= 0 (0: no checkpoints)");
+  if ((s.checkpoint_every > 0 || !s.resume_job.empty()) && s.strategy != "sync") {
+    return invalid_argument("checkpoints and --resume are for --strategy sync so far; " + s.strategy +
+                            " jobs (parameter servers) cannot checkpoint yet");
+  }
+  if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) {
+    return invalid_argument("--checkpoint-every needs --checkpoint-dir DIR (a directory every worker can write)");
+  }
+  if (s.checkpoint_keep < 1) return invalid_argument("--checkpoint-keep must be >= 1");
+  if (!s.resume_job.empty() && s.resume_step < 1) return invalid_argument("resume_step must be >= 1");
   for (const std::string& a : s.train.trainer_args) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");
   }

@@ -8,7 +8,9 @@
 //   shard_policy   contiguous | stratified | interleaved (sync always uses interleaved: see below)
 //   library        checksum of the trainer library in the GCS ("" for built-in trainers)
 //   cpus_per_worker, gpus_per_worker, transport (auto | shm | tcp | hierarchical), checksum_every,
-//   collective_timeout_ms, and every TrainOptions field the CLI sets (model, epochs, batch_size,
+//   collective_timeout_ms, checkpoint_every / checkpoint_dir / checkpoint_keep (sync: sharded
+//   checkpoints, trainers/checkpoint/), resume_job / resume_step (a job resumed from another's
+//   checkpoint), and every TrainOptions field the CLI sets (model, epochs, batch_size,
 //   optimizer, lr, ...).
 #pragma once
 
@@ -38,6 +40,16 @@ struct JobSpec {
   // auto, buckets of 256 KiB when the node has two cores per worker, so the comm thread has one).
   int64_t bucket_bytes = -1;
   int64_t collective_timeout_ms = 60000;
+  // sync: a checkpoint every this many steps (0: none) under <checkpoint_dir>/<job id>/, of which
+  // the newest checkpoint_keep are kept. The directory must be readable by every worker and by the
+  // job that resumes (one host, or a shared file system).
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
+  int checkpoint_keep = 3;
+  // A job resumed from job `resume_job`'s checkpoint of step `resume_step` (`troupe submit
+  // --resume`; the submitter chose the newest intact one). Empty: a fresh start.
+  std::string resume_job;
+  int64_t resume_step = 0;
   TrainOptions train;
 };
 

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
+#include "gcs/tables.h"
+#include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/grad_buckets.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/job_setup.h"
@@ -14,9 +16,28 @@
 namespace troupe::job {
 namespace {
 
+// The checkpoint a resumed job starts from: the one the submitter chose (spec.resume_job /
+// resume_step), verified again and read whole by every worker.
+Expected<checkpoint::TrainingState> load_resume_state(gcs::Store& store, const JobSpec& spec) {
+  auto record = gcs::Table<gcs::CheckpointRecord>(store).get(spec.resume_job + "/" + std::to_string(spec.resume_step));
+  if (!record.ok()) {
+    return record.status().with_context("the checkpoint of step " + std::to_string(spec.resume_step) + " of job " +
+                                        spec.resume_job + " to resume from");
+  }
+  auto state = checkpoint::load_checkpoint(checkpoint::from_record(*record));
+  if (!state.ok()) return state.status().with_context("resuming from job " + spec.resume_job);
+  return state;
+}
+
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
   const int world = spec.workers;
+  checkpoint::TrainingState resume_state;
+  if (!spec.resume_job.empty()) {
+    auto state = load_resume_state(*s.store, spec);
+    if (!state.ok()) return state.status();
+    resume_state = std::move(*state);
+  }
   collectives::GroupOptions go;
   go.name = "job-" + a.job.hex();
   go.rank = a.index;
@@ -46,7 +67,25 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.bucket_bytes = static_cast<size_t>(effective_bucket_bytes(spec));
   GradBucketStats buckets;
   replica.bucket_stats = &buckets;
+  if (!spec.resume_job.empty()) replica.resume = &resume_state;
+  int64_t last_checkpoint = 0;
+  if (spec.checkpoint_every > 0) {
+    replica.checkpoint_every = spec.checkpoint_every;
+    replica.checkpoint_dir = spec.checkpoint_dir + "/" + a.job.hex();
+    replica.checkpoint_tag = a.job.hex();
+    if (a.index == 0) {
+      // The manifest, written after every replica's shard is durable (train_replica's barrier).
+      replica.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
+        TROUPE_RETURN_IF_ERROR(checkpoint::write_manifest(*s.store, a.job, m));
+        last_checkpoint = m.step;
+        Status pruned = checkpoint::prune_checkpoints(*s.store, a.job, spec.checkpoint_keep);
+        if (!pruned.ok()) spdlog::warn("job {}: pruning old checkpoints: {}", a.job.short_hex(), pruned.to_string());
+        return {};
+      };
+    }
+  }
   ProgressReporter reporter(*s.store, a.job);
+  if (replica.resume) reporter.start_at(resume_state.step);
   ProgressFn progress;
   if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
   auto result = train_replica(spec.train, s.train, s.test, replica, progress);
@@ -76,6 +115,15 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   summary["bucket_bytes"] = effective_bucket_bytes(spec);
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();
+  if (!spec.resume_job.empty()) {
+    summary["resumed_from"] = {{"job_id", spec.resume_job}, {"step", spec.resume_step},
+                               {"epoch", resume_state.epoch}, {"epoch_step", resume_state.epoch_step}};
+  }
+  if (spec.checkpoint_every > 0) {
+    summary["checkpoint_every"] = spec.checkpoint_every;
+    summary["last_checkpoint_step"] = last_checkpoint;
+    summary["checkpoint_dir"] = replica.checkpoint_dir;
+  }
   return record_success(*s.store, a.job, summary, result->test_accuracy);
 }
 

@@ -1,0 +1,110 @@
+// Checkpoints of a sync job on a real local cluster and `troupe submit --resume` after a
+// whole-cluster restart. The GCS must survive the restart (the embedded redis starts empty on
+// `troupe up`), so the test runs its own redis-server and passes it to `troupe up --redis`.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/cluster/cluster_fixture.h"
+
+using namespace troupe::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The step directories under `dir`, oldest first ("step-000000000100", ...).
+std::vector<std::string> step_dirs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int64_t step_of(const std::string& step_dir) { return std::stoll(fs::path(step_dir).filename().string().substr(5)); }
+
+}  // namespace
+
+TEST_CASE("submit --checkpoint-every, a whole-cluster restart, submit --resume: the job completes from its "
+          "newest intact checkpoint", "[jobs][cluster][checkpoint]") {
+  ClusterFixture c;
+  const int port = free_loopback_port();
+  const std::string redis_dir = c.home() + "/external-redis";
+  fs::create_directories(redis_dir);
+  auto started = run_command("redis-server --port " + std::to_string(port) +
+                             " --bind 127.0.0.1 --requirepass ckpt-secret --daemonize yes --dir " + redis_dir +
+                             " --pidfile " + redis_dir + "/redis.pid --save '' --logfile " + redis_dir + "/redis.log");
+  REQUIRE(started.exit_code == 0);
+  REQUIRE(poll_until([&] { return fs::exists(redis_dir + "/redis.pid") && loopback_port_accepts(port); },
+                     std::chrono::seconds(10)));
+  const pid_t redis_pid = std::stoi(slurp(redis_dir + "/redis.pid"));
+  c.track(redis_pid);
+  struct StopRedis {  // after the cluster (which needs its GCS to go down cleanly)
+    ClusterFixture& c;
+    pid_t pid;
+    ~StopRedis() {
+      c.troupe("down", 60);
+      ::kill(pid, SIGTERM);
+    }
+  } stop_redis{c, redis_pid};
+  const std::string up_args = "--nodes 1 --cpus 4 --redis 127.0.0.1:" + std::to_string(port) +
+                              " --redis-password ckpt-secret";
+  const std::string ckpt = c.home() + "/checkpoints";
+
+  // 3 epochs of 468 steps, a checkpoint every 100; the cluster goes down once step 300's shards exist.
+  c.up(up_args);
+  auto submitted = c.troupe("submit --strategy sync --workers 2 --epochs 3 --batch-size 128 --checkpoint-every 100 "
+                            "--checkpoint-dir " + ckpt + " --detach --json");
+  INFO(submitted.both());
+  REQUIRE(submitted.exit_code == 0);
+  const std::string job = Json::parse(submitted.last_line()).at("job_id").get<std::string>();
+  const std::string job_dir = ckpt + "/" + job;
+  REQUIRE(poll_until([&] { return fs::exists(job_dir + "/step-000000000300"); }, std::chrono::seconds(300),
+                     std::chrono::milliseconds(20)));
+  auto down = c.troupe("down");
+  INFO(down.both());
+  REQUIRE(down.exit_code == 0);
+
+  // At most 3 checkpoints are kept (4 step directories: a newer one may be half-written, without a
+  // manifest). Damage the newest directory's first shard: the resume must skip it and say so.
+  std::vector<std::string> dirs = step_dirs(job_dir);
+  INFO("checkpoint directories: " << dirs.size());
+  REQUIRE(dirs.size() >= 2);
+  CHECK(dirs.size() <= 4);
+  const int64_t newest = step_of(dirs.back());
+  CHECK(newest >= 300);
+  const std::string victim = dirs.back() + "/shard-0-of-2.ckpt";
+  if (fs::exists(victim)) {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+  }
+
+  // The whole cluster again, on the same GCS; the job resumes as a new job.
+  c.up(up_args);
+  auto resumed = c.troupe("submit --resume " + job.substr(0, 8) + " --json --no-progress", 600);
+  INFO(resumed.both() << c.logs_tail());
+  REQUIRE(resumed.exit_code == 0);
+  Json summary = Json::parse(resumed.last_line());
+  CHECK(summary.at("job_id").get<std::string>() != job);
+  const int64_t from = summary.at("resumed_from").at("step").get<int64_t>();
+  CHECK(summary.at("resumed_from").at("job_id") == job);
+  CHECK(from >= 200);
+  CHECK(from < newest);  // the damaged newest one (or one without a manifest) was not used
+  CHECK(from % 100 == 0);
+  CHECK(summary.at("steps") == 3 * (60000 / 128));
+  CHECK(summary.at("test_accuracy").get<double>() >= 0.85);  // an uninterrupted 3-epoch run: ~0.87
+  CHECK(summary.at("last_checkpoint_step").get<int64_t>() == 1400);  // the resumed job checkpoints too
+  if (fs::exists(victim)) CHECK(resumed.err.find("is not usable") != std::string::npos);
+
+  // The GCS recorded the checkpoints as events.
+  Json view = c.status(200);
+  int written = 0;
+  for (const Json& e : view.at("events")) written += e.at("kind") == "checkpoint_written";
+  CHECK(written > 0);
+}
