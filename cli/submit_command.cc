@@ -44,10 +44,25 @@ Expected<job::JobSpec> resume_spec(gcs::Store& store, const gcs::JobRecord& old)
   auto spec = job::from_settings(old.spec);
   if (!spec.ok()) return spec.status().with_context("the settings of job " + old.id.hex());
   std::vector<std::string> skipped;
-  auto latest = checkpoint::latest_good_checkpoint(store, old.id, &skipped);
+  JobId from = old.id;
+  auto latest = checkpoint::latest_good_checkpoint(store, from, &skipped);
+  // A resumed job stopped before its first checkpoint: go back to the checkpoints it resumed from.
+  while (!latest.ok() && latest.status().code() == Code::not_found && !spec->resume_job.empty()) {
+    auto source = JobId::from_hex(spec->resume_job);
+    if (!source.ok()) return source.status().with_context("the resume_job setting of job " + from.hex());
+    std::fprintf(stderr, "job %s has no checkpoint of its own; trying job %s it resumed from\n",
+                 from.short_hex().c_str(), source->short_hex().c_str());
+    from = *source;
+    auto source_record = gcs::Table<gcs::JobRecord>(store).get(from.hex());
+    if (!source_record.ok()) return source_record.status().with_context("--resume: job " + from.hex());
+    auto source_spec = job::from_settings(source_record->spec);
+    if (!source_spec.ok()) return source_spec.status().with_context("the settings of job " + from.hex());
+    spec->resume_job = source_spec->resume_job;
+    latest = checkpoint::latest_good_checkpoint(store, from, &skipped);
+  }
   for (const std::string& why : skipped) std::fprintf(stderr, "warning: %s\n", why.c_str());
   if (!latest.ok()) return latest.status().with_context("--resume " + old.id.short_hex());
-  spec->resume_job = old.id.hex();
+  spec->resume_job = from.hex();
   spec->resume_step = latest->step;
   std::fprintf(stderr, "resuming job %s (%s) from its checkpoint of step %lld in %s\n", old.id.short_hex().c_str(),
                gcs::job_state_name(old.state), static_cast<long long>(latest->step), latest->dir.c_str());
