@@ -350,6 +350,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   }
   if (buckets && replica.bucket_stats) *replica.bucket_stats = buckets->stats();
   finish_result(&result, step, o.batch_size, train_seconds);
+  if (replica.resume && train_seconds > 0)  // the throughput of the steps this run trained
+    result.samples_per_second = static_cast<double>(step - replica.resume->step) * o.batch_size / train_seconds;
   result.wall_seconds = seconds_since(job_start);
   if (final_params) *final_params = std::move(params);
   return result;

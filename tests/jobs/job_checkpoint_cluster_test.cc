@@ -30,8 +30,10 @@ int64_t step_of(const std::string& step_dir) { return std::stoll(fs::path(step_d
 
 }  // namespace
 
-TEST_CASE("submit --checkpoint-every, a whole-cluster restart, submit --resume: the job completes from its "
-          "newest intact checkpoint", "[jobs][cluster][checkpoint]") {
+// `strategy` (sync: 2 workers; central: 2 workers and its parameter server) checkpoints every 100
+// steps; the cluster goes down once step 300's files exist; the newest checkpoint directory is
+// damaged; the whole cluster comes up again on the same GCS and `submit --resume` completes the job.
+static void checkpoint_restart_resume(const std::string& strategy) {
   ClusterFixture c;
   const int port = free_loopback_port();
   const std::string redis_dir = c.home() + "/external-redis";
@@ -58,7 +60,7 @@ TEST_CASE("submit --checkpoint-every, a whole-cluster restart, submit --resume: 
 
   // 3 epochs of 468 steps, a checkpoint every 100; the cluster goes down once step 300's shards exist.
   c.up(up_args);
-  auto submitted = c.troupe("submit --strategy sync --workers 2 --epochs 3 --batch-size 128 --checkpoint-every 100 "
+  auto submitted = c.troupe("submit --strategy " + strategy + " --workers 2 --epochs 3 --batch-size 128 --checkpoint-every 100 "
                             "--checkpoint-dir " + ckpt + " --detach --json");
   INFO(submitted.both());
   REQUIRE(submitted.exit_code == 0);
@@ -78,7 +80,7 @@ TEST_CASE("submit --checkpoint-every, a whole-cluster restart, submit --resume: 
   CHECK(dirs.size() <= 4);
   const int64_t newest = step_of(dirs.back());
   CHECK(newest >= 300);
-  const std::string victim = dirs.back() + "/shard-0-of-2.ckpt";
+  const std::string victim = dirs.back() + (strategy == "sync" ? "/shard-0-of-2.ckpt" : "/shard-0-of-1.ckpt");
   if (fs::exists(victim)) {
     std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(200);
@@ -107,4 +109,14 @@ TEST_CASE("submit --checkpoint-every, a whole-cluster restart, submit --resume: 
   int written = 0;
   for (const Json& e : view.at("events")) written += e.at("kind") == "checkpoint_written";
   CHECK(written > 0);
+}
+
+TEST_CASE("submit --checkpoint-every, a whole-cluster restart, submit --resume: a sync job completes from its "
+          "newest intact checkpoint", "[jobs][cluster][checkpoint][sync]") {
+  checkpoint_restart_resume("sync");
+}
+
+TEST_CASE("submit --checkpoint-every, a whole-cluster restart, submit --resume: a central job completes from its "
+          "newest intact checkpoint", "[jobs][cluster][checkpoint][central]") {
+  checkpoint_restart_resume("central");
 }

@@ -108,6 +108,9 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.checkpoint_dir = "/tmp/ckpt";
   CHECK(validate(s).ok());
   s.strategy = "central";
+  CHECK(validate(s).ok());
+  s.strategy = "async";
+  s.ps = 2;
   CHECK(validate(s).message().find("cannot checkpoint yet") != std::string::npos);
   s = JobSpec{};
   s.strategy = "async";

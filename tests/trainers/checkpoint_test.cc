@@ -8,6 +8,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "collectives/inproc_transport.h"
@@ -16,6 +18,7 @@
 #include "tests/core/temp_dir.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
+#include "tests/trainers/ps_fixture.h"
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/checkpoint/shard_file.h"
@@ -363,4 +366,69 @@ TEST_CASE("4 sync replicas resumed from their sharded checkpoint match an uninte
   const double diff = troupe::testing::relative_difference(got[0], want[0]);
   INFO("relative difference " << diff);
   CHECK(diff <= 1e-5);  // tests/jobs/ledger_feed_test.cc's tolerance; in one process it is 0
+}
+
+TEST_CASE("a central job (2 shards, 4 workers) resumed from its checkpoint matches an uninterrupted run",
+          "[checkpoint][resume][ps][central]") {
+  const Dataset train = blobs(640, 4, 3, 41), test = blobs(64, 4, 3, 42);
+  const TrainOptions o = small_job();  // 20 steps an epoch
+  ps::PsJobShape shape;
+  shape.mode = ps::PsMode::central;
+  shape.workers = 4;
+  shape.shards = 2;
+  shape.staleness = 0;
+  shape.train_examples = train.count;
+  const DataSpec data{train.features(), train.classes};
+
+  // The uninterrupted run, checkpointing every 27 versions (= steps: every central update is global).
+  TempDir dir;
+  std::mutex mu;
+  std::map<int64_t, std::vector<WrittenShard>> written;  // version -> shards, in shard order
+  ps::PsJob first = ps::start_ps_job(o, data, shape, "job-1", [&](ps::ParameterShard& s) {
+    ps::ShardCheckpointing c;
+    c.every = 27;
+    c.dir = dir.path();
+    c.steps_per_epoch = 20;
+    c.written = [&, index = s.index()](const WrittenShard& w, int64_t version) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& shards = written[version];
+      shards.resize(2);
+      shards[static_cast<size_t>(index)] = w;
+      return Status{};
+    };
+    REQUIRE(s.enable_checkpoints(c).ok());
+  });
+  ps::WorkerRuns whole = ps::run_ps_workers(first, 4, o, train, test, true);
+  for (const Status& st : whole.status) REQUIRE(st.ok());
+  REQUIRE(written.size() == 2);  // versions 27 and 54
+  Manifest m;
+  m.step = 27;
+  m.dir = step_dir(dir.path(), 27);
+  m.shards = written[27];
+  auto state = load_checkpoint(m);
+  REQUIRE(state.ok());
+  CHECK(state->epoch == 2);
+  CHECK(state->epoch_step == 7);
+
+  // Fresh servers restored to step 27, workers starting there.
+  ps::PsJob second = ps::start_ps_job(o, data, shape, "job-1", [&](ps::ParameterShard& s) {
+    REQUIRE(s.restore(*state).ok());
+    CHECK(s.version() == 27);
+  });
+  ps::WorkerRuns resumed = ps::run_ps_workers(second, 4, o, train, test, true, 27);
+  for (const Status& st : resumed.status) REQUIRE(st.ok());
+  CHECK(resumed.reports[0].steps == 60 - 27);
+  const double diff = troupe::testing::relative_difference(resumed.params[0], whole.params[0]);
+  INFO("relative difference " << diff);
+  CHECK(diff <= 1e-5);
+
+  // Async shards refuse checkpoints (not done yet).
+  shape.mode = ps::PsMode::async;
+  shape.staleness = -1;
+  auto async_shard = ps::make_job_shard(o, data, shape, 0);
+  REQUIRE(async_shard.ok());
+  ps::ShardCheckpointing c;
+  c.every = 10;
+  c.dir = dir.path();
+  CHECK((*async_shard)->enable_checkpoints(c).code() == Code::invalid_argument);
 }

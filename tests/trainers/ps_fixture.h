@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <thread>
 
 #include "trainers/batch_feed.h"
@@ -19,11 +20,13 @@ struct PsJob {
 };
 
 inline PsJob start_ps_job(const TrainOptions& o, DataSpec data, const PsJobShape& shape,
-                          const std::string& job = "job-1") {
+                          const std::string& job = "job-1",
+                          const std::function<void(ParameterShard&)>& adjust = {}) {
   PsJob j;
   for (int i = 0; i < shape.shards; ++i) {
     auto shard = make_job_shard(o, data, shape, i);
     REQUIRE(shard.ok());
+    if (adjust) adjust(**shard);
     PsServerOptions so;
     so.job = job;
     auto server = PsServer::start(std::move(*shard), so);
@@ -43,7 +46,7 @@ struct WorkerRuns {
 
 // Runs `workers` workers on threads, each with its own TCP client and SliceFeed.
 inline WorkerRuns run_ps_workers(const PsJob& job, int workers, const TrainOptions& o, const Dataset& train,
-                                 const Dataset& test, bool want_params = false) {
+                                 const Dataset& test, bool want_params = false, int64_t start_step = 0) {
   WorkerRuns run{std::vector<Status>(workers), std::vector<TrainResult>(workers),
                  std::vector<PsWorkerReport>(workers), std::vector<std::vector<float>>(workers)};
   std::vector<std::thread> threads;
@@ -59,7 +62,9 @@ inline WorkerRuns run_ps_workers(const PsJob& job, int workers, const TrainOptio
         return;
       }
       SliceFeed feed(train, o.seed, o.batch_size, r, workers);
-      auto result = train_ps_worker(o, train, test, feed, PsWorker{client->get(), r, workers}, {}, &run.reports[r],
+      PsWorker worker{client->get(), r, workers};
+      worker.start_step = start_step;
+      auto result = train_ps_worker(o, train, test, feed, worker, {}, &run.reports[r],
                                     want_params ? &run.params[r] : nullptr);
       if (result.ok()) run.results[r] = *result;
       else run.status[r] = result.status();

@@ -3,9 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
-#include "gcs/tables.h"
-#include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/grad_buckets.h"
+#include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/job_setup.h"
 #include "trainers/job/job_spec.h"
@@ -15,19 +14,6 @@
 
 namespace troupe::job {
 namespace {
-
-// The checkpoint a resumed job starts from: the one the submitter chose (spec.resume_job /
-// resume_step), verified again and read whole by every worker.
-Expected<checkpoint::TrainingState> load_resume_state(gcs::Store& store, const JobSpec& spec) {
-  auto record = gcs::Table<gcs::CheckpointRecord>(store).get(spec.resume_job + "/" + std::to_string(spec.resume_step));
-  if (!record.ok()) {
-    return record.status().with_context("the checkpoint of step " + std::to_string(spec.resume_step) + " of job " +
-                                        spec.resume_job + " to resume from");
-  }
-  auto state = checkpoint::load_checkpoint(checkpoint::from_record(*record));
-  if (!state.ok()) return state.status().with_context("resuming from job " + spec.resume_job);
-  return state;
-}
 
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
@@ -71,15 +57,13 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   int64_t last_checkpoint = 0;
   if (spec.checkpoint_every > 0) {
     replica.checkpoint_every = spec.checkpoint_every;
-    replica.checkpoint_dir = spec.checkpoint_dir + "/" + a.job.hex();
+    replica.checkpoint_dir = checkpoint_dir(spec, a.job);
     replica.checkpoint_tag = a.job.hex();
     if (a.index == 0) {
       // The manifest, written after every replica's shard is durable (train_replica's barrier).
       replica.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
-        TROUPE_RETURN_IF_ERROR(checkpoint::write_manifest(*s.store, a.job, m));
+        TROUPE_RETURN_IF_ERROR(commit_checkpoint(*s.store, a.job, spec, m));
         last_checkpoint = m.step;
-        Status pruned = checkpoint::prune_checkpoints(*s.store, a.job, spec.checkpoint_keep);
-        if (!pruned.ok()) spdlog::warn("job {}: pruning old checkpoints: {}", a.job.short_hex(), pruned.to_string());
         return {};
       };
     }

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gcs/events.h"
+#include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/ps/async_worker.h"
@@ -92,6 +93,32 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   auto shard = ps::make_job_shard(spec.train, DataSpec{setup->train.features(), setup->train.classes},
                                   job_shape(spec, setup->train.count), a.index);
   if (!shard.ok()) return shard.status().with_context(who);
+  // Central: the one server holds every parameter, so its shard file is the whole checkpoint and
+  // it writes the manifest itself, inside the update (no pull sees the version before).
+  if (!spec.resume_job.empty()) {
+    auto state = load_resume_state(*setup->store, spec);
+    if (!state.ok()) return state.status().with_context(who);
+    TROUPE_RETURN_IF_ERROR((*shard)->restore(*state).with_context(who));
+    spdlog::info("{} resumed from job {}'s checkpoint of step {}", who, spec.resume_job, spec.resume_step);
+  }
+  if (spec.checkpoint_every > 0) {
+    if (server_count(spec) != 1) return invalid_argument(who + ": checkpoints need a job of one parameter server");
+    ps::ShardCheckpointing c;
+    c.every = spec.checkpoint_every;
+    c.dir = checkpoint_dir(spec, a.job);
+    c.tag = a.job.hex();
+    c.steps_per_epoch = setup->train.count / spec.train.batch_size;
+    gcs::Store& store = *setup->store;
+    c.written = [&store, job = a.job, spec](const checkpoint::WrittenShard& w, int64_t version) {
+      checkpoint::Manifest m;
+      m.tag = job.hex();
+      m.step = version;
+      m.dir = checkpoint::step_dir(checkpoint_dir(spec, job), version);
+      m.shards = {w};
+      return commit_checkpoint(store, job, spec, m);
+    };
+    TROUPE_RETURN_IF_ERROR((*shard)->enable_checkpoints(std::move(c)).with_context(who));
+  }
   ps::PsServerOptions so;
   so.job = a.job.hex();
   so.host = env.bind;
@@ -143,6 +170,8 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   TrainOptions options = spec.train;
   ps::PsWorker worker{client->get(), a.index, spec.workers};
   worker.whole_global_batches = spec.strategy == "central";
+  worker.start_step = spec.resume_job.empty() ? 0 : spec.resume_step;  // the server restored that step
+  if (worker.start_step > 0) reporter.start_at(worker.start_step);
   auto result = ps::train_ps_worker(options, s.train, s.test, feed, worker, progress, &report);
   if (!result.ok()) return result.status();
   // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
@@ -161,6 +190,12 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
                           {"max", report.staleness.max}, {"p50", report.staleness.p50},
                           {"p99", report.staleness.p99}};
   summary["communication_ms"] = report.pull_ms + report.push_ms;
+  if (!spec.resume_job.empty()) summary["resumed_from"] = {{"job_id", spec.resume_job}, {"step", spec.resume_step}};
+  if (spec.checkpoint_every > 0) {
+    summary["checkpoint_every"] = spec.checkpoint_every;
+    summary["last_checkpoint_step"] = (report.steps + worker.start_step) / spec.checkpoint_every * spec.checkpoint_every;
+    summary["checkpoint_dir"] = checkpoint_dir(spec, a.job);
+  }
   summary["worker_samples_per_second"] = worker_rates(*s.store, a.job, spec.workers);
   // The job's throughput is every worker's together (each trains its own batches).
   double total = 0;

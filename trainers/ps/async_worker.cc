@@ -88,14 +88,25 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   PsWorkerReport measured;
   const auto job_start = Clock::now();
   double train_seconds = 0;
-  int64_t clock = 0;
-  bool stop = false, counted = true;
-  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+  int64_t clock = w.start_step;
+  const int first_epoch = static_cast<int>(w.start_step / steps_per_epoch) + 1;
+  const int64_t skip_steps = w.start_step % steps_per_epoch;  // of first_epoch, trained before the checkpoint
+  bool stop = o.max_steps > 0 && clock >= o.max_steps, counted = true;
+  for (int epoch = first_epoch; epoch <= o.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     const std::string at_epoch = " at epoch " + std::to_string(epoch);
     TROUPE_RETURN_IF_ERROR(fail(feed.begin_epoch(epoch).with_context(where + ": starting epoch " + std::to_string(epoch))));
     EpochTally tally;
-    while (!stop && (!w.whole_global_batches || tally.steps < steps_per_epoch)) {
+    const int64_t skipped = epoch == first_epoch ? skip_steps : 0;
+    for (int64_t s = 0; s < skipped; ++s) {
+      Batch batch;
+      auto more = feed.next(&batch);
+      if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
+      if (!*more) return fail(internal_error(where + ": the data feed ran out while skipping the " +
+                                             std::to_string(skipped) + " steps done before the checkpoint" + at_epoch));
+      TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
+    }
+    while (!stop && (!w.whole_global_batches || skipped + tally.steps < steps_per_epoch)) {
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
@@ -156,9 +167,11 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   auto staleness = client.staleness();
   if (staleness.ok()) measured.staleness = staleness->stats();
   else spdlog::warn("worker {}: no staleness statistics: {}", w.rank, staleness.status().to_string());
-  measured.steps = clock;
+  measured.steps = clock - w.start_step;
   if (report) *report = measured;
   finish_result(&result, clock, local_batch, train_seconds);
+  if (w.start_step > 0 && train_seconds > 0)  // the throughput of the steps this run trained
+    result.samples_per_second = static_cast<double>(clock - w.start_step) * local_batch / train_seconds;
   result.wall_seconds = ms_since(job_start) / 1000;
   spdlog::info("worker {} done: {} steps, pull {:.0f} ms, compute {:.0f} ms, push {:.0f} ms; staleness {}", w.rank,
                clock, measured.pull_ms, measured.compute_ms, measured.push_ms, measured.staleness.describe());

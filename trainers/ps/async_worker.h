@@ -39,6 +39,10 @@ struct PsWorker {
   // workers fed one shard each. Async workers train until their feed ends (they take shards as
   // they get to them, so a fast one trains more than its share).
   bool whole_global_batches = false;
+  // A central job resumed from its checkpoint of this step (the shards restored to it): the
+  // worker's clock starts here, and the checkpoint's epoch goes on after its steps already done,
+  // whose batches are drawn and marked trained without training (as train_replica does).
+  int64_t start_step = 0;
 };
 
 // What a worker measured besides its TrainResult.

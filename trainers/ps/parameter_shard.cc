@@ -1,6 +1,7 @@
 #include "trainers/ps/parameter_shard.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -160,7 +161,74 @@ void ParameterShard::apply_central_if_complete() {
   if (contributions_ > 1) kernels::cpu::scale(sum_.data(), sum_.size(), 1.0f / static_cast<float>(contributions_));
   apply(sum_.data());
   contributions_ = 0;
+  checkpoint_if_due();
   changed_.notify_all();
+}
+
+Status ParameterShard::enable_checkpoints(ShardCheckpointing c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (options_.mode != PsMode::central) {
+    return invalid_argument(describe() + ": async parameter servers cannot checkpoint yet (no common version "
+                            "across shards); use --strategy sync or central");
+  }
+  if (c.every < 1 || c.dir.empty()) return invalid_argument(describe() + ": checkpoints need every >= 1 and a directory");
+  checkpointing_ = std::move(c);
+  return {};
+}
+
+Status ParameterShard::restore(const checkpoint::TrainingState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string what = describe() + ": restoring the checkpoint of step " + std::to_string(state.step);
+  if (options_.mode != PsMode::central) return invalid_argument(what + ": async parameter servers cannot resume yet");
+  if (state.params.size() < range_.end || (options_.total_floats && state.params.size() != options_.total_floats)) {
+    return invalid_argument(what + ": it holds " + std::to_string(state.params.size()) + " parameters; the job has " +
+                            std::to_string(options_.total_floats ? options_.total_floats : range_.end));
+  }
+  if (state.optimizer.steps != state.step) {
+    return invalid_argument(what + ": its optimizer took " + std::to_string(state.optimizer.steps) + " steps");
+  }
+  OptimizerState slice;
+  slice.name = state.optimizer.name;
+  slice.steps = state.optimizer.steps;
+  for (const std::vector<float>& v : state.optimizer.vectors)
+    slice.vectors.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(range_.begin),
+                               v.begin() + static_cast<std::ptrdiff_t>(range_.end));
+  TROUPE_RETURN_IF_ERROR(optimizer_->load_state(slice, 0).with_context(what));
+  std::copy(state.params.begin() + static_cast<std::ptrdiff_t>(range_.begin),
+            state.params.begin() + static_cast<std::ptrdiff_t>(range_.end), params_.begin());
+  version_ = state.step;
+  std::fill(clocks_.begin(), clocks_.end(), state.step);
+  return {};
+}
+
+void ParameterShard::checkpoint_if_due() {
+  const ShardCheckpointing& c = checkpointing_;
+  if (c.every < 1 || version_ % c.every != 0) return;
+  checkpoint::ShardData d;
+  d.header.tag = c.tag;
+  d.header.step = version_;
+  const int64_t spe = std::max<int64_t>(c.steps_per_epoch, 1);
+  d.header.epoch = (version_ - 1) / spe + 1;
+  d.header.epoch_step = version_ - (d.header.epoch - 1) * spe;
+  d.header.shard = index_;
+  d.header.shards = options_.shards;
+  d.header.total_floats = options_.total_floats ? options_.total_floats : range_.end;
+  d.header.begin = range_.begin;
+  d.header.end = range_.end;
+  d.params = params_;
+  d.optimizer = optimizer_->save_state(0, range_.size());
+  const std::string dir = checkpoint::step_dir(c.dir, version_);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  Status st = ec ? io_error("cannot create checkpoint directory " + dir + ": " + ec.message()) : Status{};
+  if (st.ok()) {
+    auto written = checkpoint::write_shard_file(checkpoint::shard_path(dir, index_, options_.shards), d);
+    st = written.ok() ? (c.written ? c.written(*written, version_) : Status{}) : written.status();
+  }
+  if (!st.ok()) {
+    spdlog::error("{}: checkpoint of version {} failed: {}", describe(), version_, st.to_string());
+    if (shut_down_.empty()) shut_down_ = "the checkpoint of version " + std::to_string(version_) + " failed: " + st.message();
+  }
 }
 
 Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* grads, int64_t version_pulled) {

@@ -23,10 +23,19 @@
 // Neither finished nor removed workers are waited for, and neither may push again. A pull that
 // waits longer than wait_timeout fails with timeout naming the slowest worker and its clock.
 // shut_down() wakes every waiter with unavailable.
+//
+// Checkpoints (central mode only; trainers/checkpoint/): with enable_checkpoints, the shard writes
+// its range and optimizer state to a shard file each time its version (= the job's step: every
+// update is global) reaches a multiple of `every`, inside the update, under the shard's lock: no
+// pull sees version v before the shard file of v is durable, so every shard of a job checkpoints
+// the same step and the workers wait for it. restore() starts a shard from a checkpoint (version
+// and every worker's clock = its step). Async shards (each push its own update, no common step)
+// do not checkpoint yet: enable_checkpoints refuses them.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -34,6 +43,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "trainers/checkpoint/checkpoint.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/optimizer.h"
 #include "trainers/ps/ps_partition.h"
@@ -66,6 +76,17 @@ struct ShardOptions {
 Expected<ShardOptions> shard_options(const TrainOptions& options, PsMode mode, int workers, int64_t staleness,
                                      int64_t steps_per_epoch);
 
+// What a central shard needs to checkpoint (see above).
+struct ShardCheckpointing {
+  int64_t every = 0;              // versions between checkpoints
+  std::string dir;                // checkpoint::step_dir(dir, version) gets the shard file
+  std::string tag;                // the job id, into every shard header
+  int64_t steps_per_epoch = 0;    // to record the epoch and the steps of it done
+  // Called (under the shard's lock) once the shard file of `version` is durable; an error, or a
+  // failed write, shuts the shard down with the reason (the workers then fail naming it).
+  std::function<Status(const checkpoint::WrittenShard&, int64_t version)> written;
+};
+
 class ParameterShard {
  public:
   // Shard `index` holding `range`, starting from `initial` (range.size() floats, the caller's
@@ -84,6 +105,14 @@ class ParameterShard {
   // parameters of `version_pulled`. Returns the shard's version after it. Errors:
   // invalid_argument for a clock pushed twice, a version from the future, or a departed worker.
   Expected<int64_t> push(int worker, int64_t clock, const float* grads, int64_t version_pulled);
+
+  // Central mode, before any worker pulled: checkpoints as ShardCheckpointing says.
+  // invalid_argument in async mode or for every < 1 or an empty dir.
+  Status enable_checkpoints(ShardCheckpointing options);
+  // Central mode, before any worker pulled: this shard's range of `state` (a whole checkpoint of
+  // the job), its optimizer state, version = clocks = state.step. invalid_argument when the
+  // checkpoint holds another number of parameters or another optimizer.
+  Status restore(const checkpoint::TrainingState& state);
 
   Status finish_worker(int worker);                // the worker trained its last step
   void remove_worker(int worker, const std::string& why);  // the worker is gone
@@ -106,6 +135,7 @@ class ParameterShard {
   std::string waiting_for(int worker, int64_t clock) const; // needs mu_: the timeout's text
   void apply(const float* grads);                           // needs mu_
   void apply_central_if_complete();                         // needs mu_
+  void checkpoint_if_due();                                 // needs mu_
   int live_workers() const;                                 // needs mu_
 
   const int index_;
@@ -122,6 +152,7 @@ class ParameterShard {
   int contributions_ = 0;             // central: pushes in sum_
   StalenessHistogram staleness_;
   std::string shut_down_;             // non-empty once shut down: why
+  ShardCheckpointing checkpointing_;  // every == 0: none
 };
 
 }  // namespace troupe::ps
