@@ -15,10 +15,44 @@
 #include "caf/actor_system.hpp"
 #include "caf/send.hpp"
 #include "core/version.h"
+#include "dashboard/dashboard_address.h"
+#include "dashboard/dashboard_server.h"
 #include "gcs/events.h"
 #include "gcs/redis_store.h"
 
 namespace troupe::actors {
+namespace {
+
+// Starts the dashboard on a GCS connection of its own (its readers never queue behind the head's
+// writes; a short reconnect budget so requests during a GCS outage answer 503 within seconds) and
+// records its URL for `troupe up` and `troupe status`. With dashboard_port -1 it only removes the
+// URL an earlier head may have left.
+Status start_dashboard(const HeadProcessOptions& o, const gcs::RedisStoreOptions& gcs_options, gcs::Store& gcs,
+                       std::unique_ptr<dashboard::DashboardServer>* out) {
+  if (o.dashboard_port < 0) return dashboard::clear_dashboard_address(gcs);
+  gcs::RedisStoreOptions so = gcs_options;
+  so.redis.command_timeout = std::chrono::milliseconds(3000);
+  so.redis.reconnect_attempts = 4;
+  so.redis.reconnect_deadline = std::chrono::milliseconds(2000);
+  auto store = gcs::RedisStore::connect(so);
+  if (!store.ok()) return store.status().with_context("head: connecting the dashboard to the GCS");
+  auto options = dashboard::DashboardOptions::from_config(o.config, o.bind, o.token);
+  options.port = o.dashboard_port;
+  options.store = std::shared_ptr<gcs::Store>(std::move(*store));
+  auto server = dashboard::DashboardServer::start(std::move(options));
+  if (!server.ok()) return server.status().with_context("head");
+  dashboard::DashboardAddress address;
+  address.url = (*server)->url();
+  address.token_required = (*server)->token_required();
+  address.pid = static_cast<int>(::getpid());
+  address.started_ms = gcs::now_ms();
+  TROUPE_RETURN_IF_ERROR(dashboard::write_dashboard_address(gcs, address));
+  spdlog::info("dashboard on {}{}", address.url, address.token_required ? " (the cluster token is required)" : "");
+  *out = std::move(*server);
+  return {};
+}
+
+}  // namespace
 
 Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   gcs::RedisStoreOptions so;
@@ -58,6 +92,8 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   caf::actor service = spawn_head_service(system.system(), hs);
   auto port = system.publish(service, o.port);
   if (!port.ok()) return port.status().with_context("head: publishing the head service");
+  std::unique_ptr<dashboard::DashboardServer> board;
+  TROUPE_RETURN_IF_ERROR(start_dashboard(o, so, gcs, &board));
   // Registered last: `troupe up` takes an ALIVE head as ready for nodes to join, so the service must
   // be reachable by then.
   gcs::NodeRecord self;
@@ -92,6 +128,10 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
   }
   spdlog::info("head {} stopping", head_id.short_hex());
+  if (board) {
+    board->stop();
+    (void)dashboard::clear_dashboard_address(gcs);
+  }
   caf::anon_send_exit(service, caf::exit_reason::user_shutdown);
   return {};
 }

@@ -1,8 +1,9 @@
 // The head process (`troupe head`, started by `troupe up`): one short composition root.
 //
 //   GCS (RedisStore) -> ClusterManager -> actor system -> the head's own node manager (the head is
-//   a node too) -> register the head -> head service published on `port` -> loop: tick the failure
-//   detector and heartbeat the head itself, until `stop` is set (SIGTERM, SIGINT).
+//   a node too) -> head service published on `port` -> the dashboard (dashboard/, on `bind`, its
+//   URL recorded in the GCS: dashboard/dashboard_address.h) -> register the head -> loop: tick the
+//   failure detector and heartbeat the head itself, until `stop` is set (SIGTERM, SIGINT).
 #pragma once
 
 #include <atomic>
@@ -25,6 +26,7 @@ struct HeadProcessOptions {
   std::string token;                  // the join token nodes must present
   std::string bind = "127.0.0.1";     // address of the head's actor system
   uint16_t port = 0;                  // head service port; 0: pick (logged)
+  int dashboard_port = 0;             // the dashboard's port on `bind`; 0: pick, -1: no dashboard
   NodeResourceOptions resources;      // what the head offers as a node
   Config config;
   // The actor types this process hosts (null: the built-ins) and the slot their actors read the

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include "dashboard/dashboard_address.h"
+
 namespace troupe::cli {
 namespace {
 std::atomic<bool> g_stop{false};
@@ -26,6 +28,14 @@ Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info) 
   o.redis.reconnect_attempts = 3;
   o.redis.reconnect_deadline = std::chrono::milliseconds(3000);
   return gcs::RedisStore::connect(o);
+}
+
+std::string dashboard_line(gcs::Store& store, const std::string& token) {
+  auto address = dashboard::read_dashboard_address(store);
+  if (!address.ok()) return "unknown (" + address.status().to_string() + ")";
+  if (!address->has_value()) return "off (setting dashboard_port = -1)";
+  if ((*address)->token_required && token.empty()) return (*address)->url + "  (needs the cluster token)";
+  return dashboard::dashboard_link(**address, token);
 }
 
 }  // namespace troupe::cli

@@ -1,5 +1,5 @@
 // Shared pieces of the cluster subcommands (up, head, node, status): signals that stop a process's
-// main loop, and a GCS connection from the session file.
+// main loop, a GCS connection from the session file, the dashboard's address.
 #pragma once
 
 #include <atomic>
@@ -16,5 +16,10 @@ void install_stop_signals();
 
 // Connects to the GCS the session file names.
 Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info);
+
+// The dashboard's link as the head recorded it in the GCS — with ?token=<token> when the dashboard
+// needs the token and `token` is given, with a note when it is not — "off (...)" when there is
+// none, or why it could not be read.
+std::string dashboard_line(gcs::Store& store, const std::string& token);
 
 }  // namespace troupe::cli

@@ -49,6 +49,7 @@ Runner add_head_command(CLI::App& app, GlobalOptions& global) {
     if (*cpus > 0) o.resources.cpus = *cpus;
     if (*gpus >= 0) o.resources.gpus = *gpus;
     o.config = global.config;
+    o.dashboard_port = static_cast<int>(global.config.dashboard_port);
     TROUPE_RETURN_IF_ERROR_CLI(add_hosted_actor_types(&o.registry, &o.environment), "head");
     install_stop_signals();
     Status st = actors::run_head(o, stop_requested());

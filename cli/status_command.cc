@@ -1,5 +1,5 @@
 // `troupe status [--json]`: the cluster from the GCS — nodes (state, resources used/total,
-// heartbeat age), actors by state and node, jobs and recent events.
+// heartbeat age), actors by state and node, jobs and recent events, and the dashboard's URL.
 #include <cstdio>
 
 #include "cli/cluster_commands.h"
@@ -25,7 +25,9 @@ Runner add_status_command(CLI::App& app, GlobalOptions&) {
     vo.events = *events;
     auto view = gcs::cluster_view(**store, vo);
     if (!view.ok()) return report_error("status", view.status());
+    const std::string dashboard = dashboard_line(**store, "");  // no secret in status output
     (*view)["cluster"] = {{"head_address", info->head_address},
+                          {"dashboard", dashboard},
                           {"gcs", info->redis_host + ":" + std::to_string(info->redis_port)},
                           {"embedded_redis", info->embedded_redis},
                           {"version", info->version},
@@ -33,8 +35,8 @@ Runner add_status_command(CLI::App& app, GlobalOptions&) {
     if (*json) {
       std::printf("%s\n", view->dump().c_str());
     } else {
-      std::printf("cluster: head %s, GCS redis %s:%d, troupe %s\n\n", info->head_address.c_str(),
-                  info->redis_host.c_str(), info->redis_port, info->version.c_str());
+      std::printf("cluster: head %s, GCS redis %s:%d, troupe %s\ndashboard: %s\n\n", info->head_address.c_str(),
+                  info->redis_host.c_str(), info->redis_port, info->version.c_str(), dashboard.c_str());
       std::printf("%s", gcs::render_cluster_view(*view).c_str());
     }
     return 0;

@@ -301,7 +301,7 @@ int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
   std::printf("  GCS:        redis %s:%d%s\n", info.redis_host.c_str(), info.redis_port,
               info.embedded_redis ? (" (embedded, data in " + s.redis_dir() + ")").c_str() : "");
   std::printf("  join:       troupe up --address %s --token %s\n", info.head_address.c_str(), info.token.c_str());
-  std::printf("  dashboard:  not built yet (issue 7)\n");
+  std::printf("  dashboard:  %s\n", dashboard_line(**store, info.token).c_str());
   std::printf("  session:    %s  (troupe status, troupe logs, troupe down)\n", s.dir().c_str());
   return 0;
 }

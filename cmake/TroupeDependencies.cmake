@@ -12,6 +12,14 @@ find_package(CAF 0.17 REQUIRED)                  # cmake/FindCAF.cmake
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)  # libhiredis-dev (its CMake config has no target)
 find_package(benchmark CONFIG)                   # Google Benchmark, for bench/ only
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# cpp-httplib (libcpp-httplib-dev): Debian builds it as a shared library, with OpenSSL, zlib and
+# brotli support compiled in; its pkg-config file carries the matching CPPHTTPLIB_* defines, which
+# every user of httplib.h must see (they change the classes' layout).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+if(NOT TARGET troupe::httplib)
+  add_library(troupe::httplib INTERFACE IMPORTED)
+  set_target_properties(troupe::httplib PROPERTIES INTERFACE_LINK_LIBRARIES PkgConfig::HTTPLIB)
+endif()
 # The peers of `troupe bench allreduce` (bench/peers/), each optional: built only when found.
 option(TROUPE_BENCH_PEERS "Build the Gloo and MPI all-reduce peers of troupe bench allreduce when found" ON)
 if(TROUPE_BENCH_PEERS)

@@ -18,4 +18,7 @@ TROUPE_SETTING(int64_t, heartbeat_period_ms, 200, "Milliseconds between a node's
 TROUPE_SETTING(int64_t, node_suspect_after_ms, 800, "A node silent this many milliseconds is SUSPECT: no new actors are placed on it; a heartbeat makes it ALIVE again.")
 TROUPE_SETTING(int64_t, node_dead_after_ms, 2000, "A node silent this many milliseconds is DEAD (final): its actors are marked dead. Must exceed node_suspect_after_ms.")
 TROUPE_SETTING(std::string, scheduler_policy, "spread", "Actor placement: spread (least-loaded node first, round-robin among equals) or pack (most-loaded node that fits, leaving whole nodes free).")
+TROUPE_SETTING(int64_t, dashboard_port, 0, "Port of the head's web dashboard and JSON API (docs/dashboard.md), on the head's bind address: 0 picks a free one (`troupe up` prints it), -1 turns the dashboard off.")
+TROUPE_SETTING(int64_t, dashboard_stream_interval_ms, 1000, "Milliseconds between two cluster documents on the dashboard's live stream (/api/stream); an event (a node died, an actor exited) pushes one at once.")
+TROUPE_SETTING(int64_t, dashboard_max_streams, 8, "Live streams (/api/stream) the dashboard serves at once; one more is refused with 503.")
 // clang-format on

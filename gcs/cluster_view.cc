@@ -15,9 +15,39 @@ namespace {
 
 using nlohmann::json;
 
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v == static_cast<int64_t>(v) ? "%.0f" : "%.1f", v);
+  return buf;
+}
+
+std::string clock_time(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+
+std::string age(int64_t ms) {
+  if (ms < 0) return "never";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs ago", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
 json resources_json(const Resources& r) {
   return {{"cpus", r.cpus}, {"gpus", r.gpus}, {"memory_bytes", r.memory_bytes}};
 }
+
+}  // namespace
 
 json node_json(const NodeRecord& n, int64_t now) {
   json gpus = json::array();
@@ -65,35 +95,14 @@ json job_json(const JobRecord& j) {
   return out;
 }
 
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
-  return buf;
+bool node_display_order(const NodeRecord& a, const NodeRecord& b) {
+  if (a.is_head != b.is_head) return a.is_head;
+  return a.started_ms != b.started_ms ? a.started_ms < b.started_ms : a.id < b.id;
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, v == static_cast<int64_t>(v) ? "%.0f" : "%.1f", v);
-  return buf;
+json event_json(const Event& e) {
+  return {{"time_ms", e.time_ms}, {"kind", e.kind}, {"subject", e.subject}, {"message", e.message}};
 }
-
-std::string clock_time(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
-}
-
-std::string age(int64_t ms) {
-  if (ms < 0) return "never";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs ago", static_cast<double>(ms) / 1000.0);
-  return buf;
-}
-
-}  // namespace
 
 Expected<json> cluster_view(Store& store, const ViewOptions& options) {
   const int64_t now = options.now_ms ? options.now_ms : now_ms();
@@ -108,11 +117,7 @@ Expected<json> cluster_view(Store& store, const ViewOptions& options) {
 
   json view{{"nodes", json::array()}, {"actors", json::array()}, {"jobs", json::array()}, {"events", json::array()}};
   std::map<std::string, int> node_states, actor_states;
-  // Heads first, then by start time: the order people expect in a table.
-  std::sort(nodes->begin(), nodes->end(), [](const NodeRecord& a, const NodeRecord& b) {
-    if (a.is_head != b.is_head) return a.is_head;
-    return a.started_ms != b.started_ms ? a.started_ms < b.started_ms : a.id < b.id;
-  });
+  std::sort(nodes->begin(), nodes->end(), node_display_order);
   for (const NodeRecord& n : *nodes) {
     view["nodes"].push_back(node_json(n, now));
     ++node_states[node_state_name(n.state)];
@@ -124,7 +129,7 @@ Expected<json> cluster_view(Store& store, const ViewOptions& options) {
   }
   for (const JobRecord& j : *jobs) view["jobs"].push_back(job_json(j));
   for (const Event& e : *events) {
-    view["events"].push_back({{"time_ms", e.time_ms}, {"kind", e.kind}, {"subject", e.subject}, {"message", e.message}});
+    view["events"].push_back(event_json(e));
   }
   view["summary"] = {{"nodes", nodes->size()}, {"nodes_by_state", node_states},
                      {"actors", actors->size()}, {"actors_by_state", actor_states}, {"jobs", jobs->size()},

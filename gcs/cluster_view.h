@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "gcs/events.h"
+#include "gcs/records.h"
 #include "gcs/store.h"
 
 namespace troupe::gcs {
@@ -23,6 +25,15 @@ struct ViewOptions {
 // gpus, heartbeat_age_ms, death_reason; each actor id, type, name, node, state, restarts,
 // resources, pending_reason, death_reason; summary counts nodes and actors by state.
 Expected<nlohmann::json> cluster_view(Store& store, const ViewOptions& options = {});
+
+// The entries of the document, one record each (the dashboard's /api serves them by themselves).
+// `now_ms` is the clock heartbeat ages are measured against.
+nlohmann::json node_json(const NodeRecord& node, int64_t now_ms);
+nlohmann::json actor_json(const ActorRecord& actor);
+nlohmann::json job_json(const JobRecord& job);
+nlohmann::json event_json(const Event& event);
+// The order of the document's nodes: heads first, then by start time, then by id.
+bool node_display_order(const NodeRecord& a, const NodeRecord& b);
 
 // A table per section for people: states, resources used/total, heartbeat ages, actors by state
 // and node, pending actors with their reasons, jobs, and the recent events.

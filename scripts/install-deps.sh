@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ccache pkg-config git
   libcaf-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev catch2 redis-server
   libopenblas-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libbenchmark-dev libyaml-cpp-dev
+  libcpp-httplib-dev
   dataset-fashion-mnist
   libgloo-dev libopenmpi-dev openmpi-bin iperf3
 )

@@ -1,0 +1,53 @@
+// The dashboard's JSON API (docs/dashboard.md), as a function from a request to an answer, with no
+// HTTP in it: dashboard_server.h routes GET /api/... here, and tests call it directly too.
+//
+//   /api/cluster          gcs::cluster_view's document: what `troupe status --json` prints
+//   /api/nodes            nodes (filter: state)             /api/nodes/<id>  a node and its actors
+//   /api/actors           actors (filters: state, node, type, job, q; limit)
+//   /api/jobs             jobs, newest first (filter: state) /api/jobs/<id>   a job, its actors and
+//                                                                             its recent metrics
+//   /api/events           newest events (filters: kind, subject; limit)
+//   /api/metrics          newest metric samples (filter: prefix; limit)
+//
+// Every answer is a JSON object. Errors are {"error": "..."} (with "parameter" for a bad one):
+// 400 malformed or out-of-range parameters and ids, 404 unknown paths and ids, 503 the GCS did not
+// answer, 500 anything else (a record that does not decode). Every list is bounded.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gcs/store.h"
+
+namespace troupe::dashboard {
+
+// Bounds of the list endpoints' `limit` (and of /api/jobs/<id>'s `metrics`).
+constexpr int64_t kDefaultLimit = 500;
+constexpr int64_t kMaxLimit = 10000;
+constexpr int64_t kDefaultEventLimit = 100;
+constexpr int64_t kMaxViewEvents = 1000;  // /api/cluster's and /api/stream's `events`
+
+struct ApiRequest {
+  std::string path;                                 // "/api/jobs/<id>", already URL-decoded
+  std::multimap<std::string, std::string> params;   // the query, decoded
+};
+
+struct ApiResponse {
+  int status = 200;
+  nlohmann::json body = nlohmann::json::object();
+};
+
+// Answers one GET under /api. Reads the GCS through `store` (which must be safe to use from the
+// calling thread); never throws.
+ApiResponse handle_api(gcs::Store& store, const ApiRequest& request);
+
+// {"error": message} with `status`.
+ApiResponse error_response(int status, const std::string& message);
+// The HTTP status of a failed GCS read: 400 invalid_argument, 404 not_found, 503 unavailable and
+// timeout (the GCS is down or slow), 500 the rest.
+ApiResponse status_response(const Status& status);
+
+}  // namespace troupe::dashboard

@@ -1,0 +1,29 @@
+// The handlers behind handle_api (api.h), one per endpoint; internal to the dashboard library.
+// Each checks its parameters first (400 naming the first bad one), then reads the GCS.
+#pragma once
+
+#include <string>
+
+#include "dashboard/api.h"
+#include "dashboard/api_params.h"
+
+namespace troupe::dashboard::detail {
+
+// 400 {"error": message, "parameter": name}.
+ApiResponse param_error(const ParamError& e);
+// An id in a path: exactly 32 lower-case hex digits, else an error (parameter "id") naming `kind`.
+std::optional<ParamError> check_id(const std::string& kind, const std::string& id);
+
+// api_cluster.cc
+ApiResponse get_cluster(gcs::Store& store, const QueryParams& q);
+ApiResponse get_nodes(gcs::Store& store, const QueryParams& q);
+ApiResponse get_node(gcs::Store& store, const QueryParams& q, const std::string& id);
+ApiResponse get_actors(gcs::Store& store, const QueryParams& q);
+
+// api_jobs.cc
+ApiResponse get_jobs(gcs::Store& store, const QueryParams& q);
+ApiResponse get_job(gcs::Store& store, const QueryParams& q, const std::string& id);
+ApiResponse get_events(gcs::Store& store, const QueryParams& q);
+ApiResponse get_metrics(gcs::Store& store, const QueryParams& q);
+
+}  // namespace troupe::dashboard::detail
