@@ -29,6 +29,7 @@ namespace {
 
 using tcp::errno_text;
 using tcp::ms_left;
+using tcp::resolve;
 
 constexpr uint32_t kHelloMagic = 0x74727032;  // "trp2": handshake version 2 (framed data)
 constexpr size_t kMaxGroupName = 255;
@@ -52,20 +53,6 @@ void tune(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
-}
-
-Expected<sockaddr_in> resolve(const std::string& host, int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
-    return invalid_argument("cannot resolve host '" + host + "'");
-  addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return addr;
 }
 
 Expected<sockaddr_in> parse_address(const std::string& address) {

@@ -1,5 +1,8 @@
 #include "collectives/tcp_wire.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -67,6 +70,20 @@ Status abort_status(const FrameHeader& h, int peer, const std::string& text) {
 }
 
 std::string errno_text() { return std::strerror(errno); }
+
+Expected<sockaddr_in> resolve(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
+    return invalid_argument("cannot resolve host '" + host + "'");
+  addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return addr;
+}
 
 int ms_left(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();

@@ -12,6 +12,8 @@
 // inside a frame it has started or at the start of the next one.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,9 +58,11 @@ Status check_data_frame(const FrameHeader& h, int peer, int self, const CallDesc
 // plus " (relayed by rank 1)" when `peer` passed on another rank's abort.
 Status abort_status(const FrameHeader& h, int peer, const std::string& text);
 
-// Socket helpers shared by the mesh and the transport.
+// Socket helpers shared by the mesh, the transport and the parameter servers' wire (trainers/ps).
 std::string errno_text();
 int ms_left(Clock::time_point deadline);  // for poll(): rounded up, 0 when past
+// An IPv4 address of `host` (dotted or a name) with `port`; invalid_argument when it does not resolve.
+Expected<sockaddr_in> resolve(const std::string& host, int port);
 
 // The transport over connected sockets: fds[peer], -1 for `rank` itself. Takes ownership.
 std::unique_ptr<Transport> make_transport(int rank, std::vector<int> fds);

@@ -15,29 +15,14 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/tcp_wire.h"
+
 namespace troupe::ps::wire {
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
-
-int ms_left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>((left + 999) / 1000);
-}
-
-Expected<sockaddr_in> resolve(const std::string& host, int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
-    return invalid_argument("cannot resolve host '" + host + "'");
-  addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return addr;
-}
+using collectives::tcp::errno_text;
+using collectives::tcp::ms_left;
+using collectives::tcp::resolve;
 
 // Waits until fd is ready for `events` or the deadline passes.
 Status wait_for(int fd, short events, Clock::time_point deadline, const char* what) {
