@@ -24,21 +24,32 @@ using namespace troupe;
 
 using troupe::testing::relative_difference;
 
+namespace {
+
+// The first `n` examples of Fashion-MNIST's training split (short epochs) and the whole test split.
+void load_prefix(int64_t n, Dataset* train, Dataset* test) {
+  auto loaded_train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto loaded_test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(loaded_train.ok());
+  REQUIRE(loaded_test.ok());
+  *train = std::move(*loaded_train);
+  train->count = n;
+  train->images.resize(static_cast<size_t>(n * train->features()));
+  train->labels.resize(static_cast<size_t>(n));
+  *test = std::move(*loaded_test);
+}
+
+}  // namespace
+
 TEST_CASE("sync job data: 4 workers on ledger shards hold the parameters of troupe train at batch 128",
           "[jobs][feed][equivalence]") {
-  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
-  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
   // Two epochs of the first 6,400 examples: 100 steps. Summing 4 replicas' gradients rounds
   // differently from one batch's backward; training amplifies such last-bit differences step by step
   // (to ~1e-4 after 150 Adam steps, ~1e-2 after 300: the same with SliceFeed, so it is the
   // arithmetic, not the data), so equivalence is checked over 100 steps, where it is meaningful.
-  Dataset part = *train;
-  part.count = 6400;
-  part.images.resize(static_cast<size_t>(part.count * part.features()));
-  part.labels.resize(static_cast<size_t>(part.count));
-  const Dataset& data = part;
+  Dataset data, test_set;
+  load_prefix(6400, &data, &test_set);
+  const Dataset* test = &test_set;
   for (const char* optimizer : {"adam", "sgd"}) {
     TrainOptions o;
     o.epochs = 2;
@@ -106,14 +117,9 @@ TEST_CASE("sync job data: 4 workers on ledger shards hold the parameters of trou
 
 TEST_CASE("async job data: workers taking stratified shards as they get to them train every shard exactly once",
           "[jobs][feed][async]") {
-  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
-  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
-  Dataset part = *train;
-  part.count = 12800;
-  part.images.resize(static_cast<size_t>(part.count * part.features()));
-  part.labels.resize(static_cast<size_t>(part.count));
+  Dataset part, test_set;
+  load_prefix(12800, &part, &test_set);
+  const Dataset* test = &test_set;
   TrainOptions o;
   o.epochs = 2;
   o.batch_size = 128;
