@@ -9,7 +9,9 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include "tests/cluster/cluster_fixture.h"
 
@@ -101,7 +103,7 @@ void check_recovered(ClusterFixture& c, const Json& view, const std::string& id,
 
 }  // namespace
 
-TEST_CASE("faults: a sync job whose worker node is killed mid-epoch restarts from its checkpoint and finishes",
+TEST_CASE("faults: a sync job rides out its worker node killed mid-epoch and the GCS killed and restarted",
           "[jobs][cluster][faults]") {
   ClusterFixture c;
   c.up("--nodes 2 --cpus 2");  // 6 cpus on 3 processes: 4 workers, and room for them after one node dies
@@ -140,6 +142,37 @@ TEST_CASE("faults: a sync job whose worker node is killed mid-epoch restarts fro
   WARN("killed node " << victim.substr(0, 8) << ": restart began "
                       << restarting.value("time_ms", int64_t{0}) - killed_ms << " ms after the kill, training resumed "
                       << event_of(end, "job_resumed", id).value("time_ms", int64_t{0}) - killed_ms << " ms after it");
+
+  // The GCS itself killed mid-job and started again on its append-only file: every process
+  // reconnects, the job goes on (no restart needed) and nothing it recorded is lost.
+  const std::string id3 = submit_detached(c, job_args);
+  wait_for_step(c, id3, 1100);
+  const pid_t redis_pid = c.pid_of("redis");
+  REQUIRE(redis_pid > 0);
+  REQUIRE(::kill(redis_pid, SIGKILL) == 0);
+  REQUIRE(poll_until([&] { return process_gone(redis_pid); }, std::chrono::seconds(10)));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the outage (its length is the scenario)
+  const std::string redis_dir = c.session_dir() + "/redis";
+  auto restart = run_command("redis-server " + redis_dir + "/redis.conf --daemonize yes --pidfile " + redis_dir +
+                             "/restarted.pid", 30);
+  REQUIRE(restart.exit_code == 0);
+  pid_t new_redis = 0;
+  REQUIRE(poll_until([&] { return (new_redis = std::atoi(slurp(redis_dir + "/restarted.pid").c_str())) > 0; },
+                     std::chrono::seconds(10)));
+  c.track(new_redis);
+  std::ofstream(c.session_dir() + "/pids/redis.pid", std::ios::trunc) << new_redis << "\n";
+  Json after = wait_for_end(c, id3, std::chrono::seconds(600));
+  Json j3 = job_of(after, id3);
+  INFO(j3.dump(1) << c.logs_tail());
+  REQUIRE(j3.at("state") == "SUCCEEDED");
+  CHECK(std::fabs(accuracy_of(after, id3) - baseline) <= 0.005);
+  Json accounting;
+  poll_until([&] {
+    Json now = c.try_status(300);
+    return !now.is_null() && !(accounting = event_of(now, "data_accounted", id3)).is_null();
+  }, std::chrono::seconds(30));
+  REQUIRE_FALSE(accounting.is_null());
+  CHECK(accounting.at("message").get<std::string>().find("trained exactly once") != std::string::npos);
 }
 
 TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its checkpoint, async replacing the worker)",
