@@ -131,6 +131,11 @@ class HeadService : public caf::event_based_actor {
   }
 
   void node_dead(const NodeId& id, const std::string& reason) {
+    // Requests to its node manager would only wait for their deadline now.
+    if (auto nm = managers_.find(id); nm != managers_.end()) {
+      by_addr_.erase(nm->second.address());
+      managers_.erase(nm);
+    }
     jobs_.on_node_dead(id, reason);
     schedule_retry();
   }

@@ -115,7 +115,10 @@ bool JobSupervisor::retry_pending() {
     if (job.ending) continue;
     if (!job.replace.empty()) {
       pending = try_replace(job) || pending;
-    } else if (job.members.empty() && !job.restarting) {
+    } else if (job.restarting) {
+      if (gcs::now_ms() >= job.stop_grace_ms) place_gang_again(job);
+      pending = true;
+    } else if (job.members.empty()) {
       if (gcs::now_ms() < job.restart_due_ms) pending = true;  // a restart's backoff
       else waiting.push_back(id);
     }
@@ -178,19 +181,24 @@ bool JobSupervisor::on_down(const caf::actor_addr& source, const caf::error& rea
 }
 
 void JobSupervisor::on_node_dead(const NodeId& node, const std::string& reason) {
-  std::vector<std::pair<JobId, ActorId>> lost;
-  for (const auto& [id, job] : jobs_) {
-    for (const Member& m : job.members) if (m.running && m.node == node) lost.emplace_back(id, m.id);
-  }
-  for (const auto& [job_id, actor] : lost) {
-    auto it = jobs_.find(job_id);
+  std::vector<JobId> ids;
+  for (const auto& [id, job] : jobs_) ids.push_back(id);
+  for (const JobId& id : ids) {
+    auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
+    // Every actor there is gone at once: none of them is asked to stop (their node cannot answer).
+    Member* first = nullptr;
     for (Member& m : it->second.members) {
-      if (m.id != actor || !m.running) continue;
+      if (!m.running || m.node != node) continue;
       by_addr_.erase(m.handle.address());
-      member_exited(it->second, m, true, "its node " + node.short_hex() + " is gone (" + reason + ")");
-      break;
+      if (!first) {
+        first = &m;
+        continue;
+      }
+      m.running = false;
+      host_.release(m.node, {m.actor.cpus, m.actor.gpus, 0});
     }
+    if (first) member_exited(it->second, *first, true, "its node " + node.short_hex() + " is gone (" + reason + ")");
   }
 }
 

@@ -100,6 +100,8 @@ class JobSupervisor {
     int attempt = 0;              // restarts begun so far
     bool restarting = false;      // whole gang: the failed attempt's actors are being stopped
     int64_t restart_due_ms = 0;   // no placement of the next attempt before this
+    int64_t stop_grace_ms = 0;    // whole gang: actors not down by then are left behind (hung in a
+                                  // collective with a peer behind a cut link) and the gang goes on
     std::vector<size_t> replace;  // single-actor restarts: slots waiting for a new actor
   };
   Status try_start(Job& job, SubmitJobReply* reply);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/support/netns_pair.h"
 
 using namespace troupe::testing;
 namespace fs = std::filesystem;
@@ -214,4 +215,54 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
                 "flaky trainer: the fault injected at step 250") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("faults: a cut link to a worker's host is detected like a dead node and the job restarts without it",
+          "[jobs][cluster][faults][netns]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: the cut-link test needs root to create network namespaces");
+    return;
+  }
+  NetnsPair net("10.231.9.1", "10.231.9.2", "f" + std::to_string(::getpid() % 100000));
+  if (!net.ok()) {
+    WARN("SKIPPED: cannot create network namespaces here: " << net.error());
+    return;
+  }
+  REQUIRE(poll_until([&] { return net.link_up(); }, std::chrono::seconds(10)));
+  ClusterFixture a(net.exec_in_a());
+  ClusterFixture b(net.exec_in_b());
+  a.up(std::string("--bind ") + net.host_a() + " --nodes 1 --cpus 2");  // host A: 4 cpus
+  const Json info = a.cluster_file();
+  auto join = b.troupe("up --address " + info.at("head_address").get<std::string>() + " --token " +
+                       info.at("token").get<std::string>() + " --bind " + net.host_b() + " --cpus 2 --timeout 30", 60);
+  INFO(join.both() << a.logs_tail() << b.logs_tail());
+  REQUIRE(join.exit_code == 0);
+  const std::string ckpt = a.home() + "/ckpt";
+  const std::string id = submit_detached(a, "--strategy sync --workers 4 --epochs 4 --batch-size 128 "
+                                            "--checkpoint-every 100 --checkpoint-dir " + ckpt);
+  Json view = wait_for_step(a, id, 500);
+  std::string remote;  // host B's node
+  for (const Json& n : view.at("nodes")) {
+    if (n.at("address").get<std::string>().rfind(net.host_b() + ":", 0) == 0) remote = n.at("id");
+  }
+  REQUIRE_FALSE(remote.empty());
+  bool worker_there = false;
+  for (const Json& a_ : view.at("actors")) worker_there |= a_.value("job", "") == id && a_.at("node") == remote;
+  REQUIRE(worker_there);  // spread placement puts one of the 4 workers on each of the 3 nodes at least
+  const int64_t cut_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  auto cut = run_command("ip -n " + net.ns_b() + " link set dev " + net.dev_b() + " down", 20);
+  REQUIRE(cut.exit_code == 0);
+
+  Json end = wait_for_end(a, id, std::chrono::seconds(600));
+  Json job = job_of(end, id);
+  INFO(job.dump(1) << a.logs_tail());
+  REQUIRE(job.at("state") == "SUCCEEDED");
+  Json restarting = event_of(end, "job_restarting", id);
+  REQUIRE_FALSE(restarting.is_null());
+  CHECK(restarting.at("message").get<std::string>().find("its node " + remote.substr(0, 8) + " is gone") !=
+        std::string::npos);
+  WARN("cut link to node " << remote.substr(0, 8) << ": restart began " << restarting.value("time_ms", int64_t{0}) - cut_ms
+                           << " ms after the cut, training resumed "
+                           << event_of(end, "job_resumed", id).value("time_ms", int64_t{0}) - cut_ms << " ms after it");
 }
