@@ -266,3 +266,37 @@ TEST_CASE("faults: a cut link to a worker's host is detected like a dead node an
                            << " ms after the cut, training resumed "
                            << event_of(end, "job_resumed", id).value("time_ms", int64_t{0}) - cut_ms << " ms after it");
 }
+
+TEST_CASE("faults: an async job whose worker node is killed replaces the worker, which goes on at its clock",
+          "[jobs][cluster][faults][async]") {
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  // The server asks for a whole node, so the two workers sit on the other two.
+  const std::string job_args = "--strategy async --workers 2 --ps 1 --cpus-per-ps 2 --epochs 6 --batch-size 64";
+  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
+  INFO(base.both() << c.logs_tail());
+  REQUIRE(base.exit_code == 0);
+  const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
+
+  const std::string id = submit_detached(c, job_args);
+  Json view = wait_for_step(c, id, 2000);
+  std::string victim, server_node;
+  for (const Json& a : view.at("actors")) {
+    if (a.value("job", "") == id && a.at("state") == "ALIVE" && a.at("type") == "troupe.ps") server_node = a.at("node");
+  }
+  for (const Json& a : view.at("actors")) {
+    if (a.value("job", "") != id || a.at("state") != "ALIVE" || a.at("type") != "troupe.worker") continue;
+    for (const Json& n : view.at("nodes")) {
+      if (n.at("id") == a.at("node") && !n.value("is_head", false) && n.at("id") != server_node) victim = n.at("id");
+    }
+  }
+  REQUIRE_FALSE(victim.empty());
+  pid_t pid = 0;
+  for (const Json& n : view.at("nodes")) if (n.at("id") == victim) pid = n.at("pid").get<pid_t>();
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+
+  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  INFO(c.logs_tail());
+  check_recovered(c, end, id, baseline, false);
+  CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
+}
