@@ -22,6 +22,7 @@ namespace {
 
 constexpr int kMaxSpawn = 100000;
 using retry_atom = caf::atom_constant<caf::atom("retryjobs")>;
+using watch_atom = caf::atom_constant<caf::atom("watchjobs")>;
 
 class HeadService : public caf::event_based_actor {
  public:
@@ -31,6 +32,7 @@ class HeadService : public caf::event_based_actor {
   }
 
   caf::behavior make_behavior() override {
+    delayed_send(this, std::chrono::seconds(1), watch_atom::value);
     return {
         [this](const RegisterNode& r) -> caf::result<RegisterReply> {
           auto reply = admit(r);
@@ -66,6 +68,11 @@ class HeadService : public caf::event_based_actor {
         [this](const NodeDeclaredDead& d) {
           auto id = NodeId::from_hex(d.node_id);
           if (id.ok()) node_dead(*id, d.reason);
+        },
+        [this](watch_atom) {  // stuck jobs, every second
+          jobs_.check_progress();
+          schedule_retry();
+          delayed_send(this, std::chrono::seconds(1), watch_atom::value);
         },
         [this](retry_atom) {
           retry_scheduled_ = false;

@@ -166,6 +166,32 @@ bool JobSupervisor::try_replace(Job& job) {
   return !still.empty();
 }
 
+void JobSupervisor::check_progress() {
+  const int64_t now = gcs::now_ms();
+  std::vector<JobId> stuck;
+  for (auto& [id, job] : jobs_) {
+    if (job.progress_timeout_ms <= 0 || !job.whole_gang || job.ending || job.restarting || job.members.empty()) continue;
+    auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(id.hex());
+    if (!rec.ok() || rec->state != gcs::JobState::running) continue;
+    if (rec->step != job.last_step) {
+      job.last_step = rec->step;
+      job.last_move_ms = now;
+    } else if (now - job.last_move_ms > job.progress_timeout_ms) {
+      stuck.push_back(id);
+    }
+  }
+  for (const JobId& id : stuck) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    Job& job = it->second;
+    const std::string why = fmt::format("the job made no progress for {:g} s (stuck at step {}: a worker hung?)",
+                                        job.progress_timeout_ms / 1000.0, job.last_step);
+    spdlog::warn("job {}: {}", id.short_hex(), why);
+    if (job.attempt < job.max_restarts) begin_restart(job, job.members.front(), why);
+    else end_job(job, gcs::JobState::failed, why + "; no restarts left (all " + std::to_string(job.max_restarts) + " used)");
+  }
+}
+
 void JobSupervisor::after_success(Job& job) {
   // A sync job's data accounting, proven from the GCS: every shard of every epoch trained once.
   auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex());

@@ -45,6 +45,7 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   job.max_restarts = std::max(0, request.max_restarts);
   job.backoff_ms = std::max<int64_t>(0, request.restart_backoff_ms);
   job.whole_gang = request.restart_whole_gang;
+  job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   SubmitJobReply reply;
   for (const PlacementAsk& a : job.asks) reply.actor_ids.push_back(a.id.hex());
@@ -85,6 +86,8 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
     job.members.push_back(std::move(m));
     ids.push_back(a.id.hex());
   }
+  job.last_step = -1;
+  job.last_move_ms = gcs::now_ms();  // the progress clock starts with the attempt
   std::set<NodeId> nodes;
   for (const Member& m : job.members) nodes.insert(m.node);
   const std::string message = "running: " + std::to_string(job.members.size()) + " actors on " +

@@ -163,3 +163,30 @@ TEST_CASE("job restarts: actors that do not exit after being stopped are left be
   CHECK_FALSE(h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("timeout")), "timeout"));
   CHECK(h.job(id).state == gcs::JobState::running);
 }
+
+TEST_CASE("job restarts: a job whose step count stands still past its progress timeout is restarted as stuck",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 1, true);
+  s.progress_timeout_ms = 300;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  auto set_step = [&](int64_t step) {
+    REQUIRE(gcs::update_job(h.store, id, [&](gcs::JobRecord& j) -> Status {
+      j.step = step;
+      return {};
+    }).ok());
+  };
+  for (int64_t step = 1; step <= 4; ++step) {  // moving: never stuck
+    set_step(step * 10);
+    h.supervisor.check_progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  CHECK(h.stopped.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  h.supervisor.check_progress();  // 40 for longer than 300 ms
+  CHECK(h.stopped.size() == 3u);
+  CHECK(h.job(id).message.find("the job made no progress for 0.3 s (stuck at step 40") != std::string::npos);
+  CHECK(count_events(h.store, "job_restarting") == 1);
+}

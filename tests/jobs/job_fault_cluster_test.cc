@@ -300,3 +300,26 @@ TEST_CASE("faults: an async job whose worker node is killed replaces the worker,
   check_recovered(c, end, id, baseline, false);
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
 }
+
+TEST_CASE("faults: a hung worker stalls the job, which the supervisor restarts from its checkpoint",
+          "[jobs][cluster][faults]") {
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 4");
+  const std::string marker = c.home() + "/hung";
+  // Rank 1 sleeps 20 s at its 300th step; rank 0 waits for it in the all-reduce (whose deadline is a
+  // minute away), so the job's step count stands still until the supervisor's 3 s run out.
+  auto r = c.troupe("submit --lib " + std::string(TROUPE_FLAKY_TRAINER) + " --trainer flaky --strategy sync --workers 2 "
+                    "--epochs 2 --batch-size 64 --checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt "
+                    "--progress-timeout 3 --trainer-arg marker=" + marker + " --trainer-arg throw_at=300 "
+                    "--trainer-arg throw_rank=1 --trainer-arg hang_ms=20000 --json --no-progress", 600);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::exists(marker));  // it did hang
+  const std::string id = Json::parse(r.last_line()).at("job_id");
+  Json view = c.status(300);
+  Json restarting = event_of(view, "job_restarting", id);
+  REQUIRE_FALSE(restarting.is_null());
+  CHECK(restarting.at("message").get<std::string>().find("the job made no progress for 3") != std::string::npos);
+  CHECK_FALSE(event_of(view, "job_resumed", id).is_null());
+  CHECK(job_of(view, id).at("state") == "SUCCEEDED");
+}
