@@ -211,8 +211,14 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
       const std::string id = Json::parse(r.last_line()).at("job_id");
       Json view = c.status(300);
       check_recovered(c, view, id, baseline, k.accounted);
-      CHECK(event_of(view, "job_restarting", id).at("message").get<std::string>().find(
-                "flaky trainer: the fault injected at step 250") != std::string::npos);
+      // The exception is on record: in the restart's cause, or (when a peer's exit, "rank 1 closed
+      // its connection", reached the supervisor first) in the throwing actor's death.
+      bool named = false;
+      for (const Json& e : view.at("events")) {
+        named |= e.at("message").get<std::string>().find("flaky trainer: the fault injected at step 250") !=
+                 std::string::npos;
+      }
+      CHECK(named);
     }
   }
 }
