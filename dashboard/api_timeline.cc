@@ -31,7 +31,9 @@ ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std:
     r.body = gcs::chrome_trace(*job, *workers);
     return r;
   }
-  r.body = gcs::timeline_json(*job, *workers, gcs::TimelineOptions{});
+  auto curve = gcs::read_loss_curve(store, id, gcs::kLossCurvePoints);
+  if (!curve.ok()) return status_response(curve.status());
+  r.body = gcs::timeline_json(*job, *workers, gcs::TimelineOptions{}, *curve);
   if (job->strategy != "sync") {
     r.body["note"] = "step timelines are recorded for sync jobs; this job is " + job->strategy;
   }

@@ -75,9 +75,18 @@ function lineChart(cv, series, opt) {
     s.points.forEach((p, i) => (i ? g.lineTo(X(p[0]), Y(p[1], side)) : g.moveTo(X(p[0]), Y(p[1], side))));
     g.stroke();
     if (s.points.length <= 40) for (const p of s.points) { g.beginPath(); g.arc(X(p[0]), Y(p[1], side), 2.5, 0, 7); g.fill(); }
-    g.textAlign = "left";
-    g.fillText("\u25A0 " + s.name + (side === "right" ? " (right)" : ""), L + 4 + k * 120, 12);
   });
+  legend(g, series.map((s, k) => [s.name + ((s.axis || "left") === "right" ? " (right)" : ""),
+                                  s.color || palette[k % palette.length]]), L + 4);
+}
+// A row of "■ name" entries from x, as wide as their text.
+function legend(g, entries, x) {
+  g.textAlign = "left";
+  for (const [name, color] of entries) {
+    g.fillStyle = color;
+    g.fillText("\u25A0 " + name, x, 12);
+    x += g.measureText("\u25A0 " + name).width + 14;
+  }
 }
 
 // rows: [{label, parts: [{name, value, color}], bad}] drawn as stacked horizontal bars.
@@ -99,12 +108,12 @@ function stackedBars(cv, rows, unit) {
     g.fillStyle = "#1d2330"; g.textAlign = "left";
     g.fillText(fmt(r.parts.reduce((a, p) => a + p.value, 0)) + " " + unit, x + 4, y + bh / 2 + 4);
   });
-  g.textAlign = "left";
-  rows[0].parts.forEach((p, k) => { g.fillStyle = p.color; g.fillText("\u25A0 " + p.name, L + k * 110, 12); });
+  legend(g, rows[0].parts.map(p => [p.name, p.color]), 8);
 }
 
 // The newest steps of every worker on one wall-clock axis: a row per worker, a box per phase.
 function timelineChart(cv, workers, straggler) {
+  cv.style.height = Math.min(600, 40 + 40 * Math.max(workers.length, 1)) + "px";
   const [g, w, h] = surface(cv);
   const withSteps = workers.filter(x => x.steps.length);
   cv.dataset.points = withSteps.reduce((n, x) => n + x.steps.length, 0);
@@ -132,17 +141,19 @@ function timelineChart(cv, workers, straggler) {
   g.fillStyle = "#5b6472"; g.textAlign = "center";
   for (let i = 0; i <= 4; ++i) {
     const t = start + (end - start) * i / 4;
-    g.fillText("-" + ((end - t) / 1000).toFixed(1) + " ms", X(t), h - 6);
+    g.textAlign = i === 0 ? "left" : i === 4 ? "right" : "center";
+    g.fillText(i === 4 ? "newest" : "-" + ((end - t) / 1000).toFixed(1) + " ms", X(t), h - 6);
   }
 }
 function stepEnd(s) { return s.start_us + s.data_us + s.compute_us + s.comm_us + s.optimizer_us; }
 
 // Events on a time axis, one lane per kind.
 function eventStrip(cv, events) {
+  const kinds = [...new Set(events.map(e => e.kind))].sort();
+  cv.style.height = (40 + 18 * Math.max(kinds.length, 1)) + "px";
   const [g, w, h] = surface(cv);
   cv.dataset.points = events.length;
   if (!events.length) return emptyNote(g, "no events match");
-  const kinds = [...new Set(events.map(e => e.kind))].sort();
   const t0 = Math.min(...events.map(e => e.time_ms)), t1 = Math.max(Date.now(), ...events.map(e => e.time_ms));
   const L = 130, R = 12, T = 6, B = 20, lane = Math.min(18, (h - T - B) / kinds.length);
   const X = t => L + (t1 === t0 ? 0.5 : (t - t0) / (t1 - t0)) * (w - L - R);
@@ -153,7 +164,11 @@ function eventStrip(cv, events) {
     for (const e of events) if (e.kind === k) { g.beginPath(); g.arc(X(e.time_ms), y, 3.5, 0, 7); g.fill(); }
   });
   g.fillStyle = "#5b6472"; g.textAlign = "center";
-  for (let i = 0; i <= 4; ++i) { const t = t0 + (t1 - t0) * i / 4; g.fillText(new Date(t).toLocaleTimeString(), X(t), h - 5); }
+  for (let i = 0; i <= 4; ++i) {
+    const t = t0 + (t1 - t0) * i / 4;
+    g.textAlign = i === 0 ? "left" : i === 4 ? "right" : "center";
+    g.fillText(new Date(t).toLocaleTimeString(), X(t), h - 5);
+  }
 }
 )JS";
 

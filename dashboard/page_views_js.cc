@@ -50,8 +50,7 @@ function renderJob(id, d, t, events) {
   if (t.note) alerts.push(el("div", t.note, "note"));
   $("job-alerts").replaceChildren(...alerts);
   // Charts.
-  const rank0 = t.workers.find(w => w.rank === 0);
-  lineChart($("chart-loss"), [{name: "loss (mean over workers)", points: rank0 ? rank0.steps.map(s => [s.step, s.loss]) : []}],
+  lineChart($("chart-loss"), [{name: "loss (all workers' batches)", points: t.loss_curve}],
             {x: "step", empty: j.strategy === "sync" ? "no steps yet" : "per-step loss is recorded for sync jobs"});
   lineChart($("chart-epochs"), [
     {name: "train loss", points: metricSeries(d.metrics, id, "train_loss")},

@@ -1,6 +1,7 @@
 // Step timelines as msgpack records:
 //   steps  [kRecordSchemaVersion, [[epoch, step, start_us, data_us, compute_us, comm_us, optimizer_us,
 //           comm_busy_us, samples, loss], ...]]
+//   loss   [kRecordSchemaVersion, step, loss, time_ms]
 //   live   [kRecordSchemaVersion, rank, phase, phase_since_ms, epoch, step, updated_ms]
 #include "gcs/step_timeline.h"
 
@@ -100,6 +101,38 @@ Expected<std::vector<StepSample>> read_steps(Store& store, const std::string& jo
     out.insert(out.end(), chunk.begin(), chunk.end());
   }
   if (out.size() > max_steps) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max_steps));
+  return out;
+}
+
+std::string loss_curve_stream(const std::string& job_hex) { return "timeline/" + job_hex + "/loss"; }
+
+Status append_loss_point(Store& store, const std::string& job_hex, const LossPoint& p) {
+  const std::string bytes = write([&](Packer& pk) {
+    begin(pk, 3);
+    pk.pack_int64(p.step);
+    pk.pack_double(p.loss);
+    pk.pack_int64(p.time_ms);
+  });
+  auto id = store.append(loss_curve_stream(job_hex), bytes, kLossCurvePoints);
+  return id.ok() ? Status() : id.status().with_context("recording the loss curve");
+}
+
+Expected<std::vector<LossPoint>> read_loss_curve(Store& store, const std::string& job_hex, size_t max_points) {
+  const std::string stream = loss_curve_stream(job_hex);
+  auto entries = store.read_recent(stream, std::min(max_points, kLossCurvePoints));
+  if (!entries.ok()) return entries.status();
+  std::vector<LossPoint> out;
+  out.reserve(entries->size());
+  for (const StreamEntry& e : *entries) {
+    LossPoint p;
+    Status st = read_record(e.value, "loss point", 3, &p, [](Fields& f, LossPoint& r) -> Status {
+      TROUPE_RETURN_IF_ERROR(f.i64("step", &r.step));
+      TROUPE_RETURN_IF_ERROR(f.f64("loss", &r.loss));
+      return f.i64("time_ms", &r.time_ms);
+    });
+    if (!st.ok()) return st.with_context(stream + " entry " + e.id);
+    out.push_back(p);
+  }
   return out;
 }
 

@@ -7,6 +7,8 @@
 //   stream "timeline/<job hex>/<rank>"   entries: a chunk of consecutive StepSamples of one rank
 //                                        (one entry per flush), about kTimelineChunks newest kept
 //   table  "timeline_live", key "<job hex>/<rank>"   the rank's WorkerLive, rewritten every flush
+//   stream "timeline/<job hex>/loss"     the loss curve: one LossPoint per flush of rank 0 (the mean
+//                                        loss of the steps flushed), about kLossCurvePoints kept
 //
 // Records are msgpack with the schema version first, like every GCS record (gcs/records.h).
 #pragma once
@@ -25,6 +27,7 @@ constexpr size_t kTimelineChunks = 200;          // stream entries kept per rank
 constexpr size_t kTimelineChunkSteps = 512;      // most steps in one entry
 constexpr size_t kTimelineMaxSteps = 20000;      // most steps a reader asks for per rank
 constexpr const char* kTimelineLiveTable = "timeline_live";
+constexpr size_t kLossCurvePoints = 4000;        // loss curve points kept per job (2 a second)
 
 // One step of one worker. Times in microseconds; start_us is wall clock (since the epoch), so
 // workers on one host line up exactly and hosts as well as their clocks agree.
@@ -52,7 +55,15 @@ struct WorkerLive {
   int64_t updated_ms = 0;    // when the worker wrote this
 };
 
+// A point of a job's loss curve: the mean loss of the steps up to `step` since the previous point.
+struct LossPoint {
+  int64_t step = 0;
+  double loss = 0;
+  int64_t time_ms = 0;
+};
+
 std::string timeline_stream(const std::string& job_hex, int rank);  // "timeline/<job>/<rank>"
+std::string loss_curve_stream(const std::string& job_hex);          // "timeline/<job>/loss"
 
 std::string encode_steps(const std::vector<StepSample>& steps);
 Status decode_steps(const std::string& bytes, std::vector<StepSample>* out);
@@ -63,6 +74,10 @@ Status decode_live(const std::string& bytes, WorkerLive* out);
 Status append_steps(Store& store, const std::string& job_hex, int rank, const std::vector<StepSample>& steps);
 // The rank's newest `max_steps` steps (at most kTimelineMaxSteps), oldest first.
 Expected<std::vector<StepSample>> read_steps(Store& store, const std::string& job_hex, int rank, size_t max_steps);
+
+Status append_loss_point(Store& store, const std::string& job_hex, const LossPoint& p);
+// The newest `max_points` points (at most kLossCurvePoints), oldest first.
+Expected<std::vector<LossPoint>> read_loss_curve(Store& store, const std::string& job_hex, size_t max_points);
 
 Status put_live(Store& store, const std::string& job_hex, const WorkerLive& w);
 // nullopt when the rank never wrote one.

@@ -158,7 +158,8 @@ Expected<std::vector<WorkerTimeline>> read_job_timeline(Store& store, const JobR
   return out;
 }
 
-json timeline_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers, const TimelineOptions& o) {
+json timeline_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers, const TimelineOptions& o,
+                   const std::vector<LossPoint>& loss_curve) {
   const int64_t now = o.now_ms ? o.now_ms : now_ms();
   json ws = json::array();
   for (const WorkerTimeline& w : workers) {
@@ -171,9 +172,11 @@ json timeline_json(const JobRecord& job, const std::vector<WorkerTimeline>& work
     }
     ws.push_back({{"rank", w.rank}, {"live", live}, {"summary", summary_json(w.steps, 0)}, {"steps", std::move(steps)}});
   }
+  json curve = json::array();
+  for (const LossPoint& p : loss_curve) curve.push_back({p.step, p.loss});
   return {{"job", job.id.hex()}, {"state", job_state_name(job.state)}, {"strategy", job.strategy},
           {"workers", std::move(ws)}, {"straggler", straggler_json(workers, o)}, {"stuck", stuck_json(job, workers, o, now)},
-          {"now_ms", now}};
+          {"loss_curve", std::move(curve)}, {"now_ms", now}};
 }
 
 json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& workers) {

@@ -40,9 +40,9 @@ struct WorkerTimeline {
 Expected<std::vector<WorkerTimeline>> read_job_timeline(Store& store, const JobRecord& job, size_t steps);
 
 // {"job", "state", "workers": [{"rank", "live", "steps": [...], "summary": {...}}], "straggler",
-//  "stuck", "now_ms"} — docs/dashboard.md describes every field.
+//  "stuck", "loss_curve": [[step, loss], ...], "now_ms"} — docs/dashboard.md describes every field.
 nlohmann::json timeline_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers,
-                             const TimelineOptions& options);
+                             const TimelineOptions& options, const std::vector<LossPoint>& loss_curve = {});
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}: per worker (tid = rank) a
 // "step N" slice with its phases nested inside.

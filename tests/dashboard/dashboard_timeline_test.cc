@@ -234,3 +234,15 @@ TEST_CASE("step timelines in the GCS are bounded per rank and refuse garbage", "
   REQUIRE(store.append(gcs::timeline_stream(job, 1), "\x93\x01\x02\x03", 10).ok());
   CHECK(!gcs::read_steps(store, job, 1, 10).ok());
 }
+
+TEST_CASE("the loss curve grows with every flush and comes with the timeline", "[dashboard]") {
+  DashboardFixture f;
+  SeededCluster c = seed_cluster(f.store());
+  const std::string job = c.running.id.hex();
+  f.start();
+  CHECK(f.ok("/api/jobs/" + job + "/timeline").at("loss_curve").empty());
+  for (int i = 1; i <= 3; ++i) REQUIRE(gcs::append_loss_point(f.store(), job, {i * 100, 1.0 / i, gcs::now_ms()}).ok());
+  Json curve = f.ok("/api/jobs/" + job + "/timeline").at("loss_curve");
+  REQUIRE(curve.size() == 3);
+  CHECK(curve[2] == Json::array({300, 1.0 / 3}));
+}

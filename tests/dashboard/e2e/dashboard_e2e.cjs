@@ -64,9 +64,10 @@ async function main() {
     const members = await page.locator("#group-members tr").count();
     step("collective group: " + members + " members");
     if (members !== 2) throw new Error("expected the 2 workers in the collective group, saw " + members);
-    // An epoch's point on the epoch chart, when one ends within a while (not required: slow hosts).
-    await page.waitForFunction(() => Number(document.querySelector("#chart-epochs").dataset.points || 0) > 0, null,
-                               { timeout: 45000 }).catch(() => step("no epoch ended yet; the epoch chart stays empty"));
+    // Two epochs' points on the epoch chart (3 series), when they end within a while (not required:
+    // slow hosts); the screenshot is nicer with them.
+    await page.waitForFunction(() => Number(document.querySelector("#chart-epochs").dataset.points || 0) >= 6, null,
+                               { timeout: 45000 }).catch(() => step("fewer than 2 epochs ended; the epoch chart is short"));
     await page.screenshot({ path: path.join(shots, "dashboard-job.png"), fullPage: true });
 
     step("SIGKILL to node " + killNode.slice(0, 8) + " (pid " + killPid + ")");
@@ -84,7 +85,12 @@ async function main() {
     step("events view");
     await page.goto(url + "/#/events");
     await page.selectOption("#ev-kind", "node_died");
-    await page.locator("#ev-rows tr", { hasText: killNode.slice(0, 8) }).waitFor({ timeout: 15000 });
+    // Filtered: only node_died rows, the killed node's among them.
+    await page.waitForFunction(node => {
+      const rows = [...document.querySelectorAll("#ev-rows tr")];
+      return rows.length > 0 && rows.every(r => r.textContent.includes("node_died")) &&
+             rows.some(r => r.textContent.includes(node));
+    }, killNode.slice(0, 8), { timeout: 15000 });
     await page.screenshot({ path: path.join(shots, "dashboard-events.png"), fullPage: true });
 
     step("logs view");

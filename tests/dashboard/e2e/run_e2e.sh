@@ -52,7 +52,7 @@ up=$(timeout 120 "$troupe" up --nodes 2 --cpus 2 2>&1) || fail "troupe up: $up"
 echo "$up"
 url=$(echo "$up" | sed -n 's/.*dashboard: *\(http[^ ]*\).*/\1/p' | head -1)
 [ -n "$url" ] || fail "troupe up printed no dashboard URL"
-job=$(timeout 120 "$troupe" submit --strategy sync --workers 2 --epochs 4 --batch-size 64 --name e2e --detach 2>&1 | tail -1) \
+job=$(timeout 120 "$troupe" submit --strategy sync --workers 2 --epochs 40 --batch-size 64 --name e2e --detach 2>&1 | tail -1) \
   || fail "troupe submit: $job"
 [[ "$job" =~ ^[0-9a-f]{32}$ ]] || fail "troupe submit --detach printed '$job', not a job id"
 node_pid=$(cat "$home/session/pids/node-2.pid") || fail "no pid file of node-2"
