@@ -91,6 +91,7 @@ function legend(g, entries, x) {
 
 // rows: [{label, parts: [{name, value, color}], bad}] drawn as stacked horizontal bars.
 function stackedBars(cv, rows, unit) {
+  cv.style.height = (40 + 32 * Math.max(rows.length, 1)) + "px";
   const [g, w, h] = surface(cv);
   cv.dataset.points = rows.length;
   if (!rows.length) return emptyNote(g, "no steps recorded yet");
@@ -118,9 +119,13 @@ function timelineChart(cv, workers, straggler) {
   const withSteps = workers.filter(x => x.steps.length);
   cv.dataset.points = withSteps.reduce((n, x) => n + x.steps.length, 0);
   if (!withSteps.length) return emptyNote(g, "no steps recorded yet (sync jobs record them while they train)");
-  const end = Math.max(...withSteps.map(x => { const s = x.steps[x.steps.length - 1]; return stepEnd(s); }));
-  // The window: the newest ~24 steps of the slowest worker.
-  const span = Math.max(...withSteps.map(x => { const s = x.steps.slice(-24); return stepEnd(s[s.length - 1]) - s[0].start_us; }));
+  // Workers publish every 500 ms, each on its own clock: the window ends where every worker's steps
+  // are in, and spans about 24 steps of the slowest.
+  const end = Math.min(...withSteps.map(x => stepEnd(x.steps[x.steps.length - 1])));
+  const span = Math.max(...withSteps.map(x => {
+    const s = x.steps.filter(v => v.start_us <= end).slice(-24);
+    return s.length ? stepEnd(s[s.length - 1]) - s[0].start_us : 0;
+  })) || 1000;
   const start = end - span * 1.02;
   const L = 70, R = 10, T = 8, B = 22, pw = w - L - R, rh = Math.min(34, (h - T - B) / workers.length - 6);
   const X = t => L + (t - start) / (end - start) * pw;
@@ -129,10 +134,10 @@ function timelineChart(cv, workers, straggler) {
     g.fillStyle = straggler === wk.rank ? "#b4161b" : "#1d2330"; g.textAlign = "right";
     g.fillText("worker " + wk.rank, L - 6, y + rh / 2 + 4);
     for (const s of wk.steps) {
-      if (stepEnd(s) < start) continue;
+      if (stepEnd(s) < start || s.start_us > end) continue;
       let t = s.start_us;
       for (const k of ["data_us", "compute_us", "comm_us", "optimizer_us"]) {
-        const x = Math.max(X(t), L), x2 = X(t + s[k]);
+        const x = Math.max(X(t), L), x2 = Math.min(X(t + s[k]), L + pw);
         if (x2 > x) { g.fillStyle = phaseColors[k]; g.fillRect(x, y, Math.max(x2 - x, 0.5), rh); }
         t += s[k];
       }
