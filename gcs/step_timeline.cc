@@ -91,17 +91,23 @@ Status append_steps(Store& store, const std::string& job_hex, int rank, const st
 Expected<std::vector<StepSample>> read_steps(Store& store, const std::string& job_hex, int rank, size_t max_steps) {
   max_steps = std::min(max_steps, kTimelineMaxSteps);
   const std::string stream = timeline_stream(job_hex, rank);
-  auto entries = store.read_recent(stream, kTimelineChunks);
-  if (!entries.ok()) return entries.status();
-  std::vector<StepSample> out;
-  for (const StreamEntry& e : *entries) {
-    std::vector<StepSample> chunk;
-    Status st = decode_steps(e.value, &chunk);
-    if (!st.ok()) return st.with_context(stream + " entry " + e.id);
-    out.insert(out.end(), chunk.begin(), chunk.end());
+  // The newest entries first in small reads, more only while they hold too few steps: a page that
+  // wants 400 steps reads a few entries, not the whole stream.
+  for (size_t entries = 4;; entries = std::min(entries * 4, kTimelineChunks)) {
+    auto read = store.read_recent(stream, entries);
+    if (!read.ok()) return read.status();
+    std::vector<StepSample> out;
+    for (const StreamEntry& e : *read) {
+      std::vector<StepSample> chunk;
+      Status st = decode_steps(e.value, &chunk);
+      if (!st.ok()) return st.with_context(stream + " entry " + e.id);
+      out.insert(out.end(), chunk.begin(), chunk.end());
+    }
+    if (out.size() >= max_steps || read->size() < entries || entries == kTimelineChunks) {
+      if (out.size() > max_steps) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max_steps));
+      return out;
+    }
   }
-  if (out.size() > max_steps) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max_steps));
-  return out;
 }
 
 std::string loss_curve_stream(const std::string& job_hex) { return "timeline/" + job_hex + "/loss"; }
