@@ -12,6 +12,9 @@ namespace troupe::dashboard::detail {
 
 using nlohmann::json;
 
+// The most steps one timeline answer holds, over all workers (~200 bytes each as JSON).
+constexpr int64_t kMaxTimelineSteps = 100000;
+
 ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std::string& id) {
   if (auto e = q.check_known({"steps", "format"})) return param_error(*e);
   int64_t steps = 0;
@@ -24,7 +27,9 @@ ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std:
     if (job.status().code() == Code::not_found) return error_response(404, "no job " + id);
     return status_response(job.status());
   }
-  auto workers = gcs::read_job_timeline(store, *job, static_cast<size_t>(steps));
+  // The answer is bounded in all: at most kMaxTimelineSteps steps over every worker.
+  const int64_t per_worker = std::max<int64_t>(1, std::min<int64_t>(steps, kMaxTimelineSteps / std::max(job->workers, 1)));
+  auto workers = gcs::read_job_timeline(store, *job, static_cast<size_t>(per_worker));
   if (!workers.ok()) return status_response(workers.status());
   ApiResponse r;
   if (format == "chrome") {
@@ -34,6 +39,7 @@ ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std:
   auto curve = gcs::read_loss_curve(store, id, gcs::kLossCurvePoints);
   if (!curve.ok()) return status_response(curve.status());
   r.body = gcs::timeline_json(*job, *workers, gcs::TimelineOptions{}, *curve);
+  r.body["steps_per_worker"] = per_worker;
   if (job->strategy != "sync") {
     r.body["note"] = "step timelines are recorded for sync jobs; this job is " + job->strategy;
   }

@@ -90,6 +90,13 @@ TEST_CASE("the timeline endpoint serves every worker's steps and names the strag
   CHECK(steps == 20);
   CHECK(phases == 80);  // data, forward/backward, communication, optimizer
 
+  // One answer is bounded over all workers: a job of 50 gets at most 2000 steps each.
+  c.done.workers = 50;
+  REQUIRE(gcs::Table<gcs::JobRecord>(f.store()).put(c.done).ok());
+  Json wide = f.ok("/api/jobs/" + other + "/timeline?steps=20000");
+  CHECK(wide.at("steps_per_worker") == 2000);
+  CHECK(wide.at("workers").size() == 50);
+
   // Bad input.
   CHECK(f.fails("/api/jobs/" + job + "/timeline?steps=0", 400).at("parameter") == "steps");
   CHECK(f.fails("/api/jobs/" + job + "/timeline?steps=abc", 400).at("parameter") == "steps");
