@@ -1,15 +1,6 @@
 #include "trainers/step_timeline.h"
 
 namespace troupe {
-namespace {
-
-int64_t wall_us() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 const char* step_phase_name(StepPhase p) {
   switch (p) {
     case StepPhase::idle: return "idle";
@@ -37,7 +28,7 @@ void StepRecorder::close_phase(Clock::time_point t) {
 
 void StepRecorder::begin(int epoch, int64_t step) {
   const auto t = Clock::now();
-  const int64_t us = wall_us();
+  const int64_t us = wall_us(t);
   std::lock_guard<std::mutex> lock(mu_);
   current_ = gcs::StepSample{};
   current_.epoch = epoch;
@@ -55,7 +46,7 @@ void StepRecorder::phase(StepPhase p) {
   close_phase(t);
   phase_ = p;
   phase_start_ = t;
-  phase_since_ms_ = wall_us() / 1000;
+  phase_since_ms_ = wall_us(t) / 1000;
 }
 
 void StepRecorder::end(int64_t samples, double loss, double comm_seconds_total) {
@@ -75,14 +66,15 @@ void StepRecorder::end(int64_t samples, double loss, double comm_seconds_total) 
   in_step_ = false;
   phase_ = StepPhase::idle;
   phase_start_ = t;
-  phase_since_ms_ = wall_us() / 1000;
+  phase_since_ms_ = wall_us(t) / 1000;
 }
 
 void StepRecorder::finish(StepPhase how) {
+  const auto t = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   in_step_ = false;
   phase_ = how;
-  phase_since_ms_ = wall_us() / 1000;
+  phase_since_ms_ = wall_us(t) / 1000;
 }
 
 std::vector<gcs::StepSample> StepRecorder::drain(int64_t* dropped) {

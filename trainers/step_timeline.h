@@ -54,7 +54,16 @@ class StepRecorder {
   using Clock = std::chrono::steady_clock;
   void close_phase(Clock::time_point t);  // adds the time since phase_start_ to the current phase
 
+  // Wall-clock microseconds of a steady-clock instant: one steady clock for starts and durations,
+  // so a step never starts before the previous one ended (the system clock may be slewed).
+  int64_t wall_us(Clock::time_point t) const {
+    return origin_wall_us_ + std::chrono::duration_cast<std::chrono::microseconds>(t - origin_).count();
+  }
+
   const size_t capacity_;
+  const Clock::time_point origin_ = Clock::now();
+  const int64_t origin_wall_us_ = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
   mutable std::mutex mu_;
   gcs::StepSample current_;
   bool in_step_ = false;
