@@ -38,6 +38,15 @@ void note(gcs::Store& store, const JobId& job, const std::string& message) {
 
 }  // namespace
 
+void count_restarts(gcs::Store& store, const ActorId& id, int restarts) {
+  gcs::Table<gcs::ActorRecord> actors(store);
+  auto rec = actors.get(id.hex());
+  if (!rec.ok()) return;  // the node may not have recorded it yet; the count is information
+  rec->restarts = restarts;
+  Status st = actors.put(*rec);
+  if (!st.ok()) spdlog::warn("recording the restarts of actor {}: {}", id.short_hex(), st.to_string());
+}
+
 PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
   PlacementAsk ask{ActorId::random(), job.actors[slot]};
   // Names are unique per node, and an actor of the failed attempt may still hold its name there
@@ -158,6 +167,7 @@ bool JobSupervisor::try_replace(Job& job) {
       return {};
     });
     (void)rec;
+    count_restarts(*host_.store, m.id, job.attempt);
     job_event(*host_.store, "job_restarted", job.id,
               "job " + job.id.short_hex() + ": " + describe_member(m.actor, m.id, m.node) + " replaces the failed " +
                   job.actors[slot].name + " (restart " + std::to_string(job.attempt) + ")");

@@ -106,6 +106,9 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
     stop_members(job, "job " + job.id.short_hex() + " could not start: " + rec.status().message(), false);
     return {};
   }
+  for (const Member& m : job.members) {
+    if (job.attempt > 0) count_restarts(*host_.store, m.id, job.attempt);  // its slot's restarts
+  }
   job_event(*host_.store, job.attempt > 0 ? "job_restarted" : "job_started", job.id, "job " + job.id.short_hex() + " " + message);
   if (reply) reply->started = true;
   return {};

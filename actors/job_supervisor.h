@@ -129,6 +129,9 @@ class JobSupervisor {
 bool is_server_actor(const JobActor& a);  // a job's parameter server (type "troupe.ps")
 // "worker-2 (actor 1a2b3c4d on node 5e6f7a8b)"
 std::string describe_member(const JobActor& a, const ActorId& id, const NodeId& node);
+// Sets actor `id`'s record's restart count: a job actor replacing one that failed is its slot's
+// `restarts`-th (best effort).
+void count_restarts(gcs::Store& store, const ActorId& id, int restarts);
 // Records an event about `job` (logged, not returned, when the GCS refuses it).
 void job_event(gcs::Store& store, const std::string& kind, const JobId& job, const std::string& message);
 

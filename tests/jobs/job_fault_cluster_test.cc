@@ -85,7 +85,11 @@ void check_recovered(ClusterFixture& c, const Json& view, const std::string& id,
   REQUIRE_FALSE(restarting.is_null());
   CHECK(restarting.at("message").get<std::string>().find("(restart 1 of 3)") != std::string::npos);
   CHECK_FALSE(event_of(view, "job_restarted", id).is_null());
+  int restarted = 0;  // the new attempt's actors count their slot's restart
+  for (const Json& a : view.at("actors")) restarted += a.value("job", "") == id && a.value("restarts", 0) == 1;
+  CHECK(restarted >= 1);
   if (!accounted) return;
+  CHECK_FALSE(event_of(view, "shards_moved", id).is_null());
   CHECK_FALSE(event_of(view, "job_resumed", id).is_null());
   // The supervisor proves the accounting once every worker exited (just after SUCCEEDED).
   Json accounting;

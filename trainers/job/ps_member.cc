@@ -236,9 +236,18 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
     data::ShardLedger ledger(*s.store, a.job, data::ShardLedgerOptions{fo.plan.shards});
     auto released = ledger.release_worker(me);
     if (!released.ok()) return released.status().with_context("releasing the shards of the failed worker");
-    if (!released->empty())
-      spdlog::info("job {} worker {}: {} shards of the failed worker back to the ledger", a.job.short_hex(), a.index,
-                   released->size());
+    if (!released->empty()) {
+      const std::string what = "job " + a.job.short_hex() + " worker " + std::to_string(a.index) + ": " +
+                               std::to_string(released->size()) + " shards its failed predecessor held back to the "
+                               "ledger, for any worker to train";
+      spdlog::info("{}", what);
+      gcs::Event e;
+      e.kind = "shards_moved";
+      e.subject = a.job.hex();
+      e.message = what;
+      Status st = gcs::record_event(*s.store, e);
+      if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", what, st.to_string());
+    }
   }
   LedgerFeed feed(s.train, *s.store, a.job, me, fo);
   ProgressReporter reporter(*s.store, a.job);

@@ -73,6 +73,14 @@ Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, in
     spdlog::info("job {}: restarting from {}: {} shards from epoch {} on and {} trained ranges after step {} rewound",
                  job.short_hex(), start.source.empty() ? "the beginning" : start.source, *reset, first_epoch, *dropped,
                  step);
+    gcs::Event e;
+    e.kind = "shards_moved";
+    e.subject = job.hex();
+    e.message = "job " + job.short_hex() + ": " + std::to_string(*reset) + " shards from epoch " +
+                std::to_string(first_epoch) + " on back to the ledger, to be trained again from " +
+                (start.source.empty() ? "the beginning" : start.source);
+    Status st = gcs::record_event(store, e);
+    if (!st.ok()) spdlog::warn("job {}: recording shards_moved: {}", job.short_hex(), st.to_string());
   }
   collectives::CollectiveOptions co;
   co.timeout = timeout;
