@@ -9,8 +9,10 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/actor_system.h"
+#include "actors/blocking_request.h"
 #include "actors/cluster_manager.h"
 #include "actors/head_service.h"
+#include "actors/messages.h"
 #include "actors/node_runtime.h"
 #include "caf/actor_system.hpp"
 #include "caf/send.hpp"
@@ -27,8 +29,31 @@ namespace {
 // writes; a short reconnect budget so requests during a GCS outage answer 503 within seconds) and
 // records its URL for `troupe up` and `troupe status`. With dashboard_port -1 it only removes the
 // URL an earlier head may have left.
+// /api/logs of a node: asked of its node manager (at its address in the GCS), within 3 s.
+Expected<dashboard::Tail> tail_node_log(ActorSystem& system, const gcs::NodeRecord& node, const dashboard::TailOptions& o) {
+  constexpr auto kDeadline = std::chrono::milliseconds(3000);
+  auto hp = parse_host_port(node.address);
+  if (!hp.ok()) return hp.status();
+  auto nm = system.connect(hp->first, hp->second, kDeadline);
+  if (!nm.ok()) return nm.status();
+  TailLogRequest req;
+  req.needles = o.needles;
+  req.lines = o.lines;
+  req.max_scan_bytes = o.max_scan_bytes;
+  req.max_line_bytes = o.max_line_bytes;
+  auto reply = request_blocking<TailLogReply>(system.system(), *nm, kDeadline, req,
+                                              "reading the log of node " + node.id.short_hex());
+  if (!reply.ok()) return reply.status();
+  dashboard::Tail t;
+  t.file = reply->file;
+  t.lines = std::move(reply->lines);
+  t.scanned_all = reply->scanned_all;
+  t.file_bytes = reply->file_bytes;
+  return t;
+}
+
 Status start_dashboard(const HeadProcessOptions& o, const gcs::RedisStoreOptions& gcs_options, gcs::Store& gcs,
-                       std::unique_ptr<dashboard::DashboardServer>* out) {
+                       ActorSystem& system, std::unique_ptr<dashboard::DashboardServer>* out) {
   if (o.dashboard_port < 0) return dashboard::clear_dashboard_address(gcs);
   gcs::RedisStoreOptions so = gcs_options;
   so.redis.command_timeout = std::chrono::milliseconds(3000);
@@ -38,6 +63,9 @@ Status start_dashboard(const HeadProcessOptions& o, const gcs::RedisStoreOptions
   if (!store.ok()) return store.status().with_context("head: connecting the dashboard to the GCS");
   auto options = dashboard::DashboardOptions::from_config(o.config, o.bind, o.token);
   options.port = o.dashboard_port;
+  options.remote_tail = [&system](const gcs::NodeRecord& n, const dashboard::TailOptions& t) {
+    return tail_node_log(system, n, t);
+  };
   options.store = std::shared_ptr<gcs::Store>(std::move(*store));
   auto server = dashboard::DashboardServer::start(std::move(options));
   if (!server.ok()) return server.status().with_context("head");
@@ -99,7 +127,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   auto port = system.publish(service, o.port);
   if (!port.ok()) return port.status().with_context("head: publishing the head service");
   std::unique_ptr<dashboard::DashboardServer> board;
-  TROUPE_RETURN_IF_ERROR(start_dashboard(o, so, gcs, &board));
+  TROUPE_RETURN_IF_ERROR(start_dashboard(o, so, gcs, system, &board));
   // Registered last: `troupe up` takes an ALIVE head as ready for nodes to join, so the service must
   // be reachable by then.
   gcs::NodeRecord self;

@@ -15,6 +15,8 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<LookupReply>("troupe.lookup_reply")
       .add_message_type<StopRequest>("troupe.stop_request")
       .add_message_type<StopReply>("troupe.stop_reply")
+      .add_message_type<TailLogRequest>("troupe.tail_log_request")
+      .add_message_type<TailLogReply>("troupe.tail_log_reply")
       .add_message_type<Call>("troupe.call")
       .add_message_type<CallReply>("troupe.call_reply")
       .add_message_type<CallBatch>("troupe.call_batch")

@@ -90,6 +90,20 @@ struct StopRequest {
 struct StopReply {
   std::string actor_id;
 };
+// The newest lines of the node process's own log file that contain one of `needles` (none: every
+// line), reading at most `max_scan_bytes` from its end; for the dashboard's /api/logs.
+struct TailLogRequest {
+  std::vector<std::string> needles;
+  uint64_t lines = 200;
+  uint64_t max_scan_bytes = 4 << 20;
+  uint64_t max_line_bytes = 2000;
+};
+struct TailLogReply {
+  std::string file;
+  std::vector<std::string> lines;  // oldest first
+  bool scanned_all = true;
+  uint64_t file_bytes = 0;
+};
 
 // A request to a user actor: `method` selects what to do, `payload` is its argument.
 struct Call {
@@ -177,6 +191,14 @@ typename Inspector::result_type inspect(Inspector& f, StopRequest& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StopReply& x) {
   return f(caf::meta::type_name("troupe.stop_reply"), x.actor_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TailLogRequest& x) {
+  return f(caf::meta::type_name("troupe.tail_log_request"), x.needles, x.lines, x.max_scan_bytes, x.max_line_bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TailLogReply& x) {
+  return f(caf::meta::type_name("troupe.tail_log_reply"), x.file, x.lines, x.scanned_all, x.file_bytes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Call& x) {

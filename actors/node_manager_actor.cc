@@ -1,5 +1,10 @@
 #include "actors/node_manager_actor.h"
 
+#include <algorithm>
+
+#include "core/logging.h"
+#include "dashboard/log_tail.h"
+
 #include <chrono>
 #include <set>
 #include <utility>
@@ -67,6 +72,19 @@ class NodeManagerActor : public caf::event_based_actor {
           entry.stop_reason = req.reason.empty() ? "stop requested" : req.reason;
           send_exit(entry.handle, caf::exit_reason::user_shutdown);
           return StopReply{entry.id.hex()};
+        },
+        [](const TailLogRequest& req) -> caf::result<TailLogReply> {
+          // Its own process's log (core/logging.h): the node is the one host that can read it.
+          dashboard::TailOptions o;
+          o.needles = req.needles;
+          o.lines = static_cast<size_t>(std::min<uint64_t>(req.lines, 5000));
+          o.max_scan_bytes = static_cast<size_t>(std::min<uint64_t>(req.max_scan_bytes, 64u << 20));
+          o.max_line_bytes = static_cast<size_t>(std::min<uint64_t>(req.max_line_bytes, 1u << 16));
+          const std::string& path = log_file_path();
+          if (path.empty()) return to_error(not_found("this node process logs to no file"));
+          auto tail = dashboard::tail_file(path, o);
+          if (!tail.ok()) return to_error(tail.status());
+          return TailLogReply{path, std::move(tail->lines), tail->scanned_all, tail->file_bytes};
         },
         [this](const Ping& ping) {
           return Heartbeat{node_hex_, ping.seq, now_ms(), static_cast<uint64_t>(table_.size())};

@@ -16,6 +16,11 @@
 // answer, 500 anything else (a record that does not decode). Every list is bounded.
 #pragma once
 
+#include <functional>
+
+#include "dashboard/log_tail.h"
+#include "gcs/records.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -45,6 +50,9 @@ struct ApiRequest {
 struct ApiContext {
   std::string log_dir;    // the head's log directory; nodes on this host log there too
   std::string hostname;   // this host's name: the nodes whose NodeRecord names it are readable here
+  // Asks an ALIVE node's process for the tail of its own log (the head wires it to the node
+  // managers, bounded by a deadline); empty: only files on this host are read.
+  std::function<Expected<Tail>(const gcs::NodeRecord&, const TailOptions&)> remote_tail;
 };
 
 struct ApiResponse {

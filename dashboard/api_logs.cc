@@ -91,24 +91,35 @@ ApiResponse get_logs(gcs::Store& store, const QueryParams& q, const ApiContext& 
     auto unavailable = [&](const std::string& why) {
       r.body["unavailable"].push_back({{"node", n->id.hex()}, {"hostname", n->hostname}, {"reason", why}});
     };
-    if (context.log_dir.empty()) {
-      unavailable("the dashboard was not told where logs are (no log directory)");
-      continue;
+    // A live node other than the head answers for its own log (any host); the head's log, and a
+    // node's that cannot answer (DEAD, or too slow), are read from the file when on this host.
+    Expected<Tail> tail = not_found("");
+    std::string remote_error;
+    if (!n->is_head && n->state != gcs::NodeState::dead && context.remote_tail) {
+      tail = context.remote_tail(*n, to);
+      if (!tail.ok()) remote_error = "asking the node: " + tail.status().message();
     }
-    if (n->hostname != context.hostname) {
-      unavailable("node runs on host " + n->hostname + "; the dashboard reads log files on its own host (" +
-                  context.hostname + ") only: run `troupe logs " + n->id.short_hex() + "` on " + n->hostname);
-      continue;
-    }
-    const std::string path = process_log_file(context.log_dir, n->is_head, n->pid);
-    if (path.empty()) {
-      unavailable("no log file of pid " + std::to_string(n->pid) + " in " + context.log_dir);
-      continue;
-    }
-    auto tail = tail_file(path, to);
     if (!tail.ok()) {
-      unavailable(tail.status().message());
-      continue;
+      if (n->hostname != context.hostname) {
+        unavailable((remote_error.empty() ? "" : remote_error + "; ") + "node runs on host " + n->hostname +
+                    ", and the dashboard reads log files on its own host (" + context.hostname + ") only: run `troupe logs " +
+                    n->id.short_hex() + "` on " + n->hostname);
+        continue;
+      }
+      if (context.log_dir.empty()) {
+        unavailable("the dashboard was not told where logs are (no log directory)");
+        continue;
+      }
+      const std::string path = process_log_file(context.log_dir, n->is_head, n->pid);
+      if (path.empty()) {
+        unavailable("no log file of pid " + std::to_string(n->pid) + " in " + context.log_dir);
+        continue;
+      }
+      tail = tail_file(path, to);
+      if (!tail.ok()) {
+        unavailable(tail.status().message());
+        continue;
+      }
     }
     // The answer's bytes are bounded: once over, older lines of later nodes are left out.
     std::vector<std::string>& kept = tail->lines;
@@ -116,7 +127,7 @@ ApiResponse get_logs(gcs::Store& store, const QueryParams& q, const ApiContext& 
     while (first > 0 && bytes + kept[first - 1].size() + 1 <= kMaxLogAnswerBytes) bytes += kept[--first].size() + 1;
     if (first > 0) r.body["truncated"] = true;
     r.body["logs"].push_back({{"node", n->id.hex()}, {"hostname", n->hostname}, {"state", gcs::node_state_name(n->state)},
-                              {"is_head", n->is_head}, {"file", path}, {"file_bytes", tail->file_bytes},
+                              {"is_head", n->is_head}, {"file", tail->file}, {"file_bytes", tail->file_bytes},
                               {"scanned_all", tail->scanned_all},
                               {"lines", json(std::vector<std::string>(kept.begin() + static_cast<std::ptrdiff_t>(first), kept.end()))}});
   }

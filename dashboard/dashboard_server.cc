@@ -182,6 +182,7 @@ Expected<std::unique_ptr<DashboardServer>> DashboardServer::start(DashboardOptio
     return invalid_argument("dashboard: listening on " + options.bind + " needs the cluster token, and none was given");
   }
   impl->context.log_dir = options.log_dir;
+  impl->context.remote_tail = options.remote_tail;
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) == 0) impl->context.hostname = name;
   impl->options = std::move(options);

@@ -10,6 +10,10 @@
 // Only GET is served; bodies are refused beyond 64 KiB, request lines beyond 8 KiB (414).
 #pragma once
 
+#include <functional>
+
+#include "dashboard/api.h"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -36,6 +40,8 @@ struct DashboardOptions {
   // Where this head's processes log (core/logging.h); /api/logs reads the files of the nodes on
   // this host there. Empty: /api/logs says no log is readable.
   std::string log_dir;
+  // How /api/logs reaches the log of a node on another host (ApiContext::remote_tail).
+  std::function<Expected<Tail>(const gcs::NodeRecord&, const TailOptions&)> remote_tail;
 
   // bind, port (dashboard_port), stream interval and max streams from the settings.
   static DashboardOptions from_config(const Config& config, const std::string& bind, const std::string& token);

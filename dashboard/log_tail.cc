@@ -14,6 +14,7 @@ Expected<Tail> tail_file(const std::string& path, const TailOptions& o) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return io_error("cannot open log file " + path + ": " + std::strerror(errno));
   Tail t;
+  t.file = path;
   if (std::fseek(f.get(), 0, SEEK_END) != 0) return io_error("cannot seek in " + path + ": " + std::strerror(errno));
   const long size = std::ftell(f.get());
   if (size < 0) return io_error("cannot tell the size of " + path + ": " + std::strerror(errno));

@@ -19,6 +19,7 @@ struct TailOptions {
 };
 
 struct Tail {
+  std::string file;                        // the file read
   std::vector<std::string> lines;          // oldest first
   bool scanned_all = true;                 // false: the file is longer than max_scan_bytes
   size_t file_bytes = 0;

@@ -123,3 +123,38 @@ TEST_CASE("/api/logs stays bounded on huge logs and odd bytes", "[dashboard]") {
   CHECK(log.at("lines").size() < 1400);
   CHECK(log.at("lines")[0].get<std::string>().size() <= 2003);
 }
+
+TEST_CASE("/api/logs asks a live node on another host for its own log, and says why when it cannot answer",
+          "[dashboard]") {
+  DashboardFixture f;
+  SeededCluster c = seed_cluster(f.store());
+  c.worker.hostname = "far-away-host";  // not this host: no file of it is readable here
+  REQUIRE(gcs::Table<gcs::NodeRecord>(f.store()).put(c.worker).ok());
+  bool answers = true;
+  std::vector<std::string> asked_needles;
+  f.start([&](dashboard::DashboardOptions& o) {
+    o.remote_tail = [&](const gcs::NodeRecord& n, const dashboard::TailOptions& t) -> Expected<dashboard::Tail> {
+      if (!answers) return Status(Code::timeout, "node " + n.id.short_hex() + " did not answer within 3000 ms");
+      asked_needles = t.needles;
+      dashboard::Tail tail;
+      tail.file = "/far/troupe-node-7.log";
+      tail.lines = {"[info] far line 1", "[info] far line 2"};
+      tail.file_bytes = 36;
+      return tail;
+    };
+  });
+  Json one = f.ok("/api/logs?node=" + c.worker.id.hex() + "&lines=2");
+  REQUIRE(one.at("logs").size() == 1);
+  CHECK(one.at("logs")[0].at("file") == "/far/troupe-node-7.log");
+  CHECK(one.at("logs")[0].at("lines").size() == 2);
+  CHECK(one.at("unavailable").empty());
+  Json by_job = f.ok("/api/logs?node=" + c.worker.id.hex() + "&job=" + c.running.id.hex());
+  CHECK_FALSE(asked_needles.empty());  // the filter travels to the node
+  answers = false;
+  Json silent = f.ok("/api/logs?node=" + c.worker.id.hex());
+  CHECK(silent.at("logs").empty());
+  REQUIRE(silent.at("unavailable").size() == 1);
+  const std::string why = silent.at("unavailable")[0].at("reason");
+  CHECK(why.find("did not answer within 3000 ms") != std::string::npos);
+  CHECK(why.find("troupe logs") != std::string::npos);
+}
