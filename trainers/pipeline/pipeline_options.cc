@@ -2,6 +2,7 @@
 
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe::pipeline {
 
@@ -30,6 +31,23 @@ Status validate(const PipelineOptions& o, int batch_size) {
                             " micro-batches; use a multiple of " + std::to_string(parts) + " or other --microbatches");
   }
   return {};
+}
+
+Status check_pipeline_model(const TrainOptions& o, const PipelineOptions& po, DataSpec data) {
+  auto setup = set_up_trainer(o, data, 0, po.replicas());
+  if (!setup.ok()) return setup.status();
+  LayerModel* model = setup->trainer->layers();
+  if (!model)
+    return invalid_argument(setup->where + " does not declare its layers (Trainer::layers() returns null): --strategy "
+                            "pipeline needs a LayerModel (trainers/api/trainer.h); train it with --strategy sync");
+  std::vector<int> counts;
+  if (!po.stage_layers.empty()) {
+    auto parsed = parse_stage_layers(po.stage_layers);
+    if (!parsed.ok()) return parsed.status();
+    counts = *parsed;
+  }
+  auto plans = partition_layers(model->layer_infos(), data.features, po.stages, counts);
+  return plans.ok() ? Status{} : plans.status().with_context(setup->where);
 }
 
 }  // namespace troupe::pipeline

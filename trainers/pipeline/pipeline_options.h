@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "core/status.h"
+#include "trainers/api/trainer.h"
+#include "trainers/train_options.h"
 
 namespace troupe::pipeline {
 
@@ -26,5 +28,10 @@ struct PipelineOptions {
 // 8 micro-batches; use a multiple of 16"). Stages against the model's layers are checked where
 // the model is known (partition_layers).
 Status validate(const PipelineOptions& options, int batch_size);
+
+// What only the model can tell, checked before a job starts (troupe submit, for trainers it can
+// build): the trainer declares its layers, and they can be cut into options.stages stages
+// (partition_layers' errors: more stages than layers, --stage-layers that do not fit the model).
+Status check_pipeline_model(const TrainOptions& train_options, const PipelineOptions& options, DataSpec data);
 
 }  // namespace troupe::pipeline

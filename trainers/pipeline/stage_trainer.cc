@@ -82,10 +82,8 @@ Expected<StageResult> Loop::run() {
   auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, replica, replicas);
   if (!setup.ok()) return setup.status();
   const std::string& where = setup->where;
-  LayerModel* model = setup->trainer->layers();
-  if (!model)
-    return invalid_argument(where + " does not declare its layers (Trainer::layers() returns null): --strategy "
-                            "pipeline needs a LayerModel (trainers/api/trainer.h); train it with --strategy sync");
+  TROUPE_RETURN_IF_ERROR(check_pipeline_model(o, po, DataSpec{train.features(), train.classes}));
+  LayerModel* model = setup->trainer->layers();  // not null: checked
   const std::vector<LayerInfo> layers = model->layer_infos();
   std::vector<int> explicit_layers;
   if (!po.stage_layers.empty()) explicit_layers = *parse_stage_layers(po.stage_layers);  // validated
