@@ -7,7 +7,7 @@
 //
 //   build/bin/bench_pipeline --runs 3 --steps 60
 //
-// Part 2 uses a balanced model (four equal 256x256 layers on synthetic data, 64 rows per
+// Part 2 uses a balanced model (four equal 1024x1024 layers on synthetic data, 64 rows per
 // micro-batch) so that the passes of all stages take the same time, as the estimate assumes.
 #include <cstdio>
 #include <memory>
@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
   o.batch_size = 128;
   o.max_steps = steps;
   o.evaluate_each_epoch = false;
-  o.hidden.clear();
-  for (auto& h : *pipeline::parse_stage_layers(hidden)) o.hidden.push_back(h);
+  auto sizes = pipeline::parse_stage_layers(hidden);  // a list of positive numbers, as --stage-layers
+  if (!sizes.ok()) return std::fprintf(stderr, "error: --hidden: %s\n", sizes.status().to_string().c_str()), 2;
+  o.hidden = *sizes;
   const Dataset train = synthetic(o.batch_size * (steps + 1), 28, 10, 1), test = synthetic(500, 28, 10, 2);
   std::printf("\n## samples/s: MLP 784-%s-10, adam, global batch %d, %lld steps, %d runs (median)\n", hidden.c_str(),
               o.batch_size, static_cast<long long>(steps), runs);
@@ -124,15 +125,17 @@ int main(int argc, char** argv) {
     }
 
   // ---- part 2: measured bubble vs (K-1)/(M+K-1), balanced model, 64 rows per micro-batch ----
-  std::printf("\n## bubble: MLP 256-256-256-256-256 (4 equal layers), gpipe, 64 rows per micro-batch, %lld steps, "
+  std::printf("\n## bubble: MLP 1024-1024-1024-1024-1024 (4 equal layers), gpipe, 64 rows per micro-batch, %lld steps, "
               "%d runs (median of the stages' mean)\n", static_cast<long long>(steps), runs);
   std::printf("%6s %4s %10s %10s %10s %10s\n", "stages", "M", "estimate", "measured", "max stage", "samples/s");
-  const Dataset wide = synthetic(64 * 16 * (steps + 1), 16, 256, 3), wide_test = synthetic(256, 16, 256, 4);
+  // 8 steps of the largest batch; runs of more steps go through several epochs of it.
+  const Dataset wide = synthetic(64 * 16 * 8, 32, 1024, 3), wide_test = synthetic(256, 32, 1024, 4);
   for (int k : bubble_stages)
     for (int m : micro) {
       TrainOptions b = o;
-      b.hidden = {256, 256, 256};
+      b.hidden = {1024, 1024, 1024};
       b.batch_size = 64 * m;
+      b.epochs = 1000;  // max_steps ends the run
       pipeline::PipelineOptions po;
       po.stages = k;
       po.microbatches = m;

@@ -6,8 +6,10 @@
 // is a clear error.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 
+#include "kernels/cpu/ops.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "trainers/param_init.h"
@@ -72,6 +74,81 @@ class NoLayers final : public Trainer {
   Param w_;
 };
 TROUPE_REGISTER_TRAINER("test-no-layers", NoLayers);
+
+// A user's model written against the public API only: three tanh layers of its own (not the MLP's
+// code), declaring its layer boundaries so it can be pipelined; forward_backward runs the same
+// layers in one piece for local training.
+class TanhChain final : public Trainer, public LayerModel {
+ public:
+  Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
+    dims_ = {static_cast<int>(ctx.data.features), 48, 24, ctx.data.classes};
+    for (int l = 0; l < 3; ++l) {
+      w_.push_back(space.declare("w" + std::to_string(l), {dims_[l], dims_[l + 1]}, Init::normal(0.2f)));
+      b_.push_back(space.declare("b" + std::to_string(l), {dims_[l + 1]}, Init::constant(0.01f)));
+    }
+    return {};
+  }
+  LayerModel* layers() override { return this; }
+  std::vector<LayerInfo> layer_infos() const override {
+    std::vector<LayerInfo> out;
+    for (int l = 0; l < 3; ++l) out.push_back({"tanh" + std::to_string(l), {w_[l], b_[l]}, dims_[l + 1], 0});
+    return out;
+  }
+  Status forward_layer(int l, const float* in, int64_t rows, const Parameters& p, float* out) override {
+    kernels::cpu::matmul(false, false, int(rows), dims_[l + 1], dims_[l], 1.0f, in, p[w_[l]], 0.0f, out);
+    kernels::cpu::bias_act(out, p[b_[l]], int(rows), dims_[l + 1], false);
+    if (l < 2)
+      for (int64_t i = 0; i < rows * dims_[l + 1]; ++i) out[i] = std::tanh(out[i]);
+    return {};
+  }
+  Status backward_layer(int l, const float* in, const float* out, float* dout, int64_t rows, const Parameters& p,
+                        Gradients& g, float* din) override {
+    const int n = dims_[l + 1];
+    if (l < 2)
+      for (int64_t i = 0; i < rows * n; ++i) dout[i] *= 1.0f - out[i] * out[i];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < n; ++j) g[b_[l]][j] += dout[r * n + j];
+    kernels::cpu::matmul(true, false, dims_[l], n, int(rows), 1.0f, in, dout, 1.0f, g[w_[l]]);
+    if (din) kernels::cpu::matmul(false, true, int(rows), dims_[l], n, 1.0f, dout, p[w_[l]], 0.0f, din);
+    return {};
+  }
+  Expected<BatchStats> output_loss(const float* out, const int32_t* labels, int64_t rows, float* dout) override {
+    BatchStats s{0, 0};
+    s.loss = kernels::cpu::softmax_xent(out, labels, int(rows), dims_[3], dout, &s.correct);
+    return s;
+  }
+  Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& p, Gradients& g) override {
+    forward(batch, p);
+    std::vector<float> d(acts_[2].size()), dprev;
+    auto s = output_loss(acts_[2].data(), batch.labels, batch.size, d.data());
+    for (int l = 2; l >= 0; --l) {
+      dprev.assign(static_cast<size_t>(batch.size) * dims_[l], 0.0f);
+      const float* in = l == 0 ? batch.inputs : acts_[l - 1].data();
+      TROUPE_RETURN_IF_ERROR(backward_layer(l, in, acts_[l].data(), d.data(), batch.size, p, g, l ? dprev.data() : nullptr));
+      d.swap(dprev);
+    }
+    return s;
+  }
+  Expected<BatchStats> evaluate(const Batch& batch, const Parameters& p) override {
+    forward(batch, p);
+    return output_loss(acts_[2].data(), batch.labels, batch.size, nullptr);
+  }
+
+ private:
+  void forward(const Batch& batch, const Parameters& p) {
+    acts_.resize(3);
+    const float* in = batch.inputs;
+    for (int l = 0; l < 3; ++l) {
+      acts_[l].resize(static_cast<size_t>(batch.size) * dims_[l + 1]);
+      forward_layer(l, in, batch.size, p, acts_[l].data());
+      in = acts_[l].data();
+    }
+  }
+  std::vector<int> dims_;
+  std::vector<Param> w_, b_;
+  std::vector<std::vector<float>> acts_;
+};
+TROUPE_REGISTER_TRAINER("test-tanh-chain", TanhChain);
 
 }  // namespace
 
@@ -172,6 +249,32 @@ TEST_CASE("pipeline: 2 and 4 stages, with and without data parallelism, under GP
         CHECK(run->train.steps == 30);
         CHECK(run->train.test_accuracy > 0.5);
       }
+}
+
+TEST_CASE("pipeline: a user's trainer that declares its layers is pipelined and matches its local training",
+          "[pipeline][equivalence][api]") {
+  const Dataset train = blobs(1024, 5, 6, 1), test = blobs(200, 5, 6, 2);
+  TrainOptions o;
+  o.model = "test-tanh-chain";
+  o.epochs = 2;
+  o.batch_size = 64;
+  o.seed = 3;
+  std::vector<float> want;
+  auto local = train_with_trainer(o, train, test, {}, &want);
+  REQUIRE(local.ok());
+  for (int stages : {2, 3}) {
+    PipelineOptions po;
+    po.stages = stages;
+    po.workers = 2 * stages;
+    po.microbatches = 4;
+    auto run = train_local_pipeline(o, po, train, test);
+    INFO(stages << " stages: " << (run.ok() ? std::string("ok") : run.status().to_string()));
+    REQUIRE(run.ok());
+    const double diff = relative_difference(run->params, want);
+    INFO("relative difference " << diff);
+    CHECK(diff <= 1e-5);
+    CHECK(run->train.test_accuracy == Approx(local->test_accuracy).margin(0.01));
+  }
 }
 
 TEST_CASE("pipeline: GPipe and 1F1B apply bit-identical updates", "[pipeline][equivalence]") {
