@@ -77,6 +77,12 @@ struct SubmitJob {
   std::string job_id;      // hex
   std::string policy;      // empty: the scheduler_policy setting
   std::vector<JobActor> actors;
+  // Supervision (actors/job_supervisor.h): restarts before a failure fails the job, the wait before
+  // the first (doubled for each further one), and whether one actor's failure restarts every actor
+  // of the job (sync: all replicas resume from one checkpoint) or only the failed one (async).
+  int32_t max_restarts = 0;
+  int64_t restart_backoff_ms = 0;
+  bool restart_whole_gang = true;
 };
 struct SubmitJobReply {
   std::vector<std::string> actor_ids;  // in the order asked for
@@ -93,13 +99,25 @@ struct StopJobReply {
   std::string state;    // the job's state afterwards
 };
 
+// The head's failure detector declared a node DEAD (heartbeats stopped): the job supervisor treats
+// the job actors there as failed. Sent by the head process to its own service.
+struct NodeDeclaredDead {
+  std::string node_id;  // hex
+  std::string reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeDeclaredDead& x) {
+  return f(caf::meta::type_name("troupe.node_declared_dead"), x.node_id, x.reason);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobActor& x) {
   return f(caf::meta::type_name("troupe.job_actor"), x.type_name, x.name, x.cpus, x.gpus, x.args);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJob& x) {
-  return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors);
+  return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors, x.max_restarts,
+           x.restart_backoff_ms, x.restart_whole_gang);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJobReply& x) {

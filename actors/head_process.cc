@@ -120,6 +120,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
       for (const NodeTransition& t : report->transitions) {
         spdlog::info("node {}: {} -> {} ({})", t.node.short_hex(), gcs::node_state_name(t.from),
                      gcs::node_state_name(t.to), t.reason);
+        if (t.to == gcs::NodeState::dead) caf::anon_send(service, NodeDeclaredDead{t.node.hex(), t.reason});
       }
       wait_ms = std::max<int64_t>(1, std::min<int64_t>(wait_ms, report->next_tick_ms - gcs::now_ms()));
     } else {

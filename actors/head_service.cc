@@ -63,6 +63,10 @@ class HeadService : public caf::event_based_actor {
           if (!reply.ok()) return to_error(reply.status());
           return *reply;
         },
+        [this](const NodeDeclaredDead& d) {
+          auto id = NodeId::from_hex(d.node_id);
+          if (id.ok()) node_dead(*id, d.reason);
+        },
         [this](retry_atom) {
           retry_scheduled_ = false;
           schedule_retry();
@@ -101,14 +105,20 @@ class HeadService : public caf::event_based_actor {
   }
 
   // While jobs wait for resources, retry their placement every second.
+  // While jobs wait for resources, retry their placement every second; while a job waits to be
+  // restarted, every 50 ms (its backoff decides when).
   void schedule_retry() {
     if (retry_scheduled_ || !jobs_.retry_pending()) return;
     retry_scheduled_ = true;
-    delayed_send(this, std::chrono::seconds(1), retry_atom::value);
+    delayed_send(this, jobs_.restarting() ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1000),
+                 retry_atom::value);
   }
 
   void on_down(const caf::down_msg& msg) {
-    if (jobs_.on_down(msg.source, msg.reason, msg.reason ? to_status(system(), msg.reason, "exited").message() : "")) return;
+    if (jobs_.on_down(msg.source, msg.reason, msg.reason ? to_status(system(), msg.reason, "exited").message() : "")) {
+      schedule_retry();
+      return;
+    }
     auto it = by_addr_.find(msg.source);
     if (it == by_addr_.end()) return;
     const NodeId id = it->second;
@@ -117,6 +127,12 @@ class HeadService : public caf::event_based_actor {
     spdlog::warn("connection to node {} lost", id.short_hex());
     Status st = o_.cluster->on_connection_lost(id);
     if (!st.ok()) spdlog::error("marking node {} dead: {}", id.short_hex(), st.to_string());
+    node_dead(id, "its connection to the head dropped");
+  }
+
+  void node_dead(const NodeId& id, const std::string& reason) {
+    jobs_.on_node_dead(id, reason);
+    schedule_retry();
   }
 
   Expected<SpawnActorsReply> spawn_actors(const SpawnActors& s) {

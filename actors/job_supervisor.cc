@@ -2,20 +2,22 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "gcs/events.h"
 #include "gcs/job_table.h"
 #include "gcs/tables.h"
 
 namespace troupe::actors {
 namespace {
-
 constexpr const char* kServerType = "troupe.ps";
+}  // namespace
 
 std::string describe_member(const JobActor& a, const ActorId& id, const NodeId& node) {
   return (a.name.empty() ? a.type_name : a.name) + " (actor " + id.short_hex() + " on node " + node.short_hex() + ")";
 }
 
-void event(gcs::Store& store, const std::string& kind, const JobId& job, const std::string& message) {
+void job_event(gcs::Store& store, const std::string& kind, const JobId& job, const std::string& message) {
   gcs::Event e;
   e.kind = kind;
   e.subject = job.hex();
@@ -23,8 +25,6 @@ void event(gcs::Store& store, const std::string& kind, const JobId& job, const s
   Status st = gcs::record_event(store, e);
   if (!st.ok()) spdlog::warn("recording event {} of job {}: {}", kind, job.short_hex(), st.to_string());
 }
-
-}  // namespace
 
 bool is_server_actor(const JobActor& a) { return a.type_name == kServerType; }
 
@@ -41,11 +41,11 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   Job job;
   job.id = *id;
   job.policy = request.policy;
-  for (const JobActor& a : request.actors) {
-    PlacementAsk ask{ActorId::random(), a};
-    ask.actor.args.push_back(ask.id.hex());  // a job actor learns its own id from its last argument
-    job.asks.push_back(std::move(ask));
-  }
+  job.actors = request.actors;
+  job.max_restarts = std::max(0, request.max_restarts);
+  job.backoff_ms = std::max<int64_t>(0, request.restart_backoff_ms);
+  job.whole_gang = request.restart_whole_gang;
+  for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   SubmitJobReply reply;
   for (const PlacementAsk& a : job.asks) reply.actor_ids.push_back(a.id.hex());
   auto [it, inserted] = jobs_.emplace(*id, std::move(job));
@@ -77,8 +77,9 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
     return {};
   }
   std::vector<std::string> ids;
-  for (const PlacementAsk& a : job.asks) {
-    Member m{a.id, placed->nodes[a.id], a.actor, placed->handles[a.id], true};
+  for (size_t slot = 0; slot < job.asks.size(); ++slot) {
+    const PlacementAsk& a = job.asks[slot];
+    Member m{a.id, placed->nodes[a.id], a.actor, placed->handles[a.id], true, slot};
     host_.monitor(m.handle);
     by_addr_[m.handle.address()] = job.id;
     job.members.push_back(std::move(m));
@@ -87,7 +88,8 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
   std::set<NodeId> nodes;
   for (const Member& m : job.members) nodes.insert(m.node);
   const std::string message = "running: " + std::to_string(job.members.size()) + " actors on " +
-                              std::to_string(nodes.size()) + " node" + (nodes.size() == 1 ? "" : "s");
+                              std::to_string(nodes.size()) + " node" + (nodes.size() == 1 ? "" : "s") +
+                              (job.attempt > 0 ? " (restart " + std::to_string(job.attempt) + ")" : "");
   auto rec = gcs::update_job(*host_.store, job.id, [&](gcs::JobRecord& j) -> Status {
     if (gcs::job_finished(j.state)) return invalid_argument("job already ended");
     j.state = gcs::JobState::running;
@@ -101,7 +103,7 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
     stop_members(job, "job " + job.id.short_hex() + " could not start: " + rec.status().message(), false);
     return {};
   }
-  event(*host_.store, "job_started", job.id, "job " + job.id.short_hex() + " " + message);
+  job_event(*host_.store, job.attempt > 0 ? "job_restarted" : "job_started", job.id, "job " + job.id.short_hex() + " " + message);
   if (reply) reply->started = true;
   return {};
 }
@@ -109,7 +111,15 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
 bool JobSupervisor::retry_pending() {
   bool pending = false;
   std::vector<JobId> waiting;
-  for (auto& [id, job] : jobs_) if (job.members.empty()) waiting.push_back(id);
+  for (auto& [id, job] : jobs_) {
+    if (job.ending) continue;
+    if (!job.replace.empty()) {
+      pending = try_replace(job) || pending;
+    } else if (job.members.empty() && !job.restarting) {
+      if (gcs::now_ms() < job.restart_due_ms) pending = true;  // a restart's backoff
+      else waiting.push_back(id);
+    }
+  }
   for (const JobId& id : waiting) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
@@ -140,7 +150,7 @@ Expected<StopJobReply> JobSupervisor::stop(const StopJob& request) {
   }
   auto rec = gcs::update_job(*host_.store, *id, gcs::finish_job(gcs::JobState::cancelled, why));
   if (rec.ok()) {
-    event(*host_.store, "job_cancelled", *id, "job " + id->short_hex() + " cancelled: " + why);
+    job_event(*host_.store, "job_cancelled", *id, "job " + id->short_hex() + " cancelled: " + why);
     reply.state = gcs::job_state_name(rec->state);
     return reply;
   }
@@ -158,32 +168,37 @@ bool JobSupervisor::on_down(const caf::actor_addr& source, const caf::error& rea
   by_addr_.erase(owner);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return true;
-  Job& job = it->second;
-  Member* member = nullptr;
-  for (Member& m : job.members) if (m.handle.address() == source) member = &m;
-  if (!member) return true;
-  member->running = false;
-  host_.release(member->node, {member->actor.cpus, member->actor.gpus, 0});
-  if (reason && !job.ending) {
-    const std::string why = describe_member(member->actor, member->id, member->node) + " failed: " + reason_text;
-    spdlog::warn("job {}: {}", job_id.short_hex(), why);
-    end_job(job, gcs::JobState::failed, why);
-  }
-  bool workers_left = false, anyone_left = false;
-  for (const Member& m : job.members) {
-    anyone_left = anyone_left || m.running;
-    workers_left = workers_left || (m.running && !is_server_actor(m.actor));
-  }
-  if (!workers_left && anyone_left && !job.ending) {
-    job.ending = true;
-    stop_members(job, "the job's workers are done", true);
-  }
-  if (!anyone_left) {
-    // Every actor ended normally: rank 0 recorded SUCCEEDED before it returned, unless it could not.
-    if (!job.ending) end_job(job, gcs::JobState::failed, "every worker exited, but none recorded a result");
-    jobs_.erase(it);
+  for (Member& m : it->second.members) {
+    if (m.running && m.handle.address() == source) {
+      member_exited(it->second, m, static_cast<bool>(reason), reason_text);
+      break;
+    }
   }
   return true;
+}
+
+void JobSupervisor::on_node_dead(const NodeId& node, const std::string& reason) {
+  std::vector<std::pair<JobId, ActorId>> lost;
+  for (const auto& [id, job] : jobs_) {
+    for (const Member& m : job.members) if (m.running && m.node == node) lost.emplace_back(id, m.id);
+  }
+  for (const auto& [job_id, actor] : lost) {
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) continue;
+    for (Member& m : it->second.members) {
+      if (m.id != actor || !m.running) continue;
+      by_addr_.erase(m.handle.address());
+      member_exited(it->second, m, true, "its node " + node.short_hex() + " is gone (" + reason + ")");
+      break;
+    }
+  }
+}
+
+bool JobSupervisor::restarting() const {
+  for (const auto& [id, job] : jobs_) {
+    if (!job.ending && (!job.replace.empty() || (job.attempt > 0 && (job.restarting || job.members.empty())))) return true;
+  }
+  return false;
 }
 
 void JobSupervisor::stop_members(Job& job, const std::string& reason, bool servers_only) {
@@ -200,7 +215,7 @@ void JobSupervisor::end_job(Job& job, gcs::JobState state, const std::string& me
   job.ending = true;
   auto rec = gcs::update_job(*host_.store, job.id, gcs::finish_job(state, message));
   if (rec.ok()) {
-    event(*host_.store, state == gcs::JobState::failed ? "job_failed" : "job_ended", job.id,
+    job_event(*host_.store, state == gcs::JobState::failed ? "job_failed" : "job_ended", job.id,
           "job " + job.id.short_hex() + " " + gcs::job_state_name(state) + ": " + message);
   } else if (rec.status().code() != Code::invalid_argument) {
     spdlog::error("job {}: recording {}: {}", job.id.short_hex(), gcs::job_state_name(state), rec.status().to_string());

@@ -5,9 +5,17 @@
 // worker ended normally the job's servers are stopped. `troupe stop` cancels a job. The job's rank-0
 // worker records SUCCEEDED itself with the result (trainers/job/).
 //
+// Supervision (actors/job_restarts.cc): an actor that fails (an error exit, an exception, its node
+// process killed or its node declared DEAD by the failure detector) is restarted within the job's
+// budget (SubmitJob::max_restarts, with backoff). A job of one gang (sync, central) restarts whole:
+// the other actors are stopped, and once every one is down the gang is placed again, its workers
+// resuming from the job's newest intact checkpoint (trainers/job/). An async job replaces only the
+// failed actor; the others keep training. A spent budget fails the job naming the last failure.
+// Each actor learns its attempt (0, 1, ...) from its second-to-last argument.
+//
 // It lives inside the head service actor (actors/head_service.cc), which hands it the actors'
-// exits (down messages) and lends it placement and the node managers through JobHost. Restarting
-// failed actors is the fault-tolerance layer's job; today a failure ends the job.
+// exits (down messages) and the nodes declared DEAD, and lends it placement and the node managers
+// through JobHost.
 #pragma once
 
 #include <functional>
@@ -63,6 +71,11 @@ class JobSupervisor {
   bool retry_pending();
   // A monitored actor exited; false when it was not one of a job's.
   bool on_down(const caf::actor_addr& source, const caf::error& reason, const std::string& reason_text);
+  // The node is gone (its connection dropped, or the failure detector declared it DEAD): every job
+  // actor there failed, whether or not its down message ever arrives.
+  void on_node_dead(const NodeId& node, const std::string& reason);
+  // true while some job waits to be restarted (the head then retries more often than for PENDING).
+  bool restarting() const;
 
  private:
   struct Member {
@@ -71,17 +84,34 @@ class JobSupervisor {
     JobActor actor;
     caf::actor handle;
     bool running = true;
+    size_t slot = 0;              // index into Job::actors
   };
   struct Job {
     JobId id;
     std::string policy;
+    std::vector<JobActor> actors; // as submitted (no attempt or id arguments)
     std::vector<PlacementAsk> asks;
     std::vector<Member> members;  // empty while PENDING
     bool ending = false;          // failed or cancelled: the rest are being stopped
+    // supervision
+    int max_restarts = 0;
+    int64_t backoff_ms = 0;
+    bool whole_gang = true;
+    int attempt = 0;              // restarts begun so far
+    bool restarting = false;      // whole gang: the failed attempt's actors are being stopped
+    int64_t restart_due_ms = 0;   // no placement of the next attempt before this
+    std::vector<size_t> replace;  // single-actor restarts: slots waiting for a new actor
   };
   Status try_start(Job& job, SubmitJobReply* reply);
   void stop_members(Job& job, const std::string& reason, bool servers_only);
   void end_job(Job& job, gcs::JobState state, const std::string& message);
+  // job_restarts.cc
+  PlacementAsk make_ask(const Job& job, size_t slot) const;
+  void member_exited(Job& job, Member& member, bool failed, const std::string& why);
+  void begin_restart(Job& job, const Member& failed, const std::string& why);
+  void place_gang_again(Job& job);
+  bool try_replace(Job& job);
+  void after_success(Job& job);
 
   JobHost host_;
   std::map<JobId, Job> jobs_;               // pending or running
@@ -89,5 +119,9 @@ class JobSupervisor {
 };
 
 bool is_server_actor(const JobActor& a);  // a job's parameter server (type "troupe.ps")
+// "worker-2 (actor 1a2b3c4d on node 5e6f7a8b)"
+std::string describe_member(const JobActor& a, const ActorId& id, const NodeId& node);
+// Records an event about `job` (logged, not returned, when the GCS refuses it).
+void job_event(gcs::Store& store, const std::string& kind, const JobId& job, const std::string& message);
 
 }  // namespace troupe::actors

@@ -114,6 +114,9 @@ Status check_capacity(gcs::Store& store, const job::JobSpec& spec, int actors, i
 actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
   actors::SubmitJob s;
   s.job_id = id.hex();
+  s.max_restarts = spec.max_restarts;
+  s.restart_backoff_ms = spec.restart_backoff_ms;
+  s.restart_whole_gang = spec.strategy != "async";
   const std::string prefix = "job-" + id.short_hex() + "-";
   for (int r = 0; r < spec.workers; ++r) {
     s.actors.push_back({job::kWorkerActorType, prefix + "worker-" + std::to_string(r), spec.cpus_per_worker,
@@ -173,6 +176,13 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--resume", f->resume,
                   "Continue job JOB (id or prefix) from its newest intact checkpoint, as a new job with its "
                   "settings (training flags are ignored; --checkpoint-every/--checkpoint-dir override its own)");
+  cmd->add_option("--max-restarts", s.max_restarts,
+                  "Restarts after failures (a worker or server killed, its node lost, an exception) before the "
+                  "job fails; sync restarts every worker from the newest checkpoint, async replaces the failed actor")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
+  cmd->add_option("--restart-backoff", s.restart_backoff_ms,
+                  "Milliseconds before the first restart, doubled for each further one (at most 30 s)")
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}))->capture_default_str();
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
   cmd->add_flag("--detach", f->detach, "Print the job id and return at once");
   cmd->add_option("--pending-timeout", f->pending_timeout, "Seconds to wait for a PENDING job to start")

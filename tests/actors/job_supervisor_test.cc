@@ -6,9 +6,7 @@
 
 #include <algorithm>
 
-#include "actors/actor_system.h"
-#include "actors/job_supervisor.h"
-#include "caf/all.hpp"
+#include "tests/actors/job_supervisor_harness.h"
 #include "gcs/events.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/job_table.h"
@@ -16,91 +14,8 @@
 
 using namespace troupe;
 using namespace troupe::actors;
+using namespace troupe::actors::testing;
 
-namespace {
-
-struct Harness {
-  gcs::InMemoryStore store;
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  bool fits = true;
-  std::string reason = "gang 'job' of 3 needs 3 cpus; 2 free across 1 alive node";
-  NodeId node = NodeId::random();
-  std::map<ActorId, caf::actor> spawned;  // by the fake placement
-  std::vector<ActorId> stopped;
-  std::vector<PlacementAsk> last_asks;
-  gcs::Resources released;
-  JobSupervisor supervisor{host()};
-
-  Harness() { sys = std::make_unique<caf::actor_system>(cfg); }
-  ~Harness() {
-    for (auto& [id, a] : spawned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  }
-
-  JobHost host() {
-    JobHost h;
-    h.store = &store;
-    h.place = [this](const std::vector<PlacementAsk>& asks, const std::string&, const std::string&,
-                     const JobId&) -> Expected<PlacementOutcome> {
-      PlacementOutcome o;
-      last_asks = asks;
-      if (!fits) {
-        o.pending_reason = reason;
-        return o;
-      }
-      o.started = true;
-      for (const PlacementAsk& a : asks) {
-        caf::actor actor = sys->spawn([]() -> caf::behavior { return {[](int) {}}; });
-        spawned[a.id] = actor;
-        o.handles[a.id] = actor;
-        o.nodes[a.id] = node;
-      }
-      return o;
-    };
-    h.monitor = [](const caf::actor&) {};
-    h.stop = [this](const NodeId&, const ActorId& id, const std::string&) -> Status {
-      stopped.push_back(id);
-      return {};
-    };
-    h.release = [this](const NodeId&, const gcs::Resources& r) {
-      released.cpus += r.cpus;
-      released.gpus += r.gpus;
-    };
-    return h;
-  }
-
-  JobId record_job() {
-    gcs::JobRecord j;
-    j.id = JobId::random();
-    j.strategy = "async";
-    REQUIRE(gcs::Table<gcs::JobRecord>(store).put(j).ok());
-    return j.id;
-  }
-  gcs::JobRecord job(const JobId& id) {
-    auto j = gcs::Table<gcs::JobRecord>(store).get(id.hex());
-    REQUIRE(j.ok());
-    return *j;
-  }
-  // Two workers and one parameter server, 1 cpu each.
-  SubmitJob request(const JobId& id) {
-    SubmitJob s;
-    s.job_id = id.hex();
-    s.actors = {{"troupe.worker", "w0", 1, 0, {id.hex(), "0"}},
-                {"troupe.worker", "w1", 1, 0, {id.hex(), "1"}},
-                {"troupe.ps", "ps0", 1, 0, {id.hex(), "0"}}};
-    return s;
-  }
-  caf::actor_addr addr(const SubmitJobReply& r, size_t i) {
-    return spawned.at(*ActorId::from_hex(r.actor_ids.at(i))).address();
-  }
-};
-
-bool was_stopped(const Harness& h, const SubmitJobReply& r, size_t i) {
-  const ActorId id = *ActorId::from_hex(r.actor_ids.at(i));
-  return std::find(h.stopped.begin(), h.stopped.end(), id) != h.stopped.end();
-}
-
-}  // namespace
 
 TEST_CASE("job supervisor: a job that fits starts RUNNING with its actors, each told its own id",
           "[jobs][supervisor]") {
@@ -115,7 +30,8 @@ TEST_CASE("job supervisor: a job that fits starts RUNNING with its actors, each 
   CHECK(j.actors == reply->actor_ids);
   REQUIRE(h.last_asks.size() == 3u);
   for (size_t i = 0; i < 3; ++i) {
-    CHECK(h.last_asks[i].actor.args.size() == 3u);  // {job, index} + the actor's own id
+    CHECK(h.last_asks[i].actor.args.size() == 4u);  // {job, index} + the attempt + the actor's own id
+    CHECK(h.last_asks[i].actor.args[2] == "0");
     CHECK(h.last_asks[i].actor.args.back() == reply->actor_ids[i]);
   }
   CHECK(j.message.find("running: 3 actors on 1 node") != std::string::npos);

@@ -210,4 +210,42 @@ TEST_CASE("shard ledger over redis: workers on separate connections claim every 
   racing_claims([&](int t) -> gcs::Store& { return *stores[static_cast<size_t>(t)]; }, 6, 48);
 }
 
+TEST_CASE("shard ledger in memory: rewind returns the shards of later epochs, done or held, to be claimed again",
+          "[data][ledger]") {
+  gcs::InMemoryStore store;
+  const JobId job = JobId::random();
+  ShardLedger ledger(store, job, with_shards(2));
+  const WorkerId a = WorkerId::random(), b = WorkerId::random();
+  for (int epoch = 1; epoch <= 3; ++epoch) REQUIRE(ledger.create_epoch(epoch, {10, 10}).ok());
+  for (int epoch = 1; epoch <= 2; ++epoch) {  // epochs 1 and 2 done, epoch 3 half trained
+    for (const WorkerId& w : {a, b}) {
+      auto s = ledger.claim(epoch, w);
+      REQUIRE(s.ok());
+      REQUIRE(s->has_value());
+      REQUIRE(ledger.complete(epoch, (*s)->shard, w).ok());
+    }
+  }
+  auto held = ledger.claim(3, a);
+  REQUIRE(held.ok());
+  REQUIRE(ledger.report_progress(3, (*held)->shard, a, 5).ok());
+  // The restart resumes from a checkpoint taken in epoch 2.
+  auto reset = ledger.rewind(2);
+  REQUIRE(reset.ok());
+  CHECK(*reset == 3);  // epoch 2's two DONE shards and epoch 3's held one
+  CHECK(*ledger.epoch_done(1));
+  auto two = ledger.epoch_status(2);
+  REQUIRE(two.ok());
+  for (const gcs::ShardRecord& r : *two) {
+    CHECK(r.state == gcs::ShardState::unassigned);
+    CHECK(r.owner == WorkerId());
+  }
+  // Claimed again by the new attempt's workers: claims count the repeat.
+  auto again = ledger.claim(2, WorkerId::random());
+  REQUIRE(again.ok());
+  REQUIRE(again->has_value());
+  CHECK((*again)->claims == 2);
+  CHECK((*again)->progress == 0);
+  CHECK(*ledger.rewind(5) == 0);  // nothing recorded there
+}
+
 }  // namespace troupe::data

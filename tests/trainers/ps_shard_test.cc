@@ -207,3 +207,29 @@ TEST_CASE("ps shard: shutting down wakes a waiting pull with unavailable", "[ps]
   CHECK(v.status().code() == Code::unavailable);
   CHECK_THAT(v.status().message(), Catch::Contains("the job was cancelled"));
 }
+
+TEST_CASE("ps shard: an async worker's replacement rejoins at its predecessor's clock, central refuses it",
+          "[ps][shard]") {
+  auto s = shard(sgd(PsMode::async, 2, 2));
+  CHECK(*s->rejoin_worker(0) == 0);  // a first connection
+  for (int64_t c = 0; c < 3; ++c) step(*s, 0, c);
+  step(*s, 1, 0);
+  s->remove_worker(0, "its node died");
+  CHECK_FALSE(s->pull(0, 3, std::vector<float>(4).data()).ok());  // removed: refused
+  auto clock = s->rejoin_worker(0);
+  REQUIRE(clock.ok());
+  CHECK(*clock == 3);
+  step(*s, 0, 3);  // goes on where its predecessor stopped
+  CHECK(s->version() == 5);
+  // While live, the staleness bound counts it again: worker 1 at clock 1 may not run past 0 + 2.
+  step(*s, 1, 1);
+  REQUIRE(s->finish_worker(1).ok());
+  CHECK_FALSE(s->rejoin_worker(1).ok());  // finished
+  CHECK_FALSE(s->rejoin_worker(7).ok());  // no such rank
+
+  auto central = shard(sgd(PsMode::central, 2));
+  central->remove_worker(1, "gone");
+  auto refused = central->rejoin_worker(1);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("restarts whole"));
+}

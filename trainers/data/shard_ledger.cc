@@ -215,6 +215,29 @@ Expected<std::vector<ShardRecord>> ShardLedger::release_worker(WorkerId worker) 
   return released;
 }
 
+Expected<int> ShardLedger::rewind(int from_epoch) {
+  auto rows = store_.get_all(table());
+  if (!rows.ok()) return rows.status().with_context("rewinding job " + job_.short_hex() + " to epoch " + std::to_string(from_epoch));
+  const std::string prefix = job_.hex() + "/";
+  int reset = 0;
+  for (const auto& [k, bytes] : *rows) {
+    if (k.compare(0, prefix.size(), prefix) != 0) continue;
+    ShardRecord r;
+    Status st = gcs::decode(bytes, &r);
+    if (!st.ok()) return st.with_context(std::string(table()) + "/" + k);
+    if (r.epoch < from_epoch || r.state == ShardState::unassigned) continue;
+    bool changed = true;
+    TROUPE_RETURN_IF_ERROR(modify(r.epoch, r.shard, [&](ShardRecord& now) -> Expected<bool> {
+      if (now.state == ShardState::unassigned) return changed = false;
+      now.state = ShardState::unassigned;
+      now.owner = WorkerId();
+      return true;
+    }));
+    reset += changed ? 1 : 0;
+  }
+  return reset;
+}
+
 Expected<std::vector<ShardRecord>> ShardLedger::epoch_status(int epoch) {
   std::vector<ShardRecord> out;
   out.reserve(static_cast<size_t>(options_.shards));

@@ -52,6 +52,11 @@ class ShardLedger {
   // nothing is not an error (empty list).
   Expected<std::vector<gcs::ShardRecord>> release_worker(WorkerId worker);
 
+  // Returns every shard of epochs >= `from_epoch` that is ASSIGNED or DONE to UNASSIGNED (owner
+  // nil): a restarted sync job rolled its parameters back to a checkpoint taken in `from_epoch`,
+  // so what was trained since is trained again. Returns how many shards were reset.
+  Expected<int> rewind(int from_epoch);
+
   // ---- a worker ----
   // Takes the lowest-numbered UNASSIGNED shard of `epoch` for `worker`: ASSIGNED, owner = worker,
   // progress 0, claims + 1; returns the record as written. nullopt when no shard is UNASSIGNED

@@ -107,6 +107,8 @@ const std::map<std::string, Field>& fields() {
     f["microbatches"] = field<int>([](JobSpec& s) { return &s.microbatches; });
     f["schedule"] = field<std::string>([](JobSpec& s) { return &s.schedule; });
     f["stage_layers"] = field<std::string>([](JobSpec& s) { return &s.stage_layers; });
+    f["max_restarts"] = field<int>([](JobSpec& s) { return &s.max_restarts; });
+    f["restart_backoff_ms"] = field<int64_t>([](JobSpec& s) { return &s.restart_backoff_ms; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
     f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
@@ -206,6 +208,12 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--checkpoint-every needs --checkpoint-dir DIR (a directory every worker can write)");
   }
   if (s.checkpoint_keep < 1) return invalid_argument("--checkpoint-keep must be >= 1");
+  if (s.max_restarts < 0 || s.max_restarts > 1000) {
+    return invalid_argument("--max-restarts must be in [0, 1000] (got " + std::to_string(s.max_restarts) + ")");
+  }
+  if (s.restart_backoff_ms < 0 || s.restart_backoff_ms > 600000) {
+    return invalid_argument("--restart-backoff must be in [0, 600000] ms (got " + std::to_string(s.restart_backoff_ms) + ")");
+  }
   if (!s.resume_job.empty() && s.resume_step < 1) return invalid_argument("resume_step must be >= 1");
   for (const std::string& a : s.train.trainer_args) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");

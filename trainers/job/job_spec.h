@@ -13,7 +13,7 @@
 //   collective_timeout_ms, checkpoint_every / checkpoint_dir / checkpoint_keep (sync: sharded
 //   checkpoints, trainers/checkpoint/), resume_job / resume_step (a job resumed from another's
 //   checkpoint), and every TrainOptions field the CLI sets (model, epochs, batch_size,
-//   optimizer, lr, ...).
+//   optimizer, lr, ...), max_restarts / restart_backoff_ms (supervision).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +59,12 @@ struct JobSpec {
   int microbatches = 4;
   std::string schedule = "1f1b";
   std::string stage_layers;
+  // Supervision: how often the job supervisor restarts the job's actors after a failure (a worker
+  // or server killed, its node lost, an exception) before it fails the job, and the wait before
+  // the first restart (doubled for each further one, at most 30 s). sync: every worker restarts
+  // from the job's newest intact checkpoint (fixed size); async: the failed actor is replaced.
+  int max_restarts = 3;
+  int64_t restart_backoff_ms = 200;
   TrainOptions train;
 };
 

@@ -11,6 +11,7 @@
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/pipeline_worker.h"
 #include "trainers/job/ps_member.h"
+#include "trainers/job/sync_recovery.h"
 #include "trainers/trainer_driver.h"
 
 namespace troupe::job {
@@ -19,12 +20,6 @@ namespace {
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
   const int world = spec.workers;
-  checkpoint::TrainingState resume_state;
-  if (!spec.resume_job.empty()) {
-    auto state = load_resume_state(*s.store, spec);
-    if (!state.ok()) return state.status();
-    resume_state = std::move(*state);
-  }
   collectives::GroupOptions go;
   go.name = "job-" + a.job.hex();
   go.rank = a.index;
@@ -33,8 +28,18 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   go.node = env.node;
   go.actor = a.actor;
   go.transport = spec.transport;
+  go.generation = a.attempt;  // a restarted gang forms the group anew
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
+  const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  const int64_t steps_per_epoch = s.train.count / spec.train.batch_size;
+  // Where to start (the newest checkpoint after a restart) and, after one, undo the failed attempt.
+  auto start = agree_start_point(*s.store, spec, a.job, **comm, timeout);
+  if (!start.ok()) return start.status();
+  if (a.attempt > 0)
+    TROUPE_RETURN_IF_ERROR(rewind_after_restart(*s.store, a.job, world, steps_per_epoch, *start, **comm, timeout));
+  const int64_t first_step = start->state ? start->state->step : 0;
+  TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
 
   LedgerFeedOptions fo;
   fo.plan.shards = world;
@@ -54,7 +59,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.bucket_bytes = static_cast<size_t>(effective_bucket_bytes(spec));
   GradBucketStats buckets;
   replica.bucket_stats = &buckets;
-  if (!spec.resume_job.empty()) replica.resume = &resume_state;
+  if (start->state) replica.resume = &*start->state;
   int64_t last_checkpoint = 0;
   if (spec.checkpoint_every > 0) {
     replica.checkpoint_every = spec.checkpoint_every;
@@ -65,14 +70,22 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
       replica.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
         TROUPE_RETURN_IF_ERROR(commit_checkpoint(*s.store, a.job, spec, m));
         last_checkpoint = m.step;
-        return {};
+        return trained.durable_through(m.step);
       };
     }
   }
   ProgressReporter reporter(*s.store, a.job);
-  if (replica.resume) reporter.start_at(resume_state.step);
+  if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;
-  if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
+  bool resumed_noted = a.attempt == 0;
+  if (a.index == 0) {
+    progress = [&](const TrainProgress& p) {
+      reporter.on_progress(p);
+      if (resumed_noted) return;
+      resumed_noted = true;  // the first step of a restarted attempt: recovery is over
+      note_resumed(*s.store, a.job, a.attempt, start->source, first_step);
+    };
+  }
   auto result = train_replica(spec.train, s.train, s.test, replica, progress);
   if (!result.ok()) {
     if (result.status().code() != Code::unavailable || !cancel.load()) {
@@ -92,7 +105,13 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   record_job_metric(*s.store, a.job, a.index, "communication_ms", 1000 * buckets.comm_seconds);
   record_job_metric(*s.store, a.job, a.index, "communication_hidden_fraction", buckets.hidden_fraction());
   if (a.index != 0) return {};
+  TROUPE_RETURN_IF_ERROR(trained.durable_through(result->steps).with_context("recording the trained steps"));
   nlohmann::json summary = train_result_json(*result);
+  summary["steps_per_epoch"] = steps_per_epoch;
+  summary["attempt"] = a.attempt;
+  // Every step of this job was recorded by it (not one resumed from another job's checkpoint): the
+  // job supervisor proves the data accounting from the GCS (gcs/data_accounting.h).
+  summary["trained_ranges"] = spec.resume_job.empty();
   summary["strategy"] = spec.strategy;
   summary["workers"] = world;
   summary["job_id"] = a.job.hex();
@@ -100,9 +119,9 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   summary["bucket_bytes"] = effective_bucket_bytes(spec);
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();
-  if (!spec.resume_job.empty()) {
-    summary["resumed_from"] = {{"job_id", spec.resume_job}, {"step", spec.resume_step},
-                               {"epoch", resume_state.epoch}, {"epoch_step", resume_state.epoch_step}};
+  if (start->state) {
+    summary["resumed_from"] = {{"job_id", start->own ? a.job.hex() : spec.resume_job}, {"step", first_step},
+                               {"epoch", start->state->epoch}, {"epoch_step", start->state->epoch_step}};
   }
   if (spec.checkpoint_every > 0) {
     summary["checkpoint_every"] = spec.checkpoint_every;
@@ -115,21 +134,26 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
 }  // namespace
 
 Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args) {
-  if (args.size() != 3) {
-    return invalid_argument("a job actor takes 3 arguments (job id, index, actor id), got " +
+  if (args.size() != 4) {
+    return invalid_argument("a job actor takes 4 arguments (job id, index, attempt, actor id), got " +
                             std::to_string(args.size()));
   }
   MemberArgs m;
   auto job = JobId::from_hex(args[0]);
   if (!job.ok()) return job.status().with_context("job id");
   m.job = *job;
-  char* end = nullptr;
-  const long index = std::strtol(args[1].c_str(), &end, 10);
-  if (args[1].empty() || *end != '\0' || index < 0 || index > 1 << 20) {
-    return invalid_argument("job actor index '" + args[1] + "' is not a number >= 0");
-  }
-  m.index = static_cast<int>(index);
-  auto actor = ActorId::from_hex(args[2]);
+  auto number = [](const std::string& text, const char* what, int* out) -> Status {
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < 0 || v > 1 << 20) {
+      return invalid_argument(std::string("job actor ") + what + " '" + text + "' is not a number >= 0");
+    }
+    *out = static_cast<int>(v);
+    return {};
+  };
+  TROUPE_RETURN_IF_ERROR(number(args[1], "index", &m.index));
+  TROUPE_RETURN_IF_ERROR(number(args[2], "attempt", &m.attempt));
+  auto actor = ActorId::from_hex(args[3]);
   if (!actor.ok()) return actor.status().with_context("actor id");
   m.actor = *actor;
   return m;

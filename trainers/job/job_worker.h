@@ -21,11 +21,13 @@
 
 namespace troupe::job {
 
-// The arguments of a job actor: {job id hex, index (rank for workers, shard for servers), actor id
-// hex}. The head's job supervisor appends the actor id.
+// The arguments of a job actor: {job id hex, index (rank for workers, shard for servers), attempt,
+// actor id hex}. The head's job supervisor appends the attempt (0, then 1, 2, ... after restarts)
+// and the actor id.
 struct MemberArgs {
   JobId job;
   int index = 0;
+  int attempt = 0;
   ActorId actor;
 };
 Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args);

@@ -37,6 +37,7 @@ Expected<std::unique_ptr<collectives::Communicator>> join(gcs::Store& store, con
                                                           const std::string& name, int rank, int size) {
   collectives::GroupOptions go;
   go.name = name;
+  go.generation = a.attempt;  // a restarted gang forms its groups anew (it starts over: no checkpoints yet)
   go.rank = rank;
   go.world_size = size;
   go.host = env.bind;

@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include "gcs/events.h"
+#include "trainers/checkpoint/checkpoint_catalog.h"
+#include "trainers/data/shard_ledger.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
@@ -18,7 +20,23 @@ namespace {
 
 constexpr auto kServerWait = std::chrono::seconds(60);
 
-std::string server_key(const JobId& job, int index) { return job.hex() + "/" + std::to_string(index); }
+// Servers publish under their attempt: a central job restarted whole has new servers, which its new
+// workers must not confuse with the dead ones. Async servers are never replaced (attempt 0).
+std::string server_key(const JobId& job, int index, int attempt) {
+  return job.hex() + "/" + std::to_string(index) + (attempt > 0 ? "@" + std::to_string(attempt) : "");
+}
+// The step a central job's server restored (0: a fresh start), published beside its address.
+std::string start_key(const JobId& job, int attempt) { return job.hex() + "/start@" + std::to_string(attempt); }
+int server_attempt(const JobSpec& spec, int attempt) { return spec.strategy == "central" ? attempt : 0; }
+
+// A worker's ledger identity: the same for every attempt of a rank, so a replacement can give back
+// what its dead predecessor held (async: trained again by whoever claims it).
+WorkerId worker_identity(const JobId& job, int index) {
+  std::array<uint8_t, 16> b = job.bytes();
+  for (int i = 0; i < 4; ++i) b[12 + i] ^= static_cast<uint8_t>((static_cast<uint32_t>(index) + 1) >> (8 * i));
+  b[0] ^= 0x5a;
+  return WorkerId::from_bytes(b);
+}
 
 ps::PsJobShape job_shape(const JobSpec& spec, int64_t train_examples) {
   ps::PsJobShape shape;
@@ -32,7 +50,7 @@ ps::PsJobShape job_shape(const JobSpec& spec, int64_t train_examples) {
 }
 
 // The servers' addresses in shard order, once all of them published one (bounded wait).
-Expected<std::vector<std::string>> server_addresses(gcs::Store& store, const JobId& job, int servers,
+Expected<std::vector<std::string>> server_addresses(gcs::Store& store, const JobId& job, int servers, int attempt,
                                                     const std::atomic<bool>& cancel) {
   const auto deadline = std::chrono::steady_clock::now() + kServerWait;
   std::vector<std::string> out(static_cast<size_t>(servers));
@@ -40,7 +58,7 @@ Expected<std::vector<std::string>> server_addresses(gcs::Store& store, const Job
     int missing = -1;
     for (int s = 0; s < servers; ++s) {
       if (!out[static_cast<size_t>(s)].empty()) continue;
-      auto v = store.get(kJobServersTable, server_key(job, s));
+      auto v = store.get(kJobServersTable, server_key(job, s, attempt));
       if (!v.ok()) return v.status();
       if (v->has_value()) out[static_cast<size_t>(s)] = **v;
       else if (missing < 0) missing = s;
@@ -78,6 +96,49 @@ nlohmann::json worker_rates(gcs::Store& store, const JobId& job, int workers) {
   }
 }
 
+struct CentralStart {
+  std::optional<checkpoint::TrainingState> state;
+  std::string source;
+};
+
+// A central job's server: where to start, and on a restart the ledger rewound to it (the workers
+// wait for the server's address, so nobody claims before).
+Expected<CentralStart> central_start(gcs::Store& store, const JobSpec& spec, const MemberArgs& a, int64_t steps_per_epoch) {
+  CentralStart out;
+  if (spec.strategy != "central") return out;
+  auto own = checkpoint::latest_good_checkpoint(store, a.job);
+  if (own.ok()) {
+    auto state = checkpoint::load_checkpoint(checkpoint::from_record(*own));
+    if (!state.ok()) return state.status();
+    out.state = std::move(*state);
+    out.source = "job " + a.job.short_hex() + " step " + std::to_string(own->step);
+  } else if (own.status().code() != Code::not_found) {
+    return own.status();
+  } else if (!spec.resume_job.empty()) {
+    auto state = load_resume_state(store, spec);
+    if (!state.ok()) return state.status();
+    out.state = std::move(*state);
+    out.source = "job " + spec.resume_job.substr(0, 8) + " step " + std::to_string(spec.resume_step);
+  }
+  if (a.attempt > 0) {
+    const int64_t step = out.state && own.ok() ? out.state->step : 0;
+    const int64_t epoch = step <= 0 ? 1 : (step - 1) / steps_per_epoch + 1;
+    const int first_epoch = static_cast<int>(step > 0 && step % steps_per_epoch == 0 ? epoch + 1 : epoch);
+    data::ShardLedger ledger(store, a.job, data::ShardLedgerOptions{spec.workers});
+    auto reset = ledger.rewind(first_epoch);
+    if (!reset.ok()) return reset.status().with_context("rewinding the shard ledger");
+  }
+  return out;
+}
+
+// The step a central job's server of `attempt` restored (bounded wait for it to say).
+Expected<int64_t> central_start_step(gcs::Store& store, const JobId& job, int attempt) {
+  auto v = store.get(kJobServersTable, start_key(job, attempt));
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return not_found("the parameter server published its address but not its start step");
+  return std::strtoll((*v)->c_str(), nullptr, 10);
+}
+
 }  // namespace
 
 int server_count(const JobSpec& spec) {
@@ -95,11 +156,17 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   if (!shard.ok()) return shard.status().with_context(who);
   // Central: the one server holds every parameter, so its shard file is the whole checkpoint and
   // it writes the manifest itself, inside the update (no pull sees the version before).
-  if (!spec.resume_job.empty()) {
-    auto state = load_resume_state(*setup->store, spec);
-    if (!state.ok()) return state.status().with_context(who);
-    TROUPE_RETURN_IF_ERROR((*shard)->restore(*state).with_context(who));
-    spdlog::info("{} resumed from job {}'s checkpoint of step {}", who, spec.resume_job, spec.resume_step);
+  // The job's own newest intact checkpoint after a restart, else the resumed job's, else none.
+  auto start = central_start(*setup->store, spec, a, setup->train.count / spec.train.batch_size);
+  if (!start.ok()) return start.status().with_context(who);
+  if (start->state) {
+    TROUPE_RETURN_IF_ERROR((*shard)->restore(*start->state).with_context(who));
+    spdlog::info("{} starts from {}", who, start->source);
+  }
+  const int64_t start_step = start->state ? start->state->step : 0;
+  if (server_count(spec) == 1) {
+    TROUPE_RETURN_IF_ERROR(setup->store->put(kJobServersTable, start_key(a.job, a.attempt), std::to_string(start_step))
+                               .with_context(who + ": publishing its start step"));
   }
   if (spec.checkpoint_every > 0) {
     if (server_count(spec) != 1) return invalid_argument(who + ": checkpoints need a job of one parameter server");
@@ -124,7 +191,8 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   so.host = env.bind;
   auto server = ps::PsServer::start(std::move(*shard), so);
   if (!server.ok()) return server.status().with_context(who);
-  TROUPE_RETURN_IF_ERROR(setup->store->put(kJobServersTable, server_key(a.job, a.index), (*server)->address())
+  TROUPE_RETURN_IF_ERROR(setup->store->put(kJobServersTable, server_key(a.job, a.index, server_attempt(spec, a.attempt)),
+                                           (*server)->address())
                              .with_context(who + ": publishing its address"));
   spdlog::info("{} serving on {}", who, (*server)->address());
   while (!cancel.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -138,7 +206,7 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
                      const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
   const int servers = server_count(spec);
-  auto addresses = server_addresses(*s.store, a.job, servers, cancel);
+  auto addresses = server_addresses(*s.store, a.job, servers, server_attempt(spec, a.attempt), cancel);
   if (!addresses.ok()) return addresses.status();
   ps::PsClientOptions co;
   co.job = a.job.hex();
@@ -162,7 +230,17 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
     fo.plan.policy = *policy;
     fo.plan.block = fo.batch_size;
   }
-  LedgerFeed feed(s.train, *s.store, a.job, WorkerId::random(), fo);
+  const WorkerId me = worker_identity(a.job, a.index);
+  if (a.attempt > 0 && spec.strategy == "async") {
+    // A replacement: what the failed worker of this rank held goes back to the ledger.
+    data::ShardLedger ledger(*s.store, a.job, data::ShardLedgerOptions{fo.plan.shards});
+    auto released = ledger.release_worker(me);
+    if (!released.ok()) return released.status().with_context("releasing the shards of the failed worker");
+    if (!released->empty())
+      spdlog::info("job {} worker {}: {} shards of the failed worker back to the ledger", a.job.short_hex(), a.index,
+                   released->size());
+  }
+  LedgerFeed feed(s.train, *s.store, a.job, me, fo);
   ProgressReporter reporter(*s.store, a.job);
   ProgressFn progress;
   if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
@@ -170,7 +248,12 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   TrainOptions options = spec.train;
   ps::PsWorker worker{client->get(), a.index, spec.workers};
   worker.whole_global_batches = spec.strategy == "central";
-  worker.start_step = spec.resume_job.empty() ? 0 : spec.resume_step;  // the server restored that step
+  if (spec.strategy == "async") worker.start_clock = (*client)->start_clock();
+  if (spec.strategy == "central") {  // the step the server restored
+    auto step = central_start_step(*s.store, a.job, a.attempt);
+    if (!step.ok()) return step.status();
+    worker.start_step = *step;
+  }
   if (worker.start_step > 0) reporter.start_at(worker.start_step);
   auto result = ps::train_ps_worker(options, s.train, s.test, feed, worker, progress, &report);
   if (!result.ok()) return result.status();
@@ -190,7 +273,8 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
                           {"max", report.staleness.max}, {"p50", report.staleness.p50},
                           {"p99", report.staleness.p99}};
   summary["communication_ms"] = report.pull_ms + report.push_ms;
-  if (!spec.resume_job.empty()) summary["resumed_from"] = {{"job_id", spec.resume_job}, {"step", spec.resume_step}};
+  if (worker.start_step > 0) summary["resumed_from"] = {{"step", worker.start_step}, {"attempt", a.attempt}};
+  if (!spec.resume_job.empty()) summary["resumed_from"]["job_id"] = spec.resume_job;
   if (spec.checkpoint_every > 0) {
     summary["checkpoint_every"] = spec.checkpoint_every;
     summary["last_checkpoint_step"] = (report.steps + worker.start_step) / spec.checkpoint_every * spec.checkpoint_every;

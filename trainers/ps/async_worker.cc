@@ -88,7 +88,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   PsWorkerReport measured;
   const auto job_start = Clock::now();
   double train_seconds = 0;
-  int64_t clock = w.start_step;
+  int64_t clock = std::max(w.start_step, w.start_clock);
   const int first_epoch = static_cast<int>(w.start_step / steps_per_epoch) + 1;
   const int64_t skip_steps = w.start_step % steps_per_epoch;  // of first_epoch, trained before the checkpoint
   bool stop = o.max_steps > 0 && clock >= o.max_steps, counted = true;
@@ -167,11 +167,11 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   auto staleness = client.staleness();
   if (staleness.ok()) measured.staleness = staleness->stats();
   else spdlog::warn("worker {}: no staleness statistics: {}", w.rank, staleness.status().to_string());
-  measured.steps = clock - w.start_step;
+  measured.steps = clock - std::max(w.start_step, w.start_clock);
   if (report) *report = measured;
   finish_result(&result, clock, local_batch, train_seconds);
-  if (w.start_step > 0 && train_seconds > 0)  // the throughput of the steps this run trained
-    result.samples_per_second = static_cast<double>(clock - w.start_step) * local_batch / train_seconds;
+  if (measured.steps > 0 && clock > measured.steps && train_seconds > 0)  // the steps this run trained
+    result.samples_per_second = static_cast<double>(measured.steps) * local_batch / train_seconds;
   result.wall_seconds = ms_since(job_start) / 1000;
   spdlog::info("worker {} done: {} steps, pull {:.0f} ms, compute {:.0f} ms, push {:.0f} ms; staleness {}", w.rank,
                clock, measured.pull_ms, measured.compute_ms, measured.push_ms, measured.staleness.describe());

@@ -43,6 +43,9 @@ struct PsWorker {
   // worker's clock starts here, and the checkpoint's epoch goes on after its steps already done,
   // whose batches are drawn and marked trained without training (as train_replica does).
   int64_t start_step = 0;
+  // An async worker that replaces a failed one of its rank: its clock goes on from here (the
+  // client's start_clock), its epochs from the first (it trains what is left of them).
+  int64_t start_clock = 0;
 };
 
 // What a worker measured besides its TrainResult.

@@ -275,6 +275,25 @@ void ParameterShard::remove_worker(int worker, const std::string& why) {
   changed_.notify_all();
 }
 
+Expected<int64_t> ParameterShard::rejoin_worker(int worker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker < 0 || worker >= options_.workers)
+    return invalid_argument("worker " + std::to_string(worker) + " is outside 0.." + std::to_string(options_.workers - 1));
+  WorkerState& s = states_[static_cast<size_t>(worker)];
+  const int64_t clock = clocks_[static_cast<size_t>(worker)];
+  if (s == WorkerState::finished)
+    return invalid_argument("worker " + std::to_string(worker) + " already finished (" + describe() + ")");
+  if (s == WorkerState::removed) {
+    if (options_.mode != PsMode::async)
+      return invalid_argument("worker " + std::to_string(worker) + " was removed and " + describe() +
+                              " is central: the job restarts whole");
+    s = WorkerState::live;
+    spdlog::info("{}: worker {} rejoined at clock {} (a replacement)", describe(), worker, clock);
+    changed_.notify_all();
+  }
+  return clock;
+}
+
 void ParameterShard::shut_down(const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shut_down_.empty()) shut_down_ = why.empty() ? "shut down" : why;

@@ -20,6 +20,7 @@
 //
 // Worker states:   live --finish_worker()--> finished
 //                  live --remove_worker()--> removed  (died; its connection dropped)
+//                  removed --rejoin_worker()--> live  (async: a replacement of the same rank)
 // Neither finished nor removed workers are waited for, and neither may push again. A pull that
 // waits longer than wait_timeout fails with timeout naming the slowest worker and its clock.
 // shut_down() wakes every waiter with unavailable.
@@ -116,6 +117,11 @@ class ParameterShard {
 
   Status finish_worker(int worker);                // the worker trained its last step
   void remove_worker(int worker, const std::string& why);  // the worker is gone
+  // Worker `worker` connects: a live one (its first connection) or, in async mode, a replacement
+  // of a removed one, which is live again from its predecessor's clock. Returns the worker's clock.
+  // invalid_argument for a finished worker, or a removed one in central mode (a central job
+  // restarts whole, with new servers).
+  Expected<int64_t> rejoin_worker(int worker);
   void shut_down(const std::string& why);          // every waiting and later call fails
 
   int index() const { return index_; }

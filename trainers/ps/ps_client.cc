@@ -2,6 +2,8 @@
 // in the middle of a frame, so the client refuses every later call, quoting the failure.
 #include "trainers/ps/ps_client.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <functional>
 
@@ -22,9 +24,10 @@ struct Connection {
 
 class TcpPsClient final : public PsClient {
  public:
-  TcpPsClient(std::vector<Connection> shards, size_t total, PsMode mode, const PsClientOptions& o)
-      : shards_(std::move(shards)), total_(total), mode_(mode), options_(o) {}
+  TcpPsClient(std::vector<Connection> shards, size_t total, PsMode mode, const PsClientOptions& o, int64_t start_clock)
+      : shards_(std::move(shards)), total_(total), mode_(mode), options_(o), start_clock_(start_clock) {}
 
+  int64_t start_clock() const override { return start_clock_; }
   size_t parameters() const override { return total_; }
   int shards() const override { return static_cast<int>(shards_.size()); }
   PsMode mode() const override { return mode_; }
@@ -143,12 +146,13 @@ class TcpPsClient final : public PsClient {
   size_t total_;
   PsMode mode_;
   PsClientOptions options_;
+  int64_t start_clock_ = 0;
   Clock::time_point deadline_;
   Status broken_;
 };
 
 // Dials c->address, says hello and reads its ShardInfo.
-Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o) {
+Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t* clock) {
   const auto deadline = Clock::now() + o.connect_timeout;
   auto socket = wire::dial(c->address, deadline);
   if (!socket.ok()) return socket.status();
@@ -171,6 +175,7 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o) {
     return corrupt_data(std::string("answered hello with ") + wire::op_name(h.op) + " of " +
                         std::to_string(h.payload) + " bytes");
   TROUPE_RETURN_IF_ERROR(wire::read_exact(fd, &info, sizeof info, deadline).with_context("reading the welcome"));
+  *clock = h.clock;
   return info;
 }
 
@@ -182,10 +187,13 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
   std::vector<Connection> shards(addresses.size());
   size_t total = 0;
   PsMode mode = PsMode::async;
+  int64_t start_clock = 0;
   for (size_t i = 0; i < addresses.size(); ++i) {
     shards[i].address = addresses[i];
     const std::string where = self + " connecting to shard " + std::to_string(i) + " at " + addresses[i];
-    auto info = join(&shards[i], o);
+    int64_t clock = 0;
+    auto info = join(&shards[i], o, &clock);
+    start_clock = std::max(start_clock, clock);
     if (!info.ok()) return info.status().with_context(where);
     const size_t expected_begin = i == 0 ? 0 : shards[i - 1].range.end;
     if (info->index != static_cast<int32_t>(i) || info->shards != static_cast<int32_t>(addresses.size()) ||
@@ -201,7 +209,7 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
   if (shards.back().range.end != total)
     return invalid_argument(self + ": the shards hold floats [0, " + std::to_string(shards.back().range.end) +
                             ") of " + std::to_string(total) + "; a shard's address is missing");
-  return std::unique_ptr<PsClient>(new TcpPsClient(std::move(shards), total, mode, o));
+  return std::unique_ptr<PsClient>(new TcpPsClient(std::move(shards), total, mode, o, start_clock));
 }
 
 }  // namespace troupe::ps

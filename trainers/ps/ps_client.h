@@ -41,6 +41,10 @@ class PsClient {
   virtual Status finish() = 0;
   // The staleness of every update the shards applied so far, merged over shards.
   virtual Expected<StalenessHistogram> staleness() = 0;
+  // The clock the shards had for this rank when it connected: 0 for a new worker; for a worker that
+  // replaces a failed one of the same rank (async), the pushes its predecessor made (the highest
+  // over shards), where its clock goes on.
+  virtual int64_t start_clock() const { return 0; }
 };
 
 struct PsClientOptions {

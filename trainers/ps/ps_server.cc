@@ -98,12 +98,17 @@ int PsServer::admit(int fd) {
   else if (worker < 0 || worker >= shard_->options().workers)
     refusal = "worker rank " + std::to_string(worker) + " is outside 0.." +
               std::to_string(shard_->options().workers - 1) + " of job '" + job + "'";
+  int64_t clock = 0;
   if (refusal.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (connected_[static_cast<size_t>(worker)])
+    if (connected_[static_cast<size_t>(worker)]) {
       refusal = "worker " + std::to_string(worker) + " of job '" + job + "' is already connected to " + address();
-    else
+    } else if (auto rejoined = shard_->rejoin_worker(worker); !rejoined.ok()) {
+      refusal = rejoined.status().message();
+    } else {
       connected_[static_cast<size_t>(worker)] = true;
+      clock = *rejoined;
+    }
   }
   if (!refusal.empty()) {
     spdlog::warn("parameter server {}: refused a connection: {}", address(), refusal);
@@ -121,6 +126,7 @@ int PsServer::admit(int fd) {
   Header w;
   w.op = Op::welcome;
   w.worker = worker;
+  w.clock = clock;  // where this rank's clock goes on (a replacement's: its predecessor's)
   w.payload = sizeof info;
   if (!wire::write_frame(fd, w, &info, deadline).ok()) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,0 +1,172 @@
+// The job supervisor's restarts (declared in actors/job_supervisor.h): what happens when one of a
+// job's actors exits, and how a failed attempt is replaced.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "actors/job_supervisor.h"
+#include "gcs/data_accounting.h"
+#include "gcs/events.h"
+#include "gcs/job_table.h"
+#include "gcs/tables.h"
+
+namespace troupe::actors {
+namespace {
+
+constexpr int64_t kMaxBackoffMs = 30000;
+
+int64_t backoff_for(int64_t base_ms, int attempt) {
+  int64_t ms = base_ms;
+  for (int i = 1; i < attempt && ms < kMaxBackoffMs; ++i) ms *= 2;
+  return std::min(ms, kMaxBackoffMs);
+}
+
+// The job's message while it recovers (its state stays RUNNING); best effort.
+void note(gcs::Store& store, const JobId& job, const std::string& message) {
+  auto rec = gcs::update_job(store, job, [&](gcs::JobRecord& j) -> Status {
+    if (gcs::job_finished(j.state)) return invalid_argument("ended");
+    j.message = message;
+    return {};
+  });
+  if (!rec.ok() && rec.status().code() != Code::invalid_argument)
+    spdlog::warn("job {}: recording '{}': {}", job.short_hex(), message, rec.status().to_string());
+}
+
+}  // namespace
+
+PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
+  PlacementAsk ask{ActorId::random(), job.actors[slot]};
+  // A job actor learns its attempt from its second-to-last argument and its own id from its last.
+  ask.actor.args.push_back(std::to_string(job.attempt));
+  ask.actor.args.push_back(ask.id.hex());
+  return ask;
+}
+
+void JobSupervisor::member_exited(Job& job, Member& member, bool failed, const std::string& why) {
+  member.running = false;
+  host_.release(member.node, {member.actor.cpus, member.actor.gpus, 0});
+  if (failed && !job.ending && !job.restarting) {
+    const std::string cause = describe_member(member.actor, member.id, member.node) + " failed: " + why;
+    spdlog::warn("job {}: {}", job.id.short_hex(), cause);
+    if (!job.whole_gang && is_server_actor(member.actor)) {
+      // An async job's server holds the only copy of its parameter shard (async jobs do not
+      // checkpoint yet): a new one would start from random parameters.
+      end_job(job, gcs::JobState::failed,
+              cause + "; an async job's parameter server cannot be restored yet (its shard has no checkpoint)");
+    } else if (job.attempt < job.max_restarts) {
+      begin_restart(job, member, cause);
+    } else {
+      end_job(job, gcs::JobState::failed,
+              cause + (job.max_restarts > 0 ? "; no restarts left (all " + std::to_string(job.max_restarts) + " used)" : ""));
+    }
+  }
+  bool workers_left = false, anyone_left = false;
+  for (const Member& m : job.members) {
+    anyone_left = anyone_left || m.running;
+    workers_left = workers_left || (m.running && !is_server_actor(m.actor));
+  }
+  bool workers_coming = false;
+  for (size_t slot : job.replace) workers_coming = workers_coming || !is_server_actor(job.actors[slot]);
+  if (job.restarting) {
+    if (!anyone_left) place_gang_again(job);
+    return;
+  }
+  if (!workers_left && !workers_coming && anyone_left && !job.ending) {
+    job.ending = true;
+    stop_members(job, "the job's workers are done", true);
+  }
+  if (!anyone_left && (job.replace.empty() || job.ending)) {
+    // Every actor ended normally: rank 0 recorded SUCCEEDED before it returned, unless it could not.
+    if (!job.ending) {
+      after_success(job);
+      end_job(job, gcs::JobState::failed, "every worker exited, but none recorded a result");
+    }
+    jobs_.erase(job.id);  // `job` is gone from here on
+  }
+}
+
+void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::string& cause) {
+  ++job.attempt;
+  const int64_t backoff = backoff_for(job.backoff_ms, job.attempt);
+  job.restart_due_ms = gcs::now_ms() + backoff;
+  int64_t step = -1;
+  if (auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex()); rec.ok()) step = rec->step;
+  const std::string which = "restart " + std::to_string(job.attempt) + " of " + std::to_string(job.max_restarts);
+  const std::string at = step >= 0 ? "; it was at step " + std::to_string(step) : "";
+  if (job.whole_gang) {
+    job.restarting = true;
+    job_event(*host_.store, "job_restarting", job.id,
+              "job " + job.id.short_hex() + ": " + cause + at + "; restarting its " + std::to_string(job.actors.size()) +
+                  " actors from the newest checkpoint in " + std::to_string(backoff) + " ms (" + which + ")");
+    note(*host_.store, job.id, which + " after: " + cause);
+    stop_members(job, "job " + job.id.short_hex() + " restarts after: " + cause, false);
+  } else {
+    job.replace.push_back(failed.slot);
+    job_event(*host_.store, "job_restarting", job.id,
+              "job " + job.id.short_hex() + ": " + cause + at + "; replacing it in " + std::to_string(backoff) +
+                  " ms while the others go on (" + which + ")");
+    note(*host_.store, job.id, which + " after: " + cause);
+  }
+}
+
+void JobSupervisor::place_gang_again(Job& job) {
+  for (const Member& m : job.members) by_addr_.erase(m.handle.address());
+  job.members.clear();
+  job.asks.clear();
+  for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
+  job.restarting = false;  // members empty: retry_pending places the gang once restart_due_ms passed
+  spdlog::info("job {}: every actor of the failed attempt is down; attempt {} starts in {} ms", job.id.short_hex(),
+               job.attempt, std::max<int64_t>(0, job.restart_due_ms - gcs::now_ms()));
+}
+
+bool JobSupervisor::try_replace(Job& job) {
+  if (gcs::now_ms() < job.restart_due_ms) return true;
+  std::vector<size_t> still;
+  for (size_t slot : job.replace) {
+    PlacementAsk ask = make_ask(job, slot);
+    auto placed = host_.place({ask}, "job-" + job.id.hex() + "-" + std::to_string(job.attempt), job.policy, job.id);
+    if (!placed.ok() || !placed->started) {
+      const std::string why = placed.ok() ? placed->pending_reason : placed.status().message();
+      note(*host_.store, job.id, "replacing " + job.actors[slot].name + ": waiting for resources: " + why);
+      still.push_back(slot);
+      continue;
+    }
+    Member m{ask.id, placed->nodes[ask.id], ask.actor, placed->handles[ask.id], true, slot};
+    host_.monitor(m.handle);
+    by_addr_[m.handle.address()] = job.id;
+    for (Member& old : job.members) {
+      if (old.slot == slot && !old.running) old = m;  // the slot's new actor
+    }
+    auto rec = gcs::update_job(*host_.store, job.id, [&](gcs::JobRecord& j) -> Status {
+      if (gcs::job_finished(j.state)) return invalid_argument("ended");
+      if (slot < j.actors.size()) j.actors[slot] = ask.id.hex();
+      j.message = "running (restart " + std::to_string(job.attempt) + ")";
+      return {};
+    });
+    (void)rec;
+    job_event(*host_.store, "job_restarted", job.id,
+              "job " + job.id.short_hex() + ": " + describe_member(m.actor, m.id, m.node) + " replaces the failed " +
+                  job.actors[slot].name + " (restart " + std::to_string(job.attempt) + ")");
+  }
+  job.replace = still;
+  return !still.empty();
+}
+
+void JobSupervisor::after_success(Job& job) {
+  // A sync job's data accounting, proven from the GCS: every shard of every epoch trained once.
+  auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex());
+  if (!rec.ok() || rec->state != gcs::JobState::succeeded || rec->strategy != "sync") return;
+  auto summary = nlohmann::json::parse(rec->result, nullptr, false);
+  if (summary.is_discarded() || !summary.value("trained_ranges", false)) return;
+  auto report = gcs::account_sync_job(*host_.store, job.id, summary.value("steps", int64_t{0}),
+                                      summary.value("steps_per_epoch", int64_t{0}), rec->workers);
+  if (!report.ok()) {
+    spdlog::warn("job {}: data accounting: {}", job.id.short_hex(), report.status().to_string());
+    return;
+  }
+  job_event(*host_.store, report->exactly_once ? "data_accounted" : "data_accounting_failed", job.id,
+            "job " + job.id.short_hex() + ": " + report->summary());
+}
+
+}  // namespace troupe::actors

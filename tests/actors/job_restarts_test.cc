@@ -1,0 +1,143 @@
+// The job supervisor's restarts (actors/job_restarts.cc) over the fake placement of
+// job_supervisor_harness.h: a whole gang stopped and placed again after its backoff with the next
+// attempt, a spent budget failing the job, a node declared dead counting as its actors' failure,
+// an async job replacing only the failed worker, and an async server's failure ending the job.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "gcs/events.h"
+#include "gcs/job_table.h"
+#include "tests/actors/job_supervisor_harness.h"
+
+using namespace troupe;
+using namespace troupe::actors;
+using namespace troupe::actors::testing;
+
+namespace {
+
+SubmitJob with_restarts(SubmitJob s, int max_restarts, bool whole_gang) {
+  s.max_restarts = max_restarts;
+  s.restart_backoff_ms = 0;
+  s.restart_whole_gang = whole_gang;
+  return s;
+}
+
+int count_events(gcs::Store& store, const std::string& kind) {
+  auto events = gcs::recent_events(store, 100);
+  REQUIRE(events.ok());
+  return static_cast<int>(std::count_if(events->begin(), events->end(), [&](const gcs::Event& e) { return e.kind == kind; }));
+}
+
+// Every actor of `reply` that is still running exits as a stopped actor does.
+void stopped_ones_exit(Harness& h, const SubmitJobReply& reply, size_t except) {
+  for (size_t i = 0; i < reply.actor_ids.size(); ++i) {
+    if (i != except) h.supervisor.on_down(h.addr(reply, i), caf::make_error(caf::exit_reason::user_shutdown), "stopped");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("job restarts: a failed worker stops the gang, which starts again as attempt 1 with new actors",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 2, true));
+  REQUIRE(reply.ok());
+  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("killed")), "killed");
+  // The job keeps RUNNING, says why it restarts, and the others are stopped.
+  CHECK(h.job(id).state == gcs::JobState::running);
+  CHECK(h.job(id).message.find("restart 1 of 2 after: w1") != std::string::npos);
+  CHECK(was_stopped(h, *reply, 0));
+  CHECK(was_stopped(h, *reply, 2));
+  CHECK(count_events(h.store, "job_restarting") == 1);
+  CHECK(h.supervisor.restarting());
+  // Nothing is placed until every actor of the failed attempt is down.
+  const size_t placed_before = h.spawned.size();
+  CHECK(h.supervisor.retry_pending() == false);
+  CHECK(h.spawned.size() == placed_before);
+  stopped_ones_exit(h, *reply, 1);
+  CHECK(h.supervisor.retry_pending() == false);  // backoff 0: placed now
+  REQUIRE(h.spawned.size() == placed_before + 3);
+  REQUIRE(h.last_asks.size() == 3u);
+  for (const PlacementAsk& a : h.last_asks) {
+    CHECK(a.actor.args.size() == 4u);
+    CHECK(a.actor.args[2] == "1");  // the attempt
+    CHECK(std::find(reply->actor_ids.begin(), reply->actor_ids.end(), a.id.hex()) == reply->actor_ids.end());
+  }
+  gcs::JobRecord j = h.job(id);
+  CHECK(j.state == gcs::JobState::running);
+  CHECK(j.actors[0] == h.last_asks[0].id.hex());
+  CHECK(j.message.find("(restart 1)") != std::string::npos);
+  CHECK(count_events(h.store, "job_restarted") == 1);
+  CHECK_FALSE(h.supervisor.restarting());
+}
+
+TEST_CASE("job restarts: once the budget is spent the next failure fails the job naming it", "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 1, true));
+  REQUIRE(reply.ok());
+  h.supervisor.on_down(h.addr(*reply, 0), to_error(internal_error("first")), "first");
+  stopped_ones_exit(h, *reply, 0);
+  h.supervisor.retry_pending();
+  REQUIRE(h.last_asks.size() == 3u);
+  const caf::actor_addr second = h.spawned.at(h.last_asks[2].id).address();
+  h.supervisor.on_down(second, to_error(internal_error("second")), "second");
+  gcs::JobRecord j = h.job(id);
+  CHECK(j.state == gcs::JobState::failed);
+  CHECK(j.message.find("ps0") != std::string::npos);
+  CHECK(j.message.find("failed: second; no restarts left (all 1 used)") != std::string::npos);
+}
+
+TEST_CASE("job restarts: with no restarts allowed a failure fails the job at once", "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 0, true));
+  REQUIRE(reply.ok());
+  h.supervisor.on_down(h.addr(*reply, 0), to_error(internal_error("boom")), "boom");
+  CHECK(h.job(id).state == gcs::JobState::failed);
+  CHECK(h.job(id).message.find("no restarts left") == std::string::npos);
+}
+
+TEST_CASE("job restarts: a node declared dead fails its actors even without their exits", "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 3, true));
+  REQUIRE(reply.ok());
+  h.supervisor.on_node_dead(NodeId::random(), "another node");  // none of the job's
+  CHECK(h.job(id).message.find("restart") == std::string::npos);
+  h.supervisor.on_node_dead(h.node, "silent for 2000 ms");
+  // Every actor was on that node: all are down, so the gang is placed again at once.
+  CHECK(h.job(id).message.find("its node " + h.node.short_hex() + " is gone (silent for 2000 ms)") != std::string::npos);
+  h.supervisor.retry_pending();
+  REQUIRE(h.last_asks.size() == 3u);
+  CHECK(h.last_asks[0].actor.args[2] == "1");
+  // A late exit of an actor of the failed attempt changes nothing.
+  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("late")), "late");
+  CHECK(h.last_asks[0].actor.args[2] == "1");
+  CHECK(h.job(id).state == gcs::JobState::running);
+}
+
+TEST_CASE("job restarts: an async job replaces only its failed worker, and a failed server ends it",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 3, false));
+  REQUIRE(reply.ok());
+  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("killed")), "killed");
+  CHECK(h.stopped.empty());  // the others go on
+  CHECK(h.supervisor.restarting());
+  CHECK_FALSE(h.supervisor.retry_pending());
+  REQUIRE(h.last_asks.size() == 1u);
+  CHECK(h.last_asks[0].actor.name == "w1");
+  CHECK(h.last_asks[0].actor.args[1] == "1");  // the same rank
+  CHECK(h.last_asks[0].actor.args[2] == "1");  // attempt 1
+  CHECK(h.job(id).actors[1] == h.last_asks[0].id.hex());
+  CHECK(h.job(id).actors[0] == reply->actor_ids[0]);
+  // The server's failure: its shard cannot be restored, so the job fails and the rest stop.
+  h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("killed")), "killed");
+  CHECK(h.job(id).state == gcs::JobState::failed);
+  CHECK(h.job(id).message.find("parameter server cannot be restored") != std::string::npos);
+  CHECK(was_stopped(h, *reply, 0));
+}

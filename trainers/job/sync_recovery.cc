@@ -1,0 +1,102 @@
+#include "trainers/job/sync_recovery.h"
+
+#include <spdlog/spdlog.h>
+
+#include "gcs/data_accounting.h"
+#include "gcs/events.h"
+#include "gcs/tables.h"
+#include "trainers/checkpoint/checkpoint_catalog.h"
+#include "trainers/data/shard_ledger.h"
+#include "trainers/job/job_checkpoint.h"
+
+namespace troupe::job {
+namespace {
+
+// (epoch, steps of it done) after `step` global steps: step 0 is (1, 0); an epoch's last step
+// leaves (e, steps_per_epoch).
+std::pair<int, int64_t> position(int64_t step, int64_t steps_per_epoch) {
+  if (step <= 0) return {1, 0};
+  const int64_t epoch = (step - 1) / steps_per_epoch + 1;
+  return {static_cast<int>(epoch), step - (epoch - 1) * steps_per_epoch};
+}
+
+}  // namespace
+
+Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
+                                       collectives::Communicator& comm, std::chrono::milliseconds timeout) {
+  // [kind (0 none, 1 own, 2 resumed job's), step >> 20, step & 0xfffff]: each part exact in f32.
+  float choice[3] = {0, 0, 0};
+  if (comm.rank() == 0) {
+    auto own = checkpoint::latest_good_checkpoint(store, job);
+    if (own.ok()) {
+      choice[0] = 1;
+      choice[1] = static_cast<float>(own->step >> 20);
+      choice[2] = static_cast<float>(own->step & 0xfffff);
+    } else if (own.status().code() != Code::not_found) {
+      return own.status().with_context("looking for the job's newest checkpoint");
+    } else if (!spec.resume_job.empty()) {
+      choice[0] = 2;
+      choice[1] = static_cast<float>(spec.resume_step >> 20);
+      choice[2] = static_cast<float>(spec.resume_step & 0xfffff);
+    }
+  }
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  TROUPE_RETURN_IF_ERROR(comm.broadcast(choice, 3, DType::f32, 0, co).with_context("agreeing on the start point"));
+  StartPoint start;
+  const int kind = static_cast<int>(choice[0]);
+  const int64_t step = (static_cast<int64_t>(choice[1]) << 20) | static_cast<int64_t>(choice[2]);
+  if (kind == 0) return start;
+  const std::string from_job = kind == 1 ? job.hex() : spec.resume_job;
+  auto record = gcs::Table<gcs::CheckpointRecord>(store).get(from_job + "/" + std::to_string(step));
+  if (!record.ok()) return record.status().with_context("the checkpoint of step " + std::to_string(step) + " to start from");
+  auto state = checkpoint::load_checkpoint(checkpoint::from_record(*record));
+  if (!state.ok()) return state.status().with_context("starting from job " + from_job.substr(0, 8) + "'s step " + std::to_string(step));
+  start.state = std::move(*state);
+  start.own = kind == 1;
+  start.source = "job " + from_job.substr(0, 8) + " step " + std::to_string(step);
+  return start;
+}
+
+Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, int64_t steps_per_epoch,
+                            const StartPoint& start, collectives::Communicator& comm,
+                            std::chrono::milliseconds timeout) {
+  if (comm.rank() == 0) {
+    const int64_t step = start.state && start.own ? start.state->step : 0;
+    auto [epoch, done] = position(step, steps_per_epoch);
+    const int first_epoch = done >= steps_per_epoch ? epoch + 1 : epoch;
+    data::ShardLedger ledger(store, job, data::ShardLedgerOptions{workers});
+    auto reset = ledger.rewind(first_epoch);
+    if (!reset.ok()) return reset.status().with_context("rewinding the shard ledger");
+    auto dropped = gcs::discard_ranges_after(store, job, step);
+    if (!dropped.ok()) return dropped.status().with_context("rewinding the trained ranges");
+    spdlog::info("job {}: restarting from {}: {} shards from epoch {} on and {} trained ranges after step {} rewound",
+                 job.short_hex(), start.source.empty() ? "the beginning" : start.source, *reset, first_epoch, *dropped,
+                 step);
+  }
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  return comm.barrier(co).with_context("waiting for rank 0 to rewind the failed attempt");
+}
+
+void note_resumed(gcs::Store& store, const JobId& job, int attempt, const std::string& source, int64_t step) {
+  gcs::Event e;
+  e.kind = "job_resumed";
+  e.subject = job.hex();
+  e.message = "job " + job.short_hex() + " attempt " + std::to_string(attempt) + " is training again: step " +
+              std::to_string(step + 1) + " done, started from " + (source.empty() ? "the beginning" : source);
+  Status st = gcs::record_event(store, e);
+  if (!st.ok()) spdlog::warn("job {}: recording job_resumed: {}", job.short_hex(), st.to_string());
+}
+
+Status TrainedLog::durable_through(int64_t step) {
+  if (step <= done_) return {};
+  auto [from_epoch, from_step] = position(done_, steps_per_epoch_);
+  auto [to_epoch, to_step] = position(step, steps_per_epoch_);
+  TROUPE_RETURN_IF_ERROR(gcs::record_trained(store_, job_, attempt_, from_epoch, from_step, to_epoch, to_step,
+                                             steps_per_epoch_, step));
+  done_ = step;
+  return {};
+}
+
+}  // namespace troupe::job

@@ -1,0 +1,60 @@
+// How a sync job's workers start after a restart (the job supervisor placed the gang again,
+// actors/job_supervisor.h) and how they keep the data accounting of gcs/data_accounting.h.
+//
+//   1. Rank 0 picks the point to start from — the job's own newest intact checkpoint (a restart),
+//      else the checkpoint of the job it resumes (`troupe submit --resume`), else the beginning —
+//      and broadcasts it, so every replica loads the same one.
+//   2. On a restart, rank 0 rewinds what the failed attempt did after that point — the shard
+//      ledger's shards from the checkpoint's epoch on, the trained ranges after its step — and a
+//      barrier keeps the others from claiming shards before it is done.
+//   3. Rank 0 records each stretch of steps as it becomes durable (TrainedLog).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "core/ids.h"
+#include "gcs/store.h"
+#include "trainers/checkpoint/checkpoint.h"
+#include "trainers/job/job_spec.h"
+
+namespace troupe::job {
+
+struct StartPoint {
+  std::optional<checkpoint::TrainingState> state;  // none: from the first step
+  std::string source;                              // "job 1a2b3c4d step 300", for logs and the summary
+  bool own = false;                                // the job's own checkpoint (a restart)
+};
+
+// Step 1, on every rank (a collective: all ranks call it).
+Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
+                                       collectives::Communicator& comm, std::chrono::milliseconds timeout);
+
+// Step 2, on every rank of attempt `attempt` > 0 (a collective); rank 0 does the rewinding.
+Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, int64_t steps_per_epoch,
+                            const StartPoint& start, collectives::Communicator& comm,
+                            std::chrono::milliseconds timeout);
+
+// Rank 0 of a restarted attempt, after its first step: records the event "job_resumed" (the end of
+// the recovery that began with the supervisor's "job_restarting").
+void note_resumed(gcs::Store& store, const JobId& job, int attempt, const std::string& source, int64_t step);
+
+// Step 3: rank 0's record of durable steps, from the start point's step on.
+class TrainedLog {
+ public:
+  TrainedLog(gcs::Store& store, JobId job, int attempt, int64_t steps_per_epoch, int64_t first_step)
+      : store_(store), job_(job), attempt_(attempt), steps_per_epoch_(steps_per_epoch), done_(first_step) {}
+  // Every step up to global step `step` is durable (a checkpoint's manifest is written, or the job
+  // is done).
+  Status durable_through(int64_t step);
+
+ private:
+  gcs::Store& store_;
+  JobId job_;
+  int attempt_;
+  int64_t steps_per_epoch_;
+  int64_t done_;  // durable so far
+};
+
+}  // namespace troupe::job
