@@ -83,6 +83,9 @@ struct SubmitJob {
   int32_t max_restarts = 0;
   int64_t restart_backoff_ms = 0;
   bool restart_whole_gang = true;
+  // A gang job whose step count (written by its rank 0) stands still this long is stuck — a worker
+  // hung, and the others wait for it in a collective — and is restarted like a failed one. 0: never.
+  int64_t progress_timeout_ms = 0;
 };
 struct SubmitJobReply {
   std::vector<std::string> actor_ids;  // in the order asked for
@@ -117,7 +120,7 @@ typename Inspector::result_type inspect(Inspector& f, JobActor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJob& x) {
   return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors, x.max_restarts,
-           x.restart_backoff_ms, x.restart_whole_gang);
+           x.restart_backoff_ms, x.restart_whole_gang, x.progress_timeout_ms);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJobReply& x) {

@@ -90,6 +90,12 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   hs.head_node = head_id;
   hs.head_node_manager = nm;
   caf::actor service = spawn_head_service(system.system(), hs);
+  // The service keeps itself alive (its job watch timer): every way out of here stops it, or the
+  // actor system would wait for it forever.
+  struct StopService {
+    caf::actor& service;
+    ~StopService() { caf::anon_send_exit(service, caf::exit_reason::user_shutdown); }
+  } stop_service{service};
   auto port = system.publish(service, o.port);
   if (!port.ok()) return port.status().with_context("head: publishing the head service");
   std::unique_ptr<dashboard::DashboardServer> board;
@@ -133,8 +139,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
     board->stop();
     (void)dashboard::clear_dashboard_address(gcs);
   }
-  caf::anon_send_exit(service, caf::exit_reason::user_shutdown);
-  return {};
+  return {};  // stop_service stops the service
 }
 
 }  // namespace troupe::actors

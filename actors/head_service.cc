@@ -22,6 +22,7 @@ namespace {
 
 constexpr int kMaxSpawn = 100000;
 using retry_atom = caf::atom_constant<caf::atom("retryjobs")>;
+using watch_atom = caf::atom_constant<caf::atom("watchjobs")>;
 
 class HeadService : public caf::event_based_actor {
  public:
@@ -31,6 +32,7 @@ class HeadService : public caf::event_based_actor {
   }
 
   caf::behavior make_behavior() override {
+    delayed_send(this, std::chrono::seconds(1), watch_atom::value);
     return {
         [this](const RegisterNode& r) -> caf::result<RegisterReply> {
           auto reply = admit(r);
@@ -66,6 +68,11 @@ class HeadService : public caf::event_based_actor {
         [this](const NodeDeclaredDead& d) {
           auto id = NodeId::from_hex(d.node_id);
           if (id.ok()) node_dead(*id, d.reason);
+        },
+        [this](watch_atom) {  // stuck jobs, every second
+          jobs_.check_progress();
+          schedule_retry();
+          delayed_send(this, std::chrono::seconds(1), watch_atom::value);
         },
         [this](retry_atom) {
           retry_scheduled_ = false;
@@ -131,6 +138,11 @@ class HeadService : public caf::event_based_actor {
   }
 
   void node_dead(const NodeId& id, const std::string& reason) {
+    // Requests to its node manager would only wait for their deadline now.
+    if (auto nm = managers_.find(id); nm != managers_.end()) {
+      by_addr_.erase(nm->second.address());
+      managers_.erase(nm);
+    }
     jobs_.on_node_dead(id, reason);
     schedule_retry();
   }

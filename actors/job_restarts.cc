@@ -15,6 +15,9 @@ namespace troupe::actors {
 namespace {
 
 constexpr int64_t kMaxBackoffMs = 30000;
+// How long a restarting gang waits for the failed attempt's actors to exit before it leaves the
+// stragglers behind (their resources counted free; their late exits ignored).
+constexpr int64_t kStopGraceMs = 1000;
 
 int64_t backoff_for(int64_t base_ms, int attempt) {
   int64_t ms = base_ms;
@@ -37,6 +40,9 @@ void note(gcs::Store& store, const JobId& job, const std::string& message) {
 
 PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
   PlacementAsk ask{ActorId::random(), job.actors[slot]};
+  // Names are unique per node, and an actor of the failed attempt may still hold its name there
+  // (stopped, but hung in a collective): a restart's actors carry their attempt in the name.
+  if (job.attempt > 0 && !ask.actor.name.empty()) ask.actor.name += "-a" + std::to_string(job.attempt);
   // A job actor learns its attempt from its second-to-last argument and its own id from its last.
   ask.actor.args.push_back(std::to_string(job.attempt));
   ask.actor.args.push_back(ask.id.hex());
@@ -96,6 +102,7 @@ void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::str
   const std::string at = step >= 0 ? "; it was at step " + std::to_string(step) : "";
   if (job.whole_gang) {
     job.restarting = true;
+    job.stop_grace_ms = gcs::now_ms() + kStopGraceMs;
     job_event(*host_.store, "job_restarting", job.id,
               "job " + job.id.short_hex() + ": " + cause + at + "; restarting its " + std::to_string(job.actors.size()) +
                   " actors from the newest checkpoint in " + std::to_string(backoff) + " ms (" + which + ")");
@@ -111,7 +118,13 @@ void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::str
 }
 
 void JobSupervisor::place_gang_again(Job& job) {
-  for (const Member& m : job.members) by_addr_.erase(m.handle.address());
+  for (const Member& m : job.members) {
+    by_addr_.erase(m.handle.address());
+    if (!m.running) continue;
+    spdlog::warn("job {}: {} did not exit within {} ms of being stopped; going on without it", job.id.short_hex(),
+                 describe_member(m.actor, m.id, m.node), kStopGraceMs);
+    host_.release(m.node, {m.actor.cpus, m.actor.gpus, 0});
+  }
   job.members.clear();
   job.asks.clear();
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
@@ -151,6 +164,32 @@ bool JobSupervisor::try_replace(Job& job) {
   }
   job.replace = still;
   return !still.empty();
+}
+
+void JobSupervisor::check_progress() {
+  const int64_t now = gcs::now_ms();
+  std::vector<JobId> stuck;
+  for (auto& [id, job] : jobs_) {
+    if (job.progress_timeout_ms <= 0 || !job.whole_gang || job.ending || job.restarting || job.members.empty()) continue;
+    auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(id.hex());
+    if (!rec.ok() || rec->state != gcs::JobState::running) continue;
+    if (rec->step != job.last_step) {
+      job.last_step = rec->step;
+      job.last_move_ms = now;
+    } else if (now - job.last_move_ms > job.progress_timeout_ms) {
+      stuck.push_back(id);
+    }
+  }
+  for (const JobId& id : stuck) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    Job& job = it->second;
+    const std::string why = fmt::format("the job made no progress for {:g} s (stuck at step {}: a worker hung?)",
+                                        job.progress_timeout_ms / 1000.0, job.last_step);
+    spdlog::warn("job {}: {}", id.short_hex(), why);
+    if (job.attempt < job.max_restarts) begin_restart(job, job.members.front(), why);
+    else end_job(job, gcs::JobState::failed, why + "; no restarts left (all " + std::to_string(job.max_restarts) + " used)");
+  }
 }
 
 void JobSupervisor::after_success(Job& job) {

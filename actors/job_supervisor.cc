@@ -45,6 +45,7 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   job.max_restarts = std::max(0, request.max_restarts);
   job.backoff_ms = std::max<int64_t>(0, request.restart_backoff_ms);
   job.whole_gang = request.restart_whole_gang;
+  job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   SubmitJobReply reply;
   for (const PlacementAsk& a : job.asks) reply.actor_ids.push_back(a.id.hex());
@@ -85,6 +86,8 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
     job.members.push_back(std::move(m));
     ids.push_back(a.id.hex());
   }
+  job.last_step = -1;
+  job.last_move_ms = gcs::now_ms();  // the progress clock starts with the attempt
   std::set<NodeId> nodes;
   for (const Member& m : job.members) nodes.insert(m.node);
   const std::string message = "running: " + std::to_string(job.members.size()) + " actors on " +
@@ -115,7 +118,10 @@ bool JobSupervisor::retry_pending() {
     if (job.ending) continue;
     if (!job.replace.empty()) {
       pending = try_replace(job) || pending;
-    } else if (job.members.empty() && !job.restarting) {
+    } else if (job.restarting) {
+      if (gcs::now_ms() >= job.stop_grace_ms) place_gang_again(job);
+      pending = true;
+    } else if (job.members.empty()) {
       if (gcs::now_ms() < job.restart_due_ms) pending = true;  // a restart's backoff
       else waiting.push_back(id);
     }
@@ -178,19 +184,24 @@ bool JobSupervisor::on_down(const caf::actor_addr& source, const caf::error& rea
 }
 
 void JobSupervisor::on_node_dead(const NodeId& node, const std::string& reason) {
-  std::vector<std::pair<JobId, ActorId>> lost;
-  for (const auto& [id, job] : jobs_) {
-    for (const Member& m : job.members) if (m.running && m.node == node) lost.emplace_back(id, m.id);
-  }
-  for (const auto& [job_id, actor] : lost) {
-    auto it = jobs_.find(job_id);
+  std::vector<JobId> ids;
+  for (const auto& [id, job] : jobs_) ids.push_back(id);
+  for (const JobId& id : ids) {
+    auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
+    // Every actor there is gone at once: none of them is asked to stop (their node cannot answer).
+    Member* first = nullptr;
     for (Member& m : it->second.members) {
-      if (m.id != actor || !m.running) continue;
+      if (!m.running || m.node != node) continue;
       by_addr_.erase(m.handle.address());
-      member_exited(it->second, m, true, "its node " + node.short_hex() + " is gone (" + reason + ")");
-      break;
+      if (!first) {
+        first = &m;
+        continue;
+      }
+      m.running = false;
+      host_.release(m.node, {m.actor.cpus, m.actor.gpus, 0});
     }
+    if (first) member_exited(it->second, *first, true, "its node " + node.short_hex() + " is gone (" + reason + ")");
   }
 }
 

@@ -76,6 +76,9 @@ class JobSupervisor {
   void on_node_dead(const NodeId& node, const std::string& reason);
   // true while some job waits to be restarted (the head then retries more often than for PENDING).
   bool restarting() const;
+  // Restarts every running gang job whose step count stood still for its progress timeout (the
+  // head calls it every second).
+  void check_progress();
 
  private:
   struct Member {
@@ -100,7 +103,12 @@ class JobSupervisor {
     int attempt = 0;              // restarts begun so far
     bool restarting = false;      // whole gang: the failed attempt's actors are being stopped
     int64_t restart_due_ms = 0;   // no placement of the next attempt before this
+    int64_t stop_grace_ms = 0;    // whole gang: actors not down by then are left behind (hung in a
+                                  // collective with a peer behind a cut link) and the gang goes on
     std::vector<size_t> replace;  // single-actor restarts: slots waiting for a new actor
+    int64_t progress_timeout_ms = 0;
+    int64_t last_step = -1;       // the job's step count when last seen to move
+    int64_t last_move_ms = 0;     // when (or when this attempt started)
   };
   Status try_start(Job& job, SubmitJobReply* reply);
   void stop_members(Job& job, const std::string& reason, bool servers_only);

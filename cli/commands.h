@@ -36,6 +36,7 @@ Runner add_spawn_command(CLI::App& app, GlobalOptions& global);
 Runner add_call_command(CLI::App& app, GlobalOptions& global);
 Runner add_submit_command(CLI::App& app, GlobalOptions& global);
 Runner add_stop_command(CLI::App& app, GlobalOptions& global);
+Runner add_timeline_command(CLI::App& app, GlobalOptions& global);
 Runner add_bench_command(CLI::App& app, GlobalOptions& global);
 Runner add_bench_rank_command(CLI::App& app, GlobalOptions& global);
 

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   runners["call"] = cli::add_call_command(app, global);
   runners["submit"] = cli::add_submit_command(app, global);
   runners["stop"] = cli::add_stop_command(app, global);
+  runners["timeline"] = cli::add_timeline_command(app, global);
   runners["bench"] = cli::add_bench_command(app, global);
   runners["bench-rank"] = cli::add_bench_rank_command(app, global);
 

@@ -38,6 +38,7 @@ struct SubmitFlags {
   bool detach = false;
   double pending_timeout = 60;
   double stall_timeout = 300;
+  double progress_timeout_s = 120;  // the spec's progress_timeout_ms, in seconds
   std::string resume;         // a job id (or a unique prefix of one) to resume
   CLI::Option* workers_flag = nullptr;
 };
@@ -117,6 +118,7 @@ actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
   s.max_restarts = spec.max_restarts;
   s.restart_backoff_ms = spec.restart_backoff_ms;
   s.restart_whole_gang = spec.strategy != "async";
+  s.progress_timeout_ms = spec.progress_timeout_ms;
   const std::string prefix = "job-" + id.short_hex() + "-";
   for (int r = 0; r < spec.workers; ++r) {
     s.actors.push_back({job::kWorkerActorType, prefix + "worker-" + std::to_string(r), spec.cpus_per_worker,
@@ -183,6 +185,10 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--restart-backoff", s.restart_backoff_ms,
                   "Milliseconds before the first restart, doubled for each further one (at most 30 s)")
       ->check(CLI::Range(int64_t{0}, int64_t{600000}))->capture_default_str();
+  cmd->add_option("--progress-timeout", f->progress_timeout_s,
+                  "sync, central: restart the job when its step count stands still this many seconds (a hung "
+                  "worker; 0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
   cmd->add_flag("--detach", f->detach, "Print the job id and return at once");
   cmd->add_option("--pending-timeout", f->pending_timeout, "Seconds to wait for a PENDING job to start")
@@ -192,6 +198,7 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
 
   return [f, &global]() -> int {
     job::JobSpec spec = f->spec;
+    spec.progress_timeout_ms = static_cast<int64_t>(f->progress_timeout_s * 1000);
     TROUPE_RETURN_IF_ERROR_CLI(finish_train_flags(f->train), "submit");
     spec.train = f->train.options;
     auto info = Session::current().read_cluster();

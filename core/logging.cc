@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <system_error>
 
@@ -52,6 +53,9 @@ Status init_logging(const LogOptions& options) {
     logger->set_level(std::min(file_level, console_level));
     logger->flush_on(spdlog::level::warn);
     spdlog::set_default_logger(logger);
+    // Info lines reach the file within a second, so `troupe logs` and the dashboard's /api/logs
+    // show a running process's recent lines (warnings and errors are flushed at once, above).
+    spdlog::flush_every(std::chrono::seconds(1));
   } catch (const spdlog::spdlog_ex& e) {
     return io_error("cannot open log file '" + path + "': " + e.what());
   }

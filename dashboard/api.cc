@@ -43,7 +43,7 @@ ApiResponse status_response(const Status& st) {
   }
 }
 
-ApiResponse handle_api(gcs::Store& store, const ApiRequest& request) {
+ApiResponse handle_api(gcs::Store& store, const ApiRequest& request, const ApiContext& context) {
   const QueryParams q(request.params);
   const std::string& p = request.path;
   // "/api/<collection>/<id>": the id is everything after the second slash, checked by the handler.
@@ -60,16 +60,22 @@ ApiResponse handle_api(gcs::Store& store, const ApiRequest& request) {
     if (item("nodes", &id)) return detail::get_node(store, q, id);
     if (p == "/api/actors") return detail::get_actors(store, q);
     if (p == "/api/jobs") return detail::get_jobs(store, q);
-    if (item("jobs", &id)) return detail::get_job(store, q, id);
+    if (item("jobs", &id)) {
+      const std::string suffix = "/timeline";
+      if (id.size() > suffix.size() && id.compare(id.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return detail::get_job_timeline(store, q, id.substr(0, id.size() - suffix.size()));
+      return detail::get_job(store, q, id);
+    }
     if (p == "/api/events") return detail::get_events(store, q);
     if (p == "/api/metrics") return detail::get_metrics(store, q);
+    if (p == "/api/logs") return detail::get_logs(store, q, context);
   } catch (const std::exception& e) {
     // Nothing below should throw (Expected everywhere); a JSON type error would be a bug.
     return error_response(500, std::string("internal error answering ") + p + ": " + e.what());
   }
   return error_response(404, "no API endpoint " + (p.size() > 128 ? p.substr(0, 128) + "..." : p) +
                                  "; see docs/dashboard.md (/api/cluster, /api/nodes, /api/actors, /api/jobs, "
-                                 "/api/events, /api/metrics, /api/stream)");
+                                 "/api/jobs/<id>/timeline, /api/events, /api/metrics, /api/logs, /api/stream)");
 }
 
 }  // namespace troupe::dashboard

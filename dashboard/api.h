@@ -4,10 +4,12 @@
 //   /api/cluster          gcs::cluster_view's document: what `troupe status --json` prints
 //   /api/nodes            nodes (filter: state)             /api/nodes/<id>  a node and its actors
 //   /api/actors           actors (filters: state, node, type, job, q; limit)
-//   /api/jobs             jobs, newest first (filter: state) /api/jobs/<id>   a job, its actors and
-//                                                                             its recent metrics
-//   /api/events           newest events (filters: kind, subject; limit)
+//   /api/jobs             jobs, newest first (filter: state) /api/jobs/<id>   a job, its actors, its
+//                                                                             recent metrics, its group
+//   /api/jobs/<id>/timeline  the workers' step timelines, straggler, stuck collective (or a Chrome trace)
+//   /api/events           newest events (filters: kind, subject, since; limit)
 //   /api/metrics          newest metric samples (filter: prefix; limit)
+//   /api/logs             bounded tails of the nodes' log files (filters: node, actor, job; lines)
 //
 // Every answer is a JSON object. Errors are {"error": "..."} (with "parameter" for a bad one):
 // 400 malformed or out-of-range parameters and ids, 404 unknown paths and ids, 503 the GCS did not
@@ -29,10 +31,20 @@ constexpr int64_t kDefaultLimit = 500;
 constexpr int64_t kMaxLimit = 10000;
 constexpr int64_t kDefaultEventLimit = 100;
 constexpr int64_t kMaxViewEvents = 1000;  // /api/cluster's and /api/stream's `events`
+// /api/logs: lines per node (default, most), and the most bytes of lines in one answer.
+constexpr int64_t kDefaultLogLines = 200;
+constexpr int64_t kMaxLogLines = 5000;
+constexpr size_t kMaxLogAnswerBytes = 1 << 20;
 
 struct ApiRequest {
   std::string path;                                 // "/api/jobs/<id>", already URL-decoded
   std::multimap<std::string, std::string> params;   // the query, decoded
+};
+
+// What the API knows besides the GCS: where this head's processes log (for /api/logs).
+struct ApiContext {
+  std::string log_dir;    // the head's log directory; nodes on this host log there too
+  std::string hostname;   // this host's name: the nodes whose NodeRecord names it are readable here
 };
 
 struct ApiResponse {
@@ -42,7 +54,7 @@ struct ApiResponse {
 
 // Answers one GET under /api. Reads the GCS through `store` (which must be safe to use from the
 // calling thread); never throws.
-ApiResponse handle_api(gcs::Store& store, const ApiRequest& request);
+ApiResponse handle_api(gcs::Store& store, const ApiRequest& request, const ApiContext& context = {});
 
 // {"error": message} with `status`.
 ApiResponse error_response(int status, const std::string& message);

@@ -26,4 +26,12 @@ ApiResponse get_job(gcs::Store& store, const QueryParams& q, const std::string& 
 ApiResponse get_events(gcs::Store& store, const QueryParams& q);
 ApiResponse get_metrics(gcs::Store& store, const QueryParams& q);
 
+// api_timeline.cc
+ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std::string& id);
+// The job's collective group ("job-<id>") and its group_failed events, for /api/jobs/<id>.
+Expected<nlohmann::json> job_group_json(gcs::Store& store, const std::string& job_hex);
+
+// api_logs.cc
+ApiResponse get_logs(gcs::Store& store, const QueryParams& q, const ApiContext& context);
+
 }  // namespace troupe::dashboard::detail

@@ -1,6 +1,7 @@
 // /api/jobs, /api/jobs/<id>, /api/events, /api/metrics: jobs with their live progress, and the
 // newest entries of the events and metrics streams (gcs/events.h), filtered and bounded.
 #include <algorithm>
+#include <cstdint>
 
 #include "dashboard/api_handlers.h"
 #include "gcs/cluster_view.h"
@@ -90,21 +91,36 @@ ApiResponse get_job(gcs::Store& store, const QueryParams& q, const std::string& 
     samples = std::move(*m);
   }
   r.body["metrics"] = std::move(samples);
+  auto group = job_group_json(store, id);
+  if (!group.ok()) return status_response(group.status());
+  r.body["collective_group"] = std::move(*group);
   return r;
 }
 
 ApiResponse get_events(gcs::Store& store, const QueryParams& q) {
-  if (auto e = q.check_known({"kind", "subject", "limit"})) return param_error(*e);
+  if (auto e = q.check_known({"kind", "subject", "since", "limit"})) return param_error(*e);
   std::string kind, subject;
-  int64_t limit = 0;
+  int64_t limit = 0, since = 0;
   if (auto e = q.text("kind", 64, &kind)) return param_error(*e);
-  if (auto e = q.hex_prefix("subject", &subject)) return param_error(*e);
+  // A hex prefix of a node, actor or job id, or "job-<hex prefix>": a job's collective group.
+  std::string group_prefix;
+  if (auto e = q.text("subject", 64, &subject)) return param_error(*e);
+  if (subject.rfind("job-", 0) == 0) {
+    group_prefix = "job-";
+    const QueryParams rest({{"subject", subject.substr(4)}});
+    if (auto e = rest.hex_prefix("subject", &subject)) return param_error(*e);
+  } else if (auto e = q.hex_prefix("subject", &subject)) {
+    return param_error(*e);
+  }
+  subject = group_prefix + subject;
+  if (auto e = q.integer("since", 0, INT64_MAX / 2, 0, &since)) return param_error(*e);
   if (auto e = q.integer("limit", 1, kMaxLimit, kDefaultEventLimit, &limit)) return param_error(*e);
-  const bool filtered = !kind.empty() || !subject.empty();
+  const bool filtered = !kind.empty() || !subject.empty() || since > 0;
   auto events = gcs::recent_events(store, filtered ? gcs::kEventStreamLength : static_cast<size_t>(limit));
   if (!events.ok()) return status_response(events.status());
   std::vector<const gcs::Event*> picked;
   for (auto it = events->rbegin(); it != events->rend() && static_cast<int64_t>(picked.size()) < limit; ++it) {
+    if (it->time_ms < since) continue;
     if ((kind.empty() || it->kind == kind) && starts_with(it->subject, subject)) picked.push_back(&*it);
   }
   ApiResponse r;

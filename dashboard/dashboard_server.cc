@@ -9,6 +9,7 @@
 
 #include <httplib.h>
 
+#include "core/logging.h"
 #include "dashboard/api.h"
 #include "dashboard/api_params.h"
 #include "dashboard/auth.h"
@@ -25,6 +26,7 @@ struct DashboardServer::Impl {
   std::thread thread;
   std::atomic<bool> stopping{false};
   std::atomic<int> streams{0};
+  ApiContext context;  // log_dir and hostname for /api/logs
 };
 
 namespace {
@@ -34,7 +36,8 @@ using Impl = DashboardServer::Impl;
 void send_json(httplib::Response& res, const ApiResponse& r) {
   res.status = r.status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(r.body.dump(), "application/json");
+  // Log lines may hold any bytes: invalid UTF-8 is replaced, never thrown about.
+  res.set_content(r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 std::multimap<std::string, std::string> params_of(const httplib::Request& req) {
@@ -103,7 +106,7 @@ void add_routes(Impl& s) {
   });
   http.Get("/api/stream", [&s](const httplib::Request& req, httplib::Response& res) { serve_stream(s, req, res); });
   http.Get(R"(/api/.*)", [&s](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, handle_api(*s.options.store, {req.path, params_of(req)}));
+    send_json(res, handle_api(*s.options.store, {req.path, params_of(req)}, s.context));
   });
   // Unknown paths and methods: a JSON answer instead of an empty body.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -156,6 +159,9 @@ DashboardOptions DashboardOptions::from_config(const Config& config, const std::
   o.token = token;
   o.stream_interval = std::chrono::milliseconds(config.dashboard_stream_interval_ms);
   o.max_streams = static_cast<int>(config.dashboard_max_streams);
+  // The process's own log file's directory (core/logging.h): the head's session log directory.
+  const std::string& log_file = log_file_path();
+  if (const size_t slash = log_file.rfind('/'); slash != std::string::npos) o.log_dir = log_file.substr(0, slash);
   return o;
 }
 
@@ -175,6 +181,9 @@ Expected<std::unique_ptr<DashboardServer>> DashboardServer::start(DashboardOptio
   if (impl->token_required && options.token.empty()) {
     return invalid_argument("dashboard: listening on " + options.bind + " needs the cluster token, and none was given");
   }
+  impl->context.log_dir = options.log_dir;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0) impl->context.hostname = name;
   impl->options = std::move(options);
   const DashboardOptions& o = impl->options;
   const size_t threads = static_cast<size_t>(o.workers + o.max_streams);

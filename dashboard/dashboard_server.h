@@ -33,6 +33,9 @@ struct DashboardOptions {
   std::chrono::milliseconds stream_interval{1000};
   int max_streams = 8;
   int workers = 8;                       // threads for requests other than live streams
+  // Where this head's processes log (core/logging.h); /api/logs reads the files of the nodes on
+  // this host there. Empty: /api/logs says no log is readable.
+  std::string log_dir;
 
   // bind, port (dashboard_port), stream interval and max streams from the settings.
   static DashboardOptions from_config(const Config& config, const std::string& bind, const std::string& token);

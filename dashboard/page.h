@@ -1,13 +1,33 @@
-// The dashboard's one page (GET /): HTML, CSS and JavaScript in one string compiled into the
-// binary, so the dashboard needs nothing from the network. It listens to /api/stream (falling back
-// to polling /api/cluster every second where EventSource is missing or the stream fails) and draws
-// the summary, nodes (DEAD in red), jobs with their progress, an actor search (/api/actors) and the
-// recent events. Charts of a job's metrics are planned (issue 7, next part).
+// The dashboard page (GET /): HTML, CSS and JavaScript compiled into the binary, so the dashboard
+// needs nothing from the network; charts are drawn by the page's own code on <canvas>. One page
+// with views chosen by the URL's fragment:
+//
+//   #/            overview: summary, nodes (DEAD in red), jobs, actors (filters, search), recent events
+//   #/job/<id>    a job: progress, charts (loss per step, loss and accuracy per epoch, samples/s per
+//                 worker, communication vs computation), the step timeline with the straggler and a
+//                 stuck collective named, the collective group's members, its actors and events
+//   #/events      the events timeline, filtered by kind, subject and time
+//   #/logs        the nodes' logs, filtered by node, actor and job
+//
+// The overview listens to /api/stream (falling back to polling /api/cluster every second); the
+// other views poll their endpoints while shown. Cluster text is inserted as text, never as HTML.
+// The parts live in page_html.cc (markup, styles), page_core_js.cc (helpers, overview, stream),
+// page_charts_js.cc (the canvas charts) and page_views_js.cc (job, events and logs views).
 #pragma once
+
+#include <string>
 
 namespace troupe::dashboard {
 
-// The page, as UTF-8 HTML.
-const char* dashboard_page();
+// The page, as UTF-8 HTML (built once).
+const std::string& dashboard_page();
+
+namespace page_parts {
+extern const char* const kHtmlHead;    // <html> .. <body>, styles and markup of every view
+extern const char* const kCoreJs;
+extern const char* const kChartsJs;
+extern const char* const kViewsJs;
+extern const char* const kHtmlTail;
+}  // namespace page_parts
 
 }  // namespace troupe::dashboard

@@ -11,7 +11,12 @@ packages=(
   libcpp-httplib-dev
   dataset-fashion-mnist
   libgloo-dev libopenmpi-dev openmpi-bin iperf3
+  chromium nodejs
 )
+# The dashboard's browser test (tests/dashboard/e2e) runs Debian's chromium through playwright-core,
+# which it installs from the npm registry into the build tree; npm comes with nodejs from some
+# sources (nodesource) and is a package of its own in Debian: installed only when missing.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -245,6 +245,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.cancel && replica.cancel->load()) {
         return unavailable("stopped at epoch " + std::to_string(epoch) + ", step " + std::to_string(s + 1));
       }
+      if (replica.steps) replica.steps->begin(epoch, step + 1);  // step timeline: data wait
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
@@ -261,6 +262,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
         continue;
       }
+      if (replica.steps) replica.steps->phase(StepPhase::forward_backward);  // step timeline
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
       if (buckets) buckets->begin_step(grads.data(), epoch, s + 1);
       Expected<BatchStats> stats = BatchStats{0.0f, 0};
@@ -287,6 +289,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       }
       if (o.accumulate > 1) kernels::cpu::scale(grads.data(), space.size(), 1.0f / o.accumulate);
       ++step;
+      if (replica.steps) replica.steps->phase(StepPhase::communication);  // step timeline
       if (replica.comm) {
         grads[space.size()] = stats->loss;
         grads[space.size() + 1] = static_cast<float>(stats->correct);
@@ -301,9 +304,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (step % o.loss_check_every == 0 && !std::isfinite(stats->loss)) {
         return nonfinite_loss(stats->loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
       }
+      if (replica.steps) replica.steps->phase(StepPhase::optimizer);  // step timeline
       (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
       (*opt)->step(params.data(), grads.data());
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
+      if (replica.steps) replica.steps->end(local_batch, stats->loss, buckets ? buckets->stats().comm_seconds : 0);
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
       if (replica.comm && replica.checksum_every > 0 && step % replica.checksum_every == 0)

@@ -16,6 +16,7 @@
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/grad_buckets.h"
+#include "trainers/step_timeline.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
@@ -58,6 +59,9 @@ struct Replica {
   // TrainOptions::accumulate > 1 the buckets start only after the last micro-batch (no overlap).
   size_t bucket_bytes = kDefaultBucketBytes;
   GradBucketStats* bucket_stats = nullptr;  // if set, receives the buckets' timings after training
+  // If set, every step's phases (data wait, forward+backward, communication, optimizer) are
+  // recorded there (trainers/step_timeline.h; the job layer publishes them).
+  StepRecorder* steps = nullptr;
 
   // Checkpoints (trainers/checkpoint/). Every `checkpoint_every` steps (0: never), right after the
   // step's update (every replica holds the same parameters: the all-reduce is the step barrier),

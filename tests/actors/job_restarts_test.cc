@@ -54,7 +54,7 @@ TEST_CASE("job restarts: a failed worker stops the gang, which starts again as a
   CHECK(h.supervisor.restarting());
   // Nothing is placed until every actor of the failed attempt is down.
   const size_t placed_before = h.spawned.size();
-  CHECK(h.supervisor.retry_pending() == false);
+  CHECK(h.supervisor.retry_pending());  // waiting for them to exit
   CHECK(h.spawned.size() == placed_before);
   stopped_ones_exit(h, *reply, 1);
   CHECK(h.supervisor.retry_pending() == false);  // backoff 0: placed now
@@ -130,7 +130,7 @@ TEST_CASE("job restarts: an async job replaces only its failed worker, and a fai
   CHECK(h.supervisor.restarting());
   CHECK_FALSE(h.supervisor.retry_pending());
   REQUIRE(h.last_asks.size() == 1u);
-  CHECK(h.last_asks[0].actor.name == "w1");
+  CHECK(h.last_asks[0].actor.name == "w1-a1");  // names are unique per node: the attempt is in it
   CHECK(h.last_asks[0].actor.args[1] == "1");  // the same rank
   CHECK(h.last_asks[0].actor.args[2] == "1");  // attempt 1
   CHECK(h.job(id).actors[1] == h.last_asks[0].id.hex());
@@ -140,4 +140,53 @@ TEST_CASE("job restarts: an async job replaces only its failed worker, and a fai
   CHECK(h.job(id).state == gcs::JobState::failed);
   CHECK(h.job(id).message.find("parameter server cannot be restored") != std::string::npos);
   CHECK(was_stopped(h, *reply, 0));
+}
+
+TEST_CASE("job restarts: actors that do not exit after being stopped are left behind after a grace second",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 3, true));
+  REQUIRE(reply.ok());
+  h.supervisor.on_down(h.addr(*reply, 0), to_error(internal_error("killed")), "killed");
+  // The other two were asked to stop but hang (a collective waiting on a peer behind a cut link).
+  const size_t placed_before = h.spawned.size();
+  h.supervisor.retry_pending();
+  CHECK(h.spawned.size() == placed_before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  h.supervisor.retry_pending();  // the grace is over: the stragglers' resources count free
+  CHECK(h.released.cpus == 3);
+  h.supervisor.retry_pending();  // and the gang is placed again
+  CHECK(h.spawned.size() == placed_before + 3);
+  CHECK(h.job(id).message.find("(restart 1)") != std::string::npos);
+  // Their exits, when they come, change nothing.
+  CHECK_FALSE(h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("timeout")), "timeout"));
+  CHECK(h.job(id).state == gcs::JobState::running);
+}
+
+TEST_CASE("job restarts: a job whose step count stands still past its progress timeout is restarted as stuck",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 1, true);
+  s.progress_timeout_ms = 300;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  auto set_step = [&](int64_t step) {
+    REQUIRE(gcs::update_job(h.store, id, [&](gcs::JobRecord& j) -> Status {
+      j.step = step;
+      return {};
+    }).ok());
+  };
+  for (int64_t step = 1; step <= 4; ++step) {  // moving: never stuck
+    set_step(step * 10);
+    h.supervisor.check_progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  CHECK(h.stopped.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  h.supervisor.check_progress();  // 40 for longer than 300 ms
+  CHECK(h.stopped.size() == 3u);
+  CHECK(h.job(id).message.find("the job made no progress for 0.3 s (stuck at step 40") != std::string::npos);
+  CHECK(count_events(h.store, "job_restarting") == 1);
 }

@@ -33,17 +33,26 @@ TEST_CASE("shm: a forked rank killed mid-allreduce fails every other rank at onc
     ShmGroupOptions options = shm_options(unique_shm_name("kill"), ranks);
     options.shared_buffer_bytes = 4 << 20;
     int64_t killed_ns = 0;
+    // Rank 0 creates this file after its second allreduce: the kill comes mid-run however slowly
+    // the ranks start on a loaded machine.
+    const std::string running = "/tmp/" + options.name + ".running";
+    ::unlink(running.c_str());
     auto reports = run_shm_processes(
         options,
         [&](Communicator& comm) -> Status {
           float* grads = static_cast<float*>(comm.shared_buffer(4 << 20));
           CollectiveOptions o;
           o.timeout = timeout;
-          while (true)  // until the victim dies under us
+          for (int done = 1;; ++done) {  // until the victim dies under us
             TROUPE_RETURN_IF_ERROR(comm.allreduce(grads, grads, (4 << 20) / 4, DType::f32, ReduceOp::sum, o));
+            if (done == 2 && comm.rank() == 0) ::close(::open(running.c_str(), O_CREAT | O_WRONLY, 0600));
+          }
         },
         [&](const std::vector<pid_t>& pids) {
-          std::this_thread::sleep_for(Ms(300));
+          const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (::access(running.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < limit)
+            std::this_thread::sleep_for(Ms(5));
+          ::unlink(running.c_str());
           killed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch()).count();
           ::kill(pids[victim], SIGKILL);

@@ -10,6 +10,7 @@
 #include <httplib.h>
 
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/dashboard/dashboard_url.h"
 
 using namespace troupe::testing;
 
@@ -22,37 +23,12 @@ std::map<std::string, std::string> states_of(const Json& view, const char* secti
   return out;
 }
 
-struct Url {
-  std::string host;
-  int port = 0;
-};
-
-// The "dashboard:" line of `troupe up`'s output.
-Url dashboard_url(const std::string& up_output) {
-  std::smatch m;
-  const std::regex line(R"(dashboard:\s+http://([^:/\s]+):(\d+))");
-  INFO(up_output);
-  REQUIRE(std::regex_search(up_output, m, line));
-  return {m[1].str(), std::stoi(m[2].str())};
-}
-
-Json get_json(const Url& url, const std::string& path) {
-  httplib::Client client(url.host, url.port);
-  client.set_read_timeout(10, 0);
-  auto res = client.Get(path.c_str());
-  INFO("GET " << path);
-  REQUIRE(res);
-  INFO(res->body);
-  REQUIRE(res->status == 200);
-  return Json::parse(res->body);
-}
-
 }  // namespace
 
 TEST_CASE("the dashboard troupe up prints agrees with troupe status and sees a killed node DEAD", "[cluster]") {
   ClusterFixture c;
   auto up = c.up("--nodes 1 --cpus 2");
-  const Url url = dashboard_url(up.out);
+  const DashboardUrl url = dashboard_url(up.out);
   CHECK(url.host == "127.0.0.1");
   auto spawn = c.troupe("spawn echo --count 6 --policy spread --json", 60);
   INFO(spawn.both());

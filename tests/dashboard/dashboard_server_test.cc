@@ -113,6 +113,12 @@ TEST_CASE("the page is served at / with nothing from other origins", "[dashboard
   CHECK(page.find("<table") != std::string::npos);
   CHECK(page.find("/api/stream") != std::string::npos);
   CHECK(page.find("/api/cluster") != std::string::npos);
+  // The views beyond the overview, and the endpoints they read.
+  for (const char* part : {"id=\"view-job\"", "id=\"view-events\"", "id=\"view-logs\"", "id=\"chart-loss\"",
+                           "id=\"chart-timeline\"", "/api/logs?", "/timeline?", "/api/events?", "getContext(\"2d\")"}) {
+    INFO(part);
+    CHECK(page.find(part) != std::string::npos);
+  }
   // No external assets: no URL with a scheme, no src= attribute at all.
   CHECK(page.find("http://") == std::string::npos);
   CHECK(page.find("https://") == std::string::npos);

@@ -69,6 +69,7 @@ class NetnsPair {
   const std::string& host_b() const { return host_b_; }
   const std::string& ns_a() const { return a_; }
   const std::string& ns_b() const { return b_; }
+  const std::string& dev_b() const { return vb_; }  // B's end of the veth pair (cut it: the link is down)
 
  private:
   std::string host_a_, host_b_;

@@ -65,6 +65,8 @@ struct JobSpec {
   // from the job's newest intact checkpoint (fixed size); async: the failed actor is replaced.
   int max_restarts = 3;
   int64_t restart_backoff_ms = 200;
+  // sync and central: a job whose step count stands still this long is restarted as stuck (0: never).
+  int64_t progress_timeout_ms = 120000;
   TrainOptions train;
 };
 

@@ -11,6 +11,7 @@
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/pipeline_worker.h"
 #include "trainers/job/ps_member.h"
+#include "trainers/job/step_timeline_publisher.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/trainer_driver.h"
 
@@ -86,7 +87,11 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
       note_resumed(*s.store, a.job, a.attempt, start->source, first_step);
     };
   }
+  StepRecorder step_recorder;  // the step timeline (issue 7): recorded by train_replica, published to the GCS
+  StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
+  replica.steps = &step_recorder;
   auto result = train_replica(spec.train, s.train, s.test, replica, progress);
+  timeline.stop(result.ok());
   if (!result.ok()) {
     if (result.status().code() != Code::unavailable || !cancel.load()) {
       Status st = collectives::record_group_failure(*s.store, go.name, go.generation, result.status());

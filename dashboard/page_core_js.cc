@@ -1,0 +1,166 @@
+// The page's script, part 1 (page.h): helpers, the view router, the overview and the live stream.
+#include "dashboard/page.h"
+
+namespace troupe::dashboard::page_parts {
+
+const char* const kCoreJs = R"JS(
+const token = new URLSearchParams(location.search).get("token");
+function api(path) {
+  if (!token) return path;
+  return path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(token);
+}
+function getJson(path) {
+  return fetch(api(path)).then(r => r.json().then(body => {
+    if (!r.ok) throw new Error(body.error || ("HTTP " + r.status));
+    return body;
+  }));
+}
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+function $(id) { return document.getElementById(id); }
+function row(cells, cls) {
+  const tr = el("tr", null, cls);
+  for (const c of cells) tr.appendChild(c instanceof Node ? wrap(c) : el("td", c));
+  return tr;
+}
+function wrap(node) { const td = el("td"); td.appendChild(node); return td; }
+function state(s) { return el("span", s, "state " + s); }
+function fill(id, rows) { $(id).replaceChildren(...rows); }
+function num(v, digits) { return Number(v).toFixed(digits); }
+function gib(b) { return (b / 1073741824).toFixed(1); }
+function used(r, key, f) { return f(r.used[key]) + "/" + f(r.total[key]); }
+function age(ms) { return ms < 0 ? "never" : (ms / 1000).toFixed(1) + " s ago"; }
+function clock(ms) { const d = new Date(ms); return d.toLocaleTimeString() + "." + String(d.getMilliseconds()).padStart(3, "0"); }
+function short(id) { return id ? id.slice(0, 8) : ""; }
+function link(text, href, cls) { const a = el("a", text, cls); a.href = href; return a; }
+function jobLink(id) { return link(short(id), "#/job/" + id, "mono"); }
+function eta(s) {
+  if (!(s > 0)) return "";
+  const m = Math.floor(s / 60);
+  return m > 0 ? m + " min " + Math.round(s % 60) + " s" : Math.round(s) + " s";
+}
+function progress(p) {
+  const bar = el("span", null, "bar"), inner = el("div");
+  inner.style.width = Math.max(0, Math.min(100, 100 * p)).toFixed(1) + "%";
+  bar.appendChild(inner);
+  const span = el("span");
+  span.appendChild(bar);
+  span.appendChild(document.createTextNode(" " + (100 * p).toFixed(1) + "%"));
+  return span;
+}
+function setLive(ok, text) { const live = $("live"); live.className = ok ? "ok" : "bad"; live.textContent = text; }
+function showError(text) { $("error").textContent = text; }
+
+// ---- the overview (from the stream) ----
+let lastView = null;
+function render(view) {
+  lastView = view;
+  showError("");
+  const s = view.summary;
+  const by = Object.entries(s.nodes_by_state).map(([k, v]) => v + " " + k).join(", ");
+  $("summary").replaceChildren(el("span", s.nodes + " nodes (" + by + ")"), el("span", s.actors + " actors"),
+                               el("span", s.jobs + " jobs"));
+  fill("nodes", view.nodes.map(n => row([
+    el("span", short(n.id), "mono"), state(n.state), n.address, n.hostname,
+    used(n.resources, "cpus", v => num(v, v % 1 ? 1 : 0)), used(n.resources, "gpus", v => num(v, 0)),
+    used(n.resources, "memory_bytes", gib), age(n.heartbeat_age_ms),
+    (n.is_head ? "head " : "") + (n.death_reason || "")], n.state === "DEAD" ? "dead" : "")));
+  fill("jobs", view.jobs.slice().sort((a, b) => b.submitted_ms - a.submitted_ms).map(j => row([
+    jobLink(j.id), j.name, j.strategy, state(j.state), j.workers,
+    j.epochs ? j.epoch + "/" + j.epochs : "", progress(j.progress), j.loss ? num(j.loss, 4) : "",
+    j.samples_per_second ? num(j.samples_per_second, 0) : "", j.test_accuracy >= 0 ? num(j.test_accuracy, 4) : "",
+    j.state === "RUNNING" ? eta(j.eta_seconds) : "", el("span", j.message)])));
+  const counts = Object.entries(s.actors_by_state).map(([k, v]) => v + " " + k);
+  $("actor-counts").textContent = counts.length ? counts.join(", ") : "no actors";
+  fill("events", view.events.slice().reverse().map(e => row([
+    clock(e.time_ms), e.kind, el("span", short(e.subject), "mono"), e.message])));
+  if (!searching) searchActors();
+  updateNodeChoices(view.nodes);
+}
+
+// The actor table: /api/actors with the filters and search text, 100 at most.
+let searching = false, lastQuery = null, lastSearch = 0;
+function searchActors(force) {
+  const q = new URLSearchParams({limit: "100"});
+  const text = $("actor-q").value.trim(), st = $("actor-state").value;
+  const node = $("actor-node").value.trim().toLowerCase(), type = $("actor-type").value.trim();
+  if (text) q.set("q", text);
+  if (st) q.set("state", st);
+  if (node) q.set("node", node);
+  if (type) q.set("type", type);
+  const query = q.toString();
+  if (!force && query === lastQuery && Date.now() - lastSearch < 3000) return;
+  searching = true;
+  lastQuery = query;
+  lastSearch = Date.now();
+  getJson("/api/actors?" + query)
+    .then(r => {
+      $("actor-note").textContent = r.truncated ? "showing " + r.returned + " of " + r.total : r.total + " matching";
+      fill("actors", r.actors.map(a => row([
+        el("span", short(a.id), "mono"), a.type, a.name, a.job ? jobLink(a.job) : "", el("span", short(a.node), "mono"),
+        state(a.state), a.restarts, el("span", a.pending_reason || a.death_reason)])));
+    })
+    .catch(e => { $("actor-note").textContent = e.message; })
+    .finally(() => { searching = false; });
+}
+for (const id of ["actor-q", "actor-state", "actor-node", "actor-type"]) {
+  $(id).addEventListener("input", () => searchActors(true));
+}
+
+// ---- live updates: the event stream, or polling when it is not available ----
+let pollTimer = null;
+function poll() {
+  getJson("/api/cluster")
+    .then(v => { render(v); setLive(true, "polling, " + new Date().toLocaleTimeString()); })
+    .catch(e => { showError(e.message); setLive(false, "head unreachable"); });
+}
+function startPolling() {
+  if (pollTimer) return;
+  poll();
+  pollTimer = setInterval(poll, 1000);
+}
+function startStream() {
+  if (!window.EventSource) return startPolling();
+  const es = new EventSource(api("/api/stream"));
+  let failures = 0;
+  es.addEventListener("cluster", m => {
+    failures = 0;
+    render(JSON.parse(m.data));
+    setLive(true, "live, " + new Date().toLocaleTimeString());
+  });
+  es.addEventListener("error", m => {
+    if (m.data) { const e = JSON.parse(m.data); showError(e.error); setLive(false, "GCS error"); return; }
+    // Closed for good (refused: too many streams) or failing again and again: poll instead.
+    if (es.readyState === EventSource.CLOSED || ++failures >= 3) { es.close(); startPolling(); return; }
+    setLive(false, "reconnecting");
+  });
+}
+
+// ---- the router: #/, #/job/<id>, #/events, #/logs ----
+let viewTimer = null;
+function route() {
+  const h = location.hash.replace(/^#/, "") || "/";
+  let name = "overview", arg = null;
+  if (h.startsWith("/job/")) { name = "job"; arg = h.slice(5); }
+  else if (h === "/events") name = "events";
+  else if (h === "/logs") name = "logs";
+  for (const v of ["overview", "job", "events", "logs"]) {
+    $("view-" + v).className = "view" + (v === name ? " on" : "");
+    const nav = $("nav-" + v);
+    if (nav) nav.className = v === name ? "on" : "";
+  }
+  if (viewTimer) { clearInterval(viewTimer); viewTimer = null; }
+  const refresh = {job: () => refreshJob(arg), events: refreshEvents, logs: refreshLogs}[name];
+  if (refresh) {
+    refresh();
+    viewTimer = setInterval(refresh, name === "job" ? 1000 : 2000);
+  }
+}
+window.addEventListener("hashchange", route);
+)JS";
+
+}  // namespace troupe::dashboard::page_parts

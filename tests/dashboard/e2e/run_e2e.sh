@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The dashboard's end-to-end test in headless Chromium (CTest: troupe_dashboard_e2e).
+#   run_e2e.sh TROUPE_BINARY WORK_DIR
+# Installs playwright-core (pinned) from the npm registry into WORK_DIR/node_modules when it is not
+# there, brings a local cluster up (head + 2 nodes) in a TROUPE_HOME of its own, submits a sync job,
+# runs dashboard_e2e.cjs against the dashboard `troupe up` printed, and takes the cluster down on
+# every path (troupe down, then SIGKILL to whatever the session's pid files still name).
+# Chromium (/usr/bin/chromium) and node come from Debian (scripts/install-deps.sh): missing is a
+# failure, not a skip. Screenshots: WORK_DIR/screenshots.
+set -euo pipefail
+troupe=$1
+work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+playwright_version=1.65.1
+chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
+
+fail() { echo "dashboard e2e: FAILED: $*" >&2; exit 1; }
+[ -x "$troupe" ] || fail "no troupe binary at $troupe (build first)"
+command -v node >/dev/null || fail "node is not installed; run scripts/install-deps.sh (Debian package nodejs)"
+[ -x "$chromium" ] || fail "no Chromium at $chromium; run scripts/install-deps.sh (Debian package chromium)"
+mkdir -p "$work/screenshots"
+
+installed=$(node -e "try{console.log(require('$work/node_modules/playwright-core/package.json').version)}catch(e){}" 2>/dev/null || true)
+if [ "$installed" != "$playwright_version" ]; then
+  command -v npm >/dev/null || fail "npm is not installed; run scripts/install-deps.sh"
+  echo "dashboard e2e: installing playwright-core@$playwright_version into $work"
+  [ -f "$work/package.json" ] || echo '{"private": true, "description": "playwright-core for the dashboard e2e test"}' >"$work/package.json"
+  timeout 300 npm install --prefix "$work" --no-audit --no-fund --loglevel=error "playwright-core@$playwright_version" \
+    || fail "npm install playwright-core@$playwright_version failed (is the npm registry reachable?)"
+fi
+
+home=$(mktemp -d /tmp/troupe-e2e.XXXXXX)
+export TROUPE_HOME=$home
+cleanup() {
+  local rc=$?
+  timeout 60 "$troupe" down >/dev/null 2>&1 || true
+  for f in "$home"/session/pids/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+  done
+  if [ $rc -ne 0 ]; then
+    echo "---- session logs (last lines) ----" >&2
+    for l in "$home"/session/logs/*.log; do [ -f "$l" ] && { echo "== $l" >&2; tail -n 15 "$l" >&2; }; done
+  fi
+  rm -rf "$home"
+  exit $rc
+}
+trap cleanup EXIT
+
+up=$(timeout 120 "$troupe" up --nodes 2 --cpus 2 2>&1) || fail "troupe up: $up"
+echo "$up"
+url=$(echo "$up" | sed -n 's/.*dashboard: *\(http[^ ]*\).*/\1/p' | head -1)
+[ -n "$url" ] || fail "troupe up printed no dashboard URL"
+job=$(timeout 120 "$troupe" submit --strategy sync --workers 2 --epochs 40 --batch-size 64 --name e2e --detach 2>&1 | tail -1) \
+  || fail "troupe submit: $job"
+[[ "$job" =~ ^[0-9a-f]{32}$ ]] || fail "troupe submit --detach printed '$job', not a job id"
+node_pid=$(cat "$home/session/pids/node-2.pid") || fail "no pid file of node-2"
+node_id=$(timeout 60 "$troupe" status --json | node -e '
+  let s = ""; process.stdin.on("data", d => s += d).on("end", () => {
+    const n = JSON.parse(s).nodes.find(n => n.pid === Number(process.argv[1]));
+    if (n) console.log(n.id); });' "$node_pid")
+[ -n "$node_id" ] || fail "troupe status lists no node with pid $node_pid"
+
+E2E_URL=$url E2E_JOB=$job E2E_KILL_PID=$node_pid E2E_KILL_NODE=$node_id E2E_SHOTS=$work/screenshots \
+E2E_MODULES=$work/node_modules E2E_CHROMIUM=$chromium E2E_DEADLINE_S=420 \
+  timeout 450 node "$here/dashboard_e2e.cjs"
+echo "dashboard e2e: screenshots in $work/screenshots"
