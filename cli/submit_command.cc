@@ -5,6 +5,8 @@
 // `--checkpoint-every N --checkpoint-dir DIR` (sync) checkpoints every N steps; `--resume JOB`
 // submits a new job with JOB's settings that starts from JOB's newest intact checkpoint (damaged
 // or incomplete newer ones are reported and skipped); its summary names the checkpoint.
+// `--strategy pipeline --stages K [--microbatches M] [--schedule gpipe|1f1b] [--stage-layers ...]`
+// cuts the model's layers into K stages, one per worker (--workers N: N/K pipeline replicas).
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -24,6 +26,7 @@
 #include "trainers/job/job_spec.h"
 #include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/job/ps_member.h"
+#include "trainers/pipeline/pipeline_options.h"
 #include "trainers/trainer_library_store.h"
 
 namespace troupe::cli {
@@ -37,6 +40,7 @@ struct SubmitFlags {
   double stall_timeout = 300;
   double progress_timeout_s = 120;  // the spec's progress_timeout_ms, in seconds
   std::string resume;         // a job id (or a unique prefix of one) to resume
+  CLI::Option* workers_flag = nullptr;
 };
 
 // The spec of a job resuming `old` from its newest intact checkpoint. Checkpoints skipped on the
@@ -89,15 +93,20 @@ Status check_capacity(gcs::Store& store, const job::JobSpec& spec, int actors, i
     std::snprintf(b, sizeof b, "%g", v);
     return std::string(b);
   };
+  // A pipeline's workers are its stages: say so, since each stage must be placed for the job to run.
+  const std::string what = spec.strategy == "pipeline"
+                               ? std::to_string(actors) + " stage actors (" + std::to_string(spec.stages) +
+                                     " stages x " + std::to_string(actors / std::max(spec.stages, 1)) + " replicas)"
+                               : std::to_string(actors) + " workers";
   if (need_cpus > cpus + 1e-9) {
-    return invalid_argument(std::to_string(actors) + " workers" +
+    return invalid_argument(what +
                             (servers ? " and " + std::to_string(servers) + " parameter servers" : std::string()) +
                             " need " + fmt(need_cpus) + " cpus; the cluster has " + fmt(cpus) + " on " +
                             std::to_string(alive) + " alive node(s): use fewer --workers, a smaller "
                             "--cpus-per-worker, or add nodes (troupe up --nodes N)");
   }
   if (need_gpus > gpus + 1e-9) {
-    return invalid_argument(std::to_string(actors) + " workers need " + fmt(need_gpus) + " gpus; the cluster has " +
+    return invalid_argument(what + " need " + fmt(need_gpus) + " gpus; the cluster has " +
                             fmt(gpus) + " on " + std::to_string(alive) + " alive node(s)");
   }
   return {};
@@ -129,9 +138,19 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   auto f = std::make_shared<SubmitFlags>();
   job::JobSpec& s = f->spec;
   add_train_flags(cmd, f->train, "Examples per step over all workers (the global batch)");
-  cmd->add_option("--strategy", s.strategy, "sync (all-reduce), async (parameter servers) or central")
-      ->check(CLI::IsMember({"sync", "async", "central"}))->capture_default_str();
-  cmd->add_option("--workers", s.workers, "Trainer actors (replicas)")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--strategy", s.strategy,
+                  "sync (all-reduce), async (parameter servers), central, or pipeline (layers cut into --stages)")
+      ->check(CLI::IsMember({"sync", "async", "central", "pipeline"}))->capture_default_str();
+  cmd->add_option("--stages", s.stages, "pipeline: stages (one worker each; --workers N gives N/K replicas)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--microbatches", s.microbatches, "pipeline: micro-batches per step and replica")
+      ->check(CLI::Range(1, 65536))->capture_default_str();
+  cmd->add_option("--schedule", s.schedule, "pipeline: gpipe or 1f1b")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))->capture_default_str();
+  cmd->add_option("--stage-layers", s.stage_layers,
+                  "pipeline: layers per stage, e.g. 2,1,1,1 (default: balanced by parameter bytes and FLOPs)");
+  f->workers_flag = cmd->add_option("--workers", s.workers, "Trainer actors (replicas; pipeline: stage actors)")
+                        ->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--ps", s.ps, "Parameter-server actors (async)")->check(CLI::Range(0, 1024));
   cmd->add_option("--staleness", s.staleness, "async: steps a worker may run ahead of the slowest (default: unbounded)")
       ->check(CLI::NonNegativeNumber);
@@ -202,7 +221,14 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
       spec.library = lib->checksum;
     }
     if (!spec.checkpoint_dir.empty()) spec.checkpoint_dir = std::filesystem::absolute(spec.checkpoint_dir).string();
+    // A pipeline of K stages and no --workers runs one replica.
+    if (spec.strategy == "pipeline" && spec.stages > 0 && f->workers_flag->count() == 0) spec.workers = spec.stages;
     TROUPE_RETURN_IF_ERROR_CLI(job::validate(spec), "submit");
+    if (spec.strategy == "pipeline" && spec.library.empty() && spec.train.dataset == "fashion-mnist") {
+      // Built-in trainers can be checked here: layers to cut, and enough of them for the stages.
+      TROUPE_RETURN_IF_ERROR_CLI(pipeline::check_pipeline_model(spec.train, job::pipeline_options(spec),
+                                                                DataSpec{28 * 28, 10}), "submit");
+    }
     TROUPE_RETURN_IF_ERROR_CLI(check_capacity(**store, spec, spec.workers, job::server_count(spec)), "submit");
 
     gcs::JobRecord job;

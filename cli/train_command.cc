@@ -1,5 +1,8 @@
 // `troupe train`: runs a training job in this process on the CPU or one GPU (the one-device strategy)
 // and prints the test accuracy; with --json the last line of stdout is one JSON object.
+// `--strategy pipeline --stages K [--workers N] [--microbatches M] [--schedule gpipe|1f1b]` runs a
+// pipeline-parallel job in this process instead: one thread per stage actor over in-process
+// transports (trainers/pipeline/local_pipeline.h), the same stages `troupe submit` runs on nodes.
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +12,8 @@
 #include "cli/train_flags.h"
 #include "trainers/job/job_report.h"
 #include "trainers/local_trainer.h"
+#include "trainers/pipeline/local_pipeline.h"
+#include "trainers/pipeline/schedule.h"
 #include "trainers/trainer_library.h"
 
 namespace troupe::cli {
@@ -19,8 +24,18 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
   auto device_flag = std::make_shared<std::string>("cpu");
   add_train_flags(cmd, *f, "Examples per step");
   cmd->add_option("--device", *device_flag, "cpu, cuda or cuda:N")->capture_default_str();
+  auto strategy = std::make_shared<std::string>("local");
+  auto po = std::make_shared<pipeline::PipelineOptions>();
+  cmd->add_option("--strategy", *strategy, "local (one device) or pipeline (layers cut into --stages, threads)")
+      ->check(CLI::IsMember({"local", "pipeline"}))->capture_default_str();
+  cmd->add_option("--stages", po->stages, "pipeline: stages")->capture_default_str();
+  cmd->add_option("--workers", po->workers, "pipeline: stage actors in all, a multiple of --stages (N/K replicas)");
+  cmd->add_option("--microbatches", po->microbatches, "pipeline: micro-batches per step and replica")
+      ->capture_default_str();
+  cmd->add_option("--schedule", po->schedule, "pipeline: gpipe or 1f1b")->capture_default_str();
+  cmd->add_option("--stage-layers", po->stage_layers, "pipeline: layers per stage, e.g. 2,1,1,1 (default: balanced)");
 
-  return [f, device_flag, &global]() -> int {
+  return [f, device_flag, strategy, po, &global]() -> int {
     TrainOptions& o = f->options;
     if (!f->lib.empty()) {
       auto lib = load_trainer_library(f->lib);
@@ -40,7 +55,24 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
 
     ProgressBar bar(cfg.progress && !f->no_progress, cfg.progress_interval_ms);
     auto on_progress = [&bar](const TrainProgress& p) { draw_progress(bar, p); };
-    auto result = train_local(o, on_progress);
+    Expected<TrainResult> result = internal_error("not run");
+    std::vector<pipeline::StageReport> stages;
+    if (*strategy == "pipeline") {
+      if (!o.device.is_cpu()) return report_error("train", invalid_argument("--strategy pipeline trains on the CPU"));
+      auto train = load_fashion_mnist(o.dataset_dir, Split::train);
+      if (!train.ok()) return report_error("train", train.status());
+      auto test = load_fashion_mnist(o.dataset_dir, Split::test);
+      if (!test.ok()) return report_error("train", test.status());
+      auto run = pipeline::train_local_pipeline(o, *po, *train, *test, on_progress);
+      if (run.ok()) {
+        result = run->train;
+        stages = run->stages;
+      } else {
+        result = run.status();
+      }
+    } else {
+      result = train_local(o, on_progress);
+    }
     bar.finish();
     if (!result.ok()) return report_error("train", result.status());
     const TrainResult& r = *result;
@@ -48,6 +80,11 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
                 static_cast<long long>(r.steps));
     std::printf("test accuracy %.4f, final loss %.4f, %s samples/s, %.1f s\n", r.test_accuracy, r.final_loss,
                 format_count(r.samples_per_second).c_str(), r.wall_seconds);
+    for (const pipeline::StageReport& st : stages)
+      std::printf("stage %d: layers [%d, %d), %.2f MiB params+grads+optimizer (%.3f of the model), bubble %.3f "
+                  "(GPipe estimate %.3f)\n", st.stage, st.first_layer, st.end_layer,
+                  (st.param_bytes + st.grad_bytes + st.optimizer_bytes) / 1048576.0, st.memory_fraction(),
+                  st.bubble_fraction, pipeline::gpipe_bubble_estimate(po->stages, po->microbatches));
     if (f->json) std::printf("%s\n", job::train_result_json(r).dump().c_str());
     return 0;
   };

@@ -5,15 +5,20 @@
 // lays them out exactly as MlpLayout and fills them exactly as mlp_init does from the same seed (the
 // runtime draws every block in declaration order from one generator), so the GPU trainer and
 // checkpoints keep reading the same flat buffer.
+//
+// It is also a LayerModel (one layer per dense layer), so `--strategy pipeline` can split it.
 #include <cmath>
 
+#include "kernels/cpu/ops.h"
 #include "trainers/api/trainer.h"
 #include "trainers/mlp.h"
 
 namespace troupe {
 namespace {
 
-class MlpTrainer final : public Trainer {
+namespace cpu = kernels::cpu;
+
+class MlpTrainer final : public Trainer, public LayerModel {
  public:
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
     auto hidden = ctx.config.get_int_list("hidden", {256, 128});
@@ -58,9 +63,53 @@ class MlpTrainer final : public Trainer {
 
   std::string describe() const override { return model_ ? model_->layout().to_string() : std::string(); }
 
+  LayerModel* layers() override { return this; }
+
+  // ---- LayerModel: layer l is H_l = act(H_{l-1} W_l + b_l) ----
+
+  std::vector<LayerInfo> layer_infos() const override {
+    std::vector<LayerInfo> out;
+    const MlpLayout& m = model_->layout();
+    for (int l = 0; l < m.layers(); ++l) {
+      const double mac = static_cast<double>(m.in(l)) * m.out(l);
+      // forward, weight gradient, and the input gradient for every layer but the first
+      out.push_back({"dense" + std::to_string(l), {weights_[l], biases_[l]}, m.out(l), (l > 0 ? 6 : 4) * mac});
+    }
+    return out;
+  }
+
+  Status forward_layer(int l, const float* in, int64_t rows, const Parameters& params, float* out) override {
+    const MlpLayout& m = model_->layout();
+    const int n = static_cast<int>(rows);
+    cpu::matmul(false, false, n, m.out(l), m.in(l), 1.0f, in, params[weights_[l]], 0.0f, out);
+    cpu::bias_act(out, params[biases_[l]], n, m.out(l), l + 1 < m.layers());
+    return {};
+  }
+
+  Status backward_layer(int l, const float* in, const float* out, float* dout, int64_t rows, const Parameters& params,
+                        Gradients& grads, float* din) override {
+    const MlpLayout& m = model_->layout();
+    const int n = static_cast<int>(rows);
+    if (l + 1 < m.layers()) cpu::relu_backward(dout, out, static_cast<size_t>(rows) * m.out(l));
+    bias_sum_.resize(static_cast<size_t>(m.out(l)));
+    cpu::bias_grad(dout, n, m.out(l), bias_sum_.data());
+    cpu::sum_into(grads[biases_[l]], bias_sum_.data(), bias_sum_.size());
+    cpu::matmul(true, false, m.in(l), m.out(l), n, 1.0f, in, dout, 1.0f, grads[weights_[l]]);  // adds
+    if (din) cpu::matmul(false, true, n, m.in(l), m.out(l), 1.0f, dout, params[weights_[l]], 0.0f, din);
+    return {};
+  }
+
+  Expected<BatchStats> output_loss(const float* out, const int32_t* labels, int64_t rows, float* dout) override {
+    BatchStats s;
+    s.correct = 0;
+    s.loss = cpu::softmax_xent(out, labels, static_cast<int>(rows), model_->layout().dims.back(), dout, &s.correct);
+    return s;
+  }
+
  private:
   std::unique_ptr<MlpCpu> model_;
   std::vector<Param> weights_, biases_;  // per layer
+  std::vector<float> bias_sum_;          // one micro-batch's bias gradient before it is added
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "trainers/local_trainer.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/optimizer.h"
+#include "trainers/param_init.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {
@@ -127,25 +128,7 @@ Status write_checkpoint(const std::vector<float>& params, size_t n, const Optimi
 }  // namespace
 
 void init_parameters(const ParameterSpace& space, uint64_t seed, float* params) {
-  std::mt19937_64 rng(seed);
-  for (const ParamBlock& b : space.blocks()) {
-    float* p = params + b.param.offset;
-    const size_t n = b.param.numel;
-    switch (b.init.kind) {
-      case Init::Kind::zeros: std::fill_n(p, n, 0.0f); break;
-      case Init::Kind::constant: std::fill_n(p, n, b.init.a); break;
-      case Init::Kind::uniform: {
-        std::uniform_real_distribution<float> dist(-b.init.a, b.init.a);
-        for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
-        break;
-      }
-      case Init::Kind::normal: {
-        std::normal_distribution<float> dist(0.0f, b.init.a);
-        for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
-        break;
-      }
-    }
-  }
+  init_parameter_range(space, seed, 0, space.size(), params);
 }
 
 Expected<JobConfig> trainer_config(const TrainOptions& o) {

@@ -196,3 +196,19 @@ TEST_CASE("troupe train --lib and --trainer name what is wrong", "[cli][train][l
   CHECK(bad_arg.exit_code == 2);
   CHECK(bad_arg.err.find("--trainer-arg") != std::string::npos);
 }
+
+TEST_CASE("troupe train --strategy pipeline trains stage threads and reports each stage", "[cli][train][pipeline]") {
+  CommandResult r = train("--strategy pipeline --stages 3 --workers 6 --microbatches 2 --hidden 64,32 --epochs 1 "
+                          "--json");
+  INFO(r.both());
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.last_line());
+  CHECK(j.at("test_accuracy").get<double>() > 0.75);
+  CHECK(j.at("steps") == 60000 / 128);
+  for (int s = 0; s < 3; ++s) CHECK(r.out.find("stage " + std::to_string(s) + ": layers [") != std::string::npos);
+  CHECK(r.out.find("(GPipe estimate 0.500)") != std::string::npos);
+
+  CommandResult bad = train("--strategy pipeline --stages 3 --hidden 64 --epochs 1");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("--stages 3 is more stages than the model has layers (2)") != std::string::npos);
+}

@@ -123,3 +123,44 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.train.model = "resnet-9000";
   CHECK(validate(s).message().find("--model 'resnet-9000' is not a known trainer") != std::string::npos);
 }
+
+TEST_CASE("job spec: pipeline settings travel and pipeline jobs that cannot run are refused", "[jobs][spec][pipeline]") {
+  JobSpec s;
+  s.strategy = "pipeline";
+  s.stages = 4;
+  s.workers = 8;
+  s.microbatches = 8;
+  s.schedule = "gpipe";
+  s.stage_layers = "2,1,1,1";
+  s.train.batch_size = 128;
+  REQUIRE(validate(s).ok());
+  auto back = from_settings(to_settings(s));
+  REQUIRE(back.ok());
+  CHECK(back->stages == 4);
+  CHECK(back->microbatches == 8);
+  CHECK(back->schedule == "gpipe");
+  CHECK(back->stage_layers == "2,1,1,1");
+  CHECK(pipeline_options(*back).replicas() == 2);
+
+  JobSpec bad = s;
+  bad.stages = 0;
+  CHECK(validate(bad).message().find("--strategy pipeline needs --stages K") != std::string::npos);
+  bad = s;
+  bad.workers = 6;
+  CHECK(validate(bad).message().find("--workers 6 is not a multiple of --stages 4") != std::string::npos);
+  bad = s;
+  bad.microbatches = 3;
+  CHECK(validate(bad).message().find("does not divide into 2 replica(s) x 3 micro-batches") != std::string::npos);
+  bad = s;
+  bad.schedule = "zigzag";
+  CHECK(validate(bad).message().find("--schedule 'zigzag' is not one of gpipe, 1f1b") != std::string::npos);
+  bad = s;
+  bad.stage_layers = "2,1";
+  CHECK(validate(bad).message().find("gives 2 stages; --stages is 4") != std::string::npos);
+  bad = s;
+  bad.train.accumulate = 2;
+  CHECK(validate(bad).message().find("--accumulate is not for --strategy pipeline") != std::string::npos);
+  bad = JobSpec{};
+  bad.stages = 2;
+  CHECK(validate(bad).message().find("--stages is for --strategy pipeline") != std::string::npos);
+}

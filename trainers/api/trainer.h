@@ -53,7 +53,7 @@
 
 // Bumped whenever a type of this header changes layout or a virtual function is added, removed or
 // reordered; with the troupe version it is what a library is checked against before it is used.
-#define TROUPE_TRAINER_ABI 2  // 2: Gradients is a class with ready()
+#define TROUPE_TRAINER_ABI 3  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range
 
 namespace troupe {
 
@@ -147,17 +147,22 @@ class ParameterSpace {
 
 // Views of the runtime's flat buffers, addressed by the Params that declare() returned. Trainers must
 // not keep the pointers past the call they were given in: the runtime may move the buffers.
+// A view may hold only a range [first, first + size) of the flat layout (a pipeline stage holds
+// only its layers' blocks): then only the Params inside it may be looked up, and data() is the
+// start of the range.
 template <class T>
 class FlatBuffer {
  public:
-  FlatBuffer(T* data, size_t size) : data_(data), size_(size) {}
-  T* operator[](const Param& p) const { return data_ + p.offset; }
+  FlatBuffer(T* data, size_t size, size_t first = 0) : data_(data), size_(size), first_(first) {}
+  T* operator[](const Param& p) const { return data_ + (p.offset - first_); }
   T* data() const { return data_; }
   size_t size() const { return size_; }
+  size_t first() const { return first_; }  // offset of data() in the whole flat layout
 
  private:
   T* data_;
   size_t size_;
+  size_t first_;
 };
 using Parameters = FlatBuffer<const float>;
 
@@ -174,10 +179,12 @@ class GradientHook {
 // The gradient buffer handed to forward_backward: all zeros when it is called.
 class Gradients {
  public:
-  Gradients(float* data, size_t size, GradientHook* hook = nullptr) : data_(data), size_(size), hook_(hook) {}
-  float* operator[](const Param& p) const { return data_ + p.offset; }
+  Gradients(float* data, size_t size, GradientHook* hook = nullptr, size_t first = 0)
+      : data_(data), size_(size), hook_(hook), first_(first) {}
+  float* operator[](const Param& p) const { return data_ + (p.offset - first_); }
   float* data() const { return data_; }
   size_t size() const { return size_; }
+  size_t first() const { return first_; }  // as FlatBuffer::first
 
   // Announces that p's gradient is final for this call: the runtime may start synchronising it now
   // (in place), so the trainer must not read or write it again before forward_backward returns. Optional (see the top
@@ -191,6 +198,7 @@ class Gradients {
   float* data_;
   size_t size_;
   GradientHook* hook_;
+  size_t first_;
 };
 
 // ---- what a trainer is fed and returns ----
@@ -206,6 +214,49 @@ struct Batch {
 struct BatchStats {
   float loss = 0;        // mean loss over the batch
   int64_t correct = -1;  // examples predicted right; -1 when the model does not classify
+};
+
+// ---- pipeline parallelism (optional): the model as a chain of layers ----
+//
+// A trainer whose model is a chain of layers (each layer's output the next one's input, the last
+// one's output scored by a loss) can be split into pipeline stages (`--strategy pipeline`): each
+// stage holds a run of consecutive layers, their parameters, gradients and optimizer state only,
+// and activations travel between stages over the data plane. The trainer says where the layer
+// boundaries are by returning a LayerModel from Trainer::layers().
+
+struct LayerInfo {
+  std::string name;
+  // The blocks this layer owns. Declare each layer's blocks together and the layers in order, so a
+  // run of layers owns one contiguous range of the flat buffer (checked: a clear error otherwise).
+  std::vector<Param> params;
+  int64_t out_features = 0;      // width of the layer's output per example (> 0)
+  double flops_per_example = 0;  // forward + backward; 0: estimated as 6 x its parameter count
+};
+
+class LayerModel {
+ public:
+  // The layers in order, valid after setup(); at least one.
+  virtual std::vector<LayerInfo> layer_infos() const = 0;
+
+  // out [rows x out_features(l)] = layer l of in [rows x in_features(l)], where in_features(0) is
+  // the data's features and in_features(l) = out_features(l - 1). `params` may hold only the
+  // stage's range: look blocks up by Param.
+  virtual Status forward_layer(int layer, const float* in, int64_t rows, const Parameters& params, float* out) = 0;
+
+  // The backward of forward_layer for the same rows: `in` and `out` are what forward_layer read and
+  // wrote (anything else it needs must be recomputed from them), `dout` the loss gradient with
+  // respect to `out` (scratch: the layer may overwrite it). ADDS the layer's parameter gradients
+  // into `grads` (the runtime sums micro-batches this way) and writes the gradient with respect to
+  // `in` into `din` [rows x in_features(l)] unless din is null (the first layer's is never needed).
+  virtual Status backward_layer(int layer, const float* in, const float* out, float* dout, int64_t rows,
+                                const Parameters& params, Gradients& grads, float* din) = 0;
+
+  // The mean loss (and correct count) of the last layer's output `out` for `labels`; when `dout` is
+  // not null it receives the gradient of that mean loss with respect to `out`.
+  virtual Expected<BatchStats> output_loss(const float* out, const int32_t* labels, int64_t rows, float* dout) = 0;
+
+ protected:
+  ~LayerModel() = default;
 };
 
 // ---- the interface ----
@@ -230,6 +281,11 @@ class Trainer {
 
   // Shown in results and logs after the trainer's name, e.g. "784-256-128-10".
   virtual std::string describe() const { return {}; }
+
+  // The model as a chain of layers, for pipeline parallelism (see LayerModel above); null (the
+  // default) when the trainer cannot be split, and `--strategy pipeline` refuses it saying so.
+  // Owned by the trainer; called after setup().
+  virtual LayerModel* layers() { return nullptr; }
 };
 
 // ---- registration ----

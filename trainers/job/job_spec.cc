@@ -8,6 +8,8 @@
 #include <sstream>
 #include <thread>
 
+#include "trainers/pipeline/pipeline_options.h"
+
 namespace troupe::job {
 namespace {
 
@@ -101,6 +103,10 @@ const std::map<std::string, Field>& fields() {
     f["checkpoint_keep"] = field<int>([](JobSpec& s) { return &s.checkpoint_keep; });
     f["resume_job"] = field<std::string>([](JobSpec& s) { return &s.resume_job; });
     f["resume_step"] = field<int64_t>([](JobSpec& s) { return &s.resume_step; });
+    f["stages"] = field<int>([](JobSpec& s) { return &s.stages; });
+    f["microbatches"] = field<int>([](JobSpec& s) { return &s.microbatches; });
+    f["schedule"] = field<std::string>([](JobSpec& s) { return &s.schedule; });
+    f["stage_layers"] = field<std::string>([](JobSpec& s) { return &s.stage_layers; });
     f["max_restarts"] = field<int>([](JobSpec& s) { return &s.max_restarts; });
     f["restart_backoff_ms"] = field<int64_t>([](JobSpec& s) { return &s.restart_backoff_ms; });
     f["progress_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.progress_timeout_ms; });
@@ -150,8 +156,8 @@ const std::map<std::string, Field>& fields() {
 }  // namespace
 
 Status validate(const JobSpec& s) {
-  if (s.strategy != "sync" && s.strategy != "async" && s.strategy != "central") {
-    return invalid_argument("--strategy '" + s.strategy + "' is not one of sync, async, central");
+  if (s.strategy != "sync" && s.strategy != "async" && s.strategy != "central" && s.strategy != "pipeline") {
+    return invalid_argument("--strategy '" + s.strategy + "' is not one of sync, async, central, pipeline");
   }
   if (s.workers < 1 || s.workers > 4096) {
     return invalid_argument("--workers must be in [1, 4096] (got " + std::to_string(s.workers) + ")");
@@ -171,7 +177,18 @@ Status validate(const JobSpec& s) {
   if (s.cpus_per_worker < 0 || s.gpus_per_worker < 0 || s.cpus_per_server < 0) {
     return invalid_argument("resources per worker and per parameter server must be >= 0");
   }
-  const int parts = s.workers * s.train.accumulate;
+  if (s.strategy == "pipeline") {
+    if (s.stages < 1) return invalid_argument("--strategy pipeline needs --stages K (the model's layers cut into K stages)");
+    if (s.checkpoint_every > 0 || !s.resume_job.empty())
+      return invalid_argument("checkpoints and --resume are not implemented for --strategy pipeline yet");
+    if (s.train.accumulate != 1)
+      return invalid_argument("--accumulate is not for --strategy pipeline: --microbatches already sums micro-batches' "
+                              "gradients into one update");
+    TROUPE_RETURN_IF_ERROR(pipeline::validate(pipeline_options(s), s.train.batch_size));
+  } else if (s.stages != 0) {
+    return invalid_argument("--stages is for --strategy pipeline (" + s.strategy + " does not split the model)");
+  }
+  const int parts = s.strategy == "pipeline" ? 1 : s.workers * s.train.accumulate;
   if (s.train.batch_size % parts != 0) {
     return invalid_argument("--batch-size " + std::to_string(s.train.batch_size) + " (the global batch) does not "
                             "divide among " + std::to_string(s.workers) + " workers" +
@@ -204,6 +221,16 @@ Status validate(const JobSpec& s) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");
   }
   return s.train.validate();
+}
+
+pipeline::PipelineOptions pipeline_options(const JobSpec& s) {
+  pipeline::PipelineOptions p;
+  p.stages = s.stages;
+  p.microbatches = s.microbatches;
+  p.schedule = s.schedule;
+  p.stage_layers = s.stage_layers;
+  p.workers = s.workers;
+  return p;
 }
 
 int64_t effective_bucket_bytes(const JobSpec& spec) {

@@ -2,8 +2,10 @@
 // GCS record (JobRecord::spec), read back by every actor of the job. One table of keys below, so
 // the submitter and the workers cannot disagree on a name.
 //
-//   strategy       sync | async | central
-//   workers        trainer actors (replicas); ps: parameter-server actors (async)
+//   strategy       sync | async | central | pipeline
+//   workers        trainer actors (replicas; pipeline: stage actors, workers / stages replicas);
+//                  ps: parameter-server actors (async)
+//   stages, microbatches, schedule, stage_layers   pipeline (trainers/pipeline/pipeline_options.h)
 //   staleness      async: how many steps a worker may run ahead of the slowest (-1: unbounded)
 //   shard_policy   contiguous | stratified | interleaved (sync always uses interleaved: see below)
 //   library        checksum of the trainer library in the GCS ("" for built-in trainers)
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "trainers/pipeline/pipeline_options.h"
 #include "trainers/train_options.h"
 
 namespace troupe::job {
@@ -50,6 +53,12 @@ struct JobSpec {
   // --resume`; the submitter chose the newest intact one). Empty: a fresh start.
   std::string resume_job;
   int64_t resume_step = 0;
+  // pipeline: the model's layers cut into `stages` stages, one per worker; workers / stages
+  // replicas of the pipeline (trainers/pipeline/).
+  int stages = 0;
+  int microbatches = 4;
+  std::string schedule = "1f1b";
+  std::string stage_layers;
   // Supervision: how often the job supervisor restarts the job's actors after a failure (a worker
   // or server killed, its node lost, an exception) before it fails the job, and the wait before
   // the first restart (doubled for each further one, at most 30 s). sync: every worker restarts
@@ -63,13 +72,17 @@ struct JobSpec {
 
 // invalid_argument naming the first bad field: an unknown strategy, workers < 1, async without
 // parameter servers (or servers for another strategy), a global batch that does not divide among
-// the workers, and TrainOptions::validate's refusals.
+// the workers, pipeline settings that do not fit (pipeline::validate: workers not a multiple of
+// stages, micro-batches that do not divide the batch, ...), and TrainOptions::validate's refusals.
 Status validate(const JobSpec& spec);
 
 // The bucket size a sync worker uses: spec.bucket_bytes, or for -1 256 KiB when this machine has at
 // least two hardware threads per worker of the job, else 0 (measured: on 2 cores, 2 worker
 // processes with comm threads train at 0.87x the speed of one all-reduce; docs/benchmarks.md).
 int64_t effective_bucket_bytes(const JobSpec& spec);
+
+// A pipeline job's settings as trainers/pipeline/ takes them.
+pipeline::PipelineOptions pipeline_options(const JobSpec& spec);
 
 std::vector<std::string> to_settings(const JobSpec& spec);
 // corrupt_data naming the item for an item that is not key=value or whose value does not parse;

@@ -9,6 +9,7 @@
 #include "trainers/job/job_setup.h"
 #include "trainers/job/job_spec.h"
 #include "trainers/job/ledger_feed.h"
+#include "trainers/job/pipeline_worker.h"
 #include "trainers/job/ps_member.h"
 #include "trainers/job/step_timeline_publisher.h"
 #include "trainers/job/sync_recovery.h"
@@ -171,6 +172,8 @@ Status run_worker(const actors::NodeEnvironment& env, const MemberArgs& a, const
   Status st;
   if (setup->spec.strategy == "sync") {
     st = run_sync(env, a, *setup, cancel);
+  } else if (setup->spec.strategy == "pipeline") {
+    st = run_pipeline_worker(env, a, *setup, cancel);
   } else {
     st = run_ps_worker(env, a, *setup, cancel);
   }

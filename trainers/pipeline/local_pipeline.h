@@ -1,0 +1,30 @@
+// A pipeline-parallel job inside one process (`troupe train --strategy pipeline`, the equivalence
+// tests, the benchmark): one thread per stage actor, R replicas x K stages, the stages of a
+// replica connected by an in-process transport and the same stage of every replica by an
+// in-process Communicator — the same train_stage the cluster's workers run over shm or TCP.
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "trainers/fashion_mnist.h"
+#include "trainers/pipeline/pipeline_options.h"
+#include "trainers/pipeline/stage_trainer.h"
+#include "trainers/train_options.h"
+
+namespace troupe::pipeline {
+
+struct LocalPipelineResult {
+  TrainResult train;                 // the last stage of replica 0's (loss, accuracy, history)
+  std::vector<StageReport> stages;   // replica 0's, stage by stage
+  std::vector<float> params;         // the whole model, assembled from replica 0's stages
+};
+
+// Runs every stage actor; the first error (in stage order) is returned, prefixed with its stage
+// and replica. `progress` follows the last stage of replica 0.
+Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& train_options, const PipelineOptions& options,
+                                                   const Dataset& train, const Dataset& test,
+                                                   const ProgressFn& progress = {},
+                                                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+}  // namespace troupe::pipeline

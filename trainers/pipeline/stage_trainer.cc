@@ -1,0 +1,231 @@
+#include "trainers/pipeline/stage_trainer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/cpu/blas_info.h"
+#include "kernels/cpu/denormals.h"
+#include "kernels/cpu/ops.h"
+#include "trainers/batch_feed.h"
+#include "trainers/epoch_report.h"
+#include "trainers/lr_schedule.h"
+#include "trainers/optimizer.h"
+#include "trainers/param_init.h"
+#include "trainers/pipeline/partition.h"
+#include "trainers/pipeline/schedule.h"
+#include "trainers/pipeline/stage_executor.h"
+#include "trainers/trainer_setup.h"
+
+namespace troupe::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+constexpr int64_t kEvalChunk = 500;                 // rows per evaluation message
+constexpr uint64_t kEvalSequence = uint64_t{1} << 40;  // evaluation passes' sequence numbers start here
+
+struct Loop {
+  const TrainOptions& o;
+  const PipelineOptions& po;
+  const Dataset& train;
+  const Dataset& test;
+  const StageComms& comms;
+  const ProgressFn& progress;
+
+  Expected<StageResult> run();
+  // The last stages' test counts summed over the replicas: accuracy (-1 when not counted).
+  Expected<double> evaluate(StageExecutor& exec, const Parameters& params, int epoch, int replica, int replicas);
+};
+
+Expected<double> Loop::evaluate(StageExecutor& exec, const Parameters& params, int epoch, int replica, int replicas) {
+  const int64_t first = test.count * replica / replicas, last = test.count * (replica + 1) / replicas;
+  StepTotals t;
+  TROUPE_RETURN_IF_ERROR(exec.forward_only(test.images.data() + static_cast<size_t>(first) * test.features(),
+                                           test.labels.data() + first, last - first, test.features(), kEvalChunk,
+                                           params, kEvalSequence + epoch, &t));
+  const bool is_last = !comms.pipe || comms.pipe->rank() == comms.pipe->size() - 1;
+  if (!is_last) return -1.0;
+  float counts[2] = {static_cast<float>(std::max<int64_t>(t.correct, 0)), t.correct < 0 ? 1.0f : 0.0f};
+  if (comms.replicas) {
+    collectives::CollectiveOptions co;
+    co.timeout = comms.timeout;
+    TROUPE_RETURN_IF_ERROR(comms.replicas->allreduce(counts, counts, 2, DType::f32, collectives::ReduceOp::sum, co)
+                               .with_context("summing the replicas' test counts"));
+  }
+  if (counts[1] > 0) return -1.0;
+  return test.count ? static_cast<double>(counts[0]) / test.count : 0.0;
+}
+
+Expected<StageResult> Loop::run() {
+  TROUPE_RETURN_IF_ERROR(o.validate());
+  TROUPE_RETURN_IF_ERROR(validate(po, o.batch_size));
+  const int stage = comms.pipe ? comms.pipe->rank() : 0, stages = comms.pipe ? comms.pipe->size() : 1;
+  const int replica = comms.replicas ? comms.replicas->rank() : 0;
+  const int replicas = comms.replicas ? comms.replicas->size() : 1;
+  if (stages != po.stages || replicas != po.replicas())
+    return invalid_argument("this stage's groups hold " + std::to_string(stages) + " stages x " +
+                            std::to_string(replicas) + " replicas; the job asks for " + std::to_string(po.stages) +
+                            " x " + std::to_string(po.replicas()));
+  if (o.accumulate != 1)
+    return invalid_argument("--accumulate is not for --strategy pipeline: its --microbatches already sum "
+                            "micro-batches' gradients into one update");
+  const Schedule schedule = *parse_schedule(po.schedule);  // validated
+  const int64_t local_batch = o.batch_size / replicas, micro_rows = local_batch / po.microbatches;
+  const int64_t steps_per_epoch = train.count / o.batch_size;
+  if (steps_per_epoch == 0)
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
+                            std::to_string(train.count) + " training examples");
+
+  auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, replica, replicas);
+  if (!setup.ok()) return setup.status();
+  const std::string& where = setup->where;
+  TROUPE_RETURN_IF_ERROR(check_pipeline_model(o, po, DataSpec{train.features(), train.classes}));
+  LayerModel* model = setup->trainer->layers();  // not null: checked
+  const std::vector<LayerInfo> layers = model->layer_infos();
+  std::vector<int> explicit_layers;
+  if (!po.stage_layers.empty()) explicit_layers = *parse_stage_layers(po.stage_layers);  // validated
+  auto plans = partition_layers(layers, train.features(), stages, explicit_layers);
+  if (!plans.ok()) return plans.status().with_context(where);
+  const StagePlan plan = (*plans)[stage];
+  const size_t n = plan.end - plan.begin;
+
+  kernels::cpu::set_blas_threads(o.cpu_threads);
+  kernels::cpu::ScopedFlushDenormals flush_denormals;
+  const OptimizerOptions oo = optimizer_options(o);
+  auto opt = make_optimizer(oo, n);
+  if (!opt.ok()) return opt.status();
+  LrSchedule lr_schedule = LrSchedule::constant;
+  parse_lr_schedule(o.lr_schedule, &lr_schedule);
+  const int64_t total_steps =
+      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
+
+  // The stage's range only. The last stage carries its loss and correct count in two extra slots
+  // of the replicas' all-reduce.
+  const bool last = stage == stages - 1;
+  std::vector<float> params(n), grads(n + (last ? 2 : 0));
+  init_parameter_range(setup->space, o.seed, plan.begin, plan.end, params.data());
+  const Parameters param_view(params.data(), n, plan.begin);
+  Gradients grad_view(grads.data(), n, nullptr, plan.begin);
+  StageExecutor exec(*model, layers, plan, stage, stages, comms.pipe, micro_rows,
+                     stash_slots(schedule, stage, stages, po.microbatches), comms.timeout);
+  const std::vector<PipeOp> ops = stage_ops(schedule, stage, stages, po.microbatches);
+
+  StageResult out;
+  StageReport& rep = out.report;
+  rep.stage = stage;
+  rep.stages = stages;
+  rep.replica = replica;
+  rep.replicas = replicas;
+  rep.first_layer = plan.first_layer;
+  rep.end_layer = plan.end_layer;
+  rep.begin = plan.begin;
+  rep.end = plan.end;
+  const size_t state_vectors = (*opt)->save_state(0, 0).vectors.size();
+  rep.param_bytes = n * sizeof(float);
+  rep.grad_bytes = grads.size() * sizeof(float);
+  rep.optimizer_bytes = state_vectors * n * sizeof(float);
+  rep.model_bytes = (2 + state_vectors) * setup->space.size() * sizeof(float);
+  rep.activation_bytes = exec.activation_bytes();
+  TrainResult& result = out.train;
+  result.model = setup->model;
+  result.device = "cpu";
+  spdlog::info("pipeline stage {}/{} of replica {}/{}: layers [{}, {}) ({} of {} parameters), {} x {} micro-batches "
+               "of {} rows", stage, stages, replica, replicas, plan.first_layer, plan.end_layer, n,
+               setup->space.size(), schedule_name(schedule), po.microbatches, micro_rows);
+
+  SliceFeed feed(train, o.seed, o.batch_size, replica, replicas);
+  collectives::CollectiveOptions sync;
+  sync.timeout = comms.timeout;
+  const auto job_start = Clock::now();
+  double train_seconds = 0;
+  int64_t step = 0;
+  bool stop = false;
+  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+    const auto epoch_start = Clock::now();
+    TROUPE_RETURN_IF_ERROR(feed.begin_epoch(epoch));
+    EpochTally tally;
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      const std::string at = " at epoch " + std::to_string(epoch) + ", step " + std::to_string(s + 1);
+      if (comms.cancel && comms.cancel->load()) return unavailable("stopped" + at);
+      Batch batch;
+      auto more = feed.next(&batch);
+      if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
+      if (!*more) return internal_error("the data feed ran out" + at);
+      std::fill(grads.begin(), grads.end(), 0.0f);
+      StepTotals totals;
+      const auto pass_start = Clock::now();
+      const double busy_before = exec.busy_seconds();
+      TROUPE_RETURN_IF_ERROR(exec.run_step(ops, batch.inputs, batch.labels, param_view, grad_view,
+                                           static_cast<uint64_t>(step + 1), &totals)
+                                 .with_context(where + at));
+      rep.pass_seconds += seconds_since(pass_start);
+      rep.busy_seconds += exec.busy_seconds() - busy_before;
+      kernels::cpu::scale(grads.data(), n, 1.0f / po.microbatches);  // the mean over the local batch
+      float loss = static_cast<float>(totals.loss_sum / po.microbatches);
+      int64_t correct = totals.correct;
+      if (last) {
+        grads[n] = loss;
+        grads[n + 1] = static_cast<float>(correct);
+      }
+      if (comms.replicas) {
+        TROUPE_RETURN_IF_ERROR(comms.replicas->allreduce(grads.data(), grads.data(), grads.size(), DType::f32,
+                                                         collectives::ReduceOp::avg, sync)
+                                   .with_context(where + ": all-reducing stage " + std::to_string(stage) +
+                                                 "'s gradients" + at));
+        if (last) {
+          loss = grads[n];
+          correct = correct < 0 ? -1 : std::llround(grads[n + 1] * replicas);
+        }
+      }
+      ++step;
+      if (last && step % o.loss_check_every == 0 && !std::isfinite(loss))
+        return nonfinite_loss(loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
+      (*opt)->set_lr(scheduled_lr(lr_schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
+      (*opt)->step(params.data(), grads.data());
+      tally.add(loss, std::max<int64_t>(correct, 0));
+      if (last && progress)
+        progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
+      if (o.max_steps > 0 && step >= o.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    TROUPE_RETURN_IF_ERROR(feed.end_epoch());
+    const double epoch_seconds = seconds_since(epoch_start);
+    train_seconds += epoch_seconds;
+    EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
+    if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
+      auto acc = evaluate(exec, param_view, epoch, replica, replicas);
+      if (!acc.ok()) return acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
+      es.test_accuracy = *acc;
+    }
+    if (last) report_epoch(es, o, steps_per_epoch, &result, progress);
+    else result.history.push_back(es);
+  }
+  if (!kernels::cpu::all_finite(params.data(), n))
+    return numeric_error("stage " + std::to_string(stage) + "'s parameters are not finite after training; lower --lr");
+  finish_result(&result, step, o.batch_size, train_seconds);
+  result.wall_seconds = seconds_since(job_start);
+  rep.bubble_fraction = rep.pass_seconds > 0 ? std::max(0.0, 1.0 - rep.busy_seconds / rep.pass_seconds) : 0;
+  out.params = std::move(params);
+  return out;
+}
+
+}  // namespace
+
+Expected<StageResult> train_stage(const TrainOptions& o, const PipelineOptions& po, const Dataset& train,
+                                  const Dataset& test, const StageComms& comms, const ProgressFn& progress) {
+  Loop loop{o, po, train, test, comms, progress};
+  auto result = loop.run();
+  if (!result.ok()) {
+    // Tell the neighbours and the replicas at once, so they name this stage instead of timing out.
+    if (comms.pipe) comms.pipe->abort(result.status());
+    if (comms.replicas) comms.replicas->transport().abort(result.status());
+  }
+  return result;
+}
+
+}  // namespace troupe::pipeline

@@ -1,0 +1,63 @@
+// One stage of one replica of a pipeline-parallel job: the training loop around a StageExecutor.
+//
+//   setup the trainer -> its LayerModel -> partition_layers -> this stage's range of parameters
+//   (initialised exactly as a single process would), gradients and optimizer state only
+//   -> per step: the schedule's passes over M micro-batches (gradients summed), scaled by 1/M,
+//      all-reduced (avg) with the same stage of the other replicas, then the optimizer step on
+//      the range -> per epoch (or at the end): a forward-only pass over the test split.
+//
+// Replica r of R trains rows [r*b, (r+1)*b) of every global batch (b = batch / R) of the seeded
+// shuffle, the rows a `sync` replica trains, so a pipeline of any shape applies the update one
+// process applies to the global batch (to rounding). Stage 0 and the last stage read the data
+// (inputs, labels); the others only activations.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "trainers/fashion_mnist.h"
+#include "trainers/pipeline/pipeline_options.h"
+#include "trainers/train_options.h"
+
+namespace troupe::pipeline {
+
+struct StageComms {
+  collectives::Transport* pipe = nullptr;         // rank = stage, size = stages; null for one stage
+  collectives::Communicator* replicas = nullptr;  // this stage of every replica; null for one replica
+  std::chrono::milliseconds timeout{60000};       // per message and per all-reduce
+  const std::atomic<bool>* cancel = nullptr;      // set to stop before the next step
+};
+
+// What a stage measured and holds.
+struct StageReport {
+  int stage = 0, stages = 1, replica = 0, replicas = 1;
+  int first_layer = 0, end_layer = 0;
+  size_t begin = 0, end = 0;                    // its range of the flat buffer
+  size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+  size_t model_bytes = 0;                       // the whole model's params + grads + optimizer state
+  size_t activation_bytes = 0;                  // stash and gradient buffers of the schedule
+  double busy_seconds = 0, pass_seconds = 0;    // computing / in the step's passes, in all
+  double bubble_fraction = 0;                   // 1 - busy / pass: idle share of the passes
+  double memory_fraction() const {
+    return model_bytes ? static_cast<double>(param_bytes + grad_bytes + optimizer_bytes) / model_bytes : 0;
+  }
+};
+
+struct StageResult {
+  TrainResult train;     // loss, accuracy and history are the last stage's (others: none)
+  StageReport report;
+  std::vector<float> params;  // the stage's range [report.begin, report.end) after training
+};
+
+// Trains stage comms.pipe->rank() of its replica. `progress` is called by the last stage only.
+// Errors (invalid_argument): bad options (validate), a trainer without layers (Trainer::layers()
+// null), more stages than layers; then the neighbours' and replicas' failures naming them, a
+// non-finite loss (the last stage; it aborts the others), a layer's own errors.
+Expected<StageResult> train_stage(const TrainOptions& train_options, const PipelineOptions& options,
+                                  const Dataset& train, const Dataset& test, const StageComms& comms,
+                                  const ProgressFn& progress = {});
+
+}  // namespace troupe::pipeline
