@@ -89,3 +89,39 @@ TEST_CASE("a sync job's step timeline, loss curve, group and logs reach troupe t
   CHECK(missing.exit_code != 0);
   CHECK(missing.err.find("0123abcd") != std::string::npos);
 }
+
+TEST_CASE("a hung worker: the job's timeline names the rank the all-reduce waits for", "[cluster][jobs]") {
+  ClusterFixture c;
+  auto up = c.up("--nodes 1 --cpus 2");
+  const DashboardUrl url = dashboard_url(up.out);
+  // Rank 1 of a user's trainer sleeps 15 s at its 300th step (tests/jobs/fixtures/flaky_trainer.cc);
+  // rank 0 waits for it in the all-reduce. No progress timeout: the supervisor lets it be.
+  auto submitted = c.troupe("submit --lib " + std::string(TROUPE_FLAKY_TRAINER) + " --trainer flaky --strategy sync "
+                            "--workers 2 --epochs 1 --batch-size 64 --progress-timeout 0 --trainer-arg marker=" +
+                            c.home() + "/hung --trainer-arg throw_at=300 --trainer-arg throw_rank=1 "
+                            "--trainer-arg hang_ms=15000 --detach", 120);
+  INFO(submitted.both() << c.logs_tail());
+  REQUIRE(submitted.exit_code == 0);
+  const std::string job = submitted.last_line();
+  Json stuck;
+  poll_until([&] {
+    try {
+      stuck = get_json(url, "/api/jobs/" + job + "/timeline?steps=10").at("stuck");
+    } catch (const std::exception&) {
+      return false;
+    }
+    return !stuck.is_null();
+  }, std::chrono::seconds(60), std::chrono::milliseconds(250));
+  INFO(stuck.dump());
+  REQUIRE_FALSE(stuck.is_null());
+  CHECK(stuck.at("rank") == 1);
+  CHECK(stuck.at("waiting_ranks") == Json::array({0}));
+  CHECK(stuck.at("message").get<std::string>().find("for rank 1") != std::string::npos);
+  // The sleeper wakes and the job completes.
+  REQUIRE(poll_until([&] {
+    Json view = c.try_status(5);
+    if (view.is_null()) return false;
+    for (const Json& j : view.at("jobs")) if (j.at("id") == job) return j.at("state") == "SUCCEEDED";
+    return false;
+  }, std::chrono::seconds(180)));
+}
