@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${TROUPE_JOBS:-2}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths inside the checkout are hashed relative to it, so another clone reuses the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
 grep -E "^-- troupe:" build-configure.log || true
 cmake --build build -j"$jobs"
