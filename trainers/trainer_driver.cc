@@ -35,15 +35,7 @@ Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, cons
   const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
   auto correct = count_correct(trainer, params, data, data.count * rank / world, data.count * (rank + 1) / world);
   if (!correct.ok()) return correct.status();
-  float counts[2] = {static_cast<float>(std::max<int64_t>(*correct, 0)), *correct < 0 ? 1.0f : 0.0f};
-  if (replica.comm) {
-    collectives::CollectiveOptions co;
-    co.timeout = replica.timeout;
-    TROUPE_RETURN_IF_ERROR(replica.comm->allreduce(counts, counts, 2, DType::f32, collectives::ReduceOp::sum, co)
-                               .with_context("summing the replicas' test counts"));
-  }
-  if (counts[1] > 0) return -1.0;
-  return data.count ? static_cast<double>(counts[0]) / data.count : 0.0;
+  return replicas_accuracy(*correct, data.count, replica.comm, replica.timeout);
 }
 
 // Every replica's parameter checksum; an error naming the first replica that differs from rank 0.

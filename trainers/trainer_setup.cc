@@ -58,4 +58,17 @@ Expected<int64_t> count_correct(Trainer& trainer, const Parameters& params, cons
   return counted ? correct : -1;
 }
 
+Expected<double> replicas_accuracy(int64_t correct, int64_t examples, collectives::Communicator* comm,
+                                   std::chrono::milliseconds timeout) {
+  float counts[2] = {static_cast<float>(std::max<int64_t>(correct, 0)), correct < 0 ? 1.0f : 0.0f};
+  if (comm) {
+    collectives::CollectiveOptions co;
+    co.timeout = timeout;
+    TROUPE_RETURN_IF_ERROR(comm->allreduce(counts, counts, 2, DType::f32, collectives::ReduceOp::sum, co)
+                               .with_context("summing the replicas' test counts"));
+  }
+  if (counts[1] > 0) return -1.0;
+  return examples ? static_cast<double>(counts[0]) / examples : 0.0;
+}
+
 }  // namespace troupe

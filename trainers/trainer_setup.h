@@ -3,10 +3,12 @@
 // options, and count correct predictions on a split. One place, so the loops cannot drift apart.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "collectives/communicator.h"
 #include "trainers/api/trainer.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/optimizer.h"
@@ -34,5 +36,11 @@ OptimizerOptions optimizer_options(const TrainOptions& options);
 // in chunks so a trainer's activations stay small.
 Expected<int64_t> count_correct(Trainer& trainer, const Parameters& params, const Dataset& data, int64_t first,
                                 int64_t last);
+
+// Test accuracy of replicas that each counted their own slice of `examples` test rows (`correct`,
+// -1 when the trainer does not count): one all-reduce over `comm` (null: this replica alone) sums
+// them. -1 when any replica could not count.
+Expected<double> replicas_accuracy(int64_t correct, int64_t examples, collectives::Communicator* comm,
+                                   std::chrono::milliseconds timeout);
 
 }  // namespace troupe

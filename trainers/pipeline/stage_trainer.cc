@@ -48,15 +48,7 @@ Expected<double> Loop::evaluate(StageExecutor& exec, const Parameters& params, i
                                            params, kEvalSequence + epoch, &t));
   const bool is_last = !comms.pipe || comms.pipe->rank() == comms.pipe->size() - 1;
   if (!is_last) return -1.0;
-  float counts[2] = {static_cast<float>(std::max<int64_t>(t.correct, 0)), t.correct < 0 ? 1.0f : 0.0f};
-  if (comms.replicas) {
-    collectives::CollectiveOptions co;
-    co.timeout = comms.timeout;
-    TROUPE_RETURN_IF_ERROR(comms.replicas->allreduce(counts, counts, 2, DType::f32, collectives::ReduceOp::sum, co)
-                               .with_context("summing the replicas' test counts"));
-  }
-  if (counts[1] > 0) return -1.0;
-  return test.count ? static_cast<double>(counts[0]) / test.count : 0.0;
+  return replicas_accuracy(t.correct, test.count, comms.replicas, comms.timeout);
 }
 
 Expected<StageResult> Loop::run() {
