@@ -155,7 +155,9 @@ Expected<StopJobReply> JobSupervisor::stop(const StopJob& request) {
     for (const Member& m : it->second.members) reply.stopped += m.running ? 1 : 0;
     it->second.ending = true;
     stop_members(it->second, why, false);
-    if (it->second.members.empty()) jobs_.erase(it);
+    bool running = false;  // a job between attempts has none: no exit will come to forget it
+    for (const Member& m : it->second.members) running = running || m.running;
+    if (!running) jobs_.erase(it);
   }
   auto rec = gcs::update_job(*host_.store, *id, gcs::finish_job(gcs::JobState::cancelled, why));
   if (rec.ok()) {

@@ -190,3 +190,20 @@ TEST_CASE("job restarts: a job whose step count stands still past its progress t
   CHECK(h.job(id).message.find("the job made no progress for 0.3 s (stuck at step 40") != std::string::npos);
   CHECK(count_events(h.store, "job_restarting") == 1);
 }
+
+TEST_CASE("job restarts: a job stopped between two attempts is cancelled and not placed again", "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 3, true);
+  s.restart_backoff_ms = 60000;  // the next attempt is a minute away
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  h.supervisor.on_down(h.addr(*reply, 0), to_error(internal_error("killed")), "killed");
+  stopped_ones_exit(h, *reply, 0);
+  REQUIRE(h.supervisor.stop({id.hex(), "not needed"}).ok());
+  CHECK(h.job(id).state == gcs::JobState::cancelled);
+  const size_t placed = h.spawned.size();
+  CHECK_FALSE(h.supervisor.retry_pending());
+  CHECK_FALSE(h.supervisor.restarting());
+  CHECK(h.spawned.size() == placed);
+}
