@@ -1,7 +1,7 @@
 // The job layer's side of checkpoints (trainers/checkpoint/): the manifest of a step recorded in
 // the GCS by the one member that knows every shard is durable (a sync job's rank 0 after the
-// replicas' barrier; a central job's only parameter server), old checkpoints pruned, and the state
-// a resumed job (spec.resume_job / resume_step, chosen by `troupe submit --resume`) starts from.
+// replicas' barrier; a central job's only parameter server) and old checkpoints pruned. Which
+// checkpoint a job starts from is trainers/job/sync_recovery.h's.
 #pragma once
 
 #include "core/ids.h"
@@ -17,9 +17,5 @@ std::string checkpoint_dir(const JobSpec& spec, const JobId& job);
 // Records `m` as `job`'s newest checkpoint (manifest + event checkpoint_written), then keeps the
 // newest spec.checkpoint_keep (a pruning error is logged, not returned).
 Status commit_checkpoint(gcs::Store& store, const JobId& job, const JobSpec& spec, const checkpoint::Manifest& m);
-
-// The checkpoint of step spec.resume_step of job spec.resume_job, verified and read whole.
-// not_found (no such record), corrupt_data naming a damaged file.
-Expected<checkpoint::TrainingState> load_resume_state(gcs::Store& store, const JobSpec& spec);
 
 }  // namespace troupe::job

@@ -5,11 +5,11 @@
 #include <spdlog/spdlog.h>
 
 #include "gcs/events.h"
-#include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/data/shard_ledger.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
+#include "trainers/job/sync_recovery.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"
 #include "trainers/ps/ps_job.h"
@@ -96,41 +96,6 @@ nlohmann::json worker_rates(gcs::Store& store, const JobId& job, int workers) {
   }
 }
 
-struct CentralStart {
-  std::optional<checkpoint::TrainingState> state;
-  std::string source;
-};
-
-// A central job's server: where to start, and on a restart the ledger rewound to it (the workers
-// wait for the server's address, so nobody claims before).
-Expected<CentralStart> central_start(gcs::Store& store, const JobSpec& spec, const MemberArgs& a, int64_t steps_per_epoch) {
-  CentralStart out;
-  if (spec.strategy != "central") return out;
-  auto own = checkpoint::latest_good_checkpoint(store, a.job);
-  if (own.ok()) {
-    auto state = checkpoint::load_checkpoint(checkpoint::from_record(*own));
-    if (!state.ok()) return state.status();
-    out.state = std::move(*state);
-    out.source = "job " + a.job.short_hex() + " step " + std::to_string(own->step);
-  } else if (own.status().code() != Code::not_found) {
-    return own.status();
-  } else if (!spec.resume_job.empty()) {
-    auto state = load_resume_state(store, spec);
-    if (!state.ok()) return state.status();
-    out.state = std::move(*state);
-    out.source = "job " + spec.resume_job.substr(0, 8) + " step " + std::to_string(spec.resume_step);
-  }
-  if (a.attempt > 0) {
-    const int64_t step = out.state && own.ok() ? out.state->step : 0;
-    const int64_t epoch = step <= 0 ? 1 : (step - 1) / steps_per_epoch + 1;
-    const int first_epoch = static_cast<int>(step > 0 && step % steps_per_epoch == 0 ? epoch + 1 : epoch);
-    data::ShardLedger ledger(store, a.job, data::ShardLedgerOptions{spec.workers});
-    auto reset = ledger.rewind(first_epoch);
-    if (!reset.ok()) return reset.status().with_context("rewinding the shard ledger");
-  }
-  return out;
-}
-
 // The step a central job's server of `attempt` restored (bounded wait for it to say).
 Expected<int64_t> central_start_step(gcs::Store& store, const JobId& job, int attempt) {
   auto v = store.get(kJobServersTable, start_key(job, attempt));
@@ -157,8 +122,15 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   // Central: the one server holds every parameter, so its shard file is the whole checkpoint and
   // it writes the manifest itself, inside the update (no pull sees the version before).
   // The job's own newest intact checkpoint after a restart, else the resumed job's, else none.
-  auto start = central_start(*setup->store, spec, a, setup->train.count / spec.train.batch_size);
+  // The one server decides alone; after a restart it rewinds the ledger before it publishes its
+  // address (the workers wait for that, so nobody claims before).
+  Expected<StartPoint> start = StartPoint{};
+  if (spec.strategy == "central") start = find_start_point(*setup->store, spec, a.job);
   if (!start.ok()) return start.status().with_context(who);
+  if (spec.strategy == "central" && a.attempt > 0) {
+    TROUPE_RETURN_IF_ERROR(rewind_to(*setup->store, a.job, spec.workers, setup->train.count / spec.train.batch_size,
+                                     *start).with_context(who));
+  }
   if (start->state) {
     TROUPE_RETURN_IF_ERROR((*shard)->restore(*start->state).with_context(who));
     spdlog::info("{} starts from {}", who, start->source);

@@ -20,68 +20,90 @@ std::pair<int, int64_t> position(int64_t step, int64_t steps_per_epoch) {
   return {static_cast<int>(epoch), step - (epoch - 1) * steps_per_epoch};
 }
 
+// Where a start point comes from: kind 0 none, 1 the job's own checkpoint, 2 the resumed job's.
+struct Choice {
+  int kind = 0;
+  int64_t step = 0;
+};
+
+// The job's own newest intact checkpoint, else the resumed job's chosen one, else none.
+Expected<Choice> choose_start(gcs::Store& store, const JobSpec& spec, const JobId& job) {
+  auto own = checkpoint::latest_good_checkpoint(store, job);
+  if (own.ok()) return Choice{1, own->step};
+  if (own.status().code() != Code::not_found) return own.status().with_context("looking for the job's newest checkpoint");
+  if (!spec.resume_job.empty()) return Choice{2, spec.resume_step};
+  return Choice{};
+}
+
+// Reads and verifies the checkpoint `c` names.
+Expected<StartPoint> load_start(gcs::Store& store, const JobSpec& spec, const JobId& job, const Choice& c) {
+  StartPoint start;
+  if (c.kind == 0) return start;
+  const std::string from_job = c.kind == 1 ? job.hex() : spec.resume_job;
+  const std::string step = std::to_string(c.step);
+  auto record = gcs::Table<gcs::CheckpointRecord>(store).get(from_job + "/" + step);
+  if (!record.ok()) return record.status().with_context("the checkpoint of step " + step + " to start from");
+  auto state = checkpoint::load_checkpoint(checkpoint::from_record(*record));
+  if (!state.ok()) return state.status().with_context("starting from job " + from_job.substr(0, 8) + "'s step " + step);
+  start.state = std::move(*state);
+  start.own = c.kind == 1;
+  start.source = "job " + from_job.substr(0, 8) + " step " + step;
+  return start;
+}
+
 }  // namespace
 
 Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
                                        collectives::Communicator& comm, std::chrono::milliseconds timeout) {
-  // [kind (0 none, 1 own, 2 resumed job's), step >> 20, step & 0xfffff]: each part exact in f32.
+  // [kind, step >> 20, step & 0xfffff]: each part exact in f32.
   float choice[3] = {0, 0, 0};
   if (comm.rank() == 0) {
-    auto own = checkpoint::latest_good_checkpoint(store, job);
-    if (own.ok()) {
-      choice[0] = 1;
-      choice[1] = static_cast<float>(own->step >> 20);
-      choice[2] = static_cast<float>(own->step & 0xfffff);
-    } else if (own.status().code() != Code::not_found) {
-      return own.status().with_context("looking for the job's newest checkpoint");
-    } else if (!spec.resume_job.empty()) {
-      choice[0] = 2;
-      choice[1] = static_cast<float>(spec.resume_step >> 20);
-      choice[2] = static_cast<float>(spec.resume_step & 0xfffff);
-    }
+    auto c = choose_start(store, spec, job);
+    if (!c.ok()) return c.status();
+    choice[0] = static_cast<float>(c->kind);
+    choice[1] = static_cast<float>(c->step >> 20);
+    choice[2] = static_cast<float>(c->step & 0xfffff);
   }
   collectives::CollectiveOptions co;
   co.timeout = timeout;
   TROUPE_RETURN_IF_ERROR(comm.broadcast(choice, 3, DType::f32, 0, co).with_context("agreeing on the start point"));
-  StartPoint start;
-  const int kind = static_cast<int>(choice[0]);
-  const int64_t step = (static_cast<int64_t>(choice[1]) << 20) | static_cast<int64_t>(choice[2]);
-  if (kind == 0) return start;
-  const std::string from_job = kind == 1 ? job.hex() : spec.resume_job;
-  auto record = gcs::Table<gcs::CheckpointRecord>(store).get(from_job + "/" + std::to_string(step));
-  if (!record.ok()) return record.status().with_context("the checkpoint of step " + std::to_string(step) + " to start from");
-  auto state = checkpoint::load_checkpoint(checkpoint::from_record(*record));
-  if (!state.ok()) return state.status().with_context("starting from job " + from_job.substr(0, 8) + "'s step " + std::to_string(step));
-  start.state = std::move(*state);
-  start.own = kind == 1;
-  start.source = "job " + from_job.substr(0, 8) + " step " + std::to_string(step);
-  return start;
+  return load_start(store, spec, job,
+                    Choice{static_cast<int>(choice[0]), (static_cast<int64_t>(choice[1]) << 20) | static_cast<int64_t>(choice[2])});
+}
+
+Expected<StartPoint> find_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job) {
+  auto c = choose_start(store, spec, job);
+  if (!c.ok()) return c.status();
+  return load_start(store, spec, job, *c);
+}
+
+Status rewind_to(gcs::Store& store, const JobId& job, int shards, int64_t steps_per_epoch, const StartPoint& start) {
+  const int64_t step = start.state && start.own ? start.state->step : 0;
+  auto [epoch, done] = position(step, steps_per_epoch);
+  const int first_epoch = done >= steps_per_epoch ? epoch + 1 : epoch;
+  data::ShardLedger ledger(store, job, data::ShardLedgerOptions{shards});
+  auto reset = ledger.rewind(first_epoch);
+  if (!reset.ok()) return reset.status().with_context("rewinding the shard ledger");
+  auto dropped = gcs::discard_ranges_after(store, job, step);
+  if (!dropped.ok()) return dropped.status().with_context("rewinding the trained ranges");
+  spdlog::info("job {}: restarting from {}: {} shards from epoch {} on and {} trained ranges after step {} rewound",
+               job.short_hex(), start.source.empty() ? "the beginning" : start.source, *reset, first_epoch, *dropped,
+               step);
+  gcs::Event e;
+  e.kind = "shards_moved";
+  e.subject = job.hex();
+  e.message = "job " + job.short_hex() + ": " + std::to_string(*reset) + " shards from epoch " +
+              std::to_string(first_epoch) + " on back to the ledger, to be trained again from " +
+              (start.source.empty() ? "the beginning" : start.source);
+  Status st = gcs::record_event(store, e);
+  if (!st.ok()) spdlog::warn("job {}: recording shards_moved: {}", job.short_hex(), st.to_string());
+  return {};
 }
 
 Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, int64_t steps_per_epoch,
                             const StartPoint& start, collectives::Communicator& comm,
                             std::chrono::milliseconds timeout) {
-  if (comm.rank() == 0) {
-    const int64_t step = start.state && start.own ? start.state->step : 0;
-    auto [epoch, done] = position(step, steps_per_epoch);
-    const int first_epoch = done >= steps_per_epoch ? epoch + 1 : epoch;
-    data::ShardLedger ledger(store, job, data::ShardLedgerOptions{workers});
-    auto reset = ledger.rewind(first_epoch);
-    if (!reset.ok()) return reset.status().with_context("rewinding the shard ledger");
-    auto dropped = gcs::discard_ranges_after(store, job, step);
-    if (!dropped.ok()) return dropped.status().with_context("rewinding the trained ranges");
-    spdlog::info("job {}: restarting from {}: {} shards from epoch {} on and {} trained ranges after step {} rewound",
-                 job.short_hex(), start.source.empty() ? "the beginning" : start.source, *reset, first_epoch, *dropped,
-                 step);
-    gcs::Event e;
-    e.kind = "shards_moved";
-    e.subject = job.hex();
-    e.message = "job " + job.short_hex() + ": " + std::to_string(*reset) + " shards from epoch " +
-                std::to_string(first_epoch) + " on back to the ledger, to be trained again from " +
-                (start.source.empty() ? "the beginning" : start.source);
-    Status st = gcs::record_event(store, e);
-    if (!st.ok()) spdlog::warn("job {}: recording shards_moved: {}", job.short_hex(), st.to_string());
-  }
+  if (comm.rank() == 0) TROUPE_RETURN_IF_ERROR(rewind_to(store, job, workers, steps_per_epoch, start));
   collectives::CollectiveOptions co;
   co.timeout = timeout;
   return comm.barrier(co).with_context("waiting for rank 0 to rewind the failed attempt");

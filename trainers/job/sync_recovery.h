@@ -31,6 +31,13 @@ struct StartPoint {
 Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
                                        collectives::Communicator& comm, std::chrono::milliseconds timeout);
 
+// Step 1 for a job with one deciding member (a central job's server): the same choice, alone.
+Expected<StartPoint> find_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job);
+
+// Step 2's work: the shard ledger (`shards` per epoch) from the start point's epoch on and the
+// trained ranges past its step go back, and an event "shards_moved" says so.
+Status rewind_to(gcs::Store& store, const JobId& job, int shards, int64_t steps_per_epoch, const StartPoint& start);
+
 // Step 2, on every rank of attempt `attempt` > 0 (a collective); rank 0 does the rewinding.
 Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, int64_t steps_per_epoch,
                             const StartPoint& start, collectives::Communicator& comm,
