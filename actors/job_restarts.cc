@@ -203,13 +203,16 @@ void JobSupervisor::check_progress() {
 }
 
 void JobSupervisor::after_success(Job& job) {
-  // A sync job's data accounting, proven from the GCS: every shard of every epoch trained once.
+  // A sync or pipeline job's data accounting, proven from the GCS: every shard (a pipeline: every
+  // step's batch, taken by step from the seeded order) of every epoch trained once.
   auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex());
-  if (!rec.ok() || rec->state != gcs::JobState::succeeded || rec->strategy != "sync") return;
+  if (!rec.ok() || rec->state != gcs::JobState::succeeded || (rec->strategy != "sync" && rec->strategy != "pipeline"))
+    return;
   auto summary = nlohmann::json::parse(rec->result, nullptr, false);
   if (summary.is_discarded() || !summary.value("trained_ranges", false)) return;
   auto report = gcs::account_sync_job(*host_.store, job.id, summary.value("steps", int64_t{0}),
-                                      summary.value("steps_per_epoch", int64_t{0}), rec->workers);
+                                      summary.value("steps_per_epoch", int64_t{0}),
+                                      rec->strategy == "sync" ? rec->workers : 0);
   if (!report.ok()) {
     spdlog::warn("job {}: data accounting: {}", job.id.short_hex(), report.status().to_string());
     return;

@@ -90,6 +90,11 @@ Expected<int> discard_ranges_after(Store& store, const JobId& job, int64_t globa
 }
 
 std::string AccountingReport::summary() const {
+  if (exactly_once && shards == 0) {
+    return "every step of epochs 1-" + std::to_string(epochs) + " trained exactly once (" +
+           std::to_string(steps_per_epoch) + " steps per epoch, each step's batch by its place in the seeded order; " +
+           std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + ")";
+  }
   if (exactly_once) {
     return "every shard of epochs 1-" + std::to_string(epochs) + " trained exactly once (" + std::to_string(shards) +
            " shards x " + std::to_string(steps_per_epoch) + " steps per epoch; " + std::to_string(attempts) +
@@ -125,8 +130,8 @@ void check_tiling(int epoch, const std::vector<TrainedRange>& ranges, int64_t st
 
 Expected<AccountingReport> account_sync_job(Store& store, const JobId& job, int64_t total_steps,
                                             int64_t steps_per_epoch, int shards) {
-  if (steps_per_epoch <= 0 || total_steps <= 0 || shards <= 0)
-    return invalid_argument("account_sync_job: steps, steps per epoch and shards must be > 0");
+  if (steps_per_epoch <= 0 || total_steps <= 0 || shards < 0)
+    return invalid_argument("account_sync_job: steps and steps per epoch must be > 0, shards >= 0");
   AccountingReport rep;
   rep.epochs = static_cast<int>((total_steps + steps_per_epoch - 1) / steps_per_epoch);
   rep.shards = shards;

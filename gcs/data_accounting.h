@@ -66,7 +66,9 @@ struct AccountingReport {
 };
 
 // Checks the job's ranges and shard records: `total_steps` steps in epochs of `steps_per_epoch`
-// (the last one shorter when the job stopped at a step limit), each over `shards` shards. Errors
+// (the last one shorter when the job stopped at a step limit), each over `shards` shards (0: the
+// job has no shard ledger — a pipeline takes each step's batch from the seeded order by step, so
+// the tiling of its steps is the whole proof). Errors
 // only when the GCS cannot be read; a failed proof is a report with exactly_once false and the
 // problems named.
 Expected<AccountingReport> account_sync_job(Store& store, const JobId& job, int64_t total_steps,

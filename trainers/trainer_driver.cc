@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <random>
 
 #include <xxhash.h>
@@ -15,6 +14,7 @@
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
+#include "trainers/checkpoint/collective_write.h"
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
 #include "trainers/lr_schedule.h"
@@ -59,19 +59,16 @@ Status compare_checksums(const std::vector<float>& params, const Replica& replic
   return {};
 }
 
-// Writes this replica's shard of the checkpoint of `step` and, once every replica's is durable,
-// rank 0 commits the manifest. See Replica::checkpoint_every.
+// Writes this replica's shard of the checkpoint of `step` (slice rank of world) and, once every
+// replica's is durable, rank 0 commits the manifest. See Replica::checkpoint_every.
 Status write_checkpoint(const std::vector<float>& params, size_t n, const Optimizer& opt, const Replica& replica,
                         int64_t step, int epoch, int64_t epoch_step) {
   const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
-  const std::string dir = checkpoint::step_dir(replica.checkpoint_dir, step);
-  checkpoint::ShardData d;
+  checkpoint::ShardData d;  // shard `rank` of `world`: write_group_shard numbers it
   d.header.tag = replica.checkpoint_tag;
   d.header.step = step;
   d.header.epoch = epoch;
   d.header.epoch_step = epoch_step;
-  d.header.shard = rank;
-  d.header.shards = world;
   d.header.total_floats = n;
   size_t begin = 0, end = 0;
   checkpoint::shard_range(n, rank, world, &begin, &end);
@@ -79,42 +76,8 @@ Status write_checkpoint(const std::vector<float>& params, size_t n, const Optimi
   d.header.end = end;
   d.params.assign(params.begin() + static_cast<std::ptrdiff_t>(begin), params.begin() + static_cast<std::ptrdiff_t>(end));
   d.optimizer = opt.save_state(begin, end);
-  Expected<checkpoint::WrittenShard> written = io_error("not written");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) written = io_error("cannot create checkpoint directory " + dir + ": " + ec.message());
-  else written = checkpoint::write_shard_file(checkpoint::shard_path(dir, rank, world), d);
-  // Every replica's (bytes, checksum) — bytes 0 for a replica whose write failed.
-  uint64_t mine[2] = {0, 0};
-  if (written.ok()) {
-    mine[0] = written->bytes;
-    mine[1] = std::strtoull(written->checksum.c_str(), nullptr, 16);
-  }
-  std::vector<uint64_t> all(2 * static_cast<size_t>(world));
-  if (replica.comm) {
-    collectives::CollectiveOptions co;
-    co.timeout = replica.timeout;
-    TROUPE_RETURN_IF_ERROR(replica.comm->allgather(mine, all.data(), 4, DType::f32, co)
-                               .with_context("gathering the checkpoint shards of step " + std::to_string(step)));
-  } else {
-    all.assign(mine, mine + 2);
-  }
-  if (!written.ok()) return written.status().with_context("checkpoint of step " + std::to_string(step));
-  for (int r = 0; r < world; ++r)
-    if (all[2 * static_cast<size_t>(r)] == 0)
-      return io_error("checkpoint of step " + std::to_string(step) + ": replica " + std::to_string(r) +
-                      " could not write its shard (see its log)");
-  if (rank != 0 || !replica.checkpoint_commit) return {};
-  checkpoint::Manifest m;
-  m.tag = replica.checkpoint_tag;
-  m.step = step;
-  m.dir = dir;
-  for (int r = 0; r < world; ++r) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(all[2 * static_cast<size_t>(r) + 1]));
-    m.shards.push_back(checkpoint::WrittenShard{checkpoint::shard_path(dir, r, world), all[2 * static_cast<size_t>(r)], hex});
-  }
-  return replica.checkpoint_commit(m).with_context("checkpoint of step " + std::to_string(step));
+  return checkpoint::write_group_shard(std::move(d), replica.checkpoint_dir, replica.comm, replica.timeout, 0,
+                                       replica.checkpoint_commit);
 }
 
 }  // namespace

@@ -101,3 +101,22 @@ TEST_CASE("data accounting: gaps, doubled steps and unfinished shards are each n
   CHECK_FALSE(record_trained(store, job, 0, 2, 5, 1, 3, 10, 4).ok());  // backwards
   CHECK_FALSE(account_sync_job(store, job, 0, 10, 1).ok());
 }
+
+TEST_CASE("data accounting: a job without a shard ledger (a pipeline) is proven by its steps alone", "[gcs][accounting]") {
+  InMemoryStore store;
+  const JobId job = JobId::random();
+  REQUIRE(record_trained(store, job, 0, 1, 0, 1, 8, 10, 8).ok());    // checkpoint at 8
+  REQUIRE(record_trained(store, job, 1, 1, 8, 2, 10, 10, 20).ok());  // a restart from it, to the end
+  auto report = account_sync_job(store, job, 20, 10, 0);  // no shard records at all: none are asked for
+  REQUIRE(report.ok());
+  CHECK(report->exactly_once);
+  CHECK(report->attempts == 2);
+  CHECK(report->summary().find("every step of epochs 1-2 trained exactly once") != std::string::npos);
+  // A step kept twice is still caught.
+  REQUIRE(record_trained(store, job, 1, 2, 5, 2, 7, 10, 17).ok());
+  auto doubled = account_sync_job(store, job, 20, 10, 0);
+  REQUIRE(doubled.ok());
+  CHECK_FALSE(doubled->exactly_once);
+  CHECK(doubled->summary().find("kept twice") != std::string::npos);
+  CHECK(account_sync_job(store, job, 20, 10, -1).status().code() == Code::invalid_argument);
+}

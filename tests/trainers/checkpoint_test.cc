@@ -432,3 +432,75 @@ TEST_CASE("a central job (2 shards, 4 workers) resumed from its checkpoint match
   c.dir = dir.path();
   CHECK((*async_shard)->enable_checkpoints(c).code() == Code::invalid_argument);
 }
+
+TEST_CASE("load_range reads a stage's own shard, cuts any other layout, and names damage", "[checkpoint][pipeline]") {
+  // Three shards of uneven ranges (a pipeline's stages): parameter i is i, its optimizer state 100 + i.
+  TempDir dir;
+  const std::vector<size_t> cuts = {0, 5, 12, 20};
+  Manifest m;
+  m.step = 40;
+  m.dir = step_dir(dir.path(), 40);
+  std::filesystem::create_directories(m.dir);
+  for (int s = 0; s < 3; ++s) {
+    ShardData d;
+    d.header.step = 40;
+    d.header.epoch = 2;
+    d.header.epoch_step = 9;
+    d.header.shard = s;
+    d.header.shards = 3;
+    d.header.total_floats = 20;
+    d.header.begin = cuts[s];
+    d.header.end = cuts[s + 1];
+    d.optimizer.name = "sgd";
+    d.optimizer.steps = 40;
+    d.optimizer.vectors.resize(1);
+    for (size_t i = cuts[s]; i < cuts[s + 1]; ++i) {
+      d.params.push_back(static_cast<float>(i));
+      d.optimizer.vectors[0].push_back(100.0f + i);
+    }
+    auto w = write_shard_file(shard_path(m.dir, s, 3), d);
+    REQUIRE(w.ok());
+    m.shards.push_back(*w);
+  }
+  auto expect_range = [](const TrainingState& st, size_t b, size_t e) {
+    REQUIRE(st.params.size() == e - b);
+    REQUIRE(st.optimizer.vectors.size() == 1);
+    for (size_t i = b; i < e; ++i) {
+      CHECK(st.params[i - b] == static_cast<float>(i));
+      CHECK(st.optimizer.vectors[0][i - b] == 100.0f + i);
+    }
+    CHECK(st.step == 40);
+    CHECK(st.epoch == 2);
+    CHECK(st.epoch_step == 9);
+    CHECK(st.optimizer.steps == 40);
+  };
+  SECTION("a stage's own range is read from its shard alone") {
+    const std::string other = shard_path(m.dir, 0, 3);
+    std::string bytes = read_bytes(other);
+    bytes[bytes.size() / 2] ^= 1;  // damage another stage's shard: stage 1 never reads it
+    write_bytes(other, bytes);
+    auto st = load_range(m, 20, 5, 12, 1);
+    REQUIRE(st.ok());
+    expect_range(*st, 5, 12);
+    auto bad = load_range(m, 20, 0, 5, 0);  // stage 0's own shard is the damaged one
+    CHECK(bad.status().code() == Code::corrupt_data);
+    CHECK_THAT(bad.status().message(), Catch::Contains(other));
+  }
+  SECTION("another layout (a range across shards, or a wrong hint) is cut from the whole checkpoint") {
+    auto across = load_range(m, 20, 3, 15, 1);
+    REQUIRE(across.ok());
+    expect_range(*across, 3, 15);
+    auto wrong_hint = load_range(m, 20, 12, 20, 0);
+    REQUIRE(wrong_hint.ok());
+    expect_range(*wrong_hint, 12, 20);
+    auto no_hint = load_range(m, 20, 0, 20, -1);
+    REQUIRE(no_hint.ok());
+    expect_range(*no_hint, 0, 20);
+  }
+  SECTION("a range outside the model, or another model's size, is refused") {
+    CHECK(load_range(m, 20, 15, 25, 2).status().code() == Code::invalid_argument);
+    auto other_model = load_range(m, 30, 12, 20, 2);
+    CHECK(other_model.status().code() == Code::invalid_argument);
+    CHECK_THAT(other_model.status().message(), Catch::Contains("20 parameters"));
+  }
+}

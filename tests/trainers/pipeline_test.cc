@@ -1,15 +1,19 @@
 // Pipeline parallelism (trainers/pipeline/): pipelines of 2 and 4 stages, with and without data
 // parallelism, under GPipe and 1F1B, hold the parameters one process holds after training on the
 // same global batch for the same steps; layers are partitioned by bytes and FLOPs or as asked;
-// each stage holds about 1/K of the model's parameters, gradients and optimizer state; bad input
+// each stage holds about 1/K of the model's parameters, gradients and optimizer state; a pipeline
+// stopped after a checkpoint and resumed from it (each stage reading its own shard) ends bit for bit
+// where an uninterrupted one ends, and resumes from a sync job's checkpoint too; bad input
 // (more stages than layers, micro-batches that do not divide the batch, a trainer without layers)
 // is a clear error.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 
 #include "kernels/cpu/ops.h"
+#include "tests/core/temp_dir.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "trainers/param_init.h"
@@ -348,4 +352,87 @@ TEST_CASE("pipeline: micro-batches that do not divide the batch, workers not a m
   r = train_local_pipeline(o, po, train, test);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("does not declare its layers") != std::string::npos);
+}
+
+TEST_CASE("pipeline: stopped after its checkpoint and resumed from it, a pipeline ends bit for bit where an "
+          "uninterrupted one ends",
+          "[pipeline][checkpoint][resume]") {
+  const Dataset train = blobs(640, 6, 4, 41), test = blobs(128, 6, 4, 42);
+  TrainOptions o;
+  o.hidden = {24, 16};  // 3 dense layers: one per stage
+  o.epochs = 3;         // 20 steps an epoch
+  o.batch_size = 32;
+  o.seed = 9;
+  o.optimizer = "adam";  // optimizer state and the schedule's step must come back too
+  o.lr = 0.01f;
+  o.lr_schedule = "cosine";
+  PipelineOptions po;
+  po.stages = 3;
+  po.workers = 6;  // 2 replicas
+  po.microbatches = 2;
+  auto whole = train_local_pipeline(o, po, train, test);
+  REQUIRE(whole.ok());
+  REQUIRE(whole->train.steps == 60);
+
+  SECTION("from its own checkpoint, each stage reading its shard") {
+    for (int64_t at : {27, 40}) {  // in the middle of epoch 2; at its end
+      troupe::testing::TempDir dir;
+      std::atomic<bool> cancel{false};
+      std::vector<checkpoint::Manifest> committed;
+      LocalCheckpoints first;
+      first.every = at;
+      first.dir = dir.path();
+      first.cancel = &cancel;
+      first.commit = [&](const checkpoint::Manifest& m) {
+        committed.push_back(m);
+        cancel = true;  // the "crash": every stage stops before its next step
+        return Status{};
+      };
+      auto stopped = train_local_pipeline(o, po, train, test, {}, std::chrono::seconds(20), first);
+      INFO("checkpoint at step " << at << ": " << stopped.status().to_string());
+      REQUIRE_FALSE(stopped.ok());
+      REQUIRE(committed.size() == 1);
+      const checkpoint::Manifest& m = committed[0];
+      CHECK(m.step == at);
+      REQUIRE(m.shards.size() == 3);  // one shard per stage, tiling the model
+      for (int s = 0; s < 3; ++s) {
+        auto shard = checkpoint::read_shard_file(m.shards[static_cast<size_t>(s)].path);
+        REQUIRE(shard.ok());
+        CHECK(shard->header.begin == whole->stages[static_cast<size_t>(s)].begin);
+        CHECK(shard->header.end == whole->stages[static_cast<size_t>(s)].end);
+      }
+      LocalCheckpoints resume;
+      resume.resume = &m;
+      auto rest = train_local_pipeline(o, po, train, test, {}, std::chrono::seconds(20), resume);
+      REQUIRE(rest.ok());
+      CHECK(rest->train.steps == 60);
+      CHECK(rest->params == whole->params);
+      CHECK(rest->train.test_accuracy == whole->train.test_accuracy);
+    }
+  }
+
+  SECTION("a one-process job's checkpoint (another layout: one shard) resumes a pipeline") {
+    troupe::testing::TempDir dir;
+    std::atomic<bool> cancel{false};
+    std::vector<checkpoint::Manifest> committed;
+    Replica one;
+    one.checkpoint_every = 27;
+    one.checkpoint_dir = dir.path();
+    one.cancel = &cancel;
+    one.checkpoint_commit = [&](const checkpoint::Manifest& m) {
+      committed.push_back(m);
+      cancel = true;
+      return Status{};
+    };
+    REQUIRE_FALSE(train_replica(o, train, test, one).ok());
+    REQUIRE(committed.size() == 1);
+    LocalCheckpoints resume;
+    resume.resume = &committed[0];
+    auto rest = train_local_pipeline(o, po, train, test, {}, std::chrono::seconds(20), resume);
+    REQUIRE(rest.ok());
+    CHECK(rest->train.steps == 60);
+    const double diff = relative_difference(rest->params, whole->params);
+    INFO("relative difference " << diff);
+    CHECK(diff <= 1e-5);  // one process and a pipeline agree to rounding (the equivalence test)
+  }
 }

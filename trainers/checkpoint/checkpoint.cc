@@ -74,4 +74,42 @@ Expected<TrainingState> load_checkpoint(const Manifest& m, size_t total_floats) 
   return state;
 }
 
+Expected<TrainingState> load_range(const Manifest& m, size_t total_floats, size_t begin, size_t end, int hint) {
+  if (begin > end || end > total_floats)
+    return invalid_argument("parameters [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") are not inside a model of " + std::to_string(total_floats));
+  TrainingState out;
+  if (hint >= 0 && static_cast<size_t>(hint) < m.shards.size()) {
+    const WrittenShard& w = m.shards[static_cast<size_t>(hint)];
+    TROUPE_RETURN_IF_ERROR(verify_shard_file(w.path, w.bytes, w.checksum));
+    auto shard = read_shard_file(w.path);
+    if (!shard.ok()) return shard.status();
+    const ShardHeader& h = shard->header;
+    if (h.step != m.step)
+      return corrupt_data("checkpoint shard " + w.path + " says step " + std::to_string(h.step) +
+                          "; its manifest is the checkpoint of step " + std::to_string(m.step));
+    if (h.total_floats == total_floats && h.begin == begin && h.end == end) {
+      out.step = h.step;
+      out.epoch = h.epoch;
+      out.epoch_step = h.epoch_step;
+      out.params = std::move(shard->params);
+      out.optimizer = std::move(shard->optimizer);
+      return out;
+    }
+  }
+  auto whole = load_checkpoint(m, total_floats);
+  if (!whole.ok()) return whole.status();
+  out.step = whole->step;
+  out.epoch = whole->epoch;
+  out.epoch_step = whole->epoch_step;
+  out.params.assign(whole->params.begin() + static_cast<std::ptrdiff_t>(begin),
+                    whole->params.begin() + static_cast<std::ptrdiff_t>(end));
+  out.optimizer.name = whole->optimizer.name;
+  out.optimizer.steps = whole->optimizer.steps;
+  for (const std::vector<float>& v : whole->optimizer.vectors)
+    out.optimizer.vectors.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(begin),
+                                       v.begin() + static_cast<std::ptrdiff_t>(end));
+  return out;
+}
+
 }  // namespace troupe::checkpoint

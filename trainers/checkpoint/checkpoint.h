@@ -47,6 +47,14 @@ void shard_range(size_t total, int shard, int shards, size_t* begin, size_t* end
 // [0, total_floats) without gaps; not_found when a file is missing. `total_floats` 0: any size.
 Expected<TrainingState> load_checkpoint(const Manifest& manifest, size_t total_floats = 0);
 
+// The slice [begin, end) of a checkpoint of a `total_floats`-parameter model: its params and
+// optimizer vectors hold end - begin floats (step, epoch and the optimizer's step count as in
+// TrainingState). When shard `hint` holds exactly that range (a pipeline stage reading back what it
+// wrote) only that shard is verified and read; otherwise (another layout: a sync job's slices,
+// another partition) the whole checkpoint is loaded and cut. Errors as load_checkpoint's, and
+// invalid_argument when the range is not inside the model.
+Expected<TrainingState> load_range(const Manifest& manifest, size_t total_floats, size_t begin, size_t end, int hint);
+
 // Called by a sync job's rank 0 once every replica's shard of a step is durable: records the
 // checkpoint (the job layer writes the GCS manifest, then prunes old checkpoints). An error stops
 // the job.

@@ -179,8 +179,6 @@ Status validate(const JobSpec& s) {
   }
   if (s.strategy == "pipeline") {
     if (s.stages < 1) return invalid_argument("--strategy pipeline needs --stages K (the model's layers cut into K stages)");
-    if (s.checkpoint_every > 0 || !s.resume_job.empty())
-      return invalid_argument("checkpoints and --resume are not implemented for --strategy pipeline yet");
     if (s.train.accumulate != 1)
       return invalid_argument("--accumulate is not for --strategy pipeline: --microbatches already sums micro-batches' "
                               "gradients into one update");

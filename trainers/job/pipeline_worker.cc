@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
+#include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
+#include "trainers/job/sync_recovery.h"
 #include "trainers/pipeline/schedule.h"
+#include "trainers/pipeline/stage_checkpoint.h"
 #include "trainers/pipeline/stage_trainer.h"
 
 namespace troupe::job {
@@ -37,7 +40,7 @@ Expected<std::unique_ptr<collectives::Communicator>> join(gcs::Store& store, con
                                                           const std::string& name, int rank, int size) {
   collectives::GroupOptions go;
   go.name = name;
-  go.generation = a.attempt;  // a restarted gang forms its groups anew (it starts over: no checkpoints yet)
+  go.generation = a.attempt;  // a restarted gang forms its groups anew
   go.rank = rank;
   go.world_size = size;
   go.host = env.bind;
@@ -47,6 +50,22 @@ Expected<std::unique_ptr<collectives::Communicator>> join(gcs::Store& store, con
   auto comm = collectives::form_group(store, go);
   if (!comm.ok()) return comm.status().with_context("forming group " + name);
   return comm;
+}
+
+// Worker 0 chooses where the job starts; the choice goes to stage 0 of every replica over the
+// stage-0 group, then down each replica's pipe (each stage then loads its own part: StageCheckpoints).
+Expected<StartChoice> agree_start(gcs::Store& store, const JobSpec& spec, const MemberArgs& a, int stage,
+                                  collectives::Communicator* pipe, collectives::Communicator* peers,
+                                  std::chrono::milliseconds timeout) {
+  StartChoice c;
+  if (a.index == 0) {
+    auto chosen = choose_start(store, spec, a.job);
+    if (!chosen.ok()) return chosen.status();
+    c = *chosen;
+  }
+  if (stage == 0 && peers) TROUPE_RETURN_IF_ERROR(broadcast_start_choice(*peers, &c, timeout));
+  if (pipe) TROUPE_RETURN_IF_ERROR(broadcast_start_choice(*pipe, &c, timeout));
+  return c;
 }
 
 }  // namespace
@@ -77,10 +96,53 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   comms.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comms.cancel = &cancel;
   const bool reporter = replica == 0 && stage == stages - 1;
+  const int64_t steps_per_epoch = s.train.count / spec.train.batch_size;
+
+  // Where to start: the job's newest intact checkpoint after a restart, each stage its own part.
+  auto choice = agree_start(*s.store, spec, a, stage, pipe.get(), peers.get(), comms.timeout);
+  if (!choice.ok()) return choice.status();
+  const int64_t first_step = choice->kind ? choice->step : 0;
+  std::string source;
+  pipeline::StageCheckpoints ckpt;
+  ckpt.resume = [&](size_t total, size_t begin, size_t end) -> Expected<std::optional<checkpoint::TrainingState>> {
+    auto start = load_start_range(*s.store, spec, a.job, *choice, total, begin, end, stage);
+    if (!start.ok()) return start.status();
+    source = start->source;
+    // The reporter keeps the job's trained ranges: after a restart it first drops the failed
+    // attempt's ranges past the checkpoint (a pipeline has no shard ledger: its batches come by step).
+    if (reporter && a.attempt > 0) TROUPE_RETURN_IF_ERROR(rewind_to(*s.store, a.job, 0, steps_per_epoch, *start));
+    return std::move(start->state);
+  };
+  // Checkpoints: replica 0's stages write their layers' shards (the replicas of a stage hold the
+  // same parameters), the reporter commits the manifest once all K are durable.
+  TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
+  int64_t last_checkpoint = 0;
+  if (spec.checkpoint_every > 0) {
+    ckpt.every = spec.checkpoint_every;
+    const checkpoint::CommitFn commit = [&](const checkpoint::Manifest& m) -> Status {
+      TROUPE_RETURN_IF_ERROR(commit_checkpoint(*s.store, a.job, spec, m));
+      last_checkpoint = m.step;
+      return trained.durable_through(m.step);
+    };
+    ckpt.write = [&, commit](const pipeline::StageSnapshot& snap) -> Status {
+      if (replica != 0) return {};
+      return pipeline::write_stage_checkpoint(snap, a.job.hex(), checkpoint_dir(spec, a.job), pipe.get(), comms.timeout,
+                                              commit);
+    };
+  }
   ProgressReporter progress_reporter(*s.store, a.job);
+  if (first_step > 0) progress_reporter.start_at(first_step);
   ProgressFn progress;
-  if (reporter) progress = [&progress_reporter](const TrainProgress& p) { progress_reporter.on_progress(p); };
-  auto result = pipeline::train_stage(spec.train, po, s.train, s.test, comms, progress);
+  bool resumed_noted = a.attempt == 0;
+  if (reporter) {
+    progress = [&](const TrainProgress& p) {
+      progress_reporter.on_progress(p);
+      if (resumed_noted) return;
+      resumed_noted = true;  // the first step of a restarted attempt: recovery is over
+      note_resumed(*s.store, a.job, a.attempt, source, first_step);
+    };
+  }
+  auto result = pipeline::train_stage(spec.train, po, s.train, s.test, comms, progress, ckpt);
   if (!result.ok()) return result.status().with_context("stage " + std::to_string(stage) + " of replica " +
                                                         std::to_string(replica));
   const pipeline::StageReport& r = result->report;
@@ -101,6 +163,7 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
     all = mine;
   }
   if (!reporter) return {};
+  TROUPE_RETURN_IF_ERROR(trained.durable_through(result->train.steps).with_context("recording the trained steps"));
   double bubble = 0;
   for (int i = 0; i < stages; ++i) bubble += all[static_cast<size_t>(i) * kReportFields + 8] / stages;
   nlohmann::json summary = train_result_json(result->train);
@@ -114,6 +177,18 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   summary["stage_reports"] = stages_json(all, stages);
   summary["bubble_fraction"] = bubble;
   summary["bubble_estimate_gpipe"] = pipeline::gpipe_bubble_estimate(stages, po.microbatches);
+  summary["steps_per_epoch"] = steps_per_epoch;
+  summary["attempt"] = a.attempt;
+  // Every step was recorded by this job (not resumed from another's checkpoint): the supervisor
+  // proves the data accounting from the GCS (gcs/data_accounting.h).
+  summary["trained_ranges"] = spec.resume_job.empty();
+  if (first_step > 0) summary["resumed_from"] = {{"job_id", choice->kind == 1 ? a.job.hex() : spec.resume_job},
+                                                 {"step", first_step}};
+  if (spec.checkpoint_every > 0) {
+    summary["checkpoint_every"] = spec.checkpoint_every;
+    summary["last_checkpoint_step"] = last_checkpoint;
+    summary["checkpoint_dir"] = checkpoint_dir(spec, a.job);
+  }
   record_job_metric(*s.store, a.job, -1, "bubble_fraction", bubble);
   return record_success(*s.store, a.job, summary, result->train.test_accuracy);
 }

@@ -20,30 +20,49 @@ std::pair<int, int64_t> position(int64_t step, int64_t steps_per_epoch) {
   return {static_cast<int>(epoch), step - (epoch - 1) * steps_per_epoch};
 }
 
-// Where a start point comes from: kind 0 none, 1 the job's own checkpoint, 2 the resumed job's.
-struct Choice {
-  int kind = 0;
-  int64_t step = 0;
-};
+}  // namespace
 
-// The job's own newest intact checkpoint, else the resumed job's chosen one, else none.
-Expected<Choice> choose_start(gcs::Store& store, const JobSpec& spec, const JobId& job) {
+Expected<StartChoice> choose_start(gcs::Store& store, const JobSpec& spec, const JobId& job) {
   auto own = checkpoint::latest_good_checkpoint(store, job);
-  if (own.ok()) return Choice{1, own->step};
+  if (own.ok()) return StartChoice{1, own->step};
   if (own.status().code() != Code::not_found) return own.status().with_context("looking for the job's newest checkpoint");
-  if (!spec.resume_job.empty()) return Choice{2, spec.resume_step};
-  return Choice{};
+  if (!spec.resume_job.empty()) return StartChoice{2, spec.resume_step};
+  return StartChoice{};
 }
 
-// Reads and verifies the checkpoint `c` names.
-Expected<StartPoint> load_start(gcs::Store& store, const JobSpec& spec, const JobId& job, const Choice& c) {
+Status broadcast_start_choice(collectives::Communicator& comm, StartChoice* c, std::chrono::milliseconds timeout) {
+  // [kind, step >> 20, step & 0xfffff]: each part exact in f32.
+  float v[3] = {static_cast<float>(c->kind), static_cast<float>(c->step >> 20), static_cast<float>(c->step & 0xfffff)};
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  TROUPE_RETURN_IF_ERROR(comm.broadcast(v, 3, DType::f32, 0, co).with_context("agreeing on the start point"));
+  c->kind = static_cast<int>(v[0]);
+  c->step = (static_cast<int64_t>(v[1]) << 20) | static_cast<int64_t>(v[2]);
+  return {};
+}
+
+namespace {
+
+// The manifest the choice names ("" job when none) and the text naming it.
+Expected<checkpoint::Manifest> chosen_manifest(gcs::Store& store, const JobSpec& spec, const JobId& job,
+                                               const StartChoice& c, std::string* from_job) {
+  *from_job = c.kind == 1 ? job.hex() : spec.resume_job;
+  const std::string step = std::to_string(c.step);
+  auto record = gcs::Table<gcs::CheckpointRecord>(store).get(*from_job + "/" + step);
+  if (!record.ok()) return record.status().with_context("the checkpoint of step " + step + " to start from");
+  return checkpoint::from_record(*record);
+}
+
+template <typename Load>
+Expected<StartPoint> load_with(gcs::Store& store, const JobSpec& spec, const JobId& job, const StartChoice& c,
+                               Load load) {
   StartPoint start;
   if (c.kind == 0) return start;
-  const std::string from_job = c.kind == 1 ? job.hex() : spec.resume_job;
+  std::string from_job;
+  auto manifest = chosen_manifest(store, spec, job, c, &from_job);
+  if (!manifest.ok()) return manifest.status();
   const std::string step = std::to_string(c.step);
-  auto record = gcs::Table<gcs::CheckpointRecord>(store).get(from_job + "/" + step);
-  if (!record.ok()) return record.status().with_context("the checkpoint of step " + step + " to start from");
-  auto state = checkpoint::load_checkpoint(checkpoint::from_record(*record));
+  Expected<checkpoint::TrainingState> state = load(*manifest);
   if (!state.ok()) return state.status().with_context("starting from job " + from_job.substr(0, 8) + "'s step " + step);
   start.state = std::move(*state);
   start.own = c.kind == 1;
@@ -53,22 +72,27 @@ Expected<StartPoint> load_start(gcs::Store& store, const JobSpec& spec, const Jo
 
 }  // namespace
 
+Expected<StartPoint> load_start(gcs::Store& store, const JobSpec& spec, const JobId& job, const StartChoice& c) {
+  return load_with(store, spec, job, c, [](const checkpoint::Manifest& m) { return checkpoint::load_checkpoint(m); });
+}
+
+Expected<StartPoint> load_start_range(gcs::Store& store, const JobSpec& spec, const JobId& job, const StartChoice& c,
+                                      size_t total, size_t begin, size_t end, int hint) {
+  return load_with(store, spec, job, c, [&](const checkpoint::Manifest& m) {
+    return checkpoint::load_range(m, total, begin, end, hint);
+  });
+}
+
 Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
                                        collectives::Communicator& comm, std::chrono::milliseconds timeout) {
-  // [kind, step >> 20, step & 0xfffff]: each part exact in f32.
-  float choice[3] = {0, 0, 0};
+  StartChoice c;
   if (comm.rank() == 0) {
-    auto c = choose_start(store, spec, job);
-    if (!c.ok()) return c.status();
-    choice[0] = static_cast<float>(c->kind);
-    choice[1] = static_cast<float>(c->step >> 20);
-    choice[2] = static_cast<float>(c->step & 0xfffff);
+    auto chosen = choose_start(store, spec, job);
+    if (!chosen.ok()) return chosen.status();
+    c = *chosen;
   }
-  collectives::CollectiveOptions co;
-  co.timeout = timeout;
-  TROUPE_RETURN_IF_ERROR(comm.broadcast(choice, 3, DType::f32, 0, co).with_context("agreeing on the start point"));
-  return load_start(store, spec, job,
-                    Choice{static_cast<int>(choice[0]), (static_cast<int64_t>(choice[1]) << 20) | static_cast<int64_t>(choice[2])});
+  TROUPE_RETURN_IF_ERROR(broadcast_start_choice(comm, &c, timeout));
+  return load_start(store, spec, job, c);
 }
 
 Expected<StartPoint> find_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job) {
@@ -81,9 +105,12 @@ Status rewind_to(gcs::Store& store, const JobId& job, int shards, int64_t steps_
   const int64_t step = start.state && start.own ? start.state->step : 0;
   auto [epoch, done] = position(step, steps_per_epoch);
   const int first_epoch = done >= steps_per_epoch ? epoch + 1 : epoch;
-  data::ShardLedger ledger(store, job, data::ShardLedgerOptions{shards});
-  auto reset = ledger.rewind(first_epoch);
-  if (!reset.ok()) return reset.status().with_context("rewinding the shard ledger");
+  Expected<int> reset = 0;
+  if (shards > 0) {
+    data::ShardLedger ledger(store, job, data::ShardLedgerOptions{shards});
+    reset = ledger.rewind(first_epoch);
+    if (!reset.ok()) return reset.status().with_context("rewinding the shard ledger");
+  }
   auto dropped = gcs::discard_ranges_after(store, job, step);
   if (!dropped.ok()) return dropped.status().with_context("rewinding the trained ranges");
   spdlog::info("job {}: restarting from {}: {} shards from epoch {} on and {} trained ranges after step {} rewound",

@@ -27,6 +27,23 @@ struct StartPoint {
   bool own = false;                                // the job's own checkpoint (a restart)
 };
 
+// Which checkpoint a job starts from: kind 0 none (the first step), 1 the job's own newest intact
+// one (a restart), 2 the one `troupe submit --resume` named.
+struct StartChoice {
+  int kind = 0;
+  int64_t step = 0;
+};
+
+// Step 1's parts, for jobs whose members are not in one group (a pipeline: worker 0 chooses, the
+// choice travels over the stage-0 group, then over each replica's pipe group): the choice, made by
+// one member; passed from `comm`'s rank 0 to its other ranks (a collective); loaded whole, or only
+// the slice [begin, end) of a `total`-parameter model (shard `hint` first: checkpoint::load_range).
+Expected<StartChoice> choose_start(gcs::Store& store, const JobSpec& spec, const JobId& job);
+Status broadcast_start_choice(collectives::Communicator& comm, StartChoice* choice, std::chrono::milliseconds timeout);
+Expected<StartPoint> load_start(gcs::Store& store, const JobSpec& spec, const JobId& job, const StartChoice& choice);
+Expected<StartPoint> load_start_range(gcs::Store& store, const JobSpec& spec, const JobId& job,
+                                      const StartChoice& choice, size_t total, size_t begin, size_t end, int hint);
+
 // Step 1, on every rank (a collective: all ranks call it).
 Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
                                        collectives::Communicator& comm, std::chrono::milliseconds timeout);
@@ -34,8 +51,9 @@ Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, c
 // Step 1 for a job with one deciding member (a central job's server): the same choice, alone.
 Expected<StartPoint> find_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job);
 
-// Step 2's work: the shard ledger (`shards` per epoch) from the start point's epoch on and the
-// trained ranges past its step go back, and an event "shards_moved" says so.
+// Step 2's work: the shard ledger (`shards` per epoch; 0: the job has none — a pipeline reads its
+// batches by step) from the start point's epoch on and the trained ranges past its step go back,
+// and an event "shards_moved" says so.
 Status rewind_to(gcs::Store& store, const JobId& job, int shards, int64_t steps_per_epoch, const StartPoint& start);
 
 // Step 2, on every rank of attempt `attempt` > 0 (a collective); rank 0 does the rewinding.

@@ -4,12 +4,14 @@
 #include <thread>
 
 #include "collectives/inproc_transport.h"
+#include "trainers/pipeline/stage_checkpoint.h"
 
 namespace troupe::pipeline {
 
 Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& o, const PipelineOptions& po,
                                                    const Dataset& train, const Dataset& test,
-                                                   const ProgressFn& progress, std::chrono::milliseconds timeout) {
+                                                   const ProgressFn& progress, std::chrono::milliseconds timeout,
+                                                   const LocalCheckpoints& lc) {
   TROUPE_RETURN_IF_ERROR(validate(po, o.batch_size));
   const int stages = po.stages, replicas = po.replicas();
   // pipes[r][s]: stage s of replica r; groups[s][r]: replica r of stage s's all-reduce group.
@@ -22,14 +24,32 @@ Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& o, const 
   for (int r = 0; r < replicas; ++r)
     for (int s = 0; s < stages; ++s)
       threads.emplace_back([&, r, s] {
-        std::unique_ptr<collectives::Communicator> comm;
+        std::unique_ptr<collectives::Communicator> comm, pipe;
         if (replicas > 1) comm = std::make_unique<collectives::Communicator>(std::move(groups[s][r]));
+        if (stages > 1) pipe = std::make_unique<collectives::Communicator>(std::move(pipes[r][s]));
         StageComms c;
-        c.pipe = stages > 1 ? pipes[r][s].get() : nullptr;
+        c.pipe = pipe ? &pipe->transport() : nullptr;
         c.replicas = comm.get();
         c.timeout = timeout;
+        c.cancel = lc.cancel;
+        StageCheckpoints ck;
+        if (lc.every > 0) {
+          ck.every = lc.every;
+          ck.write = [&, r](const StageSnapshot& snap) -> Status {
+            if (r != 0) return {};  // the replicas of a stage hold the same parameters
+            return write_stage_checkpoint(snap, "local", lc.dir, pipe.get(), timeout, lc.commit);
+          };
+        }
+        if (lc.resume) {
+          ck.resume = [&, s](size_t total, size_t begin, size_t end) -> Expected<std::optional<checkpoint::TrainingState>> {
+            auto state = checkpoint::load_range(*lc.resume, total, begin, end, s);
+            if (!state.ok()) return state.status();
+            return std::optional<checkpoint::TrainingState>(std::move(*state));
+          };
+        }
         const bool reporter = r == 0 && s == stages - 1;
-        results[static_cast<size_t>(r * stages + s)] = train_stage(o, po, train, test, c, reporter ? progress : ProgressFn{});
+        results[static_cast<size_t>(r * stages + s)] =
+            train_stage(o, po, train, test, c, reporter ? progress : ProgressFn{}, ck);
       });
   for (auto& t : threads) t.join();
   // The root cause first: a stage that failed on its own, not one told by a neighbour's abort.

@@ -4,7 +4,9 @@
 // in-process Communicator — the same train_stage the cluster's workers run over shm or TCP.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "trainers/fashion_mnist.h"
@@ -20,11 +22,23 @@ struct LocalPipelineResult {
   std::vector<float> params;         // the whole model, assembled from replica 0's stages
 };
 
+// Checkpoints of a local pipeline (stage_checkpoint.h): every `every` steps under `dir`, the
+// manifest to `commit`; `resume`: a checkpoint to go on from (each stage reads its own shard).
+// `cancel` stops every stage before its next step.
+struct LocalCheckpoints {
+  int64_t every = 0;
+  std::string dir;
+  checkpoint::CommitFn commit;
+  const checkpoint::Manifest* resume = nullptr;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
 // Runs every stage actor; the first error (in stage order) is returned, prefixed with its stage
 // and replica. `progress` follows the last stage of replica 0.
 Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& train_options, const PipelineOptions& options,
                                                    const Dataset& train, const Dataset& test,
                                                    const ProgressFn& progress = {},
-                                                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                                                   std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                                                   const LocalCheckpoints& checkpoints = {});
 
 }  // namespace troupe::pipeline

@@ -34,6 +34,7 @@ struct Loop {
   const Dataset& test;
   const StageComms& comms;
   const ProgressFn& progress;
+  const StageCheckpoints& ckpt;
 
   Expected<StageResult> run();
   // The last stages' test counts summed over the replicas: accuracy (-1 when not counted).
@@ -99,6 +100,35 @@ Expected<StageResult> Loop::run() {
   const bool last = stage == stages - 1;
   std::vector<float> params(n), grads(n + (last ? 2 : 0));
   init_parameter_range(setup->space, o.seed, plan.begin, plan.end, params.data());
+  int64_t step = 0;        // steps done
+  int first_epoch = 1;     // a resumed stage goes on in the checkpoint's epoch
+  int64_t skip_steps = 0;  //   after the steps of it already done
+  std::optional<checkpoint::TrainingState> resume;
+  if (ckpt.resume) {
+    auto loaded = ckpt.resume(setup->space.size(), plan.begin, plan.end);
+    if (!loaded.ok()) return loaded.status().with_context(where + ": stage " + std::to_string(stage));
+    resume = std::move(*loaded);
+  }
+  if (resume) {
+    const checkpoint::TrainingState& r = *resume;
+    const std::string what = where + ": stage " + std::to_string(stage) + "'s part of the checkpoint of step " +
+                             std::to_string(r.step);
+    if (r.params.size() != n)
+      return invalid_argument(what + " holds " + std::to_string(r.params.size()) + " parameters; the stage has " +
+                              std::to_string(n) + " (another model or partition?)");
+    TROUPE_RETURN_IF_ERROR((*opt)->load_state(r.optimizer, 0).with_context(what));
+    params = r.params;
+    step = r.step;
+    first_epoch = static_cast<int>(std::max<int64_t>(r.epoch, 1));
+    skip_steps = r.epoch_step;
+    if (skip_steps >= steps_per_epoch) {  // taken at the end of its epoch
+      ++first_epoch;
+      skip_steps = 0;
+    }
+    spdlog::info("pipeline stage {}/{} of replica {}/{}: resuming from the checkpoint of step {} (epoch {} after {} "
+                 "of its steps)", stage, stages, replica, replicas, step, first_epoch, skip_steps);
+  }
+  if (ckpt.every > 0 && !ckpt.write) return invalid_argument("pipeline checkpoints need a writer");
   const Parameters param_view(params.data(), n, plan.begin);
   Gradients grad_view(grads.data(), n, nullptr, plan.begin);
   StageExecutor exec(*model, layers, plan, stage, stages, comms.pipe, micro_rows,
@@ -133,9 +163,8 @@ Expected<StageResult> Loop::run() {
   sync.timeout = comms.timeout;
   const auto job_start = Clock::now();
   double train_seconds = 0;
-  int64_t step = 0;
-  bool stop = false;
-  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+  bool stop = o.max_steps > 0 && step >= o.max_steps;
+  for (int epoch = first_epoch; epoch <= o.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     TROUPE_RETURN_IF_ERROR(feed.begin_epoch(epoch));
     EpochTally tally;
@@ -146,6 +175,7 @@ Expected<StageResult> Loop::run() {
       auto more = feed.next(&batch);
       if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
       if (!*more) return internal_error("the data feed ran out" + at);
+      if (epoch == first_epoch && s < skip_steps) continue;  // trained before the checkpoint resumed from
       std::fill(grads.begin(), grads.end(), 0.0f);
       StepTotals totals;
       const auto pass_start = Clock::now();
@@ -177,6 +207,10 @@ Expected<StageResult> Loop::run() {
         return nonfinite_loss(loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
       (*opt)->set_lr(scheduled_lr(lr_schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
       (*opt)->step(params.data(), grads.data());
+      if (ckpt.every > 0 && step % ckpt.every == 0) {
+        const StageSnapshot snap{step, epoch, s + 1, plan.begin, plan.end, setup->space.size(), params.data(), opt->get()};
+        TROUPE_RETURN_IF_ERROR(ckpt.write(snap).with_context(where + ": checkpoint" + at));
+      }
       tally.add(loss, std::max<int64_t>(correct, 0));
       if (last && progress)
         progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
@@ -200,6 +234,8 @@ Expected<StageResult> Loop::run() {
   if (!kernels::cpu::all_finite(params.data(), n))
     return numeric_error("stage " + std::to_string(stage) + "'s parameters are not finite after training; lower --lr");
   finish_result(&result, step, o.batch_size, train_seconds);
+  if (resume && train_seconds > 0)  // the throughput of the steps this run trained
+    result.samples_per_second = static_cast<double>(step - resume->step) * o.batch_size / train_seconds;
   result.wall_seconds = seconds_since(job_start);
   rep.bubble_fraction = rep.pass_seconds > 0 ? std::max(0.0, 1.0 - rep.busy_seconds / rep.pass_seconds) : 0;
   out.params = std::move(params);
@@ -209,8 +245,9 @@ Expected<StageResult> Loop::run() {
 }  // namespace
 
 Expected<StageResult> train_stage(const TrainOptions& o, const PipelineOptions& po, const Dataset& train,
-                                  const Dataset& test, const StageComms& comms, const ProgressFn& progress) {
-  Loop loop{o, po, train, test, comms, progress};
+                                  const Dataset& test, const StageComms& comms, const ProgressFn& progress,
+                                  const StageCheckpoints& checkpoints) {
+  Loop loop{o, po, train, test, comms, progress, checkpoints};
   auto result = loop.run();
   if (!result.ok()) {
     // Tell the neighbours and the replicas at once, so they name this stage instead of timing out.

@@ -14,11 +14,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "trainers/checkpoint/checkpoint.h"
 #include "trainers/fashion_mnist.h"
+#include "trainers/optimizer.h"
 #include "trainers/pipeline/pipeline_options.h"
 #include "trainers/train_options.h"
 
@@ -29,6 +33,30 @@ struct StageComms {
   collectives::Communicator* replicas = nullptr;  // this stage of every replica; null for one replica
   std::chrono::milliseconds timeout{60000};       // per message and per all-reduce
   const std::atomic<bool>* cancel = nullptr;      // set to stop before the next step
+};
+
+// A stage's state at a step boundary, for a checkpoint: its range of the flat buffer and the
+// optimizer over it.
+struct StageSnapshot {
+  int64_t step = 0;               // global steps done
+  int epoch = 0;                  // the epoch of the last step (1-based)
+  int64_t epoch_step = 0;         // steps of it done
+  size_t begin = 0, end = 0;      // the stage's range of the flat buffer
+  size_t total = 0;               // the whole model's parameters
+  const float* params = nullptr;  // end - begin floats
+  const Optimizer* optimizer = nullptr;
+};
+
+// Checkpoints of a pipeline (the job layer writes them: trainers/job/pipeline_worker.h). Every
+// `every` steps each stage of each replica calls `write` after the step's update, at the same step
+// on all of them; an error stops the stage. `resume`, once the stage knows its range [begin, end)
+// of a `total`-parameter model: that range of a checkpoint to go on from (checkpoint::load_range),
+// or nothing to start from the seed's parameters — training continues after the checkpoint's
+// step, skipping the batches of its epoch already trained.
+struct StageCheckpoints {
+  int64_t every = 0;
+  std::function<Status(const StageSnapshot&)> write;
+  std::function<Expected<std::optional<checkpoint::TrainingState>>(size_t total, size_t begin, size_t end)> resume;
 };
 
 // What a stage measured and holds.
@@ -54,10 +82,11 @@ struct StageResult {
 
 // Trains stage comms.pipe->rank() of its replica. `progress` is called by the last stage only.
 // Errors (invalid_argument): bad options (validate), a trainer without layers (Trainer::layers()
-// null), more stages than layers; then the neighbours' and replicas' failures naming them, a
-// non-finite loss (the last stage; it aborts the others), a layer's own errors.
+// null), more stages than layers, a resume state of another size or optimizer; then the
+// neighbours' and replicas' failures naming them, a non-finite loss (the last stage; it aborts the
+// others), a layer's own errors, a checkpoint's write.
 Expected<StageResult> train_stage(const TrainOptions& train_options, const PipelineOptions& options,
                                   const Dataset& train, const Dataset& test, const StageComms& comms,
-                                  const ProgressFn& progress = {});
+                                  const ProgressFn& progress = {}, const StageCheckpoints& checkpoints = {});
 
 }  // namespace troupe::pipeline

@@ -1,0 +1,56 @@
+#include "trainers/checkpoint/collective_write.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+namespace troupe::checkpoint {
+
+Status write_group_shard(ShardData shard, const std::string& dir, collectives::Communicator* group,
+                         std::chrono::milliseconds timeout, int committer, const CommitFn& commit) {
+  const int rank = group ? group->rank() : 0, size = group ? group->size() : 1;
+  const int64_t step = shard.header.step;
+  const std::string what = "checkpoint of step " + std::to_string(step);
+  const std::string sdir = step_dir(dir, step);
+  shard.header.shard = rank;
+  shard.header.shards = size;
+  Expected<WrittenShard> written = io_error("not written");
+  std::error_code ec;
+  std::filesystem::create_directories(sdir, ec);
+  if (ec) written = io_error("cannot create checkpoint directory " + sdir + ": " + ec.message());
+  else written = write_shard_file(shard_path(sdir, rank, size), shard);
+  // Every member's (bytes, checksum) — bytes 0 for a member whose write failed.
+  uint64_t mine[2] = {0, 0};
+  if (written.ok()) {
+    mine[0] = written->bytes;
+    mine[1] = std::strtoull(written->checksum.c_str(), nullptr, 16);
+  }
+  std::vector<uint64_t> all(2 * static_cast<size_t>(size));
+  if (group) {
+    collectives::CollectiveOptions co;
+    co.timeout = timeout;
+    TROUPE_RETURN_IF_ERROR(group->allgather(mine, all.data(), 4, DType::f32, co)  // 2 x u64 as 4 opaque words
+                               .with_context("gathering the shards of the " + what));
+  } else {
+    all.assign(mine, mine + 2);
+  }
+  if (!written.ok()) return written.status().with_context(what);
+  for (int r = 0; r < size; ++r)
+    if (all[2 * static_cast<size_t>(r)] == 0)
+      return io_error(what + ": member " + std::to_string(r) + " of " + std::to_string(size) +
+                      " could not write its shard (see its log)");
+  if (rank != committer || !commit) return {};
+  Manifest m;
+  m.tag = shard.header.tag;
+  m.step = step;
+  m.dir = sdir;
+  for (int r = 0; r < size; ++r) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(all[2 * static_cast<size_t>(r) + 1]));
+    m.shards.push_back(WrittenShard{shard_path(sdir, r, size), all[2 * static_cast<size_t>(r)], hex});
+  }
+  return commit(m).with_context(what);
+}
+
+}  // namespace troupe::checkpoint
