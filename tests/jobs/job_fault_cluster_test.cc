@@ -1,7 +1,8 @@
 // Supervision on a real local cluster (actors/job_supervisor.h, trainers/job/sync_recovery.h):
 // faults injected into running jobs — a node process killed with SIGKILL mid-epoch, a user's
-// trainer that throws — and each time the job completes, within half a point of the same job
-// without the fault, with the data accounting proven from the GCS (gcs/data_accounting.h).
+// trainer that throws, a pipeline stage's node killed — and each time the job completes, within
+// half a point of the same job without the fault, with the data accounting proven from the GCS
+// (gcs/data_accounting.h).
 // Detection and recovery times are printed for the record; docs/benchmarks.md has the figures of
 // scripts/bench-recovery.sh (timing is never asserted here).
 #include <catch2/catch.hpp>
@@ -332,4 +333,46 @@ TEST_CASE("faults: a hung worker stalls the job, which the supervisor restarts f
   CHECK(restarting.at("message").get<std::string>().find("the job made no progress for 3") != std::string::npos);
   CHECK_FALSE(event_of(view, "job_resumed", id).is_null());
   CHECK(job_of(view, id).at("state") == "SUCCEEDED");
+}
+
+TEST_CASE("faults: a pipeline whose stage's node is killed restarts every stage from its part of the checkpoint",
+          "[jobs][cluster][faults][pipeline]") {
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");  // 6 cpus on 3 processes: 4 stages, and room for them after one node dies
+  const std::string ckpt = c.home() + "/ckpt";
+  const std::string job_args = "--strategy pipeline --stages 4 --microbatches 2 --hidden 128,64,32 --epochs 4 "
+                               "--batch-size 128 --checkpoint-every 100 --checkpoint-dir " + ckpt;
+  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
+  INFO(base.both() << c.logs_tail());
+  REQUIRE(base.exit_code == 0);
+  const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
+
+  const std::string id = submit_detached(c, job_args);
+  Json view = wait_for_step(c, id, 650);  // in epoch 2, past a few checkpoints
+  pid_t pid = 0;  // a node process (not the head) hosting one of its stages
+  for (const Json& a : view.at("actors")) {
+    if (a.value("job", "") != id || a.at("state") != "ALIVE") continue;
+    for (const Json& n : view.at("nodes"))
+      if (n.at("id") == a.at("node") && !n.value("is_head", false)) pid = n.at("pid").get<pid_t>();
+  }
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+
+  // The stages left fail naming the dead neighbour; the supervisor places all four again, each
+  // loads its own layers from the newest checkpoint and the pipeline goes on from its step.
+  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  INFO(c.logs_tail());
+  check_recovered(c, end, id, baseline, true);
+  Json j = job_of(end, id);
+  const int64_t from = j.at("result").at("resumed_from").at("step").get<int64_t>();
+  CHECK(from >= 600);  // not from the beginning: the checkpoint before the kill
+  CHECK(from % 100 == 0);
+  CHECK(event_of(end, "job_resumed", id).at("message").get<std::string>().find(
+            "started from job " + id.substr(0, 8) + " step " + std::to_string(from)) != std::string::npos);
+  CHECK(j.at("result").at("steps").get<int64_t>() == 4 * (60000 / 128));
+  // One replica has no all-reduce: a pipeline resumed from its checkpoint computes what the
+  // uninterrupted one computed, bit for bit (tests/trainers/pipeline_test.cc), so the same accuracy.
+  CHECK(accuracy_of(end, id) == baseline);
+  WARN("pipeline: stage node killed at step >= 650, resumed from the checkpoint of step "
+       << from << ", accuracy " << accuracy_of(end, id) << " vs " << baseline << " without the fault");
 }

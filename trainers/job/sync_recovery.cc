@@ -119,9 +119,11 @@ Status rewind_to(gcs::Store& store, const JobId& job, int shards, int64_t steps_
   gcs::Event e;
   e.kind = "shards_moved";
   e.subject = job.hex();
-  e.message = "job " + job.short_hex() + ": " + std::to_string(*reset) + " shards from epoch " +
-              std::to_string(first_epoch) + " on back to the ledger, to be trained again from " +
-              (start.source.empty() ? "the beginning" : start.source);
+  const std::string from = start.source.empty() ? "the beginning" : start.source;
+  e.message = shards > 0 ? "job " + job.short_hex() + ": " + std::to_string(*reset) + " shards from epoch " +
+                               std::to_string(first_epoch) + " on back to the ledger, to be trained again from " + from
+                         : "job " + job.short_hex() + ": the batches after step " + std::to_string(step) +
+                               " (epoch " + std::to_string(first_epoch) + " on) to be trained again from " + from;
   Status st = gcs::record_event(store, e);
   if (!st.ok()) spdlog::warn("job {}: recording shards_moved: {}", job.short_hex(), st.to_string());
   return {};
