@@ -74,6 +74,10 @@ class HierarchicalTransport final : public Transport, public NativeCollectives {
     mesh_->abort(error);
     local_->transport().abort(error);
   }
+  void interrupt(const Status& why) override {
+    mesh_->interrupt(why);
+    local_->transport().interrupt(why);
+  }
   NativeCollectives* native() override { return this; }
 
   // NativeCollectives: only all-reduce is staged; the rest run the point-to-point algorithms.

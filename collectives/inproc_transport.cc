@@ -92,6 +92,23 @@ void InprocTransport::abort(const Status& error) {
   group_->wake_all();
 }
 
+void InprocTransport::interrupt(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    if (interrupted_.load()) return;
+    interrupt_why_ = why;
+    interrupted_.store(true);
+  }
+  Inbox& box = group_->inboxes[rank_];
+  std::lock_guard<std::mutex> lock(box.mu);
+  box.cv.notify_all();
+}
+
+Status InprocTransport::interrupted() {
+  std::lock_guard<std::mutex> lock(interrupt_mu_);
+  return fail(interrupt_why_);
+}
+
 Status InprocTransport::fail(Status s) {
   if (failed_.ok()) failed_ = s;
   return s;
@@ -126,6 +143,7 @@ Status InprocTransport::send(int to, const void* data, size_t bytes, Clock::time
 
 Status InprocTransport::recv(int from, void* data, size_t bytes, Clock::time_point deadline) {
   if (!failed_.ok()) return failed_;
+  if (interrupted_.load()) return interrupted();
   TROUPE_RETURN_IF_ERROR(check_peer(from, "recv"));
   if (bytes == 0) return {};
   Inbox& box = group_->inboxes[rank_];
@@ -152,6 +170,10 @@ Status InprocTransport::recv(int from, void* data, size_t bytes, Clock::time_poi
       }
     }
     if (got == bytes) break;
+    if (interrupted_.load()) {
+      lock.unlock();
+      return interrupted();
+    }
     if (Status aborted = group_->abort_seen_by(rank_, call_.sequence); !aborted.ok()) return fail(aborted);
     if (group_->dead[rank_].load()) return fail(unavailable("rank " + std::to_string(rank_) + ": this transport is closed"));
     if (group_->dead[from].load())

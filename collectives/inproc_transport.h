@@ -12,7 +12,9 @@
 // "rank P aborted <error>" (a rank still in an earlier call may finish it: P already did).
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "collectives/transport.h"
@@ -35,6 +37,7 @@ class InprocTransport final : public Transport {
   std::string kind() const override { return "inproc"; }
   void begin_call(const CallDescriptor& call) override { call_ = call; }
   void abort(const Status& error) override;
+  void interrupt(const Status& why) override;
 
   // Marks this rank dead for its peers and fails its own later calls. Idempotent.
   void close();
@@ -49,6 +52,10 @@ class InprocTransport final : public Transport {
   int rank_;
   CallDescriptor call_;
   Status failed_;  // first error; a failed transport stays failed
+  std::atomic<bool> interrupted_{false};
+  std::mutex interrupt_mu_;
+  Status interrupt_why_;  // under interrupt_mu_
+  Status interrupted();   // fails with interrupt_why_
 };
 
 // One transport per rank 0..size-1, sharing one group. size must be >= 1.

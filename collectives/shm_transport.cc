@@ -35,6 +35,9 @@ class ShmTransport final : public Transport {
     (void)state_.fail(error);
     state_.waiter.abort(error);
   }
+  // Only the group's abort word (atomic, in the segment; every wait checks it at least every
+  // 10 ms): the rank's own state is its calling thread's.
+  void interrupt(const Status& why) override { state_.waiter.abort(why); }
 
   Status send(int to, const void* data, size_t bytes, Clock::time_point deadline) override {
     return send_recv(to, data, bytes, to, nullptr, 0, deadline);

@@ -25,6 +25,7 @@ class SubTransport final : public Transport {
   std::string kind() const override { return base_.kind(); }
   void begin_call(const CallDescriptor& call) override { base_.begin_call(call); }
   void abort(const Status& error) override { base_.abort(error); }
+  void interrupt(const Status& why) override { base_.interrupt(why); }
 
  private:
   SubTransport(Transport& base, std::vector<int> ranks, int rank) : base_(base), ranks_(std::move(ranks)), rank_(rank) {}

@@ -6,14 +6,18 @@
 // directly while they move bytes and waits in one poll() only when neither can. The other
 // connections are watched while it waits: an abort frame at the head of any of them fails the
 // call at once, so a rank far from a dead member hears of it without waiting for its neighbour.
+// interrupt() (another thread) writes an eventfd that every poll() watches too.
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "collectives/tcp_wire.h"
 
@@ -42,12 +46,14 @@ int remaining(void* a, size_t na, void* b, size_t nb, size_t done, iovec iov[2])
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(int rank, std::vector<int> fds) : rank_(rank), peers_(fds.size()) {
+  TcpTransport(int rank, std::vector<int> fds)
+      : rank_(rank), peers_(fds.size()), wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
     for (size_t p = 0; p < fds.size(); ++p) peers_[p].fd = fds[p];
   }
   ~TcpTransport() override {
     for (auto& p : peers_)
       if (p.fd >= 0) ::close(p.fd);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
   }
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(peers_.size()); }
@@ -82,6 +88,17 @@ class TcpTransport final : public Transport {
     broadcast_abort(error);
   }
 
+  void interrupt(const Status& why) override {
+    {
+      std::lock_guard<std::mutex> lock(interrupt_mu_);
+      if (interrupted_.load()) return;
+      interrupt_why_ = why;
+      interrupted_.store(true);
+    }
+    const uint64_t one = 1;
+    if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
+  }
+
  private:
   struct Peer {
     int fd = -1;
@@ -106,6 +123,14 @@ class TcpTransport final : public Transport {
   CallDescriptor call_;
   Status failed_;
   bool abort_sent_ = false;
+  int wake_fd_ = -1;  // eventfd written by interrupt(): wakes a poll() of the exchange
+  std::atomic<bool> interrupted_{false};
+  std::mutex interrupt_mu_;
+  Status interrupt_why_;  // under interrupt_mu_
+  Status interrupted() {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    return interrupt_why_;
+  }
   struct {
     int origin = -1;  // set when this rank failed because of another's abort frame
     std::string text;
@@ -125,6 +150,7 @@ Status TcpTransport::exchange(int to, const char* sp, size_t sn, int from, char*
   // bytes; only a pass that moved nothing waits in poll(), which also watches the other peers.
   bool optimistic = true;
   while (sent < send_total || got < recv_total) {
+    if (interrupted_.load()) return interrupted();
     fds.clear();
     who.clear();
     for (int p = 0; p < size(); ++p) {
@@ -136,6 +162,10 @@ Status TcpTransport::exchange(int to, const char* sp, size_t sn, int from, char*
       if (events == 0) continue;
       fds.push_back({peers_[p].fd, events, 0});
       who.push_back(p);
+    }
+    if (!optimistic && wake_fd_ >= 0) {  // last, so `who` lines up with the peers' entries
+      fds.push_back({wake_fd_, POLLIN, 0});
+      who.push_back(-1);
     }
     const size_t moved_before = sent + got;
     int ready = 0;
@@ -163,6 +193,7 @@ Status TcpTransport::exchange(int to, const char* sp, size_t sn, int from, char*
       const int p = who[i];
       const short rev = fds[i].revents;
       if (rev == 0) continue;
+      if (p < 0) return interrupted();  // the wake fd: interrupt() was called
       if ((fds[i].events & POLLOUT) && (rev & (POLLOUT | POLLERR | POLLHUP))) {
         iovec iov[2];
         msghdr msg{};

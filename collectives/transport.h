@@ -71,6 +71,11 @@ class Transport {
   // or disagreed): tells the other ranks, best effort and without blocking past a short bound, so
   // their calls return an error naming the rank at fault instead of waiting for their deadline.
   virtual void abort(const Status& error) { (void)error; }
+  // Thread-safe, from any thread: makes this rank's call in progress, and every later one, return
+  // `why` within ~10 ms instead of running to its deadline — how a stopped actor leaves a
+  // collective whose peer is gone. The call then aborts as on any failure, so the other ranks hear
+  // of it. Default: nothing (the call runs to its deadline).
+  virtual void interrupt(const Status& why) { (void)why; }
   // Collectives this transport runs itself (shared memory, NCCL) instead of the algorithms over
   // send/recv; nullptr when it has none.
   virtual NativeCollectives* native() { return nullptr; }

@@ -273,6 +273,14 @@ TEST_CASE("faults: a cut link to a worker's host is detected like a dead node an
   REQUIRE_FALSE(restarting.is_null());
   CHECK(restarting.at("message").get<std::string>().find("its node " + remote.substr(0, 8) + " is gone") !=
         std::string::npos);
+  // The near side's workers, stuck in an all-reduce with the unreachable rank, leave it when stopped
+  // (their transports are interrupted): none is left behind past the supervisor's grace.
+  std::string head_log;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(a.session_dir() + "/logs", ec))
+    if (e.path().filename().string().rfind("head", 0) == 0) head_log += slurp(e.path().string());
+  REQUIRE_FALSE(head_log.empty());
+  CHECK(head_log.find("did not exit within") == std::string::npos);
   WARN("cut link to node " << remote.substr(0, 8) << ": restart began " << restarting.value("time_ms", int64_t{0}) - cut_ms
                            << " ms after the cut, training resumed "
                            << event_of(end, "job_resumed", id).value("time_ms", int64_t{0}) - cut_ms << " ms after it");

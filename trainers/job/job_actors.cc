@@ -20,9 +20,12 @@ using Body = std::function<Status(const actors::NodeEnvironment&, const MemberAr
 
 struct MemberState {
   std::atomic<bool> cancel{false};
+  std::shared_ptr<Interrupts> interrupts = std::make_shared<Interrupts>();
   std::thread thread;
   ~MemberState() {
     cancel = true;
+    // A body blocked in a collective (a peer behind a cut link) leaves it now, not at its deadline.
+    interrupts->interrupt_all(unavailable("stopped: the actor was stopped while in a collective"));
     if (thread.joinable()) thread.join();
   }
 };
@@ -32,6 +35,7 @@ caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_p
   actors::report_exceptions(self);
   caf::actor me = caf::actor_cast<caf::actor>(self);
   std::atomic<bool>* cancel = &self->state.cancel;
+  args.interrupts = self->state.interrupts;
   self->state.thread = std::thread([me, slot, args, body, cancel]() mutable {
     Status st;
     auto env = slot->wait(std::chrono::seconds(10));

@@ -32,6 +32,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   go.generation = a.attempt;  // a restarted gang forms the group anew
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
+  auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   const int64_t steps_per_epoch = s.train.count / spec.train.batch_size;
   // Where to start (the newest checkpoint after a restart) and, after one, undo the failed attempt.

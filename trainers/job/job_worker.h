@@ -12,12 +12,14 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "actors/node_environment.h"
 #include "core/ids.h"
 #include "core/status.h"
+#include "trainers/job/interrupts.h"
 
 namespace troupe::job {
 
@@ -29,6 +31,9 @@ struct MemberArgs {
   int index = 0;
   int attempt = 0;
   ActorId actor;
+  // Set by the actor (not an argument): where the body registers the transports a stop must
+  // interrupt. May be null (then a stop waits for the collective's deadline).
+  std::shared_ptr<Interrupts> interrupts;
 };
 Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args);
 

@@ -90,6 +90,11 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
     if (!c.ok()) return c.status();
     peers = std::move(*c);
   }
+  Interrupts::Registration pipe_interruptible, peers_interruptible;  // a stop leaves their collectives
+  if (a.interrupts) {
+    pipe_interruptible = a.interrupts->add(pipe ? &pipe->transport() : nullptr);
+    peers_interruptible = a.interrupts->add(peers ? &peers->transport() : nullptr);
+  }
   pipeline::StageComms comms;
   comms.pipe = pipe ? &pipe->transport() : nullptr;
   comms.replicas = peers.get();
