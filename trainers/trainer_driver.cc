@@ -157,12 +157,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                                                                            std::to_string(r.step)));
     params = r.params;
     step = r.step;
-    first_epoch = static_cast<int>(std::max<int64_t>(r.epoch, 1));
-    skip_steps = r.epoch_step;
-    if (skip_steps >= steps_per_epoch) {  // taken at the end of its epoch
-      ++first_epoch;
-      skip_steps = 0;
-    }
+    const checkpoint::ResumeAt at = checkpoint::resume_at(r, steps_per_epoch);
+    first_epoch = at.epoch;
+    skip_steps = at.skip_steps;
     spdlog::info("resuming from the checkpoint of step {}: epoch {} after {} of its steps", step, first_epoch,
                  skip_steps);
   }

@@ -68,6 +68,25 @@ std::string submit_detached(ClusterFixture& c, const std::string& args) {
   return r.last_line();
 }
 
+// A node process (not the head) hosting an ALIVE actor of the job: its id and pid ("", 0: none).
+std::pair<std::string, pid_t> node_hosting(const Json& view, const std::string& job) {
+  std::pair<std::string, pid_t> out{"", 0};
+  for (const Json& a : view.at("actors")) {
+    if (a.value("job", "") != job || a.at("state") != "ALIVE") continue;
+    for (const Json& n : view.at("nodes"))
+      if (n.at("id") == a.at("node") && !n.value("is_head", false)) out = {n.at("id"), n.at("pid").get<pid_t>()};
+  }
+  return out;
+}
+
+// The test accuracy of the job without the fault, run to its end first.
+double fault_free_accuracy(ClusterFixture& c, const std::string& job_args) {
+  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
+  INFO(base.both() << c.logs_tail());
+  REQUIRE(base.exit_code == 0);
+  return Json::parse(base.last_line()).at("test_accuracy").get<double>();
+}
+
 double accuracy_of(const Json& view, const std::string& id) {
   Json j = job_of(view, id);
   REQUIRE_FALSE(j.is_null());
@@ -116,25 +135,12 @@ TEST_CASE("faults: a sync job rides out its worker node killed mid-epoch and the
   const std::string ckpt = c.home() + "/ckpt";
   const std::string job_args = "--strategy sync --workers 4 --epochs 10 --batch-size 128 --checkpoint-every 100 "
                                "--checkpoint-dir " + ckpt;
-  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
-  INFO(base.both() << c.logs_tail());
-  REQUIRE(base.exit_code == 0);
-  const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
+  const double baseline = fault_free_accuracy(c, job_args);
 
   const std::string id = submit_detached(c, job_args);
   Json view = wait_for_step(c, id, 1100);  // in epoch 3, past a few checkpoints
-  // A node process (not the head) that hosts workers of the job.
-  std::string victim;
-  for (const Json& a : view.at("actors")) {
-    if (a.value("job", "") == id && a.at("state") == "ALIVE") {
-      for (const Json& n : view.at("nodes")) {
-        if (n.at("id") == a.at("node") && !n.value("is_head", false)) victim = n.at("id");
-      }
-    }
-  }
+  const auto [victim, pid] = node_hosting(view, id);  // a node process (not the head) with workers of the job
   REQUIRE_FALSE(victim.empty());
-  pid_t pid = 0;
-  for (const Json& n : view.at("nodes")) if (n.at("id") == victim) pid = n.at("pid").get<pid_t>();
   REQUIRE(pid > 0);
   const int64_t killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::system_clock::now().time_since_epoch()).count();
@@ -292,10 +298,7 @@ TEST_CASE("faults: an async job whose worker node is killed replaces the worker,
   c.up("--nodes 2 --cpus 2");
   // The server asks for a whole node, so the two workers sit on the other two.
   const std::string job_args = "--strategy async --workers 2 --ps 1 --cpus-per-ps 2 --epochs 6 --batch-size 64";
-  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
-  INFO(base.both() << c.logs_tail());
-  REQUIRE(base.exit_code == 0);
-  const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
+  const double baseline = fault_free_accuracy(c, job_args);
 
   const std::string id = submit_detached(c, job_args);
   Json view = wait_for_step(c, id, 2000);
@@ -350,19 +353,11 @@ TEST_CASE("faults: a pipeline whose stage's node is killed restarts every stage 
   const std::string ckpt = c.home() + "/ckpt";
   const std::string job_args = "--strategy pipeline --stages 4 --microbatches 2 --hidden 128,64,32 --epochs 4 "
                                "--batch-size 128 --checkpoint-every 100 --checkpoint-dir " + ckpt;
-  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
-  INFO(base.both() << c.logs_tail());
-  REQUIRE(base.exit_code == 0);
-  const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
+  const double baseline = fault_free_accuracy(c, job_args);
 
   const std::string id = submit_detached(c, job_args);
   Json view = wait_for_step(c, id, 650);  // in epoch 2, past a few checkpoints
-  pid_t pid = 0;  // a node process (not the head) hosting one of its stages
-  for (const Json& a : view.at("actors")) {
-    if (a.value("job", "") != id || a.at("state") != "ALIVE") continue;
-    for (const Json& n : view.at("nodes"))
-      if (n.at("id") == a.at("node") && !n.value("is_head", false)) pid = n.at("pid").get<pid_t>();
-  }
+  const pid_t pid = node_hosting(view, id).second;  // a node process (not the head) with one of its stages
   REQUIRE(pid > 0);
   REQUIRE(::kill(pid, SIGKILL) == 0);
 

@@ -1,8 +1,18 @@
 #include "trainers/checkpoint/checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace troupe::checkpoint {
+
+ResumeAt resume_at(const TrainingState& state, int64_t steps_per_epoch) {
+  ResumeAt at{static_cast<int>(std::max<int64_t>(state.epoch, 1)), state.epoch_step};
+  if (at.skip_steps >= steps_per_epoch) {  // taken at the end of its epoch
+    ++at.epoch;
+    at.skip_steps = 0;
+  }
+  return at;
+}
 
 std::string step_dir(const std::string& dir, int64_t step) {
   char name[32];

@@ -34,6 +34,15 @@ struct TrainingState {
   OptimizerState optimizer;   // the whole buffer's state
 };
 
+// Where training goes on after a checkpoint: the epoch to train first (1-based) and how many of
+// its steps were trained already (their batches are skipped); a checkpoint taken at the end of an
+// epoch goes on with the next one.
+struct ResumeAt {
+  int epoch = 1;
+  int64_t skip_steps = 0;
+};
+ResumeAt resume_at(const TrainingState& state, int64_t steps_per_epoch);
+
 // <dir>/step-000000000120 and its shard i of n.
 std::string step_dir(const std::string& dir, int64_t step);
 std::string shard_path(const std::string& step_dir, int shard, int shards);
