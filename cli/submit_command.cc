@@ -118,6 +118,7 @@ actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
   s.max_restarts = spec.max_restarts;
   s.restart_backoff_ms = spec.restart_backoff_ms;
   s.restart_whole_gang = spec.strategy != "async";
+  s.restore_servers = spec.strategy == "async" && spec.checkpoint_every > 0;
   s.progress_timeout_ms = spec.progress_timeout_ms;
   const std::string prefix = "job-" + id.short_hex() + "-";
   for (int r = 0; r < spec.workers; ++r) {
