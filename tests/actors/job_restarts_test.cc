@@ -141,6 +141,8 @@ TEST_CASE("job restarts: an async job replaces only its failed worker, and a fai
   h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("killed")), "killed");
   CHECK(h.job(id).state == gcs::JobState::failed);
   CHECK(h.job(id).message.find("parameter server cannot be restored") != std::string::npos);
+  CHECK(h.job(id).message.find("ps0") != std::string::npos);
+  CHECK(h.job(id).message.find("--checkpoint-every") != std::string::npos);
   CHECK(was_stopped(h, *reply, 0));
 }
 
