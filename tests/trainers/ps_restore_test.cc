@@ -146,6 +146,14 @@ TEST_CASE("ps restore: an async shard checkpoints every K versions, and a restor
   // A replacement of a worker (a new process, clock 0) goes on at its predecessor's clock.
   restored->remove_worker(1, "killed");
   CHECK(*restored->rejoin_worker(1, 0) == 6);
+  // A replacement of worker 0 that never reached this shard (its start clock came from the other
+  // shards): its pull for clock 12 raises its clock here, rather than waiting on itself (S = 1).
+  restored->remove_worker(0, "killed");
+  CHECK(*restored->rejoin_worker(0, 0) == 9);
+  REQUIRE(restored->push(1, 6, ones.data(), restored->version()).ok());
+  for (int64_t c = 7; c < 11; ++c) REQUIRE(restored->push(1, c, ones.data(), restored->version()).ok());
+  CHECK(restored->pull(0, 12, params.data()).ok());
+  CHECK(restored->pull(1, 11, params.data()).ok());  // worker 0 is at 12 now, not 9
 }
 
 TEST_CASE("ps restore: a client reconnects to a replaced server at its clock while the other shard keeps its state",

@@ -123,6 +123,12 @@ std::string ParameterShard::waiting_for(int worker, int64_t clock) const {
 Expected<int64_t> ParameterShard::pull(int worker, int64_t clock, float* out) {
   std::unique_lock<std::mutex> lock(mu_);
   TROUPE_RETURN_IF_ERROR(check_worker(worker, "a pull"));
+  if (options_.mode == PsMode::async && clock > clocks_[static_cast<size_t>(worker)]) {
+    // A worker pulling clock c has pushed c times: pushes this shard never got (it was restored
+    // from a checkpoint meanwhile) are not coming, and its own clock must not hold its pull.
+    clocks_[static_cast<size_t>(worker)] = clock;
+    changed_.notify_all();
+  }
   const auto deadline = Clock::now() + options_.wait_timeout;
   if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || may_pull(clock); }))
     return Status(Code::timeout, waiting_for(worker, clock));

@@ -38,7 +38,9 @@
 // restore() starts a shard from a checkpoint: central: version and every worker's clock = its
 // step. async (a replacement of a failed server, the other shards still running): version = its
 // step, every worker removed until it connects again; a reconnecting worker says its own clock
-// (rejoin_worker), so the shard goes on from the workers' clocks, not the checkpoint's.
+// (rejoin_worker), so the shard goes on from the workers' clocks, not the checkpoint's; an async
+// pull for clock c also raises the worker's clock to c (it pushed c times; the pushes this shard
+// lost are not coming), so a replacement worker that never reached it before is not held up.
 #pragma once
 
 #include <chrono>
