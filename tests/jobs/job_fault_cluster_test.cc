@@ -343,12 +343,18 @@ TEST_CASE("faults: an async job whose parameter server node is killed restores t
   REQUIRE_FALSE(victim.empty());
   pid_t pid = 0;
   for (const Json& n : view.at("nodes")) if (n.at("id") == victim) pid = n.at("pid").get<pid_t>();
+  const int64_t killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
   REQUIRE(::kill(pid, SIGKILL) == 0);
 
   Json end = wait_for_end(c, id, std::chrono::seconds(600));
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, false);
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
+  WARN("killed the node of a parameter server: restart began "
+       << event_of(end, "job_restarting", id).value("time_ms", int64_t{0}) - killed_ms << " ms after the kill, the "
+       << "replacement restored its shard " << event_of(end, "server_restored", id).value("time_ms", int64_t{0}) - killed_ms
+       << " ms after it");
   // The replacement restored its shard from a checkpoint; the other server kept its state.
   Json restored = event_of(end, "server_restored", id);
   REQUIRE_FALSE(restored.is_null());
