@@ -83,6 +83,9 @@ struct SubmitJob {
   int32_t max_restarts = 0;
   int64_t restart_backoff_ms = 0;
   bool restart_whole_gang = true;
+  // Not a whole gang: a failed parameter server is replaced too (an async job that checkpoints: the
+  // replacement restores its shard). Otherwise its failure fails the job (the only copy of its shard).
+  bool restore_servers = false;
   // A gang job whose step count (written by its rank 0) stands still this long is stuck — a worker
   // hung, and the others wait for it in a collective — and is restarted like a failed one. 0: never.
   int64_t progress_timeout_ms = 0;
@@ -120,7 +123,7 @@ typename Inspector::result_type inspect(Inspector& f, JobActor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJob& x) {
   return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors, x.max_restarts,
-           x.restart_backoff_ms, x.restart_whole_gang, x.progress_timeout_ms);
+           x.restart_backoff_ms, x.restart_whole_gang, x.restore_servers, x.progress_timeout_ms);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJobReply& x) {

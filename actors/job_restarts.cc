@@ -64,11 +64,12 @@ void JobSupervisor::member_exited(Job& job, Member& member, bool failed, const s
   if (failed && !job.ending && !job.restarting) {
     const std::string cause = describe_member(member.actor, member.id, member.node) + " failed: " + why;
     spdlog::warn("job {}: {}", job.id.short_hex(), cause);
-    if (!job.whole_gang && is_server_actor(member.actor)) {
-      // An async job's server holds the only copy of its parameter shard (async jobs do not
-      // checkpoint yet): a new one would start from random parameters.
+    if (!job.whole_gang && is_server_actor(member.actor) && !job.restore_servers) {
+      // Without checkpoints an async job's server holds the only copy of its parameter shard: a new
+      // one would start from the initial parameters.
       end_job(job, gcs::JobState::failed,
-              cause + "; an async job's parameter server cannot be restored yet (its shard has no checkpoint)");
+              cause + "; an async job's parameter server cannot be restored without checkpoints (its shard has "
+                      "no copy): submit with --checkpoint-every N --checkpoint-dir DIR to have it restored");
     } else if (job.attempt < job.max_restarts) {
       begin_restart(job, member, cause);
     } else {

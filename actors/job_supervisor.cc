@@ -45,6 +45,7 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   job.max_restarts = std::max(0, request.max_restarts);
   job.backoff_ms = std::max<int64_t>(0, request.restart_backoff_ms);
   job.whole_gang = request.restart_whole_gang;
+  job.restore_servers = request.restore_servers;
   job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   SubmitJobReply reply;

@@ -10,7 +10,9 @@
 // budget (SubmitJob::max_restarts, with backoff). A job of one gang (sync, central) restarts whole:
 // the other actors are stopped, and once every one is down the gang is placed again, its workers
 // resuming from the job's newest intact checkpoint (trainers/job/). An async job replaces only the
-// failed actor; the others keep training. A spent budget fails the job naming the last failure.
+// failed actor; the others keep training. A failed parameter server of an async job is replaced
+// only when the job checkpoints (SubmitJob::restore_servers: the replacement restores its shard
+// from the newest checkpoint, and the workers reconnect to it); otherwise it fails the job. A spent budget fails the job naming the last failure.
 // Each actor learns its attempt (0, 1, ...) from its second-to-last argument.
 //
 // It lives inside the head service actor (actors/head_service.cc), which hands it the actors'
@@ -100,6 +102,7 @@ class JobSupervisor {
     int max_restarts = 0;
     int64_t backoff_ms = 0;
     bool whole_gang = true;
+    bool restore_servers = false; // not a whole gang: a failed server is replaced (it restores its shard)
     int attempt = 0;              // restarts begun so far
     bool restarting = false;      // whole gang: the failed attempt's actors are being stopped
     int64_t restart_due_ms = 0;   // no placement of the next attempt before this

@@ -2,7 +2,8 @@
 // library) into the GCS, its actors to the head, which places them as one gang — then follows it
 // with a progress bar until it ends and prints the summary (`--json`: the JSON of `troupe train
 // --json`, plus strategy, workers and per-worker samples/s). `--detach` prints the job id instead.
-// `--checkpoint-every N --checkpoint-dir DIR` (sync, central, pipeline) checkpoints every N steps;
+// `--checkpoint-every N --checkpoint-dir DIR` checkpoints every N steps (sync, central, pipeline;
+// async: every N x workers updates per server, and a failed server is restored from it);
 // `--resume JOB` submits a new job with JOB's settings that starts from JOB's newest intact
 // checkpoint (damaged or incomplete newer ones are reported and skipped); its summary names it.
 // `--strategy pipeline --stages K [--microbatches M] [--schedule gpipe|1f1b] [--stage-layers ...]`
@@ -118,6 +119,7 @@ actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
   s.max_restarts = spec.max_restarts;
   s.restart_backoff_ms = spec.restart_backoff_ms;
   s.restart_whole_gang = spec.strategy != "async";
+  s.restore_servers = spec.strategy == "async" && spec.checkpoint_every > 0;
   s.progress_timeout_ms = spec.progress_timeout_ms;
   const std::string prefix = "job-" + id.short_hex() + "-";
   for (int r = 0; r < spec.workers; ++r) {
@@ -170,7 +172,8 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
                   "after backward; -1: 256 KiB where the node has 2 cores per worker, else 0)")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--checkpoint-every", s.checkpoint_every,
-                  "sync, central, pipeline: a sharded checkpoint every STEPS steps (0: none)")
+                  "a sharded checkpoint every STEPS steps (sync, central, pipeline; async: every STEPS x workers "
+                  "updates, and a dead parameter server is restored from it; 0: none)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--checkpoint-dir", s.checkpoint_dir,
                   "Where checkpoints go (<dir>/<job id>/step-N/); every worker must be able to write it");

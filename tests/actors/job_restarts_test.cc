@@ -1,7 +1,8 @@
 // The job supervisor's restarts (actors/job_restarts.cc) over the fake placement of
 // job_supervisor_harness.h: a whole gang stopped and placed again after its backoff with the next
 // attempt, a spent budget failing the job, a node declared dead counting as its actors' failure,
-// an async job replacing only the failed worker, and an async server's failure ending the job.
+// an async job replacing only the failed worker, an async server's failure ending the job unless
+// the job checkpoints (then the server is replaced, restoring its shard).
 #include <catch2/catch.hpp>
 
 #include <thread>
@@ -135,11 +136,43 @@ TEST_CASE("job restarts: an async job replaces only its failed worker, and a fai
   CHECK(h.last_asks[0].actor.args[2] == "1");  // attempt 1
   CHECK(h.job(id).actors[1] == h.last_asks[0].id.hex());
   CHECK(h.job(id).actors[0] == reply->actor_ids[0]);
-  // The server's failure: its shard cannot be restored, so the job fails and the rest stop.
+  // The server's failure: without checkpoints its shard cannot be restored, so the job fails and
+  // the rest stop.
   h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("killed")), "killed");
   CHECK(h.job(id).state == gcs::JobState::failed);
   CHECK(h.job(id).message.find("parameter server cannot be restored") != std::string::npos);
+  CHECK(h.job(id).message.find("ps0") != std::string::npos);
+  CHECK(h.job(id).message.find("--checkpoint-every") != std::string::npos);
   CHECK(was_stopped(h, *reply, 0));
+}
+
+TEST_CASE("job restarts: an async job that checkpoints replaces a failed server like a worker, within its budget",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 1, false);
+  s.restore_servers = true;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  REQUIRE(is_server_actor(h.last_asks[2].actor));
+  h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("killed")), "killed");
+  // The job goes on: the workers keep training (and reconnect), only the server is placed again.
+  CHECK(h.job(id).state == gcs::JobState::running);
+  CHECK(h.stopped.empty());
+  CHECK_FALSE(h.supervisor.retry_pending());
+  REQUIRE(h.last_asks.size() == 1u);
+  CHECK(is_server_actor(h.last_asks[0].actor));
+  CHECK(h.last_asks[0].actor.name == "ps0-a1");
+  CHECK(h.last_asks[0].actor.args[2] == "1");  // attempt 1: it restores its shard from the checkpoint
+  CHECK(h.job(id).actors[2] == h.last_asks[0].id.hex());
+  CHECK(count_events(h.store, "job_restarting") == 1);
+  CHECK(count_events(h.store, "job_restarted") == 1);
+  // The budget holds for servers too: the replacement failing again ends the job, naming it.
+  const caf::actor_addr second = h.spawned.at(h.last_asks[0].id).address();
+  h.supervisor.on_down(second, to_error(internal_error("killed again")), "killed again");
+  CHECK(h.job(id).state == gcs::JobState::failed);
+  CHECK(h.job(id).message.find("ps0-a1") != std::string::npos);
+  CHECK(h.job(id).message.find("no restarts left (all 1 used)") != std::string::npos);
 }
 
 TEST_CASE("job restarts: actors that do not exit after being stopped are left behind after a grace second",

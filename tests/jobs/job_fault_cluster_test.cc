@@ -1,8 +1,8 @@
 // Supervision on a real local cluster (actors/job_supervisor.h, trainers/job/sync_recovery.h):
 // faults injected into running jobs — a node process killed with SIGKILL mid-epoch, a user's
-// trainer that throws, a pipeline stage's node killed — and each time the job completes, within
-// half a point of the same job without the fault, with the data accounting proven from the GCS
-// (gcs/data_accounting.h).
+// trainer that throws, a pipeline stage's node killed, an async parameter server's node killed —
+// and each time the job completes, within half a point of the same job without the fault, with the
+// data accounting proven from the GCS (gcs/data_accounting.h).
 // Detection and recovery times are printed for the record; docs/benchmarks.md has the figures of
 // scripts/bench-recovery.sh (timing is never asserted here).
 #include <catch2/catch.hpp>
@@ -321,6 +321,60 @@ TEST_CASE("faults: an async job whose worker node is killed replaces the worker,
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, false);
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
+}
+
+TEST_CASE("faults: an async job whose parameter server node is killed restores that server from its checkpoint",
+          "[jobs][cluster][faults][async]") {
+  ClusterFixture c;
+  // Each server asks for a whole node, so the workers sit elsewhere, and a free node is left for the
+  // replacement whichever way the workers were placed.
+  c.up("--nodes 4 --cpus 2");
+  const std::string job_args = "--strategy async --workers 2 --ps 2 --cpus-per-ps 2 --epochs 6 --batch-size 64 "
+                               "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt";
+  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
+  INFO(base.both() << c.logs_tail());
+  REQUIRE(base.exit_code == 0);
+  const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
+
+  const std::string id = submit_detached(c, job_args);
+  // Killed mid-job, once a checkpoint of the job exists.
+  Json view;
+  poll_until([&] {
+    view = c.try_status(300);
+    return !view.is_null() && !event_of(view, "checkpoint_written", id).is_null() &&
+           job_of(view, id).value("step", int64_t{0}) >= 1000;
+  }, std::chrono::seconds(300), std::chrono::milliseconds(100));
+  REQUIRE_FALSE(event_of(view, "checkpoint_written", id).is_null());
+  std::string victim;
+  for (const Json& a : view.at("actors")) {
+    if (a.value("job", "") != id || a.at("state") != "ALIVE" || a.at("type") != "troupe.ps") continue;
+    for (const Json& n : view.at("nodes")) {
+      if (n.at("id") == a.at("node") && !n.value("is_head", false)) victim = n.at("id");
+    }
+  }
+  REQUIRE_FALSE(victim.empty());
+  pid_t pid = 0;
+  for (const Json& n : view.at("nodes")) if (n.at("id") == victim) pid = n.at("pid").get<pid_t>();
+  const int64_t killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+
+  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  INFO(c.logs_tail());
+  check_recovered(c, end, id, baseline, false);
+  CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
+  WARN("killed the node of a parameter server: restart began "
+       << event_of(end, "job_restarting", id).value("time_ms", int64_t{0}) - killed_ms << " ms after the kill, the "
+       << "replacement restored its shard " << event_of(end, "server_restored", id).value("time_ms", int64_t{0}) - killed_ms
+       << " ms after it");
+  // The replacement restored its shard from a checkpoint; the other server kept its state.
+  Json restored = event_of(end, "server_restored", id);
+  REQUIRE_FALSE(restored.is_null());
+  const std::string said = restored.at("message").get<std::string>();
+  CHECK(said.find("its shard restored from the checkpoint of job " + id.substr(0, 8)) != std::string::npos);
+  CHECK(said.find("the other shards keep their state") != std::string::npos);
+  WARN("async, 2 servers: baseline accuracy " << baseline << ", with a server node killed "
+                                              << accuracy_of(end, id) << "; " << said);
 }
 
 TEST_CASE("faults: a hung worker stalls the job, which the supervisor restarts from its checkpoint",

@@ -9,6 +9,7 @@
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
+#include "trainers/job/ps_checkpoint.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"
@@ -19,9 +20,13 @@ namespace troupe::job {
 namespace {
 
 constexpr auto kServerWait = std::chrono::seconds(60);
+// How long an async worker keeps dialling a parameter server whose connection failed: the
+// supervisor's backoff, placing the replacement, its setup (dataset, checkpoint) and its address.
+constexpr auto kServerReturnWait = std::chrono::seconds(180);
 
 // Servers publish under their attempt: a central job restarted whole has new servers, which its new
-// workers must not confuse with the dead ones. Async servers are never replaced (attempt 0).
+// workers must not confuse with the dead ones. An async server's replacement publishes under its
+// predecessor's key (attempt 0), where the running workers look for it again.
 std::string server_key(const JobId& job, int index, int attempt) {
   return job.hex() + "/" + std::to_string(index) + (attempt > 0 ? "@" + std::to_string(attempt) : "");
 }
@@ -104,6 +109,56 @@ Expected<int64_t> central_start_step(gcs::Store& store, const JobId& job, int at
   return std::strtoll((*v)->c_str(), nullptr, 10);
 }
 
+// A replacement async server's start: the job's newest intact checkpoint (its range of it), else
+// (none written yet) the initial parameters. Recorded as an event "server_restored".
+Expected<StartPoint> async_server_start(gcs::Store& store, const JobSpec& spec, const MemberArgs& a,
+                                        const std::string& who) {
+  auto start = find_start_point(store, spec, a.job);
+  if (!start.ok()) return start.status();
+  gcs::Event e;
+  e.kind = "server_restored";
+  e.subject = a.job.hex();
+  e.message = who + " (attempt " + std::to_string(a.attempt) + ") replaces a failed one: " +
+              (start->state ? "its shard restored from the checkpoint of " + start->source + " (version " +
+                                  std::to_string(start->state->step) + ")"
+                            : std::string("no checkpoint yet, its shard starts again from the initial parameters")) +
+              "; the other shards keep their state, the workers reconnect at their clocks";
+  spdlog::warn("{}", e.message);
+  Status st = gcs::record_event(store, e);
+  if (!st.ok()) spdlog::warn("{}: recording server_restored: {}", who, st.to_string());
+  return start;
+}
+
+// How server `index` checkpoints. Central: the one server holds every parameter, so its shard file
+// is the whole checkpoint and it writes the manifest itself, inside the update (no pull sees the
+// version before). Async: every K x workers versions, the manifest by whichever server completes
+// the set (ps_checkpoint.h).
+ps::ShardCheckpointing server_checkpointing(gcs::Store& store, const JobSpec& spec, const JobId& job, int index,
+                                            int64_t train_examples) {
+  ps::ShardCheckpointing c;
+  c.dir = checkpoint_dir(spec, job);
+  c.tag = job.hex();
+  c.steps_per_epoch = train_examples / spec.train.batch_size;
+  if (spec.strategy == "async") {
+    c.every = async_checkpoint_versions(spec);
+    c.steps_per_epoch *= spec.workers;
+    c.written = [&store, job, spec, index](const checkpoint::WrittenShard& w, int64_t version) {
+      return record_async_shard(store, job, spec, index, spec.ps, w, version);
+    };
+    return c;
+  }
+  c.every = spec.checkpoint_every;
+  c.written = [&store, job, spec](const checkpoint::WrittenShard& w, int64_t version) {
+    checkpoint::Manifest m;
+    m.tag = job.hex();
+    m.step = version;
+    m.dir = checkpoint::step_dir(checkpoint_dir(spec, job), version);
+    m.shards = {w};
+    return commit_checkpoint(store, job, spec, m);
+  };
+  return c;
+}
+
 }  // namespace
 
 int server_count(const JobSpec& spec) {
@@ -119,13 +174,14 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   auto shard = ps::make_job_shard(spec.train, DataSpec{setup->train.features(), setup->train.classes},
                                   job_shape(spec, setup->train.count), a.index);
   if (!shard.ok()) return shard.status().with_context(who);
-  // Central: the one server holds every parameter, so its shard file is the whole checkpoint and
-  // it writes the manifest itself, inside the update (no pull sees the version before).
-  // The job's own newest intact checkpoint after a restart, else the resumed job's, else none.
-  // The one server decides alone; after a restart it rewinds the ledger before it publishes its
-  // address (the workers wait for that, so nobody claims before).
+  // Where the shard starts. Central: the job's own newest intact checkpoint after a restart, else
+  // the resumed job's, else none; the one server decides alone, and after a restart it rewinds the
+  // ledger before it publishes its address (the workers wait for that, so nobody claims before).
+  // Async: a replacement of a failed server (attempt > 0) restores its range from the job's newest
+  // intact checkpoint while the other servers keep theirs (async_server_start below).
   Expected<StartPoint> start = StartPoint{};
   if (spec.strategy == "central") start = find_start_point(*setup->store, spec, a.job);
+  if (spec.strategy == "async" && a.attempt > 0) start = async_server_start(*setup->store, spec, a, who);
   if (!start.ok()) return start.status().with_context(who);
   if (spec.strategy == "central" && a.attempt > 0) {
     TROUPE_RETURN_IF_ERROR(rewind_to(*setup->store, a.job, spec.workers, setup->train.count / spec.train.batch_size,
@@ -136,27 +192,13 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
     spdlog::info("{} starts from {}", who, start->source);
   }
   const int64_t start_step = start->state ? start->state->step : 0;
-  if (server_count(spec) == 1) {
+  if (server_count(spec) == 1 && spec.strategy == "central") {
     TROUPE_RETURN_IF_ERROR(setup->store->put(kJobServersTable, start_key(a.job, a.attempt), std::to_string(start_step))
                                .with_context(who + ": publishing its start step"));
   }
   if (spec.checkpoint_every > 0) {
-    if (server_count(spec) != 1) return invalid_argument(who + ": checkpoints need a job of one parameter server");
-    ps::ShardCheckpointing c;
-    c.every = spec.checkpoint_every;
-    c.dir = checkpoint_dir(spec, a.job);
-    c.tag = a.job.hex();
-    c.steps_per_epoch = setup->train.count / spec.train.batch_size;
-    gcs::Store& store = *setup->store;
-    c.written = [&store, job = a.job, spec](const checkpoint::WrittenShard& w, int64_t version) {
-      checkpoint::Manifest m;
-      m.tag = job.hex();
-      m.step = version;
-      m.dir = checkpoint::step_dir(checkpoint_dir(spec, job), version);
-      m.shards = {w};
-      return commit_checkpoint(store, job, spec, m);
-    };
-    TROUPE_RETURN_IF_ERROR((*shard)->enable_checkpoints(std::move(c)).with_context(who));
+    TROUPE_RETURN_IF_ERROR((*shard)->enable_checkpoints(server_checkpointing(*setup->store, spec, a.job, a.index,
+                                                                             setup->train.count)).with_context(who));
   }
   ps::PsServerOptions so;
   so.job = a.job.hex();
@@ -184,6 +226,14 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   co.job = a.job.hex();
   co.rank = a.index;
   co.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  if (spec.strategy == "async") {  // a failed server comes back (restored) under its key
+    co.reconnect_timeout = kServerReturnWait;
+    co.resolve = [store = s.store.get(), job = a.job](int shard) -> Expected<std::string> {
+      auto v = store->get(kJobServersTable, server_key(job, shard, 0));
+      if (!v.ok()) return v.status();
+      return v->value_or("");
+    };
+  }
   auto client = ps::connect_ps(*addresses, co);
   if (!client.ok()) return client.status().with_context("connecting to the parameter servers");
 
@@ -258,7 +308,8 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   if (!spec.resume_job.empty()) summary["resumed_from"]["job_id"] = spec.resume_job;
   if (spec.checkpoint_every > 0) {
     summary["checkpoint_every"] = spec.checkpoint_every;
-    summary["last_checkpoint_step"] = (report.steps + worker.start_step) / spec.checkpoint_every * spec.checkpoint_every;
+    if (spec.strategy == "central")  // async: each server's own version, in the manifests
+      summary["last_checkpoint_step"] = (report.steps + worker.start_step) / spec.checkpoint_every * spec.checkpoint_every;
     summary["checkpoint_dir"] = checkpoint_dir(spec, a.job);
   }
   summary["worker_samples_per_second"] = worker_rates(*s.store, a.job, spec.workers);

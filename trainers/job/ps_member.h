@@ -6,7 +6,11 @@
 //
 //   server s:  prepare -> make_job_shard(s) -> PsServer on the node's bind address, any port ->
 //              its address under job_servers/<job>/<s> in the GCS -> serve until stopped (the
-//              head's job supervisor stops the servers once every worker ended).
+//              head's job supervisor stops the servers once every worker ended). With
+//              --checkpoint-every it writes its range at common versions (ps_checkpoint.h). An
+//              async server of attempt > 0 replaces a failed one: it restores its range from the
+//              job's newest intact checkpoint (event server_restored) and publishes under the
+//              same key; the workers' clients redial it there (ps_client.h).
 //   worker r:  prepare -> wait (bounded) for every server's address -> connect_ps -> shards of the
 //              ledger through the input pipeline (async: --shard-policy, several shards per worker,
 //              taken as workers get to them; central: one interleaved shard per epoch, as sync) ->

@@ -123,6 +123,12 @@ std::string ParameterShard::waiting_for(int worker, int64_t clock) const {
 Expected<int64_t> ParameterShard::pull(int worker, int64_t clock, float* out) {
   std::unique_lock<std::mutex> lock(mu_);
   TROUPE_RETURN_IF_ERROR(check_worker(worker, "a pull"));
+  if (options_.mode == PsMode::async && clock > clocks_[static_cast<size_t>(worker)]) {
+    // A worker pulling clock c has pushed c times: pushes this shard never got (it was restored
+    // from a checkpoint meanwhile) are not coming, and its own clock must not hold its pull.
+    clocks_[static_cast<size_t>(worker)] = clock;
+    changed_.notify_all();
+  }
   const auto deadline = Clock::now() + options_.wait_timeout;
   if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || may_pull(clock); }))
     return Status(Code::timeout, waiting_for(worker, clock));
@@ -167,10 +173,6 @@ void ParameterShard::apply_central_if_complete() {
 
 Status ParameterShard::enable_checkpoints(ShardCheckpointing c) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (options_.mode != PsMode::central) {
-    return invalid_argument(describe() + ": async parameter servers cannot checkpoint yet (no common version "
-                            "across shards); use --strategy sync or central");
-  }
   if (c.every < 1 || c.dir.empty()) return invalid_argument(describe() + ": checkpoints need every >= 1 and a directory");
   checkpointing_ = std::move(c);
   return {};
@@ -179,7 +181,6 @@ Status ParameterShard::enable_checkpoints(ShardCheckpointing c) {
 Status ParameterShard::restore(const checkpoint::TrainingState& state) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string what = describe() + ": restoring the checkpoint of step " + std::to_string(state.step);
-  if (options_.mode != PsMode::central) return invalid_argument(what + ": async parameter servers cannot resume yet");
   if (state.params.size() < range_.end || (options_.total_floats && state.params.size() != options_.total_floats)) {
     return invalid_argument(what + ": it holds " + std::to_string(state.params.size()) + " parameters; the job has " +
                             std::to_string(options_.total_floats ? options_.total_floats : range_.end));
@@ -197,7 +198,12 @@ Status ParameterShard::restore(const checkpoint::TrainingState& state) {
   std::copy(state.params.begin() + static_cast<std::ptrdiff_t>(range_.begin),
             state.params.begin() + static_cast<std::ptrdiff_t>(range_.end), params_.begin());
   version_ = state.step;
-  std::fill(clocks_.begin(), clocks_.end(), state.step);
+  if (options_.mode == PsMode::central) {
+    std::fill(clocks_.begin(), clocks_.end(), state.step);
+  } else {  // the workers went on meanwhile: each says its clock when it connects again
+    std::fill(clocks_.begin(), clocks_.end(), 0);
+    std::fill(states_.begin(), states_.end(), WorkerState::removed);
+  }
   return {};
 }
 
@@ -218,11 +224,17 @@ void ParameterShard::checkpoint_if_due() {
   d.params = params_;
   d.optimizer = optimizer_->save_state(0, range_.size());
   const std::string dir = checkpoint::step_dir(c.dir, version_);
+  const std::string path = checkpoint::shard_path(dir, index_, options_.shards);
   std::error_code ec;
+  if (options_.mode == PsMode::async && std::filesystem::exists(path, ec)) {
+    // A failed predecessor of this shard wrote this version: its file may be in a manifest already.
+    spdlog::info("{}: the shard file of version {} exists (a predecessor's); kept", describe(), version_);
+    return;
+  }
   std::filesystem::create_directories(dir, ec);
   Status st = ec ? io_error("cannot create checkpoint directory " + dir + ": " + ec.message()) : Status{};
   if (st.ok()) {
-    auto written = checkpoint::write_shard_file(checkpoint::shard_path(dir, index_, options_.shards), d);
+    auto written = checkpoint::write_shard_file(path, d);
     st = written.ok() ? (c.written ? c.written(*written, version_) : Status{}) : written.status();
   }
   if (!st.ok()) {
@@ -248,6 +260,7 @@ Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* g
   mine = clock + 1;
   if (options_.mode == PsMode::async) {
     apply(grads);
+    checkpoint_if_due();
     changed_.notify_all();
     return version_;
   }
@@ -275,12 +288,12 @@ void ParameterShard::remove_worker(int worker, const std::string& why) {
   changed_.notify_all();
 }
 
-Expected<int64_t> ParameterShard::rejoin_worker(int worker) {
+Expected<int64_t> ParameterShard::rejoin_worker(int worker, int64_t reported_clock) {
   std::lock_guard<std::mutex> lock(mu_);
   if (worker < 0 || worker >= options_.workers)
     return invalid_argument("worker " + std::to_string(worker) + " is outside 0.." + std::to_string(options_.workers - 1));
   WorkerState& s = states_[static_cast<size_t>(worker)];
-  const int64_t clock = clocks_[static_cast<size_t>(worker)];
+  int64_t& clock = clocks_[static_cast<size_t>(worker)];
   if (s == WorkerState::finished)
     return invalid_argument("worker " + std::to_string(worker) + " already finished (" + describe() + ")");
   if (s == WorkerState::removed) {
@@ -288,8 +301,11 @@ Expected<int64_t> ParameterShard::rejoin_worker(int worker) {
       return invalid_argument("worker " + std::to_string(worker) + " was removed and " + describe() +
                               " is central: the job restarts whole");
     s = WorkerState::live;
-    spdlog::info("{}: worker {} rejoined at clock {} (a replacement)", describe(), worker, clock);
+    clock = std::max(clock, reported_clock);
+    spdlog::info("{}: worker {} rejoined at clock {}", describe(), worker, clock);
     changed_.notify_all();
+  } else if (options_.mode == PsMode::async) {
+    clock = std::max(clock, reported_clock);
   }
   return clock;
 }

@@ -25,13 +25,22 @@
 // waits longer than wait_timeout fails with timeout naming the slowest worker and its clock.
 // shut_down() wakes every waiter with unavailable.
 //
-// Checkpoints (central mode only; trainers/checkpoint/): with enable_checkpoints, the shard writes
-// its range and optimizer state to a shard file each time its version (= the job's step: every
-// update is global) reaches a multiple of `every`, inside the update, under the shard's lock: no
-// pull sees version v before the shard file of v is durable, so every shard of a job checkpoints
-// the same step and the workers wait for it. restore() starts a shard from a checkpoint (version
-// and every worker's clock = its step). Async shards (each push its own update, no common step)
-// do not checkpoint yet: enable_checkpoints refuses them.
+// Checkpoints (trainers/checkpoint/): with enable_checkpoints, the shard writes its range and
+// optimizer state to a shard file each time its version reaches a multiple of `every`, inside the
+// update, under the shard's lock (no pull sees version v before the shard file of v is durable).
+//   central  version = the job's step (every update is global): every shard checkpoints the same
+//            step, and the workers wait for it.
+//   async    version = pushes applied. Every worker pushes every clock to every shard, so every
+//            shard passes every version: version v is common to all shards (each has applied v
+//            updates), though not the same v updates (arrival order differs per shard; bounded by
+//            the staleness bound, like async itself). A version whose shard file already exists (a
+//            failed predecessor of this shard wrote it) is not written again.
+// restore() starts a shard from a checkpoint: central: version and every worker's clock = its
+// step. async (a replacement of a failed server, the other shards still running): version = its
+// step, every worker removed until it connects again; a reconnecting worker says its own clock
+// (rejoin_worker), so the shard goes on from the workers' clocks, not the checkpoint's; an async
+// pull for clock c also raises the worker's clock to c (it pushed c times; the pushes this shard
+// lost are not coming), so a replacement worker that never reached it before is not held up.
 #pragma once
 
 #include <chrono>
@@ -77,12 +86,12 @@ struct ShardOptions {
 Expected<ShardOptions> shard_options(const TrainOptions& options, PsMode mode, int workers, int64_t staleness,
                                      int64_t steps_per_epoch);
 
-// What a central shard needs to checkpoint (see above).
+// What a shard needs to checkpoint (see above).
 struct ShardCheckpointing {
   int64_t every = 0;              // versions between checkpoints
   std::string dir;                // checkpoint::step_dir(dir, version) gets the shard file
   std::string tag;                // the job id, into every shard header
-  int64_t steps_per_epoch = 0;    // to record the epoch and the steps of it done
+  int64_t steps_per_epoch = 0;    // versions an epoch: to record the epoch and the versions of it done
   // Called (under the shard's lock) once the shard file of `version` is durable; an error, or a
   // failed write, shuts the shard down with the reason (the workers then fail naming it).
   std::function<Status(const checkpoint::WrittenShard&, int64_t version)> written;
@@ -107,21 +116,24 @@ class ParameterShard {
   // invalid_argument for a clock pushed twice, a version from the future, or a departed worker.
   Expected<int64_t> push(int worker, int64_t clock, const float* grads, int64_t version_pulled);
 
-  // Central mode, before any worker pulled: checkpoints as ShardCheckpointing says.
-  // invalid_argument in async mode or for every < 1 or an empty dir.
+  // Before any worker pulled: checkpoints as ShardCheckpointing says. invalid_argument for
+  // every < 1 or an empty dir.
   Status enable_checkpoints(ShardCheckpointing options);
-  // Central mode, before any worker pulled: this shard's range of `state` (a whole checkpoint of
-  // the job), its optimizer state, version = clocks = state.step. invalid_argument when the
-  // checkpoint holds another number of parameters or another optimizer.
+  // Before any worker pulled: this shard's range of `state` (a whole checkpoint of the job), its
+  // optimizer state, version = state.step; central: every clock = state.step; async: every worker
+  // removed at clock 0 until it rejoins (see above). invalid_argument when the checkpoint holds
+  // another number of parameters or another optimizer.
   Status restore(const checkpoint::TrainingState& state);
 
   Status finish_worker(int worker);                // the worker trained its last step
   void remove_worker(int worker, const std::string& why);  // the worker is gone
-  // Worker `worker` connects: a live one (its first connection) or, in async mode, a replacement
-  // of a removed one, which is live again from its predecessor's clock. Returns the worker's clock.
+  // Worker `worker` connects: a live one (its first connection) or, in async mode, a removed one
+  // again: a replacement of a failed worker (reported_clock 0: it goes on from its predecessor's
+  // clock) or a worker reconnecting to a restored shard (reported_clock = its own clock). Async:
+  // the worker's clock becomes max(the shard's, reported_clock). Returns the worker's clock.
   // invalid_argument for a finished worker, or a removed one in central mode (a central job
   // restarts whole, with new servers).
-  Expected<int64_t> rejoin_worker(int worker);
+  Expected<int64_t> rejoin_worker(int worker, int64_t reported_clock = 0);
   void shut_down(const std::string& why);          // every waiting and later call fails
 
   int index() const { return index_; }

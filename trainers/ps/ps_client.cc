@@ -1,11 +1,15 @@
 // The TCP PsClient: one connection per shard. After an I/O failure a connection may be out of step
-// in the middle of a frame, so the client refuses every later call, quoting the failure.
+// in the middle of a frame: it is closed and, with options.resolve, dialled again (the request then
+// sent again to that shard only); without, the client refuses every later call, quoting the failure.
 #include "trainers/ps/ps_client.h"
 
 #include <algorithm>
+#include <thread>
 
 #include <cstring>
 #include <functional>
+
+#include <spdlog/spdlog.h>
 
 #include "trainers/ps/ps_wire.h"
 
@@ -16,44 +20,65 @@ using wire::Clock;
 using wire::Header;
 using wire::Op;
 
+constexpr int64_t kReconnectTry = 2000;  // ms: one dial and hello while reconnecting
+
 struct Connection {
   std::string address;
   wire::Socket socket;
   ShardRange range;
+  int64_t version = 0;  // the shard's newest version it told (a push's pulled version is kept below)
 };
+
+// What a welcome said besides the ShardInfo.
+struct Welcome {
+  int64_t clock = 0;
+  int64_t version = 0;
+};
+
+Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome);
 
 class TcpPsClient final : public PsClient {
  public:
   TcpPsClient(std::vector<Connection> shards, size_t total, PsMode mode, const PsClientOptions& o, int64_t start_clock)
-      : shards_(std::move(shards)), total_(total), mode_(mode), options_(o), start_clock_(start_clock) {}
+      : shards_(std::move(shards)), total_(total), mode_(mode), options_(o), start_clock_(start_clock),
+        clock_(start_clock) {}
 
   int64_t start_clock() const override { return start_clock_; }
   size_t parameters() const override { return total_; }
   int shards() const override { return static_cast<int>(shards_.size()); }
   PsMode mode() const override { return mode_; }
 
-  Expected<Versions> pull(int64_t clock, float* params) override { return fetch(Op::pull, clock, params); }
+  Expected<Versions> pull(int64_t clock, float* params) override {
+    clock_ = clock;
+    return fetch(Op::pull, clock, params);
+  }
   Expected<Versions> pull_final(float* params) override { return fetch(Op::pull_final, 0, params); }
 
   Status push(int64_t clock, const float* grads, const Versions& pulled) override {
     if (pulled.size() != shards_.size())
       return invalid_argument("push of clock " + std::to_string(clock) + ": " + std::to_string(pulled.size()) +
                               " versions for " + std::to_string(shards_.size()) + " shards");
+    clock_ = clock;
     const std::string what = "push of clock " + std::to_string(clock);
-    return exchange(what, [&](size_t i, Header* h) {
+    Status st = exchange(what, [&](size_t i, Header* h) {
       h->op = Op::push;
       h->clock = clock;
-      h->version = pulled[i];
+      // A restored shard may be older than the one this gradient's parameters came from.
+      h->version = std::min(pulled[i], shards_[i].version);
       h->payload = shards_[i].range.size() * sizeof(float);
       return grads + shards_[i].range.begin;
     }, Op::pushed, nullptr, nullptr);
+    if (st.ok()) clock_ = clock + 1;
+    return st;
   }
 
   Status finish() override {
-    return exchange("finish", [](size_t, Header* h) -> const void* {
+    Status st = exchange("finish", [](size_t, Header* h) -> const void* {
       h->op = Op::finish;
       return nullptr;
     }, Op::finished, nullptr, nullptr);
+    finished_ = finished_ || st.ok();
+    return st;
   }
 
   Expected<StalenessHistogram> staleness() override {
@@ -68,6 +93,7 @@ class TcpPsClient final : public PsClient {
 
  private:
   using Fill = std::function<const void*(size_t shard, Header* h)>;
+  using Body = std::function<Status(size_t, const Header&)>;
 
   Expected<Versions> fetch(Op op, int64_t clock, float* params) {
     Versions versions(shards_.size());
@@ -89,37 +115,127 @@ class TcpPsClient final : public PsClient {
     return "shard " + std::to_string(i) + " at " + shards_[i].address;
   }
 
-  // Sends one request to every shard (fill writes its header and returns its payload), then reads
-  // every reply of op `expect`; `body` reads a reply's payload, stats replies go into *stats.
-  // Returns the first error, after reading every shard's reply so the connections stay in step.
-  Status exchange(const std::string& what, const Fill& fill, Op expect,
-                  const std::function<Status(size_t, const Header&)>& body, StalenessHistogram* stats) {
+  // Sends one request to every shard in `todo` (fill writes its header and returns its payload),
+  // then reads every reply of op `expect`; `body` reads a reply's payload, stats replies go into
+  // *stats. A shard whose connection failed is reconnected and asked again (or, without
+  // reconnection, the client is broken). Returns the first error reply, after every shard answered.
+  Status exchange(const std::string& what, const Fill& fill, Op expect, const Body& body, StalenessHistogram* stats) {
     if (!broken_.ok()) return broken_;
-    deadline_ = Clock::now() + options_.timeout;
-    for (size_t i = 0; i < shards_.size(); ++i) {
-      Header h;
-      h.worker = options_.rank;
-      const void* payload = fill(i, &h);
-      Status st = wire::write_frame(shards_[i].socket.fd(), h, payload, deadline_);
-      if (!st.ok()) return broken(st.with_context(what + ": sending to " + where(i)));
-    }
+    std::vector<size_t> todo(shards_.size());
+    for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
     Status first;
-    for (size_t i = 0; i < shards_.size(); ++i) {
-      Header h;
-      Status st = wire::read_header(shards_[i].socket.fd(), &h, deadline_);
-      if (st.ok() && h.op == Op::error) {
-        std::string text(std::min<uint64_t>(h.payload, wire::kMaxErrorText), '\0');
-        st = wire::read_exact(shards_[i].socket.fd(), text.data(), text.size(), deadline_);
-        if (!st.ok()) return broken(st.with_context(what + ": reading an error from " + where(i)));
-        if (first.ok()) first = wire::error_status(h, text).with_context(what + ": " + where(i));
-        continue;
+    while (!todo.empty()) {
+      deadline_ = Clock::now() + options_.timeout;
+      std::vector<std::pair<size_t, Status>> lost;  // shards whose connection failed, and how
+      std::vector<size_t> sent;
+      for (size_t i : todo) {
+        Header h;
+        h.worker = options_.rank;
+        const void* payload = fill(i, &h);
+        Status st = wire::write_frame(shards_[i].socket.fd(), h, payload, deadline_);
+        if (st.ok()) sent.push_back(i);
+        else lost.emplace_back(i, st.with_context(what + ": sending to " + where(i)));
       }
-      if (st.ok() && h.op != expect)
-        st = corrupt_data(std::string("answered with ") + wire::op_name(h.op) + " instead of " + wire::op_name(expect));
-      if (st.ok() && body) st = body(i, h);
-      if (st.ok() && stats) st = read_stats(i, h, stats);
-      if (!st.ok()) return broken(st.with_context(what + ": " + where(i)));
+      for (size_t i : sent) {
+        Status st = read_reply(i, what, expect, body, stats, &first);
+        if (!st.ok()) lost.emplace_back(i, st.with_context(what + ": " + where(i)));
+      }
+      todo.clear();
+      for (auto& [i, cause] : lost) {
+        shards_[i].socket.reset();  // out of step: never read from it again
+        if (!options_.resolve) return broken(cause);
+        Status again = reconnect(i, cause);
+        if (!again.ok()) return broken(again);
+        todo.push_back(i);
+      }
     }
+    return first;
+  }
+
+  // Reads shard i's reply. An error reply goes into *first (the first one kept) and returns ok;
+  // a failure to read returns the error (the connection is then out of step).
+  Status read_reply(size_t i, const std::string& what, Op expect, const Body& body, StalenessHistogram* stats,
+                    Status* first) {
+    const int fd = shards_[i].socket.fd();
+    Header h;
+    TROUPE_RETURN_IF_ERROR(wire::read_header(fd, &h, deadline_));
+    if (h.op == Op::error) {
+      std::string text(std::min<uint64_t>(h.payload, wire::kMaxErrorText), '\0');
+      TROUPE_RETURN_IF_ERROR(wire::read_exact(fd, text.data(), text.size(), deadline_).with_context("reading an error"));
+      if (first->ok()) *first = wire::error_status(h, text).with_context(what + ": " + where(i));
+      return {};
+    }
+    if (h.op != expect)
+      return corrupt_data(std::string("answered with ") + wire::op_name(h.op) + " instead of " + wire::op_name(expect));
+    if (h.op == Op::params || h.op == Op::pushed) shards_[i].version = h.version;
+    if (body) TROUPE_RETURN_IF_ERROR(body(i, h));
+    if (stats) TROUPE_RETURN_IF_ERROR(read_stats(i, h, stats));
+    return {};
+  }
+
+  // Dials shard i again where options_.resolve says it is now (its server restarted), with backoff,
+  // until options_.reconnect_timeout; says this worker's clock, and finish again if it finished.
+  Status reconnect(size_t i, const Status& cause) {
+    const auto deadline = Clock::now() + options_.reconnect_timeout;
+    const std::string old = shards_[i].address;
+    spdlog::warn("worker {}: {}; dialling parameter server {} again (up to {:g} s)", options_.rank, cause.message(), i,
+                 options_.reconnect_timeout.count() / 1000.0);
+    auto backoff = std::chrono::milliseconds(50);
+    Status last = cause;
+    while (Clock::now() < deadline) {
+      auto address = options_.resolve(static_cast<int>(i));
+      if (address.ok() && !address->empty()) {
+        Connection c;
+        c.address = *address;
+        PsClientOptions o = options_;
+        // Short tries: a dial retries refusals until its deadline, and the address may change meanwhile.
+        o.connect_timeout = std::min({o.connect_timeout, std::chrono::milliseconds(kReconnectTry),
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())});
+        Welcome welcome;
+        auto info = join(&c, o, clock_, &welcome);
+        if (info.ok() && (info->index != static_cast<int32_t>(i) || info->begin != shards_[i].range.begin ||
+                          info->end != shards_[i].range.end || info->total != total_)) {
+          return invalid_argument("parameter server " + std::to_string(i) + " came back at " + c.address +
+                                  " holding floats [" + std::to_string(info->begin) + ", " + std::to_string(info->end) +
+                                  ") as shard " + std::to_string(info->index) + "; it held [" +
+                                  std::to_string(shards_[i].range.begin) + ", " + std::to_string(shards_[i].range.end) +
+                                  "): not the same job's shard");
+        }
+        if (info.ok()) {
+          c.range = shards_[i].range;
+          c.version = welcome.version;
+          shards_[i] = std::move(c);
+          spdlog::info("worker {}: parameter server {} is back at {} (was {}), at version {}; this worker's clock {}",
+                       options_.rank, i, shards_[i].address, old, welcome.version, welcome.clock);
+          if (!finished_) return {};
+          Status done = finish_on(i);
+          if (done.ok()) return {};
+          last = done;
+          shards_[i].socket.reset();
+        } else {
+          last = info.status();
+        }
+      } else {
+        last = address.ok() ? not_found("no address published") : address.status();
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    }
+    return unavailable("parameter server " + std::to_string(i) + " (last at " + old + ") did not come back within " +
+                       fmt::format("{:g}", options_.reconnect_timeout.count() / 1000.0) + " s after: " + cause.message() +
+                       "; last try: " + last.message() + ". Is the job's supervisor restarting it? See `troupe "
+                       "status` and the server node's log");
+  }
+
+  // Tells shard i alone that this worker finished (after a reconnection).
+  Status finish_on(size_t i) {
+    deadline_ = Clock::now() + options_.timeout;
+    Header h;
+    h.op = Op::finish;
+    h.worker = options_.rank;
+    TROUPE_RETURN_IF_ERROR(wire::write_frame(shards_[i].socket.fd(), h, nullptr, deadline_));
+    Status first;
+    TROUPE_RETURN_IF_ERROR(read_reply(i, "finish", Op::finished, nullptr, nullptr, &first));
     return first;
   }
 
@@ -147,12 +263,14 @@ class TcpPsClient final : public PsClient {
   PsMode mode_;
   PsClientOptions options_;
   int64_t start_clock_ = 0;
+  int64_t clock_ = 0;        // this worker's clock, said again when reconnecting
+  bool finished_ = false;
   Clock::time_point deadline_;
   Status broken_;
 };
 
-// Dials c->address, says hello and reads its ShardInfo.
-Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t* clock) {
+// Dials c->address, says hello (with this worker's clock) and reads its ShardInfo.
+Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome) {
   const auto deadline = Clock::now() + o.connect_timeout;
   auto socket = wire::dial(c->address, deadline);
   if (!socket.ok()) return socket.status();
@@ -161,6 +279,7 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t*
   Header hello;
   hello.op = Op::hello;
   hello.worker = o.rank;
+  hello.clock = my_clock;
   hello.payload = o.job.size();
   TROUPE_RETURN_IF_ERROR(wire::write_frame(fd, hello, o.job.data(), deadline).with_context("sending hello"));
   Header h;
@@ -175,7 +294,8 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t*
     return corrupt_data(std::string("answered hello with ") + wire::op_name(h.op) + " of " +
                         std::to_string(h.payload) + " bytes");
   TROUPE_RETURN_IF_ERROR(wire::read_exact(fd, &info, sizeof info, deadline).with_context("reading the welcome"));
-  *clock = h.clock;
+  welcome->clock = h.clock;
+  welcome->version = h.version;
   return info;
 }
 
@@ -191,9 +311,10 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
   for (size_t i = 0; i < addresses.size(); ++i) {
     shards[i].address = addresses[i];
     const std::string where = self + " connecting to shard " + std::to_string(i) + " at " + addresses[i];
-    int64_t clock = 0;
-    auto info = join(&shards[i], o, &clock);
-    start_clock = std::max(start_clock, clock);
+    Welcome welcome;
+    auto info = join(&shards[i], o, 0, &welcome);
+    start_clock = std::max(start_clock, welcome.clock);
+    shards[i].version = welcome.version;
     if (!info.ok()) return info.status().with_context(where);
     const size_t expected_begin = i == 0 ? 0 : shards[i - 1].range.end;
     if (info->index != static_cast<int32_t>(i) || info->shards != static_cast<int32_t>(addresses.size()) ||

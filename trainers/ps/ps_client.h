@@ -7,12 +7,20 @@
 //                      after, so the shards work in parallel.
 //   local_ps_client()  shards in this process, called directly (tests, single-process jobs).
 //
+// Reconnection (async, a parameter server restarted by the job's supervisor): with
+// PsClientOptions::resolve, a shard whose connection fails (refused, reset, closed, silent past
+// the timeout) is dialled again at the address resolve gives, with backoff, until
+// reconnect_timeout; the worker says its clock in the hello (the restored shard takes it), a
+// worker that already finished says so again, and the failed request is sent again to that shard
+// only. Without resolve, or past the deadline, the failure is final and names the shard.
+//
 // Versions: a pull returns each shard's version; the push of the gradient computed from that pull
 // passes them back, so each shard can record the update's staleness (parameter_shard.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +62,9 @@ struct PsClientOptions {
   // Any reply, a pull's wait included: keep it above the shards' wait_timeout, so their error
   // (naming the slow worker) arrives rather than a bare timeout.
   std::chrono::milliseconds timeout{60000};
+  // Where shard i is now (the job layer reads its GCS); empty: no reconnection.
+  std::function<Expected<std::string>(int shard)> resolve;
+  std::chrono::milliseconds reconnect_timeout{120000};  // how long a shard may stay unreachable
 };
 
 // Connects to every shard of a job, `addresses` in shard order, and checks that they are one

@@ -103,7 +103,7 @@ int PsServer::admit(int fd) {
     std::lock_guard<std::mutex> lock(mu_);
     if (connected_[static_cast<size_t>(worker)]) {
       refusal = "worker " + std::to_string(worker) + " of job '" + job + "' is already connected to " + address();
-    } else if (auto rejoined = shard_->rejoin_worker(worker); !rejoined.ok()) {
+    } else if (auto rejoined = shard_->rejoin_worker(worker, h.clock); !rejoined.ok()) {
       refusal = rejoined.status().message();
     } else {
       connected_[static_cast<size_t>(worker)] = true;
@@ -127,6 +127,7 @@ int PsServer::admit(int fd) {
   w.op = Op::welcome;
   w.worker = worker;
   w.clock = clock;  // where this rank's clock goes on (a replacement's: its predecessor's)
+  w.version = shard_->version();  // a restored shard's may be below what the worker pulled before
   w.payload = sizeof info;
   if (!wire::write_frame(fd, w, &info, deadline).ok()) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -5,7 +5,7 @@
 // process of a job runs on the same, little-endian, kind of host).
 //
 //   client -> server                          server -> client
-//   hello   worker=rank, payload=job id       welcome  payload=ShardInfo       (or error, then close)
+//   hello   worker=rank, clock, payload=job   welcome  clock, version, payload=ShardInfo  (or error, then close)
 //   pull    worker, clock                     params   version, payload=range floats
 //   pull_final                                params   (once every worker finished)
 //   push    worker, clock, version pulled,    pushed   version after the push
@@ -14,6 +14,8 @@
 //   stats                                     stats_reply payload=StatsPayload + int64 buckets
 //   (any request that fails)                  error    code=troupe::Code, payload=message text
 //
+// A hello's clock is the worker's own (0 when new; its clock when it reconnects to a restored
+// shard); the welcome's is where the shard has the worker go on, its version the shard's.
 // An error reply keeps the connection in step and open. A frame that cannot be understood (bad
 // magic, unknown op, a payload of the wrong size) closes the connection, logged on the server and
 // reported by the client naming the shard. Every read and write has a deadline (poll).

@@ -1,0 +1,258 @@
+// An async parameter server restored after its death (trainers/ps/parameter_shard.h, ps_client.h):
+// async shards checkpoint at every multiple of their interval in versions (a version a predecessor
+// already wrote is kept), a restored shard takes the workers' clocks as they reconnect, and a TCP
+// client reconnects to a replaced server at the address it is told, at its clock, while the other
+// shard keeps its state; a server that never comes back is named in the error.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "tests/core/temp_dir.h"
+#include "trainers/checkpoint/checkpoint.h"
+#include "trainers/ps/parameter_shard.h"
+#include "trainers/ps/ps_client.h"
+#include "trainers/ps/ps_server.h"
+
+using namespace troupe;
+using namespace troupe::ps;
+using namespace troupe::checkpoint;
+using namespace std::chrono_literals;
+using troupe::testing::TempDir;
+
+namespace {
+
+ShardOptions async_options(int workers, int shards, size_t floats, int64_t staleness) {
+  ShardOptions o;
+  o.mode = PsMode::async;
+  o.workers = workers;
+  o.staleness = staleness;
+  o.optimizer.name = "sgd";
+  o.optimizer.lr = 1.0f;
+  o.optimizer.momentum = 0;
+  o.total_updates = 1000;
+  o.wait_timeout = 2s;
+  o.shards = shards;
+  o.total_floats = floats;
+  return o;
+}
+
+// Shard i of `shards` over floats 0, 1, 2, ... (each float starts at its index).
+std::unique_ptr<ParameterShard> make_shard(int i, int shards, size_t floats, int workers, int64_t staleness = -1) {
+  auto ranges = partition_parameters(floats, shards);
+  REQUIRE(ranges.ok());
+  const ShardRange r = (*ranges)[static_cast<size_t>(i)];
+  std::vector<float> init(r.size());
+  for (size_t k = 0; k < r.size(); ++k) init[k] = static_cast<float>(r.begin + k);
+  auto shard = ParameterShard::create(i, r, init, async_options(workers, shards, floats, staleness));
+  REQUIRE(shard.ok());
+  return std::move(*shard);
+}
+
+// Collects the shard files written, by version and shard.
+struct Written {
+  std::mutex mu;
+  std::map<int64_t, std::vector<WrittenShard>> by_version;
+  int calls = 0;
+  ShardCheckpointing every(int64_t versions, const std::string& dir, int shards) {
+    ShardCheckpointing c;
+    c.every = versions;
+    c.dir = dir;
+    c.tag = "job-r";
+    c.steps_per_epoch = 100;
+    c.written = [this, shards](const WrittenShard& w, int64_t version) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++calls;
+      auto& v = by_version[version];
+      v.resize(static_cast<size_t>(shards));
+      const std::string name = std::filesystem::path(w.path).filename().string();  // shard-<i>-of-<n>.ckpt
+      v[static_cast<size_t>(std::stoi(name.substr(6)))] = w;
+      return Status{};
+    };
+    return c;
+  }
+  Manifest manifest(int64_t version, const std::string& dir) {
+    Manifest m;
+    m.tag = "job-r";
+    m.step = version;
+    m.dir = step_dir(dir, version);
+    m.shards = by_version.at(version);
+    return m;
+  }
+};
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("ps restore: an async shard checkpoints every K versions, and a restored one takes the workers' clocks",
+          "[ps][checkpoint][restore]") {
+  TempDir dir;
+  Written written;
+  auto shard = make_shard(0, 1, 8, 2, 1);
+  REQUIRE(shard->enable_checkpoints(written.every(4, dir.path(), 1)).ok());
+  const std::vector<float> ones(8, 1.0f);
+  std::vector<float> params(8);
+  for (int64_t c = 0; c < 4; ++c) {
+    for (int w = 0; w < 2; ++w) {
+      auto v = shard->pull(w, c, params.data());
+      REQUIRE(v.ok());
+      REQUIRE(shard->push(w, c, ones.data(), *v).ok());
+    }
+  }
+  CHECK(shard->version() == 8);
+  REQUIRE(written.by_version.size() == 2u);  // versions 4 and 8
+  const std::string file8 = written.by_version.at(8)[0].path;
+  const std::string bytes8 = file_bytes(file8);
+  auto state = load_checkpoint(written.manifest(4, dir.path()), 8);
+  REQUIRE(state.ok());
+  CHECK(state->step == 4);
+  CHECK(state->params[3] == Approx(3.0f - 4.0f));
+
+  // A replacement restored from version 4: the workers went on to clock 4 meanwhile.
+  auto restored = make_shard(0, 1, 8, 2, 1);
+  REQUIRE(restored->restore(*state).ok());
+  REQUIRE(restored->enable_checkpoints(written.every(4, dir.path(), 1)).ok());
+  CHECK(restored->version() == 4);
+  CHECK(restored->pull(0, 4, params.data()).status().code() == Code::invalid_argument);  // not reconnected yet
+  CHECK(*restored->rejoin_worker(0, 4) == 4);  // its own clock, not the checkpoint's
+  auto pulled = restored->pull(0, 4, params.data());  // worker 1 is not waited for until it is back
+  REQUIRE(pulled.ok());
+  CHECK(*pulled == 4);
+  CHECK(params[3] == Approx(-1.0f));
+  CHECK(*restored->rejoin_worker(1, 3) == 3);
+  REQUIRE(restored->push(0, 4, ones.data(), 4).ok());
+  CHECK(restored->push(0, 3, ones.data(), 4).status().code() == Code::invalid_argument);  // a clock it passed
+  for (int64_t c = 3; c < 6; ++c) REQUIRE(restored->push(1, c, ones.data(), restored->version()).ok());
+  CHECK(restored->version() == 8);
+  // Version 8's file was its predecessor's (maybe in a manifest already): kept as it was.
+  CHECK(written.calls == 2);
+  CHECK(file_bytes(file8) == bytes8);
+  for (int64_t c = 5; c < 9; ++c) REQUIRE(restored->push(0, c, ones.data(), restored->version()).ok());
+  CHECK(restored->version() == 12);
+  CHECK(written.calls == 3);  // version 12, its own
+  auto later = load_checkpoint(written.manifest(12, dir.path()), 8);
+  REQUIRE(later.ok());
+  CHECK(later->params[3] == Approx(3.0f - 12.0f));
+  // A replacement of a worker (a new process, clock 0) goes on at its predecessor's clock.
+  restored->remove_worker(1, "killed");
+  CHECK(*restored->rejoin_worker(1, 0) == 6);
+  // A replacement of worker 0 that never reached this shard (its start clock came from the other
+  // shards): its pull for clock 12 raises its clock here, rather than waiting on itself (S = 1).
+  restored->remove_worker(0, "killed");
+  CHECK(*restored->rejoin_worker(0, 0) == 9);
+  REQUIRE(restored->push(1, 6, ones.data(), restored->version()).ok());
+  for (int64_t c = 7; c < 11; ++c) REQUIRE(restored->push(1, c, ones.data(), restored->version()).ok());
+  CHECK(restored->pull(0, 12, params.data()).ok());
+  CHECK(restored->pull(1, 11, params.data()).ok());  // worker 0 is at 12 now, not 9
+}
+
+TEST_CASE("ps restore: a client reconnects to a replaced server at its clock while the other shard keeps its state",
+          "[ps][tcp][restore]") {
+  TempDir dir;
+  Written written;
+  std::mutex mu;
+  std::vector<std::string> addresses;
+  std::vector<std::unique_ptr<PsServer>> servers;
+  PsServerOptions so;
+  so.job = "job-r";
+  so.io_timeout = 2s;
+  for (int i = 0; i < 2; ++i) {
+    auto shard = make_shard(i, 2, 10, 1);
+    REQUIRE(shard->enable_checkpoints(written.every(1, dir.path(), 2)).ok());
+    auto server = PsServer::start(std::move(shard), so);
+    REQUIRE(server.ok());
+    addresses.push_back((*server)->address());
+    servers.push_back(std::move(*server));
+  }
+  PsClientOptions co;
+  co.job = "job-r";
+  co.rank = 0;
+  co.timeout = 5s;
+  co.reconnect_timeout = 10s;
+  co.resolve = [&](int i) -> Expected<std::string> {
+    std::lock_guard<std::mutex> lock(mu);
+    return addresses.at(static_cast<size_t>(i));
+  };
+  auto client = connect_ps(addresses, co);
+  REQUIRE(client.ok());
+  PsClient& c = **client;
+  std::vector<float> params(10), ones(10, 1.0f);
+  for (int64_t clock = 0; clock < 2; ++clock) {
+    auto v = c.pull(clock, params.data());
+    REQUIRE(v.ok());
+    REQUIRE(c.push(clock, ones.data(), *v).ok());
+  }
+  auto state = load_checkpoint(written.manifest(1, dir.path()), 10);
+  REQUIRE(state.ok());
+
+  // Server 1 dies; its replacement, restored from version 1, publishes a new address 300 ms later
+  // (until then the client dials the dead one's and is refused).
+  servers[1]->stop();
+  auto replace = [&] {
+    auto shard = make_shard(1, 2, 10, 1);
+    REQUIRE(shard->restore(*state).ok());
+    auto server = PsServer::start(std::move(shard), so);
+    REQUIRE(server.ok());
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard<std::mutex> lock(mu);
+    addresses[1] = (*server)->address();
+    servers[1] = std::move(*server);
+  };
+  std::thread replacer(replace);
+  auto v = c.pull(2, params.data());
+  replacer.join();
+  INFO(v.status().to_string());
+  REQUIRE(v.ok());
+  CHECK((*v)[0] == 2);  // the other shard kept its state
+  CHECK((*v)[1] == 1);  // the restored one lost the update after its checkpoint
+  CHECK(params[0] == Approx(0.0f - 2.0f));
+  CHECK(params[9] == Approx(9.0f - 1.0f));
+  REQUIRE(c.push(2, ones.data(), *v).ok());
+  CHECK(servers[0]->shard().version() == 3);
+  CHECK(servers[1]->shard().version() == 2);
+
+  // Once finished, a reconnecting worker says so again: the final pull does not wait for it.
+  REQUIRE(c.finish().ok());
+  servers[1]->stop();
+  replace();
+  auto final_v = c.pull_final(params.data());
+  REQUIRE(final_v.ok());
+  CHECK((*final_v)[1] == 1);
+
+  // A server that never comes back is named, after the reconnection deadline.
+  PsClientOptions quick = co;
+  quick.rank = 0;
+  quick.reconnect_timeout = 300ms;
+  servers[0]->stop();
+  servers[1]->stop();
+  auto s0 = make_shard(0, 2, 10, 1), s1 = make_shard(1, 2, 10, 1);
+  auto a = PsServer::start(std::move(s0), so), b = PsServer::start(std::move(s1), so);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    addresses = {(*a)->address(), (*b)->address()};
+  }
+  auto second = connect_ps(addresses, quick);
+  REQUIRE(second.ok());
+  const std::string dead = (*b)->address();
+  (*b)->stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto failed = (*second)->pull(0, params.data());
+  REQUIRE_FALSE(failed.ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  INFO(failed.status().to_string());
+  CHECK(failed.status().code() == Code::unavailable);
+  CHECK(failed.status().message().find("parameter server 1 (last at " + dead + ") did not come back within 0.3 s") !=
+        std::string::npos);
+}
