@@ -108,7 +108,9 @@ Expected<uint16_t> ActorSystem::publish(const caf::actor& whom, uint16_t port) {
   const std::string& addr = impl_->options.bind_address;
   const std::string where = addr + ":" + std::to_string(port);
   if (!whom) return invalid_argument("cannot publish an invalid actor handle on " + where);
-  auto bound = impl_->sys->middleman().publish(whom, port, addr.c_str(), /*reuse=*/false);
+  // SO_REUSEADDR: a process restarted on its fixed port (a head) binds it while connections of its
+  // predecessor linger in TIME_WAIT; a port another process listens on is still refused.
+  auto bound = impl_->sys->middleman().publish(whom, port, addr.c_str(), /*reuse=*/true);
   if (!bound) {
     return io_error("cannot publish actor on " + where + ": " + describe(*impl_->sys, bound.error()) +
                     " — is the port in use or the address not local to this host?");

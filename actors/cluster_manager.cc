@@ -79,6 +79,7 @@ Expected<std::unique_ptr<ClusterManager>> ClusterManager::create(gcs::Store& sto
 ClusterManager::ClusterManager(gcs::Store& store, ClusterManagerOptions options)
     : store_(store), options_(std::move(options)), detector_(options_.detector) {
   if (!options_.clock) options_.clock = gcs::now_ms;
+  created_ms_ = options_.clock();
 }
 
 int64_t ClusterManager::now() const { return options_.clock(); }
@@ -198,6 +199,9 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
   for (auto& n : nodes) {
     auto heard = heard_ms_.find(n.id);
     if (heard != heard_ms_.end() && heard->second > n.last_heartbeat_ms) n.last_heartbeat_ms = heard->second;
+    // A node of an earlier head (a restarted head) heartbeats to nobody until it reconnects and
+    // registers again: its silence is timed from this manager's start, not from its last record.
+    if (heard == heard_ms_.end() && n.last_heartbeat_ms < created_ms_) n.last_heartbeat_ms = created_ms_;
     auto tr = detector_.evaluate(n, now_ms);
     if (!tr) continue;
     if (now_ms < grace_until_ms_ && tr->to != NodeState::alive) continue;

@@ -15,7 +15,9 @@
 //
 // After the GCS was unreachable (a tick or heartbeat failed on the store), the first successful tick
 // grants every node a full node_dead_after_ms before any is suspected: heartbeats could not be
-// recorded meanwhile, and a restarted Redis must not kill the cluster.
+// recorded meanwhile, and a restarted Redis must not kill the cluster. A node this manager has not
+// heard from since it was created (a restarted head: its predecessor's nodes reconnect and
+// re-register meanwhile) is timed from the manager's creation, not from its last recorded heartbeat.
 //
 // Thread-safe: calls are serialised by one mutex (the head calls heartbeat and tick from different
 // actors).
@@ -107,6 +109,7 @@ class ClusterManager {
   std::set<NodeId> unswept_;  // DEAD nodes whose actors may not all be marked yet
   bool store_outage_ = false;   // a store call failed since the last successful tick
   int64_t grace_until_ms_ = 0;  // after an outage, no node is suspected before this time
+  int64_t created_ms_ = 0;      // nodes not heard since are timed from here (a restarted head)
   // When the head last received each node's heartbeat, recorded in the GCS or not: a heartbeat that
   // arrived while the GCS was slow or away is silence of the store, not of the node.
   std::map<NodeId, int64_t> heard_ms_;

@@ -126,6 +126,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   } stop_service{service};
   auto port = system.publish(service, o.port);
   if (!port.ok()) return port.status().with_context("head: publishing the head service");
+  adopt_earlier_jobs(service);  // a restarted head: the jobs its predecessor ran
   std::unique_ptr<dashboard::DashboardServer> board;
   TROUPE_RETURN_IF_ERROR(start_dashboard(o, so, gcs, system, &board));
   // Registered last: `troupe up` takes an ALIVE head as ready for nodes to join, so the service must

@@ -8,21 +8,26 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/job_submissions.h"
 #include "actors/job_supervisor.h"
 #include "actors/node_manager_client.h"
 #include "actors/scheduler.h"
 #include "caf/actor_system.hpp"
 #include "caf/event_based_actor.hpp"
+#include "caf/send.hpp"
 #include "caf/system_messages.hpp"
 #include "gcs/events.h"
+#include "gcs/job_table.h"
 #include "gcs/tables.h"
 
 namespace troupe::actors {
 namespace {
 
 constexpr int kMaxSpawn = 100000;
+constexpr std::chrono::milliseconds kLookupTimeout{2000};  // a node manager asked for a job's actor
 using retry_atom = caf::atom_constant<caf::atom("retryjobs")>;
 using watch_atom = caf::atom_constant<caf::atom("watchjobs")>;
+using adopt_atom = caf::atom_constant<caf::atom("adoptjobs")>;
 
 class HeadService : public caf::event_based_actor {
  public:
@@ -74,6 +79,7 @@ class HeadService : public caf::event_based_actor {
           schedule_retry();
           delayed_send(this, std::chrono::seconds(1), watch_atom::value);
         },
+        [this](adopt_atom) { adopt_jobs(); },  // run_head, once the service is published
         [this](retry_atom) {
           retry_scheduled_ = false;
           schedule_retry();
@@ -111,7 +117,83 @@ class HeadService : public caf::event_based_actor {
     return reply;
   }
 
-  // While jobs wait for resources, retry their placement every second.
+  // A head started on a GCS that an earlier head used: its nodes' resources in use (the actors alive
+  // there), and the jobs it ran, supervised again (JobSupervisor::adopt). Nodes re-register by
+  // themselves (actors/node_process.cc); their node managers are reached here at their recorded
+  // addresses to look the live actors' handles up. Best effort: what cannot be read is logged.
+  void adopt_jobs() {
+    auto actors = gcs::Table<gcs::ActorRecord>(*o_.store).list();
+    auto jobs = gcs::Table<gcs::JobRecord>(*o_.store).list();
+    auto nodes = gcs::Table<gcs::NodeRecord>(*o_.store).list();
+    if (!actors.ok() || !jobs.ok() || !nodes.ok()) {
+      spdlog::error("head: reading the GCS to take over running jobs failed; jobs of an earlier head are not supervised");
+      return;
+    }
+    std::map<ActorId, gcs::ActorRecord> by_id;
+    for (const gcs::ActorRecord& a : *actors) {
+      by_id[a.id] = a;
+      if (a.state != gcs::ActorState::alive || a.node.nil()) continue;
+      used_[a.node].cpus += a.resources.cpus;
+      used_[a.node].gpus += a.resources.gpus;
+    }
+    std::map<NodeId, std::string> addresses;
+    for (const gcs::NodeRecord& n : *nodes)
+      if (n.state != gcs::NodeState::dead) addresses[n.id] = n.address;
+    int adopted = 0;
+    for (const gcs::JobRecord& j : *jobs) {
+      if (gcs::job_finished(j.state)) continue;
+      auto submission = load_submission(*o_.store, j.id);
+      if (!submission.ok()) {
+        spdlog::warn("head: job {} is {} but cannot be supervised again: {}", j.id.short_hex(),
+                     gcs::job_state_name(j.state), submission.status().to_string());
+        continue;
+      }
+      int attempt = 0;
+      std::vector<JobSupervisor::AdoptedMember> members;
+      for (const std::string& hex : j.actors) {
+        auto aid = ActorId::from_hex(hex);
+        auto rec = aid.ok() ? by_id.find(*aid) : by_id.end();
+        JobSupervisor::AdoptedMember m;
+        if (rec == by_id.end()) {
+          m.lost_reason = "no record of actor " + hex.substr(0, 8);
+          members.push_back(m);
+          continue;
+        }
+        m.id = rec->second.id;
+        m.node = rec->second.node;
+        attempt = std::max(attempt, rec->second.restarts);
+        m.lost_reason = rec->second.state == gcs::ActorState::alive ? "" : rec->second.death_reason;
+        if (rec->second.state == gcs::ActorState::alive) {
+          auto handle = lookup_actor(m.node, m.id, addresses);
+          if (handle.ok()) m.handle = *handle;
+          else m.lost_reason = handle.status().message();
+        }
+        members.push_back(m);
+      }
+      jobs_.adopt(*submission, attempt, members);
+      ++adopted;
+    }
+    if (adopted > 0) spdlog::info("head: supervising {} job(s) an earlier head started", adopted);
+    schedule_retry();
+  }
+
+  // The live actor `id` on `node`, asked of its node manager (connected here and kept for stops).
+  Expected<caf::actor> lookup_actor(const NodeId& node, const ActorId& id, const std::map<NodeId, std::string>& addresses) {
+    auto nm = managers_.find(node);
+    if (nm == managers_.end()) {
+      auto address = addresses.find(node);
+      if (address == addresses.end()) return not_found("its node " + node.short_hex() + " is gone");
+      auto hp = parse_host_port(address->second);
+      if (!hp.ok()) return hp.status();
+      auto connected = o_.system->connect(hp->first, hp->second, kLookupTimeout);
+      if (!connected.ok()) return connected.status().with_context("its node " + node.short_hex() + "'s node manager");
+      nm = managers_.emplace(node, *connected).first;
+    }
+    auto found = NodeManagerClient(system(), nm->second, kLookupTimeout).lookup(id);
+    if (!found.ok()) return found.status();
+    return found->handle;
+  }
+
   // While jobs wait for resources, retry their placement every second; while a job waits to be
   // restarted, every 50 ms (its backoff decides when).
   void schedule_retry() {
@@ -324,5 +406,7 @@ class HeadService : public caf::event_based_actor {
 caf::actor spawn_head_service(caf::actor_system& sys, HeadServiceOptions options) {
   return sys.spawn<HeadService, caf::detached>(std::move(options));
 }
+
+void adopt_earlier_jobs(const caf::actor& service) { caf::anon_send(service, adopt_atom::value); }
 
 }  // namespace troupe::actors

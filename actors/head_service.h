@@ -39,4 +39,8 @@ struct HeadServiceOptions {
 
 caf::actor spawn_head_service(caf::actor_system& sys, HeadServiceOptions options);
 
+// Sent to the head service once it is published: it takes over what an earlier head left in the
+// GCS — the resources of actors alive on the nodes, and the jobs still running, supervised again.
+void adopt_earlier_jobs(const caf::actor& service);
+
 }  // namespace troupe::actors

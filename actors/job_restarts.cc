@@ -61,22 +61,29 @@ PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
 void JobSupervisor::member_exited(Job& job, Member& member, bool failed, const std::string& why) {
   member.running = false;
   host_.release(member.node, {member.actor.cpus, member.actor.gpus, 0});
-  if (failed && !job.ending && !job.restarting) {
-    const std::string cause = describe_member(member.actor, member.id, member.node) + " failed: " + why;
-    spdlog::warn("job {}: {}", job.id.short_hex(), cause);
-    if (!job.whole_gang && is_server_actor(member.actor) && !job.restore_servers) {
-      // Without checkpoints an async job's server holds the only copy of its parameter shard: a new
-      // one would start from the initial parameters.
-      end_job(job, gcs::JobState::failed,
-              cause + "; an async job's parameter server cannot be restored without checkpoints (its shard has "
-                      "no copy): submit with --checkpoint-every N --checkpoint-dir DIR to have it restored");
-    } else if (job.attempt < job.max_restarts) {
-      begin_restart(job, member, cause);
-    } else {
-      end_job(job, gcs::JobState::failed,
-              cause + (job.max_restarts > 0 ? "; no restarts left (all " + std::to_string(job.max_restarts) + " used)" : ""));
-    }
+  if (failed) member_failed(job, member, why);
+  after_exit(job);
+}
+
+void JobSupervisor::member_failed(Job& job, const Member& member, const std::string& why) {
+  if (job.ending || job.restarting) return;
+  const std::string cause = describe_member(member.actor, member.id, member.node) + " failed: " + why;
+  spdlog::warn("job {}: {}", job.id.short_hex(), cause);
+  if (!job.whole_gang && is_server_actor(member.actor) && !job.restore_servers) {
+    // Without checkpoints an async job's server holds the only copy of its parameter shard: a new
+    // one would start from the initial parameters.
+    end_job(job, gcs::JobState::failed,
+            cause + "; an async job's parameter server cannot be restored without checkpoints (its shard has "
+                    "no copy): submit with --checkpoint-every N --checkpoint-dir DIR to have it restored");
+  } else if (job.attempt < job.max_restarts) {
+    begin_restart(job, member, cause);
+  } else {
+    end_job(job, gcs::JobState::failed,
+            cause + (job.max_restarts > 0 ? "; no restarts left (all " + std::to_string(job.max_restarts) + " used)" : ""));
   }
+}
+
+void JobSupervisor::after_exit(Job& job) {
   bool workers_left = false, anyone_left = false;
   for (const Member& m : job.members) {
     anyone_left = anyone_left || m.running;

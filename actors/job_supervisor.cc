@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "actors/job_submissions.h"
 #include "gcs/events.h"
 #include "gcs/job_table.h"
 #include "gcs/tables.h"
@@ -48,6 +49,8 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   job.restore_servers = request.restore_servers;
   job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
+  // What a restarted head needs to supervise the job again (actors/job_adoption.cc).
+  TROUPE_RETURN_IF_ERROR(save_submission(*host_.store, request).with_context("submit: recording the submission"));
   SubmitJobReply reply;
   for (const PlacementAsk& a : job.asks) reply.actor_ids.push_back(a.id.hex());
   auto [it, inserted] = jobs_.emplace(*id, std::move(job));

@@ -82,6 +82,19 @@ class JobSupervisor {
   // head calls it every second).
   void check_progress();
 
+  // A restarted head takes over a job its predecessor supervised (actors/job_adoption.cc): the job
+  // as submitted (saved by submit: actors/job_submissions.h), the attempt it is in, and its current
+  // actors slot by slot — each with its handle when it is still alive (it is monitored from now on),
+  // else why it was lost while no head watched. No members: the job was still PENDING. A lost
+  // member counts as a failure (the restart policy applies).
+  struct AdoptedMember {
+    ActorId id;
+    NodeId node;
+    caf::actor handle;         // null: lost
+    std::string lost_reason;
+  };
+  void adopt(const SubmitJob& submission, int attempt, const std::vector<AdoptedMember>& members);
+
  private:
   struct Member {
     ActorId id;
@@ -119,6 +132,10 @@ class JobSupervisor {
   // job_restarts.cc
   PlacementAsk make_ask(const Job& job, size_t slot) const;
   void member_exited(Job& job, Member& member, bool failed, const std::string& why);
+  // The restart policy's answer to a failed member (restart, replace, or fail the job).
+  void member_failed(Job& job, const Member& member, const std::string& why);
+  // After a member is down: the gang placed again, the servers stopped, or the job forgotten.
+  void after_exit(Job& job);
   void begin_restart(Job& job, const Member& failed, const std::string& why);
   void place_gang_again(Job& job);
   bool try_replace(Job& job);

@@ -17,6 +17,27 @@
 #include "gcs/redis_store.h"
 
 namespace troupe::actors {
+namespace {
+
+// After a failed heartbeat: whether a head answers at its address that is not `current` (the head
+// process restarted there); if so, registers this node with it again (same id, resources and node
+// manager) and returns its handle. nullopt: the same head (a slow heartbeat) or none reachable.
+Expected<std::optional<caf::actor>> rejoin(ActorSystem& system, const caf::actor& current,
+                                           const std::pair<std::string, uint16_t>& head, const RegisterNode& reg,
+                                           std::chrono::milliseconds timeout) {
+  auto now = system.connect(head.first, head.second, timeout);
+  if (!now.ok() || *now == current) return std::optional<caf::actor>();
+  auto joined = request_blocking<RegisterReply>(system.system(), *now, timeout, reg,
+                                                "registering again with the head at " + head.first + ":" +
+                                                    std::to_string(head.second));
+  if (!joined.ok()) {
+    if (joined.status().code() == Code::invalid_argument) return joined.status();
+    return std::optional<caf::actor>();
+  }
+  return std::optional<caf::actor>(*now);
+}
+
+}  // namespace
 
 Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, const std::function<void()>& on_joined) {
   auto head_hp = parse_host_port(o.head_address);
@@ -82,6 +103,13 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
       last_ack = std::chrono::steady_clock::now();
     } else if (ack.status().code() == Code::invalid_argument || ack.status().code() == Code::not_found) {
       return ack.status().with_context("node " + id.short_hex() + " was refused by the head; stopping");
+    } else if (auto again = rejoin(system, *head, *head_hp, reg, period * 2); again.ok() && *again) {
+      // The head restarted at its address: this node registered again, with its id and its actors.
+      head = **again;
+      last_ack = std::chrono::steady_clock::now();
+      spdlog::info("node {} registered again with the head at {} (the head restarted)", id.short_hex(), o.head_address);
+    } else if (!again.ok() && again.status().code() == Code::invalid_argument) {
+      return again.status().with_context("node " + id.short_hex() + " was refused by the restarted head; stopping");
     } else if (std::chrono::steady_clock::now() - last_ack > o.head_lost_after) {
       return unavailable("node " + id.short_hex() + ": no answer from the head at " + o.head_address + " for " +
                          format_duration(o.head_lost_after) + " (last: " + ack.status().message() + ")");

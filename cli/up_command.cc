@@ -17,6 +17,9 @@
 #include "gcs/tables.h"
 
 namespace troupe::cli {
+
+std::vector<std::string> resource_args(std::optional<double> cpus, std::optional<int> gpus);
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -32,6 +35,7 @@ struct UpFlags {
   std::string address, token;    // join mode
   double timeout_s = 30;
   std::string cluster_file;      // CLUSTER.yaml
+  bool restart_head = false;     // start this session's head again (it died); the rest stays
 };
 
 std::string tail_of(const std::string& path, int lines) {
@@ -128,6 +132,47 @@ int join(const UpFlags& f, GlobalOptions&) {
                                                       tail_of(s.log_file(role), 3)));
 }
 
+// `troupe up --restart-head`: this session's head process died (killed, crashed) while its GCS and
+// nodes live on. Starts the head again at the same address with the same token: the nodes register
+// again by themselves, and the head supervises the jobs it finds running in the GCS. Returns once
+// the new head's own node is ALIVE.
+int restart_head(const UpFlags& f) {
+  Session s = Session::current();
+  auto info = s.read_cluster();
+  if (!info.ok()) return report_error("up", info.status().with_context("--restart-head: no cluster here to restart the head of"));
+  for (const SessionProcess& p : s.processes()) {
+    if (p.role == "head" && p.alive)
+      return report_error("up", invalid_argument("--restart-head: the head (pid " + std::to_string(p.pid) +
+                                                 ") is running; stop it first or use `troupe down`"));
+  }
+  auto store = connect_gcs(*info);
+  if (!store.ok()) return report_error("up", store.status().with_context("--restart-head: the cluster's GCS"));
+  std::vector<std::string> args{"head"};
+  const std::optional<double> cpus = f.cpus > 0 ? std::optional<double>(f.cpus) : std::nullopt;
+  const std::optional<int> gpus = f.gpus >= 0 ? std::optional<int>(f.gpus) : std::nullopt;
+  for (const auto& a : resource_args(cpus, gpus)) args.push_back(a);
+  auto head = start_role(s, "head", args, {});
+  if (!head.ok()) return report_error("up", head.status());
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  while (Clock::now() < deadline) {
+    auto nodes = gcs::Table<gcs::NodeRecord>(**store).list();
+    if (nodes.ok()) {
+      for (const gcs::NodeRecord& n : *nodes) {
+        if (n.pid != *head || n.state != gcs::NodeState::alive) continue;
+        std::printf("head restarted at %s (pid %d); its nodes register again and running jobs are supervised "
+                    "again\n", info->head_address.c_str(), static_cast<int>(*head));
+        return 0;
+      }
+    }
+    if (!process_alive(*head))
+      return report_error("up", unavailable("the restarted head exited; its log " + s.log_file("head") +
+                                            " ends:" + tail_of(s.log_file("head"), 8)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return report_error("up", Status(Code::timeout, "the restarted head was not ALIVE within the deadline; see " +
+                                                      s.log_file("head")));
+}
+
 }  // namespace
 
 int up_cluster(const UpFlags& f, GlobalOptions& global, const ClusterSpec* spec);
@@ -149,7 +194,11 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("cluster_file", f->cluster_file, "CLUSTER.yaml describing the cluster (see examples/clusters/)");
   cmd->add_option("--timeout", f->timeout_s, "Seconds to wait for the cluster to be ready")->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--restart-head", f->restart_head,
+                "Start this session's head again after it died (same address and token); nodes re-register and "
+                "running jobs are supervised again");
   return [f, &global]() -> int {
+    if (f->restart_head) return restart_head(*f);
     if (!f->address.empty()) {
       if (f->token.empty()) return report_error("up", invalid_argument("--address needs --token (printed by `troupe up` on the head)"));
       return join(*f, global);

@@ -287,6 +287,45 @@ TEST_CASE("cluster manager: a new head marks the actors a previous one left on D
   CHECK(head.tick().actors_marked_dead == 0);
 }
 
+TEST_CASE("cluster manager: a restarted head times its predecessor's nodes from its own start",
+          "[actors][cluster_manager]") {
+  Head head;  // the first head: node 1 joins, then the head dies (nothing ticks for 10 s)
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  head.now += 10'000;
+  ClusterManagerOptions o;
+  o.cluster_token = kToken;
+  o.version = kVersion;
+  o.detector = {800, 2000};
+  o.heartbeat_period_ms = 200;
+  o.clock = [&head] { return head.now; };
+  auto second = ClusterManager::create(head.store, o);  // the restarted head, same GCS
+  REQUIRE(second.ok());
+  // Its first tick does not kill the node for its 10 s of silence: the node had no head to beat to.
+  CHECK((*second)->tick(head.now)->transitions.empty());
+  CHECK(head.node(1).state == NodeState::alive);
+  // The node registers again (same id) and beats: it stays ALIVE.
+  head.now += 300;
+  REQUIRE((*second)->register_node(new_node(1), kToken, kVersion).ok());
+  head.now += 200;
+  REQUIRE((*second)->heartbeat(node_id(1), res(0)).ok());
+  CHECK((*second)->tick(head.now)->transitions.empty());
+  CHECK(head.node(1).state == NodeState::alive);
+  // A node that never comes back is timed from the restarted head's start: DEAD 2 s after it.
+  gcs::NodeRecord gone = new_node(2);
+  gone.last_heartbeat_ms = head.now - 60'000;
+  REQUIRE(gcs::Table<gcs::NodeRecord>(head.store).put(gone).ok());
+  auto third = ClusterManager::create(head.store, o);
+  REQUIRE(third.ok());
+  const int64_t started = head.now;
+  CHECK((*third)->tick(head.now)->transitions.empty());
+  head.now = started + 900;
+  CHECK((*third)->tick(head.now)->transitions.size() >= 1);  // node 2 (and the silent node 1) SUSPECT
+  CHECK(head.node(2).state == NodeState::suspect);
+  head.now = started + 2000;
+  (void)(*third)->tick(head.now);
+  CHECK(head.node(2).state == NodeState::dead);
+}
+
 TEST_CASE("cluster manager: the next tick falls on the next timeout", "[actors][cluster_manager]") {
   Head head;
   REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());

@@ -1,0 +1,57 @@
+// JobSupervisor::adopt: a restarted head supervising the jobs its predecessor ran. See
+// actors/job_supervisor.h; the head service gathers what it needs (actors/head_service.cc).
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/job_supervisor.h"
+#include "gcs/events.h"
+
+namespace troupe::actors {
+
+void JobSupervisor::adopt(const SubmitJob& s, int attempt, const std::vector<AdoptedMember>& members) {
+  auto id = JobId::from_hex(s.job_id);
+  if (!id.ok() || jobs_.count(*id)) return;
+  Job job;
+  job.id = *id;
+  job.policy = s.policy;
+  job.actors = s.actors;
+  job.max_restarts = std::max(0, s.max_restarts);
+  job.backoff_ms = std::max<int64_t>(0, s.restart_backoff_ms);
+  job.whole_gang = s.restart_whole_gang;
+  job.restore_servers = s.restore_servers;
+  job.progress_timeout_ms = std::max<int64_t>(0, s.progress_timeout_ms);
+  job.attempt = attempt;
+  job.last_move_ms = gcs::now_ms();
+  if (members.size() != job.actors.size()) {  // never placed (PENDING): placed like a new job
+    for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
+    jobs_.emplace(job.id, std::move(job));
+    spdlog::info("job {}: pending again under the restarted head", id->short_hex());
+    return;
+  }
+  int alive = 0;
+  for (size_t slot = 0; slot < members.size(); ++slot) {
+    const AdoptedMember& a = members[slot];
+    Member m{a.id, a.node, job.actors[slot], a.handle, static_cast<bool>(a.handle), slot};
+    if (m.running) {
+      host_.monitor(m.handle);
+      by_addr_[m.handle.address()] = job.id;
+      ++alive;
+    }
+    job.members.push_back(std::move(m));
+  }
+  Job& j = jobs_.emplace(job.id, std::move(job)).first->second;
+  job_event(*host_.store, "job_adopted", j.id,
+            "job " + j.id.short_hex() + " is supervised again by the restarted head: " + std::to_string(alive) + " of " +
+                std::to_string(j.members.size()) + " actors alive (attempt " + std::to_string(attempt) + ")");
+  // Actors lost while no head watched failed then: the restart policy applies (a gang restarts
+  // once for all of them; single actors are each replaced).
+  for (size_t slot = 0; slot < members.size(); ++slot) {
+    if (members[slot].handle) continue;
+    member_failed(j, j.members[slot], "lost while the head was down (" + members[slot].lost_reason + ")");
+    if (j.whole_gang || j.ending) break;
+  }
+  after_exit(j);  // may place the gang again at once, or forget the job (`j` is not used after)
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,129 @@
+// The head process killed with SIGKILL mid-job and started again (`troupe up --restart-head`) on a
+// real local cluster: the nodes register again with their ids (their actors never stopped), the
+// new head finds the running job in the GCS and supervises it again — shown by killing a worker node
+// afterwards, which the new head handles like its predecessor would (a restart from the newest
+// checkpoint) — and the job completes with its data accounted exactly once.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <set>
+#include <string>
+
+#include "tests/cluster/cluster_fixture.h"
+
+using namespace troupe::testing;
+
+namespace {
+
+Json job_in(const Json& view, const std::string& id) {
+  for (const Json& j : view.at("jobs")) if (j.at("id") == id) return j;
+  return Json();
+}
+
+Json event_in(const Json& view, const std::string& kind, const std::string& subject) {
+  for (const Json& e : view.at("events"))
+    if (e.at("kind") == kind && e.value("subject", "") == subject) return e;
+  return Json();
+}
+
+// Polls `troupe status` until `done(view)` or the deadline; returns the last view.
+template <typename Done>
+Json status_until(ClusterFixture& c, Done done, std::chrono::seconds limit) {
+  Json last;
+  poll_until([&] {
+    Json view = c.try_status(300);
+    if (view.is_null()) return false;
+    last = view;
+    return done(view);
+  }, limit, std::chrono::milliseconds(100));
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE("faults: the head killed and restarted: nodes register again and the running job is supervised again",
+          "[jobs][cluster][faults][head]") {
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  Json view = c.status();
+  std::string head_node;
+  std::set<std::string> worker_nodes;
+  for (const Json& n : view.at("nodes")) {
+    if (n.value("is_head", false)) head_node = n.at("id");
+    else worker_nodes.insert(n.at("id").get<std::string>());
+  }
+  REQUIRE_FALSE(head_node.empty());
+  REQUIRE(worker_nodes.size() == 2u);
+  // The head's own cpus are taken, so the job's workers run on the two nodes (which outlive the head).
+  auto filler = c.troupe("spawn echo --cpus 2 --node " + head_node);
+  INFO(filler.both());
+  REQUIRE(filler.exit_code == 0);
+  const std::string ckpt = c.home() + "/ckpt";
+  auto sub = c.troupe("submit --strategy sync --workers 2 --cpus-per-worker 2 --epochs 20 --batch-size 128 "
+                      "--checkpoint-every 100 --checkpoint-dir " + ckpt + " --detach --no-progress", 120);
+  INFO(sub.both() << c.logs_tail());
+  REQUIRE(sub.exit_code == 0);
+  const std::string id = sub.last_line();
+  status_until(c, [&](const Json& v) { return job_in(v, id).value("step", int64_t{0}) >= 300; }, std::chrono::seconds(120));
+
+  const pid_t head_pid = c.pid_of("head");
+  REQUIRE(head_pid > 0);
+  REQUIRE(::kill(head_pid, SIGKILL) == 0);
+  REQUIRE(poll_until([&] { return process_gone(head_pid); }, std::chrono::seconds(10)));
+  auto restarted = c.troupe("up --restart-head --cpus 2", 60);
+  INFO(restarted.both() << c.logs_tail());
+  REQUIRE(restarted.exit_code == 0);
+  CHECK(restarted.out.find("head restarted at " + c.cluster_file().at("head_address").get<std::string>()) !=
+        std::string::npos);
+
+  // The nodes are ALIVE under the new head with their ids; the old head's node is DEAD; the job,
+  // whose workers never stopped, is adopted with both of them alive and keeps training.
+  Json after = status_until(c, [&](const Json& v) {
+    int alive = 0;
+    bool old_head_dead = false;
+    for (const Json& n : v.at("nodes")) {
+      alive += worker_nodes.count(n.at("id").get<std::string>()) && n.at("state") == "ALIVE";
+      old_head_dead = old_head_dead || (n.at("id") == head_node && n.at("state") == "DEAD");
+    }
+    return alive == 2 && old_head_dead && !event_in(v, "job_adopted", id).is_null();
+  }, std::chrono::seconds(30));
+  INFO(after.dump(1).substr(0, 4000) << c.logs_tail());
+  for (const Json& n : after.at("nodes")) {
+    if (worker_nodes.count(n.at("id").get<std::string>())) CHECK(n.at("state") == "ALIVE");
+    if (n.at("id") == head_node) CHECK(n.at("state") == "DEAD");
+  }
+  Json adopted = event_in(after, "job_adopted", id);
+  REQUIRE_FALSE(adopted.is_null());
+  CHECK(adopted.at("message").get<std::string>().find("2 of 2 actors alive") != std::string::npos);
+  const int64_t step_then = job_in(after, id).value("step", int64_t{0});
+  Json moving = status_until(c, [&](const Json& v) { return job_in(v, id).value("step", int64_t{0}) > step_then + 50; },
+                             std::chrono::seconds(60));
+  CHECK(job_in(moving, id).value("step", int64_t{0}) > step_then + 50);
+  CHECK(event_in(moving, "job_restarting", id).is_null());  // nothing was restarted for the head
+  REQUIRE(job_in(moving, id).at("state") == "RUNNING");     // (20 epochs: far from done yet)
+
+  // The new head supervises it: a worker node killed now is handled — restarted from its checkpoint
+  // on the nodes left (the new head's and the other node's cpus).
+  pid_t victim = 0;
+  for (const Json& n : moving.at("nodes"))
+    if (n.at("id") == *worker_nodes.begin()) victim = n.at("pid").get<pid_t>();
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  Json end = status_until(c, [&](const Json& v) {
+    const std::string state = job_in(v, id).value("state", "");
+    return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+  }, std::chrono::seconds(300));
+  Json j = job_in(end, id);
+  INFO(j.dump(1) << c.logs_tail());
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK(j.at("result").at("test_accuracy").get<double>() > 0.85);
+  Json restarting = event_in(end, "job_restarting", id);
+  REQUIRE_FALSE(restarting.is_null());
+  CHECK(restarting.at("message").get<std::string>().find("its node " + worker_nodes.begin()->substr(0, 8)) !=
+        std::string::npos);
+  Json accounted = status_until(c, [&](const Json& v) { return !event_in(v, "data_accounted", id).is_null(); },
+                                std::chrono::seconds(30));
+  REQUIRE_FALSE(event_in(accounted, "data_accounted", id).is_null());
+  CHECK(event_in(accounted, "data_accounted", id).at("message").get<std::string>().find("exactly once") !=
+        std::string::npos);
+}
