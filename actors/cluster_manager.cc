@@ -173,11 +173,19 @@ Status ClusterManager::on_connection_lost(const NodeId& id) {
 }
 
 Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
+  const int64_t entered = now();
   std::lock_guard<std::mutex> lock(mu_);
   auto listed = gcs::Table<NodeRecord>(store_).list();
   if (!listed.ok()) {
     store_outage_ = true;
     return listed.status().with_context("cluster manager tick: reading the nodes table");
+  }
+  // A read that waited out a GCS restart inside the client's reconnect budget succeeds late, as
+  // does one queued behind a heartbeat that did: heartbeats could not be taken meanwhile either.
+  const int64_t stalled = now() - entered;
+  if (stalled > options_.detector.suspect_after_ms && !store_outage_) {
+    spdlog::info("the GCS answered the head only after {} ms", stalled);
+    store_outage_ = true;
   }
   if (store_outage_) {
     // Heartbeats could not be recorded while the GCS was away: the silence is the store's, not the

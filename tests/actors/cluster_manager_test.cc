@@ -326,6 +326,41 @@ TEST_CASE("cluster manager: a restarted head times its predecessor's nodes from 
   CHECK(head.node(2).state == NodeState::dead);
 }
 
+TEST_CASE("cluster manager: a tick whose GCS read waited out a restart grants every node a full timeout",
+          "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  // The read inside the tick takes 3.5 s (the client reconnecting to a restarted redis-server):
+  // the clock jumps while the tick runs. No heartbeat could be taken meanwhile.
+  ClusterManagerOptions o;
+  o.cluster_token = kToken;
+  o.version = kVersion;
+  o.detector = {800, 2000};
+  o.heartbeat_period_ms = 200;
+  bool slow = false;
+  o.clock = [&] {
+    const int64_t t = head.now;
+    if (slow) head.now += 3500;  // the reading after this one comes 3.5 s later
+    slow = false;
+    return t;
+  };
+  auto m = ClusterManager::create(head.store, o);
+  REQUIRE(m.ok());
+  REQUIRE((*m)->heartbeat(node_id(1), res(0)).ok());
+  const int64_t t0 = head.now;
+  slow = true;  // the next clock reading (the tick's entry) is followed by a 3.5 s wait
+  auto report = (*m)->tick(t0 + 3500);
+  REQUIRE(report.ok());
+  CHECK(report->transitions.empty());
+  CHECK(head.node(1).state == NodeState::alive);
+  // Then heartbeats flow again; a node that stays silent is DEAD 2 s after the stall, not before.
+  head.now = t0 + 3500 + 1900;
+  CHECK((*m)->tick(head.now)->transitions.empty());
+  head.now = t0 + 3500 + 2100;
+  (void)(*m)->tick(head.now);
+  CHECK(head.node(1).state == NodeState::dead);
+}
+
 TEST_CASE("cluster manager: the next tick falls on the next timeout", "[actors][cluster_manager]") {
   Head head;
   REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
