@@ -68,6 +68,8 @@ TEST_CASE("faults: the head killed and restarted: nodes register again and the r
 
   const pid_t head_pid = c.pid_of("head");
   REQUIRE(head_pid > 0);
+  const int64_t killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
   REQUIRE(::kill(head_pid, SIGKILL) == 0);
   REQUIRE(poll_until([&] { return process_gone(head_pid); }, std::chrono::seconds(10)));
   auto restarted = c.troupe("up --restart-head --cpus 2", 60);
@@ -94,6 +96,8 @@ TEST_CASE("faults: the head killed and restarted: nodes register again and the r
   }
   Json adopted = event_in(after, "job_adopted", id);
   REQUIRE_FALSE(adopted.is_null());
+  WARN("head SIGKILLed; the job was adopted by the restarted head " << adopted.value("time_ms", int64_t{0}) - killed_ms
+                                                                   << " ms after the kill (the restart included)");
   CHECK(adopted.at("message").get<std::string>().find("2 of 2 actors alive") != std::string::npos);
   const int64_t step_then = job_in(after, id).value("step", int64_t{0});
   Json moving = status_until(c, [&](const Json& v) { return job_in(v, id).value("step", int64_t{0}) > step_then + 50; },
