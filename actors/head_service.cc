@@ -136,7 +136,7 @@ class HeadService : public caf::event_based_actor {
       used_[a.node].cpus += a.resources.cpus;
       used_[a.node].gpus += a.resources.gpus;
     }
-    std::map<NodeId, std::string> addresses;
+    std::map<NodeId, std::string> addresses;  // nodes not DEAD; one that cannot be reached is dropped
     for (const gcs::NodeRecord& n : *nodes)
       if (n.state != gcs::NodeState::dead) addresses[n.id] = n.address;
     int adopted = 0;
@@ -177,16 +177,20 @@ class HeadService : public caf::event_based_actor {
     schedule_retry();
   }
 
-  // The live actor `id` on `node`, asked of its node manager (connected here and kept for stops).
-  Expected<caf::actor> lookup_actor(const NodeId& node, const ActorId& id, const std::map<NodeId, std::string>& addresses) {
+  // The live actor `id` on `node`, asked of its node manager (connected here and kept for stops;
+  // a node that cannot be reached is dropped from `addresses`, so it costs one timeout, not one per actor).
+  Expected<caf::actor> lookup_actor(const NodeId& node, const ActorId& id, std::map<NodeId, std::string>& addresses) {
     auto nm = managers_.find(node);
     if (nm == managers_.end()) {
       auto address = addresses.find(node);
-      if (address == addresses.end()) return not_found("its node " + node.short_hex() + " is gone");
+      if (address == addresses.end()) return not_found("its node " + node.short_hex() + " is gone or unreachable");
       auto hp = parse_host_port(address->second);
       if (!hp.ok()) return hp.status();
       auto connected = o_.system->connect(hp->first, hp->second, kLookupTimeout);
-      if (!connected.ok()) return connected.status().with_context("its node " + node.short_hex() + "'s node manager");
+      if (!connected.ok()) {
+        addresses.erase(address);
+        return connected.status().with_context("its node " + node.short_hex() + "'s node manager");
+      }
       nm = managers_.emplace(node, *connected).first;
     }
     auto found = NodeManagerClient(system(), nm->second, kLookupTimeout).lookup(id);
@@ -383,7 +387,16 @@ class HeadService : public caf::event_based_actor {
     h.stop = [this](const NodeId& node, const ActorId& id, const std::string& reason) -> Status {
       auto nm = managers_.find(node);
       if (nm == managers_.end()) return not_found("node " + node.short_hex() + " is not connected");
-      return NodeManagerClient(system(), nm->second, o_.node_timeout).stop(id, reason);
+      // Not waited for: a node killed a moment ago (its connection loss still queued here) would hold
+      // the head — and every node's heartbeat with it — for the whole timeout.
+      request(nm->second, o_.node_timeout, StopRequest{id.hex(), reason})
+          .then([](const StopReply&) {},
+                [this, node, id](caf::error& err) {
+                  Status st = to_status(system(), err, "stopping actor " + id.short_hex());
+                  if (st.code() != Code::not_found)
+                    spdlog::warn("stopping actor {} on node {}: {}", id.short_hex(), node.short_hex(), st.to_string());
+                });
+      return {};
     };
     h.release = [this](const NodeId& node, const gcs::Resources& r) {
       gcs::Resources& u = used_[node];

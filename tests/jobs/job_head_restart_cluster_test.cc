@@ -123,8 +123,10 @@ TEST_CASE("faults: the head killed and restarted: nodes register again and the r
   CHECK(j.at("result").at("test_accuracy").get<double>() > 0.85);
   Json restarting = event_in(end, "job_restarting", id);
   REQUIRE_FALSE(restarting.is_null());
-  CHECK(restarting.at("message").get<std::string>().find("its node " + worker_nodes.begin()->substr(0, 8)) !=
-        std::string::npos);
+  // Its cause is whichever the new head heard first: the node's loss, or the other worker's
+  // all-reduce failing on it. Either way it is one restart.
+  CHECK(restarting.at("message").get<std::string>().find("(restart 1 of 3)") != std::string::npos);
+  CHECK_FALSE(event_in(end, "job_restarted", id).is_null());
   Json accounted = status_until(c, [&](const Json& v) { return !event_in(v, "data_accounted", id).is_null(); },
                                 std::chrono::seconds(30));
   REQUIRE_FALSE(event_in(accounted, "data_accounted", id).is_null());
