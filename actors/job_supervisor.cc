@@ -47,6 +47,8 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   job.whole_gang = request.restart_whole_gang;
   job.restore_servers = request.restore_servers;
   job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
+  job.elastic = request.elastic && request.restart_whole_gang;
+  job.size = job.ran_size = static_cast<int>(job.actors.size());
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   SubmitJobReply reply;
   for (const PlacementAsk& a : job.asks) reply.actor_ids.push_back(a.id.hex());
@@ -133,7 +135,7 @@ bool JobSupervisor::retry_pending() {
   for (const JobId& id : waiting) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
-    Status st = try_start(it->second, nullptr);
+    Status st = start_attempt(it->second);
     if (!st.ok()) {
       spdlog::warn("job {}: placing its actors failed: {}", id.short_hex(), st.to_string());
       end_job(it->second, gcs::JobState::failed, st.message());
