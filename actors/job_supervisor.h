@@ -20,7 +20,8 @@
 // of waiting for room for all, and records "job_resized". While it runs smaller, the supervisor
 // watches (every second, with check_progress) for room for the missing workers; once there is
 // room and the job has written a checkpoint since, the gang restarts at full size from that
-// checkpoint ("job_resized", grows back). A grow-back spends no restart of the budget.
+// checkpoint ("job_resized", grows back). A grow-back spends no restart of the budget; a job without
+// checkpoints does not grow back (it would start over). A first placement waits for room for all.
 //
 //   RUNNING(N) --worker fails--> restarting --room for k < N--> RUNNING(k)
 //   RUNNING(k) --room for N, then a new checkpoint--> restarting --> RUNNING(N)
