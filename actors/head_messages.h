@@ -89,6 +89,10 @@ struct SubmitJob {
   // A gang job whose step count (written by its rank 0) stands still this long is stuck — a worker
   // hung, and the others wait for it in a collective — and is restarted like a failed one. 0: never.
   int64_t progress_timeout_ms = 0;
+  // A whole-gang job (sync) whose restart finds no room for every worker restarts with as many as
+  // fit (at least 1), and grows back to all of them after its next checkpoint once they fit; its
+  // workers learn the gang's size from their arguments (actors/job_supervisor.h).
+  bool elastic = false;
 };
 struct SubmitJobReply {
   std::vector<std::string> actor_ids;  // in the order asked for
@@ -123,7 +127,8 @@ typename Inspector::result_type inspect(Inspector& f, JobActor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJob& x) {
   return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors, x.max_restarts,
-           x.restart_backoff_ms, x.restart_whole_gang, x.restore_servers, x.progress_timeout_ms);
+           x.restart_backoff_ms, x.restart_whole_gang, x.restore_servers, x.progress_timeout_ms,
+           x.elastic);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJobReply& x) {

@@ -375,6 +375,23 @@ class HeadService : public caf::event_based_actor {
     return gcs::record_event(*o_.store, e);
   }
 
+  // Whether `asks` would be placed now as one gang (the scheduler's dry run over the head's usage).
+  bool fits(const std::vector<PlacementAsk>& asks, const std::string& policy_name) {
+    auto policy = parse_placement_policy(policy_name.empty() ? o_.default_policy : policy_name);
+    auto nodes = gcs::Table<gcs::NodeRecord>(*o_.store).list();
+    if (!policy.ok() || !nodes.ok()) return false;
+    std::vector<NodeView> views = node_views(*nodes);
+    for (NodeView& v : views) v.used = used_[v.id];
+    std::vector<PlacementRequest> requests(asks.size());
+    for (size_t i = 0; i < asks.size(); ++i) {
+      requests[i].actor = asks[i].id;
+      requests[i].demand = {asks[i].actor.cpus, asks[i].actor.gpus, 0};
+      requests[i].group = "fits-probe";
+    }
+    auto result = Scheduler({*policy}).schedule(views, requests);
+    return result.ok() && result->pending.empty();
+  }
+
   JobHost job_host() {
     JobHost h;
     h.store = o_.store;
@@ -403,6 +420,7 @@ class HeadService : public caf::event_based_actor {
       u.cpus = std::max(0.0, u.cpus - r.cpus);
       u.gpus = std::max(0.0, u.gpus - r.gpus);
     };
+    h.fits = [this](const std::vector<PlacementAsk>& asks, const std::string& policy) { return fits(asks, policy); };
     return h;
   }
 

@@ -12,18 +12,13 @@ namespace troupe::actors {
 void JobSupervisor::adopt(const SubmitJob& s, int attempt, const std::vector<AdoptedMember>& members) {
   auto id = JobId::from_hex(s.job_id);
   if (!id.ok() || jobs_.count(*id)) return;
-  Job job;
-  job.id = *id;
-  job.policy = s.policy;
-  job.actors = s.actors;
-  job.max_restarts = std::max(0, s.max_restarts);
-  job.backoff_ms = std::max<int64_t>(0, s.restart_backoff_ms);
-  job.whole_gang = s.restart_whole_gang;
-  job.restore_servers = s.restore_servers;
-  job.progress_timeout_ms = std::max<int64_t>(0, s.progress_timeout_ms);
+  Job job = make_job(*id, s);
   job.attempt = attempt;
   job.last_move_ms = gcs::now_ms();
-  if (members.size() != job.actors.size()) {  // never placed (PENDING): placed like a new job
+  // An elastic gang may run on its first k slots; any other job runs every slot.
+  const bool shrunk = job.elastic && !members.empty() && members.size() < job.actors.size();
+  if (shrunk) job.size = job.ran_size = static_cast<int>(members.size());
+  if (members.size() != job.actors.size() && !shrunk) {  // never placed (PENDING): placed like a new job
     for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
     jobs_.emplace(job.id, std::move(job));
     spdlog::info("job {}: pending again under the restarted head", id->short_hex());

@@ -52,7 +52,9 @@ PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
   // Names are unique per node, and an actor of the failed attempt may still hold its name there
   // (stopped, but hung in a collective): a restart's actors carry their attempt in the name.
   if (job.attempt > 0 && !ask.actor.name.empty()) ask.actor.name += "-a" + std::to_string(job.attempt);
-  // A job actor learns its attempt from its second-to-last argument and its own id from its last.
+  // A job actor learns its attempt from its second-to-last argument and its own id from its last;
+  // an elastic job's worker the gang's current size from the one before them.
+  if (job.elastic) ask.actor.args.push_back(std::to_string(job.size));
   ask.actor.args.push_back(std::to_string(job.attempt));
   ask.actor.args.push_back(ask.id.hex());
   return ask;
@@ -75,7 +77,7 @@ void JobSupervisor::member_failed(Job& job, const Member& member, const std::str
     end_job(job, gcs::JobState::failed,
             cause + "; an async job's parameter server cannot be restored without checkpoints (its shard has "
                     "no copy): submit with --checkpoint-every N --checkpoint-dir DIR to have it restored");
-  } else if (job.attempt < job.max_restarts) {
+  } else if (restarts_left(job)) {
     begin_restart(job, member, cause);
   } else {
     end_job(job, gcs::JobState::failed,
@@ -115,7 +117,8 @@ void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::str
   job.restart_due_ms = gcs::now_ms() + backoff;
   int64_t step = -1;
   if (auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex()); rec.ok()) step = rec->step;
-  const std::string which = "restart " + std::to_string(job.attempt) + " of " + std::to_string(job.max_restarts);
+  const std::string which =
+      "restart " + std::to_string(job.attempt - job.free_attempts) + " of " + std::to_string(job.max_restarts);
   const std::string at = step >= 0 ? "; it was at step " + std::to_string(step) : "";
   if (job.whole_gang) {
     job.restarting = true;
@@ -144,6 +147,7 @@ void JobSupervisor::place_gang_again(Job& job) {
   }
   job.members.clear();
   job.asks.clear();
+  job.size = static_cast<int>(job.actors.size());  // elastic: start_attempt sizes it to what fits
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   job.restarting = false;  // members empty: retry_pending places the gang once restart_due_ms passed
   spdlog::info("job {}: every actor of the failed attempt is down; attempt {} starts in {} ms", job.id.short_hex(),
@@ -205,9 +209,10 @@ void JobSupervisor::check_progress() {
     const std::string why = fmt::format("the job made no progress for {:g} s (stuck at step {}: a worker hung?)",
                                         job.progress_timeout_ms / 1000.0, job.last_step);
     spdlog::warn("job {}: {}", id.short_hex(), why);
-    if (job.attempt < job.max_restarts) begin_restart(job, job.members.front(), why);
+    if (restarts_left(job)) begin_restart(job, job.members.front(), why);
     else end_job(job, gcs::JobState::failed, why + "; no restarts left (all " + std::to_string(job.max_restarts) + " used)");
   }
+  check_grow_back();
 }
 
 void JobSupervisor::after_success(Job& job) {

@@ -19,6 +19,7 @@ Json to_json(const SubmitJob& s) {
           {"restart_backoff_ms", s.restart_backoff_ms},
           {"restart_whole_gang", s.restart_whole_gang},
           {"restore_servers", s.restore_servers},
+          {"elastic", s.elastic},
           {"progress_timeout_ms", s.progress_timeout_ms}};
 }
 
@@ -34,6 +35,7 @@ SubmitJob from_json(const Json& j) {
   s.restart_backoff_ms = j.at("restart_backoff_ms").get<int64_t>();
   s.restart_whole_gang = j.at("restart_whole_gang").get<bool>();
   s.restore_servers = j.value("restore_servers", false);
+  s.elastic = j.value("elastic", false);
   s.progress_timeout_ms = j.at("progress_timeout_ms").get<int64_t>();
   return s;
 }

@@ -29,6 +29,21 @@ void job_event(gcs::Store& store, const std::string& kind, const JobId& job, con
 
 bool is_server_actor(const JobActor& a) { return a.type_name == kServerType; }
 
+JobSupervisor::Job JobSupervisor::make_job(const JobId& id, const SubmitJob& request) {
+  Job job;
+  job.id = id;
+  job.policy = request.policy;
+  job.actors = request.actors;
+  job.max_restarts = std::max(0, request.max_restarts);
+  job.backoff_ms = std::max<int64_t>(0, request.restart_backoff_ms);
+  job.whole_gang = request.restart_whole_gang;
+  job.restore_servers = request.restore_servers;
+  job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
+  job.elastic = request.elastic && request.restart_whole_gang;
+  job.size = job.ran_size = static_cast<int>(job.actors.size());
+  return job;
+}
+
 Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   auto id = JobId::from_hex(request.job_id);
   if (!id.ok()) return id.status().with_context("submit");
@@ -39,15 +54,7 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   if (record->state != gcs::JobState::pending) {
     return invalid_argument("job " + id->short_hex() + " is " + gcs::job_state_name(record->state) + ", not PENDING");
   }
-  Job job;
-  job.id = *id;
-  job.policy = request.policy;
-  job.actors = request.actors;
-  job.max_restarts = std::max(0, request.max_restarts);
-  job.backoff_ms = std::max<int64_t>(0, request.restart_backoff_ms);
-  job.whole_gang = request.restart_whole_gang;
-  job.restore_servers = request.restore_servers;
-  job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
+  Job job = make_job(*id, request);
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   // What a restarted head needs to supervise the job again (actors/job_adoption.cc).
   TROUPE_RETURN_IF_ERROR(save_submission(*host_.store, request).with_context("submit: recording the submission"));
@@ -136,7 +143,7 @@ bool JobSupervisor::retry_pending() {
   for (const JobId& id : waiting) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
-    Status st = try_start(it->second, nullptr);
+    Status st = start_attempt(it->second);
     if (!st.ok()) {
       spdlog::warn("job {}: placing its actors failed: {}", id.short_hex(), st.to_string());
       end_job(it->second, gcs::JobState::failed, st.message());

@@ -15,6 +15,17 @@
 // from the newest checkpoint, and the workers reconnect to it); otherwise it fails the job. A spent budget fails the job naming the last failure.
 // Each actor learns its attempt (0, 1, ...) from its second-to-last argument.
 //
+// Elastic sync jobs (SubmitJob::elastic; actors/job_elastic.cc): a restart places as many of the
+// workers as fit now (the first k slots, k >= 1; every worker is told k in its arguments) instead
+// of waiting for room for all, and records "job_resized". While it runs smaller, the supervisor
+// watches (every second, with check_progress) for room for the missing workers; once there is
+// room and the job has written a checkpoint since, the gang restarts at full size from that
+// checkpoint ("job_resized", grows back). A grow-back spends no restart of the budget; a job without
+// checkpoints does not grow back (it would start over). A first placement waits for room for all.
+//
+//   RUNNING(N) --worker fails--> restarting --room for k < N--> RUNNING(k)
+//   RUNNING(k) --room for N, then a new checkpoint--> restarting --> RUNNING(N)
+//
 // It lives inside the head service actor (actors/head_service.cc), which hands it the actors'
 // exits (down messages) and the nodes declared DEAD, and lends it placement and the node managers
 // through JobHost.
@@ -61,6 +72,9 @@ struct JobHost {
   std::function<Status(const NodeId& node, const ActorId& id, const std::string& reason)> stop;
   // Gives the resources of an actor that ended back to its node.
   std::function<void(const NodeId& node, const gcs::Resources& demand)> release;
+  // Whether `asks` could be placed now beside what already runs (a dry run: nothing is recorded or
+  // started). Elastic jobs size their restarts with it; unset: they always ask for every worker.
+  std::function<bool(const std::vector<PlacementAsk>& asks, const std::string& policy)> fits;
 };
 
 class JobSupervisor {
@@ -125,7 +139,14 @@ class JobSupervisor {
     int64_t progress_timeout_ms = 0;
     int64_t last_step = -1;       // the job's step count when last seen to move
     int64_t last_move_ms = 0;     // when (or when this attempt started)
+    // elastic (actors/job_elastic.cc)
+    bool elastic = false;
+    int size = 0;                 // workers the current attempt places (the first `size` slots)
+    int ran_size = 0;             // workers the last started attempt ran with
+    int free_attempts = 0;        // grow-backs: attempts that spent no restart of the budget
+    int64_t grow_after_step = -1; // room for all seen: grow back after a checkpoint newer than this
   };
+  static Job make_job(const JobId& id, const SubmitJob& request);  // as submitted, no attempt yet
   Status try_start(Job& job, SubmitJobReply* reply);
   void stop_members(Job& job, const std::string& reason, bool servers_only);
   void end_job(Job& job, gcs::JobState state, const std::string& message);
@@ -140,6 +161,11 @@ class JobSupervisor {
   void place_gang_again(Job& job);
   bool try_replace(Job& job);
   void after_success(Job& job);
+  bool restarts_left(const Job& job) const { return job.attempt - job.free_attempts < job.max_restarts; }
+  // job_elastic.cc
+  Status start_attempt(Job& job);  // try_start, an elastic restart sized to what fits
+  void check_grow_back();
+  void grow_back(Job& job, int64_t checkpoint_step);
 
   JobHost host_;
   std::map<JobId, Job> jobs_;               // pending or running

@@ -121,6 +121,7 @@ actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
   s.restart_whole_gang = spec.strategy != "async";
   s.restore_servers = spec.strategy == "async" && spec.checkpoint_every > 0;
   s.progress_timeout_ms = spec.progress_timeout_ms;
+  s.elastic = spec.elastic;
   const std::string prefix = "job-" + id.short_hex() + "-";
   for (int r = 0; r < spec.workers; ++r) {
     s.actors.push_back({job::kWorkerActorType, prefix + "worker-" + std::to_string(r), spec.cpus_per_worker,
@@ -193,6 +194,10 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
                   "sync, central: restart the job when its step count stands still this many seconds (a hung "
                   "worker; 0: never)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_flag("--elastic", s.elastic,
+               "sync: after a failure go on with the workers that fit (each training several of the epoch's "
+               "shards, same updates) instead of waiting for room for all; grow back after the next checkpoint "
+               "once there is room");
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
   cmd->add_flag("--detach", f->detach, "Print the job id and return at once");
   cmd->add_option("--pending-timeout", f->pending_timeout, "Seconds to wait for a PENDING job to start")

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/ops.h"
+
 namespace troupe {
 
 using Clock = std::chrono::steady_clock;
@@ -48,9 +50,10 @@ GradBucketSync::~GradBucketSync() {
   thread_.join();
 }
 
-void GradBucketSync::begin_step(float* grads, int epoch, int64_t step) {
+void GradBucketSync::begin_step(float* grads, int epoch, int64_t step, float weight) {
   std::lock_guard<std::mutex> lock(mu_);
   grads_ = grads;
+  weight_ = weight;
   slots_ = nullptr;
   epoch_ = epoch;
   step_ = step;
@@ -152,7 +155,9 @@ void GradBucketSync::run() {
     float* data = i < slots_index ? grads_ + buckets_[i].offset : slots_;
     const size_t count = i < slots_index ? buckets_[i].count : 2;
     co.tag = i;
+    const float weight = i < slots_index ? weight_ : 1.0f;  // the slots come weighted by the caller
     lock.unlock();
+    if (weight != 1.0f) kernels::cpu::scale(data, count, weight);
     const auto start = Clock::now();
     Status st = comm_.allreduce(data, data, count, DType::f32, collectives::ReduceOp::avg, co);
     const auto end = Clock::now();

@@ -78,8 +78,10 @@ class GradBucketSync final : public GradientHook {
   const std::vector<GradBucket>& buckets() const { return buckets_; }
 
   // Arms a step over `grads` (space.size() floats, final values written in place). `epoch` and
-  // `step` only name the step in errors. The previous step must have finished.
-  void begin_step(float* grads, int epoch, int64_t step);
+  // `step` only name the step in errors. Each bucket is multiplied by `weight` just before its
+  // all-reduce (an elastic replica's share of the global batch, Replica::local_rows; 1: as is). The
+  // previous step must have finished.
+  void begin_step(float* grads, int epoch, int64_t step, float weight = 1.0f);
 
   // Gradients::ready: block p is final; its bucket is all-reduced once all its blocks are. An
   // unknown Param or a second announcement of a block in one step is remembered and returned by
@@ -111,6 +113,7 @@ class GradBucketSync final : public GradientHook {
   std::condition_variable done_;  // finish_step waits for the comm thread
   // Guarded by mu_:
   float* grads_ = nullptr;
+  float weight_ = 1.0f;
   float* slots_ = nullptr;  // set by finish_step: the last collective of the step may go
   std::chrono::steady_clock::time_point finish_called_;  // when finish_step was called (slots_ set)
   int epoch_ = 0;

@@ -107,14 +107,22 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                                     std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(o.validate());
   const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
-  if (o.batch_size % (world * o.accumulate) != 0) {
+  const bool elastic = replica.local_rows > 0;
+  if (elastic && (o.accumulate > 1 || replica.local_rows > o.batch_size)) {
+    return invalid_argument("an elastic replica's " + std::to_string(replica.local_rows) + " rows of the global batch " +
+                            std::to_string(o.batch_size) + " must be at most the batch, and --accumulate 1 (got " +
+                            std::to_string(o.accumulate) + ")");
+  }
+  if (!elastic && o.batch_size % (world * o.accumulate) != 0) {
     const std::string parts = o.accumulate > 1 ? std::to_string(world) + " replicas x " +
                                                      std::to_string(o.accumulate) + " micro-batches"
                                                : std::to_string(world) + " replicas";
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
                             "among " + parts + "; use a multiple of " + std::to_string(world * o.accumulate));
   }
-  const int local_batch = o.batch_size / world;
+  const int local_batch = elastic ? replica.local_rows : o.batch_size / world;
+  // This replica's share of the global batch relative to an even one (1 unless elastic and uneven).
+  const float weight = elastic ? static_cast<float>(static_cast<double>(local_batch) * world / o.batch_size) : 1.0f;
   const int micro_batch = local_batch / o.accumulate;
   // Mini-batches are full: the last partial batch of an epoch is dropped (its examples are seen in
   // other epochs, since every epoch has its own permutation).
@@ -216,7 +224,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       }
       if (replica.steps) replica.steps->phase(StepPhase::forward_backward);  // step timeline
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
-      if (buckets) buckets->begin_step(grads.data(), epoch, s + 1);
+      if (buckets) buckets->begin_step(grads.data(), epoch, s + 1, weight);
       Expected<BatchStats> stats = BatchStats{0.0f, 0};
       for (int m = 0; m < o.accumulate && stats.ok(); ++m) {
         const Batch micro{batch.inputs + static_cast<size_t>(m) * micro_batch * features,
@@ -243,7 +251,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       ++step;
       if (replica.steps) replica.steps->phase(StepPhase::communication);  // step timeline
       if (replica.comm) {
-        grads[space.size()] = stats->loss;
+        if (!buckets && weight != 1.0f) kernels::cpu::scale(grads.data(), space.size(), weight);
+        grads[space.size()] = stats->loss * weight;
         grads[space.size() + 1] = static_cast<float>(stats->correct);
         Status st = buckets ? buckets->finish_step(&grads[space.size()])
                             : replica.comm->allreduce(grads.data(), grads.data(), grads.size(), DType::f32,

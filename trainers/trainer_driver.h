@@ -80,6 +80,12 @@ struct Replica {
   // those steps are drawn and marked trained without training them, so every replica skips the
   // same global batches and the data order is the uninterrupted run's). Null: a fresh start.
   const checkpoint::TrainingState* resume = nullptr;
+  // Elastic (a sync job running with fewer replicas than it has shards): this replica's rows of every
+  // global batch, which may differ between replicas (the feed's batches must have this many). Its
+  // gradient and loss are weighted by local_rows x replicas / batch_size before the averaging
+  // all-reduce, so the group applies the mean over the whole global batch, as at full size. 0: the
+  // even split, batch_size / replicas each.
+  int local_rows = 0;
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch

@@ -23,6 +23,7 @@ struct Harness {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   bool fits = true;
+  size_t room = 1000;  // the most actors one placement (or dry run) may ask for
   std::string reason = "gang 'job' of 3 needs 3 cpus; 2 free across 1 alive node";
   NodeId node = NodeId::random();
   std::map<ActorId, caf::actor> spawned;  // by the fake placement
@@ -43,7 +44,7 @@ struct Harness {
                      const JobId&) -> Expected<PlacementOutcome> {
       PlacementOutcome o;
       last_asks = asks;
-      if (!fits) {
+      if (!fits || asks.size() > room) {
         o.pending_reason = reason;
         return o;
       }
@@ -56,6 +57,7 @@ struct Harness {
       }
       return o;
     };
+    h.fits = [this](const std::vector<PlacementAsk>& asks, const std::string&) { return fits && asks.size() <= room; };
     h.monitor = [](const caf::actor&) {};
     h.stop = [this](const NodeId&, const ActorId& id, const std::string&) -> Status {
       stopped.push_back(id);

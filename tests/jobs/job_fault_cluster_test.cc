@@ -2,11 +2,13 @@
 // faults injected into running jobs — a node process killed with SIGKILL mid-epoch, a user's
 // trainer that throws, a pipeline stage's node killed, an async parameter server's node killed —
 // and each time the job completes, within half a point of the same job without the fault, with the
-// data accounting proven from the GCS (gcs/data_accounting.h).
+// data accounting proven from the GCS (gcs/data_accounting.h). An elastic sync job goes on smaller
+// after its node is killed and grows back when a node joins.
 // Detection and recovery times are printed for the record; docs/benchmarks.md has the figures of
 // scripts/bench-recovery.sh (timing is never asserted here).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 #include <filesystem>
@@ -432,4 +434,88 @@ TEST_CASE("faults: a pipeline whose stage's node is killed restarts every stage 
   CHECK(accuracy_of(end, id) == baseline);
   WARN("pipeline: stage node killed at step >= 650, resumed from the checkpoint of step "
        << from << ", accuracy " << accuracy_of(end, id) << " vs " << baseline << " without the fault");
+}
+
+namespace {
+
+// Every event of `kind` about the job, oldest first.
+std::vector<std::string> event_messages(const Json& view, const std::string& kind, const std::string& job) {
+  std::vector<std::string> out;
+  for (const Json& e : view.at("events"))
+    if (e.at("kind") == kind && e.value("subject", "") == job) out.insert(out.begin(), e.at("message").get<std::string>());
+  return out;
+}
+
+bool any_contains(const std::vector<std::string>& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+
+// Joins a node of 2 cpus to `c`'s cluster from a session of its own (as another machine would).
+void join_node(ClusterFixture& c, ClusterFixture& joiner) {
+  const Json info = c.cluster_file();
+  auto join = joiner.troupe("up --address " + info.at("head_address").get<std::string>() + " --token " +
+                            info.at("token").get<std::string>() + " --cpus 2 --timeout 30", 60);
+  INFO(join.both() << c.logs_tail() << joiner.logs_tail());
+  REQUIRE(join.exit_code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("faults: an elastic sync job goes on with the workers that fit after its node is killed and grows back when "
+          "a node joins", "[jobs][cluster][faults][elastic]") {
+  ClusterFixture c;
+  // 4 cpus on 2 processes (the head and one node): 4 workers, and after the node dies room for 2
+  // (with two nodes, the head and the survivor would still hold all 4).
+  c.up("--nodes 1 --cpus 2");
+  const std::string ckpt = c.home() + "/ckpt";
+  const std::string job_args = "--strategy sync --elastic --workers 4 --epochs 10 --batch-size 128 "
+                               "--checkpoint-every 100 --checkpoint-dir " + ckpt;
+  const double baseline = fault_free_accuracy(c, job_args);
+
+  // 1. The node killed and no replacement: the job finishes with 2 workers, 2 shards each.
+  const std::string id = submit_detached(c, job_args);
+  Json view = wait_for_step(c, id, 1100);
+  const auto [victim, pid] = node_hosting(view, id);
+  REQUIRE_FALSE(victim.empty());
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  INFO(c.logs_tail());
+  check_recovered(c, end, id, baseline, true);
+  const std::vector<std::string> resized = event_messages(end, "job_resized", id);
+  for (const std::string& line : resized) UNSCOPED_INFO(line);
+  CHECK(any_contains(resized, "continues with 2 of 4 workers"));
+  CHECK(job_of(end, id).at("result").value("final_workers", 0) == 2);
+  WARN("elastic: fault-free accuracy " << baseline << ", with 2 of 4 workers after the kill " << accuracy_of(end, id));
+
+  // 2. A node joins, the job starts on 4 workers, that node is killed (2 go on), and another
+  //    joins: the job grows back to 4 after its next checkpoint, and ends as well as without faults.
+  ClusterFixture first_joiner, second_joiner;
+  join_node(c, first_joiner);
+  const std::string id2 = submit_detached(c, job_args);
+  view = wait_for_step(c, id2, 1100);
+  const auto [victim2, pid2] = node_hosting(view, id2);
+  REQUIRE_FALSE(victim2.empty());
+  REQUIRE(::kill(pid2, SIGKILL) == 0);
+  REQUIRE(poll_until([&] {
+    Json now = c.try_status(300);
+    return !now.is_null() && any_contains(event_messages(now, "job_resized", id2), "continues with 2 of 4");
+  }, std::chrono::seconds(120)));
+  join_node(c, second_joiner);
+  Json end2 = wait_for_end(c, id2, std::chrono::seconds(600));
+  INFO(c.logs_tail());
+  Json j2 = job_of(end2, id2);
+  INFO(j2.dump(1));
+  REQUIRE(j2.at("state") == "SUCCEEDED");
+  CHECK(std::fabs(accuracy_of(end2, id2) - baseline) <= 0.005);
+  CHECK(any_contains(event_messages(end2, "job_resized", id2), "grows back to 4 workers"));
+  CHECK(j2.at("result").value("final_workers", 0) == 4);
+  WARN("elastic: shrunk and grown back, accuracy " << accuracy_of(end2, id2) << "; resizes: "
+                                                   << event_messages(end2, "job_resized", id2).size());
+  Json accounting;
+  poll_until([&] {
+    Json now = c.try_status(300);
+    return !now.is_null() && !(accounting = event_of(now, "data_accounted", id2)).is_null();
+  }, std::chrono::seconds(30));
+  REQUIRE_FALSE(accounting.is_null());
+  CHECK(accounting.at("message").get<std::string>().find("trained exactly once") != std::string::npos);
 }

@@ -164,3 +164,21 @@ TEST_CASE("job spec: pipeline settings travel and pipeline jobs that cannot run 
   bad.stages = 2;
   CHECK(validate(bad).message().find("--stages is for --strategy pipeline") != std::string::npos);
 }
+
+TEST_CASE("job spec: --elastic travels with a sync job and is refused for other strategies", "[jobs][spec][elastic]") {
+  JobSpec s;
+  s.workers = 4;
+  s.elastic = true;
+  REQUIRE(validate(s).ok());
+  auto back = from_settings(to_settings(s));
+  REQUIRE(back.ok());
+  CHECK(back->elastic);
+  CHECK_FALSE(from_settings(to_settings(JobSpec{}))->elastic);
+  JobSpec bad = s;
+  bad.strategy = "async";
+  bad.ps = 1;
+  CHECK(validate(bad).message().find("--elastic is for --strategy sync (got async)") != std::string::npos);
+  bad = s;
+  bad.train.accumulate = 2;
+  CHECK(validate(bad).message().find("--elastic does not combine with --accumulate 2") != std::string::npos);
+}

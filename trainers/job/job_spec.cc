@@ -110,6 +110,7 @@ const std::map<std::string, Field>& fields() {
     f["max_restarts"] = field<int>([](JobSpec& s) { return &s.max_restarts; });
     f["restart_backoff_ms"] = field<int64_t>([](JobSpec& s) { return &s.restart_backoff_ms; });
     f["progress_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.progress_timeout_ms; });
+    f["elastic"] = field<bool>([](JobSpec& s) { return &s.elastic; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
     f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
@@ -214,6 +215,14 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--restart-backoff must be in [0, 600000] ms (got " + std::to_string(s.restart_backoff_ms) + ")");
   }
   if (s.progress_timeout_ms < 0) return invalid_argument("--progress-timeout must be >= 0 (0: never)");
+  if (s.elastic && s.strategy != "sync") {
+    return invalid_argument("--elastic is for --strategy sync (got " + s.strategy + "); an async job already goes "
+                            "on while a failed actor is replaced");
+  }
+  if (s.elastic && s.train.accumulate > 1) {
+    return invalid_argument("--elastic does not combine with --accumulate " + std::to_string(s.train.accumulate) +
+                            " yet; use --accumulate 1");
+  }
   if (!s.resume_job.empty() && s.resume_step < 1) return invalid_argument("resume_step must be >= 1");
   for (const std::string& a : s.train.trainer_args) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");

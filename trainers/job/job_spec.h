@@ -67,6 +67,11 @@ struct JobSpec {
   int64_t restart_backoff_ms = 200;
   // sync and central: a job whose step count stands still this long is restarted as stuck (0: never).
   int64_t progress_timeout_ms = 120000;
+  // sync: after a failure the gang restarts at as many workers as fit (at least 1, at most
+  // `workers`) instead of waiting for room for all; each worker then trains several of the epoch's
+  // `workers` shards, weighted so a step's update is the full-size one, and the job grows back to
+  // `workers` right after a checkpoint once there is room again (actors/job_supervisor.h).
+  bool elastic = false;
   TrainOptions train;
 };
 

@@ -20,7 +20,13 @@ namespace {
 
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
-  const int world = spec.workers;
+  // The ledger keeps spec.workers shards per epoch at any size; an elastic job running smaller gives
+  // each worker several (shards_of).
+  const int shards = spec.workers;
+  const int world = a.world > 0 ? std::min(a.world, shards) : shards;
+  if (world != shards && !spec.elastic)
+    return invalid_argument("told to run with " + std::to_string(world) + " of " + std::to_string(shards) +
+                            " workers, but the job is not elastic");
   collectives::GroupOptions go;
   go.name = "job-" + a.job.hex();
   go.rank = a.index;
@@ -39,22 +45,24 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   auto start = agree_start_point(*s.store, spec, a.job, **comm, timeout);
   if (!start.ok()) return start.status();
   if (a.attempt > 0)
-    TROUPE_RETURN_IF_ERROR(rewind_after_restart(*s.store, a.job, world, steps_per_epoch, *start, **comm, timeout));
+    TROUPE_RETURN_IF_ERROR(rewind_after_restart(*s.store, a.job, shards, steps_per_epoch, *start, **comm, timeout));
   const int64_t first_step = start->state ? start->state->step : 0;
   TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
 
   LedgerFeedOptions fo;
-  fo.plan.shards = world;
+  fo.plan.shards = shards;
   fo.plan.policy = data::ShardPolicy::interleaved;
   fo.plan.seed = spec.train.seed;
-  fo.plan.block = spec.train.batch_size / world;
-  fo.batch_size = spec.train.batch_size / world;
+  fo.plan.block = spec.train.batch_size / shards;
+  fo.batch_size = spec.train.batch_size / shards;
   fo.one_shard_per_epoch = true;
+  fo.shards_per_step = shards_of(a.index, world, shards);
   LedgerFeed feed(s.train, *s.store, a.job, WorkerId::random(), fo);
 
   Replica replica;
   replica.comm = comm->get();
   replica.feed = &feed;
+  if (world != shards) replica.local_rows = static_cast<int>(fo.shards_per_step * fo.batch_size);
   replica.checksum_every = spec.checksum_every;
   replica.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   replica.cancel = &cancel;
@@ -119,7 +127,8 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   // job supervisor proves the data accounting from the GCS (gcs/data_accounting.h).
   summary["trained_ranges"] = spec.resume_job.empty();
   summary["strategy"] = spec.strategy;
-  summary["workers"] = world;
+  summary["workers"] = shards;
+  if (spec.elastic) summary["final_workers"] = world;  // the size the last attempt ran at
   summary["job_id"] = a.job.hex();
   summary["worker_samples_per_second"] = rates;
   summary["bucket_bytes"] = effective_bucket_bytes(spec);
@@ -140,10 +149,11 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
 }  // namespace
 
 Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args) {
-  if (args.size() != 4) {
-    return invalid_argument("a job actor takes 4 arguments (job id, index, attempt, actor id), got " +
-                            std::to_string(args.size()));
+  if (args.size() != 4 && args.size() != 5) {
+    return invalid_argument("a job actor takes 4 arguments (job id, index, attempt, actor id), or 5 with the "
+                            "world size of an elastic job after the index, got " + std::to_string(args.size()));
   }
+  const size_t at = args.size() - 2;  // the attempt's position
   MemberArgs m;
   auto job = JobId::from_hex(args[0]);
   if (!job.ok()) return job.status().with_context("job id");
@@ -158,8 +168,14 @@ Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args) {
     return {};
   };
   TROUPE_RETURN_IF_ERROR(number(args[1], "index", &m.index));
-  TROUPE_RETURN_IF_ERROR(number(args[2], "attempt", &m.attempt));
-  auto actor = ActorId::from_hex(args[3]);
+  TROUPE_RETURN_IF_ERROR(number(args[at], "attempt", &m.attempt));
+  if (args.size() == 5) {
+    TROUPE_RETURN_IF_ERROR(number(args[2], "world size", &m.world));
+    if (m.world < 1 || m.index >= m.world) {
+      return invalid_argument("job actor index " + args[1] + " is outside its world of " + args[2] + " workers");
+    }
+  }
+  auto actor = ActorId::from_hex(args[at + 1]);
   if (!actor.ok()) return actor.status().with_context("actor id");
   m.actor = *actor;
   return m;

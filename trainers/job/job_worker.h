@@ -25,11 +25,15 @@ namespace troupe::job {
 
 // The arguments of a job actor: {job id hex, index (rank for workers, shard for servers), attempt,
 // actor id hex}. The head's job supervisor appends the attempt (0, then 1, 2, ... after restarts)
-// and the actor id.
+// and the actor id; for an elastic sync job it puts the gang's current size before them
+// ({job, index, world, attempt, actor}).
 struct MemberArgs {
   JobId job;
   int index = 0;
   int attempt = 0;
+  // An elastic sync job's current size (fewer workers than its shards after a node was lost; the
+  // supervisor passes it between the index and the attempt); 0: the spec's workers.
+  int world = 0;
   ActorId actor;
   // Set by the actor (not an argument): where the body registers the transports a stop must
   // interrupt. May be null (then a stop waits for the collective's deadline).

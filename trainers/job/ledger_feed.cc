@@ -22,6 +22,11 @@ class LimitSource final : public data::IndexSource {
 
 }  // namespace
 
+int shards_of(int rank, int world, int shards) {
+  if (world < 1 || rank < 0 || rank >= world) return 0;
+  return (shards - rank + world - 1) / world;
+}
+
 LedgerFeed::LedgerFeed(const Dataset& data, gcs::Store& store, JobId job, WorkerId worker, LedgerFeedOptions options)
     : data_(data),
       store_(store),
@@ -33,66 +38,94 @@ LedgerFeed::LedgerFeed(const Dataset& data, gcs::Store& store, JobId job, Worker
 LedgerFeed::~LedgerFeed() = default;
 
 Status LedgerFeed::begin_epoch(int epoch) {
-  if (pipeline_) wait_ms_done_ += pipeline_->stats().wait_ms;
-  pipeline_.reset();
-  progress_.reset();
-  current_.reset();
-  held_.clear();
-  ended_ = false;
+  for (Lane& lane : lanes_)
+    if (lane.pipeline) wait_ms_done_ += lane.pipeline->stats().wait_ms;
+  lanes_.clear();
   epoch_ = epoch;
   auto plan = data::plan_epoch(data_.count, data_.labels, data_.classes, options_.plan, epoch);
   if (!plan.ok()) return plan.status();
   plan_ = std::move(*plan);
   TROUPE_RETURN_IF_ERROR(ledger_.create_epoch(epoch, plan_.shard_sizes()));
-  std::unique_ptr<data::IndexSource> source = std::make_unique<data::ShardSource>(ledger_, plan_, worker_);
-  if (options_.one_shard_per_epoch) source = std::make_unique<LimitSource>(std::move(source), 1);
-  data::InputPipelineOptions po;
-  po.batch_size = options_.batch_size;
-  po.threads = options_.threads;
-  po.depth = options_.depth;
-  po.partial = data::PartialBatch::drop;
-  auto pipeline = data::InputPipeline::start(data_, std::move(source), po);
-  if (!pipeline.ok()) return pipeline.status();
-  pipeline_ = std::move(*pipeline);
-  progress_ = std::make_unique<data::ShardProgress>(ledger_, epoch, worker_, options_.report_every);
+  const int lanes = std::max(1, options_.shards_per_step);
+  lanes_.resize(static_cast<size_t>(lanes));
+  for (Lane& lane : lanes_) {
+    std::unique_ptr<data::IndexSource> source = std::make_unique<data::ShardSource>(ledger_, plan_, worker_);
+    if (options_.one_shard_per_epoch) source = std::make_unique<LimitSource>(std::move(source), 1);
+    data::InputPipelineOptions po;
+    po.batch_size = options_.batch_size;
+    po.threads = lanes > 1 ? 1 : options_.threads;  // lanes: one producer each is plenty
+    po.depth = options_.depth;
+    po.partial = data::PartialBatch::drop;
+    auto pipeline = data::InputPipeline::start(data_, std::move(source), po);
+    if (!pipeline.ok()) return pipeline.status();
+    lane.pipeline = std::move(*pipeline);
+    lane.progress = std::make_unique<data::ShardProgress>(ledger_, epoch, worker_, options_.report_every);
+  }
   return {};
 }
 
 Expected<bool> LedgerFeed::next(Batch* out) {
-  if (!pipeline_) return internal_error("LedgerFeed::next before begin_epoch");
-  current_.reset();
-  auto batch = pipeline_->next();
-  if (!batch.ok()) return batch.status();
-  if (!batch->has_value()) {
-    ended_ = true;
-    return false;
+  if (lanes_.empty()) return internal_error("LedgerFeed::next before begin_epoch");
+  for (Lane& lane : lanes_) {
+    lane.current.reset();
+    auto batch = lane.pipeline->next();
+    if (!batch.ok()) return batch.status();
+    if (!batch->has_value()) {
+      lane.ended = true;
+      return false;  // a step is whole or not at all
+    }
+    lane.current = std::move(**batch);
+    for (const data::ChunkProgress& p : lane.current->progress) {
+      if (std::find(lane.held.begin(), lane.held.end(), p.tag) == lane.held.end()) lane.held.push_back(p.tag);
+    }
   }
-  current_ = std::move(**batch);
-  for (const data::ChunkProgress& p : current_->progress) {
-    if (std::find(held_.begin(), held_.end(), p.tag) == held_.end()) held_.push_back(p.tag);
+  if (lanes_.size() == 1) {
+    const data::Batch& b = *lanes_[0].current;
+    *out = Batch{b.inputs.data(), b.labels.data(), b.size, data_.features()};
+    return true;
   }
-  *out = Batch{current_->inputs.data(), current_->labels.data(), current_->size, data_.features()};
+  joined_inputs_.clear();
+  joined_labels_.clear();
+  for (const Lane& lane : lanes_) {
+    joined_inputs_.insert(joined_inputs_.end(), lane.current->inputs.begin(), lane.current->inputs.end());
+    joined_labels_.insert(joined_labels_.end(), lane.current->labels.begin(), lane.current->labels.end());
+  }
+  *out = Batch{joined_inputs_.data(), joined_labels_.data(), static_cast<int64_t>(joined_labels_.size()),
+               data_.features()};
   return true;
 }
 
 Status LedgerFeed::trained() {
-  if (!current_) return {};
-  return progress_->on_batch(*current_);
-}
-
-Status LedgerFeed::end_epoch() {
-  if (!pipeline_) return {};
-  if (ended_) return progress_->on_end(pipeline_->dropped());
-  // The loop stopped before the pipeline's end (a sync job trains whole global batches only): what
-  // is left of the shards this worker holds counts as seen, as `troupe train` drops its last partial
-  // batch. Their records become DONE.
-  for (int64_t shard : held_) {
-    Status st = ledger_.complete(epoch_, static_cast<int>(shard), worker_);
-    if (!st.ok()) return st.with_context("completing shard " + std::to_string(shard));
+  for (Lane& lane : lanes_) {
+    if (!lane.current) continue;
+    TROUPE_RETURN_IF_ERROR(lane.progress->on_batch(*lane.current));
   }
   return {};
 }
 
-double LedgerFeed::data_wait_ms() const { return wait_ms_done_ + (pipeline_ ? pipeline_->stats().wait_ms : 0); }
+Status LedgerFeed::end_epoch() {
+  for (Lane& lane : lanes_) {
+    if (!lane.pipeline) continue;
+    if (lane.ended) {
+      TROUPE_RETURN_IF_ERROR(lane.progress->on_end(lane.pipeline->dropped()));
+      continue;
+    }
+    // The loop stopped before the pipeline's end (a sync job trains whole global batches only):
+    // what is left of the shards this lane holds counts as seen, as `troupe train` drops its last
+    // partial batch. Their records become DONE.
+    for (int64_t shard : lane.held) {
+      Status st = ledger_.complete(epoch_, static_cast<int>(shard), worker_);
+      if (!st.ok()) return st.with_context("completing shard " + std::to_string(shard));
+    }
+  }
+  return {};
+}
+
+double LedgerFeed::data_wait_ms() const {
+  double ms = wait_ms_done_;
+  for (const Lane& lane : lanes_)
+    if (lane.pipeline) ms += lane.pipeline->stats().wait_ms;
+  return ms;
+}
 
 }  // namespace troupe::job

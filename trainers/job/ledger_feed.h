@@ -8,6 +8,12 @@
 // each worker trains exactly one shard per epoch, in lockstep with the others: with the interleaved
 // plan of S = workers shards and blocks of the per-worker batch, the t-th batches of all shards
 // together are the t-th global batch of `troupe train`.
+//
+// An elastic sync job running with fewer workers than shards (shards_per_step > 1) gives a worker
+// several shards per epoch, trained side by side: each is claimed by its own lane (an input
+// pipeline of batch_size rows), and a step's batch is the lanes' t-th batches joined, so the
+// workers' batches together are still the t-th global batch. Each lane's shard is completed on its
+// own.
 #pragma once
 
 #include <memory>
@@ -26,12 +32,17 @@ namespace troupe::job {
 
 struct LedgerFeedOptions {
   data::ShardPlanOptions plan;
-  int64_t batch_size = 32;          // this worker's batch
-  bool one_shard_per_epoch = false; // sync: each worker trains one shard per epoch
+  int64_t batch_size = 32;          // this worker's batch (of each lane: shards_per_step > 1)
+  bool one_shard_per_epoch = false; // sync: each lane trains one shard per epoch
+  int shards_per_step = 1;          // sync: lanes, each one shard's batch_size rows of every step
   int threads = 2;                  // input pipeline producers
   int depth = 4;
   int report_every = 8;             // batches between progress reports of a shard
 };
+
+// How many of `shards` shards per epoch worker `rank` of `world` trains in an elastic sync job: those
+// s with s % world == rank (every shard once over the workers; world need not divide shards).
+int shards_of(int rank, int world, int shards);
 
 class LedgerFeed final : public BatchFeed {
  public:
@@ -54,11 +65,17 @@ class LedgerFeed final : public BatchFeed {
   data::ShardLedger ledger_;
   int epoch_ = 0;
   data::ShardPlan plan_;
-  std::unique_ptr<data::InputPipeline> pipeline_;
-  std::unique_ptr<data::ShardProgress> progress_;
-  std::optional<data::Batch> current_;
-  std::vector<int64_t> held_;       // shards this worker took this epoch
-  bool ended_ = false;              // the pipeline returned its end
+  // One shard at a time per lane (a sync job's worker at full size has one lane).
+  struct Lane {
+    std::unique_ptr<data::InputPipeline> pipeline;
+    std::unique_ptr<data::ShardProgress> progress;
+    std::optional<data::Batch> current;
+    std::vector<int64_t> held;      // shards this lane took this epoch
+    bool ended = false;             // the pipeline returned its end
+  };
+  std::vector<Lane> lanes_;
+  std::vector<float> joined_inputs_;  // several lanes: the step's batch, lane by lane
+  std::vector<int32_t> joined_labels_;
   double wait_ms_done_ = 0;         // data wait of finished epochs
 };
 

@@ -1,0 +1,117 @@
+// An elastic sync job's data path at a smaller size: the ledger keeps 4 shards per epoch, and 3 or
+// 2 workers each train several of them side by side (LedgerFeed lanes), their gradients weighted by
+// their rows of the global batch (Replica::local_rows). They must end with the parameters of the 4
+// workers, and the ledger must show every shard of every epoch DONE, claimed once.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "collectives/inproc_transport.h"
+#include "core/config.h"
+#include "gcs/in_memory_store.h"
+#include "trainers/data/shard_ledger.h"
+#include "trainers/job/ledger_feed.h"
+#include "trainers/trainer_driver.h"
+#include "tests/support/numeric_test_util.h"
+
+using namespace troupe;
+
+using troupe::testing::relative_difference;
+
+namespace {
+
+Dataset prefix_of(Dataset d, int64_t n) {
+  d.count = n;
+  d.images.resize(static_cast<size_t>(n * d.features()));
+  d.labels.resize(static_cast<size_t>(n));
+  return d;
+}
+
+// `world` replicas on the ledger's `shards` shards, as job_worker.cc's run_sync sets them up; every
+// replica's final parameters (they must agree), and the ledger's records of both epochs checked.
+std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, const Dataset& test, int world, int shards,
+                                 size_t bucket_bytes) {
+  gcs::InMemoryStore store;
+  const JobId job = JobId::random();
+  auto transports = collectives::make_inproc_group(world);
+  std::vector<Status> status(world);
+  std::vector<std::vector<float>> params(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      collectives::Communicator comm(std::move(transports[r]));
+      job::LedgerFeedOptions fo;
+      fo.plan.shards = shards;
+      fo.plan.policy = data::ShardPolicy::interleaved;
+      fo.plan.seed = o.seed;
+      fo.plan.block = o.batch_size / shards;
+      fo.batch_size = o.batch_size / shards;
+      fo.one_shard_per_epoch = true;
+      fo.shards_per_step = job::shards_of(r, world, shards);
+      job::LedgerFeed feed(data, store, job, WorkerId::random(), fo);
+      Replica replica;
+      replica.comm = &comm;
+      replica.feed = &feed;
+      replica.timeout = std::chrono::seconds(30);
+      replica.bucket_bytes = bucket_bytes;
+      if (world != shards) replica.local_rows = static_cast<int>(fo.shards_per_step * fo.batch_size);
+      auto result = train_replica(o, data, test, replica, {}, &params[r]);
+      status[r] = result.status();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    INFO("world " << world << " replica " << r << ": " << status[r].to_string());
+    REQUIRE(status[r].ok());
+    CHECK(params[r] == params[0]);
+  }
+  data::ShardLedger ledger(store, job, data::ShardLedgerOptions{shards});
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    auto records = ledger.epoch_status(epoch);
+    REQUIRE(records.ok());
+    REQUIRE(records->size() == static_cast<size_t>(shards));
+    for (const gcs::ShardRecord& s : *records) {
+      INFO("world " << world << " epoch " << epoch << " shard " << s.shard);
+      CHECK(s.state == gcs::ShardState::done);
+      CHECK(s.claims == 1);
+    }
+  }
+  return params[0];
+}
+
+}  // namespace
+
+TEST_CASE("elastic shards: worker r of N' trains the shards s with s mod N' == r", "[jobs][feed][elastic]") {
+  CHECK(job::shards_of(0, 4, 4) == 1);
+  CHECK(job::shards_of(0, 3, 4) == 2);
+  CHECK(job::shards_of(1, 3, 4) == 1);
+  CHECK(job::shards_of(2, 3, 4) == 1);
+  CHECK(job::shards_of(0, 1, 4) == 4);
+  CHECK(job::shards_of(3, 3, 4) == 0);  // outside the world
+  int total = 0;
+  for (int r = 0; r < 5; ++r) total += job::shards_of(r, 5, 16);
+  CHECK(total == 16);
+}
+
+TEST_CASE("elastic sync data: 3 or 2 workers on 4 ledger shards hold the parameters of 4 workers",
+          "[jobs][feed][elastic][equivalence]") {
+  // As ledger_feed_test.cc's equivalence: 100 steps (2 epochs of 6,400 examples at batch 128),
+  // where rounding differences have not grown yet.
+  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(train.ok());
+  REQUIRE(test.ok());
+  const Dataset data = prefix_of(std::move(*train), 6400);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch_size = 128;
+  o.seed = 5;
+  o.optimizer = "adam";
+  const std::vector<float> full = train_elastic(o, data, *test, 4, 4, 0);
+  for (int world : {3, 2}) {
+    for (size_t bucket_bytes : {size_t{0}, kDefaultBucketBytes}) {
+      const double diff = relative_difference(train_elastic(o, data, *test, world, 4, bucket_bytes), full);
+      INFO(world << " workers, buckets of " << bucket_bytes << " bytes: relative difference " << diff);
+      CHECK(diff <= 1e-5);
+    }
+  }
+}
