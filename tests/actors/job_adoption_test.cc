@@ -31,6 +31,17 @@ std::vector<JobSupervisor::AdoptedMember> members_of(Harness& h, const SubmitJob
   return out;
 }
 
+// Job `id` submitted to the first head with `max_restarts` and no backoff; its reply.
+SubmitJobReply submitted(Harness& h, const JobId& id, int max_restarts, bool whole_gang = true) {
+  SubmitJob s = h.request(id);
+  s.max_restarts = max_restarts;
+  s.restart_backoff_ms = 0;
+  s.restart_whole_gang = whole_gang;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  return *reply;
+}
+
 bool has_event(gcs::Store& store, const std::string& kind, const std::string& text) {
   auto events = gcs::recent_events(store, 100);
   REQUIRE(events.ok());
@@ -75,21 +86,17 @@ TEST_CASE("job adoption: live actors are supervised again, and a later failure r
           "[jobs][supervisor][adoption]") {
   Harness h;
   const JobId id = h.record_job();
-  SubmitJob s = h.request(id);
-  s.max_restarts = 2;
-  s.restart_backoff_ms = 0;
-  auto reply = h.supervisor.submit(s);
-  REQUIRE(reply.ok());
+  const SubmitJobReply reply = submitted(h, id, 2);
   JobSupervisor restarted(h.host());  // the new head's supervisor, on the same GCS and nodes
-  restarted.adopt(*load_submission(h.store, id), 0, members_of(h, *reply));
+  restarted.adopt(*load_submission(h.store, id), 0, members_of(h, reply));
   CHECK(has_event(h.store, "job_adopted", "3 of 3 actors alive (attempt 0)"));
   CHECK(h.job(id).state == gcs::JobState::running);
   CHECK(h.stopped.empty());
   // A worker fails later: the new head restarts the gang like the old one would have.
-  CHECK(restarted.on_down(h.addr(*reply, 1), to_error(internal_error("killed")), "killed"));
+  CHECK(restarted.on_down(h.addr(reply, 1), to_error(internal_error("killed")), "killed"));
   CHECK(h.job(id).message.find("restart 1 of 2 after: w1") != std::string::npos);
-  CHECK(was_stopped(h, *reply, 0));
-  CHECK(was_stopped(h, *reply, 2));
+  CHECK(was_stopped(h, reply, 0));
+  CHECK(was_stopped(h, reply, 2));
 }
 
 TEST_CASE("job adoption: actors lost while no head watched restart the gang, or only themselves in async",
@@ -97,17 +104,13 @@ TEST_CASE("job adoption: actors lost while no head watched restart the gang, or 
   SECTION("a gang: the survivors are stopped and, once down, the gang is placed again as the next attempt") {
     Harness h;
     const JobId id = h.record_job();
-    SubmitJob s = h.request(id);
-    s.max_restarts = 3;
-    s.restart_backoff_ms = 0;
-    auto reply = h.supervisor.submit(s);
-    REQUIRE(reply.ok());
+    const SubmitJobReply reply = submitted(h, id, 3);
     JobSupervisor restarted(h.host());
-    restarted.adopt(*load_submission(h.store, id), 1, members_of(h, *reply, {0}));
+    restarted.adopt(*load_submission(h.store, id), 1, members_of(h, reply, {0}));
     CHECK(has_event(h.store, "job_restarting", "lost while the head was down (killed)"));
     CHECK(h.job(id).message.find("restart 2 of 3") != std::string::npos);  // it was in attempt 1
-    CHECK(was_stopped(h, *reply, 1));
-    for (size_t i : {1u, 2u}) restarted.on_down(h.addr(*reply, i), caf::make_error(caf::exit_reason::user_shutdown), "stopped");
+    CHECK(was_stopped(h, reply, 1));
+    for (size_t i : {1u, 2u}) restarted.on_down(h.addr(reply, i), caf::make_error(caf::exit_reason::user_shutdown), "stopped");
     const size_t before = h.spawned.size();
     CHECK_FALSE(restarted.retry_pending());
     REQUIRE(h.spawned.size() == before + 3);
@@ -116,13 +119,9 @@ TEST_CASE("job adoption: actors lost while no head watched restart the gang, or 
   SECTION("every actor lost: placed again at once") {
     Harness h;
     const JobId id = h.record_job();
-    SubmitJob s = h.request(id);
-    s.max_restarts = 1;
-    s.restart_backoff_ms = 0;
-    auto reply = h.supervisor.submit(s);
-    REQUIRE(reply.ok());
+    const SubmitJobReply reply = submitted(h, id, 1);
     JobSupervisor restarted(h.host());
-    restarted.adopt(*load_submission(h.store, id), 0, members_of(h, *reply, {0, 1, 2}));
+    restarted.adopt(*load_submission(h.store, id), 0, members_of(h, reply, {0, 1, 2}));
     const size_t before = h.spawned.size();
     CHECK_FALSE(restarted.retry_pending());
     CHECK(h.spawned.size() == before + 3);
@@ -130,14 +129,9 @@ TEST_CASE("job adoption: actors lost while no head watched restart the gang, or 
   SECTION("async: only the lost worker is replaced") {
     Harness h;
     const JobId id = h.record_job();
-    SubmitJob s = h.request(id);
-    s.max_restarts = 2;
-    s.restart_backoff_ms = 0;
-    s.restart_whole_gang = false;
-    auto reply = h.supervisor.submit(s);
-    REQUIRE(reply.ok());
+    const SubmitJobReply reply = submitted(h, id, 2, false);
     JobSupervisor restarted(h.host());
-    restarted.adopt(*load_submission(h.store, id), 0, members_of(h, *reply, {1}));
+    restarted.adopt(*load_submission(h.store, id), 0, members_of(h, reply, {1}));
     CHECK(h.stopped.empty());
     const size_t before = h.spawned.size();
     restarted.retry_pending();
@@ -148,10 +142,9 @@ TEST_CASE("job adoption: actors lost while no head watched restart the gang, or 
   SECTION("no restarts left: the job fails naming the lost actor") {
     Harness h;
     const JobId id = h.record_job();
-    auto reply = h.supervisor.submit(h.request(id));  // max_restarts 0
-    REQUIRE(reply.ok());
+    const SubmitJobReply reply = submitted(h, id, 0);
     JobSupervisor restarted(h.host());
-    restarted.adopt(*load_submission(h.store, id), 0, members_of(h, *reply, {2}));
+    restarted.adopt(*load_submission(h.store, id), 0, members_of(h, reply, {2}));
     CHECK(h.job(id).state == gcs::JobState::failed);
     CHECK(h.job(id).message.find("ps0") != std::string::npos);
   }

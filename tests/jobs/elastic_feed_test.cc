@@ -40,14 +40,7 @@ std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, con
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       collectives::Communicator comm(std::move(transports[r]));
-      job::LedgerFeedOptions fo;
-      fo.plan.shards = shards;
-      fo.plan.policy = data::ShardPolicy::interleaved;
-      fo.plan.seed = o.seed;
-      fo.plan.block = o.batch_size / shards;
-      fo.batch_size = o.batch_size / shards;
-      fo.one_shard_per_epoch = true;
-      fo.shards_per_step = job::shards_of(r, world, shards);
+      const job::LedgerFeedOptions fo = job::sync_feed_options(o.seed, o.batch_size, shards, r, world);
       job::LedgerFeed feed(data, store, job, WorkerId::random(), fo);
       Replica replica;
       replica.comm = &comm;

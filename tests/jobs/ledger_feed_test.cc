@@ -69,13 +69,7 @@ TEST_CASE("sync job data: 4 workers on ledger shards hold the parameters of trou
     for (int r = 0; r < world; ++r)
       threads.emplace_back([&, r] {
         collectives::Communicator comm(std::move(transports[r]));
-        job::LedgerFeedOptions fo;
-        fo.plan.shards = world;
-        fo.plan.policy = data::ShardPolicy::interleaved;
-        fo.plan.seed = o.seed;
-        fo.plan.block = o.batch_size / world;
-        fo.batch_size = o.batch_size / world;
-        fo.one_shard_per_epoch = true;
+        const job::LedgerFeedOptions fo = job::sync_feed_options(o.seed, o.batch_size, world, r, world);
         job::LedgerFeed feed(data, store, job, WorkerId::random(), fo);
         Replica replica;
         replica.comm = &comm;

@@ -49,14 +49,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   const int64_t first_step = start->state ? start->state->step : 0;
   TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
 
-  LedgerFeedOptions fo;
-  fo.plan.shards = shards;
-  fo.plan.policy = data::ShardPolicy::interleaved;
-  fo.plan.seed = spec.train.seed;
-  fo.plan.block = spec.train.batch_size / shards;
-  fo.batch_size = spec.train.batch_size / shards;
-  fo.one_shard_per_epoch = true;
-  fo.shards_per_step = shards_of(a.index, world, shards);
+  const LedgerFeedOptions fo = sync_feed_options(spec.train.seed, spec.train.batch_size, shards, a.index, world);
   LedgerFeed feed(s.train, *s.store, a.job, WorkerId::random(), fo);
 
   Replica replica;

@@ -27,6 +27,18 @@ int shards_of(int rank, int world, int shards) {
   return (shards - rank + world - 1) / world;
 }
 
+LedgerFeedOptions sync_feed_options(uint64_t seed, int64_t global_batch, int shards, int rank, int world) {
+  LedgerFeedOptions fo;
+  fo.plan.shards = shards;
+  fo.plan.policy = data::ShardPolicy::interleaved;
+  fo.plan.seed = seed;
+  fo.plan.block = global_batch / shards;
+  fo.batch_size = global_batch / shards;
+  fo.one_shard_per_epoch = true;
+  fo.shards_per_step = shards_of(rank, world, shards);
+  return fo;
+}
+
 LedgerFeed::LedgerFeed(const Dataset& data, gcs::Store& store, JobId job, WorkerId worker, LedgerFeedOptions options)
     : data_(data),
       store_(store),

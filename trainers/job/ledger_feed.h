@@ -44,6 +44,11 @@ struct LedgerFeedOptions {
 // s with s % world == rank (every shard once over the workers; world need not divide shards).
 int shards_of(int rank, int world, int shards);
 
+// A sync job's feed for worker `rank` of `world`: `shards` interleaved shards per epoch (the
+// submitted --workers) in blocks of global_batch / shards rows, one shard per lane per epoch, and
+// shards_of(rank, world, shards) lanes (1 at full size).
+LedgerFeedOptions sync_feed_options(uint64_t seed, int64_t global_batch, int shards, int rank, int world);
+
 class LedgerFeed final : public BatchFeed {
  public:
   // `data` and `store` must outlive the feed.
