@@ -1,15 +1,17 @@
 // Gloo's ring-chunked all-reduce on f32, one rank per process: the peer `troupe bench allreduce`
 // runs beside troupe's own (bench/allreduce_case.h has the inputs, the check and the timing rule).
 // The driver starts --size of these; they meet through Gloo's FileStore in --dir and talk over
-// Gloo's TCP device on loopback (or --host). Each writes its times to --dir/result-<rank>.json and exits 0, or
-// prints the error and exits 1.
+// Gloo's TCP device on loopback (or --host). Each writes its times to --dir/result-<rank>.json and,
+// once every rank's file is there, exits 0; or prints the error and exits 1.
 //
 //   gloo_allreduce --dir /tmp/d --rank 0 --size 2 --bytes 4096,67108864 --iters 50,10 --warmup 5,2
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -79,7 +81,16 @@ int main(int argc, char** argv) {
     // No rank leaves while another still exchanges: a rank that closed its sockets early made a peer
     // still finishing its last all-reduce fail with "Connection closed by peer".
     gloo::BarrierAllToOne(context).run();
-    return troupe::bench::write_results(dir, rank, "gloo", results) ? 0 : 1;
+    if (!troupe::bench::write_results(dir, rank, "gloo", results)) return 1;
+    // Nor before every rank is past that barrier: the root's release could reach a rank together
+    // with the root's connection closing, and Gloo then reported the close instead (seen in CI).
+    // Every rank writes its results once past it, so those files say who is.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    for (int r = 0; r < size; ++r) {
+      while (!std::filesystem::exists(troupe::bench::result_file(dir, r)) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gloo_allreduce rank %d: error: %s\n", rank, e.what());
     return 1;
