@@ -191,7 +191,8 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
     // Heartbeats could not be recorded while the GCS was away: the silence is the store's, not the
     // nodes'. Give every node a full timeout from now before suspecting it.
     store_outage_ = false;
-    grace_until_ms_ = now_ms + options_.detector.dead_after_ms;
+    // From the time the GCS answered, not the tick's (taken before a read that may have stalled).
+    grace_until_ms_ = std::max(now_ms, now()) + options_.detector.dead_after_ms;
     spdlog::info("GCS reachable again: no node is suspected for the next {} ms", options_.detector.dead_after_ms);
   }
   std::vector<NodeRecord>& nodes = *listed;
