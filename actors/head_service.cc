@@ -268,8 +268,7 @@ class HeadService : public caf::event_based_actor {
     if (!policy.ok()) return policy.status();
     auto nodes = gcs::Table<gcs::NodeRecord>(*o_.store).list();
     if (!nodes.ok()) return nodes.status();
-    std::vector<NodeView> views = node_views(*nodes);
-    for (NodeView& v : views) v.used = used_[v.id];  // the head's own accounting is the freshest
+    std::vector<NodeView> views = placement_views(*nodes);  // the head's own usage is the freshest
 
     std::vector<PlacementRequest> requests(asks.size());
     std::vector<gcs::ActorRecord> records(asks.size());
@@ -375,13 +374,75 @@ class HeadService : public caf::event_based_actor {
     return gcs::record_event(*o_.store, e);
   }
 
+  // Asks `node`'s manager to stop actor `id`. Not waited for: a node killed a moment ago (its
+  // connection loss still queued here) would hold the head — and every node's heartbeat with it —
+  // for the whole timeout.
+  Status stop_actor(const NodeId& node, const ActorId& id, const std::string& reason) {
+    auto nm = managers_.find(node);
+    if (nm == managers_.end()) return not_found("node " + node.short_hex() + " is not connected");
+    request(nm->second, o_.node_timeout, StopRequest{id.hex(), reason})
+        .then([](const StopReply&) {},
+              [this, node, id](caf::error& err) {
+                Status st = to_status(system(), err, "stopping actor " + id.short_hex());
+                if (st.code() != Code::not_found)
+                  spdlog::warn("stopping actor {} on node {}: {}", id.short_hex(), node.short_hex(), st.to_string());
+              });
+    return {};
+  }
+
+  // A gang starts whole or not at all: when some of its nodes started their part and another
+  // failed (a node that died a moment ago), the started actors are stopped, their resources given
+  // back and their records ended, and the outcome says so (`undone`: the gang is asked again under
+  // new ids, so a late DEAD report of these never lands on a new actor's record).
+  void undo_partial_gang(PlacementOutcome& out, const std::vector<PlacementAsk>& asks) {
+    const std::string why = "stopped: the rest of its gang could not start (" + out.pending_reason + ")";
+    std::vector<gcs::ActorRecord> ended;
+    for (const PlacementAsk& a : asks) {
+      auto node = out.nodes.find(a.id);
+      if (node == out.nodes.end()) continue;
+      Status st = stop_actor(node->second, a.id, why);
+      if (!st.ok()) spdlog::warn("undoing a partly started gang: {}", st.to_string());
+      gcs::Resources& u = used_[node->second];
+      u.cpus = std::max(0.0, u.cpus - a.actor.cpus);
+      u.gpus = std::max(0.0, u.gpus - a.actor.gpus);
+      gcs::ActorRecord r;
+      r.id = a.id;
+      r.type_name = a.actor.type_name;
+      r.name = a.actor.name;
+      r.node = node->second;
+      r.resources = {a.actor.cpus, a.actor.gpus, 0};
+      r.state = gcs::ActorState::dead;
+      r.death_reason = why;
+      r.updated_ms = gcs::now_ms();
+      ended.push_back(std::move(r));
+    }
+    spdlog::warn("a gang started only in part ({} of {} actors); stopped them: {}", ended.size(), asks.size(),
+                 out.pending_reason);
+    Status st = gcs::Table<gcs::ActorRecord>(*o_.store).put_many(ended);
+    if (!st.ok()) spdlog::warn("recording the stopped part of a gang: {}", st.to_string());
+    out.handles.clear();
+    out.nodes.clear();
+    out.undone = true;
+  }
+
+  // The scheduler's view of the nodes: the GCS's records with the head's own usage, and a node
+  // without a connected node manager (an earlier head's node that has not re-registered, or one
+  // whose connection just dropped) not ALIVE here, since nothing can be started on it.
+  std::vector<NodeView> placement_views(const std::vector<gcs::NodeRecord>& nodes) {
+    std::vector<NodeView> views = node_views(nodes);
+    for (NodeView& v : views) {
+      v.used = used_[v.id];
+      if (v.state == gcs::NodeState::alive && !managers_.count(v.id)) v.state = gcs::NodeState::suspect;
+    }
+    return views;
+  }
+
   // Whether `asks` would be placed now as one gang (the scheduler's dry run over the head's usage).
   bool fits(const std::vector<PlacementAsk>& asks, const std::string& policy_name) {
     auto policy = parse_placement_policy(policy_name.empty() ? o_.default_policy : policy_name);
     auto nodes = gcs::Table<gcs::NodeRecord>(*o_.store).list();
     if (!policy.ok() || !nodes.ok()) return false;
-    std::vector<NodeView> views = node_views(*nodes);
-    for (NodeView& v : views) v.used = used_[v.id];
+    std::vector<NodeView> views = placement_views(*nodes);
     std::vector<PlacementRequest> requests(asks.size());
     for (size_t i = 0; i < asks.size(); ++i) {
       requests[i].actor = asks[i].id;
@@ -398,22 +459,13 @@ class HeadService : public caf::event_based_actor {
     h.place = [this](const std::vector<PlacementAsk>& asks, const std::string& gang, const std::string& policy,
                      const JobId& job) -> Expected<PlacementOutcome> {
       SpawnActorsReply ignored;
-      return place(asks, gang, policy, std::nullopt, job, &ignored);
+      auto out = place(asks, gang, policy, std::nullopt, job, &ignored);
+      if (out.ok() && !out->started && !out->handles.empty()) undo_partial_gang(*out, asks);
+      return out;
     };
     h.monitor = [this](const caf::actor& a) { monitor(a); };
     h.stop = [this](const NodeId& node, const ActorId& id, const std::string& reason) -> Status {
-      auto nm = managers_.find(node);
-      if (nm == managers_.end()) return not_found("node " + node.short_hex() + " is not connected");
-      // Not waited for: a node killed a moment ago (its connection loss still queued here) would hold
-      // the head — and every node's heartbeat with it — for the whole timeout.
-      request(nm->second, o_.node_timeout, StopRequest{id.hex(), reason})
-          .then([](const StopReply&) {},
-                [this, node, id](caf::error& err) {
-                  Status st = to_status(system(), err, "stopping actor " + id.short_hex());
-                  if (st.code() != Code::not_found)
-                    spdlog::warn("stopping actor {} on node {}: {}", id.short_hex(), node.short_hex(), st.to_string());
-                });
-      return {};
+      return stop_actor(node, id, reason);
     };
     h.release = [this](const NodeId& node, const gcs::Resources& r) {
       gcs::Resources& u = used_[node];

@@ -75,6 +75,8 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
   auto placed = host_.place(job.asks, "job-" + job.id.hex(), job.policy, job.id);
   if (!placed.ok()) return placed.status();
   if (!placed->started) {
+    if (placed->undone)
+      for (size_t slot = 0; slot < job.asks.size(); ++slot) job.asks[slot] = make_ask(job, slot);
     const std::string reason = "waiting for resources: " + placed->pending_reason;
     auto rec = gcs::update_job(*host_.store, job.id, [&](gcs::JobRecord& j) -> Status {
       if (gcs::job_finished(j.state)) return invalid_argument("ended");

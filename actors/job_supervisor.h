@@ -56,6 +56,7 @@ struct PlacementAsk {
 // What placement did: every actor started (with its handle and node), or none and why.
 struct PlacementOutcome {
   bool started = false;
+  bool undone = false;  // part of the gang started and was stopped again: ask again under new ids
   std::string pending_reason;
   std::map<ActorId, caf::actor> handles;
   std::map<ActorId, NodeId> nodes;

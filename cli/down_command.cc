@@ -1,12 +1,23 @@
-// `troupe down`: stops every process this session started (nodes, then the head, then the embedded
-// redis-server) and clears the session files; logs stay for `troupe logs`. Safe to run twice.
+// `troupe down`: ends the cluster's unfinished jobs (CANCELLED, to be continued with `troupe submit
+// --resume JOB`), then stops every process this session started (nodes, then the head, then the
+// embedded redis-server) and clears the session files; logs stay for `troupe logs`. Safe to run twice.
+//
+// Jobs are ended first so that a cluster brought up again on the same GCS does not take them over
+// (a restarted head adopts unfinished jobs: that is for a head that died, not for a cluster shut
+// down on purpose), and so that the nodes stopping do not make the supervisor restart them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
+#include "actors/actor_system.h"
+#include "actors/blocking_request.h"
+#include "actors/head_messages.h"
+#include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "core/process.h"
+#include "gcs/job_table.h"
+#include "gcs/tables.h"
 
 namespace troupe::cli {
 namespace {
@@ -18,6 +29,52 @@ int stop_order(const std::string& role) {
   return 0;
 }
 
+// Ends every unfinished job of the cluster: through the head's job supervisor when the head runs here
+// (its actors are stopped, nothing restarts them), else in the GCS directly. Best effort: what fails
+// is reported and `down` goes on stopping the processes.
+void end_unfinished_jobs(const ClusterInfo& info, bool head_alive) {
+  auto store = connect_gcs(info);
+  if (!store.ok()) {
+    std::fprintf(stderr, "troupe down: unfinished jobs are left as they are (GCS: %s)\n",
+                 store.status().to_string().c_str());
+    return;
+  }
+  auto jobs = gcs::Table<gcs::JobRecord>(**store).list();
+  if (!jobs.ok()) {
+    std::fprintf(stderr, "troupe down: listing jobs: %s\n", jobs.status().to_string().c_str());
+    return;
+  }
+  std::unique_ptr<actors::ActorSystem> sys;
+  caf::actor head;
+  for (const gcs::JobRecord& j : *jobs) {
+    if (gcs::job_finished(j.state)) continue;
+    const std::string why = "the cluster was shut down (troupe down); continue it with `troupe submit --resume " +
+                            j.id.short_hex() + "`";
+    Status st;
+    if (head_alive && !head) {
+      auto hp = actors::parse_host_port(info.head_address);
+      auto started = hp.ok() ? actors::ActorSystem::start(actors::ActorSystemOptions{})
+                             : Expected<std::unique_ptr<actors::ActorSystem>>(hp.status());
+      if (started.ok()) {
+        sys = std::move(*started);
+        auto h = sys->connect(hp->first, hp->second);
+        if (h.ok()) head = *h;
+      }
+    }
+    if (head) {
+      auto reply = actors::request_blocking<actors::StopJobReply>(
+          sys->system(), head, std::chrono::seconds(10), actors::StopJob{j.id.hex(), why},
+          "stopping job " + j.id.short_hex());
+      st = reply.status();
+    } else {
+      st = gcs::update_job(**store, j.id, gcs::finish_job(gcs::JobState::cancelled, why)).status();
+    }
+    if (st.ok()) std::printf("job %s cancelled; continue it with `troupe submit --resume %s`\n",
+                             j.id.short_hex().c_str(), j.id.short_hex().c_str());
+    else std::fprintf(stderr, "troupe down: ending job %s: %s\n", j.id.short_hex().c_str(), st.to_string().c_str());
+  }
+}
+
 }  // namespace
 
 Runner add_down_command(CLI::App& app, GlobalOptions&) {
@@ -25,6 +82,13 @@ Runner add_down_command(CLI::App& app, GlobalOptions&) {
   return []() -> int {
     Session session = Session::current();
     std::vector<SessionProcess> procs = session.processes();
+    bool head_alive = false, redis_alive = false;
+    for (const SessionProcess& p : procs) {
+      head_alive = head_alive || (p.role == "head" && p.alive);
+      redis_alive = redis_alive || (p.role == "redis" && p.alive);
+    }
+    auto info = session.read_cluster();
+    if (info.ok() && (head_alive || redis_alive || !info->embedded_redis)) end_unfinished_jobs(*info, head_alive);
     std::stable_sort(procs.begin(), procs.end(),
                      [](const auto& a, const auto& b) { return stop_order(a.role) < stop_order(b.role); });
     int stopped = 0, failed = 0;

@@ -148,8 +148,16 @@ int restart_head(const UpFlags& f) {
   auto store = connect_gcs(*info);
   if (!store.ok()) return report_error("up", store.status().with_context("--restart-head: the cluster's GCS"));
   std::vector<std::string> args{"head"};
-  const std::optional<double> cpus = f.cpus > 0 ? std::optional<double>(f.cpus) : std::nullopt;
-  const std::optional<int> gpus = f.gpus >= 0 ? std::optional<int>(f.gpus) : std::nullopt;
+  std::optional<double> cpus = f.cpus > 0 ? std::optional<double>(f.cpus) : std::nullopt;
+  std::optional<int> gpus = f.gpus >= 0 ? std::optional<int>(f.gpus) : std::nullopt;
+  // Without --cpus/--gpus the head's node offers what the head it replaces offered.
+  if (auto before = gcs::Table<gcs::NodeRecord>(**store).list(); before.ok()) {
+    const gcs::NodeRecord* last = nullptr;
+    for (const gcs::NodeRecord& n : *before)
+      if (n.is_head && (!last || n.started_ms > last->started_ms)) last = &n;
+    if (last && !cpus) cpus = last->total.cpus;
+    if (last && !gpus) gpus = static_cast<int>(last->total.gpus);
+  }
   for (const auto& a : resource_args(cpus, gpus)) args.push_back(a);
   auto head = start_role(s, "head", args, {});
   if (!head.ok()) return report_error("up", head.status());

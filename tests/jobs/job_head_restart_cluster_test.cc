@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <map>
 #include <set>
 #include <string>
 
@@ -127,6 +128,70 @@ TEST_CASE("faults: the head killed and restarted: nodes register again and the r
   // all-reduce failing on it. Either way it is one restart.
   CHECK(restarting.at("message").get<std::string>().find("(restart 1 of 3)") != std::string::npos);
   CHECK_FALSE(event_in(end, "job_restarted", id).is_null());
+  Json accounted = status_until(c, [&](const Json& v) { return !event_in(v, "data_accounted", id).is_null(); },
+                                std::chrono::seconds(30));
+  REQUIRE_FALSE(event_in(accounted, "data_accounted", id).is_null());
+  CHECK(event_in(accounted, "data_accounted", id).at("message").get<std::string>().find("exactly once") !=
+        std::string::npos);
+}
+
+// The head and one of the job's worker nodes killed together: the restarted head (offering what
+// its predecessor offered, no --cpus given) finds a worker lost, restarts the job
+// from its checkpoint on the nodes that are connected — never on the dead node, which is not yet
+// declared DEAD when the restart is placed — and the job completes, accounted exactly once.
+TEST_CASE("faults: the head and a worker node killed together: the restarted head restarts the job on the nodes "
+          "alive", "[jobs][cluster][faults][head]") {
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  Json view = c.status();
+  std::string head_node;
+  std::map<std::string, pid_t> worker_nodes;
+  for (const Json& n : view.at("nodes")) {
+    if (n.value("is_head", false)) head_node = n.at("id");
+    else worker_nodes[n.at("id").get<std::string>()] = n.at("pid").get<pid_t>();
+  }
+  REQUIRE(worker_nodes.size() == 2u);
+  auto filler = c.troupe("spawn echo --cpus 2 --node " + head_node);  // the workers go to the two nodes
+  REQUIRE(filler.exit_code == 0);
+  auto sub = c.troupe("submit --strategy sync --workers 2 --cpus-per-worker 2 --epochs 4 --batch-size 128 "
+                      "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt --detach --no-progress", 120);
+  INFO(sub.both() << c.logs_tail());
+  REQUIRE(sub.exit_code == 0);
+  const std::string id = sub.last_line();
+  status_until(c, [&](const Json& v) { return job_in(v, id).value("step", int64_t{0}) >= 300; }, std::chrono::seconds(120));
+
+  const std::string dead_node = worker_nodes.begin()->first;
+  const pid_t head_pid = c.pid_of("head");
+  REQUIRE(head_pid > 0);
+  const int64_t killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  REQUIRE(::kill(worker_nodes.begin()->second, SIGKILL) == 0);
+  REQUIRE(::kill(head_pid, SIGKILL) == 0);
+  REQUIRE(poll_until([&] { return process_gone(head_pid); }, std::chrono::seconds(10)));
+  auto restarted = c.troupe("up --restart-head", 60);
+  INFO(restarted.both() << c.logs_tail());
+  REQUIRE(restarted.exit_code == 0);
+
+  Json end = status_until(c, [&](const Json& v) {
+    const std::string state = job_in(v, id).value("state", "");
+    return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+  }, std::chrono::seconds(240));
+  Json j = job_in(end, id);
+  INFO(j.dump(1) << c.logs_tail());
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK(j.at("result").at("test_accuracy").get<double>() > 0.85);
+  Json adopted = event_in(end, "job_adopted", id);
+  REQUIRE_FALSE(adopted.is_null());
+  INFO(adopted.dump());
+  // The live worker may have died on its own by then (its all-reduce failing on the dead peer).
+  CHECK(adopted.at("message").get<std::string>().find("2 of 2 actors alive") == std::string::npos);
+  for (const Json& n : end.at("nodes")) {
+    if (n.value("is_head", false) && n.at("state") == "ALIVE") CHECK(n.at("resources").at("total").at("cpus") == 2);
+  }
+  for (const Json& e : end.at("events")) {  // nothing was started on the dead node
+    if (e.at("kind") == "actor_started" && e.value("time_ms", int64_t{0}) > killed_ms)
+      CHECK(e.value("subject", "") != dead_node);
+  }
   Json accounted = status_until(c, [&](const Json& v) { return !event_in(v, "data_accounted", id).is_null(); },
                                 std::chrono::seconds(30));
   REQUIRE_FALSE(event_in(accounted, "data_accounted", id).is_null());
