@@ -35,7 +35,7 @@ TEST_CASE("submit: a sync job of 4 workers trains Fashion-MNIST to >= 0.885 and 
           "[jobs][cluster][sync]") {
   ClusterFixture c;
   up_two_nodes(c);
-  auto r = c.troupe("submit --strategy sync --workers 4 --epochs 10 --batch-size 128 --json --no-progress", 600);
+  auto r = c.troupe("submit --strategy sync --workers 4 --epochs 10 --batch-size 128 --json --no-progress", 300);
   INFO(r.both() << c.logs_tail());
   REQUIRE(r.exit_code == 0);
   Json summary = Json::parse(r.last_line());
@@ -102,7 +102,7 @@ TEST_CASE("submit: an async job (4 workers, 2 parameter servers) trains to >= 0.
 TEST_CASE("submit: a central job (variables on one actor, 4 workers) trains to >= 0.885", "[jobs][cluster][central]") {
   ClusterFixture c;
   up_two_nodes(c);
-  auto r = c.troupe("submit --strategy central --workers 4 --epochs 10 --batch-size 128 --json --no-progress", 600);
+  auto r = c.troupe("submit --strategy central --workers 4 --epochs 10 --batch-size 128 --json --no-progress", 300);
   INFO(r.both() << c.logs_tail());
   REQUIRE(r.exit_code == 0);
   Json summary = Json::parse(r.last_line());

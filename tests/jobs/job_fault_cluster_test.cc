@@ -83,7 +83,7 @@ std::pair<std::string, pid_t> node_hosting(const Json& view, const std::string& 
 
 // The test accuracy of the job without the fault, run to its end first.
 double fault_free_accuracy(ClusterFixture& c, const std::string& job_args) {
-  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
+  auto base = c.troupe("submit " + job_args + " --json --no-progress", 180);
   INFO(base.both() << c.logs_tail());
   REQUIRE(base.exit_code == 0);
   return Json::parse(base.last_line()).at("test_accuracy").get<double>();
@@ -148,7 +148,7 @@ TEST_CASE("faults: a sync job rides out its worker node killed mid-epoch and the
       std::chrono::system_clock::now().time_since_epoch()).count();
   REQUIRE(::kill(pid, SIGKILL) == 0);
 
-  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, true);
   Json restarting = event_of(end, "job_restarting", id);
@@ -175,7 +175,7 @@ TEST_CASE("faults: a sync job rides out its worker node killed mid-epoch and the
                      std::chrono::seconds(10)));
   c.track(new_redis);
   std::ofstream(c.session_dir() + "/pids/redis.pid", std::ios::trunc) << new_redis << "\n";
-  Json after = wait_for_end(c, id3, std::chrono::seconds(600));
+  Json after = wait_for_end(c, id3, std::chrono::seconds(180));
   Json j3 = job_of(after, id3);
   INFO(j3.dump(1) << c.logs_tail());
   REQUIRE(j3.at("state") == "SUCCEEDED");
@@ -210,14 +210,14 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
   for (const Case& k : cases) {
     SECTION(k.strategy) {
       const std::string common = "--lib " + lib + " --trainer flaky --epochs 3 --batch-size 64 " + k.args;
-      auto base = c.troupe("submit " + common + " --trainer-arg marker=" + done_marker + " --json --no-progress", 600);
+      auto base = c.troupe("submit " + common + " --trainer-arg marker=" + done_marker + " --json --no-progress", 180);
       INFO(base.both() << c.logs_tail());
       REQUIRE(base.exit_code == 0);
       const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
 
       const std::string marker = c.home() + "/thrown-" + k.strategy;
       auto r = c.troupe("submit " + common + " --trainer-arg marker=" + marker +
-                        " --trainer-arg throw_at=250 --trainer-arg throw_rank=1 --json --no-progress", 600);
+                        " --trainer-arg throw_at=250 --trainer-arg throw_rank=1 --json --no-progress", 180);
       INFO(r.both() << c.logs_tail());
       REQUIRE(r.exit_code == 0);
       CHECK(fs::exists(marker));  // it did throw
@@ -273,7 +273,7 @@ TEST_CASE("faults: a cut link to a worker's host is detected like a dead node an
   auto cut = run_command("ip -n " + net.ns_b() + " link set dev " + net.dev_b() + " down", 20);
   REQUIRE(cut.exit_code == 0);
 
-  Json end = wait_for_end(a, id, std::chrono::seconds(600));
+  Json end = wait_for_end(a, id, std::chrono::seconds(180));
   Json job = job_of(end, id);
   INFO(job.dump(1) << a.logs_tail());
   REQUIRE(job.at("state") == "SUCCEEDED");
@@ -319,7 +319,7 @@ TEST_CASE("faults: an async job whose worker node is killed replaces the worker,
   for (const Json& n : view.at("nodes")) if (n.at("id") == victim) pid = n.at("pid").get<pid_t>();
   REQUIRE(::kill(pid, SIGKILL) == 0);
 
-  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, false);
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
@@ -333,7 +333,7 @@ TEST_CASE("faults: an async job whose parameter server node is killed restores t
   c.up("--nodes 4 --cpus 2");
   const std::string job_args = "--strategy async --workers 2 --ps 2 --cpus-per-ps 2 --epochs 6 --batch-size 64 "
                                "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt";
-  auto base = c.troupe("submit " + job_args + " --json --no-progress", 600);
+  auto base = c.troupe("submit " + job_args + " --json --no-progress", 180);
   INFO(base.both() << c.logs_tail());
   REQUIRE(base.exit_code == 0);
   const double baseline = Json::parse(base.last_line()).at("test_accuracy").get<double>();
@@ -361,7 +361,7 @@ TEST_CASE("faults: an async job whose parameter server node is killed restores t
                                 std::chrono::system_clock::now().time_since_epoch()).count();
   REQUIRE(::kill(pid, SIGKILL) == 0);
 
-  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, false);
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
@@ -389,7 +389,7 @@ TEST_CASE("faults: a hung worker stalls the job, which the supervisor restarts f
   auto r = c.troupe("submit --lib " + std::string(TROUPE_FLAKY_TRAINER) + " --trainer flaky --strategy sync --workers 2 "
                     "--epochs 2 --batch-size 64 --checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt "
                     "--progress-timeout 3 --trainer-arg marker=" + marker + " --trainer-arg throw_at=300 "
-                    "--trainer-arg throw_rank=1 --trainer-arg hang_ms=20000 --json --no-progress", 600);
+                    "--trainer-arg throw_rank=1 --trainer-arg hang_ms=20000 --json --no-progress", 180);
   INFO(r.both() << c.logs_tail());
   REQUIRE(r.exit_code == 0);
   CHECK(fs::exists(marker));  // it did hang
@@ -419,7 +419,7 @@ TEST_CASE("faults: a pipeline whose stage's node is killed restarts every stage 
 
   // The stages left fail naming the dead neighbour; the supervisor places all four again, each
   // loads its own layers from the newest checkpoint and the pipeline goes on from its step.
-  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, true);
   Json j = job_of(end, id);
@@ -478,7 +478,7 @@ TEST_CASE("faults: an elastic sync job goes on with the workers that fit after i
   const auto [victim, pid] = node_hosting(view, id);
   REQUIRE_FALSE(victim.empty());
   REQUIRE(::kill(pid, SIGKILL) == 0);
-  Json end = wait_for_end(c, id, std::chrono::seconds(600));
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, true);
   const std::vector<std::string> resized = event_messages(end, "job_resized", id);
@@ -501,7 +501,7 @@ TEST_CASE("faults: an elastic sync job goes on with the workers that fit after i
     return !now.is_null() && any_contains(event_messages(now, "job_resized", id2), "continues with 2 of 4");
   }, std::chrono::seconds(120)));
   join_node(c, second_joiner);
-  Json end2 = wait_for_end(c, id2, std::chrono::seconds(600));
+  Json end2 = wait_for_end(c, id2, std::chrono::seconds(180));
   INFO(c.logs_tail());
   Json j2 = job_of(end2, id2);
   INFO(j2.dump(1));
