@@ -182,7 +182,9 @@ class ClusterFixture {
   }
 
   std::string prefix_;
-  TempDir home_;
+  // Under the build tree's test-homes/: the cleanup fixture (tests/cleanup_test_clusters.sh) stops
+  // whatever a test killed by its timeout left running there, and touches no other cluster.
+  TempDir home_{std::string(TROUPE_BINARY_DIR) + "/test-homes"};
   std::set<pid_t> seen_pids_;
 };
 

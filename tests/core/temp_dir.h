@@ -11,8 +11,11 @@ namespace troupe::testing {
 
 class TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "troupe-test-XXXXXX").string();
+  // Under `base` (created if missing), or the system temp dir when it is empty.
+  explicit TempDir(const std::string& base = "") {
+    std::filesystem::path dir = base.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(base);
+    if (!base.empty()) std::filesystem::create_directories(dir);
+    std::string pattern = (dir / "troupe-test-XXXXXX").string();
     if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
     path_ = pattern;
   }
