@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include "actors/actor_system.h"
+#include "actors/blocking_request.h"
 #include "dashboard/dashboard_address.h"
 
 namespace troupe::cli {
@@ -28,6 +30,19 @@ Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info) 
   o.redis.reconnect_attempts = 3;
   o.redis.reconnect_deadline = std::chrono::milliseconds(3000);
   return gcs::RedisStore::connect(o);
+}
+
+Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const JobId& job, const std::string& reason,
+                                                std::chrono::milliseconds timeout) {
+  auto hp = actors::parse_host_port(info.head_address);
+  if (!hp.ok()) return hp.status();
+  auto sys = actors::ActorSystem::start(actors::ActorSystemOptions{});
+  if (!sys.ok()) return sys.status();
+  auto head = (*sys)->connect(hp->first, hp->second);
+  if (!head.ok()) return head.status().with_context("reaching the head");
+  return actors::request_blocking<actors::StopJobReply>((*sys)->system(), *head, timeout,
+                                                        actors::StopJob{job.hex(), reason},
+                                                        "stopping job " + job.short_hex());
 }
 
 std::string dashboard_line(gcs::Store& store, const std::string& token) {

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 
+#include "actors/head_messages.h"
 #include "cli/session.h"
+#include "core/ids.h"
 #include "gcs/redis_store.h"
 
 namespace troupe::cli {
@@ -16,6 +19,12 @@ void install_stop_signals();
 
 // Connects to the GCS the session file names.
 Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info);
+
+// Asks the cluster's head to stop job `job` (its actors end, the job is CANCELLED with `reason`):
+// the head's reply (actors asked to stop, the job's state after), or why the head could not be
+// reached or refused, within `timeout`.
+Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const JobId& job, const std::string& reason,
+                                                std::chrono::milliseconds timeout);
 
 // The dashboard's link as the head recorded it in the GCS — with ?token=<token> when the dashboard
 // needs the token and `token` is given, with a note when it is not — "off (...)" when there is

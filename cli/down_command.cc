@@ -9,9 +9,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "actors/actor_system.h"
-#include "actors/blocking_request.h"
-#include "actors/head_messages.h"
 #include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "cli/session.h"
@@ -44,31 +41,12 @@ void end_unfinished_jobs(const ClusterInfo& info, bool head_alive) {
     std::fprintf(stderr, "troupe down: listing jobs: %s\n", jobs.status().to_string().c_str());
     return;
   }
-  std::unique_ptr<actors::ActorSystem> sys;
-  caf::actor head;
   for (const gcs::JobRecord& j : *jobs) {
     if (gcs::job_finished(j.state)) continue;
     const std::string why = "the cluster was shut down (troupe down); continue it with `troupe submit --resume " +
                             j.id.short_hex() + "`";
-    Status st;
-    if (head_alive && !head) {
-      auto hp = actors::parse_host_port(info.head_address);
-      auto started = hp.ok() ? actors::ActorSystem::start(actors::ActorSystemOptions{})
-                             : Expected<std::unique_ptr<actors::ActorSystem>>(hp.status());
-      if (started.ok()) {
-        sys = std::move(*started);
-        auto h = sys->connect(hp->first, hp->second);
-        if (h.ok()) head = *h;
-      }
-    }
-    if (head) {
-      auto reply = actors::request_blocking<actors::StopJobReply>(
-          sys->system(), head, std::chrono::seconds(10), actors::StopJob{j.id.hex(), why},
-          "stopping job " + j.id.short_hex());
-      st = reply.status();
-    } else {
-      st = gcs::update_job(**store, j.id, gcs::finish_job(gcs::JobState::cancelled, why)).status();
-    }
+    Status st = head_alive ? request_job_stop(info, j.id, why, std::chrono::seconds(10)).status()
+                           : gcs::update_job(**store, j.id, gcs::finish_job(gcs::JobState::cancelled, why)).status();
     if (st.ok()) std::printf("job %s cancelled; continue it with `troupe submit --resume %s`\n",
                              j.id.short_hex().c_str(), j.id.short_hex().c_str());
     else std::fprintf(stderr, "troupe down: ending job %s: %s\n", j.id.short_hex().c_str(), st.to_string().c_str());
@@ -78,7 +56,8 @@ void end_unfinished_jobs(const ClusterInfo& info, bool head_alive) {
 }  // namespace
 
 Runner add_down_command(CLI::App& app, GlobalOptions&) {
-  app.add_subcommand("down", "Stop every process of the cluster started here, redis included");
+  app.add_subcommand(
+      "down", "Cancel the running jobs (continue them with submit --resume) and stop every process started here");
   return []() -> int {
     Session session = Session::current();
     std::vector<SessionProcess> procs = session.processes();

@@ -227,10 +227,14 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
       // The exception is on record: in the restart's cause, or (when a peer's exit, "rank 1 closed
       // its connection", reached the supervisor first) in the throwing actor's death.
       bool named = false;
+      std::string events;
       for (const Json& e : view.at("events")) {
         named |= e.at("message").get<std::string>().find("flaky trainer: the fault injected at step 250") !=
                  std::string::npos;
+        if (e.value("subject", "") == id || e.at("kind") != "checkpoint_written")
+          events += e.at("kind").get<std::string>() + ": " + e.at("message").get<std::string>() + "\n";
       }
+      INFO(events);
       CHECK(named);
     }
   }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -16,10 +17,17 @@ namespace {
 
 using done_atom = caf::atom_constant<caf::atom("jobdone")>;
 
+// How long a stopped job actor waits for a body that may be failing on its own (see the exit
+// handler below); a healthy body is stopped this much later.
+constexpr std::chrono::milliseconds kStopGrace{100};
+
 using Body = std::function<Status(const actors::NodeEnvironment&, const MemberArgs&, const std::atomic<bool>&)>;
 
 struct MemberState {
   std::atomic<bool> cancel{false};
+  std::mutex mu;
+  bool finished = false;  // the body returned; with its error, if any (set by its thread)
+  Status failure;
   std::shared_ptr<Interrupts> interrupts = std::make_shared<Interrupts>();
   std::thread thread;
   ~MemberState() {
@@ -35,8 +43,27 @@ caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_p
   actors::report_exceptions(self);
   caf::actor me = caf::actor_cast<caf::actor>(self);
   std::atomic<bool>* cancel = &self->state.cancel;
+  MemberState* state = &self->state;  // outlives the thread: its destructor joins it
   args.interrupts = self->state.interrupts;
-  self->state.thread = std::thread([me, slot, args, body, cancel]() mutable {
+  // A stop that overtakes the body's failure (the supervisor reacting to a peer that noticed it
+  // first, while this body was still on its way out) must not hide it: the actor ends with the
+  // body's error when the body failed, or fails within kStopGrace of the stop.
+  self->set_exit_handler([self](caf::exit_msg& m) {
+    if (!m.reason) return;
+    const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
+    Status failed;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(self->state.mu);
+        failed = self->state.failure;
+        if (self->state.finished) break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    self->quit(failed.ok() ? m.reason : actors::to_error(failed));
+  });
+  self->state.thread = std::thread([me, slot, args, body, cancel, state]() mutable {
     Status st;
     auto env = slot->wait(std::chrono::seconds(10));
     if (!env.ok()) {
@@ -49,6 +76,11 @@ caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_p
       }
     }
     if (!st.ok()) spdlog::error("job {} actor {}: {}", args.job.short_hex(), args.index, st.to_string());
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->finished = true;
+      state->failure = st;
+    }
     caf::anon_send(me, done_atom::value, static_cast<int32_t>(st.code()), st.message());
     me = nullptr;  // do not keep the actor alive
   });
