@@ -58,16 +58,53 @@ bool Conv2dShape::valid() const {
          stride >= 1 && kernel <= height + 2 * pad && kernel <= width + 2 * pad;
 }
 
+namespace {
+
+// im2col of a "same" convolution (stride 1, output as wide as the input): each col row is the
+// channel plane shifted by (i - pad) rows and (j - pad) columns, so it is one contiguous copy,
+// after which the output rows that read padding and the columns that wrapped into a neighbouring
+// row are zeroed.
+void im2col_same(const float* image, const Conv2dShape& s, float* col, size_t ld) {
+  const int k = s.kernel, w = s.width, h = s.height, pad = s.pad;
+  const long plane = static_cast<long>(h) * w;
+  for (int c = 0; c < s.in_channels; ++c) {
+    const float* in = image + c * plane;
+    for (int i = 0; i < k; ++i) {
+      const int oh_lo = std::max(0, pad - i), oh_hi = std::max(oh_lo, std::min(h, h + pad - i));
+      for (int j = 0; j < k; ++j) {
+        float* out = col + static_cast<size_t>((c * k + i) * k + j) * ld;
+        const long shift = static_cast<long>(i - pad) * w + (j - pad);
+        // Output q reads input q + shift; clipped to the plane (what is clipped is zeroed below).
+        const long q_lo = std::max<long>(static_cast<long>(oh_lo) * w, -shift);
+        const long q_hi = std::min<long>(static_cast<long>(oh_hi) * w, plane - shift);
+        std::fill(out, out + q_lo, 0.0f);
+        if (q_hi > q_lo) std::memcpy(out + q_lo, in + q_lo + shift, sizeof(float) * static_cast<size_t>(q_hi - q_lo));
+        std::fill(out + std::max(q_lo, q_hi), out + plane, 0.0f);
+        const int lo = std::max(0, pad - j), hi = std::min(w, w + pad - j);  // columns inside
+        for (int oh = oh_lo; oh < oh_hi; ++oh) {
+          float* row = out + static_cast<long>(oh) * w;
+          for (int ow = 0; ow < lo; ++ow) row[ow] = 0.0f;
+          for (int ow = hi; ow < w; ++ow) row[ow] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void im2col(const float* image, const Conv2dShape& s, float* col, size_t ld) {
   const int ow_n = s.out_width(), stride = s.stride;
+  if (stride == 1 && ow_n == s.width && s.out_height() == s.height) return im2col_same(image, s, col, ld);
+  // Rows are short (an output row: 7 to 28 floats here), so plain loops beat memcpy/memset calls.
   for_each_col_row(s, col, ld, [&](float* out, long in, int lo, int hi) {
-    std::fill(out, out + lo, 0.0f);
+    for (int ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
     if (stride == 1) {
-      std::memcpy(out + lo, image + in + lo, sizeof(float) * static_cast<size_t>(hi - lo));
+      for (int ow = lo; ow < hi; ++ow) out[ow] = image[in + ow];
     } else {
       for (int ow = lo; ow < hi; ++ow) out[ow] = image[in + static_cast<long>(ow) * stride];
     }
-    std::fill(out + hi, out + ow_n, 0.0f);
+    for (int ow = hi; ow < ow_n; ++ow) out[ow] = 0.0f;
   });
 }
 

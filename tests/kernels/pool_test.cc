@@ -69,7 +69,7 @@ TEST_CASE("max_pool_forward picks the first of equal maxima", "[pool]") {
 }
 
 TEST_CASE("max_pool_backward routes each gradient to its window's maximum", "[pool]") {
-  for (const cpu::PoolShape& s : {pool(15, 7, 5, 2), pool(6, 9, 7, 3)}) {
+  for (const cpu::PoolShape& s : {pool(15, 8, 6, 2), pool(15, 7, 5, 2), pool(6, 9, 7, 3)}) {
     const size_t in = static_cast<size_t>(s.planes) * s.height * s.width;
     const size_t out = static_cast<size_t>(s.planes) * s.out_height() * s.out_width();
     auto x = random_floats(in, 41);
