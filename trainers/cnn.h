@@ -51,7 +51,7 @@ struct CnnLayout {
   // gradient and (except for layer 0) input gradient.
   double flops_per_example(int layer) const;
 
-  // "28x28 conv5x5 32-64 dense 256-10 (857738 parameters)"
+  // "28x28 conv3x3 32-64 dense 256-10 (824458 parameters)"
   std::string to_string() const;
 };
 

@@ -1,6 +1,6 @@
 // The built-in convolutional network (trainers/cnn.h) as a Trainer over the public API, registered
 // as "cnn". Settings (--trainer-arg key=value): channels (filters per conv block, "32,64"), kernel
-// (odd, 5), hidden (dense hidden widths, also --hidden, whose default 256,128 applies when neither
+// (odd, 3), hidden (dense hidden widths, also --hidden, whose default 256,128 applies when neither
 // is given). The data must be square one-channel images (Fashion-MNIST's 784 = 28 x 28).
 //
 // Parameters, per layer in order: conv blocks conv<b>.w [out x in x k x k] (OIHW) and conv<b>.b,
@@ -40,11 +40,11 @@ class CnnTrainer final : public Trainer, public LayerModel {
     for (const auto& kv : ctx.config.values()) {
       if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden")
         return invalid_argument("cnn: unknown setting '" + kv.first + "'; the cnn takes channels (e.g. 32,64), "
-                                "kernel (odd, e.g. 5) and hidden (e.g. 256)");
+                                "kernel (odd, e.g. 3) and hidden (e.g. 256)");
     }
     auto channels = ctx.config.get_int_list("channels", {32, 64});
     if (!channels.ok()) return channels.status();
-    auto kernel = ctx.config.get_int("kernel", 5);
+    auto kernel = ctx.config.get_int("kernel", 3);
     if (!kernel.ok()) return kernel.status();
     auto hidden = ctx.config.get_int_list("hidden", {256});
     if (!hidden.ok()) return hidden.status();

@@ -131,16 +131,16 @@ TEST_CASE("cnn declares its blocks layer by layer and describes itself", "[cnn]"
   }
   CHECK(names == std::vector<std::string>{"conv0.w", "conv0.b", "conv1.w", "conv1.b", "dense0.w", "dense0.b",
                                           "dense1.w", "dense1.b"});
-  CHECK(shapes == std::vector<std::vector<int64_t>>{{32, 1, 5, 5}, {32}, {64, 32, 5, 5}, {64}, {3136, 256}, {256},
+  CHECK(shapes == std::vector<std::vector<int64_t>>{{32, 1, 3, 3}, {32}, {64, 32, 3, 3}, {64}, {3136, 256}, {256},
                                                     {256, 10}, {10}});
-  CHECK(s->model == "cnn 28x28 conv5x5 32-64 dense 256-10 (857738 parameters)");
-  CHECK(s->space.size() == 857738);
+  CHECK(s->model == "cnn 28x28 conv3x3 32-64 dense 256-10 (824458 parameters)");
+  CHECK(s->space.size() == 824458);
   REQUIRE(s->trainer->layers() != nullptr);
   const std::vector<LayerInfo> layers = s->trainer->layers()->layer_infos();
   REQUIRE(layers.size() == 4);
   CHECK(layers[0].out_features == 32 * 14 * 14);
   CHECK(layers[1].out_features == 64 * 7 * 7);
-  CHECK(layers[1].flops_per_example == 6.0 * (64 * 32 * 25) * (14 * 14));
+  CHECK(layers[1].flops_per_example == 6.0 * (64 * 32 * 9) * (14 * 14));
   CHECK(layers[3].out_features == 10);
 }
 
