@@ -111,7 +111,11 @@ void im2col(const float* image, const Conv2dShape& s, float* col, size_t ld) {
 void col2im(const float* col, const Conv2dShape& s, size_t ld, float* image) {
   const int stride = s.stride;
   for_each_col_row(s, col, ld, [&](const float* from, long in, int lo, int hi) {
-    for (int ow = lo; ow < hi; ++ow) image[in + static_cast<long>(ow) * stride] += from[ow];
+    if (stride == 1) {  // a loop the compiler vectorises
+      for (int ow = lo; ow < hi; ++ow) image[in + ow] += from[ow];
+    } else {
+      for (int ow = lo; ow < hi; ++ow) image[in + static_cast<long>(ow) * stride] += from[ow];
+    }
   });
 }
 
