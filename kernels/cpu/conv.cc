@@ -126,23 +126,46 @@ size_t conv2d_workspace_floats(const Conv2dShape& s) {
   return columns * (static_cast<size_t>(s.patch()) + s.out_channels);
 }
 
+namespace {
+
+// A chunk of images [first, first + count) with their im2col matrices side by side in `col`
+// [patch x ld], and `mat` [out_channels x ld] for their output or output gradient.
+struct Chunk {
+  int first = 0, count = 0;
+  size_t ld = 0;
+  float* col = nullptr;
+  float* mat = nullptr;
+};
+
+// Unrolls the batch chunk by chunk into the workspace and calls body(chunk) for each.
+template <class Body>
+void for_each_chunk(const Conv2dShape& s, const float* x, float* workspace, Body&& body) {
+  const int chunk = chunk_images(s), P = s.pixels();
+  const size_t image = static_cast<size_t>(s.in_channels) * s.height * s.width;
+  Chunk c;
+  c.col = workspace;
+  c.mat = workspace + static_cast<size_t>(chunk) * P * s.patch();
+  for (c.first = 0; c.first < s.batch; c.first += chunk) {
+    c.count = std::min(chunk, s.batch - c.first);
+    c.ld = static_cast<size_t>(c.count) * P;
+    for (int i = 0; i < c.count; ++i) im2col(x + (c.first + i) * image, s, c.col + static_cast<size_t>(i) * P, c.ld);
+    body(c);
+  }
+}
+
+}  // namespace
+
 void conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, bool relu, float* y,
                     float* workspace) {
   if (!s.valid() || s.batch == 0) return;
-  const int chunk = chunk_images(s), K = s.out_channels, P = s.pixels(), R = s.patch();
-  const size_t image = static_cast<size_t>(s.in_channels) * s.height * s.width, out_image = static_cast<size_t>(K) * P;
-  float* col = workspace;
-  float* out = workspace + static_cast<size_t>(chunk) * P * R;
-  for (int n0 = 0; n0 < s.batch; n0 += chunk) {
-    const int g = std::min(chunk, s.batch - n0);
-    const size_t ld = static_cast<size_t>(g) * P;
-    for (int i = 0; i < g; ++i) im2col(x + (n0 + i) * image, s, col + static_cast<size_t>(i) * P, ld);
-    matmul(false, false, K, static_cast<int>(ld), R, 1.0f, w, col, 0.0f, out);
-    // out[k, i * P + p] -> y[n0 + i, k, p], adding the bias and applying the ReLU on the way.
-    for (int i = 0; i < g; ++i) {
+  const int K = s.out_channels, P = s.pixels();
+  for_each_chunk(s, x, workspace, [&](const Chunk& c) {
+    matmul(false, false, K, static_cast<int>(c.ld), s.patch(), 1.0f, w, c.col, 0.0f, c.mat);
+    // mat[k, i * P + p] -> y[first + i, k, p], adding the bias and applying the ReLU on the way.
+    for (int i = 0; i < c.count; ++i) {
       for (int k = 0; k < K; ++k) {
-        const float* from = out + k * ld + static_cast<size_t>(i) * P;
-        float* to = y + (n0 + i) * out_image + static_cast<size_t>(k) * P;
+        const float* from = c.mat + k * c.ld + static_cast<size_t>(i) * P;
+        float* to = y + (static_cast<size_t>(c.first + i) * K + k) * P;
         const float b = bias ? bias[k] : 0.0f;
         for (int p = 0; p < P; ++p) {
           const float v = from[p] + b;
@@ -150,24 +173,20 @@ void conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const 
         }
       }
     }
-  }
+  });
 }
 
 void conv2d_backward(const Conv2dShape& s, const float* x, const float* w, const float* dy, float* dw, float* db,
                      float* dx, float* workspace) {
   if (!s.valid() || s.batch == 0) return;
-  const int chunk = chunk_images(s), K = s.out_channels, P = s.pixels(), R = s.patch();
-  const size_t image = static_cast<size_t>(s.in_channels) * s.height * s.width, out_image = static_cast<size_t>(K) * P;
-  float* col = workspace;
-  float* dout = workspace + static_cast<size_t>(chunk) * P * R;
-  for (int n0 = 0; n0 < s.batch; n0 += chunk) {
-    const int g = std::min(chunk, s.batch - n0);
-    const size_t ld = static_cast<size_t>(g) * P;
-    // dy[n0 + i, k, p] -> dout[k, i * P + p], summing the bias gradient on the way.
-    for (int i = 0; i < g; ++i) {
+  const int K = s.out_channels, P = s.pixels(), R = s.patch();
+  const size_t image = static_cast<size_t>(s.in_channels) * s.height * s.width;
+  for_each_chunk(s, x, workspace, [&](const Chunk& c) {
+    // dy[first + i, k, p] -> mat[k, i * P + p], summing the bias gradient on the way.
+    for (int i = 0; i < c.count; ++i) {
       for (int k = 0; k < K; ++k) {
-        const float* from = dy + (n0 + i) * out_image + static_cast<size_t>(k) * P;
-        std::memcpy(dout + k * ld + static_cast<size_t>(i) * P, from, sizeof(float) * P);
+        const float* from = dy + (static_cast<size_t>(c.first + i) * K + k) * P;
+        std::memcpy(c.mat + k * c.ld + static_cast<size_t>(i) * P, from, sizeof(float) * P);
         if (db) {
           float sum = 0.0f;
           for (int p = 0; p < P; ++p) sum += from[p];
@@ -175,16 +194,15 @@ void conv2d_backward(const Conv2dShape& s, const float* x, const float* w, const
         }
       }
     }
-    for (int i = 0; i < g; ++i) im2col(x + (n0 + i) * image, s, col + static_cast<size_t>(i) * P, ld);
-    matmul(false, true, K, R, static_cast<int>(ld), 1.0f, dout, col, 1.0f, dw);  // dW += dY col^T
-    if (!dx) continue;
-    matmul(true, false, R, static_cast<int>(ld), K, 1.0f, w, dout, 0.0f, col);  // dcol = W^T dY
-    for (int i = 0; i < g; ++i) {
-      float* to = dx + (n0 + i) * image;
+    matmul(false, true, K, R, static_cast<int>(c.ld), 1.0f, c.mat, c.col, 1.0f, dw);  // dW += dY col^T
+    if (!dx) return;
+    matmul(true, false, R, static_cast<int>(c.ld), K, 1.0f, w, c.mat, 0.0f, c.col);  // dcol = W^T dY
+    for (int i = 0; i < c.count; ++i) {
+      float* to = dx + (c.first + i) * image;
       std::memset(to, 0, sizeof(float) * image);
-      col2im(col + static_cast<size_t>(i) * P, s, ld, to);
+      col2im(c.col + static_cast<size_t>(i) * P, s, c.ld, to);
     }
-  }
+  });
 }
 
 }  // namespace troupe::kernels::cpu
