@@ -14,7 +14,7 @@ Expected<std::vector<int>> checked_sizes(const std::vector<int64_t>& sizes, cons
   std::vector<int> out;
   for (int64_t v : sizes) {
     if (v < 1 || v > max)
-      return invalid_argument(std::string("cnn: ") + setting + ": size " + std::to_string(v) + " must be in [1, " +
+      return invalid_argument(std::string(setting) + ": size " + std::to_string(v) + " must be in [1, " +
                               std::to_string(max) + "]");
     out.push_back(static_cast<int>(v));
   }
@@ -28,22 +28,22 @@ Expected<CnnLayout> CnnLayout::make(int64_t features, int classes, const std::ve
   CnnLayout l;
   l.side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(features))));
   if (features <= 0 || static_cast<int64_t>(l.side) * l.side != features)
-    return invalid_argument("cnn: the examples have " + std::to_string(features) +
+    return invalid_argument("the examples have " + std::to_string(features) +
                             " features, which is not a square image; the cnn trainer takes side x side one-channel "
                             "images (784 = 28 x 28 for Fashion-MNIST): use the mlp trainer for other data");
-  if (classes < 2) return invalid_argument("cnn: the data has " + std::to_string(classes) + " classes; it needs >= 2");
+  if (classes < 2) return invalid_argument("the data has " + std::to_string(classes) + " classes; it needs >= 2");
   l.classes = classes;
   if (kernel < 1 || kernel % 2 == 0 || kernel > l.side)
-    return invalid_argument("cnn: kernel=" + std::to_string(kernel) + " must be odd and at most the image side " +
+    return invalid_argument("kernel=" + std::to_string(kernel) + " must be odd and at most the image side " +
                             std::to_string(l.side) + " (e.g. kernel=3 or kernel=5)");
   l.kernel = static_cast<int>(kernel);
   auto ch = checked_sizes(channels, "channels", 4096);
   if (!ch.ok()) return ch.status();
-  if (ch->empty()) return invalid_argument("cnn: channels is empty; give one filter count per conv block, e.g. 32,64");
+  if (ch->empty()) return invalid_argument("channels is empty; give one filter count per conv block, e.g. 32,64");
   int most = 0;  // conv blocks that fit: each halves the side, which must stay >= 1
   while ((l.side >> (most + 1)) >= 1) ++most;
   if (static_cast<int>(ch->size()) > most)
-    return invalid_argument("cnn: channels lists " + std::to_string(ch->size()) + " conv blocks, but each halves the " +
+    return invalid_argument("channels lists " + std::to_string(ch->size()) + " conv blocks, but each halves the " +
                             std::to_string(l.side) + "x" + std::to_string(l.side) + " image: at most " +
                             std::to_string(most) + " fit");
   l.channels = *ch;

@@ -28,7 +28,8 @@ struct CnnLayout {
   int classes = 0;
 
   // Checks every size and says which one is wrong and what would do: features must be a square,
-  // the kernel odd and at most the side, each block must leave an image of at least 1 x 1.
+  // the kernel odd and at most the side, each block must leave an image of at least 1 x 1. (The
+  // runtime prefixes "trainer 'cnn': setup: ".)
   static Expected<CnnLayout> make(int64_t features, int classes, const std::vector<int64_t>& channels,
                                   int64_t kernel, const std::vector<int64_t>& hidden);
 

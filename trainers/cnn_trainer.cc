@@ -39,7 +39,7 @@ class CnnTrainer final : public Trainer, public LayerModel {
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
     for (const auto& kv : ctx.config.values()) {
       if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden")
-        return invalid_argument("cnn: unknown setting '" + kv.first + "'; the cnn takes channels (e.g. 32,64), "
+        return invalid_argument("unknown setting '" + kv.first + "'; the cnn takes channels (e.g. 32,64), "
                                 "kernel (odd, e.g. 3) and hidden (e.g. 256)");
     }
     auto channels = ctx.config.get_int_list("channels", {32, 64});
@@ -158,7 +158,7 @@ class CnnTrainer final : public Trainer, public LayerModel {
 
   Status check_batch(const Batch& b) const {
     if (b.features != layout_.in_features(0))
-      return invalid_argument("cnn: a batch of " + std::to_string(b.features) + " features per example; the model "
+      return invalid_argument("a batch of " + std::to_string(b.features) + " features per example; the model "
                               "was set up for " + layout_.to_string() + " (" + std::to_string(layout_.in_features(0)) +
                               ")");
     return {};
