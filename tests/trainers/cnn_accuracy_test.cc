@@ -20,8 +20,11 @@ TEST_CASE("cnn reaches 0.92 test accuracy on Fashion-MNIST", "[cnn][accuracy][lo
   TrainOptions o;
   o.model = "cnn";
   o.trainer_args = {"channels=32,64", "kernel=3", "hidden=256"};  // the trainer's defaults, spelled out
-  o.epochs = 5;
-  o.batch_size = 64;  // per sample the convolutions cost the same at 64 as at 128; twice the updates
+  // Batch 32: per sample the step costs ~10% more than at 64 or 128 (the convolutions work on
+  // chunks of a few images whatever the batch), for 2-4x the updates per epoch. Measured on dev:
+  // 0.9239 (seed 1) and 0.9260 (seed 2) after these 4 epochs; 5 epochs at batch 64 gave 0.9218.
+  o.epochs = 4;
+  o.batch_size = 32;
   o.seed = 1;
   o.evaluate_each_epoch = false;
   const auto t0 = std::chrono::steady_clock::now();
