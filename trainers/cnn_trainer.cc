@@ -88,7 +88,7 @@ class CnnTrainer final : public Trainer, public LayerModel {
     for (int l = last; l >= 0; --l) {
       const float* in = l == 0 ? batch.inputs : outputs_[l - 1].data();
       backward(l, in, outputs_[l].data(), d, rows, params, grads, l > 0 ? next : nullptr, relu_outputs_, argmax_);
-      // Final for this step: the runtime may synchronise them while the earlier layers' run.
+      // Final for this step: the runtime may synchronise them while the earlier layers run.
       grads.ready(biases_[l]);
       grads.ready(weights_[l]);
       std::swap(d, next);
