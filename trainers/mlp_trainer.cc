@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "trainers/api/trainer.h"
+#include "trainers/dense_layer.h"
 #include "trainers/mlp.h"
 
 namespace troupe {
@@ -79,23 +80,14 @@ class MlpTrainer final : public Trainer, public LayerModel {
   }
 
   Status forward_layer(int l, const float* in, int64_t rows, const Parameters& params, float* out) override {
-    const MlpLayout& m = model_->layout();
-    const int n = static_cast<int>(rows);
-    cpu::matmul(false, false, n, m.out(l), m.in(l), 1.0f, in, params[weights_[l]], 0.0f, out);
-    cpu::bias_act(out, params[biases_[l]], n, m.out(l), l + 1 < m.layers());
+    dense(l).forward(in, rows, params[weights_[l]], params[biases_[l]], out);
     return {};
   }
 
   Status backward_layer(int l, const float* in, const float* out, float* dout, int64_t rows, const Parameters& params,
                         Gradients& grads, float* din) override {
-    const MlpLayout& m = model_->layout();
-    const int n = static_cast<int>(rows);
-    if (l + 1 < m.layers()) cpu::relu_backward(dout, out, static_cast<size_t>(rows) * m.out(l));
-    bias_sum_.resize(static_cast<size_t>(m.out(l)));
-    cpu::bias_grad(dout, n, m.out(l), bias_sum_.data());
-    cpu::sum_into(grads[biases_[l]], bias_sum_.data(), bias_sum_.size());
-    cpu::matmul(true, false, m.in(l), m.out(l), n, 1.0f, in, dout, 1.0f, grads[weights_[l]]);  // adds
-    if (din) cpu::matmul(false, true, n, m.in(l), m.out(l), 1.0f, dout, params[weights_[l]], 0.0f, din);
+    dense(l).backward(in, out, dout, rows, params[weights_[l]], grads[weights_[l]], grads[biases_[l]], din,
+                      bias_sum_);
     return {};
   }
 
@@ -107,6 +99,11 @@ class MlpTrainer final : public Trainer, public LayerModel {
   }
 
  private:
+  DenseLayer dense(int l) const {
+    const MlpLayout& m = model_->layout();
+    return DenseLayer{m.in(l), m.out(l), l + 1 < m.layers()};
+  }
+
   std::unique_ptr<MlpCpu> model_;
   std::vector<Param> weights_, biases_;  // per layer
   std::vector<float> bias_sum_;          // one micro-batch's bias gradient before it is added

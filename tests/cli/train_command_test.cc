@@ -190,7 +190,7 @@ TEST_CASE("troupe train --lib and --trainer name what is wrong", "[cli][train][l
   CommandResult unknown = train("--trainer nosuch --epochs 1");
   INFO(unknown.both());
   CHECK(unknown.exit_code == 2);
-  CHECK(unknown.err.find("--model 'nosuch' is not a known trainer; known: mlp") != std::string::npos);
+  CHECK(unknown.err.find("--model 'nosuch' is not a known trainer; known: cnn, mlp") != std::string::npos);
 
   CommandResult bad_arg = train("--trainer-arg hidden --epochs 1 --max-steps 1");
   CHECK(bad_arg.exit_code == 2);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "tests/trainers/blobs.h"
 #include "tests/trainers/ps_fixture.h"
 #include "trainers/trainer_driver.h"
 #include "tests/support/numeric_test_util.h"
@@ -24,13 +25,13 @@ const Dataset& fashion(Split split) {
   return split == Split::train ? train : test;
 }
 
-PsJobShape shape(PsMode mode, int64_t staleness = -1) {
+PsJobShape shape(PsMode mode, int64_t train_examples, int64_t staleness = -1) {
   PsJobShape s;
   s.mode = mode;
   s.workers = 4;
   s.shards = 2;
   s.staleness = staleness;
-  s.train_examples = fashion(Split::train).count;
+  s.train_examples = train_examples;
   s.wait_timeout = std::chrono::seconds(120);
   return s;
 }
@@ -49,7 +50,7 @@ TEST_CASE("ps training: central mode with 4 workers holds the parameters of one 
     o.optimizer = optimizer;
     std::vector<float> want;
     REQUIRE(train_with_trainer(o, train, test, {}, &want).ok());
-    PsJob job = start_ps_job(o, DataSpec{train.features(), train.classes}, shape(PsMode::central));
+    PsJob job = start_ps_job(o, DataSpec{train.features(), train.classes}, shape(PsMode::central, train.count));
     WorkerRuns run = run_ps_workers(job, 4, o, train, test, /*want_params=*/true);
     for (int r = 0; r < 4; ++r) {
       INFO(optimizer << " worker " << r << ": " << run.status[r].to_string());
@@ -64,6 +65,29 @@ TEST_CASE("ps training: central mode with 4 workers holds the parameters of one 
   }
 }
 
+TEST_CASE("ps training: the cnn in central mode holds the parameters of one process on the global batch",
+          "[ps][central][equivalence][cnn]") {
+  const Dataset train = blobs(240, 4, 8, 3), test = blobs(40, 4, 8, 4);
+  TrainOptions o;
+  o.model = "cnn";
+  o.trainer_args = {"channels=4,8", "kernel=3", "hidden=16"};
+  o.epochs = 2;
+  o.batch_size = 24;
+  o.seed = 11;
+  std::vector<float> want;
+  REQUIRE(train_with_trainer(o, train, test, {}, &want).ok());
+  PsJob job = start_ps_job(o, DataSpec{train.features(), train.classes}, shape(PsMode::central, train.count));
+  WorkerRuns run = run_ps_workers(job, 4, o, train, test, /*want_params=*/true);
+  for (int r = 0; r < 4; ++r) {
+    INFO("worker " << r << ": " << run.status[r].to_string());
+    REQUIRE(run.status[r].ok());
+    CHECK(run.params[r] == run.params[0]);
+  }
+  const double diff = relative_difference(run.params[0], want);
+  INFO("relative difference " << diff);
+  CHECK(diff <= 1e-5);
+}
+
 TEST_CASE("ps training: async (staleness bound 4) and central reach 0.885 test accuracy on Fashion-MNIST",
           "[ps][async][central][long]") {
   const Dataset &train = fashion(Split::train), &test = fashion(Split::test);
@@ -74,7 +98,7 @@ TEST_CASE("ps training: async (staleness bound 4) and central reach 0.885 test a
   o.evaluate_each_epoch = false;
   for (PsMode mode : {PsMode::async, PsMode::central}) {
     const auto t0 = std::chrono::steady_clock::now();
-    PsJob job = start_ps_job(o, DataSpec{train.features(), train.classes}, shape(mode, 4));
+    PsJob job = start_ps_job(o, DataSpec{train.features(), train.classes}, shape(mode, train.count, 4));
     WorkerRuns run = run_ps_workers(job, 4, o, train, test);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (int r = 0; r < 4; ++r) {

@@ -133,6 +133,27 @@ TEST_CASE("sync: 4 replicas with global batch 128 hold the parameters of one pro
   }
 }
 
+TEST_CASE("sync: the cnn's replicas, all-reducing its blocks as backward announces them, hold one process's "
+          "parameters", "[sync][equivalence][cnn]") {
+  // Small buckets (1 KiB) put the CNN's 8 blocks in several buckets, so all-reduces overlap backward.
+  const Dataset train = blobs(240, 4, 8, 3), test = blobs(40, 4, 8, 4);
+  TrainOptions o = job();
+  o.model = "cnn";
+  o.trainer_args = {"channels=4,8", "kernel=3", "hidden=16"};
+  o.batch_size = 24;
+  std::vector<float> want;
+  REQUIRE(train_with_trainer(o, train, test, {}, &want).ok());
+  ReplicaRun run = run_replicas(make_inproc_group(3), o, train, test, {}, 1024);
+  for (int r = 0; r < 3; ++r) {
+    INFO("replica " << r << ": " << run.status[r].to_string());
+    REQUIRE(run.status[r].ok());
+    CHECK(run.params[r] == run.params[0]);
+  }
+  const double diff = relative_difference(run.params[0], want);
+  INFO("relative difference " << diff);
+  CHECK(diff <= 1e-5);
+}
+
 TEST_CASE("sync: replicas over shared memory train blobs to the same accuracy on every replica", "[sync]") {
   const Dataset train = blobs(800, 4, 6, 1), test = blobs(200, 4, 6, 2);
   TrainOptions o = job();
