@@ -40,6 +40,20 @@ Json status_until(ClusterFixture& c, Done done, std::chrono::seconds limit) {
   return last;
 }
 
+// Waits for job `id` to end within `limit`; requires SUCCEEDED with a trained model's accuracy, and
+// returns the last view.
+Json expect_succeeded(ClusterFixture& c, const std::string& id, std::chrono::seconds limit) {
+  Json end = status_until(c, [&](const Json& v) {
+    const std::string state = job_in(v, id).value("state", "");
+    return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+  }, limit);
+  Json j = job_in(end, id);
+  INFO(j.dump(1) << c.logs_tail());
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK(j.at("result").at("test_accuracy").get<double>() > 0.85);
+  return end;
+}
+
 }  // namespace
 
 TEST_CASE("faults: the head killed and restarted: nodes register again and the running job is supervised again",
@@ -114,14 +128,7 @@ TEST_CASE("faults: the head killed and restarted: nodes register again and the r
     if (n.at("id") == *worker_nodes.begin()) victim = n.at("pid").get<pid_t>();
   REQUIRE(victim > 0);
   REQUIRE(::kill(victim, SIGKILL) == 0);
-  Json end = status_until(c, [&](const Json& v) {
-    const std::string state = job_in(v, id).value("state", "");
-    return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
-  }, std::chrono::seconds(300));
-  Json j = job_in(end, id);
-  INFO(j.dump(1) << c.logs_tail());
-  REQUIRE(j.at("state") == "SUCCEEDED");
-  CHECK(j.at("result").at("test_accuracy").get<double>() > 0.85);
+  Json end = expect_succeeded(c, id, std::chrono::seconds(300));
   Json restarting = event_in(end, "job_restarting", id);
   REQUIRE_FALSE(restarting.is_null());
   // Its cause is whichever the new head heard first: the node's loss, or the other worker's
@@ -172,14 +179,7 @@ TEST_CASE("faults: the head and a worker node killed together: the restarted hea
   INFO(restarted.both() << c.logs_tail());
   REQUIRE(restarted.exit_code == 0);
 
-  Json end = status_until(c, [&](const Json& v) {
-    const std::string state = job_in(v, id).value("state", "");
-    return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
-  }, std::chrono::seconds(240));
-  Json j = job_in(end, id);
-  INFO(j.dump(1) << c.logs_tail());
-  REQUIRE(j.at("state") == "SUCCEEDED");
-  CHECK(j.at("result").at("test_accuracy").get<double>() > 0.85);
+  Json end = expect_succeeded(c, id, std::chrono::seconds(240));
   Json adopted = event_in(end, "job_adopted", id);
   REQUIRE_FALSE(adopted.is_null());
   INFO(adopted.dump());
