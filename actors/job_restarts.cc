@@ -99,6 +99,9 @@ void JobSupervisor::after_exit(Job& job) {
     return;
   }
   if (!workers_left && !workers_coming && anyone_left && !job.ending) {
+    // A parameter-server job's workers are done (rank 0 recorded the result before it returned):
+    // its accounting, before the servers are stopped.
+    after_success(job);
     job.ending = true;
     stop_members(job, "the job's workers are done", true);
   }
