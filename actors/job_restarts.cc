@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/job_supervisor.h"
+#include "gcs/async_accounting.h"
 #include "gcs/data_accounting.h"
 #include "gcs/events.h"
 #include "gcs/job_table.h"
@@ -98,6 +99,9 @@ void JobSupervisor::after_exit(Job& job) {
     return;
   }
   if (!workers_left && !workers_coming && anyone_left && !job.ending) {
+    // A parameter-server job's workers are done (rank 0 recorded the result before it returned):
+    // its accounting, before the servers are stopped.
+    after_success(job);
     job.ending = true;
     stop_members(job, "the job's workers are done", true);
   }
@@ -217,15 +221,34 @@ void JobSupervisor::check_progress() {
 
 void JobSupervisor::after_success(Job& job) {
   // A sync or pipeline job's data accounting, proven from the GCS: every shard (a pipeline: every
-  // step's batch, taken by step from the seeded order) of every epoch trained once.
+  // step's batch, taken by step from the seeded order) of every epoch trained once. An async job's:
+  // every example of every shard applied once on every parameter server (gcs/async_accounting.h).
   auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex());
-  if (!rec.ok() || rec->state != gcs::JobState::succeeded || (rec->strategy != "sync" && rec->strategy != "pipeline"))
+  if (!rec.ok() || rec->state != gcs::JobState::succeeded) return;
+  if (rec->strategy == "async") {
+    account_async(job, rec->result);
     return;
+  }
+  if (rec->strategy != "sync" && rec->strategy != "pipeline") return;
   auto summary = nlohmann::json::parse(rec->result, nullptr, false);
   if (summary.is_discarded() || !summary.value("trained_ranges", false)) return;
   auto report = gcs::account_sync_job(*host_.store, job.id, summary.value("steps", int64_t{0}),
                                       summary.value("steps_per_epoch", int64_t{0}),
                                       rec->strategy == "sync" ? rec->workers : 0);
+  if (!report.ok()) {
+    spdlog::warn("job {}: data accounting: {}", job.id.short_hex(), report.status().to_string());
+    return;
+  }
+  job_event(*host_.store, report->exactly_once ? "data_accounted" : "data_accounting_failed", job.id,
+            "job " + job.id.short_hex() + ": " + report->summary());
+}
+
+void JobSupervisor::account_async(Job& job, const std::string& result) {
+  auto summary = nlohmann::json::parse(result, nullptr, false);
+  if (summary.is_discarded() || !summary.contains("data_accounting")) return;  // stopped at a step limit
+  const nlohmann::json& a = summary["data_accounting"];
+  auto report = gcs::account_async_job(*host_.store, job.id, a.value("epochs", 0), a.value("ledger_shards", 0),
+                                       a.value("servers", 0));
   if (!report.ok()) {
     spdlog::warn("job {}: data accounting: {}", job.id.short_hex(), report.status().to_string());
     return;

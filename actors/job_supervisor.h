@@ -162,6 +162,7 @@ class JobSupervisor {
   void place_gang_again(Job& job);
   bool try_replace(Job& job);
   void after_success(Job& job);
+  void account_async(Job& job, const std::string& result);  // after_success of an async job
   bool restarts_left(const Job& job) const { return job.attempt - job.free_attempts < job.max_restarts; }
   // job_elastic.cc
   Status start_attempt(Job& job);  // try_start, an elastic restart sized to what fits

@@ -231,7 +231,7 @@ Status decode(const std::string& bytes, GroupRecord* out) {
 
 std::string encode(const ShardRecord& r) {
   return write([&](Packer& pk) {
-    begin(pk, 9);
+    begin(pk, 10);
     pack_id(pk, r.job);
     pk.pack_int64(r.epoch);
     pk.pack_int64(r.shard);
@@ -241,11 +241,12 @@ std::string encode(const ShardRecord& r) {
     pk.pack_int64(r.progress);
     pk.pack_int64(r.claims);
     pk.pack_int64(r.updated_ms);
+    pk.pack_int64(r.resume_at);
   });
 }
 
 Status decode(const std::string& bytes, ShardRecord* out) {
-  return read_record(bytes, "shard", 9, out, [](Fields& f, ShardRecord& r) -> Status {
+  return read_record(bytes, "shard", 10, out, [](Fields& f, ShardRecord& r) -> Status {
     TROUPE_RETURN_IF_ERROR(f.id("job", &r.job));
     TROUPE_RETURN_IF_ERROR(f.i32("epoch", &r.epoch));
     TROUPE_RETURN_IF_ERROR(f.i32("shard", &r.shard));
@@ -254,7 +255,8 @@ Status decode(const std::string& bytes, ShardRecord* out) {
     TROUPE_RETURN_IF_ERROR(f.i64("examples", &r.examples));
     TROUPE_RETURN_IF_ERROR(f.i64("progress", &r.progress));
     TROUPE_RETURN_IF_ERROR(f.i32("claims", &r.claims));
-    return f.i64("updated_ms", &r.updated_ms);
+    TROUPE_RETURN_IF_ERROR(f.i64("updated_ms", &r.updated_ms));
+    return f.i64("resume_at", &r.resume_at);
   });
 }
 

@@ -14,8 +14,9 @@
 namespace troupe::gcs {
 
 // Bumped whenever any record's layout changes (2: ShardRecord gained examples, progress, claims;
-// 3: JobRecord gained the job's spec, its actors, live progress and the result).
-constexpr uint32_t kRecordSchemaVersion = 3;
+// 3: JobRecord gained the job's spec, its actors, live progress and the result; 4: ShardRecord
+// gained resume_at).
+constexpr uint32_t kRecordSchemaVersion = 4;
 
 struct Resources {
   double cpus = 0;
@@ -131,9 +132,10 @@ struct GroupRecord {
 // Shard lifecycle, one record per (job, epoch, shard); trainers/data/shard_ledger.h moves it, every
 // move a compare-and-set so racing workers and the supervisor never both win:
 //
-//   (supervisor creates the epoch) --> UNASSIGNED --(a worker claims it: owner set, progress 0)--> ASSIGNED
+//   (supervisor creates the epoch) --> UNASSIGNED --(claimed: owner set, progress = resume_at)--> ASSIGNED
 //                                          ^                                                         |
-//                                          +--(release_worker: owner presumed dead; progress kept)---+
+//                                          +--(release_worker: owner presumed dead; progress kept,   |
+//                                              resume_at 0, or where the servers applied up to)------+
 //   ASSIGNED --(the owner completes it: progress = examples)--> DONE      DONE is final for that epoch.
 enum class ShardState : uint8_t { unassigned = 0, assigned = 1, done = 2 };
 const char* shard_state_name(ShardState s);  // "UNASSIGNED", "ASSIGNED", "DONE"
@@ -148,6 +150,9 @@ struct ShardRecord {
   int64_t progress = 0;       // examples the owner reported done; kept when released (information)
   int claims = 0;             // times claimed; more than 1 means it was released and taken again
   int64_t updated_ms = 0;
+  // Where the next claim starts: 0, or (an async job's) the examples the parameter servers applied
+  // before its owner died (ShardLedger::release_worker with resume offsets).
+  int64_t resume_at = 0;
 };
 
 struct CheckpointShard {

@@ -35,4 +35,16 @@ Expected<bool> SliceFeed::next(Batch* out) {
   return true;
 }
 
+std::string describe(const DataTag& tag) {
+  if (tag.empty()) return "no data position";
+  std::string s = "epoch " + std::to_string(tag.front().epoch);
+  for (size_t i = 0; i < tag.size(); ++i) {
+    const DataSpan& d = tag[i];
+    if (i > 0) s += d.epoch == tag[i - 1].epoch ? " + " : " + epoch " + std::to_string(d.epoch) + " ";
+    else s += " ";
+    s += "shard " + std::to_string(d.shard) + " [" + std::to_string(d.offset) + ", " + std::to_string(d.offset + d.rows) + ")";
+  }
+  return s;
+}
+
 }  // namespace troupe

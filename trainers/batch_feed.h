@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -19,6 +20,23 @@
 #include "trainers/fashion_mnist.h"
 
 namespace troupe {
+
+// Where rows of a batch came from: `rows` examples of shard `shard` of epoch `epoch`'s plan,
+// starting at example `offset` of that shard. A LedgerFeed batch spans one shard or, at a shard's
+// end, the next ones too (in order). Sent as is with every parameter-server push
+// (trainers/ps/ps_wire.h), so its layout is part of that protocol.
+struct DataSpan {
+  int32_t epoch = 0;
+  int32_t shard = 0;
+  int64_t offset = 0;
+  int64_t rows = 0;
+  bool operator==(const DataSpan& o) const {
+    return epoch == o.epoch && shard == o.shard && offset == o.offset && rows == o.rows;
+  }
+};
+static_assert(sizeof(DataSpan) == 24, "DataSpan is sent on the parameter-server wire");
+using DataTag = std::vector<DataSpan>;
+std::string describe(const DataTag& tag);  // "epoch 2 shard 5 [64, 96) + shard 6 [0, 32)"
 
 class BatchFeed {
  public:
@@ -35,6 +53,9 @@ class BatchFeed {
   virtual Status end_epoch() { return {}; }
   // Total milliseconds next() waited for data so far (the data-wait metric).
   virtual double data_wait_ms() const { return 0; }
+  // Where the rows of the batch last returned by next() came from; empty when the feed does not
+  // know (SliceFeed: nothing is accounted).
+  virtual DataTag position() const { return {}; }
 };
 
 // Replica `rank` of `replicas`: rows [rank * b, (rank + 1) * b) of every global batch of

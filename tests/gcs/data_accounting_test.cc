@@ -6,30 +6,12 @@
 #include "gcs/data_accounting.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/tables.h"
+#include "tests/gcs/done_shards.h"
 
 using namespace troupe;
 using namespace troupe::gcs;
 
-namespace {
-
-// Every shard of epochs 1..epochs DONE (claimed `claims` times each).
-void shards_done(Store& store, const JobId& job, int epochs, int shards, int claims = 1) {
-  for (int e = 1; e <= epochs; ++e) {
-    for (int s = 0; s < shards; ++s) {
-      ShardRecord r;
-      r.job = job;
-      r.epoch = e;
-      r.shard = s;
-      r.state = ShardState::done;
-      r.examples = 100;
-      r.progress = 100;
-      r.claims = claims;
-      REQUIRE(Table<ShardRecord>(store).put(r).ok());
-    }
-  }
-}
-
-}  // namespace
+using troupe::gcs::testing::shards_done;
 
 TEST_CASE("data accounting: stretches split at epoch ends and a clean job is proven exactly once", "[gcs][accounting]") {
   InMemoryStore store;

@@ -192,6 +192,7 @@ TEST_CASE("records: actor, job, group, shard and checkpoint records round trip",
   s.progress = 1280;
   s.claims = 2;
   s.updated_ms = 5;
+  s.resume_at = 640;
   ShardRecord sb = round_trip(s);
   CHECK(sb.job == s.job);
   CHECK(sb.epoch == 3);
@@ -202,6 +203,7 @@ TEST_CASE("records: actor, job, group, shard and checkpoint records round trip",
   CHECK(sb.progress == 1280);
   CHECK(sb.claims == 2);
   CHECK(sb.updated_ms == 5);
+  CHECK(sb.resume_at == 640);
   CHECK(record_key(sb) == s.job.hex() + "/3/17");
 
   CheckpointRecord c;
@@ -305,7 +307,7 @@ TEST_CASE("records: unknown enum values and out-of-range integers are corrupt_da
   ShardRecord s;
   auto shard_with = [&](auto&& state, auto&& epoch) {
     return raw([&](Packer& pk) {
-      pk.pack_array(10);
+      pk.pack_array(11);
       pk.pack_uint32(kRecordSchemaVersion);
       pack_id(pk, s.job);
       epoch(pk);
@@ -313,7 +315,7 @@ TEST_CASE("records: unknown enum values and out-of-range integers are corrupt_da
       state(pk);
       pack_id(pk, s.owner);
       pk.pack_int64(0), pk.pack_int64(0), pk.pack_int64(0);  // examples, progress, claims
-      pk.pack_int64(0);
+      pk.pack_int64(0), pk.pack_int64(0);                    // updated_ms, resume_at
     });
   };
   ShardRecord out;

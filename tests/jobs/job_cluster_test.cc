@@ -97,6 +97,18 @@ TEST_CASE("submit: an async job (4 workers, 2 parameter servers) trains to >= 0.
     if (a.at("type") == "troupe.ps") ++servers;
   }
   CHECK(servers == 2);
+  // Every example of every ledger shard applied exactly once on both servers, proven from the GCS
+  // (recorded as the workers were done, before the servers were stopped).
+  std::string accounting;
+  for (const Json& e : view.at("events")) {
+    const std::string kind = e.at("kind");
+    if (e.value("subject", "") == summary.at("job_id") && (kind == "data_accounted" || kind == "data_accounting_failed"))
+      accounting = kind + ": " + e.at("message").get<std::string>();
+  }
+  INFO(accounting);
+  CHECK(accounting.find("data_accounted: ") == 0);
+  CHECK(accounting.find("on each of 2 parameter server(s)") != std::string::npos);
+  CHECK(accounting.find("trained exactly once") != std::string::npos);
 }
 
 TEST_CASE("submit: a central job (variables on one actor, 4 workers) trains to >= 0.885", "[jobs][cluster][central]") {

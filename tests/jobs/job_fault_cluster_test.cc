@@ -97,6 +97,30 @@ double accuracy_of(const Json& view, const std::string& id) {
 
 // What every faulted job must show: SUCCEEDED, restarted once, trained again, accuracy within half
 // a point of the job without the fault, and (sync) every shard of every epoch trained exactly once.
+// The supervisor's accounting of the job once it has one (as its workers are done, just after
+// SUCCEEDED): its data_accounted or data_accounting_failed event, or null after 30 s.
+Json accounting_of(ClusterFixture& c, const std::string& id) {
+  Json found;
+  poll_until([&] {
+    Json now = c.try_status(300);
+    if (now.is_null()) return false;
+    found = event_of(now, "data_accounted", id);
+    if (found.is_null()) found = event_of(now, "data_accounting_failed", id);
+    return !found.is_null();
+  }, std::chrono::seconds(30));
+  return found;
+}
+
+// The accounting, which must say exactly once.
+Json accounted_event(ClusterFixture& c, const std::string& id) {
+  Json accounting = accounting_of(c, id);
+  INFO(accounting.dump());
+  REQUIRE_FALSE(accounting.is_null());
+  REQUIRE(accounting.at("kind") == "data_accounted");
+  CHECK(accounting.at("message").get<std::string>().find("trained exactly once") != std::string::npos);
+  return accounting;
+}
+
 void check_recovered(ClusterFixture& c, const Json& view, const std::string& id, double baseline, bool accounted) {
   Json j = job_of(view, id);
   INFO(j.dump(1));
@@ -113,18 +137,7 @@ void check_recovered(ClusterFixture& c, const Json& view, const std::string& id,
   if (!accounted) return;
   CHECK_FALSE(event_of(view, "shards_moved", id).is_null());
   CHECK_FALSE(event_of(view, "job_resumed", id).is_null());
-  // The supervisor proves the accounting once every worker exited (just after SUCCEEDED).
-  Json accounting;
-  poll_until([&] {
-    Json now = c.try_status(300);
-    if (now.is_null()) return false;
-    accounting = event_of(now, "data_accounted", id);
-    Json failed = event_of(now, "data_accounting_failed", id);
-    if (!failed.is_null()) FAIL(failed.dump());
-    return !accounting.is_null();
-  }, std::chrono::seconds(30));
-  REQUIRE_FALSE(accounting.is_null());
-  CHECK(accounting.at("message").get<std::string>().find("trained exactly once") != std::string::npos);
+  Json accounting = accounted_event(c, id);
   CHECK(accounting.at("message").get<std::string>().find("2 attempts") != std::string::npos);
 }
 
@@ -224,6 +237,7 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
       const std::string id = Json::parse(r.last_line()).at("job_id");
       Json view = c.status(300);
       check_recovered(c, view, id, baseline, k.accounted);
+      if (k.strategy == "async") accounted_event(c, id);  // its replacement took over exactly once
       // The exception is on record: in the restart's cause, or (when a peer's exit, "rank 1 closed
       // its connection", reached the supervisor first) in the throwing actor's death.
       bool named = false;
@@ -327,6 +341,15 @@ TEST_CASE("faults: an async job whose worker node is killed replaces the worker,
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, false);
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
+  // Exactly once, proven from the GCS: the replacement took over its predecessor's shards where the
+  // servers' applied data ended (and completed a push that reached only some servers).
+  Json moved = event_of(end, "shards_moved", id);
+  REQUIRE_FALSE(moved.is_null());
+  CHECK(moved.at("message").get<std::string>().find("resume where the parameter servers' applied data ends") !=
+        std::string::npos);
+  Json accounting = accounted_event(c, id);
+  WARN("async worker killed: " << moved.at("message").get<std::string>() << " | "
+                               << accounting.at("message").get<std::string>());
 }
 
 TEST_CASE("faults: an async job whose parameter server node is killed restores that server from its checkpoint",
@@ -381,6 +404,15 @@ TEST_CASE("faults: an async job whose parameter server node is killed restores t
   CHECK(said.find("the other shards keep their state") != std::string::npos);
   WARN("async, 2 servers: baseline accuracy " << baseline << ", with a server node killed "
                                               << accuracy_of(end, id) << "; " << said);
+  // The restored server lost its record of the data applied since the checkpoint: the accounting
+  // says it cannot show exactly-once for it rather than claim it.
+  Json accounting = accounting_of(c, id);
+  INFO(accounting.dump());
+  REQUIRE_FALSE(accounting.is_null());
+  CHECK(accounting.at("kind") == "data_accounting_failed");
+  CHECK(accounting.at("message").get<std::string>().find("was restored from the checkpoint of version") !=
+        std::string::npos);
+  CHECK(accounting.at("message").get<std::string>().find("exactly-once cannot be shown") != std::string::npos);
 }
 
 TEST_CASE("faults: a hung worker stalls the job, which the supervisor restarts from its checkpoint",

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "gcs/in_memory_store.h"
+#include "trainers/data/input_pipeline.h"
+#include "trainers/data/shard_source.h"
 #include "tests/gcs/redis_fixture.h"
 
 namespace troupe::data {
@@ -246,6 +248,61 @@ TEST_CASE("shard ledger in memory: rewind returns the shards of later epochs, do
   CHECK((*again)->claims == 2);
   CHECK((*again)->progress == 0);
   CHECK(*ledger.rewind(5) == 0);  // nothing recorded there
+}
+
+
+TEST_CASE("shard ledger in memory: a shard released at an offset is claimed there, and the pipeline starts there",
+          "[data][ledger][accounting]") {
+  gcs::InMemoryStore store;
+  ShardLedger ledger(store, JobId::random(), with_shards(2));
+  REQUIRE(ledger.create_epoch(1, {10, 6}).ok());
+  const WorkerId dead = WorkerId::random(), next = WorkerId::random();
+  REQUIRE(ledger.claim(1, dead)->has_value());
+  REQUIRE(ledger.claim(1, dead)->has_value());
+  // The servers applied 7 examples of shard 0 and none of shard 1.
+  auto released = ledger.release_worker(dead, [](const ShardRecord& r) { return r.shard == 0 ? int64_t{7} : r.resume_at; });
+  REQUIRE(released.ok());
+  REQUIRE(released->size() == 2);
+  CHECK((*released)[0].resume_at == 7);
+  CHECK((*released)[1].resume_at == 0);
+  // An offset outside the shard is refused, naming it.
+  REQUIRE(ledger.claim(1, dead)->has_value());
+  Status bad = ledger.release_worker(dead, [](const ShardRecord&) { return int64_t{11}; }).status();
+  CHECK(bad.code() == Code::invalid_argument);
+  CHECK_THAT(bad.message(), Catch::Contains("shard 0 of epoch 1") && Catch::Contains("resuming at example 11"));
+  REQUIRE(ledger.release_worker(dead, [](const ShardRecord&) { return int64_t{7}; }).ok());
+
+  // The next claim starts at the offset; the pipeline cuts the shard from there, saying where.
+  Dataset data;
+  data.count = 16;
+  data.rows = data.cols = 1;
+  data.images.assign(16, 0.0f);
+  data.labels.assign(16, 0);
+  ShardPlan plan;
+  plan.epoch = 1;
+  plan.shards = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10, 11, 12, 13, 14, 15}};
+  InputPipelineOptions po;
+  po.batch_size = 4;
+  po.threads = 1;
+  po.partial = PartialBatch::keep;
+  auto pipeline = InputPipeline::start(data, std::make_unique<ShardSource>(ledger, plan, next), po);
+  REQUIRE(pipeline.ok());
+  auto b = (*pipeline)->next();
+  REQUIRE(b.ok());
+  REQUIRE(b->has_value());
+  CHECK((**b).indices == std::vector<int32_t>{7, 8, 9, 10});  // shard 0 from 7, then shard 1 from 0
+  REQUIRE((**b).progress.size() == 2);
+  CHECK((**b).progress[0].first == 7);
+  CHECK((**b).progress[0].done == 10);
+  CHECK((**b).progress[1].first == 0);
+  CHECK((**b).progress[1].done == 1);
+  auto status = ledger.epoch_status(1);
+  REQUIRE(status.ok());
+  CHECK((*status)[0].progress == 7);  // the claim's start
+  CHECK((*status)[0].claims == 3);
+  // A rewind (a sync restart) forgets the offset.
+  REQUIRE(ledger.rewind(1).ok());
+  CHECK(ledger.epoch_status(1)->front().resume_at == 0);
 }
 
 }  // namespace troupe::data

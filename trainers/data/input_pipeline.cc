@@ -65,17 +65,20 @@ bool InputPipeline::take_indices(int64_t seq, Batch* b) {
         break;
       }
       chunk_ = std::move(**next);
-      chunk_pos_ = 0;
-      if (chunk_.indices.empty()) {  // an empty chunk is finished as soon as it is seen
-        b->progress.push_back({chunk_.tag, 0, 0});
+      chunk_pos_ = static_cast<size_t>(std::clamp<int64_t>(chunk_.start, 0, static_cast<int64_t>(chunk_.indices.size())));
+      if (chunk_pos_ == chunk_.indices.size()) {  // nothing left (empty, or resumed at its end): finished now
+        const auto size = static_cast<int64_t>(chunk_.indices.size());
+        b->progress.push_back({chunk_.tag, size, size, size});
         continue;
       }
     }
+    const int64_t first = static_cast<int64_t>(chunk_pos_);
     const size_t take = std::min(want - b->indices.size(), chunk_.indices.size() - chunk_pos_);
     b->indices.insert(b->indices.end(), chunk_.indices.begin() + static_cast<std::ptrdiff_t>(chunk_pos_),
                       chunk_.indices.begin() + static_cast<std::ptrdiff_t>(chunk_pos_ + take));
     chunk_pos_ += take;
-    b->progress.push_back({chunk_.tag, static_cast<int64_t>(chunk_pos_), static_cast<int64_t>(chunk_.indices.size())});
+    b->progress.push_back(
+        {chunk_.tag, static_cast<int64_t>(chunk_pos_), static_cast<int64_t>(chunk_.indices.size()), first});
   }
   if (b->indices.size() == want) return true;
   // The source ended before this batch was full.

@@ -28,10 +28,12 @@
 namespace troupe::data {
 
 // A run of example indices to train in this order, and a tag the pipeline hands back in
-// Batch::progress (the shard number, for ShardSource).
+// Batch::progress (the shard number, for ShardSource). The pipeline starts at indices[start] (a
+// shard resumed where its applied examples end); the ones before count as done already.
 struct IndexChunk {
   int64_t tag = -1;
   std::vector<int32_t> indices;
+  int64_t start = 0;
 };
 
 // Where the indices come from: the shards a worker claims (trainers/data/shard_source.h), or a
@@ -57,11 +59,13 @@ class VectorSource final : public IndexSource {
 };
 
 // After a batch (or the dropped tail), `done` of the `size` examples of chunk `tag` have been
-// delivered. done == size: the chunk is finished.
+// delivered. done == size: the chunk is finished. This batch took the chunk's examples
+// [first, done).
 struct ChunkProgress {
   int64_t tag = -1;
   int64_t done = 0;
   int64_t size = 0;
+  int64_t first = 0;
 };
 
 struct Batch {

@@ -137,7 +137,7 @@ Expected<std::optional<ShardRecord>> ShardLedger::claim(int epoch, WorkerId work
       ShardRecord next = (*current)->record;
       next.state = ShardState::assigned;
       next.owner = worker;
-      next.progress = 0;
+      next.progress = next.resume_at;
       ++next.claims;
       auto swapped = swap(**current, next);
       if (!swapped.ok()) return swapped.status();
@@ -186,7 +186,7 @@ Status ShardLedger::complete(int epoch, int shard, WorkerId worker) {
   });
 }
 
-Expected<std::vector<ShardRecord>> ShardLedger::release_worker(WorkerId worker) {
+Expected<std::vector<ShardRecord>> ShardLedger::release_worker(WorkerId worker, const ResumeAt& resume_at) {
   auto rows = store_.get_all(table());
   if (!rows.ok()) return rows.status().with_context("releasing the shards of worker " + worker.short_hex());
   const std::string prefix = job_.hex() + "/";
@@ -201,8 +201,13 @@ Expected<std::vector<ShardRecord>> ShardLedger::release_worker(WorkerId worker) 
     TROUPE_RETURN_IF_ERROR(modify(r.epoch, r.shard, [&](ShardRecord& now) -> Expected<bool> {
       // It may have been completed (or, impossibly for a dead worker, re-claimed) since the scan.
       if (now.state != ShardState::assigned || now.owner != worker) return ours = false;
+      const int64_t at = resume_at ? resume_at(now) : 0;
+      if (at < 0 || at > now.examples)
+        return invalid_argument(where(now.epoch, now.shard) + ": resuming at example " + std::to_string(at) +
+                                " of " + std::to_string(now.examples) + "; the offset must be within the shard");
       now.state = ShardState::unassigned;
       now.owner = WorkerId();
+      now.resume_at = at;
       return true;
     }));
     if (!ours) continue;
@@ -231,6 +236,7 @@ Expected<int> ShardLedger::rewind(int from_epoch) {
       if (now.state == ShardState::unassigned) return changed = false;
       now.state = ShardState::unassigned;
       now.owner = WorkerId();
+      now.resume_at = 0;
       return true;
     }));
     reset += changed ? 1 : 0;

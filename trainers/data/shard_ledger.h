@@ -14,10 +14,14 @@
 // progress to 0; release keeps the old progress in the record until then, for status output). Why
 // not resume from the reported progress: a worker reports examples it has stepped over, but when
 // it dies mid-step the gradients of its last steps may never have been applied, so resuming could
-// skip examples; restarting repeats at most one shard's worth of them.
+// skip examples; restarting repeats at most one shard's worth of them. An async job knows better:
+// its parameter servers record which examples' gradients they applied (trainers/ps/applied_data.h),
+// so a replacement releases its predecessor's shards with resume offsets from them, and the next
+// claim starts there (ShardRecord::resume_at): nothing skipped, nothing applied twice.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,8 +53,11 @@ class ShardLedger {
 
   // Returns every ASSIGNED shard of `worker`, in any epoch of the job, to UNASSIGNED (owner nil,
   // progress kept until the next claim), and the records as they are now. A worker holding
-  // nothing is not an error (empty list).
-  Expected<std::vector<gcs::ShardRecord>> release_worker(WorkerId worker);
+  // nothing is not an error (empty list). resume_at(record) (if given) says where the next claim
+  // of each starts (its examples before were applied); without, from 0. invalid_argument when it
+  // gives an offset outside [0, examples] (nothing is released after that one).
+  using ResumeAt = std::function<int64_t(const gcs::ShardRecord&)>;
+  Expected<std::vector<gcs::ShardRecord>> release_worker(WorkerId worker, const ResumeAt& resume_at = {});
 
   // Returns every shard of epochs >= `from_epoch` that is ASSIGNED or DONE to UNASSIGNED (owner
   // nil): a restarted sync job rolled its parameters back to a checkpoint taken in `from_epoch`,
@@ -59,7 +66,7 @@ class ShardLedger {
 
   // ---- a worker ----
   // Takes the lowest-numbered UNASSIGNED shard of `epoch` for `worker`: ASSIGNED, owner = worker,
-  // progress 0, claims + 1; returns the record as written. nullopt when no shard is UNASSIGNED
+  // progress = resume_at (0 unless released with an offset), claims + 1; returns the record as written. nullopt when no shard is UNASSIGNED
   // (the epoch is done, or what is left is held by others). not_found when the epoch was not
   // created; timeout when other writers kept winning for options.timeout.
   Expected<std::optional<gcs::ShardRecord>> claim(int epoch, WorkerId worker);

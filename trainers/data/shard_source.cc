@@ -19,7 +19,8 @@ Expected<std::optional<IndexChunk>> ShardSource::next() {
                              : std::string()) +
                         ": the supervisor and this worker planned different data or shard options");
   }
-  return std::optional<IndexChunk>(IndexChunk{r.shard, plan_.shards[static_cast<size_t>(r.shard)]});
+  // A shard released with a resume offset goes on there (the claim set progress to it).
+  return std::optional<IndexChunk>(IndexChunk{r.shard, plan_.shards[static_cast<size_t>(r.shard)], r.progress});
 }
 
 Status ShardProgress::report(const ChunkProgress& p, bool force) {

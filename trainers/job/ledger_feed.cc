@@ -67,7 +67,7 @@ Status LedgerFeed::begin_epoch(int epoch) {
     po.batch_size = options_.batch_size;
     po.threads = lanes > 1 ? 1 : options_.threads;  // lanes: one producer each is plenty
     po.depth = options_.depth;
-    po.partial = data::PartialBatch::drop;
+    po.partial = options_.keep_partial ? data::PartialBatch::keep : data::PartialBatch::drop;
     auto pipeline = data::InputPipeline::start(data_, std::move(source), po);
     if (!pipeline.ok()) return pipeline.status();
     lane.pipeline = std::move(*pipeline);
@@ -131,6 +131,15 @@ Status LedgerFeed::end_epoch() {
     }
   }
   return {};
+}
+
+DataTag LedgerFeed::position() const {
+  DataTag tag;
+  if (lanes_.size() != 1 || !lanes_[0].current) return tag;
+  for (const data::ChunkProgress& p : lanes_[0].current->progress) {
+    if (p.done > p.first) tag.push_back(DataSpan{epoch_, static_cast<int32_t>(p.tag), p.first, p.done - p.first});
+  }
+  return tag;
 }
 
 double LedgerFeed::data_wait_ms() const {

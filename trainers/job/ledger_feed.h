@@ -38,6 +38,10 @@ struct LedgerFeedOptions {
   int threads = 2;                  // input pipeline producers
   int depth = 4;
   int report_every = 8;             // batches between progress reports of a shard
+  // The last batch of the epoch, when fewer rows are left: trained (async: every example of every
+  // shard goes into an update exactly once, which the servers can then show) or dropped (sync,
+  // central: whole global batches only, like `troupe train`).
+  bool keep_partial = false;
 };
 
 // How many of `shards` shards per epoch worker `rank` of `world` trains in an elastic sync job: those
@@ -60,6 +64,9 @@ class LedgerFeed final : public BatchFeed {
   Status trained() override;
   Status end_epoch() override;
   double data_wait_ms() const override;
+  // The shards and offsets of the batch last returned (one lane: an async or central worker's);
+  // empty with several lanes (an elastic sync worker: its data is accounted by steps).
+  DataTag position() const override;
 
  private:
   const Dataset& data_;

@@ -9,7 +9,9 @@
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
+#include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_checkpoint.h"
+#include "trainers/job/ps_takeover.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"
@@ -209,7 +211,15 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
                                            (*server)->address())
                              .with_context(who + ": publishing its address"));
   spdlog::info("{} serving on {}", who, (*server)->address());
-  while (!cancel.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  bool published = spec.strategy != "async";  // the async accounting's record, once every worker finished
+  while (!cancel.load()) {
+    if (!published && (*server)->shard().all_finished()) {
+      Status st = publish_applied(*setup->store, a.job, a.index, a.attempt, (*server)->shard());
+      if (!st.ok()) spdlog::warn("{}: {}", who, st.to_string());
+      published = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   const ps::StalenessStats st = (*server)->shard().staleness().stats();
   spdlog::info("{}: {} updates applied, staleness mean {:.2f} max {}", who, st.count, st.mean, st.max);
   (*server)->stop();
@@ -251,24 +261,23 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
     if (!policy.ok()) return policy.status();
     fo.plan.policy = *policy;
     fo.plan.block = fo.batch_size;
+    fo.keep_partial = true;  // every example applied exactly once (gcs/async_accounting.h)
   }
   const WorkerId me = worker_identity(a.job, a.index);
   if (a.attempt > 0 && spec.strategy == "async") {
-    // A replacement: what the failed worker of this rank held goes back to the ledger.
+    // A replacement: its predecessor's last push completed on every server, and what it held back
+    // to the ledger where the servers' applied data ends (ps_takeover.h).
     data::ShardLedger ledger(*s.store, a.job, data::ShardLedgerOptions{fo.plan.shards});
-    auto released = ledger.release_worker(me);
-    if (!released.ok()) return released.status().with_context("releasing the shards of the failed worker");
-    if (!released->empty()) {
-      const std::string what = "job " + a.job.short_hex() + " worker " + std::to_string(a.index) + ": " +
-                               std::to_string(released->size()) + " shards its failed predecessor held back to the "
-                               "ledger, for any worker to train";
-      spdlog::info("{}", what);
+    auto taken = take_over(**client, spec.train, s.train, fo.plan, ledger, me, a.index, spec.workers);
+    if (!taken.ok()) return taken.status().with_context("taking over from the failed worker");
+    spdlog::info("job {} {}", a.job.short_hex(), taken->summary);
+    if (taken->released > 0 || taken->caught_up > 0) {
       gcs::Event e;
       e.kind = "shards_moved";
       e.subject = a.job.hex();
-      e.message = what;
+      e.message = "job " + a.job.short_hex() + " " + taken->summary;
       Status st = gcs::record_event(*s.store, e);
-      if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", what, st.to_string());
+      if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", e.message, st.to_string());
     }
   }
   LedgerFeed feed(s.train, *s.store, a.job, me, fo);
@@ -311,6 +320,14 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
     if (spec.strategy == "central")  // async: each server's own version, in the manifests
       summary["last_checkpoint_step"] = (report.steps + worker.start_step) / spec.checkpoint_every * spec.checkpoint_every;
     summary["checkpoint_dir"] = checkpoint_dir(spec, a.job);
+  }
+  if (spec.strategy == "async" && spec.train.max_steps == 0) {
+    // Every epoch ran to its end: the supervisor proves the data accounting (gcs/async_accounting.h)
+    // from the servers' records, written as every worker finished.
+    Status st = wait_for_applied(*s.store, a.job, servers, std::chrono::seconds(10));
+    if (!st.ok()) spdlog::warn("job {}: {}", a.job.short_hex(), st.to_string());
+    summary["data_accounting"] = {{"epochs", spec.train.epochs}, {"ledger_shards", fo.plan.shards},
+                                  {"servers", servers}};
   }
   summary["worker_samples_per_second"] = worker_rates(*s.store, a.job, spec.workers);
   // The job's throughput is every worker's together (each trains its own batches).

@@ -124,7 +124,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
       if ((clock + 1) % o.loss_check_every == 0 && !std::isfinite(stats->loss))
         return fail(nonfinite_loss(stats->loss, epoch, tally.steps + 1, steps_per_epoch, clock + 1, o.effective_lr()));
       t0 = Clock::now();
-      Status pushed = client.push(clock, grads.data(), *versions);
+      Status pushed = client.push(clock, grads.data(), *versions, feed.position());
       if (!pushed.ok()) return fail(pushed.with_context("worker " + std::to_string(w.rank) + at_step));
       measured.push_ms += ms_since(t0);
       TROUPE_RETURN_IF_ERROR(fail(feed.trained()));

@@ -1,12 +1,16 @@
 // The in-process PsClient: the shards' own calls, one after another.
 #include "trainers/ps/ps_client.h"
 
+#include <algorithm>
+
 namespace troupe::ps {
 namespace {
 
 class LocalPsClient final : public PsClient {
  public:
-  LocalPsClient(std::vector<ParameterShard*> shards, int rank) : shards_(std::move(shards)), rank_(rank) {}
+  LocalPsClient(std::vector<ParameterShard*> shards, int rank) : shards_(std::move(shards)), rank_(rank) {
+    for (ParameterShard* s : shards_) positions_.push_back(s->position(rank_));
+  }
 
   size_t parameters() const override { return shards_.back()->range().end; }
   int shards() const override { return static_cast<int>(shards_.size()); }
@@ -32,13 +36,30 @@ class LocalPsClient final : public PsClient {
     return v;
   }
 
-  Status push(int64_t clock, const float* grads, const Versions& pulled) override {
+  Status push(int64_t clock, const float* grads, const Versions& pulled, const DataTag& tag) override {
+    std::vector<int> all(shards_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    return push_to(all, clock, grads, pulled, tag);
+  }
+
+  Status push_to(const std::vector<int>& which, int64_t clock, const float* grads, const Versions& pulled,
+                 const DataTag& tag) override {
     if (pulled.size() != shards_.size()) return invalid_argument("push: one version per shard expected");
-    for (size_t i = 0; i < shards_.size(); ++i) {
-      auto got = shards_[i]->push(rank_, clock, grads + shards_[i]->range().begin, pulled[i]);
+    for (int i : which) {
+      if (i < 0 || i >= shards()) return invalid_argument("push to shard " + std::to_string(i) + " of " +
+                                                          std::to_string(shards()));
+      ParameterShard* s = shards_[static_cast<size_t>(i)];
+      auto got = s->push(rank_, clock, grads + s->range().begin, pulled[static_cast<size_t>(i)], tag);
       if (!got.ok()) return got.status();
     }
     return {};
+  }
+
+  std::vector<WorkerPosition> positions() const override { return positions_; }
+  int64_t start_clock() const override {  // a replacement's: where its predecessor got to
+    int64_t top = 0;
+    for (const WorkerPosition& p : positions_) top = std::max(top, p.clock);
+    return top;
   }
 
   Status finish() override {
@@ -55,6 +76,7 @@ class LocalPsClient final : public PsClient {
  private:
   std::vector<ParameterShard*> shards_;
   int rank_;
+  std::vector<WorkerPosition> positions_;  // when created
 };
 
 }  // namespace

@@ -67,7 +67,8 @@ ParameterShard::ParameterShard(int index, ShardRange range, std::vector<float> i
       optimizer_(std::move(optimizer)),
       clocks_(static_cast<size_t>(o.workers), 0),
       states_(static_cast<size_t>(o.workers), WorkerState::live),
-      sum_(o.mode == PsMode::central ? range.size() : 0) {}
+      sum_(o.mode == PsMode::central ? range.size() : 0),
+      applied_(o.workers) {}
 
 std::string ParameterShard::describe() const {
   std::string mode = mode_name(options_.mode);
@@ -198,6 +199,7 @@ Status ParameterShard::restore(const checkpoint::TrainingState& state) {
   std::copy(state.params.begin() + static_cast<std::ptrdiff_t>(range_.begin),
             state.params.begin() + static_cast<std::ptrdiff_t>(range_.end), params_.begin());
   version_ = state.step;
+  restored_step_ = state.step;
   if (options_.mode == PsMode::central) {
     std::fill(clocks_.begin(), clocks_.end(), state.step);
   } else {  // the workers went on meanwhile: each says its clock when it connects again
@@ -243,7 +245,8 @@ void ParameterShard::checkpoint_if_due() {
   }
 }
 
-Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* grads, int64_t version_pulled) {
+Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* grads, int64_t version_pulled,
+                                       const DataTag& tag) {
   std::lock_guard<std::mutex> lock(mu_);
   TROUPE_RETURN_IF_ERROR(check_worker(worker, "a push"));
   int64_t& mine = clocks_[static_cast<size_t>(worker)];
@@ -258,6 +261,9 @@ Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* g
                             ": central mode takes every worker's pushes clock by clock");
   staleness_.add(version_ - version_pulled);
   mine = clock + 1;
+  // Central mode applies it within the clock's average; either way its rows count once here.
+  const std::string problem = applied_.record(worker, tag);
+  if (!problem.empty()) spdlog::warn("{}: {}'s data: {}", describe(), who, problem);
   if (options_.mode == PsMode::async) {
     apply(grads);
     checkpoint_if_due();
@@ -324,6 +330,27 @@ int64_t ParameterShard::version() const {
 StalenessHistogram ParameterShard::staleness() const {
   std::lock_guard<std::mutex> lock(mu_);
   return staleness_;
+}
+
+WorkerPosition ParameterShard::position(int worker) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker < 0 || worker >= options_.workers) return {};
+  return WorkerPosition{clocks_[static_cast<size_t>(worker)], applied_.last(worker)};
+}
+
+std::vector<AppliedShard> ParameterShard::applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return applied_.shards();
+}
+
+int64_t ParameterShard::restored_step() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return restored_step_;
+}
+
+bool ParameterShard::all_finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::all_of(states_.begin(), states_.end(), [](WorkerState s) { return s == WorkerState::finished; });
 }
 
 std::vector<float> ParameterShard::parameters() const {

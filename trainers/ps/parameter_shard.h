@@ -56,6 +56,7 @@
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/optimizer.h"
+#include "trainers/ps/applied_data.h"
 #include "trainers/ps/ps_partition.h"
 #include "trainers/ps/staleness.h"
 #include "trainers/train_options.h"
@@ -112,9 +113,11 @@ class ParameterShard {
   // last update): what a job reports as its result.
   Expected<int64_t> pull_final(float* out);
   // Worker `worker`'s gradient for clock `clock` (range.size() floats), computed from the
-  // parameters of `version_pulled`. Returns the shard's version after it. Errors:
-  // invalid_argument for a clock pushed twice, a version from the future, or a departed worker.
-  Expected<int64_t> push(int worker, int64_t clock, const float* grads, int64_t version_pulled);
+  // parameters of `version_pulled` on the batch `tag` says (recorded: applied_data.h). Returns the
+  // shard's version after it. Errors: invalid_argument for a clock pushed twice, a version from the
+  // future, or a departed worker.
+  Expected<int64_t> push(int worker, int64_t clock, const float* grads, int64_t version_pulled,
+                         const DataTag& tag = {});
 
   // Before any worker pulled: checkpoints as ShardCheckpointing says. invalid_argument for
   // every < 1 or an empty dir.
@@ -141,6 +144,11 @@ class ParameterShard {
   const ShardOptions& options() const { return options_; }
   int64_t version() const;
   StalenessHistogram staleness() const;
+  // Worker `worker`'s clock and the tag of its last applied push (a default one for a bad rank).
+  WorkerPosition position(int worker) const;
+  std::vector<AppliedShard> applied() const;       // applied_data.h, since this shard started
+  int64_t restored_step() const;                   // the checkpoint's step restore() took; -1: none
+  bool all_finished() const;                       // every worker said finish
   std::vector<float> parameters() const;
   std::string describe() const;                    // "shard 1 (async, S=4) floats [117573, 235146)"
 
@@ -169,6 +177,8 @@ class ParameterShard {
   std::vector<float> sum_;            // central: the gathered gradients of clock version_
   int contributions_ = 0;             // central: pushes in sum_
   StalenessHistogram staleness_;
+  AppliedData applied_;
+  int64_t restored_step_ = -1;
   std::string shut_down_;             // non-empty once shut down: why
   ShardCheckpointing checkpointing_;  // every == 0: none
 };

@@ -33,15 +33,21 @@ struct Connection {
 struct Welcome {
   int64_t clock = 0;
   int64_t version = 0;
+  DataTag last;  // this rank's last applied push
 };
 
 Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome);
 
 class TcpPsClient final : public PsClient {
  public:
-  TcpPsClient(std::vector<Connection> shards, size_t total, PsMode mode, const PsClientOptions& o, int64_t start_clock)
-      : shards_(std::move(shards)), total_(total), mode_(mode), options_(o), start_clock_(start_clock),
-        clock_(start_clock) {}
+  TcpPsClient(std::vector<Connection> shards, size_t total, PsMode mode, const PsClientOptions& o,
+              std::vector<WorkerPosition> positions)
+      : shards_(std::move(shards)), total_(total), mode_(mode), options_(o), positions_(std::move(positions)) {
+    for (const WorkerPosition& p : positions_) start_clock_ = std::max(start_clock_, p.clock);
+    clock_ = start_clock_;
+  }
+
+  std::vector<WorkerPosition> positions() const override { return positions_; }
 
   int64_t start_clock() const override { return start_clock_; }
   size_t parameters() const override { return total_; }
@@ -54,28 +60,47 @@ class TcpPsClient final : public PsClient {
   }
   Expected<Versions> pull_final(float* params) override { return fetch(Op::pull_final, 0, params); }
 
-  Status push(int64_t clock, const float* grads, const Versions& pulled) override {
+  Status push(int64_t clock, const float* grads, const Versions& pulled, const DataTag& tag) override {
+    std::vector<int> every(shards_.size());
+    for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int>(i);
+    return push_to(every, clock, grads, pulled, tag);
+  }
+
+  Status push_to(const std::vector<int>& which, int64_t clock, const float* grads, const Versions& pulled,
+                 const DataTag& tag) override {
     if (pulled.size() != shards_.size())
       return invalid_argument("push of clock " + std::to_string(clock) + ": " + std::to_string(pulled.size()) +
                               " versions for " + std::to_string(shards_.size()) + " shards");
+    if (tag.size() > static_cast<size_t>(wire::kMaxSpans))
+      return invalid_argument("push of clock " + std::to_string(clock) + ": a batch from " +
+                              std::to_string(tag.size()) + " shards; the protocol carries " +
+                              std::to_string(wire::kMaxSpans) + " at most (use fewer, larger ledger shards)");
+    std::vector<size_t> todo;
+    for (int i : which) {
+      if (i < 0 || i >= shards())
+        return invalid_argument("push to shard " + std::to_string(i) + " of " + std::to_string(shards()));
+      todo.push_back(static_cast<size_t>(i));
+    }
     clock_ = clock;
     const std::string what = "push of clock " + std::to_string(clock);
-    Status st = exchange(what, [&](size_t i, Header* h) {
+    const uint64_t tag_bytes = tag.size() * sizeof(DataSpan);
+    Status st = exchange(what, todo, [&](size_t i, Header* h) {
       h->op = Op::push;
       h->clock = clock;
       // A restored shard may be older than the one this gradient's parameters came from.
       h->version = std::min(pulled[i], shards_[i].version);
-      h->payload = shards_[i].range.size() * sizeof(float);
-      return grads + shards_[i].range.begin;
+      h->spans = static_cast<int32_t>(tag.size());
+      h->payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
+      return wire::Frame{grads + shards_[i].range.begin, tag.data(), tag_bytes};
     }, Op::pushed, nullptr, nullptr);
     if (st.ok()) clock_ = clock + 1;
     return st;
   }
 
   Status finish() override {
-    Status st = exchange("finish", [](size_t, Header* h) -> const void* {
+    Status st = exchange("finish", all(), [](size_t, Header* h) {
       h->op = Op::finish;
-      return nullptr;
+      return wire::Frame{};
     }, Op::finished, nullptr, nullptr);
     finished_ = finished_ || st.ok();
     return st;
@@ -83,25 +108,31 @@ class TcpPsClient final : public PsClient {
 
   Expected<StalenessHistogram> staleness() override {
     StalenessHistogram merged;
-    Status st = exchange("reading staleness statistics", [](size_t, Header* h) -> const void* {
+    Status st = exchange("reading staleness statistics", all(), [](size_t, Header* h) {
       h->op = Op::stats;
-      return nullptr;
+      return wire::Frame{};
     }, Op::stats_reply, nullptr, &merged);
     if (!st.ok()) return st;
     return merged;
   }
 
  private:
-  using Fill = std::function<const void*(size_t shard, Header* h)>;
+  using Fill = std::function<wire::Frame(size_t shard, Header* h)>;
+
+  std::vector<size_t> all() const {
+    std::vector<size_t> todo(shards_.size());
+    for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
+    return todo;
+  }
   using Body = std::function<Status(size_t, const Header&)>;
 
   Expected<Versions> fetch(Op op, int64_t clock, float* params) {
     Versions versions(shards_.size());
     const std::string what = op == Op::pull ? "pull for clock " + std::to_string(clock) : "final pull";
-    Status st = exchange(what, [&](size_t, Header* h) -> const void* {
+    Status st = exchange(what, all(), [&](size_t, Header* h) {
       h->op = op;
       h->clock = clock;
-      return nullptr;
+      return wire::Frame{};
     }, Op::params, [&](size_t i, const Header& h) -> Status {
       versions[i] = h.version;
       return wire::read_exact(shards_[i].socket.fd(), params + shards_[i].range.begin,
@@ -119,10 +150,9 @@ class TcpPsClient final : public PsClient {
   // then reads every reply of op `expect`; `body` reads a reply's payload, stats replies go into
   // *stats. A shard whose connection failed is reconnected and asked again (or, without
   // reconnection, the client is broken). Returns the first error reply, after every shard answered.
-  Status exchange(const std::string& what, const Fill& fill, Op expect, const Body& body, StalenessHistogram* stats) {
+  Status exchange(const std::string& what, std::vector<size_t> todo, const Fill& fill, Op expect, const Body& body,
+                  StalenessHistogram* stats) {
     if (!broken_.ok()) return broken_;
-    std::vector<size_t> todo(shards_.size());
-    for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
     Status first;
     while (!todo.empty()) {
       deadline_ = Clock::now() + options_.timeout;
@@ -131,8 +161,8 @@ class TcpPsClient final : public PsClient {
       for (size_t i : todo) {
         Header h;
         h.worker = options_.rank;
-        const void* payload = fill(i, &h);
-        Status st = wire::write_frame(shards_[i].socket.fd(), h, payload, deadline_);
+        const wire::Frame payload = fill(i, &h);
+        Status st = wire::write_frame(shards_[i].socket.fd(), h, payload.data, deadline_, payload.tail, payload.tail_bytes);
         if (st.ok()) sent.push_back(i);
         else lost.emplace_back(i, st.with_context(what + ": sending to " + where(i)));
       }
@@ -262,7 +292,8 @@ class TcpPsClient final : public PsClient {
   size_t total_;
   PsMode mode_;
   PsClientOptions options_;
-  int64_t start_clock_ = 0;
+  std::vector<WorkerPosition> positions_;  // per shard, when connected
+  int64_t start_clock_ = 0;  // the highest of their clocks
   int64_t clock_ = 0;        // this worker's clock, said again when reconnecting
   bool finished_ = false;
   Clock::time_point deadline_;
@@ -290,10 +321,13 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t 
     return wire::error_status(h, "refused this worker: " + text);
   }
   wire::ShardInfo info;
-  if (h.op != Op::welcome || h.payload != sizeof info)
+  const bool spans_ok = h.spans >= 0 && h.spans <= wire::kMaxSpans;
+  if (h.op != Op::welcome || !spans_ok ||
+      h.payload != sizeof info + static_cast<uint64_t>(h.spans) * sizeof(DataSpan))
     return corrupt_data(std::string("answered hello with ") + wire::op_name(h.op) + " of " +
-                        std::to_string(h.payload) + " bytes");
+                        std::to_string(h.payload) + " bytes and " + std::to_string(h.spans) + " data spans");
   TROUPE_RETURN_IF_ERROR(wire::read_exact(fd, &info, sizeof info, deadline).with_context("reading the welcome"));
+  TROUPE_RETURN_IF_ERROR(wire::read_spans(fd, h.spans, &welcome->last, deadline).with_context("reading the welcome"));
   welcome->clock = h.clock;
   welcome->version = h.version;
   return info;
@@ -307,13 +341,13 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
   std::vector<Connection> shards(addresses.size());
   size_t total = 0;
   PsMode mode = PsMode::async;
-  int64_t start_clock = 0;
+  std::vector<WorkerPosition> positions(addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) {
     shards[i].address = addresses[i];
     const std::string where = self + " connecting to shard " + std::to_string(i) + " at " + addresses[i];
     Welcome welcome;
     auto info = join(&shards[i], o, 0, &welcome);
-    start_clock = std::max(start_clock, welcome.clock);
+    positions[i] = WorkerPosition{welcome.clock, welcome.last};
     shards[i].version = welcome.version;
     if (!info.ok()) return info.status().with_context(where);
     const size_t expected_begin = i == 0 ? 0 : shards[i - 1].range.end;
@@ -330,7 +364,7 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
   if (shards.back().range.end != total)
     return invalid_argument(self + ": the shards hold floats [0, " + std::to_string(shards.back().range.end) +
                             ") of " + std::to_string(total) + "; a shard's address is missing");
-  return std::unique_ptr<PsClient>(new TcpPsClient(std::move(shards), total, mode, o, start_clock));
+  return std::unique_ptr<PsClient>(new TcpPsClient(std::move(shards), total, mode, o, std::move(positions)));
 }
 
 }  // namespace troupe::ps

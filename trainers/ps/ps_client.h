@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "trainers/ps/applied_data.h"
 #include "trainers/ps/parameter_shard.h"
 #include "trainers/ps/staleness.h"
 
@@ -43,8 +44,16 @@ class PsClient {
   virtual Expected<Versions> pull(int64_t clock, float* params) = 0;
   // The parameters once every worker finished (see ParameterShard::pull_final).
   virtual Expected<Versions> pull_final(float* params) = 0;
-  // grads[0, parameters()) for `clock`, computed from the parameters of `pulled`.
-  virtual Status push(int64_t clock, const float* grads, const Versions& pulled) = 0;
+  // grads[0, parameters()) for `clock`, computed from the parameters of `pulled` on the batch
+  // `tag` says (each shard records it: applied_data.h).
+  virtual Status push(int64_t clock, const float* grads, const Versions& pulled, const DataTag& tag = {}) = 0;
+  // The same, to the shards listed only: a replacement worker pushing again the last push of its
+  // predecessor to the shards it never reached (trainers/job/ps_catch_up.h).
+  virtual Status push_to(const std::vector<int>& shards, int64_t clock, const float* grads, const Versions& pulled,
+                         const DataTag& tag) = 0;
+  // Per shard, this rank's clock and last applied push's tag when this client connected: where a
+  // replacement's predecessor stopped on each shard.
+  virtual std::vector<WorkerPosition> positions() const = 0;
   // This worker trained its last step: the shards stop waiting for it.
   virtual Status finish() = 0;
   // The staleness of every update the shards applied so far, merged over shards.

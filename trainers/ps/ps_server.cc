@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -123,13 +124,17 @@ int PsServer::admit(int fd) {
   info.shards = shard_->options().shards;
   info.workers = shard_->options().workers;
   info.mode = static_cast<int32_t>(shard_->options().mode);
+  // Where this rank's last applied push ended: a replacement resumes its predecessor's data there.
+  const DataTag last = shard_->position(worker).last;
   Header w;
   w.op = Op::welcome;
   w.worker = worker;
   w.clock = clock;  // where this rank's clock goes on (a replacement's: its predecessor's)
   w.version = shard_->version();  // a restored shard's may be below what the worker pulled before
-  w.payload = sizeof info;
-  if (!wire::write_frame(fd, w, &info, deadline).ok()) {
+  w.spans = static_cast<int32_t>(std::min<size_t>(last.size(), wire::kMaxSpans));
+  const uint64_t tail = static_cast<uint64_t>(w.spans) * sizeof(DataSpan);
+  w.payload = sizeof info + tail;
+  if (!wire::write_frame(fd, w, &info, deadline, last.data(), tail).ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     connected_[static_cast<size_t>(worker)] = false;
     return -1;
@@ -174,7 +179,9 @@ void PsServer::serve(int fd) {
 Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>* buffer, bool* finished) {
   const auto io_deadline = [this] { return Clock::now() + options_.io_timeout; };
   const size_t range_bytes = buffer->size() * sizeof(float);
-  const bool sized = h.op == Op::push ? h.payload == range_bytes : h.payload == 0;
+  const uint64_t span_bytes = static_cast<uint64_t>(h.spans) * sizeof(DataSpan);
+  const bool sized = h.op == Op::push ? h.spans >= 0 && h.spans <= wire::kMaxSpans && h.payload == range_bytes + span_bytes
+                                      : h.payload == 0;
   const bool known = h.op == Op::pull || h.op == Op::pull_final || h.op == Op::push || h.op == Op::finish ||
                      h.op == Op::stats;
   if (!known || !sized || h.worker != worker)
@@ -203,7 +210,10 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
     case Op::push: {
       TROUPE_RETURN_IF_ERROR(wire::read_exact(fd, buffer->data(), range_bytes, io_deadline())
                                  .with_context("reading a push of clock " + std::to_string(h.clock)));
-      auto v = shard_->push(worker, h.clock, buffer->data(), h.version);
+      DataTag tag;
+      TROUPE_RETURN_IF_ERROR(wire::read_spans(fd, h.spans, &tag, io_deadline())
+                                 .with_context("reading the data tag of a push of clock " + std::to_string(h.clock)));
+      auto v = shard_->push(worker, h.clock, buffer->data(), h.version, tag);
       st = v.status();
       reply.op = Op::pushed;
       reply.clock = h.clock;

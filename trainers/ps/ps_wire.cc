@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -123,10 +124,16 @@ Expected<Socket> dial(const std::string& address, Clock::time_point deadline) {
   }
 }
 
-Status write_frame(int fd, const Header& h, const void* payload, Clock::time_point deadline) {
-  iovec iov[2] = {{const_cast<Header*>(&h), sizeof h}, {const_cast<void*>(payload), payload ? h.payload : 0}};
+Status write_frame(int fd, const Header& h, const void* payload, Clock::time_point deadline, const void* tail,
+                   uint64_t tail_bytes) {
+  if (!tail) tail_bytes = 0;
+  const uint64_t head_bytes = payload ? h.payload - tail_bytes : 0;
+  iovec iov[3];
+  int count = 0;
+  iov[count++] = {const_cast<Header*>(&h), sizeof h};
+  if (head_bytes) iov[count++] = {const_cast<void*>(payload), head_bytes};
+  if (tail_bytes) iov[count++] = {const_cast<void*>(tail), tail_bytes};
   int first = 0;
-  const int count = payload && h.payload ? 2 : 1;
   while (first < count) {
     msghdr m{};
     m.msg_iov = iov + first;
@@ -190,6 +197,11 @@ Status read_header(int fd, Header* h, Clock::time_point deadline, size_t* got) {
     return corrupt_data(std::string(text) + ": not a troupe parameter-server peer, or the stream is out of step");
   }
   return {};
+}
+
+Status read_spans(int fd, int32_t n, DataTag* tag, Clock::time_point deadline) {
+  tag->assign(static_cast<size_t>(std::max(n, 0)), DataSpan{});
+  return read_exact(fd, tag->data(), tag->size() * sizeof(DataSpan), deadline);
 }
 
 Header error_header(const Status& st) {

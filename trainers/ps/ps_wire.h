@@ -5,17 +5,21 @@
 // process of a job runs on the same, little-endian, kind of host).
 //
 //   client -> server                          server -> client
-//   hello   worker=rank, clock, payload=job   welcome  clock, version, payload=ShardInfo  (or error, then close)
+//   hello   worker=rank, clock, payload=job   welcome  clock, version, spans, payload=ShardInfo
+//                                                      + spans DataSpans (or error, then close)
 //   pull    worker, clock                     params   version, payload=range floats
 //   pull_final                                params   (once every worker finished)
 //   push    worker, clock, version pulled,    pushed   version after the push
-//           payload=range floats
+//           spans, payload=range floats + spans DataSpans (the batch's tag)
 //   finish  worker                            finished
 //   stats                                     stats_reply payload=StatsPayload + int64 buckets
 //   (any request that fails)                  error    code=troupe::Code, payload=message text
 //
 // A hello's clock is the worker's own (0 when new; its clock when it reconnects to a restored
-// shard); the welcome's is where the shard has the worker go on, its version the shard's.
+// shard); the welcome's is where the shard has the worker go on, its version the shard's, its spans
+// the tag of the rank's last applied push (a replacement resumes its predecessor's data there:
+// trainers/ps/applied_data.h).
+// Version 2 ("tps2") added the spans; a peer of another version fails on the magic, by name.
 // An error reply keeps the connection in step and open. A frame that cannot be understood (bad
 // magic, unknown op, a payload of the wrong size) closes the connection, logged on the server and
 // reported by the client naming the shard. Every read and write has a deadline (poll).
@@ -26,14 +30,16 @@
 #include <string>
 
 #include "core/status.h"
+#include "trainers/batch_feed.h"
 
 namespace troupe::ps::wire {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kMagic = 0x31737074;     // "tps1"
+constexpr uint32_t kMagic = 0x32737074;     // "tps2": bumped with every change of the protocol
 constexpr uint64_t kMaxJobId = 1024;       // bytes of a hello's job id
 constexpr uint64_t kMaxErrorText = 65536;  // bytes of an error's text
+constexpr int32_t kMaxSpans = 4096;        // DataSpans of one push or welcome
 
 enum class Op : uint8_t {
   hello = 1, welcome, pull, pull_final, params, push, pushed, finish, finished, stats, stats_reply, error,
@@ -46,7 +52,7 @@ struct Header {
   uint8_t code = 0;       // error: the troupe::Code
   uint16_t reserved = 0;
   int32_t worker = -1;
-  int32_t reserved2 = 0;
+  int32_t spans = 0;      // push, welcome: DataSpans at the end of the payload
   int64_t clock = 0;
   int64_t version = 0;
   uint64_t payload = 0;   // bytes that follow
@@ -65,6 +71,13 @@ struct StatsPayload {
   int64_t max = 0;
   double sum = 0;
   uint64_t buckets = 0;  // int64 counts that follow
+};
+
+// A frame's payload as write_frame takes it: `data`, then `tail_bytes` of `tail`.
+struct Frame {
+  const void* data = nullptr;
+  const void* tail = nullptr;
+  uint64_t tail_bytes = 0;
 };
 
 // An owned socket descriptor (closed on destruction).
@@ -91,13 +104,18 @@ Expected<Socket> dial(const std::string& address, Clock::time_point deadline);
 // Makes an accepted socket nonblocking with TCP_NODELAY.
 void tune(int fd);
 
-// Writes the header and `payload` bytes by the deadline. Errors: unavailable (peer closed or
+// Writes the header and h.payload bytes: h.payload - tail_bytes from `payload`, then tail_bytes
+// from `tail` (a push's floats and its tag, without copying them together), by the deadline. Errors: unavailable (peer closed or
 // reset), timeout, io_error; the message says what failed, never where (callers add it).
-Status write_frame(int fd, const Header& h, const void* payload, Clock::time_point deadline);
+Status write_frame(int fd, const Header& h, const void* payload, Clock::time_point deadline,
+                   const void* tail = nullptr, uint64_t tail_bytes = 0);
 // Reads exactly n bytes by the deadline; *got (if given) receives the bytes read before a failure.
 Status read_exact(int fd, void* p, size_t n, Clock::time_point deadline, size_t* got = nullptr);
 // Reads a header and checks its magic (corrupt_data for a bad one). *got as for read_exact.
 Status read_header(int fd, Header* h, Clock::time_point deadline, size_t* got = nullptr);
+
+// Reads n DataSpans (n checked against kMaxSpans by the caller) into *tag.
+Status read_spans(int fd, int32_t n, DataTag* tag, Clock::time_point deadline);
 
 // An error frame's header for `st`, its text the payload.
 Header error_header(const Status& st);

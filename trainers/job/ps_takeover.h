@@ -1,0 +1,46 @@
+// How a replacement async worker takes over from its failed predecessor of the same rank, so that
+// every example's gradient is applied exactly once on every parameter server (applied_data.h):
+//
+//   1. Every server said, in its welcome, the rank's clock and the data tag of its last applied
+//      push (PsClient::positions()).
+//   2. A server one clock behind the others lacks the predecessor's last push: it died between
+//      sending it to some servers and the rest. The replacement recomputes that batch's gradient
+//      (the tag names its examples in the epoch's plan) from freshly pulled parameters and pushes
+//      it, at that clock, to those servers only. Every server then applied every push once.
+//   3. The shards the predecessor held go back to the ledger at the offset where the applied data
+//      ends: a shard in the last push's tag at that push's end; any other it held at where its
+//      claim started (a worker trains its shards in order, completing each before it pushes a batch
+//      of the next, so it applied nothing of those). The next claim of each starts there.
+//
+// A server more than one clock behind was restored from a checkpoint meanwhile (its record lost
+// the updates since): it is left as it is, logged; the job's accounting reports what it cannot
+// prove for it (gcs/async_accounting.h).
+#pragma once
+
+#include <string>
+
+#include "core/ids.h"
+#include "core/status.h"
+#include "trainers/data/shard_ledger.h"
+#include "trainers/data/shard_plan.h"
+#include "trainers/fashion_mnist.h"
+#include "trainers/ps/ps_client.h"
+#include "trainers/train_options.h"
+
+namespace troupe::job {
+
+struct TakeOver {
+  int released = 0;           // shards given back to the ledger
+  int resumed_mid_shard = 0;  // of them, at an offset > 0
+  int caught_up = 0;          // servers the last push was pushed to again
+  std::string summary;        // one line for the log and the shards_moved event
+};
+
+// Steps 2 and 3 above for worker `rank` of `workers`, ledger identity `me`, training `train` with
+// `options` on epochs planned by `plan`. Errors: internal (the servers at the highest clock
+// disagree on the last push), the client's, trainer's and ledger's errors.
+Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, const Dataset& train,
+                             const data::ShardPlanOptions& plan, data::ShardLedger& ledger, WorkerId me, int rank,
+                             int workers);
+
+}  // namespace troupe::job

@@ -1,0 +1,56 @@
+// What data a parameter shard's updates were computed from: the exactly-once record of an async
+// job (gcs/async_accounting.h proves it from what every server publishes at the end).
+//
+// Every push carries the DataTag of the batch its gradient came from (trainers/batch_feed.h). The
+// shard keeps, under its lock:
+//   - per worker rank, the tag of its last applied push: a replacement of a failed worker asks for
+//     it (ps_client.h positions()) to resume the shards its predecessor held exactly where the
+//     applied data ends, and to find a push its predecessor got to some shards only;
+//   - per (epoch, ledger shard), the examples applied so far and the next offset expected. A span
+//     must start exactly there: one that starts earlier repeats examples (counted as duplicates,
+//     e.g. a shard trained again from 0 after a failure), one that starts later skips some (a gap).
+// A shard restored from a checkpoint starts this record empty (it is not in the checkpoint): its
+// server says so, and the accounting reports it cannot prove that shard's data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainers/batch_feed.h"
+
+namespace troupe::ps {
+
+// One (epoch, ledger shard) as one parameter shard saw it.
+struct AppliedShard {
+  int epoch = 0;
+  int shard = 0;
+  int64_t applied = 0;     // examples whose gradients were applied (duplicates included)
+  int64_t next = 0;        // the offset the next span must start at
+  int64_t duplicates = 0;  // examples applied again
+  int64_t gaps = 0;        // examples skipped over
+};
+
+// Where a worker rank stands on one shard: its clock (pushes applied) and its last push's tag.
+struct WorkerPosition {
+  int64_t clock = 0;
+  DataTag last;
+};
+
+class AppliedData {
+ public:
+  explicit AppliedData(int workers) : last_(static_cast<size_t>(workers)) {}
+  // Worker `worker`'s push tagged `tag` was applied. Returns "" or what was wrong with it (a
+  // duplicate or a gap, for the log; it is counted either way). An empty tag records nothing.
+  std::string record(int worker, const DataTag& tag);
+  const DataTag& last(int worker) const { return last_[static_cast<size_t>(worker)]; }
+  std::vector<AppliedShard> shards() const;  // ordered by epoch, then shard
+
+ private:
+  std::vector<DataTag> last_;
+  std::map<std::pair<int, int>, AppliedShard> shards_;
+};
+
+}  // namespace troupe::ps
