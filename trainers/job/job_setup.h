@@ -1,5 +1,6 @@
 // What every actor of a job does first: connect to the GCS, read the job's spec from its record,
-// fetch and load its trainer library (if any), and load the dataset from this node's disk.
+// fetch and load its trainer library (if any), and load the dataset from this node's disk (once per
+// node process).
 #pragma once
 
 #include <memory>
@@ -15,7 +16,11 @@ namespace troupe::job {
 struct JobSetup {
   std::unique_ptr<gcs::RedisStore> store;
   JobSpec spec;
-  Dataset train, test;
+  // The node process's decoded splits (trainers/dataset_cache.h), shared with its other job actors
+  // and never copied.
+  std::shared_ptr<const Dataset> train_set, test_set;
+  const Dataset& train() const { return *train_set; }
+  const Dataset& test() const { return *test_set; }
 };
 
 // Errors name what failed: the GCS, the job's record or spec, the library (not found, another

@@ -40,7 +40,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
-  const int64_t steps_per_epoch = s.train.count / spec.train.batch_size;
+  const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
   // Where to start (the newest checkpoint after a restart) and, after one, undo the failed attempt.
   auto start = agree_start_point(*s.store, spec, a.job, **comm, timeout);
   if (!start.ok()) return start.status();
@@ -50,7 +50,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
 
   const LedgerFeedOptions fo = sync_feed_options(spec.train.seed, spec.train.batch_size, shards, a.index, world);
-  LedgerFeed feed(s.train, *s.store, a.job, WorkerId::random(), fo);
+  LedgerFeed feed(s.train(), *s.store, a.job, WorkerId::random(), fo);
 
   Replica replica;
   replica.comm = comm->get();
@@ -92,7 +92,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   StepRecorder step_recorder;  // the step timeline (issue 7): recorded by train_replica, published to the GCS
   StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
   replica.steps = &step_recorder;
-  auto result = train_replica(spec.train, s.train, s.test, replica, progress);
+  auto result = train_replica(spec.train, s.train(), s.test(), replica, progress);
   timeline.stop(result.ok());
   if (!result.ok()) {
     if (result.status().code() != Code::unavailable || !cancel.load()) {

@@ -101,7 +101,7 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   comms.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comms.cancel = &cancel;
   const bool reporter = replica == 0 && stage == stages - 1;
-  const int64_t steps_per_epoch = s.train.count / spec.train.batch_size;
+  const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
 
   // Where to start: the job's newest intact checkpoint after a restart, each stage its own part.
   auto choice = agree_start(*s.store, spec, a, stage, pipe.get(), peers.get(), comms.timeout);
@@ -147,7 +147,7 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
       note_resumed(*s.store, a.job, a.attempt, source, first_step);
     };
   }
-  auto result = pipeline::train_stage(spec.train, po, s.train, s.test, comms, progress, ckpt);
+  auto result = pipeline::train_stage(spec.train, po, s.train(), s.test(), comms, progress, ckpt);
   if (!result.ok()) return result.status().with_context("stage " + std::to_string(stage) + " of replica " +
                                                         std::to_string(replica));
   const pipeline::StageReport& r = result->report;

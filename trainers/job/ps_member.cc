@@ -173,8 +173,8 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   auto setup = prepare(env, a.job);
   if (!setup.ok()) return setup.status().with_context(who);
   const JobSpec& spec = setup->spec;
-  auto shard = ps::make_job_shard(spec.train, DataSpec{setup->train.features(), setup->train.classes},
-                                  job_shape(spec, setup->train.count), a.index);
+  auto shard = ps::make_job_shard(spec.train, DataSpec{setup->train().features(), setup->train().classes},
+                                  job_shape(spec, setup->train().count), a.index);
   if (!shard.ok()) return shard.status().with_context(who);
   // Where the shard starts. Central: the job's own newest intact checkpoint after a restart, else
   // the resumed job's, else none; the one server decides alone, and after a restart it rewinds the
@@ -186,7 +186,7 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   if (spec.strategy == "async" && a.attempt > 0) start = async_server_start(*setup->store, spec, a, who);
   if (!start.ok()) return start.status().with_context(who);
   if (spec.strategy == "central" && a.attempt > 0) {
-    TROUPE_RETURN_IF_ERROR(rewind_to(*setup->store, a.job, spec.workers, setup->train.count / spec.train.batch_size,
+    TROUPE_RETURN_IF_ERROR(rewind_to(*setup->store, a.job, spec.workers, setup->train().count / spec.train.batch_size,
                                      *start).with_context(who));
   }
   if (start->state) {
@@ -200,7 +200,7 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   }
   if (spec.checkpoint_every > 0) {
     TROUPE_RETURN_IF_ERROR((*shard)->enable_checkpoints(server_checkpointing(*setup->store, spec, a.job, a.index,
-                                                                             setup->train.count)).with_context(who));
+                                                                             setup->train().count)).with_context(who));
   }
   ps::PsServerOptions so;
   so.job = a.job.hex();
@@ -268,7 +268,7 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
     // A replacement: its predecessor's last push completed on every server, and what it held back
     // to the ledger where the servers' applied data ends (ps_takeover.h).
     data::ShardLedger ledger(*s.store, a.job, data::ShardLedgerOptions{fo.plan.shards});
-    auto taken = take_over(**client, spec.train, s.train, fo.plan, ledger, me, a.index, spec.workers);
+    auto taken = take_over(**client, spec.train, s.train(), fo.plan, ledger, me, a.index, spec.workers);
     if (!taken.ok()) return taken.status().with_context("taking over from the failed worker");
     spdlog::info("job {} {}", a.job.short_hex(), taken->summary);
     if (taken->released > 0 || taken->caught_up > 0) {
@@ -280,7 +280,7 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
       if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", e.message, st.to_string());
     }
   }
-  LedgerFeed feed(s.train, *s.store, a.job, me, fo);
+  LedgerFeed feed(s.train(), *s.store, a.job, me, fo);
   ProgressReporter reporter(*s.store, a.job);
   ProgressFn progress;
   if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
@@ -295,7 +295,7 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
     worker.start_step = *step;
   }
   if (worker.start_step > 0) reporter.start_at(worker.start_step);
-  auto result = ps::train_ps_worker(options, s.train, s.test, feed, worker, progress, &report);
+  auto result = ps::train_ps_worker(options, s.train(), s.test(), feed, worker, progress, &report);
   if (!result.ok()) return result.status();
   // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
   const double rate = report.steps > 0 ? result->samples_per_second : 0;
