@@ -390,6 +390,13 @@ class HeadService : public caf::event_based_actor {
     return {};
   }
 
+  // Gives `r` back to `node` in the head's accounting of resources in use.
+  void release(const NodeId& node, const gcs::Resources& r) {
+    gcs::Resources& u = used_[node];
+    u.cpus = std::max(0.0, u.cpus - r.cpus);
+    u.gpus = std::max(0.0, u.gpus - r.gpus);
+  }
+
   // A gang starts whole or not at all: when some of its nodes started their part and another
   // failed (a node that died a moment ago), the started actors are stopped, their resources given
   // back and their records ended, and the outcome says so (`undone`: the gang is asked again under
@@ -402,15 +409,13 @@ class HeadService : public caf::event_based_actor {
       if (node == out.nodes.end()) continue;
       Status st = stop_actor(node->second, a.id, why);
       if (!st.ok()) spdlog::warn("undoing a partly started gang: {}", st.to_string());
-      gcs::Resources& u = used_[node->second];
-      u.cpus = std::max(0.0, u.cpus - a.actor.cpus);
-      u.gpus = std::max(0.0, u.gpus - a.actor.gpus);
       gcs::ActorRecord r;
       r.id = a.id;
       r.type_name = a.actor.type_name;
       r.name = a.actor.name;
       r.node = node->second;
       r.resources = {a.actor.cpus, a.actor.gpus, 0};
+      release(node->second, r.resources);
       r.state = gcs::ActorState::dead;
       r.death_reason = why;
       r.updated_ms = gcs::now_ms();
@@ -467,11 +472,7 @@ class HeadService : public caf::event_based_actor {
     h.stop = [this](const NodeId& node, const ActorId& id, const std::string& reason) -> Status {
       return stop_actor(node, id, reason);
     };
-    h.release = [this](const NodeId& node, const gcs::Resources& r) {
-      gcs::Resources& u = used_[node];
-      u.cpus = std::max(0.0, u.cpus - r.cpus);
-      u.gpus = std::max(0.0, u.gpus - r.gpus);
-    };
+    h.release = [this](const NodeId& node, const gcs::Resources& r) { release(node, r); };
     h.fits = [this](const std::vector<PlacementAsk>& asks, const std::string& policy) { return fits(asks, policy); };
     return h;
   }

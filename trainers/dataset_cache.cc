@@ -40,9 +40,9 @@ std::map<std::pair<std::string, int>, Entry>& cache() {
 }  // namespace
 
 Expected<std::shared_ptr<const Dataset>> cached_fashion_mnist(const std::string& dir, Split split) {
-  const std::string prefix = dir + "/" + split_name(split);
-  const FileStamp images = stamp_of(prefix + "-images-idx3-ubyte.gz");
-  const FileStamp labels = stamp_of(prefix + "-labels-idx1-ubyte.gz");
+  const FashionMnistFiles files = fashion_mnist_files(dir, split);
+  const FileStamp images = stamp_of(files.images);
+  const FileStamp labels = stamp_of(files.labels);
   // One lock over the load too: a second caller for the same split waits for the first's load
   // instead of decoding the same files beside it.
   std::lock_guard<std::mutex> lock(cache_mutex());

@@ -251,10 +251,15 @@ Expected<IdxArray> read_idx_gz(const std::string& path, int expected_rank) {
 
 const char* split_name(Split split) { return split == Split::train ? "train" : "t10k"; }
 
+FashionMnistFiles fashion_mnist_files(const std::string& dir, Split split) {
+  const std::string prefix = (dir.empty() ? std::string(".") : dir) + "/" + split_name(split);
+  return {prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz"};
+}
+
 Expected<Dataset> load_fashion_mnist(const std::string& dir, Split split) {
-  std::string prefix = (dir.empty() ? std::string(".") : dir) + "/" + split_name(split);
-  std::string images_path = prefix + "-images-idx3-ubyte.gz";
-  std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
+  const FashionMnistFiles files = fashion_mnist_files(dir, split);
+  const std::string& images_path = files.images;
+  const std::string& labels_path = files.labels;
 
   struct stat st;
   if (!dir.empty() && ::stat(dir.c_str(), &st) != 0) {

@@ -35,6 +35,13 @@ struct Dataset {
 enum class Split { train, test };
 const char* split_name(Split split);  // "train" or "t10k" (the IDX file prefix)
 
+// The split's two files under `dir` ("." when empty): <dir>/<prefix>-images-idx3-ubyte.gz and
+// <dir>/<prefix>-labels-idx1-ubyte.gz.
+struct FashionMnistFiles {
+  std::string images, labels;
+};
+FashionMnistFiles fashion_mnist_files(const std::string& dir, Split split);
+
 // Loads <dir>/<prefix>-images-idx3-ubyte.gz and <dir>/<prefix>-labels-idx1-ubyte.gz. Beyond the
 // read_idx_gz errors: corrupt_data when the image and label counts differ or a label is >= 10.
 Expected<Dataset> load_fashion_mnist(const std::string& dir, Split split);

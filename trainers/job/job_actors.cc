@@ -1,6 +1,7 @@
 #include "trainers/job/job_actors.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -26,6 +27,7 @@ using Body = std::function<Status(const actors::NodeEnvironment&, const MemberAr
 struct MemberState {
   std::atomic<bool> cancel{false};
   std::mutex mu;
+  std::condition_variable finished_cv;
   bool finished = false;  // the body returned; with its error, if any (set by its thread)
   Status failure;
   std::shared_ptr<Interrupts> interrupts = std::make_shared<Interrupts>();
@@ -42,35 +44,27 @@ caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_p
                            MemberArgs args, Body body) {
   actors::report_exceptions(self);
   caf::actor me = caf::actor_cast<caf::actor>(self);
-  std::atomic<bool>* cancel = &self->state.cancel;
   MemberState* state = &self->state;  // outlives the thread: its destructor joins it
   args.interrupts = self->state.interrupts;
   // A stop that overtakes the body's failure (the supervisor reacting to a peer that noticed it
   // first, while this body was still on its way out) must not hide it: the actor ends with the
   // body's error when the body failed, or fails within kStopGrace of the stop.
-  self->set_exit_handler([self](caf::exit_msg& m) {
+  self->set_exit_handler([self, state](caf::exit_msg& m) {
     if (!m.reason) return;
-    const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
-    Status failed;
-    while (true) {
-      {
-        std::lock_guard<std::mutex> lock(self->state.mu);
-        failed = self->state.failure;
-        if (self->state.finished) break;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    std::unique_lock<std::mutex> lock(state->mu);
+    state->finished_cv.wait_for(lock, kStopGrace, [state] { return state->finished; });
+    const Status failed = state->failure;
+    lock.unlock();
     self->quit(failed.ok() ? m.reason : actors::to_error(failed));
   });
-  self->state.thread = std::thread([me, slot, args, body, cancel, state]() mutable {
+  self->state.thread = std::thread([me, slot, args, body, state]() mutable {
     Status st;
     auto env = slot->wait(std::chrono::seconds(10));
     if (!env.ok()) {
       st = env.status();
     } else {
       try {
-        st = body(*env, args, *cancel);
+        st = body(*env, args, state->cancel);
       } catch (const std::exception& e) {
         st = internal_error(std::string("uncaught exception: ") + e.what());
       }
@@ -81,6 +75,7 @@ caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_p
       state->finished = true;
       state->failure = st;
     }
+    state->finished_cv.notify_all();
     caf::anon_send(me, done_atom::value, static_cast<int32_t>(st.code()), st.message());
     me = nullptr;  // do not keep the actor alive
   });
