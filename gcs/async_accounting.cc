@@ -12,11 +12,14 @@ using namespace record_detail;  // NOLINT: the record helpers
 
 std::string encode(const PsAppliedRecord& r) {
   return write([&](Packer& pk) {
-    begin(pk, 6);
+    begin(pk, 8);
     pack_id(pk, r.job);
     pk.pack_int32(r.server);
     pk.pack_int32(r.attempt);
     pk.pack_int64(r.restored_step);
+    if (r.restored_record) pk.pack_true();
+    else pk.pack_false();
+    pk.pack_int64(r.replayed);
     pk.pack_array(static_cast<uint32_t>(r.shards.size()));
     for (const AppliedCount& c : r.shards) {
       pk.pack_array(5);
@@ -31,11 +34,13 @@ std::string encode(const PsAppliedRecord& r) {
 }
 
 Status decode(const std::string& bytes, PsAppliedRecord* out) {
-  return read_record(bytes, "parameter server's applied data", 6, out, [](Fields& f, PsAppliedRecord& r) -> Status {
+  return read_record(bytes, "parameter server's applied data", 8, out, [](Fields& f, PsAppliedRecord& r) -> Status {
     TROUPE_RETURN_IF_ERROR(f.id("job", &r.job));
     TROUPE_RETURN_IF_ERROR(f.i32("server", &r.server));
     TROUPE_RETURN_IF_ERROR(f.i32("attempt", &r.attempt));
     TROUPE_RETURN_IF_ERROR(f.i64("restored_step", &r.restored_step));
+    TROUPE_RETURN_IF_ERROR(f.boolean("restored_record", &r.restored_record));
+    TROUPE_RETURN_IF_ERROR(f.i64("replayed", &r.replayed));
     TROUPE_RETURN_IF_ERROR(f.list("shards", 5, &r.shards, [](Fields& s, AppliedCount* c) -> Status {
       TROUPE_RETURN_IF_ERROR(s.i32("epoch", &c->epoch));
       TROUPE_RETURN_IF_ERROR(s.i32("shard", &c->shard));
@@ -55,7 +60,11 @@ std::string AsyncAccountingReport::summary() const {
            std::to_string(servers) + " parameter server(s), every example of the " + std::to_string(shards) +
            " shards per epoch (" + std::to_string(examples) + " in all) applied once, none twice, none skipped (" +
            std::to_string(reclaimed_shards) + " shard claims repeated, " + std::to_string(resumed_mid_shard) +
-           " resumed mid-shard where the servers' applied data ended)";
+           " resumed mid-shard where the servers' applied data ended" +
+           (restored_servers > 0 ? "; " + std::to_string(restored_servers) + " server(s) restored from a checkpoint, " +
+                                       std::to_string(replayed) + " pushes replayed to them"
+                                 : std::string()) +
+           ")";
   }
   std::string s = "data accounting failed: ";
   for (size_t i = 0; i < problems.size() && i < 5; ++i) s += (i ? "; " : "") + problems[i];
@@ -99,11 +108,15 @@ Expected<AsyncAccountingReport> account_async_job(Store& store, const JobId& job
       rep.problems.push_back(server + " recorded no applied data (it never saw every worker finish)");
       continue;
     }
-    if (rec->restored_step >= 0) {
+    if (rec->restored_step >= 0 && !rec->restored_record) {
       rep.problems.push_back(server + " was restored from the checkpoint of version " +
-                             std::to_string(rec->restored_step) + ": the updates it applied after that checkpoint " +
-                             "were lost with it, so exactly-once cannot be shown for its parameters");
+                             std::to_string(rec->restored_step) + ", which holds no record of the data applied " +
+                             "before it, so exactly-once cannot be shown for its parameters");
       continue;
+    }
+    if (rec->restored_step >= 0) {
+      ++rep.restored_servers;
+      rep.replayed += rec->replayed;
     }
     std::map<std::pair<int, int>, AppliedCount> seen;
     for (const AppliedCount& c : rec->shards) {

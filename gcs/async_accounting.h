@@ -12,9 +12,10 @@
 //
 // The proof (account_async_job): every shard of every epoch is DONE in the ledger, and on every
 // server every shard's examples were applied exactly once: count == the shard's size, no
-// duplicates, no gaps. A server restored from a checkpoint lost the updates it applied since the
-// checkpoint and starts its record empty: the proof says it cannot be shown for that server rather
-// than claim it.
+// duplicates, no gaps. A server restored from a checkpoint starts from the record in that
+// checkpoint (taken with its parameters) and gets the pushes it lost replayed by the workers
+// (trainers/ps/ps_client.h): its record is checked like any other. One restored from a checkpoint
+// without a record: the proof says exactly-once cannot be shown for it rather than claim it.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,8 @@ struct PsAppliedRecord {
   int server = 0;
   int attempt = 0;             // the server's attempt (> 0: it replaced a failed one)
   int64_t restored_step = -1;  // >= 0: restored from the checkpoint of this version; its record starts there
+  bool restored_record = false;  // the checkpoint held its record (else the updates before are unaccounted)
+  int64_t replayed = 0;        // pushes the workers replayed to it after its restore
   std::vector<AppliedCount> shards;
   int64_t recorded_ms = 0;
 };
@@ -59,6 +62,8 @@ struct AsyncAccountingReport {
   int64_t examples = 0;             // per server: the epochs' shard sizes summed
   int64_t reclaimed_shards = 0;     // claims beyond the first
   int64_t resumed_mid_shard = 0;    // shards released at an offset > 0 (a replacement went on there)
+  int restored_servers = 0;         // restored from a checkpoint with their record
+  int64_t replayed = 0;             // pushes replayed to them
   std::vector<std::string> problems;  // each missing, doubled, skipped or unprovable piece, named
   std::string summary() const;      // one line for events and logs
 };

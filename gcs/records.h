@@ -15,8 +15,8 @@ namespace troupe::gcs {
 
 // Bumped whenever any record's layout changes (2: ShardRecord gained examples, progress, claims;
 // 3: JobRecord gained the job's spec, its actors, live progress and the result; 4: ShardRecord
-// gained resume_at).
-constexpr uint32_t kRecordSchemaVersion = 4;
+// gained resume_at; 5: PsAppliedRecord gained restored_record and replayed).
+constexpr uint32_t kRecordSchemaVersion = 5;
 
 struct Resources {
   double cpus = 0;

@@ -56,6 +56,14 @@ class BatchFeed {
   // Where the rows of the batch last returned by next() came from; empty when the feed does not
   // know (SliceFeed: nothing is accounted).
   virtual DataTag position() const { return {}; }
+  // The rows a tag of this feed names (position()'s, of any epoch), into *inputs and *labels: to
+  // recompute a push a restored parameter server lost (trainers/ps/ps_client.h). invalid_argument
+  // from a feed that does not tag its batches.
+  virtual Status rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) {
+    (void)inputs;
+    (void)labels;
+    return invalid_argument("this data feed does not tag its batches, so it cannot gather " + describe(tag));
+  }
 };
 
 // Replica `rank` of `replicas`: rows [rank * b, (rank + 1) * b) of every global batch of

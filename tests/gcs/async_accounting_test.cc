@@ -92,7 +92,7 @@ TEST_CASE("async accounting: doubled, skipped, missing and unfinished data are n
   CHECK(again->summary().find("shard 0 of epoch 1 is ASSIGNED, not DONE") != std::string::npos);
 }
 
-TEST_CASE("async accounting: a server restored from a checkpoint is reported as unprovable, not exactly once",
+TEST_CASE("async accounting: a restored server is checked from its checkpointed record, unprovable without one",
           "[gcs][accounting]") {
   InMemoryStore store;
   const JobId job = JobId::random();
@@ -105,7 +105,31 @@ TEST_CASE("async accounting: a server restored from a checkpoint is reported as 
   auto report = account_async_job(store, job, 1, 2, 2);
   REQUIRE(report.ok());
   CHECK_FALSE(report->exactly_once);
-  CHECK(report->summary().find("parameter server 1 was restored from the checkpoint of version 400") !=
-        std::string::npos);
+  CHECK(report->summary().find("parameter server 1 was restored from the checkpoint of version 400, which holds no "
+                               "record") != std::string::npos);
   CHECK(report->summary().find("cannot be shown") != std::string::npos);
+
+  // Its checkpoint held the record and the workers replayed what it lost: proven like the others.
+  restored.restored_record = true;
+  restored.replayed = 7;
+  REQUIRE(Table<PsAppliedRecord>(store).put(restored).ok());
+  auto stored = Table<PsAppliedRecord>(store).get(job.hex() + "/1");
+  REQUIRE(stored.ok());
+  CHECK(stored->restored_record);
+  CHECK(stored->replayed == 7);
+  report = account_async_job(store, job, 1, 2, 2);
+  REQUIRE(report.ok());
+  INFO(report->summary());
+  CHECK(report->exactly_once);
+  CHECK(report->restored_servers == 1);
+  CHECK(report->summary().find("1 server(s) restored from a checkpoint, 7 pushes replayed to them") !=
+        std::string::npos);
+  // A replay that never came: the examples it held are named as missing on that server.
+  restored.shards[1].applied = 60;
+  REQUIRE(Table<PsAppliedRecord>(store).put(restored).ok());
+  report = account_async_job(store, job, 1, 2, 2);
+  REQUIRE(report.ok());
+  CHECK_FALSE(report->exactly_once);
+  CHECK(report->summary().find("parameter server 1: shard 1 of epoch 1: 60 of 100 examples applied, 40 never") !=
+        std::string::npos);
 }

@@ -4,7 +4,13 @@
 // replacement pushes it again to shard 1, resumes the shards at the servers' applied offsets, and
 // the accounting (gcs/async_accounting.h) proves every example applied once on both shards. Done
 // the old way (released to start again at 0, no catch-up), the proof fails and names the doubles.
+// And the other fault: a parameter server over TCP dies and comes back restored from its newest
+// checkpoint, the worker replays what it lost (trainers/ps/ps_client.h), and the proof passes on
+// both servers; without the pushes kept for replays it fails, naming what the restored one lacks.
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <mutex>
 
 #include "core/config.h"
 #include "gcs/async_accounting.h"
@@ -12,7 +18,10 @@
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_takeover.h"
+#include "tests/core/temp_dir.h"
+#include "trainers/checkpoint/checkpoint.h"
 #include "trainers/ps/async_worker.h"
+#include "trainers/ps/ps_server.h"
 #include "trainers/ps/ps_job.h"
 #include "trainers/trainer_setup.h"
 
@@ -117,7 +126,126 @@ Expected<gcs::AsyncAccountingReport> replace_and_finish(Scenario& s, WorkerId me
   return gcs::account_async_job(s.store, s.job, 1, kLedgerShards, 2);
 }
 
+// The worker alone over TCP, its two servers checkpointing every 4 versions; after its 10th step
+// server 1 is stopped and a replacement restored from the checkpoint of version 8 takes its place
+// (pushes of clocks 8 and 9 lost). The worker keeps its pushes for replays when `keep` is set.
+Expected<gcs::AsyncAccountingReport> restore_a_server(Scenario& s, bool keep, int64_t* replayed) {
+  troupe::testing::TempDir dir;
+  std::mutex mu;
+  std::map<int64_t, std::vector<checkpoint::WrittenShard>> files;  // by version
+  auto checkpointing = [&](int index) {
+    ps::ShardCheckpointing c;
+    c.every = 4;
+    c.dir = dir.path();
+    c.tag = s.job.hex();
+    c.steps_per_epoch = 100;
+    c.written = [&, index](const checkpoint::WrittenShard& w, int64_t version) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& v = files[version];
+      v.resize(2);
+      v[static_cast<size_t>(index)] = w;
+      return Status{};
+    };
+    return c;
+  };
+  const ps::PsServerOptions so{s.job.hex()};
+  std::vector<std::unique_ptr<ps::PsServer>> servers;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(s.shards[i]->enable_checkpoints(checkpointing(i)).ok());
+    auto server = ps::PsServer::start(std::move(s.shards[i]), so);
+    REQUIRE(server.ok());
+    addresses.push_back((*server)->address());
+    servers.push_back(std::move(*server));
+  }
+  ps::PsClientOptions co;
+  co.job = s.job.hex();
+  co.timeout = std::chrono::seconds(10);
+  co.reconnect_timeout = std::chrono::seconds(10);
+  co.resolve = [&](int i) -> Expected<std::string> {
+    std::lock_guard<std::mutex> lock(mu);
+    return addresses.at(static_cast<size_t>(i));
+  };
+  co.checkpoint_versions = keep ? 4 : 0;
+  auto client = ps::connect_ps(addresses, co);
+  REQUIRE(client.ok());
+
+  std::unique_ptr<ps::PsServer> dead;
+  auto restore = [&] {
+    dead = std::move(servers[1]);
+    dead->stop();
+    checkpoint::Manifest m;
+    m.tag = s.job.hex();
+    m.step = 8;
+    m.dir = checkpoint::step_dir(dir.path(), 8);
+    m.shards = files.at(8);
+    auto state = checkpoint::load_checkpoint(m);
+    REQUIRE(state.ok());
+    ps::PsJobShape shape;
+    shape.shards = 2;
+    shape.train_examples = s.train.count;
+    auto shard = ps::make_job_shard(s.o, DataSpec{s.train.features(), s.train.classes}, shape, 1);
+    REQUIRE(shard.ok());
+    REQUIRE((*shard)->restore(*state).ok());
+    CHECK((*shard)->restored_record());
+    REQUIRE((*shard)->enable_checkpoints(checkpointing(1)).ok());
+    auto server = ps::PsServer::start(std::move(*shard), so);
+    REQUIRE(server.ok());
+    std::lock_guard<std::mutex> lock(mu);
+    addresses[1] = (*server)->address();
+    servers[1] = std::move(*server);
+  };
+  job::LedgerFeed feed(s.train, s.store, s.job, WorkerId::random(), s.fo);
+  ps::PsWorker w{client->get(), 0, 1};
+  w.evaluate = false;
+  bool restored = false;
+  auto progress = [&](const TrainProgress& p) {
+    if (p.step == 10 && !restored) {
+      restore();
+      restored = true;
+    }
+  };
+  auto result = ps::train_ps_worker(s.o, s.train, s.test, feed, w, progress);
+  INFO(result.status().to_string());
+  REQUIRE(result.ok());
+  REQUIRE(restored);
+  *replayed = (*client)->replayed();
+  CHECK(servers[1]->shard().replayed() == *replayed);
+  CHECK(servers[1]->shard().restored_step() == 8);
+  if (keep) CHECK(servers[0]->shard().version() == servers[1]->shard().version());  // every push on both
+  for (int i = 0; i < 2; ++i) REQUIRE(job::publish_applied(s.store, s.job, i, i, servers[i]->shard()).ok());
+  return gcs::account_async_job(s.store, s.job, 1, kLedgerShards, 2);
+}
+
 }  // namespace
+
+TEST_CASE("ps replay: a server restored from its checkpoint gets the pushes it lost replayed, applied once",
+          "[jobs][ps][accounting][tcp]") {
+  Scenario s;
+  int64_t replayed = 0;
+  auto report = restore_a_server(s, true, &replayed);
+  REQUIRE(report.ok());
+  INFO(report->summary());
+  CHECK(report->exactly_once);
+  CHECK(report->examples == 1300);
+  CHECK(replayed == 2);  // clocks 8 and 9
+  CHECK(report->restored_servers == 1);
+  CHECK(report->replayed == 2);
+  CHECK(report->summary().find("1 server(s) restored from a checkpoint, 2 pushes replayed") != std::string::npos);
+}
+
+TEST_CASE("ps replay: without the pushes kept, the accounting names what the restored server lacks",
+          "[jobs][ps][accounting][tcp]") {
+  Scenario s;
+  int64_t replayed = 0;
+  auto report = restore_a_server(s, false, &replayed);
+  REQUIRE(report.ok());
+  INFO(report->summary());
+  CHECK(replayed == 0);
+  CHECK_FALSE(report->exactly_once);
+  CHECK(report->summary().find("parameter server 1: shard") != std::string::npos);
+  CHECK(report->summary().find("parameter server 0") == std::string::npos);  // the other one has it all
+}
 
 TEST_CASE("ps takeover: a push that reached one server is completed, shards resume where applied data ends",
           "[jobs][ps][accounting]") {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -140,7 +141,8 @@ TEST_CASE("optimizer state saved and restored continues bit for bit", "[checkpoi
 
 TEST_CASE("a checkpoint shard file round-trips and is written atomically", "[checkpoint]") {
   TempDir dir;
-  const ShardData d = sample_shard();
+  ShardData d = sample_shard();
+  d.extra = std::string("an async server's applied-data record\0with any bytes", 52);
   const std::string path = dir.file("shard-1-of-2.ckpt");
   auto w = write_shard_file(path, d);
   REQUIRE(w.ok());
@@ -161,17 +163,50 @@ TEST_CASE("a checkpoint shard file round-trips and is written atomically", "[che
   CHECK(r->optimizer.name == "adam");
   CHECK(r->optimizer.steps == 120);
   CHECK(r->optimizer.vectors == d.optimizer.vectors);
+  CHECK(r->extra == d.extra);
   // Only the final file is left: the temporary one was renamed.
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);
   CHECK(read_shard_file(dir.file("absent.ckpt")).status().code() == Code::not_found);
   CHECK(write_shard_file(dir.file("no-such-dir/x.ckpt"), d).status().code() == Code::io_error);
 }
 
+TEST_CASE("a shard file of format version 1 (no extra) is still read, and an oversized extra is refused",
+          "[checkpoint]") {
+  TempDir dir;
+  const ShardData d = sample_shard(4);
+  const std::string path = dir.file("shard-1-of-2.ckpt");
+  REQUIRE(write_shard_file(path, d).ok());
+  // Version 1 is version 2 without the extra's length: drop it, say version 1, checksum again.
+  std::string v2 = read_bytes(path);
+  std::string v1 = v2.substr(0, v2.size() - 16);
+  const uint32_t one = 1;
+  std::memcpy(&v1[8], &one, sizeof one);
+  const uint64_t sum = std::stoull(xxh64_hex(v1.data(), v1.size()), nullptr, 16);
+  v1.append(reinterpret_cast<const char*>(&sum), sizeof sum);
+  write_bytes(path, v1);
+  auto r = read_shard_file(path);
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  CHECK(r->params == d.params);
+  CHECK(r->optimizer.vectors == d.optimizer.vectors);
+  CHECK(r->extra.empty());
+  // A version from the future is named.
+  const uint32_t three = 3;
+  std::memcpy(&v1[8], &three, sizeof three);
+  write_bytes(path, v1);
+  CHECK(read_shard_file(path).status().message().find("format version 3") != std::string::npos);
+  ShardData big = d;
+  big.extra.assign(kMaxShardExtra + 1, 'x');
+  CHECK(write_shard_file(path, big).status().code() == Code::invalid_argument);
+}
+
 TEST_CASE("every single-byte corruption and every truncation of a shard file is corrupt_data naming it",
           "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("shard-1-of-2.ckpt");
-  auto w = write_shard_file(path, sample_shard(6));
+  ShardData d = sample_shard(6);
+  d.extra = "record";  // its length and bytes are covered too
+  auto w = write_shard_file(path, d);
   REQUIRE(w.ok());
   const std::string good = read_bytes(path);
   int missed = 0;

@@ -1,9 +1,14 @@
 // What data a parameter shard's updates came from (trainers/ps/applied_data.h): every push's tag
 // recorded per (epoch, ledger shard) and per worker; a push that repeats or skips examples counted;
-// the tag of a rank's last push told to its replacement over TCP; a push to some shards only.
+// the tag of a rank's last push told to its replacement over TCP; a push to some shards only; the
+// record encoded into checkpoints and taken back by a restored shard, which accepts replays.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <thread>
+
+#include "tests/core/temp_dir.h"
+#include "trainers/checkpoint/checkpoint.h"
 
 #include "trainers/ps/applied_data.h"
 #include "trainers/ps/parameter_shard.h"
@@ -79,13 +84,13 @@ TEST_CASE("ps applied data: every push's tag is recorded per ledger shard and pe
 
 TEST_CASE("ps applied data: a push that repeats or skips examples is counted and named", "[ps][accounting]") {
   AppliedData d(2);
-  CHECK(d.record(0, {span(2, 1, 0, 10)}).empty());
-  CHECK(d.record(0, {span(2, 1, 10, 10)}).empty());
+  CHECK(d.record(0, 0, {span(2, 1, 0, 10)}).empty());
+  CHECK(d.record(0, 1, {span(2, 1, 10, 10)}).empty());
   // A shard trained again from 0 (what a replacement did before the servers' record existed).
-  const std::string again = d.record(1, {span(2, 1, 0, 10)});
+  const std::string again = d.record(1, 0, {span(2, 1, 0, 10)});
   CHECK(again.find("repeats 10 examples") != std::string::npos);
   // A push that starts past the expected offset skips examples.
-  const std::string skip = d.record(1, {span(2, 1, 25, 5)});
+  const std::string skip = d.record(1, 1, {span(2, 1, 25, 5)});
   CHECK(skip.find("skips examples [20, 25)") != std::string::npos);
   const std::vector<AppliedShard> all = d.shards();
   REQUIRE(all.size() == 1);
@@ -93,8 +98,10 @@ TEST_CASE("ps applied data: a push that repeats or skips examples is counted and
   CHECK(all[0].duplicates == 10);
   CHECK(all[0].gaps == 5);
   CHECK(all[0].next == 30);
-  CHECK(d.record(0, {}).empty());  // an untagged push records nothing
+  CHECK(d.record(0, 2, {}).empty());  // an untagged push records no examples, only its clock
   CHECK(d.last(0) == DataTag{span(2, 1, 10, 10)});
+  CHECK(d.last_clock(0) == 2);
+  CHECK(d.last_clock(1) == 1);
 }
 
 TEST_CASE("ps applied data: a push to some shards only, and a replacement told its rank's last push over TCP",
@@ -144,4 +151,94 @@ TEST_CASE("ps applied data: a push to some shards only, and a replacement told i
   CHECK(at[1].clock == 1);
   CHECK(at[1].last == DataTag{span(1, 2, 0, 4)});
   CHECK(replacement->start_clock() == 2);
+}
+
+TEST_CASE("ps applied data: the record encodes and decodes whole, and malformed bytes are named",
+          "[ps][accounting]") {
+  AppliedData d(3);
+  REQUIRE(d.record(0, 0, {span(1, 2, 0, 8)}).empty());
+  REQUIRE(d.record(0, 1, {span(1, 2, 8, 4), span(1, 3, 0, 4)}).empty());
+  (void)d.record(2, 5, {span(1, 2, 4, 4)});  // a duplicate, counted
+  const std::string bytes = d.encode();
+  auto back = AppliedData::decode(bytes, 3);
+  INFO(back.status().to_string());
+  REQUIRE(back.ok());
+  CHECK(back->encode() == bytes);
+  CHECK(back->last(0) == DataTag{span(1, 2, 8, 4), span(1, 3, 0, 4)});
+  CHECK(back->last_clock(0) == 1);
+  CHECK(back->last_clock(1) == -1);
+  CHECK(back->last_clock(2) == 5);
+  const std::vector<AppliedShard> a = d.shards(), b = back->shards();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].applied == b[i].applied);
+    CHECK(a[i].next == b[i].next);
+    CHECK(a[i].duplicates == b[i].duplicates);
+  }
+  CHECK(AppliedData::decode(bytes, 2).status().code() == Code::invalid_argument);  // another job's workers
+  int missed = 0;
+  for (size_t len = 0; len < bytes.size(); ++len)
+    if (AppliedData::decode(bytes.substr(0, len), 3).status().code() != Code::corrupt_data) ++missed;
+  CHECK(missed == 0);
+  CHECK(AppliedData::decode("\x93\x07\x90\x90", 0).status().message().find("format 7") != std::string::npos);
+}
+
+TEST_CASE("ps applied data: a checkpoint carries the record, and the restored shard takes replays between its "
+          "record and the worker's clock",
+          "[ps][accounting][restore]") {
+  troupe::testing::TempDir dir;
+  std::map<int64_t, checkpoint::WrittenShard> files;
+  ShardCheckpointing c;
+  c.every = 2;
+  c.dir = dir.path();
+  c.tag = "job-a";
+  c.steps_per_epoch = 100;
+  c.written = [&](const checkpoint::WrittenShard& w, int64_t version) {
+    files[version] = w;
+    return Status{};
+  };
+  auto s = make_shard(0, 0, 4, sgd(2));
+  REQUIRE(s->enable_checkpoints(c).ok());
+  std::vector<float> p(4), g(4, 1.0f);
+  for (int64_t clock = 0; clock < 3; ++clock) {  // versions 1..5: clocks 0 and 1 of both workers, 2 of worker 0
+    for (int w = 0; w < 2 && (clock < 2 || w == 0); ++w) {
+      REQUIRE(s->pull(w, clock, p.data()).ok());
+      REQUIRE(s->push(w, clock, g.data(), s->version(), {span(1, w, 8 * clock, 8)}).ok());
+    }
+  }
+  // The checkpoint of version 4 holds clocks 0 and 1 of both workers.
+  checkpoint::Manifest m;
+  m.step = 4;
+  m.shards = {files.at(4)};
+  auto state = checkpoint::load_checkpoint(m, 4);
+  REQUIRE(state.ok());
+  auto restored = make_shard(0, 0, 4, sgd(2));
+  REQUIRE(restored->restore(*state).ok());
+  CHECK(restored->restored_record());
+  CHECK(restored->position(0).last_clock == 1);
+  CHECK(restored->position(1).last_clock == 1);
+  CHECK(restored->position(0).last == DataTag{span(1, 0, 8, 8)});
+  // Worker 0 (at clock 3 now) reconnects; its push of clock 2 was lost with the old shard.
+  CHECK(restored->replay(0, 2, g.data(), {span(1, 0, 16, 8)}).status().code() == Code::invalid_argument);  // not back
+  REQUIRE(*restored->rejoin_worker(0, 3) == 3);
+  CHECK(restored->replay(0, 1, g.data(), {span(1, 0, 8, 8)}).status().code() == Code::invalid_argument);  // applied
+  CHECK(restored->replay(0, 3, g.data(), {span(1, 0, 24, 8)}).status().code() == Code::invalid_argument);  // not pushed
+  auto v = restored->replay(0, 2, g.data(), {span(1, 0, 16, 8)});
+  REQUIRE(v.ok());
+  CHECK(*v == 5);
+  CHECK(restored->replayed() == 1);
+  CHECK(restored->position(0).clock == 3);  // a replay moves no clock
+  const std::vector<AppliedShard> applied = restored->applied();
+  const AppliedShard* s0 = find(applied, 1, 0);
+  REQUIRE(s0);
+  CHECK(s0->applied == 24);
+  CHECK(s0->duplicates == 0);
+  CHECK(s0->gaps == 0);
+  CHECK(restored->parameters() == s->parameters());  // the same updates (SGD, equal gradients)
+  // A checkpoint without a record (an older troupe's): restored, and the shard says so.
+  state->extras.clear();
+  auto bare = make_shard(0, 0, 4, sgd(2));
+  REQUIRE(bare->restore(*state).ok());
+  CHECK_FALSE(bare->restored_record());
+  CHECK(bare->applied().empty());
 }

@@ -256,3 +256,49 @@ TEST_CASE("ps restore: a client reconnects to a replaced server at its clock whi
   CHECK(failed.status().message().find("parameter server 1 (last at " + dead + ") did not come back within 0.3 s") !=
         std::string::npos);
 }
+
+TEST_CASE("ps restore: a push the server applied before the connection broke is not sent again after reconnecting",
+          "[ps][tcp][restore]") {
+  TempDir dir;
+  // The shard's checkpoint of version 2 (inside the push of clock 1, after it is applied) takes
+  // longer than the client waits for the reply: the client gives up on that connection and dials
+  // the same server again, which by then has applied the push.
+  auto shard = make_shard(0, 1, 4, 1);
+  ShardCheckpointing slow;
+  slow.every = 2;
+  slow.dir = dir.path();
+  slow.tag = "job-r";
+  slow.steps_per_epoch = 100;
+  slow.written = [](const WrittenShard&, int64_t) {
+    std::this_thread::sleep_for(1500ms);
+    return Status{};
+  };
+  REQUIRE(shard->enable_checkpoints(slow).ok());
+  PsServerOptions so;
+  so.job = "job-r";
+  auto server = PsServer::start(std::move(shard), so);
+  REQUIRE(server.ok());
+  PsClientOptions co;
+  co.job = "job-r";
+  co.timeout = 500ms;
+  co.reconnect_timeout = 10s;
+  const std::string address = (*server)->address();
+  co.resolve = [&](int) -> Expected<std::string> { return address; };
+  auto client = connect_ps({address}, co);
+  REQUIRE(client.ok());
+  std::vector<float> params(4), ones(4, 1.0f);
+  for (int64_t clock = 0; clock < 3; ++clock) {
+    auto v = (*client)->pull(clock, params.data());
+    REQUIRE(v.ok());
+    Status pushed = (*client)->push(clock, ones.data(), *v, {DataSpan{1, 0, 8 * clock, 8}});
+    INFO(pushed.to_string());
+    REQUIRE(pushed.ok());  // clock 1's reply was lost; it is not pushed twice (which the shard refuses)
+  }
+  const ParameterShard& s = (*server)->shard();
+  CHECK(s.version() == 3);
+  const std::vector<AppliedShard> applied = s.applied();
+  REQUIRE(applied.size() == 1);
+  CHECK(applied[0].applied == 24);
+  CHECK(applied[0].duplicates == 0);
+  CHECK(s.replayed() == 0);
+}

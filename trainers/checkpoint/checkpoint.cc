@@ -75,6 +75,7 @@ Expected<TrainingState> load_checkpoint(const Manifest& m, size_t total_floats) 
     for (size_t v = 0; v < shard->optimizer.vectors.size(); ++v)
       std::copy(shard->optimizer.vectors[v].begin(), shard->optimizer.vectors[v].end(),
                 state.optimizer.vectors[v].begin() + h.begin);
+    state.extras.push_back(std::move(shard->extra));
     covered = h.end;
   }
   if (covered != state.params.size()) {

@@ -32,6 +32,7 @@ struct TrainingState {
   int64_t epoch_step = 0;     // steps of that epoch done
   std::vector<float> params;  // the whole buffer
   OptimizerState optimizer;   // the whole buffer's state
+  std::vector<std::string> extras;  // load_checkpoint: each shard file's extra (shard_file.h), in shard order
 };
 
 // Where training goes on after a checkpoint: the epoch to train first (1-based) and how many of

@@ -104,6 +104,10 @@ Expected<WrittenShard> write_shard_file(const std::string& path, const ShardData
   if (d.optimizer.name.size() > kMaxName || h.tag.size() > kMaxTag) {
     return invalid_argument("checkpoint shard " + path + ": optimizer name or tag too long");
   }
+  if (d.extra.size() > kMaxShardExtra) {
+    return invalid_argument("checkpoint shard " + path + ": " + std::to_string(d.extra.size()) +
+                            " extra bytes; at most " + std::to_string(kMaxShardExtra));
+  }
   std::string bytes(kMagic, sizeof kMagic);
   put<uint32_t>(bytes, kShardFormatVersion);
   put<uint32_t>(bytes, static_cast<uint32_t>(kFixedHeader + d.optimizer.name.size() + h.tag.size()));
@@ -123,6 +127,8 @@ Expected<WrittenShard> write_shard_file(const std::string& path, const ShardData
   bytes += h.tag;
   bytes.append(reinterpret_cast<const char*>(d.params.data()), n * sizeof(float));
   for (const auto& v : d.optimizer.vectors) bytes.append(reinterpret_cast<const char*>(v.data()), n * sizeof(float));
+  put<uint64_t>(bytes, d.extra.size());
+  bytes += d.extra;
   put<uint64_t>(bytes, XXH64(bytes.data(), bytes.size(), 0));
 
   // Temporary file beside the final one (same file system, so the rename is atomic).
@@ -157,8 +163,8 @@ Expected<ShardData> read_shard_file(const std::string& path) {
   if (std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) return corrupt("bad magic (not a troupe checkpoint shard)");
   const char* p = b.data() + 8;
   const uint32_t version = get<uint32_t>(p);
-  if (version != kShardFormatVersion) {
-    return corrupt("format version " + std::to_string(version) + "; this troupe reads version " +
+  if (version != 1 && version != kShardFormatVersion) {
+    return corrupt("format version " + std::to_string(version) + "; this troupe reads versions 1 to " +
                    std::to_string(kShardFormatVersion));
   }
   const uint32_t header_bytes = get<uint32_t>(p);
@@ -195,7 +201,15 @@ Expected<ShardData> read_shard_file(const std::string& path) {
                    std::to_string(h.shards));
   }
   const uint64_t n = h.end - h.begin;
-  const uint64_t want = 16 + header_bytes + (1 + vectors) * n * sizeof(float) + 8;
+  const uint64_t payload_end = 16 + header_bytes + (1 + vectors) * n * sizeof(float);
+  uint64_t extra = 0;
+  if (version >= 2) {  // the extra's length follows the payload
+    if (payload_end + 8 + 8 > b.size())
+      return corrupt(std::to_string(b.size()) + " bytes; its header says at least " + std::to_string(payload_end + 16));
+    std::memcpy(&extra, b.data() + payload_end, 8);
+    if (extra > kMaxShardExtra) return corrupt("an extra record of " + std::to_string(extra) + " bytes");
+  }
+  const uint64_t want = payload_end + (version >= 2 ? 8 + extra : 0) + 8;
   if (want != b.size()) {
     return corrupt(std::to_string(b.size()) + " bytes; its header says " + std::to_string(want));
   }
@@ -207,6 +221,7 @@ Expected<ShardData> read_shard_file(const std::string& path) {
     std::memcpy(d.optimizer.vectors.back().data(), p, n * sizeof(float));
     p += n * sizeof(float);
   }
+  if (version >= 2) d.extra.assign(p + 8, extra);
   return d;
 }
 

@@ -10,13 +10,15 @@
 //              u32 optimizer name length L, u32 tag length T, then the name (L) and the tag (T bytes:
 //              the job id hex)
 //   16 + H     payload: params (end - begin f32), then each optimizer state vector (end - begin f32)
+//              then (version 2) u64 X and X bytes of `extra`: what the writer keeps beside the
+//              parameters (an async parameter server: its applied-data record), opaque here
 //   end - 8    u64 xxh64 of everything before it (header and payload: a flipped byte anywhere
 //              is caught)
 //
 // Writing: a temporary file in the same directory, write, fsync, rename over the final name, fsync
 // the directory: the final name is either absent or a complete file. Reading checks magic, version,
 // the sizes the header implies against the file's, and the checksum; every failure is corrupt_data
-// naming the file and what is wrong.
+// naming the file and what is wrong. Version 1 files (no extra) are still read.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,8 @@
 
 namespace troupe::checkpoint {
 
-constexpr uint32_t kShardFormatVersion = 1;
+constexpr uint32_t kShardFormatVersion = 2;
+constexpr uint64_t kMaxShardExtra = 64ull << 20;  // bytes of ShardData::extra
 
 struct ShardHeader {
   std::string tag;            // the job id (hex); "" outside a job
@@ -44,6 +47,7 @@ struct ShardData {
   ShardHeader header;
   std::vector<float> params;  // end - begin floats
   OptimizerState optimizer;   // vectors of end - begin floats each
+  std::string extra;          // opaque to the checkpoint (see the layout); at most kMaxShardExtra
 };
 
 // Where a shard ended up: what the manifest records of it.

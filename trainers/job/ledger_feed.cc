@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainers/job/tagged_rows.h"
+
 namespace troupe::job {
 namespace {
 
@@ -140,6 +142,14 @@ DataTag LedgerFeed::position() const {
     if (p.done > p.first) tag.push_back(DataSpan{epoch_, static_cast<int32_t>(p.tag), p.first, p.done - p.first});
   }
   return tag;
+}
+
+Status LedgerFeed::rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) {
+  TaggedRows rows;
+  TROUPE_RETURN_IF_ERROR(gather_tagged_rows(data_, options_.plan, tag, &tag_plans_, &rows));
+  *inputs = std::move(rows.inputs);
+  *labels = std::move(rows.labels);
+  return {};
 }
 
 double LedgerFeed::data_wait_ms() const {

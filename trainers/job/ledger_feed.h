@@ -16,6 +16,7 @@
 // own.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -67,6 +68,8 @@ class LedgerFeed final : public BatchFeed {
   // The shards and offsets of the batch last returned (one lane: an async or central worker's);
   // empty with several lanes (an elastic sync worker: its data is accounted by steps).
   DataTag position() const override;
+  // Gathered from the epochs' plans (trainers/job/tagged_rows.h).
+  Status rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) override;
 
  private:
   const Dataset& data_;
@@ -89,6 +92,7 @@ class LedgerFeed final : public BatchFeed {
   std::vector<float> joined_inputs_;  // several lanes: the step's batch, lane by lane
   std::vector<int32_t> joined_labels_;
   double wait_ms_done_ = 0;         // data wait of finished epochs
+  std::map<int, data::ShardPlan> tag_plans_;  // rows_of's plans, by epoch
 };
 
 }  // namespace troupe::job

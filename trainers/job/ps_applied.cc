@@ -13,6 +13,8 @@ Status publish_applied(gcs::Store& store, const JobId& job, int index, int attem
   r.server = index;
   r.attempt = attempt;
   r.restored_step = shard.restored_step();
+  r.restored_record = shard.restored_record();
+  r.replayed = shard.replayed();
   for (const ps::AppliedShard& s : shard.applied())
     r.shards.push_back(gcs::AppliedCount{s.epoch, s.shard, s.applied, s.duplicates, s.gaps});
   r.recorded_ms = gcs::now_ms();

@@ -124,7 +124,8 @@ Expected<StartPoint> async_server_start(gcs::Store& store, const JobSpec& spec, 
               (start->state ? "its shard restored from the checkpoint of " + start->source + " (version " +
                                   std::to_string(start->state->step) + ")"
                             : std::string("no checkpoint yet, its shard starts again from the initial parameters")) +
-              "; the other shards keep their state, the workers reconnect at their clocks";
+              "; the other shards keep their state, the workers reconnect at their clocks and replay to it the pushes "
+              "it lost";
   spdlog::warn("{}", e.message);
   Status st = gcs::record_event(store, e);
   if (!st.ok()) spdlog::warn("{}: recording server_restored: {}", who, st.to_string());
@@ -238,6 +239,8 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   co.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   if (spec.strategy == "async") {  // a failed server comes back (restored) under its key
     co.reconnect_timeout = kServerReturnWait;
+    // Pushes kept for replays to a server restored from a checkpoint (ps_client.h).
+    if (spec.checkpoint_every > 0) co.checkpoint_versions = async_checkpoint_versions(spec);
     co.resolve = [store = s.store.get(), job = a.job](int shard) -> Expected<std::string> {
       auto v = store->get(kJobServersTable, server_key(job, shard, 0));
       if (!v.ok()) return v.status();
@@ -289,6 +292,7 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   ps::PsWorker worker{client->get(), a.index, spec.workers};
   worker.whole_global_batches = spec.strategy == "central";
   if (spec.strategy == "async") worker.start_clock = (*client)->start_clock();
+  worker.wait_for_all = spec.strategy == "async" && spec.checkpoint_every > 0;
   if (spec.strategy == "central") {  // the step the server restored
     auto step = central_start_step(*s.store, a.job, a.attempt);
     if (!step.ok()) return step.status();

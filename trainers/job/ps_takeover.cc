@@ -7,49 +7,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include "trainers/job/tagged_rows.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::job {
 namespace {
 
-// The rows `tag` names, gathered from the epochs' plans.
-struct TaggedBatch {
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
-};
-
-Expected<TaggedBatch> gather(const Dataset& train, const data::ShardPlanOptions& plan_options, const DataTag& tag) {
-  TaggedBatch b;
-  std::map<int, data::ShardPlan> plans;
-  const int64_t features = train.features();
-  for (const DataSpan& d : tag) {
-    auto it = plans.find(d.epoch);
-    if (it == plans.end()) {
-      auto plan = data::plan_epoch(train.count, train.labels, train.classes, plan_options, d.epoch);
-      if (!plan.ok()) return plan.status().with_context("planning epoch " + std::to_string(d.epoch));
-      it = plans.emplace(d.epoch, std::move(*plan)).first;
-    }
-    const auto& shards = it->second.shards;
-    if (d.shard < 0 || d.shard >= static_cast<int>(shards.size()) || d.offset < 0 || d.rows < 0 ||
-        d.offset + d.rows > static_cast<int64_t>(shards[static_cast<size_t>(d.shard)].size()))
-      return internal_error("the last push's data (" + describe(tag) + ") is outside this worker's plan of epoch " +
-                            std::to_string(d.epoch) + ": were the servers started for another dataset?");
-    const auto& indices = shards[static_cast<size_t>(d.shard)];
-    for (int64_t r = d.offset; r < d.offset + d.rows; ++r) {
-      const int32_t idx = indices[static_cast<size_t>(r)];
-      b.inputs.insert(b.inputs.end(), train.images.begin() + idx * features, train.images.begin() + (idx + 1) * features);
-      b.labels.push_back(train.labels[static_cast<size_t>(idx)]);
-    }
-  }
-  return b;
-}
-
 // Pushes the batch `tag` names again, at `clock`, to `lagging` only, from freshly pulled parameters.
 Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset& train,
                 const data::ShardPlanOptions& plan, int rank, int workers, int64_t clock, const DataTag& tag,
                 const std::vector<int>& lagging) {
-  auto batch = gather(train, plan, tag);
-  if (!batch.ok()) return batch.status();
+  std::map<int, data::ShardPlan> plans;
+  TaggedRows rows;
+  TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, tag, &plans, &rows));
   auto setup = set_up_trainer(options, DataSpec{train.features(), train.classes}, rank, workers);
   if (!setup.ok()) return setup.status();
   const size_t n = setup->space.size();
@@ -60,9 +30,7 @@ Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset
   auto versions = client.pull(clock, params.data());
   if (!versions.ok()) return versions.status().with_context("pulling the parameters to recompute it");
   Gradients grad_view(grads.data(), n);
-  const Batch b{batch->inputs.data(), batch->labels.data(), static_cast<int64_t>(batch->labels.size()),
-                train.features()};
-  auto stats = setup->trainer->forward_backward(b, Parameters(params.data(), n), grad_view);
+  auto stats = setup->trainer->forward_backward(rows.batch(train.features()), Parameters(params.data(), n), grad_view);
   if (!stats.ok()) return stats.status().with_context(setup->where + ": forward_backward");
   return client.push_to(lagging, clock, grads.data(), *versions, tag);
 }

@@ -9,8 +9,11 @@
 //   - per (epoch, ledger shard), the examples applied so far and the next offset expected. A span
 //     must start exactly there: one that starts earlier repeats examples (counted as duplicates,
 //     e.g. a shard trained again from 0 after a failure), one that starts later skips some (a gap).
-// A shard restored from a checkpoint starts this record empty (it is not in the checkpoint): its
-// server says so, and the accounting reports it cannot prove that shard's data.
+// The record goes into the shard's checkpoint files (encode/decode: an opaque blob of the shard
+// file, checkpoint/shard_file.h), consistent with the parameters beside it (both taken under the
+// shard's lock). A shard restored from a checkpoint starts from that record; each worker then
+// replays to it the pushes it made after the record's last push of its rank (ps_client.h), so the
+// restored shard ends up with every example applied once, like the others.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/status.h"
 #include "trainers/batch_feed.h"
 
 namespace troupe::ps {
@@ -33,23 +37,34 @@ struct AppliedShard {
   int64_t gaps = 0;        // examples skipped over
 };
 
-// Where a worker rank stands on one shard: its clock (pushes applied) and its last push's tag.
+// Where a worker rank stands on one shard: its clock (pushes applied), its last applied push's
+// clock (-1: none) and tag.
 struct WorkerPosition {
   int64_t clock = 0;
   DataTag last;
+  int64_t last_clock = -1;
 };
 
 class AppliedData {
  public:
-  explicit AppliedData(int workers) : last_(static_cast<size_t>(workers)) {}
-  // Worker `worker`'s push tagged `tag` was applied. Returns "" or what was wrong with it (a
-  // duplicate or a gap, for the log; it is counted either way). An empty tag records nothing.
-  std::string record(int worker, const DataTag& tag);
+  explicit AppliedData(int workers)
+      : last_(static_cast<size_t>(workers)), last_clock_(static_cast<size_t>(workers), -1) {}
+  // Worker `worker`'s push of clock `clock` tagged `tag` was applied. Returns "" or what was wrong
+  // with it (a duplicate or a gap, for the log; it is counted either way). An empty tag records
+  // no examples (the clock still counts as the worker's last push).
+  std::string record(int worker, int64_t clock, const DataTag& tag);
   const DataTag& last(int worker) const { return last_[static_cast<size_t>(worker)]; }
+  int64_t last_clock(int worker) const { return last_clock_[static_cast<size_t>(worker)]; }
   std::vector<AppliedShard> shards() const;  // ordered by epoch, then shard
+
+  // The whole record as bytes (msgpack), and back. decode: corrupt_data naming what is malformed,
+  // invalid_argument for a record of another number of workers.
+  std::string encode() const;
+  static Expected<AppliedData> decode(const std::string& bytes, int workers);
 
  private:
   std::vector<DataTag> last_;
+  std::vector<int64_t> last_clock_;
   std::map<std::pair<int, int>, AppliedShard> shards_;
 };
 

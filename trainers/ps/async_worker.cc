@@ -45,6 +45,21 @@ Expected<double> accuracy(Trainer& trainer, const std::vector<float>& params, co
   return test.count ? static_cast<double>(*correct) / test.count : 0.0;
 }
 
+// Waits in final pulls until every worker finished: a shard restored meanwhile still gets this
+// worker's replays. A shard's wait is bounded (its timeout), so it is asked again while the others
+// still train, up to 10 minutes.
+Status wait_for_all(PsClient& client, int rank) {
+  const auto deadline = Clock::now() + std::chrono::minutes(10);
+  std::vector<float> scratch(client.parameters());
+  while (true) {
+    auto pulled = client.pull_final(scratch.data());
+    if (pulled.ok()) return {};
+    if (pulled.status().code() != Code::timeout || Clock::now() >= deadline)
+      return pulled.status().with_context("worker " + std::to_string(rank) +
+                                          ", finished, waiting for the other workers to finish");
+  }
+}
+
 }  // namespace
 
 Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& train, const Dataset& test,
@@ -84,6 +99,21 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   result.device = "cpu";
   spdlog::info("worker {}/{} training {} on cpu, {} parameter server(s) in {} mode, {} rows per step", w.rank,
                w.workers, result.model, client.shards(), mode_name(client.mode()), local_batch);
+
+  // Pushes a restored shard lost, recomputed on this worker's current parameters (ps_client.h).
+  std::vector<float> replay_inputs;
+  std::vector<int32_t> replay_labels;
+  client.set_replay([&](const DataTag& tag, float* out) -> Status {
+    TROUPE_RETURN_IF_ERROR(feed.rows_of(tag, &replay_inputs, &replay_labels));
+    Gradients g(out, n);
+    const Batch b{replay_inputs.data(), replay_labels.data(), static_cast<int64_t>(replay_labels.size()),
+                  train.features()};
+    return trainer.forward_backward(b, param_view, g).status();
+  });
+  struct ClearReplay {  // the function refers to this frame
+    PsClient& c;
+    ~ClearReplay() { c.set_replay({}); }
+  } clear_replay{client};
 
   PsWorkerReport measured;
   const auto job_start = Clock::now();
@@ -159,6 +189,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
     TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker " + std::to_string(w.rank) + " finishing"));
     finished = true;
   }
+  if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) TROUPE_RETURN_IF_ERROR(wait_for_all(client, w.rank));
   if (final_params) {
     auto pulled = client.pull_final(params.data());
     if (!pulled.ok()) return pulled.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");

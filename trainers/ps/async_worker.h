@@ -46,6 +46,9 @@ struct PsWorker {
   // An async worker that replaces a failed one of its rank: its clock goes on from here (the
   // client's start_clock), its epochs from the first (it trains what is left of them).
   int64_t start_clock = 0;
+  // Async with checkpoints: once finished, wait until every worker finished (the final pull), so a
+  // parameter server restored meanwhile still gets this worker's replays (ps_client.h).
+  bool wait_for_all = false;
 };
 
 // What a worker measured besides its TrainResult.
@@ -58,7 +61,9 @@ struct PsWorkerReport {
 };
 
 // Trains worker `worker.rank` until the feed's epochs (or options.max_steps) are done, then tells
-// the shards it finished. The TrainResult is this worker's: its batches' loss and accuracy, its
+// the shards it finished. While it trains, the client's replay function (ps_client.h) recomputes a
+// push from its tag with this worker's trainer, on its current parameters, with the rows the feed
+// names (BatchFeed::rows_of). The TrainResult is this worker's: its batches' loss and accuracy, its
 // own samples/s (sum over workers for the job's); test accuracy on rank 0 only (-1 elsewhere).
 // `final_params` (if given) receives the parameters once every worker finished. On an error the
 // worker also tells the shards it finished, so the others are not held up. Errors:

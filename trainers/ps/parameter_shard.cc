@@ -198,6 +198,18 @@ Status ParameterShard::restore(const checkpoint::TrainingState& state) {
   TROUPE_RETURN_IF_ERROR(optimizer_->load_state(slice, 0).with_context(what));
   std::copy(state.params.begin() + static_cast<std::ptrdiff_t>(range_.begin),
             state.params.begin() + static_cast<std::ptrdiff_t>(range_.end), params_.begin());
+  if (options_.mode == PsMode::async) {  // what the restored parameters were computed from
+    const size_t i = static_cast<size_t>(index_);
+    if (state.extras.size() == static_cast<size_t>(options_.shards) && !state.extras[i].empty()) {
+      auto record = AppliedData::decode(state.extras[i], options_.workers);
+      if (!record.ok()) return record.status().with_context(what);
+      applied_ = std::move(*record);
+      restored_record_ = true;
+    } else {
+      spdlog::warn("{}: the checkpoint holds no applied-data record for this shard (written by an older troupe, or "
+                   "loaded in part): the job's data accounting will say it cannot prove this shard's data", what);
+    }
+  }
   version_ = state.step;
   restored_step_ = state.step;
   if (options_.mode == PsMode::central) {
@@ -225,6 +237,7 @@ void ParameterShard::checkpoint_if_due() {
   d.header.end = range_.end;
   d.params = params_;
   d.optimizer = optimizer_->save_state(0, range_.size());
+  if (options_.mode == PsMode::async) d.extra = applied_.encode();
   const std::string dir = checkpoint::step_dir(c.dir, version_);
   const std::string path = checkpoint::shard_path(dir, index_, options_.shards);
   std::error_code ec;
@@ -262,7 +275,7 @@ Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* g
   staleness_.add(version_ - version_pulled);
   mine = clock + 1;
   // Central mode applies it within the clock's average; either way its rows count once here.
-  const std::string problem = applied_.record(worker, tag);
+  const std::string problem = applied_.record(worker, clock, tag);
   if (!problem.empty()) spdlog::warn("{}: {}'s data: {}", describe(), who, problem);
   if (options_.mode == PsMode::async) {
     apply(grads);
@@ -273,6 +286,26 @@ Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* g
   if (contributions_++ == 0) std::copy(grads, grads + sum_.size(), sum_.begin());
   else kernels::cpu::sum_into(sum_.data(), grads, sum_.size());
   apply_central_if_complete();
+  return version_;
+}
+
+Expected<int64_t> ParameterShard::replay(int worker, int64_t clock, const float* grads, const DataTag& tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TROUPE_RETURN_IF_ERROR(check_worker(worker, "a replay"));
+  const std::string who = "worker " + std::to_string(worker) + " replayed its push of clock " + std::to_string(clock);
+  if (options_.mode != PsMode::async)
+    return invalid_argument(who + " to " + describe() + ": only async shards take replays (central restarts whole)");
+  const int64_t last = applied_.last_clock(worker), mine = clocks_[static_cast<size_t>(worker)];
+  if (clock <= last || clock >= mine)
+    return invalid_argument(who + " to " + describe() + ", which applied its pushes up to clock " +
+                            std::to_string(last) + " and has it at clock " + std::to_string(mine) +
+                            ": a replay must lie between");
+  const std::string problem = applied_.record(worker, clock, tag);
+  if (!problem.empty()) spdlog::warn("{}: {}'s data: {}", describe(), who, problem);
+  ++replayed_;
+  apply(grads);
+  checkpoint_if_due();
+  changed_.notify_all();
   return version_;
 }
 
@@ -335,7 +368,7 @@ StalenessHistogram ParameterShard::staleness() const {
 WorkerPosition ParameterShard::position(int worker) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (worker < 0 || worker >= options_.workers) return {};
-  return WorkerPosition{clocks_[static_cast<size_t>(worker)], applied_.last(worker)};
+  return WorkerPosition{clocks_[static_cast<size_t>(worker)], applied_.last(worker), applied_.last_clock(worker)};
 }
 
 std::vector<AppliedShard> ParameterShard::applied() const {
@@ -346,6 +379,16 @@ std::vector<AppliedShard> ParameterShard::applied() const {
 int64_t ParameterShard::restored_step() const {
   std::lock_guard<std::mutex> lock(mu_);
   return restored_step_;
+}
+
+bool ParameterShard::restored_record() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return restored_record_;
+}
+
+int64_t ParameterShard::replayed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replayed_;
 }
 
 bool ParameterShard::all_finished() const {

@@ -35,12 +35,17 @@
 //            updates), though not the same v updates (arrival order differs per shard; bounded by
 //            the staleness bound, like async itself). A version whose shard file already exists (a
 //            failed predecessor of this shard wrote it) is not written again.
+// An async shard file also holds the shard's applied-data record (applied_data.h), taken under the
+// same lock as the parameters.
 // restore() starts a shard from a checkpoint: central: version and every worker's clock = its
 // step. async (a replacement of a failed server, the other shards still running): version = its
-// step, every worker removed until it connects again; a reconnecting worker says its own clock
-// (rejoin_worker), so the shard goes on from the workers' clocks, not the checkpoint's; an async
-// pull for clock c also raises the worker's clock to c (it pushed c times; the pushes this shard
-// lost are not coming), so a replacement worker that never reached it before is not held up.
+// step, the applied-data record the checkpoint's, every worker removed until it connects again; a
+// reconnecting worker says its own clock (rejoin_worker), so the shard goes on from the workers'
+// clocks, not the checkpoint's; an async pull for clock c also raises the worker's clock to c (it
+// pushed c times), so a replacement worker that never reached it before is not held up. The pushes
+// the shard lost (those after the record's last push of each rank) come back as replays: each
+// worker recomputes them on its current parameters and replays them, in order, before anything
+// else it sends (ps_client.h); a replay is applied and recorded but moves no clock.
 #pragma once
 
 #include <chrono>
@@ -118,6 +123,10 @@ class ParameterShard {
   // future, or a departed worker.
   Expected<int64_t> push(int worker, int64_t clock, const float* grads, int64_t version_pulled,
                          const DataTag& tag = {});
+  // Async: worker `worker`'s push of clock `clock`, which this restored shard lost, again (see
+  // above). invalid_argument unless the worker is live, the shard async, and last applied push of
+  // the worker < clock < the worker's clock. Returns the shard's version after it.
+  Expected<int64_t> replay(int worker, int64_t clock, const float* grads, const DataTag& tag);
 
   // Before any worker pulled: checkpoints as ShardCheckpointing says. invalid_argument for
   // every < 1 or an empty dir.
@@ -148,6 +157,8 @@ class ParameterShard {
   WorkerPosition position(int worker) const;
   std::vector<AppliedShard> applied() const;       // applied_data.h, since this shard started
   int64_t restored_step() const;                   // the checkpoint's step restore() took; -1: none
+  bool restored_record() const;                    // restore() found the applied-data record in it
+  int64_t replayed() const;                        // replays applied
   bool all_finished() const;                       // every worker said finish
   std::vector<float> parameters() const;
   std::string describe() const;                    // "shard 1 (async, S=4) floats [117573, 235146)"
@@ -179,6 +190,8 @@ class ParameterShard {
   StalenessHistogram staleness_;
   AppliedData applied_;
   int64_t restored_step_ = -1;
+  bool restored_record_ = false;
+  int64_t replayed_ = 0;
   std::string shut_down_;             // non-empty once shut down: why
   ShardCheckpointing checkpointing_;  // every == 0: none
 };

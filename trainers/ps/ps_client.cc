@@ -4,6 +4,7 @@
 #include "trainers/ps/ps_client.h"
 
 #include <algorithm>
+#include <deque>
 #include <thread>
 
 #include <cstring>
@@ -27,6 +28,15 @@ struct Connection {
   wire::Socket socket;
   ShardRange range;
   int64_t version = 0;  // the shard's newest version it told (a push's pulled version is kept below)
+  int64_t acked = -1;    // the clock of this worker's last push the shard acknowledged (-1: none)
+  int64_t last_push = -1;  // its welcome: the clock of this rank's last push it applied
+};
+
+// A push kept for replays (see ps_client.h).
+struct Sent {
+  int64_t clock = 0;
+  DataTag tag;
+  int64_t top_version = 0;  // the highest version a shard answered it with
 };
 
 // What a welcome said besides the ShardInfo.
@@ -34,6 +44,7 @@ struct Welcome {
   int64_t clock = 0;
   int64_t version = 0;
   DataTag last;  // this rank's last applied push
+  int64_t last_push = -1;  // and its clock
 };
 
 Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome);
@@ -63,8 +74,13 @@ class TcpPsClient final : public PsClient {
   Status push(int64_t clock, const float* grads, const Versions& pulled, const DataTag& tag) override {
     std::vector<int> every(shards_.size());
     for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int>(i);
-    return push_to(every, clock, grads, pulled, tag);
+    TROUPE_RETURN_IF_ERROR(push_to(every, clock, grads, pulled, tag));
+    keep(clock, tag);
+    return {};
   }
+
+  void set_replay(ReplayFn replay) override { replay_ = std::move(replay); }
+  int64_t replayed() const override { return replayed_; }
 
   Status push_to(const std::vector<int>& which, int64_t clock, const float* grads, const Versions& pulled,
                  const DataTag& tag) override {
@@ -92,7 +108,10 @@ class TcpPsClient final : public PsClient {
       h->spans = static_cast<int32_t>(tag.size());
       h->payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
       return wire::Frame{grads + shards_[i].range.begin, tag.data(), tag_bytes};
-    }, Op::pushed, nullptr, nullptr);
+    }, Op::pushed, nullptr, nullptr, [&](size_t i) {
+      // The connection broke, not the server, after it applied this push: not again.
+      return shards_[i].last_push >= clock;
+    });
     if (st.ok()) clock_ = clock + 1;
     return st;
   }
@@ -125,6 +144,22 @@ class TcpPsClient final : public PsClient {
     return todo;
   }
   using Body = std::function<Status(size_t, const Header&)>;
+  using Done = std::function<bool(size_t)>;  // after a reconnection: the shard has it already
+
+  // Keeps the push of `clock` for replays, and forgets those every shard has in a checkpoint
+  // before the newest complete one.
+  void keep(int64_t clock, const DataTag& tag) {
+    const int64_t every = options_.checkpoint_versions;
+    if (every <= 0 || mode_ != PsMode::async) return;
+    int64_t low = INT64_MAX, top = 0;
+    for (const Connection& c : shards_) {
+      low = std::min(low, c.version);
+      top = std::max(top, c.version);
+    }
+    history_.push_back(Sent{clock, tag, top});
+    const int64_t older = (low / every) * every - every;
+    while (!history_.empty() && history_.front().top_version <= older) history_.pop_front();
+  }
 
   Expected<Versions> fetch(Op op, int64_t clock, float* params) {
     Versions versions(shards_.size());
@@ -151,7 +186,7 @@ class TcpPsClient final : public PsClient {
   // *stats. A shard whose connection failed is reconnected and asked again (or, without
   // reconnection, the client is broken). Returns the first error reply, after every shard answered.
   Status exchange(const std::string& what, std::vector<size_t> todo, const Fill& fill, Op expect, const Body& body,
-                  StalenessHistogram* stats) {
+                  StalenessHistogram* stats, const Done& done = nullptr) {
     if (!broken_.ok()) return broken_;
     Status first;
     while (!todo.empty()) {
@@ -176,6 +211,11 @@ class TcpPsClient final : public PsClient {
         if (!options_.resolve) return broken(cause);
         Status again = reconnect(i, cause);
         if (!again.ok()) return broken(again);
+        if (done && done(i)) {
+          spdlog::info("worker {}: parameter server {} had applied the {} before the connection broke; not sent again",
+                       options_.rank, i, what);
+          continue;
+        }
         todo.push_back(i);
       }
     }
@@ -198,6 +238,7 @@ class TcpPsClient final : public PsClient {
     if (h.op != expect)
       return corrupt_data(std::string("answered with ") + wire::op_name(h.op) + " instead of " + wire::op_name(expect));
     if (h.op == Op::params || h.op == Op::pushed) shards_[i].version = h.version;
+    if (h.op == Op::pushed) shards_[i].acked = std::max(shards_[i].acked, h.clock);
     if (body) TROUPE_RETURN_IF_ERROR(body(i, h));
     if (stats) TROUPE_RETURN_IF_ERROR(read_stats(i, h, stats));
     return {};
@@ -208,6 +249,7 @@ class TcpPsClient final : public PsClient {
   Status reconnect(size_t i, const Status& cause) {
     const auto deadline = Clock::now() + options_.reconnect_timeout;
     const std::string old = shards_[i].address;
+    const int64_t acked = shards_[i].acked;  // what a restored shard lost is replayed up to here
     spdlog::warn("worker {}: {}; dialling parameter server {} again (up to {:g} s)", options_.rank, cause.message(), i,
                  options_.reconnect_timeout.count() / 1000.0);
     auto backoff = std::chrono::milliseconds(50);
@@ -234,13 +276,17 @@ class TcpPsClient final : public PsClient {
         if (info.ok()) {
           c.range = shards_[i].range;
           c.version = welcome.version;
+          c.last_push = welcome.last_push;
+          c.acked = welcome.last_push;
           shards_[i] = std::move(c);
-          spdlog::info("worker {}: parameter server {} is back at {} (was {}), at version {}; this worker's clock {}",
-                       options_.rank, i, shards_[i].address, old, welcome.version, welcome.clock);
-          if (!finished_) return {};
-          Status done = finish_on(i);
-          if (done.ok()) return {};
-          last = done;
+          spdlog::info("worker {}: parameter server {} is back at {} (was {}), at version {}; this worker's clock {}, "
+                       "its last push applied there {}", options_.rank, i, shards_[i].address, old, welcome.version,
+                       welcome.clock, welcome.last_push);
+          Status st;
+          if (mode_ == PsMode::async && welcome.last_push < acked) st = replay_to(i, welcome.last_push, acked);
+          if (st.ok() && finished_) st = finish_on(i);
+          if (st.ok()) return {};
+          last = st;
           shards_[i].socket.reset();
         } else {
           last = info.status();
@@ -255,6 +301,64 @@ class TcpPsClient final : public PsClient {
                        fmt::format("{:g}", options_.reconnect_timeout.count() / 1000.0) + " s after: " + cause.message() +
                        "; last try: " + last.message() + ". Is the job's supervisor restarting it? See `troupe "
                        "status` and the server node's log");
+  }
+
+  // Shard i came back restored: its record of this rank ends at clock `after`, this worker's pushes
+  // up to `until` were acknowledged before. Replays the kept pushes in between, in order (see
+  // ps_client.h). Returns an error only when the connection fails (the caller dials again); a push
+  // that cannot be replayed is logged, and the shard's data accounting shows it missing.
+  Status replay_to(size_t i, int64_t after, int64_t until) {
+    const std::string lost = "parameter server " + std::to_string(i) + " came back restored without this worker's " +
+                             "pushes of clocks " + std::to_string(after + 1) + ".." + std::to_string(until);
+    if (!replay_) {
+      spdlog::error("worker {}: {}; no replay function is set, so they stay lost to it", options_.rank, lost);
+      return {};
+    }
+    auto it = std::find_if(history_.begin(), history_.end(), [&](const Sent& e) { return e.clock > after; });
+    if (it == history_.end() || it->clock != after + 1) {
+      spdlog::error("worker {}: {}; they are no longer kept (kept: clocks {}), so they stay lost to it", options_.rank,
+                    lost, history_.empty() ? std::string("none")
+                                           : std::to_string(history_.front().clock) + ".." +
+                                                 std::to_string(history_.back().clock));
+      return {};
+    }
+    std::vector<float> grads(total_);
+    int64_t count = 0, first = it->clock;
+    for (; it != history_.end() && it->clock <= until; ++it) {
+      std::fill(grads.begin(), grads.end(), 0.0f);
+      Status computed = replay_(it->tag, grads.data());
+      if (!computed.ok()) {
+        spdlog::error("worker {}: {}; recomputing the push of clock {} ({}) failed, so it and those after it stay "
+                      "lost to it: {}", options_.rank, lost, it->clock, describe(it->tag), computed.to_string());
+        break;
+      }
+      deadline_ = Clock::now() + options_.timeout;
+      Header h;
+      h.op = Op::replay;
+      h.worker = options_.rank;
+      h.clock = it->clock;
+      h.version = shards_[i].version;
+      h.spans = static_cast<int32_t>(it->tag.size());
+      const uint64_t tag_bytes = it->tag.size() * sizeof(DataSpan);
+      h.payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
+      TROUPE_RETURN_IF_ERROR(wire::write_frame(shards_[i].socket.fd(), h, grads.data() + shards_[i].range.begin,
+                                               deadline_, it->tag.data(), tag_bytes)
+                                 .with_context("replaying the push of clock " + std::to_string(it->clock)));
+      Status refused;
+      TROUPE_RETURN_IF_ERROR(read_reply(i, "replay", Op::pushed, nullptr, nullptr, &refused));
+      if (!refused.ok()) {
+        spdlog::error("worker {}: {}; the server refused the replay of clock {}: {}", options_.rank, lost, it->clock,
+                      refused.to_string());
+        break;
+      }
+      shards_[i].last_push = it->clock;
+      ++count;
+    }
+    replayed_ += count;
+    if (count > 0)
+      spdlog::warn("worker {}: replayed {} push(es) (clocks {}..{}) to parameter server {}, restored from a checkpoint "
+                   "without them: every batch applied there once", options_.rank, count, first, first + count - 1, i);
+    return {};
   }
 
   // Tells shard i alone that this worker finished (after a reconnection).
@@ -295,6 +399,9 @@ class TcpPsClient final : public PsClient {
   std::vector<WorkerPosition> positions_;  // per shard, when connected
   int64_t start_clock_ = 0;  // the highest of their clocks
   int64_t clock_ = 0;        // this worker's clock, said again when reconnecting
+  std::deque<Sent> history_; // pushes kept for replays, in clock order
+  ReplayFn replay_;
+  int64_t replayed_ = 0;
   bool finished_ = false;
   Clock::time_point deadline_;
   Status broken_;
@@ -330,6 +437,7 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t 
   TROUPE_RETURN_IF_ERROR(wire::read_spans(fd, h.spans, &welcome->last, deadline).with_context("reading the welcome"));
   welcome->clock = h.clock;
   welcome->version = h.version;
+  welcome->last_push = info.last_push;
   return info;
 }
 
@@ -347,8 +455,9 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
     const std::string where = self + " connecting to shard " + std::to_string(i) + " at " + addresses[i];
     Welcome welcome;
     auto info = join(&shards[i], o, 0, &welcome);
-    positions[i] = WorkerPosition{welcome.clock, welcome.last};
+    positions[i] = WorkerPosition{welcome.clock, welcome.last, welcome.last_push};
     shards[i].version = welcome.version;
+    shards[i].acked = shards[i].last_push = welcome.last_push;
     if (!info.ok()) return info.status().with_context(where);
     const size_t expected_begin = i == 0 ? 0 : shards[i - 1].range.end;
     if (info->index != static_cast<int32_t>(i) || info->shards != static_cast<int32_t>(addresses.size()) ||

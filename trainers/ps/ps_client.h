@@ -14,6 +14,18 @@
 // worker that already finished says so again, and the failed request is sent again to that shard
 // only. Without resolve, or past the deadline, the failure is final and names the shard.
 //
+// Replays (async, exactly-once across a restored server): the client keeps the clock and data tag
+// of its recent pushes, back to the job's checkpoint before the newest complete one (with
+// PsClientOptions::checkpoint_versions; a checkpoint of version C is complete once every shard
+// answered a version >= C). A shard that comes back with its rank's last applied push older than
+// the last it acknowledged (restored from a checkpoint) gets every push after that one again, in
+// clock order, before the failed request is sent again: each gradient recomputed by the replay
+// function (set_replay: the worker's trainer on its current parameters and the rows the tag names)
+// and sent to that shard only (ParameterShard::replay). A shard that reappears having applied the
+// request in flight (the connection broke, not the server) is not sent it again. When the pushes
+// to replay are no longer kept, or no replay function is set, the client says so in the log and
+// goes on: that shard's data accounting then shows what is missing.
+//
 // Versions: a pull returns each shard's version; the push of the gradient computed from that pull
 // passes them back, so each shard can record the update's staleness (parameter_shard.h).
 #pragma once
@@ -62,6 +74,13 @@ class PsClient {
   // replaces a failed one of the same rank (async), the pushes its predecessor made (the highest
   // over shards), where its clock goes on.
   virtual int64_t start_clock() const { return 0; }
+  // How to recompute a push for a replay (see above): the gradient of the batch `tag` names into
+  // grads[0, parameters()) (zeroed). An empty function: no replays. Clients without reconnection
+  // ignore it.
+  using ReplayFn = std::function<Status(const DataTag& tag, float* grads)>;
+  virtual void set_replay(ReplayFn replay) { (void)replay; }
+  // Pushes replayed to restored shards so far.
+  virtual int64_t replayed() const { return 0; }
 };
 
 struct PsClientOptions {
@@ -74,6 +93,9 @@ struct PsClientOptions {
   // Where shard i is now (the job layer reads its GCS); empty: no reconnection.
   std::function<Expected<std::string>(int shard)> resolve;
   std::chrono::milliseconds reconnect_timeout{120000};  // how long a shard may stay unreachable
+  // The job's checkpoint interval in shard versions (async: every K steps x workers); 0: the job
+  // takes no checkpoints, so no shard is ever restored and no push is kept for a replay.
+  int64_t checkpoint_versions = 0;
 };
 
 // Connects to every shard of a job, `addresses` in shard order, and checks that they are one

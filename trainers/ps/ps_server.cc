@@ -124,8 +124,11 @@ int PsServer::admit(int fd) {
   info.shards = shard_->options().shards;
   info.workers = shard_->options().workers;
   info.mode = static_cast<int32_t>(shard_->options().mode);
-  // Where this rank's last applied push ended: a replacement resumes its predecessor's data there.
-  const DataTag last = shard_->position(worker).last;
+  // Where this rank's last applied push ended: a replacement resumes its predecessor's data there,
+  // a worker reconnecting to a restored shard replays its pushes after it.
+  const WorkerPosition at = shard_->position(worker);
+  const DataTag& last = at.last;
+  info.last_push = at.last_clock;
   Header w;
   w.op = Op::welcome;
   w.worker = worker;
@@ -180,10 +183,10 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
   const auto io_deadline = [this] { return Clock::now() + options_.io_timeout; };
   const size_t range_bytes = buffer->size() * sizeof(float);
   const uint64_t span_bytes = static_cast<uint64_t>(h.spans) * sizeof(DataSpan);
-  const bool sized = h.op == Op::push ? h.spans >= 0 && h.spans <= wire::kMaxSpans && h.payload == range_bytes + span_bytes
-                                      : h.payload == 0;
-  const bool known = h.op == Op::pull || h.op == Op::pull_final || h.op == Op::push || h.op == Op::finish ||
-                     h.op == Op::stats;
+  const bool pushes = h.op == Op::push || h.op == Op::replay;
+  const bool sized = pushes ? h.spans >= 0 && h.spans <= wire::kMaxSpans && h.payload == range_bytes + span_bytes
+                            : h.payload == 0;
+  const bool known = h.op == Op::pull || h.op == Op::pull_final || pushes || h.op == Op::finish || h.op == Op::stats;
   if (!known || !sized || h.worker != worker)
     return corrupt_data(std::string("a malformed ") + wire::op_name(h.op) + " request (op " +
                         std::to_string(static_cast<int>(h.op)) + ", worker " + std::to_string(h.worker) + ", " +
@@ -207,13 +210,16 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
       }
       break;
     }
-    case Op::push: {
+    case Op::push:
+    case Op::replay: {
+      const std::string what = std::string(wire::op_name(h.op)) + " of clock " + std::to_string(h.clock);
       TROUPE_RETURN_IF_ERROR(wire::read_exact(fd, buffer->data(), range_bytes, io_deadline())
-                                 .with_context("reading a push of clock " + std::to_string(h.clock)));
+                                 .with_context("reading a " + what));
       DataTag tag;
       TROUPE_RETURN_IF_ERROR(wire::read_spans(fd, h.spans, &tag, io_deadline())
-                                 .with_context("reading the data tag of a push of clock " + std::to_string(h.clock)));
-      auto v = shard_->push(worker, h.clock, buffer->data(), h.version, tag);
+                                 .with_context("reading the data tag of a " + what));
+      auto v = h.op == Op::push ? shard_->push(worker, h.clock, buffer->data(), h.version, tag)
+                                : shard_->replay(worker, h.clock, buffer->data(), tag);
       st = v.status();
       reply.op = Op::pushed;
       reply.clock = h.clock;

@@ -53,6 +53,7 @@ const char* op_name(Op op) {
     case Op::stats: return "stats";
     case Op::stats_reply: return "stats_reply";
     case Op::error: return "error";
+    case Op::replay: return "replay";
   }
   return "unknown";
 }

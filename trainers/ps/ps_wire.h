@@ -11,6 +11,8 @@
 //   pull_final                                params   (once every worker finished)
 //   push    worker, clock, version pulled,    pushed   version after the push
 //           spans, payload=range floats + spans DataSpans (the batch's tag)
+//   replay  as push: a push of an older       pushed   version after it
+//           clock this (restored) shard lost
 //   finish  worker                            finished
 //   stats                                     stats_reply payload=StatsPayload + int64 buckets
 //   (any request that fails)                  error    code=troupe::Code, payload=message text
@@ -18,8 +20,10 @@
 // A hello's clock is the worker's own (0 when new; its clock when it reconnects to a restored
 // shard); the welcome's is where the shard has the worker go on, its version the shard's, its spans
 // the tag of the rank's last applied push (a replacement resumes its predecessor's data there:
-// trainers/ps/applied_data.h).
-// Version 2 ("tps2") added the spans; a peer of another version fails on the magic, by name.
+// trainers/ps/applied_data.h), and its ShardInfo that push's clock (a worker reconnecting to a
+// restored shard replays the pushes after it: ps_client.h).
+// Version 2 ("tps2") added the spans, version 3 ("tps3") replays and ShardInfo::last_push; a peer
+// of another version fails on the magic, by name.
 // An error reply keeps the connection in step and open. A frame that cannot be understood (bad
 // magic, unknown op, a payload of the wrong size) closes the connection, logged on the server and
 // reported by the client naming the shard. Every read and write has a deadline (poll).
@@ -36,13 +40,13 @@ namespace troupe::ps::wire {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kMagic = 0x32737074;     // "tps2": bumped with every change of the protocol
+constexpr uint32_t kMagic = 0x33737074;     // "tps3": bumped with every change of the protocol
 constexpr uint64_t kMaxJobId = 1024;       // bytes of a hello's job id
 constexpr uint64_t kMaxErrorText = 65536;  // bytes of an error's text
 constexpr int32_t kMaxSpans = 4096;        // DataSpans of one push or welcome
 
 enum class Op : uint8_t {
-  hello = 1, welcome, pull, pull_final, params, push, pushed, finish, finished, stats, stats_reply, error,
+  hello = 1, welcome, pull, pull_final, params, push, pushed, finish, finished, stats, stats_reply, error, replay,
 };
 const char* op_name(Op op);
 
@@ -65,6 +69,7 @@ struct ShardInfo {
   uint64_t total = 0;           // the job's parameters
   int32_t index = 0, shards = 0;
   int32_t workers = 0, mode = 0;
+  int64_t last_push = -1;       // the clock of the connecting rank's last applied push (-1: none)
 };
 
 struct StatsPayload {

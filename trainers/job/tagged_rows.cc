@@ -1,0 +1,33 @@
+#include "trainers/job/tagged_rows.h"
+
+namespace troupe::job {
+
+Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& plan_options, const DataTag& tag,
+                          std::map<int, data::ShardPlan>* plans, TaggedRows* out) {
+  out->inputs.clear();
+  out->labels.clear();
+  const int64_t features = train.features();
+  for (const DataSpan& d : tag) {
+    auto it = plans->find(d.epoch);
+    if (it == plans->end()) {
+      auto plan = data::plan_epoch(train.count, train.labels, train.classes, plan_options, d.epoch);
+      if (!plan.ok()) return plan.status().with_context("planning epoch " + std::to_string(d.epoch));
+      it = plans->emplace(d.epoch, std::move(*plan)).first;
+    }
+    const auto& shards = it->second.shards;
+    if (d.shard < 0 || d.shard >= static_cast<int>(shards.size()) || d.offset < 0 || d.rows < 0 ||
+        d.offset + d.rows > static_cast<int64_t>(shards[static_cast<size_t>(d.shard)].size()))
+      return internal_error("the data of a push (" + describe(tag) + ") is outside this worker's plan of epoch " +
+                            std::to_string(d.epoch) + ": were the servers started for another dataset?");
+    const auto& indices = shards[static_cast<size_t>(d.shard)];
+    for (int64_t r = d.offset; r < d.offset + d.rows; ++r) {
+      const int32_t idx = indices[static_cast<size_t>(r)];
+      out->inputs.insert(out->inputs.end(), train.images.begin() + idx * features,
+                         train.images.begin() + (idx + 1) * features);
+      out->labels.push_back(train.labels[static_cast<size_t>(idx)]);
+    }
+  }
+  return {};
+}
+
+}  // namespace troupe::job

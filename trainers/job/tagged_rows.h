@@ -1,0 +1,31 @@
+// The training rows a data tag names (trainers/batch_feed.h): the examples of each span, gathered
+// from the epochs' shard plans. A batch recomputed from its tag (a replacement worker completing
+// its predecessor's last push, a worker replaying pushes to a restored parameter server) is the
+// batch that was trained, row for row.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/batch_feed.h"
+#include "trainers/data/shard_plan.h"
+#include "trainers/fashion_mnist.h"
+
+namespace troupe::job {
+
+struct TaggedRows {
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+  Batch batch(int64_t features) const {
+    return Batch{inputs.data(), labels.data(), static_cast<int64_t>(labels.size()), features};
+  }
+};
+
+// The rows of `tag` of `train`, its epochs planned with `plan` (planned once each into *plans).
+// internal_error when a span lies outside its epoch's plan (servers of another dataset?).
+Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& plan, const DataTag& tag,
+                          std::map<int, data::ShardPlan>* plans, TaggedRows* out);
+
+}  // namespace troupe::job
