@@ -12,13 +12,12 @@
 #include <filesystem>
 #include <mutex>
 
-#include "core/config.h"
 #include "gcs/async_accounting.h"
-#include "gcs/in_memory_store.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_takeover.h"
 #include "tests/core/temp_dir.h"
+#include "tests/jobs/ps_scenario.h"
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_server.h"
@@ -29,44 +28,8 @@ using namespace troupe;
 
 namespace {
 
-constexpr int kLedgerShards = 4;
-
-struct Scenario {
-  gcs::InMemoryStore store;
-  JobId job = JobId::random();
-  Dataset train, test;
-  TrainOptions o;
-  job::LedgerFeedOptions fo;
-  std::vector<std::unique_ptr<ps::ParameterShard>> shards;
-
-  Scenario() {
-    auto loaded = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
-    REQUIRE(loaded.ok());
-    train = std::move(*loaded);
-    train.count = 1300;  // shards of 325: batches of 64 cross from one shard into the next
-    train.images.resize(static_cast<size_t>(train.count * train.features()));
-    train.labels.resize(static_cast<size_t>(train.count));
-    test = train;
-    o.epochs = 1;
-    o.batch_size = 64;
-    o.seed = 3;
-    o.optimizer = "sgd";
-    fo.batch_size = 64;
-    fo.plan.shards = kLedgerShards;
-    fo.plan.seed = o.seed;
-    fo.plan.block = 64;
-    fo.keep_partial = true;
-    ps::PsJobShape shape;
-    shape.shards = 2;
-    shape.train_examples = train.count;
-    for (int i = 0; i < 2; ++i) {
-      auto s = ps::make_job_shard(o, DataSpec{train.features(), train.classes}, shape, i);
-      REQUIRE(s.ok());
-      shards.push_back(std::move(*s));
-    }
-  }
-  std::vector<ps::ParameterShard*> raw() { return {shards[0].get(), shards[1].get()}; }
-};
+constexpr int kLedgerShards = troupe::testing::kPsLedgerShards;
+using Scenario = troupe::testing::PsScenario;
 
 // The predecessor: `pushes` whole pushes, then one that reaches shard 0 only, then it dies (the
 // servers remove it; the replacement's hello rejoins it).
@@ -181,15 +144,11 @@ Expected<gcs::AsyncAccountingReport> restore_a_server(Scenario& s, bool keep, in
     m.shards = files.at(8);
     auto state = checkpoint::load_checkpoint(m);
     REQUIRE(state.ok());
-    ps::PsJobShape shape;
-    shape.shards = 2;
-    shape.train_examples = s.train.count;
-    auto shard = ps::make_job_shard(s.o, DataSpec{s.train.features(), s.train.classes}, shape, 1);
-    REQUIRE(shard.ok());
-    REQUIRE((*shard)->restore(*state).ok());
-    CHECK((*shard)->restored_record());
-    REQUIRE((*shard)->enable_checkpoints(checkpointing(1)).ok());
-    auto server = ps::PsServer::start(std::move(*shard), so);
+    auto shard = s.make_shard(1);
+    REQUIRE(shard->restore(*state).ok());
+    CHECK(shard->restored_record());
+    REQUIRE(shard->enable_checkpoints(checkpointing(1)).ok());
+    auto server = ps::PsServer::start(std::move(shard), so);
     REQUIRE(server.ok());
     std::lock_guard<std::mutex> lock(mu);
     addresses[1] = (*server)->address();

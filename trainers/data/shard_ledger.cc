@@ -96,6 +96,11 @@ Status ShardLedger::modify(int epoch, int shard, Edit&& edit) {
 }
 
 Status ShardLedger::create_epoch(int epoch, const std::vector<int64_t>& sizes) {
+  return create_resumed_epoch(epoch, sizes, std::vector<int64_t>(sizes.size(), 0));
+}
+
+Status ShardLedger::create_resumed_epoch(int epoch, const std::vector<int64_t>& sizes,
+                                         const std::vector<int64_t>& trained) {
   if (static_cast<int>(sizes.size()) != options_.shards) {
     return invalid_argument("epoch " + std::to_string(epoch) + " of job " + job_.short_hex() + ": " +
                             std::to_string(sizes.size()) + " shard sizes for a ledger of " +
@@ -104,6 +109,11 @@ Status ShardLedger::create_epoch(int epoch, const std::vector<int64_t>& sizes) {
   for (size_t s = 0; s < sizes.size(); ++s) {
     if (sizes[s] < 0) {
       return invalid_argument(where(epoch, static_cast<int>(s)) + ": negative size " + std::to_string(sizes[s]));
+    }
+    if (s >= trained.size() || trained[s] < 0 || trained[s] > sizes[s]) {
+      return invalid_argument(where(epoch, static_cast<int>(s)) + ": " +
+                              (s < trained.size() ? std::to_string(trained[s]) : std::string("no count of")) +
+                              " examples trained of " + std::to_string(sizes[s]));
     }
   }
   const int64_t now = gcs::now_ms();
@@ -114,6 +124,14 @@ Status ShardLedger::create_epoch(int epoch, const std::vector<int64_t>& sizes) {
     r.shard = s;
     r.examples = sizes[static_cast<size_t>(s)];
     r.updated_ms = now;
+    const int64_t done = trained[static_cast<size_t>(s)];
+    if (done > 0 && done == r.examples) {
+      r.state = gcs::ShardState::done;
+      r.progress = done;
+    } else {
+      r.resume_at = done;
+      r.progress = done;
+    }
     auto stored = store_.put_if_absent(table(), gcs::record_key(r), gcs::encode(r));
     if (!stored.ok()) return stored.status().with_context("creating " + where(epoch, s));
     if (*stored) (void)store_.publish(table(), gcs::record_key(r));

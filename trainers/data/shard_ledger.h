@@ -50,6 +50,11 @@ class ShardLedger {
   // already recorded (a supervisor that restarted) is left untouched, progress and owner included.
   // invalid_argument when sizes has not S entries or one is negative.
   Status create_epoch(int epoch, const std::vector<int64_t>& sizes);
+  // The same for a job resumed from another job's checkpoint: trained[s] examples of shard s were
+  // trained before (0 .. sizes[s]): a shard trained whole is recorded DONE (owner nil), one trained
+  // in part UNASSIGNED with resume_at = trained[s] (the next claim starts there). Idempotent like
+  // create_epoch. invalid_argument as create_epoch, or for trained outside [0, size].
+  Status create_resumed_epoch(int epoch, const std::vector<int64_t>& sizes, const std::vector<int64_t>& trained);
 
   // Returns every ASSIGNED shard of `worker`, in any epoch of the job, to UNASSIGNED (owner nil,
   // progress kept until the next claim), and the records as they are now. A worker holding

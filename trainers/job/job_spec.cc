@@ -200,10 +200,6 @@ Status validate(const JobSpec& s) {
   if (s.collective_timeout_ms < 1) return invalid_argument("collective_timeout_ms must be >= 1");
   if (s.bucket_bytes < -1) return invalid_argument("--bucket-bytes must be >= 0, or -1 for auto");
   if (s.checkpoint_every < 0) return invalid_argument("--checkpoint-every must be >= 0 (0: no checkpoints)");
-  if (!s.resume_job.empty() && s.strategy == "async") {
-    return invalid_argument("--resume is for --strategy sync and central so far; an async job's checkpoints "
-                            "restore a failed parameter server within the job (--checkpoint-every), not a new job");
-  }
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) {
     return invalid_argument("--checkpoint-every needs --checkpoint-dir DIR (a directory every worker can write)");
   }

@@ -11,6 +11,7 @@
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_checkpoint.h"
+#include "trainers/job/ps_resume.h"
 #include "trainers/job/ps_takeover.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/ps/async_worker.h"
@@ -54,6 +55,28 @@ ps::PsJobShape job_shape(const JobSpec& spec, int64_t train_examples) {
   shape.train_examples = train_examples;
   shape.wait_timeout = std::chrono::milliseconds(spec.collective_timeout_ms / 2);
   return shape;
+}
+
+// The data feed of a worker of `spec` (an async or central job); the ledger's plan comes from it.
+Expected<LedgerFeedOptions> ps_feed_options(const JobSpec& spec) {
+  LedgerFeedOptions fo;
+  fo.batch_size = spec.train.batch_size / spec.workers;
+  fo.plan.seed = spec.train.seed;
+  if (spec.strategy == "central") {  // lockstep, like sync: one interleaved shard each per epoch
+    fo.plan.shards = spec.workers;
+    fo.plan.policy = data::ShardPolicy::interleaved;
+    fo.plan.block = fo.batch_size;
+    fo.one_shard_per_epoch = true;
+    return fo;
+  }
+  // Taken as workers get to them: a fast worker trains more of the epoch.
+  fo.plan.shards = 4 * spec.workers;
+  auto policy = data::parse_shard_policy(spec.shard_policy);
+  if (!policy.ok()) return policy.status();
+  fo.plan.policy = *policy;
+  fo.plan.block = fo.batch_size;
+  fo.keep_partial = true;  // every example applied exactly once (gcs/async_accounting.h)
+  return fo;
 }
 
 // The servers' addresses in shard order, once all of them published one (bounded wait).
@@ -162,6 +185,20 @@ ps::ShardCheckpointing server_checkpointing(gcs::Store& store, const JobSpec& sp
   return c;
 }
 
+// Steps 1-3 of ps_resume.h for a server of an async job resumed from another job's checkpoint.
+Status resume_async_server(gcs::Store& store, const JobSpec& spec, const MemberArgs& a, ps::ParameterShard& shard,
+                           const checkpoint::TrainingState& state, const Dataset& train) {
+  auto fo = ps_feed_options(spec);
+  if (!fo.ok()) return fo.status();
+  auto resumed = resumed_data(state, spec.ps, spec.workers);
+  if (!resumed.ok()) return resumed.status();
+  auto caught_up = catch_up_shard(shard, a.index, state, *resumed, spec.train, train, fo->plan, spec.workers,
+                                  fo->batch_size);
+  if (!caught_up.ok()) return caught_up.status();
+  if (a.index == 0) TROUPE_RETURN_IF_ERROR(seed_ledger(store, a.job, *resumed, train, fo->plan));
+  return {};
+}
+
 }  // namespace
 
 int server_count(const JobSpec& spec) {
@@ -182,9 +219,12 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   // ledger before it publishes its address (the workers wait for that, so nobody claims before).
   // Async: a replacement of a failed server (attempt > 0) restores its range from the job's newest
   // intact checkpoint while the other servers keep theirs (async_server_start below).
+  // A resumed async job (attempt 0) starts from the resumed job's checkpoint (ps_resume.h).
   Expected<StartPoint> start = StartPoint{};
   if (spec.strategy == "central") start = find_start_point(*setup->store, spec, a.job);
   if (spec.strategy == "async" && a.attempt > 0) start = async_server_start(*setup->store, spec, a, who);
+  if (spec.strategy == "async" && a.attempt == 0 && !spec.resume_job.empty())
+    start = find_start_point(*setup->store, spec, a.job);
   if (!start.ok()) return start.status().with_context(who);
   if (spec.strategy == "central" && a.attempt > 0) {
     TROUPE_RETURN_IF_ERROR(rewind_to(*setup->store, a.job, spec.workers, setup->train().count / spec.train.batch_size,
@@ -193,6 +233,10 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   if (start->state) {
     TROUPE_RETURN_IF_ERROR((*shard)->restore(*start->state).with_context(who));
     spdlog::info("{} starts from {}", who, start->source);
+  }
+  if (spec.strategy == "async" && start->state && !start->own) {
+    TROUPE_RETURN_IF_ERROR(resume_async_server(*setup->store, spec, a, **shard, *start->state, setup->train())
+                               .with_context(who + ": resuming job " + spec.resume_job.substr(0, 8)));
   }
   const int64_t start_step = start->state ? start->state->step : 0;
   if (server_count(spec) == 1 && spec.strategy == "central") {
@@ -250,22 +294,9 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   auto client = ps::connect_ps(*addresses, co);
   if (!client.ok()) return client.status().with_context("connecting to the parameter servers");
 
-  LedgerFeedOptions fo;
-  fo.batch_size = spec.train.batch_size / spec.workers;
-  fo.plan.seed = spec.train.seed;
-  if (spec.strategy == "central") {  // lockstep, like sync: one interleaved shard each per epoch
-    fo.plan.shards = spec.workers;
-    fo.plan.policy = data::ShardPolicy::interleaved;
-    fo.plan.block = fo.batch_size;
-    fo.one_shard_per_epoch = true;
-  } else {  // taken as workers get to them: a fast worker trains more of the epoch
-    fo.plan.shards = 4 * spec.workers;
-    auto policy = data::parse_shard_policy(spec.shard_policy);
-    if (!policy.ok()) return policy.status();
-    fo.plan.policy = *policy;
-    fo.plan.block = fo.batch_size;
-    fo.keep_partial = true;  // every example applied exactly once (gcs/async_accounting.h)
-  }
+  auto feed_options = ps_feed_options(spec);
+  if (!feed_options.ok()) return feed_options.status();
+  const LedgerFeedOptions& fo = *feed_options;
   const WorkerId me = worker_identity(a.job, a.index);
   if (a.attempt > 0 && spec.strategy == "async") {
     // A replacement: its predecessor's last push completed on every server, and what it held back
@@ -293,6 +324,11 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   worker.whole_global_batches = spec.strategy == "central";
   if (spec.strategy == "async") worker.start_clock = (*client)->start_clock();
   worker.wait_for_all = spec.strategy == "async" && spec.checkpoint_every > 0;
+  if (spec.strategy == "async" && !spec.resume_job.empty()) {  // epochs the resumed job trained are done
+    auto first = first_open_epoch(*s.store, a.job, fo.plan.shards, spec.train.epochs);
+    if (!first.ok()) return first.status().with_context("reading the resumed job's ledger");
+    worker.first_epoch = *first;
+  }
   if (spec.strategy == "central") {  // the step the server restored
     auto step = central_start_step(*s.store, a.job, a.attempt);
     if (!step.ok()) return step.status();
@@ -319,6 +355,7 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   summary["communication_ms"] = report.pull_ms + report.push_ms;
   if (worker.start_step > 0) summary["resumed_from"] = {{"step", worker.start_step}, {"attempt", a.attempt}};
   if (!spec.resume_job.empty()) summary["resumed_from"]["job_id"] = spec.resume_job;
+  if (!spec.resume_job.empty() && spec.strategy == "async") summary["resumed_from"]["step"] = spec.resume_step;
   if (spec.checkpoint_every > 0) {
     summary["checkpoint_every"] = spec.checkpoint_every;
     if (spec.strategy == "central")  // async: each server's own version, in the manifests

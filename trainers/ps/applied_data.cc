@@ -38,6 +38,16 @@ bool as_ints(const msgpack::object& o, int n, std::vector<int64_t>* out) {
 std::string AppliedData::record(int worker, int64_t clock, const DataTag& tag) {
   last_clock_[static_cast<size_t>(worker)] = std::max(last_clock_[static_cast<size_t>(worker)], clock);
   if (tag.empty()) return {};
+  last_[static_cast<size_t>(worker)] = tag;
+  return record_examples(tag);
+}
+
+void AppliedData::forget_workers() {
+  std::fill(last_.begin(), last_.end(), DataTag{});
+  std::fill(last_clock_.begin(), last_clock_.end(), -1);
+}
+
+std::string AppliedData::record_examples(const DataTag& tag) {
   std::string problems;
   for (const DataSpan& d : tag) {
     AppliedShard& s = shards_[{d.epoch, d.shard}];
@@ -59,7 +69,6 @@ std::string AppliedData::record(int worker, int64_t clock, const DataTag& tag) {
     s.applied += d.rows;
     s.next = std::max(s.next, end);
   }
-  last_[static_cast<size_t>(worker)] = tag;
   return problems;
 }
 

@@ -53,6 +53,12 @@ class AppliedData {
   // with it (a duplicate or a gap, for the log; it is counted either way). An empty tag records
   // no examples (the clock still counts as the worker's last push).
   std::string record(int worker, int64_t clock, const DataTag& tag);
+  // Examples applied outside any worker's pushes (an async job resumed from another job's
+  // checkpoint catching a shard up: trainers/job/ps_resume.h). Returns as record() does.
+  std::string record_examples(const DataTag& tag);
+  // Every worker's last push forgotten: the workers of a job resumed from another job's checkpoint
+  // are new (their pushes start at clock 0); the examples applied stay.
+  void forget_workers();
   const DataTag& last(int worker) const { return last_[static_cast<size_t>(worker)]; }
   int64_t last_clock(int worker) const { return last_clock_[static_cast<size_t>(worker)]; }
   std::vector<AppliedShard> shards() const;  // ordered by epoch, then shard

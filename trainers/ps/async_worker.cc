@@ -119,7 +119,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   const auto job_start = Clock::now();
   double train_seconds = 0;
   int64_t clock = std::max(w.start_step, w.start_clock);
-  const int first_epoch = static_cast<int>(w.start_step / steps_per_epoch) + 1;
+  const int first_epoch = std::max(static_cast<int>(w.start_step / steps_per_epoch) + 1, w.first_epoch);
   const int64_t skip_steps = w.start_step % steps_per_epoch;  // of first_epoch, trained before the checkpoint
   bool stop = o.max_steps > 0 && clock >= o.max_steps, counted = true;
   for (int epoch = first_epoch; epoch <= o.epochs && !stop; ++epoch) {

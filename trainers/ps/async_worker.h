@@ -49,6 +49,9 @@ struct PsWorker {
   // Async with checkpoints: once finished, wait until every worker finished (the final pull), so a
   // parameter server restored meanwhile still gets this worker's replays (ps_client.h).
   bool wait_for_all = false;
+  // An async job resumed from another job's checkpoint: the epochs before this one were trained
+  // (trainers/job/ps_resume.h).
+  int first_epoch = 1;
 };
 
 // What a worker measured besides its TrainResult.

@@ -309,6 +309,22 @@ Expected<int64_t> ParameterShard::replay(int worker, int64_t clock, const float*
   return version_;
 }
 
+void ParameterShard::forget_workers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  applied_.forget_workers();
+}
+
+Expected<int64_t> ParameterShard::catch_up(const float* grads, const DataTag& tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (options_.mode != PsMode::async) return invalid_argument(describe() + ": only async shards catch up");
+  const std::string problem = applied_.record_examples(tag);
+  if (!problem.empty()) spdlog::warn("{}: catching up {}: {}", describe(), troupe::describe(tag), problem);
+  apply(grads);
+  checkpoint_if_due();
+  changed_.notify_all();
+  return version_;
+}
+
 Status ParameterShard::finish_worker(int worker) {
   std::lock_guard<std::mutex> lock(mu_);
   TROUPE_RETURN_IF_ERROR(check_worker(worker, "finish"));

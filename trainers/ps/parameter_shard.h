@@ -127,6 +127,12 @@ class ParameterShard {
   // above). invalid_argument unless the worker is live, the shard async, and last applied push of
   // the worker < clock < the worker's clock. Returns the shard's version after it.
   Expected<int64_t> replay(int worker, int64_t clock, const float* grads, const DataTag& tag);
+  // Async, before any worker connected, in a job resumed from another job's checkpoint
+  // (trainers/job/ps_resume.h): the old job's workers are forgotten (forget_workers), and this
+  // shard's gradient for examples the other shards of the checkpoint had applied and it had not is
+  // applied and recorded (catch_up: range.size() floats). Returns the version after it.
+  void forget_workers();
+  Expected<int64_t> catch_up(const float* grads, const DataTag& tag);
 
   // Before any worker pulled: checkpoints as ShardCheckpointing says. invalid_argument for
   // every < 1 or an empty dir.
