@@ -64,6 +64,8 @@ std::string AsyncAccountingReport::summary() const {
            (restored_servers > 0 ? "; " + std::to_string(restored_servers) + " server(s) restored from a checkpoint, " +
                                        std::to_string(replayed) + " pushes replayed to them"
                                  : std::string()) +
+           (resumed_servers > 0 ? "; the servers started from the resumed job's checkpoint, their records caught up"
+                                : std::string()) +
            ")";
   }
   std::string s = "data accounting failed: ";
@@ -114,9 +116,11 @@ Expected<AsyncAccountingReport> account_async_job(Store& store, const JobId& job
                              "before it, so exactly-once cannot be shown for its parameters");
       continue;
     }
-    if (rec->restored_step >= 0) {
+    if (rec->restored_step >= 0 && rec->attempt > 0) {  // a replacement of a failed server
       ++rep.restored_servers;
       rep.replayed += rec->replayed;
+    } else if (rec->restored_step >= 0) {  // attempt 0: the job resumed another's checkpoint
+      ++rep.resumed_servers;
     }
     std::map<std::pair<int, int>, AppliedCount> seen;
     for (const AppliedCount& c : rec->shards) {

@@ -62,7 +62,8 @@ struct AsyncAccountingReport {
   int64_t examples = 0;             // per server: the epochs' shard sizes summed
   int64_t reclaimed_shards = 0;     // claims beyond the first
   int64_t resumed_mid_shard = 0;    // shards released at an offset > 0 (a replacement went on there)
-  int restored_servers = 0;         // restored from a checkpoint with their record
+  int restored_servers = 0;         // replacements restored from a checkpoint with their record
+  int resumed_servers = 0;          // started from the checkpoint of the job this one resumed
   int64_t replayed = 0;             // pushes replayed to them
   std::vector<std::string> problems;  // each missing, doubled, skipped or unprovable piece, named
   std::string summary() const;      // one line for events and logs

@@ -369,12 +369,12 @@ TEST_CASE("faults: an async job whose parameter server node is killed restores t
   // Killed mid-job, once a checkpoint of the job exists, and well after the newest one (between
   // checkpoints, 100 steps of every worker apart), so the replacement has pushes to be replayed.
   Json view;
-  poll_until([&] {
+  REQUIRE(poll_until([&] {
     view = c.try_status(300);
     const int64_t step = view.is_null() ? 0 : job_of(view, id).value("step", int64_t{0});
     return !view.is_null() && !event_of(view, "checkpoint_written", id).is_null() && step >= 1000 &&
-           step % 100 >= 40 && step % 100 < 80;
-  }, std::chrono::seconds(300), std::chrono::milliseconds(50));
+           step % 100 >= 30 && step % 100 < 90;
+  }, std::chrono::seconds(300), std::chrono::milliseconds(50)));
   REQUIRE_FALSE(event_of(view, "checkpoint_written", id).is_null());
   std::string victim;
   for (const Json& a : view.at("actors")) {

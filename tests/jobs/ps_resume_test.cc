@@ -6,13 +6,12 @@
 // accounting (gcs/async_accounting.h) proves every example of the epoch applied once on both.
 #include <catch2/catch.hpp>
 
-#include <map>
 #include <thread>
 
 #include "gcs/async_accounting.h"
-#include "tests/core/temp_dir.h"
+#include "gcs/in_memory_store.h"
+#include "trainers/data/shard_ledger.h"
 #include "tests/jobs/ps_scenario.h"
-#include "trainers/checkpoint/checkpoint.h"
 #include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_resume.h"
 #include "trainers/ps/async_worker.h"
@@ -48,23 +47,9 @@ Step compute(ps::PsClient& client, job::LedgerFeed& feed, Trainer& trainer, int6
 TEST_CASE("ps resume: servers restored from another job's checkpoint catch each other up, and the new job is "
           "accounted exactly once",
           "[jobs][ps][accounting][resume]") {
-  troupe::testing::TempDir dir;
   PsScenario old(2);
-  std::map<int64_t, std::vector<checkpoint::WrittenShard>> files;
-  for (int i = 0; i < 2; ++i) {
-    ps::ShardCheckpointing c;
-    c.every = 5;
-    c.dir = dir.path();
-    c.tag = old.job.hex();
-    c.steps_per_epoch = 100;
-    c.written = [&files, i](const checkpoint::WrittenShard& w, int64_t version) {
-      auto& v = files[version];
-      v.resize(2);
-      v[static_cast<size_t>(i)] = w;
-      return Status{};
-    };
-    REQUIRE(old.shards[i]->enable_checkpoints(c).ok());
-  }
+  troupe::testing::PsCheckpointFiles files;
+  for (int i = 0; i < 2; ++i) REQUIRE(old.shards[i]->enable_checkpoints(files.every(5, i, old.job.hex())).ok());
   auto a = ps::local_ps_client(old.raw(), 0), b = ps::local_ps_client(old.raw(), 1);
   job::LedgerFeed fa(old.train, old.store, old.job, WorkerId::random(), old.fo);
   job::LedgerFeed fb(old.train, old.store, old.job, WorkerId::random(), old.fo);
@@ -90,29 +75,22 @@ TEST_CASE("ps resume: servers restored from another job's checkpoint catch each 
   REQUIRE(b->push_to({1}, 2, gb.data(), sb.versions, sb.tag).ok());
   REQUIRE(b->push_to({0}, 2, gb.data(), sb.versions, sb.tag).ok());
   REQUIRE(a->push_to({1}, 2, ga.data(), sa.versions, sa.tag).ok());
-  REQUIRE(files.count(5));
-  checkpoint::Manifest m;
-  m.tag = old.job.hex();
-  m.step = 5;
-  m.dir = checkpoint::step_dir(dir.path(), 5);
-  m.shards = files.at(5);
-  auto state = checkpoint::load_checkpoint(m);
-  REQUIRE(state.ok());
+  const checkpoint::TrainingState state = files.load(5, old.job.hex());
 
   // The new job, on the same (surviving) GCS.
   PsScenario fresh(2);
   const JobId job = JobId::random();
-  auto resumed = job::resumed_data(*state, 2, 2);
+  auto resumed = job::resumed_data(state, 2, 2);
   REQUIRE(resumed.ok());
   CHECK(resumed->last_epoch == 1);
   int64_t examples = 0;
   for (const auto& [key, count] : resumed->applied) examples += count;
   CHECK(examples == 6 * 32);  // three pushes of 32 rows by each worker
-  CHECK(job::resumed_data(*state, 3, 2).status().code() == Code::invalid_argument);  // another --ps
-  CHECK(job::resumed_data(*state, 2, 4).status().code() == Code::invalid_argument);  // another --workers
+  CHECK(job::resumed_data(state, 3, 2).status().code() == Code::invalid_argument);  // another --ps
+  CHECK(job::resumed_data(state, 2, 4).status().code() == Code::invalid_argument);  // another --workers
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(fresh.shards[i]->restore(*state).ok());
-    auto caught = job::catch_up_shard(*fresh.shards[i], i, *state, *resumed, fresh.o, fresh.train, fresh.fo.plan, 2,
+    REQUIRE(fresh.shards[i]->restore(state).ok());
+    auto caught = job::catch_up_shard(*fresh.shards[i], i, state, *resumed, fresh.o, fresh.train, fresh.fo.plan, 2,
                                       fresh.fo.batch_size);
     INFO(caught.status().to_string());
     REQUIRE(caught.ok());
@@ -124,7 +102,7 @@ TEST_CASE("ps resume: servers restored from another job's checkpoint catch each 
   REQUIRE(job::seed_ledger(old.store, job, *resumed, fresh.train, fresh.fo.plan).ok());
   auto first = job::first_open_epoch(old.store, job, kPsLedgerShards, 1);
   REQUIRE(first.ok());
-  CHECK(*first == 1);
+  CHECK(*first == 1);  // (its only epoch; the ledger's side is shown below)
 
   // The new job's workers train what is left of the epoch, side by side.
   Expected<TrainResult> results[2] = {Status(Code::internal, "not run"), Status(Code::internal, "not run")};
@@ -151,4 +129,38 @@ TEST_CASE("ps resume: servers restored from another job's checkpoint catch each 
   CHECK(report->exactly_once);
   CHECK(report->examples == 1300);
   CHECK(fresh.shards[0]->version() == fresh.shards[1]->version());
+}
+
+TEST_CASE("ps resume: the new job's ledger starts where the training stopped", "[jobs][ps][resume]") {
+  gcs::InMemoryStore store;
+  const JobId job = JobId::random();
+  data::ShardLedger ledger(store, job, data::ShardLedgerOptions{3});
+  REQUIRE(ledger.create_resumed_epoch(1, {10, 10, 10}, {10, 10, 10}).ok());  // trained whole
+  REQUIRE(ledger.create_resumed_epoch(2, {10, 10, 10}, {10, 4, 0}).ok());    // stopped in it
+  CHECK(ledger.create_resumed_epoch(3, {10, 10, 10}, {11, 0, 0}).code() == Code::invalid_argument);
+  CHECK(ledger.create_resumed_epoch(3, {10, 10}, {0, 0}).code() == Code::invalid_argument);
+  auto first = job::first_open_epoch(store, job, 3, 4);
+  REQUIRE(first.ok());
+  CHECK(*first == 2);
+  const WorkerId w = WorkerId::random();
+  auto none = ledger.claim(1, w);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());  // nothing left of epoch 1
+  auto claimed = ledger.claim(2, w);
+  REQUIRE(claimed.ok());
+  REQUIRE(claimed->has_value());
+  CHECK((*claimed)->shard == 1);
+  CHECK((*claimed)->progress == 4);  // it goes on at example 4
+  // Recording the epoch again (another server of the job, or a restarted one) changes nothing.
+  REQUIRE(ledger.create_resumed_epoch(2, {10, 10, 10}, {10, 0, 0}).ok());
+  auto again = ledger.epoch_status(2);
+  REQUIRE(again.ok());
+  CHECK((*again)[1].owner == w);
+  CHECK((*again)[0].state == gcs::ShardState::done);
+  // Every epoch done: the last one (nothing left to train).
+  data::ShardLedger whole(store, JobId::random(), data::ShardLedgerOptions{1});
+  REQUIRE(whole.create_resumed_epoch(1, {5}, {5}).ok());
+  auto last = job::first_open_epoch(store, whole.job(), 1, 1);
+  REQUIRE(last.ok());
+  CHECK(*last == 1);
 }

@@ -6,11 +6,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "gcs/in_memory_store.h"
+#include "tests/core/temp_dir.h"
+#include "trainers/checkpoint/checkpoint.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/ps/ps_job.h"
@@ -58,6 +63,44 @@ struct PsScenario {
     return std::move(*s);
   }
   std::vector<ps::ParameterShard*> raw() { return {shards[0].get(), shards[1].get()}; }
+};
+
+// The shard files two parameter shards write every `every` versions into a temporary directory,
+// collected by version, and a version loaded back whole.
+struct PsCheckpointFiles {
+  TempDir dir;
+  std::mutex mu;
+  std::map<int64_t, std::vector<checkpoint::WrittenShard>> by_version;
+
+  ps::ShardCheckpointing every(int64_t versions, int index, const std::string& tag) {
+    ps::ShardCheckpointing c;
+    c.every = versions;
+    c.dir = dir.path();
+    c.tag = tag;
+    c.steps_per_epoch = 100;
+    c.written = [this, index](const checkpoint::WrittenShard& w, int64_t version) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& v = by_version[version];
+      v.resize(2);
+      v[static_cast<size_t>(index)] = w;
+      return Status{};
+    };
+    return c;
+  }
+  checkpoint::TrainingState load(int64_t version, const std::string& tag) {
+    checkpoint::Manifest m;
+    m.tag = tag;
+    m.step = version;
+    m.dir = checkpoint::step_dir(dir.path(), version);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      REQUIRE(by_version.count(version));
+      m.shards = by_version.at(version);
+    }
+    auto state = checkpoint::load_checkpoint(m);
+    REQUIRE(state.ok());
+    return std::move(*state);
+  }
 };
 
 }  // namespace troupe::testing

@@ -9,16 +9,13 @@
 // both servers; without the pushes kept for replays it fails, naming what the restored one lacks.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <mutex>
 
 #include "gcs/async_accounting.h"
+#include "tests/jobs/ps_scenario.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_takeover.h"
-#include "tests/core/temp_dir.h"
-#include "tests/jobs/ps_scenario.h"
-#include "trainers/checkpoint/checkpoint.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_server.h"
 #include "trainers/ps/ps_job.h"
@@ -93,29 +90,13 @@ Expected<gcs::AsyncAccountingReport> replace_and_finish(Scenario& s, WorkerId me
 // server 1 is stopped and a replacement restored from the checkpoint of version 8 takes its place
 // (pushes of clocks 8 and 9 lost). The worker keeps its pushes for replays when `keep` is set.
 Expected<gcs::AsyncAccountingReport> restore_a_server(Scenario& s, bool keep, int64_t* replayed) {
-  troupe::testing::TempDir dir;
-  std::mutex mu;
-  std::map<int64_t, std::vector<checkpoint::WrittenShard>> files;  // by version
-  auto checkpointing = [&](int index) {
-    ps::ShardCheckpointing c;
-    c.every = 4;
-    c.dir = dir.path();
-    c.tag = s.job.hex();
-    c.steps_per_epoch = 100;
-    c.written = [&, index](const checkpoint::WrittenShard& w, int64_t version) {
-      std::lock_guard<std::mutex> lock(mu);
-      auto& v = files[version];
-      v.resize(2);
-      v[static_cast<size_t>(index)] = w;
-      return Status{};
-    };
-    return c;
-  };
+  troupe::testing::PsCheckpointFiles files;
+  std::mutex mu;  // the addresses
   const ps::PsServerOptions so{s.job.hex()};
   std::vector<std::unique_ptr<ps::PsServer>> servers;
   std::vector<std::string> addresses;
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(s.shards[i]->enable_checkpoints(checkpointing(i)).ok());
+    REQUIRE(s.shards[i]->enable_checkpoints(files.every(4, i, s.job.hex())).ok());
     auto server = ps::PsServer::start(std::move(s.shards[i]), so);
     REQUIRE(server.ok());
     addresses.push_back((*server)->address());
@@ -137,17 +118,10 @@ Expected<gcs::AsyncAccountingReport> restore_a_server(Scenario& s, bool keep, in
   auto restore = [&] {
     dead = std::move(servers[1]);
     dead->stop();
-    checkpoint::Manifest m;
-    m.tag = s.job.hex();
-    m.step = 8;
-    m.dir = checkpoint::step_dir(dir.path(), 8);
-    m.shards = files.at(8);
-    auto state = checkpoint::load_checkpoint(m);
-    REQUIRE(state.ok());
     auto shard = s.make_shard(1);
-    REQUIRE(shard->restore(*state).ok());
+    REQUIRE(shard->restore(files.load(8, s.job.hex())).ok());
     CHECK(shard->restored_record());
-    REQUIRE(shard->enable_checkpoints(checkpointing(1)).ok());
+    REQUIRE(shard->enable_checkpoints(files.every(4, 1, s.job.hex())).ok());
     auto server = ps::PsServer::start(std::move(shard), so);
     REQUIRE(server.ok());
     std::lock_guard<std::mutex> lock(mu);

@@ -4,6 +4,7 @@
 // record encoded into checkpoints and taken back by a restored shard, which accepts replays.
 #include <catch2/catch.hpp>
 
+#include <future>
 #include <map>
 #include <thread>
 
@@ -235,6 +236,16 @@ TEST_CASE("ps applied data: a checkpoint carries the record, and the restored sh
   CHECK(s0->duplicates == 0);
   CHECK(s0->gaps == 0);
   CHECK(restored->parameters() == s->parameters());  // the same updates (SGD, equal gradients)
+  // Its final pull waits for worker 1 too, which was training when the shard's predecessor died and
+  // has not come back yet (it would bring replays); then for it to finish.
+  REQUIRE(restored->finish_worker(0).ok());
+  auto final_pull = std::async(std::launch::async, [&] { return restored->pull_final(p.data()); });
+  CHECK(final_pull.wait_for(300ms) == std::future_status::timeout);
+  REQUIRE(*restored->rejoin_worker(1, 2) == 2);
+  CHECK(final_pull.wait_for(300ms) == std::future_status::timeout);
+  REQUIRE(restored->finish_worker(1).ok());
+  REQUIRE(final_pull.wait_for(5s) == std::future_status::ready);
+  CHECK(final_pull.get().ok());
   // A checkpoint without a record (an older troupe's): restored, and the shard says so.
   state->extras.clear();
   auto bare = make_shard(0, 0, 4, sgd(2));

@@ -224,7 +224,11 @@ TEST_CASE("ps shard: an async worker's replacement rejoins at its predecessor's 
   // While live, the staleness bound counts it again: worker 1 at clock 1 may not run past 0 + 2.
   step(*s, 1, 1);
   REQUIRE(s->finish_worker(1).ok());
-  CHECK_FALSE(s->rejoin_worker(1).ok());  // finished
+  // A finished worker connecting again (it waits for the others) stays finished: no more pushes,
+  // and finishing again is no error.
+  CHECK(*s->rejoin_worker(1) == 2);
+  CHECK(s->push(1, 2, std::vector<float>(4).data(), s->version()).status().code() == Code::invalid_argument);
+  CHECK(s->finish_worker(1).ok());
   CHECK_FALSE(s->rejoin_worker(7).ok());  // no such rank
 
   auto central = shard(sgd(PsMode::central, 2));

@@ -201,6 +201,8 @@ Expected<ShardData> read_shard_file(const std::string& path) {
                    std::to_string(h.shards));
   }
   const uint64_t n = h.end - h.begin;
+  if (n > b.size() / sizeof(float) / (1 + vectors))  // (and the sums below cannot wrap)
+    return corrupt("a range of " + std::to_string(n) + " floats in " + std::to_string(b.size()) + " bytes");
   const uint64_t payload_end = 16 + header_bytes + (1 + vectors) * n * sizeof(float);
   uint64_t extra = 0;
   if (version >= 2) {  // the extra's length follows the payload

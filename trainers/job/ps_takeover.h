@@ -12,9 +12,9 @@
 //      claim started (a worker trains its shards in order, completing each before it pushes a batch
 //      of the next, so it applied nothing of those). The next claim of each starts there.
 //
-// A server more than one clock behind was restored from a checkpoint meanwhile (its record lost
-// the updates since): it is left as it is, logged; the job's accounting reports what it cannot
-// prove for it (gcs/async_accounting.h).
+// A server more than one clock behind was restored from a checkpoint meanwhile, and the pushes it
+// lost died with the predecessor (which would have replayed them: ps_client.h): it is left as it
+// is, logged; the job's accounting names the examples it lacks (gcs/async_accounting.h).
 #pragma once
 
 #include <string>

@@ -120,8 +120,11 @@ Expected<AppliedData> AppliedData::decode(const std::string& bytes, int workers)
   auto bad = [&](const std::string& why) { return corrupt_data(what + " is malformed: " + why); };
   if (o.type != msgpack::type::ARRAY || o.via.array.size != 3) return bad("not [format, workers, shards]");
   int64_t format = 0;
-  if (!as_int(o.via.array.ptr[0], &format) || format != kAppliedFormat)
+  if (!as_int(o.via.array.ptr[0], &format)) return bad("its format is not an integer");
+  if (format != kAppliedFormat)
     return bad("format " + std::to_string(format) + "; this troupe reads " + std::to_string(kAppliedFormat));
+  // Epochs and shards are int32 and >= 0 (epochs >= 1), counts and offsets >= 0.
+  auto id_ok = [](int64_t v, int64_t low) { return v >= low && v <= INT32_MAX; };
   const msgpack::object& ws = o.via.array.ptr[1];
   if (ws.type != msgpack::type::ARRAY) return bad("the workers are not an array");
   if (ws.via.array.size != static_cast<uint32_t>(workers))
@@ -136,7 +139,9 @@ Expected<AppliedData> AppliedData::decode(const std::string& bytes, int workers)
     const msgpack::object& spans = e.via.array.ptr[1];
     for (uint32_t i = 0; i < spans.via.array.size; ++i) {
       std::vector<int64_t> v;
-      if (!as_ints(spans.via.array.ptr[i], 4, &v)) return bad("a span of worker " + std::to_string(w));
+      if (!as_ints(spans.via.array.ptr[i], 4, &v) || !id_ok(v[0], 1) || !id_ok(v[1], 0) || v[2] < 0 || v[3] < 0)
+        return bad("span " + std::to_string(i) + " of worker " + std::to_string(w) +
+                   " is not [epoch >= 1, shard >= 0, offset >= 0, rows >= 0]");
       d.last_[w].push_back(DataSpan{static_cast<int32_t>(v[0]), static_cast<int32_t>(v[1]), v[2], v[3]});
     }
   }
@@ -144,7 +149,9 @@ Expected<AppliedData> AppliedData::decode(const std::string& bytes, int workers)
   if (ss.type != msgpack::type::ARRAY) return bad("the shards are not an array");
   for (uint32_t i = 0; i < ss.via.array.size; ++i) {
     std::vector<int64_t> v;
-    if (!as_ints(ss.via.array.ptr[i], 6, &v)) return bad("shard entry " + std::to_string(i));
+    if (!as_ints(ss.via.array.ptr[i], 6, &v) || !id_ok(v[0], 1) || !id_ok(v[1], 0) || v[2] < 0 || v[3] < 0 ||
+        v[4] < 0 || v[5] < 0)
+      return bad("shard entry " + std::to_string(i) + " is not [epoch >= 1, shard >= 0, and four counts >= 0]");
     AppliedShard s{static_cast<int>(v[0]), static_cast<int>(v[1]), v[2], v[3], v[4], v[5]};
     d.shards_[{s.epoch, s.shard}] = s;
   }

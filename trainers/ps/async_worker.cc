@@ -47,16 +47,19 @@ Expected<double> accuracy(Trainer& trainer, const std::vector<float>& params, co
 
 // Waits in final pulls until every worker finished: a shard restored meanwhile still gets this
 // worker's replays. A shard's wait is bounded (its timeout), so it is asked again while the others
-// still train, up to 10 minutes.
-Status wait_for_all(PsClient& client, int rank) {
+// still train, up to 10 minutes. Its training is done either way: a wait that ends otherwise is
+// logged, not an error of the worker (only its replays to a later restored shard are lost then).
+void wait_for_all(PsClient& client, int rank) {
   const auto deadline = Clock::now() + std::chrono::minutes(10);
   std::vector<float> scratch(client.parameters());
   while (true) {
     auto pulled = client.pull_final(scratch.data());
-    if (pulled.ok()) return {};
-    if (pulled.status().code() != Code::timeout || Clock::now() >= deadline)
-      return pulled.status().with_context("worker " + std::to_string(rank) +
-                                          ", finished, waiting for the other workers to finish");
+    if (pulled.ok()) return;
+    if (pulled.status().code() != Code::timeout || Clock::now() >= deadline) {
+      spdlog::warn("worker {}, finished, stopped waiting for the other workers to finish: {}", rank,
+                   pulled.status().to_string());
+      return;
+    }
   }
 }
 
@@ -91,8 +94,11 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   const int64_t steps_per_epoch = train.count / o.batch_size;
   const int64_t total_steps =
       o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
-  std::vector<float> params(n), grads(n);
-  const Parameters param_view(params.data(), n);
+  // Two parameter buffers: a pull fills one while the other keeps the last whole pull, on which a
+  // replay is computed should a shard fail in the middle of the pull (ps_client.h).
+  std::vector<float> pulled[2] = {std::vector<float>(n), std::vector<float>(n)};
+  int cur = 0;
+  std::vector<float> grads(n);
   Gradients grad_view(grads.data(), n);
   TrainResult result;
   result.model = setup->model;
@@ -108,7 +114,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
     Gradients g(out, n);
     const Batch b{replay_inputs.data(), replay_labels.data(), static_cast<int64_t>(replay_labels.size()),
                   train.features()};
-    return trainer.forward_backward(b, param_view, g).status();
+    return trainer.forward_backward(b, Parameters(pulled[cur].data(), n), g).status();
   });
   struct ClearReplay {  // the function refers to this frame
     PsClient& c;
@@ -143,12 +149,13 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
       if (!*more) break;
       const std::string at_step = at_epoch + ", step " + std::to_string(tally.steps + 1);
       auto t0 = Clock::now();
-      auto versions = client.pull(clock, params.data());
+      auto versions = client.pull(clock, pulled[1 - cur].data());
       if (!versions.ok()) return fail(versions.status().with_context("worker " + std::to_string(w.rank) + at_step));
+      cur = 1 - cur;
       measured.pull_ms += ms_since(t0);
       t0 = Clock::now();
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
-      auto stats = trainer.forward_backward(batch, param_view, grad_view);
+      auto stats = trainer.forward_backward(batch, Parameters(pulled[cur].data(), n), grad_view);
       if (!stats.ok()) return fail(stats.status().with_context(where + ": forward_backward" + at_step));
       measured.compute_ms += ms_since(t0);
       if ((clock + 1) % o.loss_check_every == 0 && !std::isfinite(stats->loss))
@@ -176,10 +183,13 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
       if (last) {
         TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker 0 finishing"));
         finished = true;
+        if (w.wait_for_all) wait_for_all(client, w.rank);
       }
-      auto pulled = last ? client.pull_final(params.data()) : client.pull(clock, params.data());
-      if (!pulled.ok()) return fail(pulled.status().with_context("worker 0 pulling parameters to evaluate" + at_epoch));
-      auto acc = accuracy(trainer, params, test);
+      std::vector<float>& into = pulled[1 - cur];
+      auto got = last ? client.pull_final(into.data()) : client.pull(clock, into.data());
+      if (!got.ok()) return fail(got.status().with_context("worker 0 pulling parameters to evaluate" + at_epoch));
+      cur = 1 - cur;
+      auto acc = accuracy(trainer, pulled[cur], test);
       if (!acc.ok()) return fail(acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch)));
       es.test_accuracy = *acc;
     }
@@ -189,11 +199,13 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
     TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker " + std::to_string(w.rank) + " finishing"));
     finished = true;
   }
-  if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) TROUPE_RETURN_IF_ERROR(wait_for_all(client, w.rank));
+  if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) wait_for_all(client, w.rank);
   if (final_params) {
-    auto pulled = client.pull_final(params.data());
-    if (!pulled.ok()) return pulled.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");
-    *final_params = params;
+    std::vector<float>& into = pulled[1 - cur];
+    auto got = client.pull_final(into.data());
+    if (!got.ok()) return got.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");
+    cur = 1 - cur;
+    *final_params = pulled[cur];
   }
   auto staleness = client.staleness();
   if (staleness.ok()) measured.staleness = staleness->stats();

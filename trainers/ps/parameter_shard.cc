@@ -86,12 +86,25 @@ Status ParameterShard::check_worker(int worker, const char* what) const {
   const WorkerState s = states_[static_cast<size_t>(worker)];
   if (s != WorkerState::live)
     return invalid_argument(std::string(what) + " from worker " + std::to_string(worker) + ", which " +
-                            (s == WorkerState::finished ? "already finished" : "was removed") + " (" + describe() + ")");
+                            (s == WorkerState::finished ? "already finished"
+                             : s == WorkerState::removed ? "was removed"
+                                                         : "has not connected since the shard was restored") +
+                            " (" + describe() + ")");
   return {};
 }
 
 int ParameterShard::live_workers() const {
   return static_cast<int>(std::count(states_.begin(), states_.end(), WorkerState::live));
+}
+
+std::string ParameterShard::unfinished() const {
+  std::string out;
+  for (size_t w = 0; w < states_.size(); ++w) {
+    if (states_[w] != WorkerState::live && states_[w] != WorkerState::returning) continue;
+    out += (out.empty() ? "" : ", ") + std::to_string(w) +
+           (states_[w] == WorkerState::returning ? " (not back since the restore)" : "");
+  }
+  return out;
 }
 
 bool ParameterShard::may_pull(int64_t clock) const {
@@ -141,13 +154,10 @@ Expected<int64_t> ParameterShard::pull(int worker, int64_t clock, float* out) {
 Expected<int64_t> ParameterShard::pull_final(float* out) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = Clock::now() + options_.wait_timeout;
-  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || live_workers() == 0; })) {
-    std::string live;
-    for (size_t w = 0; w < states_.size(); ++w)
-      if (states_[w] == WorkerState::live) live += (live.empty() ? "" : ", ") + std::to_string(w);
+  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || unfinished().empty(); })) {
     return Status(Code::timeout, "the final parameters of " + describe() + " waited " +
-                                     std::to_string(options_.wait_timeout.count()) + " ms for worker(s) " + live +
-                                     " to finish");
+                                     std::to_string(options_.wait_timeout.count()) + " ms for worker(s) " +
+                                     unfinished() + " to finish");
   }
   if (!shut_down_.empty()) return unavailable(describe() + " shut down: " + shut_down_);
   std::copy(params_.begin(), params_.end(), out);
@@ -216,7 +226,7 @@ Status ParameterShard::restore(const checkpoint::TrainingState& state) {
     std::fill(clocks_.begin(), clocks_.end(), state.step);
   } else {  // the workers went on meanwhile: each says its clock when it connects again
     std::fill(clocks_.begin(), clocks_.end(), 0);
-    std::fill(states_.begin(), states_.end(), WorkerState::removed);
+    std::fill(states_.begin(), states_.end(), WorkerState::returning);
   }
   return {};
 }
@@ -327,6 +337,8 @@ Expected<int64_t> ParameterShard::catch_up(const float* grads, const DataTag& ta
 
 Status ParameterShard::finish_worker(int worker) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (worker >= 0 && worker < options_.workers && states_[static_cast<size_t>(worker)] == WorkerState::finished)
+    return {};  // said again after a reconnection
   TROUPE_RETURN_IF_ERROR(check_worker(worker, "finish"));
   states_[static_cast<size_t>(worker)] = WorkerState::finished;
   if (options_.mode == PsMode::central) apply_central_if_complete();
@@ -349,9 +361,8 @@ Expected<int64_t> ParameterShard::rejoin_worker(int worker, int64_t reported_clo
     return invalid_argument("worker " + std::to_string(worker) + " is outside 0.." + std::to_string(options_.workers - 1));
   WorkerState& s = states_[static_cast<size_t>(worker)];
   int64_t& clock = clocks_[static_cast<size_t>(worker)];
-  if (s == WorkerState::finished)
-    return invalid_argument("worker " + std::to_string(worker) + " already finished (" + describe() + ")");
-  if (s == WorkerState::removed) {
+  if (s == WorkerState::finished) return clock;  // it waits for the others (see above)
+  if (s == WorkerState::removed || s == WorkerState::returning) {
     if (options_.mode != PsMode::async)
       return invalid_argument("worker " + std::to_string(worker) + " was removed and " + describe() +
                               " is central: the job restarts whole");

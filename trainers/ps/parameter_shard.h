@@ -21,8 +21,13 @@
 // Worker states:   live --finish_worker()--> finished
 //                  live --remove_worker()--> removed  (died; its connection dropped)
 //                  removed --rejoin_worker()--> live  (async: a replacement of the same rank)
-// Neither finished nor removed workers are waited for, and neither may push again. A pull that
-// waits longer than wait_timeout fails with timeout naming the slowest worker and its clock.
+//                  returning --rejoin_worker()--> live  (async: every worker of a restored shard)
+// Neither finished, removed nor returning workers are waited for by pulls, and none of them may
+// push; a final pull also waits for returning ones (they were training when the shard's
+// predecessor died, and come back with replays). A finished worker may connect again (a
+// connection that broke while it waited for the others): it stays finished, and finishing again is
+// no error. A pull that waits longer than wait_timeout fails with timeout naming the slowest
+// worker and its clock.
 // shut_down() wakes every waiter with unavailable.
 //
 // Checkpoints (trainers/checkpoint/): with enable_checkpoints, the shard writes its range and
@@ -170,7 +175,7 @@ class ParameterShard {
   std::string describe() const;                    // "shard 1 (async, S=4) floats [117573, 235146)"
 
  private:
-  enum class WorkerState : uint8_t { live, finished, removed };
+  enum class WorkerState : uint8_t { live, finished, removed, returning };
   ParameterShard(int index, ShardRange range, std::vector<float> initial, const ShardOptions& options,
                  std::unique_ptr<Optimizer> optimizer);
   Status check_worker(int worker, const char* what) const;  // needs mu_
@@ -180,6 +185,7 @@ class ParameterShard {
   void apply_central_if_complete();                         // needs mu_
   void checkpoint_if_due();                                 // needs mu_
   int live_workers() const;                                 // needs mu_
+  std::string unfinished() const;                           // needs mu_: "1, 3 (not back since the restore)"
 
   const int index_;
   const ShardRange range_;

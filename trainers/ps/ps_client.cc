@@ -74,9 +74,7 @@ class TcpPsClient final : public PsClient {
   Status push(int64_t clock, const float* grads, const Versions& pulled, const DataTag& tag) override {
     std::vector<int> every(shards_.size());
     for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int>(i);
-    TROUPE_RETURN_IF_ERROR(push_to(every, clock, grads, pulled, tag));
-    keep(clock, tag);
-    return {};
+    return push_to(every, clock, grads, pulled, tag);
   }
 
   void set_replay(ReplayFn replay) override { replay_ = std::move(replay); }
@@ -112,7 +110,9 @@ class TcpPsClient final : public PsClient {
       // The connection broke, not the server, after it applied this push: not again.
       return shards_[i].last_push >= clock;
     });
-    if (st.ok()) clock_ = clock + 1;
+    if (!st.ok()) return st;
+    clock_ = clock + 1;
+    keep(clock, tag);  // (a push to some shards completes one the others have: a replacement's catch-up)
     return st;
   }
 
@@ -156,6 +156,7 @@ class TcpPsClient final : public PsClient {
       low = std::min(low, c.version);
       top = std::max(top, c.version);
     }
+    if (!history_.empty() && history_.back().clock >= clock) return;  // kept already
     history_.push_back(Sent{clock, tag, top});
     const int64_t older = (low / every) * every - every;
     while (!history_.empty() && history_.front().top_version <= older) history_.pop_front();
@@ -315,15 +316,18 @@ class TcpPsClient final : public PsClient {
       return {};
     }
     auto it = std::find_if(history_.begin(), history_.end(), [&](const Sent& e) { return e.clock > after; });
-    if (it == history_.end() || it->clock != after + 1) {
+    if (it == history_.end() || it->clock > until) {
       spdlog::error("worker {}: {}; they are no longer kept (kept: clocks {}), so they stay lost to it", options_.rank,
                     lost, history_.empty() ? std::string("none")
                                            : std::to_string(history_.front().clock) + ".." +
                                                  std::to_string(history_.back().clock));
       return {};
     }
+    if (it->clock != after + 1)  // the rest is still worth replaying: the accounting names the gap
+      spdlog::error("worker {}: {}; those before clock {} are no longer kept, so they stay lost to it", options_.rank,
+                    lost, it->clock);
     std::vector<float> grads(total_);
-    int64_t count = 0, first = it->clock;
+    int64_t count = 0, first = it->clock, done = first - 1;
     for (; it != history_.end() && it->clock <= until; ++it) {
       std::fill(grads.begin(), grads.end(), 0.0f);
       Status computed = replay_(it->tag, grads.data());
@@ -351,13 +355,14 @@ class TcpPsClient final : public PsClient {
                       refused.to_string());
         break;
       }
-      shards_[i].last_push = it->clock;
+      shards_[i].last_push = done = it->clock;
       ++count;
     }
     replayed_ += count;
     if (count > 0)
       spdlog::warn("worker {}: replayed {} push(es) (clocks {}..{}) to parameter server {}, restored from a checkpoint "
-                   "without them: every batch applied there once", options_.rank, count, first, first + count - 1, i);
+                   "without them{}", options_.rank, count, first, done, i,
+                   first == after + 1 && done == until ? ": every batch applied there once" : "");
     return {};
   }
 
