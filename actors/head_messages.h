@@ -93,6 +93,9 @@ struct SubmitJob {
   // fit (at least 1), and grows back to all of them after its next checkpoint once they fit; its
   // workers learn the gang's size from their arguments (actors/job_supervisor.h).
   bool elastic = false;
+  // Where a restart places the actors it restarts: "any" (wherever there is room), "same" (each on
+  // the node it ran on, unless that node is gone), "other" (the failed actor anywhere but its node).
+  std::string restart_on = "any";
 };
 struct SubmitJobReply {
   std::vector<std::string> actor_ids;  // in the order asked for
@@ -128,7 +131,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJob& x) {
   return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors, x.max_restarts,
            x.restart_backoff_ms, x.restart_whole_gang, x.restore_servers, x.progress_timeout_ms,
-           x.elastic);
+           x.elastic, x.restart_on);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJobReply& x) {

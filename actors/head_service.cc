@@ -278,7 +278,8 @@ class HeadService : public caf::event_based_actor {
       const JobActor& a = asks[i].actor;
       requests[i].actor = asks[i].id;
       requests[i].demand = {a.cpus, a.gpus, 0};
-      requests[i].pinned_node = pinned;
+      requests[i].pinned_node = asks[i].pin ? asks[i].pin : pinned;
+      requests[i].avoid_node = asks[i].avoid;
       requests[i].group = gang;
       gcs::ActorRecord& r = records[i];
       r.id = asks[i].id;

@@ -49,7 +49,7 @@ void count_restarts(gcs::Store& store, const ActorId& id, int restarts) {
 }
 
 PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
-  PlacementAsk ask{ActorId::random(), job.actors[slot]};
+  PlacementAsk ask{ActorId::random(), job.actors[slot], std::nullopt, std::nullopt};
   // Names are unique per node, and an actor of the failed attempt may still hold its name there
   // (stopped, but hung in a collective): a restart's actors carry their attempt in the name.
   if (job.attempt > 0 && !ask.actor.name.empty()) ask.actor.name += "-a" + std::to_string(job.attempt);
@@ -58,6 +58,8 @@ PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
   if (job.elastic) ask.actor.args.push_back(std::to_string(job.size));
   ask.actor.args.push_back(std::to_string(job.attempt));
   ask.actor.args.push_back(ask.id.hex());
+  if (auto p = job.pins.find(slot); p != job.pins.end() && !dead_nodes_.count(p->second)) ask.pin = p->second;
+  if (auto a = job.avoids.find(slot); a != job.avoids.end()) ask.avoid = a->second;
   return ask;
 }
 
@@ -115,8 +117,26 @@ void JobSupervisor::after_exit(Job& job) {
   }
 }
 
+// Where a restart's actors go (SubmitJob::restart_on): "same" pins each restarted slot to the node
+// it ran on (unless that node is gone: then anywhere), "other" keeps the failed actor off its node.
+// Returns the words for the job_restarting event.
+std::string JobSupervisor::choose_restart_nodes(Job& job, const Member& failed) {
+  job.pins.clear();
+  job.avoids.clear();
+  if (job.restart_on == "other") {
+    job.avoids[failed.slot] = failed.node;
+    return " on another node than " + failed.node.short_hex();
+  }
+  if (job.restart_on != "same") return "";
+  if (dead_nodes_.count(failed.node)) return " wherever there is room (its node " + failed.node.short_hex() + " is gone)";
+  for (const Member& m : job.members)
+    if ((job.whole_gang || m.slot == failed.slot) && !dead_nodes_.count(m.node)) job.pins[m.slot] = m.node;
+  return job.whole_gang ? " each on the node it ran on" : " on its node " + failed.node.short_hex();
+}
+
 void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::string& cause) {
   ++job.attempt;
+  const std::string where = choose_restart_nodes(job, failed);
   const int64_t backoff = backoff_for(job.backoff_ms, job.attempt);
   job.restart_due_ms = gcs::now_ms() + backoff;
   int64_t step = -1;
@@ -129,14 +149,15 @@ void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::str
     job.stop_grace_ms = gcs::now_ms() + kStopGraceMs;
     job_event(*host_.store, "job_restarting", job.id,
               "job " + job.id.short_hex() + ": " + cause + at + "; restarting its " + std::to_string(job.actors.size()) +
-                  " actors from the newest checkpoint in " + std::to_string(backoff) + " ms (" + which + ")");
+                  " actors from the newest checkpoint" + where + " in " + std::to_string(backoff) + " ms (" + which +
+                  ")");
     note(*host_.store, job.id, which + " after: " + cause);
     stop_members(job, "job " + job.id.short_hex() + " restarts after: " + cause, false);
   } else {
     job.replace.push_back(failed.slot);
     job_event(*host_.store, "job_restarting", job.id,
-              "job " + job.id.short_hex() + ": " + cause + at + "; replacing it in " + std::to_string(backoff) +
-                  " ms while the others go on (" + which + ")");
+              "job " + job.id.short_hex() + ": " + cause + at + "; replacing it" + where + " in " +
+                  std::to_string(backoff) + " ms while the others go on (" + which + ")");
     note(*host_.store, job.id, which + " after: " + cause);
   }
 }
@@ -171,6 +192,8 @@ bool JobSupervisor::try_replace(Job& job) {
       continue;
     }
     Member m{ask.id, placed->nodes[ask.id], ask.actor, placed->handles[ask.id], true, slot};
+    job.pins.erase(slot);
+    job.avoids.erase(slot);
     host_.monitor(m.handle);
     by_addr_[m.handle.address()] = job.id;
     for (Member& old : job.members) {

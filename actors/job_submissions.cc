@@ -20,6 +20,7 @@ Json to_json(const SubmitJob& s) {
           {"restart_whole_gang", s.restart_whole_gang},
           {"restore_servers", s.restore_servers},
           {"elastic", s.elastic},
+          {"restart_on", s.restart_on},
           {"progress_timeout_ms", s.progress_timeout_ms}};
 }
 
@@ -36,6 +37,7 @@ SubmitJob from_json(const Json& j) {
   s.restart_whole_gang = j.at("restart_whole_gang").get<bool>();
   s.restore_servers = j.value("restore_servers", false);
   s.elastic = j.value("elastic", false);
+  s.restart_on = j.value("restart_on", std::string("any"));
   s.progress_timeout_ms = j.at("progress_timeout_ms").get<int64_t>();
   return s;
 }

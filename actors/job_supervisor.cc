@@ -40,6 +40,7 @@ JobSupervisor::Job JobSupervisor::make_job(const JobId& id, const SubmitJob& req
   job.restore_servers = request.restore_servers;
   job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
   job.elastic = request.elastic && request.restart_whole_gang;
+  job.restart_on = request.restart_on.empty() ? "any" : request.restart_on;
   job.size = job.ran_size = static_cast<int>(job.actors.size());
   return job;
 }
@@ -72,6 +73,8 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
 }
 
 Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
+  for (PlacementAsk& a : job.asks)  // a node a restart was to go back to died meanwhile
+    if (a.pin && dead_nodes_.count(*a.pin)) a.pin.reset();
   auto placed = host_.place(job.asks, "job-" + job.id.hex(), job.policy, job.id);
   if (!placed.ok()) return placed.status();
   if (!placed->started) {
@@ -99,6 +102,8 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
     job.members.push_back(std::move(m));
     ids.push_back(a.id.hex());
   }
+  job.pins.clear();  // this restart's placement is done
+  job.avoids.clear();
   job.last_step = -1;
   job.last_move_ms = gcs::now_ms();  // the progress clock starts with the attempt
   std::set<NodeId> nodes;
@@ -202,6 +207,7 @@ bool JobSupervisor::on_down(const caf::actor_addr& source, const caf::error& rea
 }
 
 void JobSupervisor::on_node_dead(const NodeId& node, const std::string& reason) {
+  dead_nodes_.insert(node);
   std::vector<JobId> ids;
   for (const auto& [id, job] : jobs_) ids.push_back(id);
   for (const JobId& id : ids) {

@@ -33,6 +33,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +53,8 @@ namespace troupe::actors {
 struct PlacementAsk {
   ActorId id;
   JobActor actor;
+  std::optional<NodeId> pin;    // only on this node (a restart "on the same node")
+  std::optional<NodeId> avoid;  // anywhere but this node (a restart "on another node")
 };
 // What placement did: every actor started (with its handle and node), or none and why.
 struct PlacementOutcome {
@@ -146,6 +149,10 @@ class JobSupervisor {
     int ran_size = 0;             // workers the last started attempt ran with
     int free_attempts = 0;        // grow-backs: attempts that spent no restart of the budget
     int64_t grow_after_step = -1; // room for all seen: grow back after a checkpoint newer than this
+    // Where restarts go (SubmitJob::restart_on), and for the restart under way, by slot: the node
+    // an actor must go back to ("same") or must not ("other").
+    std::string restart_on = "any";
+    std::map<size_t, NodeId> pins, avoids;
   };
   static Job make_job(const JobId& id, const SubmitJob& request);  // as submitted, no attempt yet
   Status try_start(Job& job, SubmitJobReply* reply);
@@ -159,6 +166,7 @@ class JobSupervisor {
   // After a member is down: the gang placed again, the servers stopped, or the job forgotten.
   void after_exit(Job& job);
   void begin_restart(Job& job, const Member& failed, const std::string& why);
+  std::string choose_restart_nodes(Job& job, const Member& failed);
   void place_gang_again(Job& job);
   bool try_replace(Job& job);
   void after_success(Job& job);
@@ -172,6 +180,7 @@ class JobSupervisor {
   JobHost host_;
   std::map<JobId, Job> jobs_;               // pending or running
   std::map<caf::actor_addr, JobId> by_addr_;
+  std::set<NodeId> dead_nodes_;             // gone: no restart is pinned there
 };
 
 bool is_server_actor(const JobActor& a);  // a job's parameter server (type "troupe.ps")

@@ -144,7 +144,7 @@ class Placer {
     std::tuple<bool, double, int> best_key;
     for (int i = 0; i < n; ++i) {
       const NodeView& v = nodes_[i];
-      if (v.state != NodeState::alive || !fits(r.demand, v)) continue;
+      if (v.state != NodeState::alive || !fits(r.demand, v) || (r.avoid_node && v.id == *r.avoid_node)) continue;
       const bool penalty = avoid_gpu_nodes && v.total.gpus > 0;
       const double l = policy_ == PlacementPolicy::pack ? -load(v) : load(v);
       const int order = policy_ == PlacementPolicy::pack ? i : (i - start + n) % n;
@@ -174,6 +174,12 @@ class Placer {
         }
       }
       return "needs " + describe_resources(r.demand) + "; " + name + " has it free";  // not reached
+    }
+    if (r.avoid_node) {  // the one node with room may be the one to avoid
+      const int i = find(*r.avoid_node);
+      if (i >= 0 && nodes_[i].state == NodeState::alive && fits(r.demand, nodes_[i]))
+        return "needs " + describe_resources(r.demand) + " on another node than " + node_name(*r.avoid_node) +
+               " (a restart --restart-on other), and only that one has it free";
     }
     int alive = 0, suspect = 0, dead = 0;
     for (const auto& v : nodes_) {

@@ -56,6 +56,7 @@ struct PlacementRequest {
   ActorId actor;
   gcs::Resources demand;              // cpus, gpus, memory_bytes; each >= 0 and finite
   std::optional<NodeId> pinned_node;  // place only there
+  std::optional<NodeId> avoid_node;   // place anywhere but there
   std::string group;                  // gang id: all members placed or none; empty: alone
 };
 

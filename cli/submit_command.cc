@@ -122,6 +122,7 @@ actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
   s.restore_servers = spec.strategy == "async" && spec.checkpoint_every > 0;
   s.progress_timeout_ms = spec.progress_timeout_ms;
   s.elastic = spec.elastic;
+  s.restart_on = spec.restart_on;
   const std::string prefix = "job-" + id.short_hex() + "-";
   for (int r = 0; r < spec.workers; ++r) {
     s.actors.push_back({job::kWorkerActorType, prefix + "worker-" + std::to_string(r), spec.cpus_per_worker,
@@ -190,6 +191,10 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--restart-backoff", s.restart_backoff_ms,
                   "Milliseconds before the first restart, doubled for each further one (at most 30 s)")
       ->check(CLI::Range(int64_t{0}, int64_t{600000}))->capture_default_str();
+  cmd->add_option("--restart-on", s.restart_on,
+                  "Where a restart places what it restarts: any (a node with room), same (each on the node it ran "
+                  "on, unless that node is gone), other (the failed actor on another node than its own)")
+      ->check(CLI::IsMember({"any", "same", "other"}))->capture_default_str();
   cmd->add_option("--progress-timeout", f->progress_timeout_s,
                   "sync, central: restart the job when its step count stands still this many seconds (a hung "
                   "worker; 0: never)")

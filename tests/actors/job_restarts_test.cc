@@ -240,3 +240,83 @@ TEST_CASE("job restarts: a job stopped between two attempts is cancelled and not
   CHECK_FALSE(h.supervisor.restarting());
   CHECK(h.spawned.size() == placed);
 }
+
+TEST_CASE("job restarts: --restart-on same pins the restart to the nodes the actors ran on, other keeps the failed "
+          "one off its node",
+          "[jobs][supervisor][restarts]") {
+  SECTION("same: every slot of the gang back on its node") {
+    Harness h;
+    const JobId id = h.record_job();
+    SubmitJob s = with_restarts(h.request(id), 2, true);
+    s.restart_on = "same";
+    auto reply = h.supervisor.submit(s);
+    REQUIRE(reply.ok());
+    h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("threw")), "threw");
+    stopped_ones_exit(h, *reply, 1);
+    h.supervisor.retry_pending();
+    REQUIRE(h.last_asks.size() == 3u);
+    for (const PlacementAsk& a : h.last_asks) {
+      REQUIRE(a.pin.has_value());
+      CHECK(*a.pin == h.node);
+      CHECK_FALSE(a.avoid.has_value());
+    }
+    auto events = gcs::recent_events(h.store, 20);
+    REQUIRE(events.ok());
+    bool said = false;
+    for (const gcs::Event& e : *events)
+      said = said || (e.kind == "job_restarting" && e.message.find("each on the node it ran on") != std::string::npos);
+    CHECK(said);
+  }
+  SECTION("same, but the node is gone: anywhere") {
+    Harness h;
+    const JobId id = h.record_job();
+    SubmitJob s = with_restarts(h.request(id), 2, true);
+    s.restart_on = "same";
+    auto reply = h.supervisor.submit(s);
+    REQUIRE(reply.ok());
+    h.supervisor.on_node_dead(h.node, "killed");
+    h.supervisor.retry_pending();
+    REQUIRE(h.last_asks.size() == 3u);
+    for (const PlacementAsk& a : h.last_asks) CHECK_FALSE(a.pin.has_value());
+  }
+  SECTION("other: the failed actor anywhere but its node, the rest anywhere") {
+    Harness h;
+    const JobId id = h.record_job();
+    SubmitJob s = with_restarts(h.request(id), 2, true);
+    s.restart_on = "other";
+    auto reply = h.supervisor.submit(s);
+    REQUIRE(reply.ok());
+    h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("bad disk")), "bad disk");
+    stopped_ones_exit(h, *reply, 2);
+    h.supervisor.retry_pending();
+    REQUIRE(h.last_asks.size() == 3u);
+    CHECK_FALSE(h.last_asks[0].avoid.has_value());
+    CHECK_FALSE(h.last_asks[1].avoid.has_value());
+    REQUIRE(h.last_asks[2].avoid.has_value());
+    CHECK(*h.last_asks[2].avoid == h.node);
+    // The next restart decides again: after a failure of slot 0 only slot 0 is kept off.
+    const caf::actor_addr first = h.spawned.at(h.last_asks[0].id).address();
+    const auto second_attempt = h.last_asks;
+    h.supervisor.on_down(first, to_error(internal_error("again")), "again");
+    for (size_t i = 1; i < 3; ++i)
+      h.supervisor.on_down(h.spawned.at(second_attempt[i].id).address(),
+                           caf::make_error(caf::exit_reason::user_shutdown), "stopped");
+    h.supervisor.retry_pending();
+    REQUIRE(h.last_asks.size() == 3u);
+    CHECK(h.last_asks[0].avoid.has_value());
+    CHECK_FALSE(h.last_asks[2].avoid.has_value());
+  }
+  SECTION("other, async: the replacement of the failed worker only") {
+    Harness h;
+    const JobId id = h.record_job();
+    SubmitJob s = with_restarts(h.request(id), 2, false);
+    s.restart_on = "other";
+    auto reply = h.supervisor.submit(s);
+    REQUIRE(reply.ok());
+    h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("threw")), "threw");
+    h.supervisor.retry_pending();
+    REQUIRE(h.last_asks.size() == 1u);
+    REQUIRE(h.last_asks[0].avoid.has_value());
+    CHECK(*h.last_asks[0].avoid == h.node);
+  }
+}

@@ -158,6 +158,24 @@ TEST_CASE("scheduler: a pinned request goes to its node or says why not", "[acto
   CHECK(r.pending[2].reason == "needs 2 cpus; pinned node " + node_id(3).short_hex() + " has 0 cpus free");
 }
 
+TEST_CASE("scheduler: a request that avoids a node goes elsewhere or says that only that node has room",
+          "[actors][scheduler]") {
+  // PACK would choose node 1 (the most loaded that fits); avoiding it, node 2.
+  std::vector<NodeView> nodes = {node(1, res(4)), node(2, res(4))};
+  nodes[0].used = res(2);
+  std::vector<PlacementRequest> reqs = {request(1, res(1))};
+  reqs[0].avoid_node = node_id(1);
+  auto r = run(PlacementPolicy::pack, nodes, reqs);
+  REQUIRE(r.placements.size() == 1);
+  CHECK(r.placements[0].node == node_id(2));
+  // Only the avoided node has room: pending, saying so.
+  nodes[1].used = res(4);
+  r = run(PlacementPolicy::pack, nodes, reqs);
+  REQUIRE(r.pending.size() == 1);
+  CHECK(r.pending[0].reason == "needs 1 cpu on another node than node " + node_id(1).short_hex() +
+                                   " (a restart --restart-on other), and only that one has it free");
+}
+
 TEST_CASE("scheduler: a gang is placed whole", "[actors][scheduler]") {
   std::vector<NodeView> nodes = {node(1, res(4, 2)), node(2, res(4, 2))};
   std::vector<PlacementRequest> reqs;

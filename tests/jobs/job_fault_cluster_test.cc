@@ -218,7 +218,8 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
   };
   const Case cases[] = {
       {"sync", "--strategy sync --workers 2 --checkpoint-every 100 --checkpoint-dir " + ckpt, true},
-      {"async", "--strategy async --workers 2 --ps 1", false},
+      // (--restart-on other: the replacement goes to the other node of the two.)
+      {"async", "--strategy async --workers 2 --ps 1 --restart-on other", false},
   };
   for (const Case& k : cases) {
     SECTION(k.strategy) {
@@ -237,7 +238,19 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
       const std::string id = Json::parse(r.last_line()).at("job_id");
       Json view = c.status(300);
       check_recovered(c, view, id, baseline, k.accounted);
-      if (k.strategy == "async") accounted_event(c, id);  // its replacement took over exactly once
+      if (k.strategy == "async") {
+        accounted_event(c, id);  // its replacement took over exactly once
+        // "... failed: ...; replacing it on another node than <node> ...", and the replacement
+        // "(actor <id> on node <other>) replaces the failed ...".
+        const std::string restarting = event_of(view, "job_restarting", id).at("message").get<std::string>();
+        const size_t at = restarting.find("replacing it on another node than ");
+        REQUIRE(at != std::string::npos);
+        const std::string failed_node = restarting.substr(at + 34, 8);
+        const std::string restarted = event_of(view, "job_restarted", id).at("message").get<std::string>();
+        INFO(restarting << "\n" << restarted);
+        CHECK(restarted.find(" on node ") != std::string::npos);
+        CHECK(restarted.find(" on node " + failed_node) == std::string::npos);
+      }
       // The exception is on record: in the restart's cause, or (when a peer's exit, "rank 1 closed
       // its connection", reached the supervisor first) in the throwing actor's death.
       bool named = false;

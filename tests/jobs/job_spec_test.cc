@@ -118,6 +118,9 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.resume_job = "00112233445566778899aabbccddeeff";
   s.resume_step = 10;
   CHECK(validate(s).ok());  // an async job resumes too (trainers/job/ps_resume.h)
+  s.restart_on = "elsewhere";
+  CHECK(validate(s).message().find("--restart-on 'elsewhere' is not one of any, same, other") != std::string::npos);
+  s.restart_on = "other";
   s.resume_step = 0;
   CHECK(validate(s).message().find("resume_step must be >= 1") != std::string::npos);
 

@@ -109,6 +109,7 @@ const std::map<std::string, Field>& fields() {
     f["stage_layers"] = field<std::string>([](JobSpec& s) { return &s.stage_layers; });
     f["max_restarts"] = field<int>([](JobSpec& s) { return &s.max_restarts; });
     f["restart_backoff_ms"] = field<int64_t>([](JobSpec& s) { return &s.restart_backoff_ms; });
+    f["restart_on"] = field<std::string>([](JobSpec& s) { return &s.restart_on; });
     f["progress_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.progress_timeout_ms; });
     f["elastic"] = field<bool>([](JobSpec& s) { return &s.elastic; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
@@ -211,6 +212,8 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--restart-backoff must be in [0, 600000] ms (got " + std::to_string(s.restart_backoff_ms) + ")");
   }
   if (s.progress_timeout_ms < 0) return invalid_argument("--progress-timeout must be >= 0 (0: never)");
+  if (s.restart_on != "any" && s.restart_on != "same" && s.restart_on != "other")
+    return invalid_argument("--restart-on '" + s.restart_on + "' is not one of any, same, other");
   if (s.elastic && s.strategy != "sync") {
     return invalid_argument("--elastic is for --strategy sync (got " + s.strategy + "); an async job already goes "
                             "on while a failed actor is replaced");

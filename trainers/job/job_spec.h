@@ -65,6 +65,9 @@ struct JobSpec {
   // from the job's newest intact checkpoint (fixed size); async: the failed actor is replaced.
   int max_restarts = 3;
   int64_t restart_backoff_ms = 200;
+  // Where a restart places what it restarts: "any" node with room, the "same" node each actor ran
+  // on (when that node is still there), or an "other" node than the failed actor's.
+  std::string restart_on = "any";
   // sync and central: a job whose step count stands still this long is restarted as stuck (0: never).
   int64_t progress_timeout_ms = 120000;
   // sync: after a failure the gang restarts at as many workers as fit (at least 1, at most
