@@ -195,6 +195,25 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
     grace_until_ms_ = std::max(now_ms, now()) + options_.detector.dead_after_ms;
     spdlog::info("GCS reachable again: no node is suspected for the next {} ms", options_.detector.dead_after_ms);
   }
+  if (options_.self) {  // is the head service taking heartbeats? (options.self)
+    auto own = heard_ms_.find(*options_.self);
+    // Sent every tick: two periods without it (before any node could be suspected) is a stall.
+    const int64_t limit = std::min(2 * options_.heartbeat_period_ms, options_.detector.suspect_after_ms / 2);
+    const bool overdue = own != heard_ms_.end() && now_ms - own->second > limit;
+    if (overdue && !service_stalled_) {
+      spdlog::warn("the head service has not taken the head's own heartbeat for {} ms (busy): no node is suspected "
+                   "until it does", now_ms - own->second);
+      service_stalled_ = true;
+    } else if (!overdue && service_stalled_) {
+      // Its mailbox is drained in order, the nodes' heartbeats that waited there with it: a short
+      // grace covers a tick that runs during the drain; a node that sent nothing while the service
+      // was busy is as silent as it looks.
+      service_stalled_ = false;
+      grace_until_ms_ = std::max(grace_until_ms_, std::max(now_ms, now()) + options_.detector.suspect_after_ms);
+      spdlog::info("the head service takes heartbeats again: no node is suspected for the next {} ms",
+                   options_.detector.suspect_after_ms);
+    }
+  }
   std::vector<NodeRecord>& nodes = *listed;
   std::sort(nodes.begin(), nodes.end(), [](const NodeRecord& a, const NodeRecord& b) { return a.id < b.id; });
   if (!swept_at_start_) {  // a new head finishes what a previous one may have left half done
@@ -213,7 +232,7 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
     if (heard == heard_ms_.end() && n.last_heartbeat_ms < created_ms_) n.last_heartbeat_ms = created_ms_;
     auto tr = detector_.evaluate(n, now_ms);
     if (!tr) continue;
-    if (now_ms < grace_until_ms_ && tr->to != NodeState::alive) continue;
+    if ((service_stalled_ || now_ms < grace_until_ms_) && tr->to != NodeState::alive) continue;
     TROUPE_RETURN_IF_ERROR(apply(n, *tr, now_ms, &report.actors_marked_dead).with_context("cluster manager tick"));
     n.state = tr->to;
     if (tr->to == NodeState::dead) n.death_reason = tr->reason;

@@ -46,6 +46,12 @@ struct ClusterManagerOptions {
   FailureDetectorOptions detector;
   int64_t heartbeat_period_ms = 200;  // setting heartbeat_period_ms; the tick period too
   std::function<int64_t()> clock;     // wall clock in ms; empty: gcs::now_ms (tests inject one)
+  // The head's own node, whose heartbeat the head sends through its service every tick like the
+  // nodes' arrive there. When the service has not taken it for two heartbeat periods (at most half
+  // of node_suspect_after_ms), the service is busy (a blocking call) and the nodes' heartbeats wait
+  // in its mailbox behind it: no node is suspected while it lasts, nor for node_suspect_after_ms
+  // once it is heard again (the mailbox drains in order, the nodes' waiting heartbeats first).
+  std::optional<NodeId> self;
 
   // Detector settings and heartbeat period from the config; version = TROUPE_VERSION_STRING.
   static ClusterManagerOptions from_config(const Config& config, std::string cluster_token);
@@ -108,6 +114,7 @@ class ClusterManager {
   bool swept_at_start_ = false;
   std::set<NodeId> unswept_;  // DEAD nodes whose actors may not all be marked yet
   bool store_outage_ = false;   // a store call failed since the last successful tick
+  bool service_stalled_ = false;  // the head's own heartbeat is overdue (see options.self)
   int64_t grace_until_ms_ = 0;  // after an outage, no node is suspected before this time
   int64_t created_ms_ = 0;      // nodes not heard since are timed from here (a restarted head)
   // When the head last received each node's heartbeat, recorded in the GCS or not: a heartbeat that

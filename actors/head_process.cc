@@ -100,7 +100,9 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   (*runtime)->attach_store(std::move(*store));
   if (o.environment) o.environment->set({head_id, o.bind, so, o.config});
   gcs::Store& gcs = *(*runtime)->store();
-  auto created = ClusterManager::create(gcs, ClusterManagerOptions::from_config(o.config, o.token));
+  ClusterManagerOptions cmo = ClusterManagerOptions::from_config(o.config, o.token);
+  cmo.self = head_id;  // its heartbeat shows whether the head service takes heartbeats
+  auto created = ClusterManager::create(gcs, cmo);
   if (!created.ok()) return created.status();
   cluster = std::move(*created);
   ActorSystem& system = (*runtime)->system();

@@ -386,3 +386,51 @@ TEST_CASE("cluster manager: options are checked", "[actors][cluster_manager]") {
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().message().find("heartbeat_period_ms") != std::string::npos);
 }
+
+TEST_CASE("cluster manager: while the head service takes no heartbeats (busy) no node is suspected",
+          "[actors][cluster_manager]") {
+  gcs::InMemoryStore store;
+  int64_t now = 1'000'000;
+  ClusterManagerOptions o;
+  o.cluster_token = kToken;
+  o.version = kVersion;
+  o.detector = {800, 2000};
+  o.heartbeat_period_ms = 200;
+  o.clock = [&] { return now; };
+  o.self = node_id(9);  // the head
+  auto created = ClusterManager::create(store, o);
+  REQUIRE(created.ok());
+  ClusterManager& m = **created;
+  REQUIRE(m.register_node(new_node(9), kToken, kVersion).ok());
+  REQUIRE(m.register_node(new_node(1), kToken, kVersion).ok());
+  auto state = [&](uint32_t n) {
+    auto r = gcs::Table<gcs::NodeRecord>(store).get(node_id(n).hex());
+    REQUIRE(r.ok());
+    return r->state;
+  };
+  auto tick = [&] {
+    auto r = m.tick(now);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  REQUIRE(m.heartbeat(node_id(9), res(0)).ok());
+  REQUIRE(m.heartbeat(node_id(1), res(0)).ok());
+  // The service blocks for 5 s: neither the head's own heartbeat nor node 1's is taken.
+  for (int i = 0; i < 25; ++i) {
+    now += 200;
+    CHECK(tick().transitions.empty());
+  }
+  CHECK(state(1) == NodeState::alive);
+  // It takes them again (node 1's waited in its mailbox): nobody is suspected.
+  REQUIRE(m.heartbeat(node_id(9), res(0)).ok());
+  REQUIRE(m.heartbeat(node_id(1), res(0)).ok());
+  CHECK(tick().transitions.empty());
+  // A node really silent from then on is suspected and declared dead as usual, after the grace.
+  for (int i = 0; i < 15; ++i) {
+    now += 200;
+    REQUIRE(m.heartbeat(node_id(9), res(0)).ok());
+    tick();
+  }
+  CHECK(state(1) == NodeState::dead);
+  CHECK(state(9) == NodeState::alive);
+}

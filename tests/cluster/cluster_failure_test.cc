@@ -5,6 +5,9 @@
 
 #include <signal.h>
 
+#include <cstdlib>
+#include <thread>
+
 #include "tests/cluster/cluster_fixture.h"
 
 using namespace troupe::testing;
@@ -149,6 +152,62 @@ TEST_CASE("a frozen node (SIGSTOP) is DEAD within node_dead_after_ms through mis
   for (const Json& n : view.at("nodes")) {
     if (n.at("id") != frozen_id) CHECK(n.at("state") == "ALIVE");
   }
+}
+
+TEST_CASE("a spawn that waits on a frozen node does not make the head declare the others dead", "[cluster]") {
+  // The head service asks a node manager to spawn with a blocking call (up to its 10 s node
+  // timeout), and every node's heartbeat waits in the service's mailbox meanwhile. The failure
+  // detector sees the head's own heartbeat overdue too and suspects nobody until the service takes
+  // heartbeats again (actors/cluster_manager.h): the healthy node must stay ALIVE throughout.
+  // Wider detector bounds (3 s / 4 s, still far below the stall) leave time to spawn on the frozen
+  // node before the head suspects it.
+  ::setenv("TROUPE_NODE_SUSPECT_AFTER_MS", "3000", 1);
+  ::setenv("TROUPE_NODE_DEAD_AFTER_MS", "4000", 1);
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 1");
+  ::unsetenv("TROUPE_NODE_SUSPECT_AFTER_MS");
+  ::unsetenv("TROUPE_NODE_DEAD_AFTER_MS");
+  const pid_t frozen_pid = c.pid_of("node-1");
+  REQUIRE(frozen_pid > 0);
+  Json view = c.status();
+  const std::string frozen_id = node_with_pid(view, frozen_pid).at("id");
+  std::vector<std::string> healthy;
+  for (const Json& n : view.at("nodes"))
+    if (n.at("id") != frozen_id) healthy.push_back(n.at("id"));
+  REQUIRE(healthy.size() == 2);  // the head and node-2
+
+  struct Thaw {
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{frozen_pid};
+  REQUIRE(::kill(frozen_pid, SIGSTOP) == 0);
+  const auto frozen_at = Clock::now();
+  CommandResult spawned;
+  int64_t spawn_ms = 0;  // how long the spawn took
+  std::thread spawner([&] {
+    spawned = c.troupe("spawn counter --node " + frozen_id + " --json", 60);
+    spawn_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - frozen_at).count();
+  });
+  std::string died;
+  while (Clock::now() - frozen_at < std::chrono::seconds(9)) {
+    Json now = c.try_status(50);
+    if (!now.is_null())
+      for (const std::string& id : healthy)
+        if (find_node(now, id).value("state", "") == "DEAD") died = id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  spawner.join();
+  INFO(spawned.both() << c.logs_tail() << "\nthe spawn took " << spawn_ms << " ms");
+  CHECK(died.empty());
+  // The spawn did wait on the frozen node (the head's answer came after its 10 s node timeout).
+  CHECK(spawn_ms >= 9000);
+  // Once the service is free again the frozen node itself is found out as usual.
+  REQUIRE(poll_until([&] {
+    Json now = c.try_status(50);
+    return !now.is_null() && find_node(now, frozen_id).value("state", "") == "DEAD";
+  }, std::chrono::seconds(20), std::chrono::milliseconds(200)));
+  view = c.status();
+  for (const std::string& id : healthy) CHECK(find_node(view, id).at("state") == "ALIVE");
 }
 
 TEST_CASE("the cluster rides out a redis-server stop and restart", "[cluster]") {
