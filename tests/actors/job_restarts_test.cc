@@ -37,6 +37,15 @@ void stopped_ones_exit(Harness& h, const SubmitJobReply& reply, size_t except) {
   }
 }
 
+// The harness's job with 2 restarts (backoff 0), restarts placed as `restart_on` says.
+SubmitJobReply submit_placed(Harness& h, const JobId& id, bool whole_gang, const std::string& restart_on) {
+  SubmitJob s = with_restarts(h.request(id), 2, whole_gang);
+  s.restart_on = restart_on;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  return *reply;
+}
+
 }  // namespace
 
 TEST_CASE("job restarts: a failed worker stops the gang, which starts again as attempt 1 with new actors",
@@ -247,12 +256,9 @@ TEST_CASE("job restarts: --restart-on same pins the restart to the nodes the act
   SECTION("same: every slot of the gang back on its node") {
     Harness h;
     const JobId id = h.record_job();
-    SubmitJob s = with_restarts(h.request(id), 2, true);
-    s.restart_on = "same";
-    auto reply = h.supervisor.submit(s);
-    REQUIRE(reply.ok());
-    h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("threw")), "threw");
-    stopped_ones_exit(h, *reply, 1);
+    const SubmitJobReply reply = submit_placed(h, id, true, "same");
+    h.supervisor.on_down(h.addr(reply, 1), to_error(internal_error("threw")), "threw");
+    stopped_ones_exit(h, reply, 1);
     h.supervisor.retry_pending();
     REQUIRE(h.last_asks.size() == 3u);
     for (const PlacementAsk& a : h.last_asks) {
@@ -270,10 +276,7 @@ TEST_CASE("job restarts: --restart-on same pins the restart to the nodes the act
   SECTION("same, but the node is gone: anywhere") {
     Harness h;
     const JobId id = h.record_job();
-    SubmitJob s = with_restarts(h.request(id), 2, true);
-    s.restart_on = "same";
-    auto reply = h.supervisor.submit(s);
-    REQUIRE(reply.ok());
+    const SubmitJobReply reply = submit_placed(h, id, true, "same");
     h.supervisor.on_node_dead(h.node, "killed");
     h.supervisor.retry_pending();
     REQUIRE(h.last_asks.size() == 3u);
@@ -282,12 +285,9 @@ TEST_CASE("job restarts: --restart-on same pins the restart to the nodes the act
   SECTION("other: the failed actor anywhere but its node, the rest anywhere") {
     Harness h;
     const JobId id = h.record_job();
-    SubmitJob s = with_restarts(h.request(id), 2, true);
-    s.restart_on = "other";
-    auto reply = h.supervisor.submit(s);
-    REQUIRE(reply.ok());
-    h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("bad disk")), "bad disk");
-    stopped_ones_exit(h, *reply, 2);
+    const SubmitJobReply reply = submit_placed(h, id, true, "other");
+    h.supervisor.on_down(h.addr(reply, 2), to_error(internal_error("bad disk")), "bad disk");
+    stopped_ones_exit(h, reply, 2);
     h.supervisor.retry_pending();
     REQUIRE(h.last_asks.size() == 3u);
     CHECK_FALSE(h.last_asks[0].avoid.has_value());
@@ -309,11 +309,8 @@ TEST_CASE("job restarts: --restart-on same pins the restart to the nodes the act
   SECTION("other, async: the replacement of the failed worker only") {
     Harness h;
     const JobId id = h.record_job();
-    SubmitJob s = with_restarts(h.request(id), 2, false);
-    s.restart_on = "other";
-    auto reply = h.supervisor.submit(s);
-    REQUIRE(reply.ok());
-    h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("threw")), "threw");
+    const SubmitJobReply reply = submit_placed(h, id, false, "other");
+    h.supervisor.on_down(h.addr(reply, 1), to_error(internal_error("threw")), "threw");
     h.supervisor.retry_pending();
     REQUIRE(h.last_asks.size() == 1u);
     REQUIRE(h.last_asks[0].avoid.has_value());

@@ -509,6 +509,26 @@ void join_node(ClusterFixture& c, ClusterFixture& joiner) {
   REQUIRE(join.exit_code == 0);
 }
 
+// An elastic job of 4 workers (`job_args`) whose node hosting workers is SIGKILLed at `step`, with
+// no replacement: it ends SUCCEEDED with `workers` of 4, within half a point of `baseline`,
+// accounted exactly once.
+void shrink_after_a_kill(ClusterFixture& c, const std::string& job_args, int64_t step, double baseline, int workers) {
+  const std::string id = submit_detached(c, job_args);
+  Json view = wait_for_step(c, id, step);
+  const auto [victim, pid] = node_hosting(view, id);
+  REQUIRE_FALSE(victim.empty());
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
+  INFO(c.logs_tail());
+  check_recovered(c, end, id, baseline, true);
+  const std::vector<std::string> resized = event_messages(end, "job_resized", id);
+  for (const std::string& line : resized) UNSCOPED_INFO(line);
+  CHECK(any_contains(resized, "continues with " + std::to_string(workers) + " of 4 workers"));
+  CHECK(job_of(end, id).at("result").value("final_workers", 0) == workers);
+  WARN("elastic: fault-free accuracy " << baseline << ", with " << workers << " of 4 workers after the kill "
+                                       << accuracy_of(end, id));
+}
+
 }  // namespace
 
 TEST_CASE("faults: an elastic sync job goes on with the workers that fit after its node is killed and grows back when "
@@ -523,26 +543,14 @@ TEST_CASE("faults: an elastic sync job goes on with the workers that fit after i
   const double baseline = fault_free_accuracy(c, job_args);
 
   // 1. The node killed and no replacement: the job finishes with 2 workers, 2 shards each.
-  const std::string id = submit_detached(c, job_args);
-  Json view = wait_for_step(c, id, 1100);
-  const auto [victim, pid] = node_hosting(view, id);
-  REQUIRE_FALSE(victim.empty());
-  REQUIRE(::kill(pid, SIGKILL) == 0);
-  Json end = wait_for_end(c, id, std::chrono::seconds(180));
-  INFO(c.logs_tail());
-  check_recovered(c, end, id, baseline, true);
-  const std::vector<std::string> resized = event_messages(end, "job_resized", id);
-  for (const std::string& line : resized) UNSCOPED_INFO(line);
-  CHECK(any_contains(resized, "continues with 2 of 4 workers"));
-  CHECK(job_of(end, id).at("result").value("final_workers", 0) == 2);
-  WARN("elastic: fault-free accuracy " << baseline << ", with 2 of 4 workers after the kill " << accuracy_of(end, id));
+  shrink_after_a_kill(c, job_args, 1100, baseline, 2);
 
   // 2. A node joins, the job starts on 4 workers, that node is killed (2 go on), and another
   //    joins: the job grows back to 4 after its next checkpoint, and ends as well as without faults.
   ClusterFixture first_joiner, second_joiner;
   join_node(c, first_joiner);
   const std::string id2 = submit_detached(c, job_args);
-  view = wait_for_step(c, id2, 1100);
+  Json view = wait_for_step(c, id2, 1100);
   const auto [victim2, pid2] = node_hosting(view, id2);
   REQUIRE_FALSE(victim2.empty());
   REQUIRE(::kill(pid2, SIGKILL) == 0);
@@ -585,18 +593,5 @@ TEST_CASE("faults: an elastic sync job shrinks unevenly, 3 of 4 workers with 4 s
                                "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt";
   const double baseline = fault_free_accuracy(c, job_args);
 
-  const std::string id = submit_detached(c, job_args);
-  Json view = wait_for_step(c, id, 700);
-  const auto [victim, pid] = node_hosting(view, id);
-  REQUIRE_FALSE(victim.empty());
-  REQUIRE(::kill(pid, SIGKILL) == 0);
-  Json end = wait_for_end(c, id, std::chrono::seconds(180));
-  INFO(c.logs_tail());
-  check_recovered(c, end, id, baseline, true);
-  const std::vector<std::string> resized = event_messages(end, "job_resized", id);
-  for (const std::string& line : resized) UNSCOPED_INFO(line);
-  CHECK(any_contains(resized, "continues with 3 of 4 workers"));
-  CHECK(job_of(end, id).at("result").value("final_workers", 0) == 3);
-  WARN("elastic, uneven: fault-free accuracy " << baseline << ", with 3 of 4 workers after the kill "
-                                               << accuracy_of(end, id));
+  shrink_after_a_kill(c, job_args, 700, baseline, 3);
 }
