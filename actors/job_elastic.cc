@@ -18,7 +18,8 @@ constexpr int64_t kGrowStopGraceMs = 1000;
 // Probe asks for slots [from, to) of `actors` (fresh ids: nothing is recorded by a dry run).
 std::vector<PlacementAsk> probe(const std::vector<JobActor>& actors, size_t from, size_t to) {
   std::vector<PlacementAsk> asks;
-  for (size_t slot = from; slot < to && slot < actors.size(); ++slot) asks.push_back({ActorId::random(), actors[slot], std::nullopt, std::nullopt});
+  for (size_t slot = from; slot < to && slot < actors.size(); ++slot)
+    asks.push_back({ActorId::random(), actors[slot], std::nullopt, std::nullopt});
   return asks;
 }
 

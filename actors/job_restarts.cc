@@ -128,7 +128,8 @@ std::string JobSupervisor::choose_restart_nodes(Job& job, const Member& failed) 
     return " on another node than " + failed.node.short_hex();
   }
   if (job.restart_on != "same") return "";
-  if (dead_nodes_.count(failed.node)) return " wherever there is room (its node " + failed.node.short_hex() + " is gone)";
+  if (dead_nodes_.count(failed.node))
+    return " wherever there is room (its node " + failed.node.short_hex() + " is gone)";
   for (const Member& m : job.members)
     if ((job.whole_gang || m.slot == failed.slot) && !dead_nodes_.count(m.node)) job.pins[m.slot] = m.node;
   return job.whole_gang ? " each on the node it ran on" : " on its node " + failed.node.short_hex();

@@ -155,7 +155,8 @@ static void checkpoint_restart_resume(const std::string& strategy) {
     poll_until([&] {
       const Json view = c.status(200);  // (a range-for over a temporary's member would dangle)
       for (const Json& e : view.at("events"))
-        if (e.value("subject", "") == id && (e.at("kind") == "data_accounted" || e.at("kind") == "data_accounting_failed"))
+        if (e.value("subject", "") == id &&
+            (e.at("kind") == "data_accounted" || e.at("kind") == "data_accounting_failed"))
           accounted = e;
       return !accounted.is_null();
     }, std::chrono::seconds(30), std::chrono::milliseconds(200));
