@@ -41,11 +41,9 @@ Expected<int64_t> catch_up_shard(ps::ParameterShard& shard, int index, const che
                                  const ResumedData& data, const TrainOptions& options, const Dataset& train,
                                  const data::ShardPlanOptions& plan, int workers, int64_t batch_rows) {
   const std::string who = "parameter server " + std::to_string(index);
-  // What this server had applied, from its own record.
-  auto own = ps::AppliedData::decode(state.extras.at(static_cast<size_t>(index)), workers);
-  if (!own.ok()) return own.status().with_context(who);
+  // What this server had applied: its own record, which restore() took from the checkpoint.
   std::map<std::pair<int, int>, int64_t> mine;
-  for (const ps::AppliedShard& a : own->shards()) mine[{a.epoch, a.shard}] = a.next;
+  for (const ps::AppliedShard& a : shard.applied()) mine[{a.epoch, a.shard}] = a.next;
   shard.forget_workers();
   std::unique_ptr<Trainer> trainer;
   std::vector<float> grads;

@@ -43,8 +43,9 @@ struct ResumedData {
 // job's --workers and --ps); corrupt_data when a record is missing or malformed.
 Expected<ResumedData> resumed_data(const checkpoint::TrainingState& state, int servers, int workers);
 
-// Step 2 for server `index`: returns the batches caught up. The trainer is built from `options`
-// (rank 0 of `workers`), batches have at most `batch_rows` rows.
+// Step 2 for server `index`, its shard restored from `state` (so it holds its own record): returns
+// the batches caught up. The trainer is built from `options` (rank 0 of `workers`), batches have
+// at most `batch_rows` rows.
 Expected<int64_t> catch_up_shard(ps::ParameterShard& shard, int index, const checkpoint::TrainingState& state,
                                  const ResumedData& data, const TrainOptions& options, const Dataset& train,
                                  const data::ShardPlanOptions& plan, int workers, int64_t batch_rows);

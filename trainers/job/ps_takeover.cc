@@ -1,7 +1,6 @@
 #include "trainers/job/ps_takeover.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <utility>
 

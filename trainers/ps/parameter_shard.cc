@@ -93,10 +93,6 @@ Status ParameterShard::check_worker(int worker, const char* what) const {
   return {};
 }
 
-int ParameterShard::live_workers() const {
-  return static_cast<int>(std::count(states_.begin(), states_.end(), WorkerState::live));
-}
-
 std::string ParameterShard::unfinished() const {
   std::string out;
   for (size_t w = 0; w < states_.size(); ++w) {

@@ -184,7 +184,6 @@ class ParameterShard {
   void apply(const float* grads);                           // needs mu_
   void apply_central_if_complete();                         // needs mu_
   void checkpoint_if_due();                                 // needs mu_
-  int live_workers() const;                                 // needs mu_
   std::string unfinished() const;                           // needs mu_: "1, 3 (not back since the restore)"
 
   const int index_;
