@@ -71,9 +71,9 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
     if (a.index == 0) {
       // The manifest, written after every replica's shard is durable (train_replica's barrier).
       replica.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
-        TROUPE_RETURN_IF_ERROR(commit_checkpoint(*s.store, a.job, spec, m));
+        TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(*s.store, a.job, spec, trained, m));
         last_checkpoint = m.step;
-        return trained.durable_through(m.step);
+        return {};
       };
     }
   }

@@ -125,9 +125,9 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   if (spec.checkpoint_every > 0) {
     ckpt.every = spec.checkpoint_every;
     const checkpoint::CommitFn commit = [&](const checkpoint::Manifest& m) -> Status {
-      TROUPE_RETURN_IF_ERROR(commit_checkpoint(*s.store, a.job, spec, m));
+      TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(*s.store, a.job, spec, trained, m));
       last_checkpoint = m.step;
-      return trained.durable_through(m.step);
+      return {};
     };
     ckpt.write = [&, commit](const pipeline::StageSnapshot& snap) -> Status {
       if (replica != 0) return {};

@@ -158,4 +158,10 @@ Status TrainedLog::durable_through(int64_t step) {
   return {};
 }
 
+Status commit_trained_checkpoint(gcs::Store& store, const JobId& job, const JobSpec& spec, TrainedLog& trained,
+                                 const checkpoint::Manifest& m) {
+  TROUPE_RETURN_IF_ERROR(trained.durable_through(m.step));
+  return commit_checkpoint(store, job, spec, m);
+}
+
 }  // namespace troupe::job

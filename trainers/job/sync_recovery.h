@@ -70,8 +70,8 @@ class TrainedLog {
  public:
   TrainedLog(gcs::Store& store, JobId job, int attempt, int64_t steps_per_epoch, int64_t first_step)
       : store_(store), job_(job), attempt_(attempt), steps_per_epoch_(steps_per_epoch), done_(first_step) {}
-  // Every step up to global step `step` is durable (a checkpoint's manifest is written, or the job
-  // is done).
+  // Every step up to global step `step` is durable: a checkpoint's shards are written and its
+  // manifest is about to be committed (commit_trained_checkpoint), or the job is done.
   Status durable_through(int64_t step);
 
  private:
@@ -81,5 +81,13 @@ class TrainedLog {
   int64_t steps_per_epoch_;
   int64_t done_;  // durable so far
 };
+
+// Rank 0's commit of checkpoint `m` once every shard of it is durable: its steps recorded as
+// trained first, then the manifest (commit_checkpoint). A kill between the two leaves ranges past
+// the newest checkpoint, which a restart's rewind drops; the other order could leave a checkpoint
+// whose steps no range records, and the accounting a gap.
+Status commit_trained_checkpoint(gcs::Store& store, const JobId& job, const JobSpec& spec, TrainedLog& trained,
+                                 const checkpoint::Manifest& m);
+
 
 }  // namespace troupe::job
