@@ -59,6 +59,8 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
     std::vector<pipeline::StageReport> stages;
     if (*strategy == "pipeline") {
       if (!o.device.is_cpu()) return report_error("train", invalid_argument("--strategy pipeline trains on the CPU"));
+      if (o.precision != DType::f32)
+        return report_error("train", invalid_argument("--precision: pipeline stages compute in f32 for now"));
       auto train = load_fashion_mnist(o.dataset_dir, Split::train);
       if (!train.ok()) return report_error("train", train.status());
       auto test = load_fashion_mnist(o.dataset_dir, Split::test);
@@ -80,6 +82,13 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
                 static_cast<long long>(r.steps));
     std::printf("test accuracy %.4f, final loss %.4f, %s samples/s, %.1f s\n", r.test_accuracy, r.final_loss,
                 format_count(r.samples_per_second).c_str(), r.wall_seconds);
+    if (r.precision != "f32") {
+      std::printf("precision %s (f32 master weights)", r.precision.c_str());
+      if (r.loss_scale > 0)
+        std::printf(": %lld steps skipped on overflow, loss scale %g at the end", static_cast<long long>(r.overflow_steps),
+                    r.loss_scale);
+      std::printf("\n");
+    }
     for (const pipeline::StageReport& st : stages)
       std::printf("stage %d: layers [%d, %d), %.2f MiB params+grads+optimizer (%.3f of the model), bubble %.3f "
                   "(GPipe estimate %.3f)\n", st.stage, st.first_layer, st.end_layer,

@@ -52,6 +52,9 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--accumulate", o.accumulate, "Micro-batches per step whose gradients are summed (CPU)")
       ->check(CLI::Range(1, 65536))->capture_default_str();
+  cmd->add_option("--precision", f.precision, "f32, or bf16 / f16 compute with f32 master weights (f16: loss scaling)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  cmd->add_option("--loss-scale", o.loss_scale, "f16: the dynamic loss scale to start from")->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str();
   cmd->add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")
       ->capture_default_str();
@@ -66,6 +69,8 @@ Status finish_train_flags(TrainFlags& f) {
   auto hidden = parse_sizes(f.hidden);
   if (!hidden.ok()) return hidden.status();
   f.options.hidden = *hidden;
+  if (!parse_dtype(f.precision, &f.options.precision))
+    return invalid_argument("--precision '" + f.precision + "' is not one of f32, bf16, f16");
   return {};
 }
 

@@ -17,6 +17,7 @@ namespace troupe::cli {
 struct TrainFlags {
   TrainOptions options;
   std::string hidden = "256,128";
+  std::string precision = "f32";
   std::string lib;
   bool json = false;
   bool no_progress = false;
@@ -24,7 +25,7 @@ struct TrainFlags {
 
 // Adds --model/--trainer, --lib, --trainer-arg, --hidden, --dataset, --dataset-dir, --epochs,
 // --batch-size, --optimizer, --lr, --lr-schedule, --lr-scaling, --lr-reference-batch,
-// --warmup-steps, --accumulate, --momentum, --weight-decay, --seed, --max-steps, --json and
+// --warmup-steps, --accumulate, --precision, --loss-scale, --momentum, --weight-decay, --seed, --max-steps, --json and
 // --no-progress to `cmd`. `batch_help` describes --batch-size.
 void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help);
 

@@ -1,5 +1,6 @@
 #include "trainers/mlp.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -62,7 +63,11 @@ void mlp_init(const MlpLayout& layout, uint64_t seed, float* params) {
   }
 }
 
-void MlpCpu::forward(const float* params, const float* x, int batch) {
+void MlpCpu::round(float* x, size_t n) const {
+  if (precision_ != DType::f32) cpu::round_to(precision_, x, x, n);
+}
+
+const float* MlpCpu::forward(const float* params, const float* x, int batch) {
   if (batch > capacity_) {
     acts_.assign(layout_.layers(), {});
     dacts_.assign(layout_.layers(), {});
@@ -73,14 +78,25 @@ void MlpCpu::forward(const float* params, const float* x, int batch) {
     capacity_ = batch;
   }
   const float* input = x;
+  if (precision_ != DType::f32) {
+    low_params_.resize(layout_.param_count);
+    cpu::round_to(precision_, params, low_params_.data(), layout_.param_count);
+    params = low_params_.data();
+    const size_t n = static_cast<size_t>(batch) * layout_.in(0);
+    low_input_.resize(std::max(low_input_.size(), n));
+    cpu::round_to(precision_, x, low_input_.data(), n);
+    input = low_input_.data();
+  }
   for (int l = 0; l < layout_.layers(); ++l) {
     float* y = acts_[l].data();
     cpu::matmul(false, false, batch, layout_.out(l), layout_.in(l), 1.0f, input, params + layout_.weight_offset[l],
                 0.0f, y);
     const bool relu = l + 1 < layout_.layers();
     cpu::bias_act(y, params + layout_.bias_offset[l], batch, layout_.out(l), relu);
+    round(y, static_cast<size_t>(batch) * layout_.out(l));
     input = y;
   }
+  return params;
 }
 
 float MlpCpu::evaluate(const float* params, const float* x, const int32_t* labels, int batch, int64_t* correct) {
@@ -89,26 +105,34 @@ float MlpCpu::evaluate(const float* params, const float* x, const int32_t* label
 }
 
 float MlpCpu::forward_backward(const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-                               int64_t* correct, const std::function<void(int layer, bool weights)>& done) {
-  forward(params, x, batch);
+                               int64_t* correct, const std::function<void(int layer, bool weights)>& done,
+                               float loss_scale) {
+  const float* used = forward(params, x, batch);  // what the matmuls read (rounded copies in bf16/f16)
+  const float* input0 = precision_ == DType::f32 ? x : low_input_.data();
   const int last = layout_.layers() - 1;
   // dacts_[l] holds dLoss/d(output of layer l), starting from the logits' gradient.
   float* d = dacts_[last].data();
   const float loss = cpu::softmax_xent(acts_[last].data(), labels, batch, layout_.dims.back(), d, correct);
+  const size_t logits = static_cast<size_t>(batch) * layout_.dims.back();
+  if (loss_scale != 1.0f) cpu::scale(d, logits, loss_scale);
+  round(d, logits);
   for (int l = last; l >= 0; --l) {
-    const float* input = l == 0 ? x : acts_[l - 1].data();
+    const float* input = l == 0 ? input0 : acts_[l - 1].data();
     // The bias first: it is final before the weight gradient's matmul, which a caller may overlap
     // with synchronising it (the blocks after it in the layout are final too).
     cpu::bias_grad(d, batch, layout_.out(l), grads + layout_.bias_offset[l]);
+    round(grads + layout_.bias_offset[l], static_cast<size_t>(layout_.out(l)));
     if (done) done(l, false);
     cpu::matmul(true, false, layout_.in(l), layout_.out(l), batch, 1.0f, input, d, 0.0f,
                 grads + layout_.weight_offset[l]);
+    round(grads + layout_.weight_offset[l], static_cast<size_t>(layout_.in(l)) * layout_.out(l));
     if (done) done(l, true);  // the input gradient below only reads d and W_l
     if (l > 0) {  // the input gradient of the first layer is never needed
       float* dprev = dacts_[l - 1].data();
-      cpu::matmul(false, true, batch, layout_.in(l), layout_.out(l), 1.0f, d, params + layout_.weight_offset[l],
+      cpu::matmul(false, true, batch, layout_.in(l), layout_.out(l), 1.0f, d, used + layout_.weight_offset[l],
                   0.0f, dprev);
       cpu::relu_backward(dprev, acts_[l - 1].data(), static_cast<size_t>(batch) * layout_.in(l));
+      round(dprev, static_cast<size_t>(batch) * layout_.in(l));
       d = dprev;
     }
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace troupe {
@@ -44,19 +45,34 @@ class MlpCpu {
   explicit MlpCpu(MlpLayout layout) : layout_(std::move(layout)) {}
   const MlpLayout& layout() const { return layout_; }
 
+  // Mixed precision (`--precision`, the reference the CUDA kernels match): with bf16 or f16 every
+  // matmul reads its operands rounded to that type — the weights and biases, the input, each
+  // layer's output, each gradient flowing back — and accumulates in f32, as tensor cores do; the
+  // weight and bias gradients are rounded to it as well (an f16 gradient past 65504 is infinite:
+  // the overflow loss scaling watches for). The parameters stay f32: the master weights.
+  void set_precision(DType p) { precision_ = p; }
+  DType precision() const { return precision_; }
+
   // Forward and backward of `batch` rows of `x` [batch x in] with labels; writes dL/dparams into
-  // `grads` (overwritten, same layout as params). Returns the mean loss; `correct` (if not null)
-  // gets the number of rows classified right. `done` (if set) is called as soon as a block's gradient
-  // is final, in reverse layout order: (l, false) for b_l, then (l, true) for W_l, last layer first,
+  // `grads` (overwritten, same layout as params), times `loss_scale` (f16's dynamic loss scaling:
+  // the loss's gradient is scaled before backward, so small gradients survive the rounding; the
+  // caller divides it out). Returns the mean loss (unscaled); `correct` (if not null) gets the
+  // number of rows classified right. `done` (if set) is called as soon as a block's gradient is
+  // final, in reverse layout order: (l, false) for b_l, then (l, true) for W_l, last layer first,
   // while the rest of backward is still to do.
   float forward_backward(const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-                         int64_t* correct, const std::function<void(int layer, bool weights)>& done = {});
+                         int64_t* correct, const std::function<void(int layer, bool weights)>& done = {},
+                         float loss_scale = 1.0f);
   // Forward only; returns the mean loss and the number of rows classified right in `correct`.
   float evaluate(const float* params, const float* x, const int32_t* labels, int batch, int64_t* correct);
 
  private:
-  void forward(const float* params, const float* x, int batch);
+  // The parameters and input the matmuls read: themselves in f32, else rounded copies.
+  const float* forward(const float* params, const float* x, int batch);
+  void round(float* x, size_t n) const;  // to precision_, in place (f32: nothing)
   MlpLayout layout_;
+  DType precision_ = DType::f32;
+  std::vector<float> low_params_, low_input_;  // the rounded copies (bf16 / f16 only)
   int capacity_ = 0;
   std::vector<std::vector<float>> acts_;   // acts_[l]: output of layer l, [batch x out_l]
   std::vector<std::vector<float>> dacts_;  // dacts_[l]: gradient of the loss w.r.t. acts_[l]

@@ -40,6 +40,7 @@ class MlpTrainer final : public Trainer, public LayerModel {
       biases_.push_back(space.declare("b" + std::to_string(l), {layout->out(l)}, init));
     }
     model_ = std::make_unique<MlpCpu>(*layout);
+    model_->set_precision(ctx.precision);
     return {};
   }
 
@@ -51,7 +52,7 @@ class MlpTrainer final : public Trainer, public LayerModel {
     s.loss = model_->forward_backward(params.data(), batch.inputs, batch.labels, static_cast<int>(batch.size),
                                       grads.data(), &s.correct, [&](int l, bool weights) {
                                         grads.ready(weights ? weights_[l] : biases_[l]);
-                                      });
+                                      }, batch.loss_scale);
     return s;
   }
 
@@ -64,6 +65,9 @@ class MlpTrainer final : public Trainer, public LayerModel {
 
   std::string describe() const override { return model_ ? model_->layout().to_string() : std::string(); }
 
+  bool supports_precision(DType) const override { return true; }  // mlp.h's rounding, all three
+
+  // A pipeline's layers compute in f32 (the runtime refuses --precision with --strategy pipeline).
   LayerModel* layers() override { return this; }
 
   // ---- LayerModel: layer l is H_l = act(H_{l-1} W_l + b_l) ----

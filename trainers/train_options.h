@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace troupe {
@@ -31,6 +32,10 @@ struct TrainOptions {
   // Gradient accumulation: each step's batch is processed as this many micro-batches whose gradients
   // are summed (and averaged) before one update: the same update as one batch, in less memory.
   int accumulate = 1;
+  // Compute precision: f32, or bf16 / f16 with f32 master weights (mixed precision; f16 with dynamic
+  // loss scaling, trainers/loss_scale.h). The trainer must support it (Trainer::supports_precision).
+  DType precision = DType::f32;
+  float loss_scale = 65536.0f;      // f16: the dynamic loss scale's starting value, in [1, 2^24]
   std::string lr_schedule = "cosine";  // constant, or cosine decay to 0 over the job (trainers/lr_schedule.h)
   float momentum = 0.9f;            // sgd only
   float weight_decay = 0.0f;
@@ -80,6 +85,9 @@ struct TrainResult {
   double final_loss = 0;         // mean training loss of the last epoch
   double samples_per_second = 0; // training samples per second, excluding evaluation
   double wall_seconds = 0;       // whole job: loading, training, evaluation
+  std::string precision = "f32";  // the compute precision (TrainOptions::precision)
+  int64_t overflow_steps = 0;    // f16: steps skipped because a gradient overflowed (trainers/loss_scale.h)
+  float loss_scale = 0;          // f16: the loss scale at the end (0: none)
   std::vector<EpochStats> history;
 };
 

@@ -18,6 +18,7 @@
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
 #include "trainers/lr_schedule.h"
+#include "trainers/loss_scale.h"
 #include "trainers/optimizer.h"
 #include "trainers/param_init.h"
 #include "trainers/trainer_setup.h"
@@ -182,6 +183,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   TrainResult result;
   result.model = setup->model;
   result.device = "cpu";
+  result.precision = dtype_name(o.precision);
+  const bool scaled = o.precision == DType::f16;  // dynamic loss scaling (trainers/loss_scale.h)
+  LossScaleOptions lso;
+  lso.initial = o.loss_scale;
+  LossScaler scaler(lso);
   spdlog::info("training {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))", result.model,
                (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
 
@@ -228,7 +234,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       Expected<BatchStats> stats = BatchStats{0.0f, 0};
       for (int m = 0; m < o.accumulate && stats.ok(); ++m) {
         const Batch micro{batch.inputs + static_cast<size_t>(m) * micro_batch * features,
-                          batch.labels + static_cast<size_t>(m) * micro_batch, micro_batch, features};
+                          batch.labels + static_cast<size_t>(m) * micro_batch, micro_batch, features,
+                          scaled ? scaler.scale() : 1.0f};
         if (o.accumulate == 1) {  // straight into the step's gradients
           stats = trainer.forward_backward(micro, param_view, grad_view);
           break;
@@ -266,8 +273,17 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         return nonfinite_loss(stats->loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
       }
       if (replica.steps) replica.steps->phase(StepPhase::optimizer);  // step timeline
-      (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
-      (*opt)->step(params.data(), grads.data());
+      // f16: the gradients (all-reduced: every replica decides alike) carry the loss scale; an
+      // overflow skips the update, else the scale is divided out.
+      const float used_scale = scaler.scale();
+      auto apply = scaled ? scaler.update(kernels::cpu::all_finite(grads.data(), space.size())) : Expected<bool>(true);
+      if (!apply.ok()) return apply.status().with_context(where + " at epoch " + std::to_string(epoch) + ", step " +
+                                                          std::to_string(s + 1));
+      if (*apply) {
+        if (scaled) kernels::cpu::scale(grads.data(), space.size(), 1.0f / used_scale);
+        (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
+        (*opt)->step(params.data(), grads.data());
+      }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       if (replica.steps) replica.steps->end(local_batch, stats->loss, buckets ? buckets->stats().comm_seconds : 0);
       if (stats->correct < 0) counted = false;
@@ -298,6 +314,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
   }
   if (buckets && replica.bucket_stats) *replica.bucket_stats = buckets->stats();
+  if (scaled) {
+    result.overflow_steps = scaler.skipped();
+    result.loss_scale = scaler.scale();
+  }
   finish_result(&result, step, o.batch_size, train_seconds);
   if (replica.resume && train_seconds > 0)  // the throughput of the steps this run trained
     result.samples_per_second = static_cast<double>(step - replica.resume->step) * o.batch_size / train_seconds;

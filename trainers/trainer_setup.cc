@@ -22,6 +22,11 @@ Expected<TrainerSetup> set_up_trainer(const TrainOptions& o, DataSpec data, int 
   auto config = trainer_config(o);
   if (!config.ok()) return config.status();
   ctx.config = *config;
+  ctx.precision = o.precision;
+  if (!s.trainer->supports_precision(o.precision)) {
+    return invalid_argument(s.where + " computes in f32 only; --precision " + dtype_name(o.precision) +
+                            " needs a trainer whose supports_precision() says yes (the built-in mlp does)");
+  }
   TROUPE_RETURN_IF_ERROR(s.trainer->setup(ctx, s.space).with_context(s.where + ": setup"));
   TROUPE_RETURN_IF_ERROR(s.space.status().with_context(s.where + ": setup"));
   if (s.space.size() == 0) return invalid_argument(s.where + " declared no parameters in setup()");

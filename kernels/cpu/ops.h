@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace troupe::kernels::cpu {
 
 // ---- matrix multiply (OpenBLAS sgemm) ----
@@ -76,5 +78,9 @@ void bf16_to_f32(const uint16_t* src, float* dst, size_t n);
 
 // True when every element is finite.
 bool all_finite(const float* x, size_t n);
+
+// Mixed precision's reference rounding: `src` rounded to `type` (bf16, f16: nearest even; an f16
+// past 65504 becomes infinite) and widened back to f32 into `dst` (may be `src`). f32: a copy.
+void round_to(DType type, const float* src, float* dst, size_t n);
 
 }  // namespace troupe::kernels::cpu

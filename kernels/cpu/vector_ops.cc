@@ -1,5 +1,6 @@
 // Element-wise vector ops the collectives need: reductions into a buffer, scaling, and the
 // f32 <-> f16 / bf16 conversions used for compressed wire formats.
+#include <algorithm>
 #include <cmath>
 
 #include "core/dtype.h"
@@ -54,6 +55,16 @@ bool all_finite(const float* x, size_t n) {
     if (!std::isfinite(x[i])) return false;
   }
   return true;
+}
+
+void round_to(DType type, const float* src, float* dst, size_t n) {
+  if (type == DType::bf16) {
+    for (size_t i = 0; i < n; ++i) dst[i] = troupe::bf16_to_f32(troupe::f32_to_bf16(src[i]));
+  } else if (type == DType::f16) {
+    for (size_t i = 0; i < n; ++i) dst[i] = troupe::f16_to_f32(troupe::f32_to_f16(src[i]));
+  } else if (dst != src) {
+    std::copy(src, src + n, dst);
+  }
 }
 
 }  // namespace troupe::kernels::cpu

@@ -48,6 +48,23 @@ TEST_CASE("troupe train reaches the documented accuracy with the defaults", "[cl
   CHECK(r.out.find("test accuracy") != std::string::npos);
 }
 
+TEST_CASE("troupe train --precision bf16 and f16 reach the f32 accuracy with f32 master weights", "[cli][train][slow]") {
+  for (const char* p : {"bf16", "f16"}) {
+    CommandResult r = train(std::string("--epochs 10 --json --precision ") + p);
+    INFO(p << ": " << r.both());
+    REQUIRE(r.exit_code == 0);
+    auto j = nlohmann::json::parse(r.last_line());
+    CHECK(j.at("precision") == p);
+    CHECK(j.at("test_accuracy").get<double>() >= 0.885);
+    CHECK(r.out.find(std::string("precision ") + p + " (f32 master weights)") != std::string::npos);
+    if (std::string(p) == "f16") {
+      // The scaler starts at 2^16 and settles: a few overflowing steps are skipped, not thousands.
+      CHECK(j.at("loss_scale").get<double>() >= 1.0);
+      CHECK(j.at("overflow_steps").get<int64_t>() < 50);
+    }
+  }
+}
+
 TEST_CASE("troupe train --json prints one JSON object as its last line", "[cli][train]") {
   CommandResult r = train("--epochs 1 --max-steps 20 --json");
   INFO(r.both());
@@ -95,6 +112,11 @@ TEST_CASE("troupe train refuses bad flag values with a usage error naming the fl
       {"--lr-schedule step", "--lr-schedule"},
       {"--momentum 1.5 --optimizer sgd", "--momentum"},
       {"--device tpu", "tpu"},
+      {"--precision f64", "--precision"},
+      {"--precision f16 --loss-scale 0.5", "--loss-scale"},
+      {"--precision f16 --device cuda", "--precision f16"},
+      {"--precision bf16 --model cnn", "computes in f32 only"},
+      {"--precision bf16 --strategy pipeline --stages 2", "--precision"},
       {"--frobnicate", "frobnicate"},
       {"--set no_such_setting=1", "no_such_setting"},
       {"--set cpu_threads=lots", "cpu_threads"},

@@ -35,6 +35,8 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   s.train.warmup_steps = 40;
   s.train.seed = 1234567890123ull;
   s.train.weight_decay = 1e-4f;
+  s.train.precision = DType::bf16;
+  s.train.loss_scale = 1024.0f;
   auto back = from_settings(to_settings(s));
   REQUIRE(back.ok());
   CHECK(back->name == "nightly");
@@ -63,6 +65,8 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   CHECK(back->train.warmup_steps == 40);
   CHECK(back->train.seed == s.train.seed);
   CHECK(back->train.weight_decay == s.train.weight_decay);
+  CHECK(back->train.precision == DType::bf16);
+  CHECK(back->train.loss_scale == 1024.0f);
 }
 
 TEST_CASE("job spec: malformed or unknown settings are refused naming the item", "[jobs][spec][errors]") {
@@ -101,6 +105,17 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s = JobSpec{};
   s.gpus_per_worker = 1;
   CHECK(validate(s).message().find("job workers train on CPUs for now") != std::string::npos);
+
+  // Mixed precision: bf16 anywhere a worker runs the trainer's own step; f16 only where the loop
+  // scales the loss (local, sync); never in pipeline stages (their layers compute in f32).
+  s = JobSpec{};
+  s.train.precision = DType::f16;
+  CHECK(validate(s).ok());
+  s.strategy = "central";
+  CHECK(validate(s).message().find("--precision f16 needs dynamic loss scaling, which central workers") !=
+        std::string::npos);
+  s.train.precision = DType::bf16;
+  CHECK(validate(s).ok());
 
   s = JobSpec{};
   s.checkpoint_every = 100;

@@ -48,12 +48,14 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/status.h"
 #include "core/version.h"
 
 // Bumped whenever a type of this header changes layout or a virtual function is added, removed or
 // reordered; with the troupe version it is what a library is checked against before it is used.
-#define TROUPE_TRAINER_ABI 3  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range
+#define TROUPE_TRAINER_ABI 4  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
+                              // 4: mixed precision (TrainerContext::precision, Batch::loss_scale)
 
 namespace troupe {
 
@@ -98,6 +100,9 @@ struct TrainerContext {
   DataSpec data;
   uint64_t seed = 1;   // the job's seed; parameters are initialised from it by the runtime
   JobConfig config;
+  // The compute precision (`--precision`): f32, or bf16 / f16 with the parameters kept in f32 (the
+  // master weights) — only for a trainer whose supports_precision() says yes.
+  DType precision = DType::f32;
 };
 
 // ---- parameters ----
@@ -209,6 +214,10 @@ struct Batch {
   const int32_t* labels = nullptr;
   int64_t size = 0;
   int64_t features = 0;
+  // f16 training's dynamic loss scale: forward_backward multiplies the loss's gradient by it before
+  // backward (the gradients it writes are scaled; the runtime divides it out, and skips the step
+  // when they overflowed). 1 otherwise; the loss it returns is never scaled.
+  float loss_scale = 1.0f;
 };
 
 struct BatchStats {
@@ -281,6 +290,10 @@ class Trainer {
 
   // Shown in results and logs after the trainer's name, e.g. "784-256-128-10".
   virtual std::string describe() const { return {}; }
+
+  // Whether the trainer computes in `p` (TrainerContext::precision) and honours Batch::loss_scale;
+  // the runtime refuses `--precision bf16|f16` for a trainer that says no. f32 only by default.
+  virtual bool supports_precision(DType p) const { return p == DType::f32; }
 
   // The model as a chain of layers, for pipeline parallelism (see LayerModel above); null (the
   // default) when the trainer cannot be split, and `--strategy pipeline` refuses it saying so.

@@ -16,7 +16,8 @@ nlohmann::json train_result_json(const TrainResult& r) {
   }
   return {{"test_accuracy", r.test_accuracy}, {"final_loss", r.final_loss},
           {"samples_per_second", r.samples_per_second}, {"epochs", r.epochs}, {"steps", r.steps},
-          {"wall_seconds", r.wall_seconds}, {"model", r.model}, {"device", r.device}, {"history", history}};
+          {"wall_seconds", r.wall_seconds}, {"model", r.model}, {"device", r.device}, {"precision", r.precision},
+          {"overflow_steps", r.overflow_steps}, {"loss_scale", r.loss_scale}, {"history", history}};
 }
 
 void ProgressReporter::on_progress(const TrainProgress& p) {

@@ -130,6 +130,9 @@ const std::map<std::string, Field>& fields() {
     f["max_steps"] = field<int64_t>([](JobSpec& s) { return &s.train.max_steps; });
     f["loss_check_every"] = field<int64_t>([](JobSpec& s) { return &s.train.loss_check_every; });
     f["cpu_threads"] = field<int>([](JobSpec& s) { return &s.train.cpu_threads; });
+    f["loss_scale"] = field<float>([](JobSpec& s) { return &s.train.loss_scale; });
+    f["precision"] = {[](const JobSpec& s) { return std::string(dtype_name(s.train.precision)); },
+                      [](const std::string& v, JobSpec& s) { return parse_dtype(v, &s.train.precision); }};
     // Lists: hidden layer sizes "256,128" and trainer args joined by ';' (an arg holds no ';').
     f["hidden"] = {[](const JobSpec& s) {
                      std::vector<std::string> v;
@@ -187,6 +190,12 @@ Status validate(const JobSpec& s) {
     TROUPE_RETURN_IF_ERROR(pipeline::validate(pipeline_options(s), s.train.batch_size));
   } else if (s.stages != 0) {
     return invalid_argument("--stages is for --strategy pipeline (" + s.strategy + " does not split the model)");
+  }
+  if (s.strategy == "pipeline" && s.train.precision != DType::f32)
+    return invalid_argument("--precision: pipeline stages compute in f32 for now");
+  if ((s.strategy == "async" || s.strategy == "central") && s.train.precision == DType::f16) {
+    return invalid_argument("--precision f16 needs dynamic loss scaling, which " + s.strategy +
+                            " workers do not do yet; use --precision bf16 (f32's range, no scaling)");
   }
   const int parts = s.strategy == "pipeline" ? 1 : s.workers * s.train.accumulate;
   if (s.train.batch_size % parts != 0) {
