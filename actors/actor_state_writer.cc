@@ -70,6 +70,8 @@ Status ActorStateWriter::write(const ActorStateChange& c) {
   if (r.name.empty()) r.name = c.actor_name;
   if (auto node = NodeId::from_hex(c.node_id); node.ok()) r.node = *node;
   r.state = c.state;
+  // The devices the node gave it (the head wrote them with ALIVE too): kept on the DEAD record.
+  if (!c.gpu_ids.empty()) r.gpu_ids.assign(c.gpu_ids.begin(), c.gpu_ids.end());
   r.pending_reason.clear();
   if (c.state == gcs::ActorState::dead) r.death_reason = c.reason;
   r.updated_ms = c.at_ms ? c.at_ms : gcs::now_ms();

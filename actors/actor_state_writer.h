@@ -1,6 +1,7 @@
 // Writes the lifecycle reports of a node manager (ActorStateChange) into the GCS: the actor's
-// record (state, node, death reason) and an event per transition. ALIVE reports are skipped: the
-// head records the actors it started as ALIVE, in one batch (actors/head_service.h). The node manager's sink must be
+// record (state, node, death reason, the GPUs it held) and an event per transition. ALIVE reports
+// are skipped: the head records the actors it started as ALIVE, in one batch, with the GPUs each
+// node manager's reply names (actors/head_service.h). The node manager's sink must be
 // quick, so reports are queued and written by a thread of this object, in order, in batches.
 //
 // Until a store is attached (a node learns where the GCS is only after the head admitted it),

@@ -95,10 +95,12 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   // actor system) calls it until the system stops.
   std::unique_ptr<ClusterManager> cluster;
   const NodeId head_id = NodeId::random();
-  auto runtime = NodeRuntime::start(o.bind, head_id, o.registry);
+  // The devices the head offers as a node (detected, or --gpus), handed to its actors one by one.
+  auto gpus = std::make_shared<GpuAssignments>(head_id, static_cast<int>(resources->gpus.size()));
+  auto runtime = NodeRuntime::start(o.bind, head_id, o.registry, gpus);
   if (!runtime.ok()) return runtime.status().with_context("head");
   (*runtime)->attach_store(std::move(*store));
-  if (o.environment) o.environment->set({head_id, o.bind, so, o.config});
+  if (o.environment) o.environment->set({head_id, o.bind, so, o.config, gpus});
   gcs::Store& gcs = *(*runtime)->store();
   ClusterManagerOptions cmo = ClusterManagerOptions::from_config(o.config, o.token);
   cmo.self = head_id;  // its heartbeat shows whether the head service takes heartbeats

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/gpu_assignment.h"
 #include "actors/job_submissions.h"
 #include "actors/job_supervisor.h"
 #include "actors/node_manager_client.h"
@@ -239,6 +240,8 @@ class HeadService : public caf::event_based_actor {
       return invalid_argument("spawn: count " + std::to_string(s.count) + " must be in [1, " +
                               std::to_string(kMaxSpawn) + "]");
     }
+    // Refused here, not by each node: 1.5 GPUs fits the head's count but no node's devices.
+    TROUPE_RETURN_IF_ERROR(check_gpu_demand(s.gpus, "--gpus").with_context("spawn"));
     std::optional<NodeId> pinned;
     if (!s.node_id.empty()) {
       auto node = NodeId::from_hex(s.node_id);
@@ -311,6 +314,7 @@ class HeadService : public caf::event_based_actor {
       const JobActor& a = asks[index[p.actor]].actor;
       SpawnRequest req = spawn_request(a.type_name, a.name, a.args);
       req.actor_id = p.actor.hex();
+      req.gpus = a.gpus;  // the node manager picks the devices
       per_node[p.node].push_back(std::move(req));
     }
     for (auto& [node, reqs] : per_node) {
@@ -330,7 +334,7 @@ class HeadService : public caf::event_based_actor {
           outcome.handles[*aid] = sr.handle;
           outcome.nodes[*aid] = node;
         }
-        TROUPE_RETURN_IF_ERROR(record_started(reqs, node, records, index, reqs.front().type_name));
+        TROUPE_RETURN_IF_ERROR(record_started(*spawned, node, records, index, reqs.front().type_name));
         continue;
       }
       const std::string why = "starting on node " + node.short_hex() + " failed: " + spawned.status().message();
@@ -351,16 +355,20 @@ class HeadService : public caf::event_based_actor {
     return outcome;
   }
 
-  // The actors a node started, ALIVE in one write, and one actor_started event for the batch.
-  Status record_started(const std::vector<SpawnRequest>& reqs, const NodeId& node,
+  // The actors a node started, ALIVE in one write with the GPUs their node gave them, and one
+  // actor_started event for the batch.
+  Status record_started(const std::vector<SpawnReply>& started, const NodeId& node,
                         const std::vector<gcs::ActorRecord>& records, std::map<ActorId, size_t>& index,
                         const std::string& type) {
     std::vector<gcs::ActorRecord> alive;
-    alive.reserve(reqs.size());
+    alive.reserve(started.size());
     const int64_t now = gcs::now_ms();
-    for (const SpawnRequest& req : reqs) {
-      gcs::ActorRecord r = records[index[*ActorId::from_hex(req.actor_id)]];
+    for (const SpawnReply& sr : started) {
+      auto id = ActorId::from_hex(sr.actor_id);
+      if (!id.ok() || !index.count(*id)) continue;  // not one of ours: the node answered oddly
+      gcs::ActorRecord r = records[index[*id]];
       r.node = node;
+      r.gpu_ids.assign(sr.gpu_ids.begin(), sr.gpu_ids.end());
       r.state = gcs::ActorState::alive;
       r.pending_reason.clear();
       r.updated_ms = now;
@@ -370,8 +378,9 @@ class HeadService : public caf::event_based_actor {
     gcs::Event e;
     e.kind = "actor_started";
     e.subject = node.hex();
-    e.message = "started " + std::to_string(reqs.size()) + " '" + type + "' actor" + (reqs.size() == 1 ? "" : "s") +
-                " on node " + node.short_hex() + (reqs.size() == 1 ? " (" + reqs[0].actor_id.substr(0, 8) + ")" : "");
+    e.message = "started " + std::to_string(started.size()) + " '" + type + "' actor" +
+                (started.size() == 1 ? "" : "s") + " on node " + node.short_hex() +
+                (started.size() == 1 ? " (" + started[0].actor_id.substr(0, 8) + ")" : "");
     return gcs::record_event(*o_.store, e);
   }
 

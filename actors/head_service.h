@@ -11,7 +11,9 @@
 //   StopJob      -> StopJobReply       not_found for an unknown job
 //
 // Actor records it writes: PENDING (with the demand) before asking a node, PENDING with the
-// scheduler's reason when nothing fits; the node's ActorStateWriter then writes ALIVE / DEAD.
+// scheduler's reason when nothing fits (or the node's refusal, e.g. no whole GPU free), ALIVE with
+// the GPUs the node manager gave (gpu_ids) once started; the node's ActorStateWriter writes DEAD.
+// A GPU demand above 1 that is not whole is refused (invalid_argument naming --gpus).
 // It runs detached (its own thread): its handlers block on the GCS and on node managers, each call
 // with a deadline.
 #pragma once

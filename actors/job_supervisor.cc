@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "actors/gpu_assignment.h"
 #include "actors/job_submissions.h"
 #include "gcs/events.h"
 #include "gcs/job_table.h"
@@ -50,6 +51,10 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   if (!id.ok()) return id.status().with_context("submit");
   if (request.actors.empty()) return invalid_argument("job " + id->short_hex() + " asks for no actors");
   if (jobs_.count(*id)) return invalid_argument("job " + id->short_hex() + " was already submitted");
+  for (size_t i = 0; i < request.actors.size(); ++i) {
+    TROUPE_RETURN_IF_ERROR(check_gpu_demand(request.actors[i].gpus, "gpus")
+                               .with_context("job " + id->short_hex() + " actor " + std::to_string(i)));
+  }
   auto record = gcs::Table<gcs::JobRecord>(*host_.store).get(id->hex());
   if (!record.ok()) return record.status().with_context("submit: the job must be recorded before it is submitted");
   if (record->state != gcs::JobState::pending) {

@@ -32,14 +32,14 @@
 namespace troupe::actors {
 
 // Spawn one actor of a registered type. `actor_id` is 32 hex digits, or empty to let the node
-// manager pick a random one. `actor_name`, when set, must be unique on that node. `resources` is
-// the demand as JSON text (informational here; placement is the scheduler's job). `args` reach the
-// type's factory unchanged.
+// manager pick a random one. `actor_name`, when set, must be unique on that node. `gpus` is the
+// actor's GPU demand, which the node manager turns into devices of its own (actors/gpu_assignment.h;
+// placement on the node is the scheduler's job). `args` reach the type's factory unchanged.
 struct SpawnRequest {
   std::string type_name;
   std::string actor_name;
   std::string actor_id;
-  std::string resources;
+  double gpus = 0;
   std::vector<std::string> args;
 };
 
@@ -53,11 +53,13 @@ inline SpawnRequest spawn_request(std::string type_name, std::string actor_name 
   return r;
 }
 
-// The spawned actor: its id, name and a handle that can be messaged from any connected node.
+// The spawned actor: its id, name, a handle that can be messaged from any connected node, and the
+// indices of the node's GPUs it was given (empty when it asked for none).
 struct SpawnReply {
   std::string actor_id;
   std::string actor_name;
   caf::actor handle;
+  std::vector<int32_t> gpu_ids;
 };
 
 // Spawn many actors in one message. All-or-nothing: if any item is invalid (unknown type,
@@ -144,7 +146,7 @@ struct Heartbeat {
 
 // A lifecycle transition of an actor owned by a node manager (see gcs/records.h for the diagram):
 // ALIVE after a spawn, DEAD after it exits. `crashed` tells a failure (exception, error exit)
-// from a clean stop; `reason` says which in words.
+// from a clean stop; `reason` says which in words. `gpu_ids`: the node's devices the actor held.
 struct ActorStateChange {
   std::string actor_id;
   std::string actor_name;
@@ -154,6 +156,7 @@ struct ActorStateChange {
   bool crashed = false;
   std::string reason;
   int64_t at_ms = 0;
+  std::vector<int32_t> gpu_ids;
 };
 
 // -- CAF inspection: field order is the wire format; change it only with a new wire name. --------
@@ -161,11 +164,11 @@ struct ActorStateChange {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SpawnRequest& x) {
   return f(caf::meta::type_name("troupe.spawn_request"), x.type_name, x.actor_name, x.actor_id,
-           x.resources, x.args);
+           x.gpus, x.args);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SpawnReply& x) {
-  return f(caf::meta::type_name("troupe.spawn_reply"), x.actor_id, x.actor_name, x.handle);
+  return f(caf::meta::type_name("troupe.spawn_reply"), x.actor_id, x.actor_name, x.handle, x.gpu_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SpawnBatchRequest& x) {
@@ -235,7 +238,7 @@ typename Inspector::result_type inspect(Inspector& f, Heartbeat& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ActorStateChange& x) {
   return f(caf::meta::type_name("troupe.actor_state_change"), x.actor_id, x.actor_name,
-           x.type_name, x.node_id, x.state, x.crashed, x.reason, x.at_ms);
+           x.type_name, x.node_id, x.state, x.crashed, x.reason, x.at_ms, x.gpu_ids);
 }
 
 // Adds every message type above to `cfg` under its wire name. Call once per config, before the

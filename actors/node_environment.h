@@ -1,5 +1,6 @@
 // What an actor hosted by a node needs to know about where it runs: the node's id, the address its
-// data-plane sockets should listen on, how to reach the GCS and the process's settings. The node
+// data-plane sockets should listen on, how to reach the GCS, the process's settings and the GPUs
+// its node manager gave it. The node
 // learns the GCS address only when the head admits it, after its node manager (and so the
 // factories of its actor types) already exist; the factories hold this slot and their actors wait
 // on it (bounded) for the node to fill it in.
@@ -7,10 +8,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "actors/gpu_assignment.h"
 #include "core/config.h"
 #include "core/ids.h"
 #include "core/status.h"
@@ -23,6 +26,9 @@ struct NodeEnvironment {
   std::string bind = "127.0.0.1";  // host for data-plane listeners (collectives, parameter servers)
   gcs::RedisStoreOptions gcs;
   Config config;
+  // The node's GPUs and who holds which: an actor finds its own devices by its id (devices_of).
+  // Null where the process hosts no node manager with GPUs.
+  std::shared_ptr<const GpuAssignments> gpus;
 };
 
 class NodeEnvironmentSlot {

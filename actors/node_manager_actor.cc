@@ -30,6 +30,7 @@ int64_t now_ms() {
 struct CheckedSpawn {
   ActorId id;
   const SpawnRequest* req = nullptr;
+  std::vector<int> gpu_ids;  // assigned before it is spawned
 };
 
 class NodeManagerActor : public caf::event_based_actor {
@@ -38,6 +39,7 @@ class NodeManagerActor : public caf::event_based_actor {
       : caf::event_based_actor(cfg), opts_(std::move(opts)) {
     if (opts_.node.nil()) opts_.node = NodeId::random();
     if (!opts_.registry) opts_.registry = std::make_shared<const Registry>(Registry::with_builtins());
+    if (!opts_.gpus) opts_.gpus = std::make_shared<GpuAssignments>(opts_.node, 0);
     node_hex_ = opts_.node.hex();
     set_down_handler([this](caf::down_msg& msg) { on_down(msg); });
   }
@@ -98,13 +100,15 @@ class NodeManagerActor : public caf::event_based_actor {
     for (ActorTable::Entry& e : table_.entries()) {
       send_exit(e.handle, caf::exit_reason::user_shutdown);
       report(e, gcs::ActorState::dead, false, "node manager " + node_hex_.substr(0, 8) + " shut down");
+      opts_.gpus->release(e.id);
     }
     event_based_actor::on_exit();
   }
 
  private:
-  // Checks every request first (types, ids, names, duplicates within the batch), then spawns all.
-  // If a factory fails midway, the actors of this batch already spawned are stopped again, so the
+  // Checks every request first (types, ids, names, duplicates within the batch), then gives each
+  // its GPUs, then spawns all. If a GPU demand does not fit or a factory fails midway, the devices
+  // taken and the actors of this batch already spawned are given back and stopped again, so the
   // caller gets all or nothing. ALIVE is reported only once the whole batch stands.
   Status spawn_all(const std::vector<const SpawnRequest*>& reqs, std::vector<SpawnReply>* out,
                    bool batch) {
@@ -142,7 +146,20 @@ class NodeManagerActor : public caf::event_based_actor {
         return invalid_argument("actor name '" + r.actor_name + "' appears twice in the batch")
             .with_context(where(i));
       }
-      checked.push_back({id, &r});
+      checked.push_back({id, &r, {}});
+    }
+    // Devices before actors: a batch whose GPUs do not fit spawns nothing, and each actor finds
+    // its devices (GpuAssignments::devices_of) from its first moment.
+    auto give_back_gpus = [&](size_t n) {
+      for (size_t j = 0; j < n; ++j) opts_.gpus->release(checked[j].id);
+    };
+    for (size_t i = 0; i < checked.size(); ++i) {
+      Expected<std::vector<int>> devices = opts_.gpus->assign(checked[i].id, checked[i].req->gpus);
+      if (!devices) {
+        give_back_gpus(i);
+        return devices.status().with_context(where(i));
+      }
+      checked[i].gpu_ids = std::move(*devices);
     }
     out->clear();
     out->reserve(checked.size());
@@ -157,12 +174,13 @@ class NodeManagerActor : public caf::event_based_actor {
           table_.erase_by_caf_id(h.id(), &gone);
           send_exit(h, caf::exit_reason::user_shutdown);
         }
+        give_back_gpus(checked.size());
         out->clear();
         return a.status().with_context(where(i));
       }
       monitor(*a);
-      table_.insert({checked[i].id, r.actor_name, r.type_name, *a, ""});
-      out->push_back(SpawnReply{checked[i].id.hex(), r.actor_name, *a});
+      table_.insert({checked[i].id, r.actor_name, r.type_name, *a, "", checked[i].gpu_ids});
+      out->push_back(SpawnReply{checked[i].id.hex(), r.actor_name, *a, checked[i].gpu_ids});
     }
     for (const CheckedSpawn& c : checked) {
       report(*table_.find(c.id), gcs::ActorState::alive, false, "spawned");
@@ -188,6 +206,7 @@ class NodeManagerActor : public caf::event_based_actor {
   void on_down(const caf::down_msg& msg) {
     ActorTable::Entry entry;
     if (!table_.erase_by_caf_id(msg.source.id(), &entry)) return;  // rolled back or not ours
+    opts_.gpus->release(entry.id);  // before the report: a respawn the report prompts finds them free
     const caf::error& why = msg.reason;
     if (!why || why == caf::exit_reason::normal) {
       report(entry, gcs::ActorState::dead, false, "exited normally");
@@ -204,7 +223,7 @@ class NodeManagerActor : public caf::event_based_actor {
   void report(const ActorTable::Entry& e, gcs::ActorState state, bool crashed, std::string reason) {
     if (!opts_.on_state_change) return;
     opts_.on_state_change(ActorStateChange{e.id.hex(), e.name, e.type_name, node_hex_, state,
-                                           crashed, std::move(reason), now_ms()});
+                                           crashed, std::move(reason), now_ms(), e.gpu_ids});
   }
 
   NodeManagerOptions opts_;

@@ -6,9 +6,10 @@
 // Interface (messages from actors/messages.h; every refusal is a caf::error of troupe's category,
 // see to_error/to_status in actors/actor_system.h, so the code and words survive the network):
 //
-//   SpawnRequest      -> SpawnReply       invalid_argument: bad hex id, id or name taken;
-//                                         not_found: unknown type (lists the known ones);
-//                                         the factory's error otherwise
+//   SpawnRequest      -> SpawnReply       invalid_argument: bad hex id, id or name taken, bad GPU
+//                                         demand; not_found: unknown type (lists the known ones);
+//                                         unavailable: the GPU demand fits no free device (names
+//                                         each device's usage); the factory's error otherwise
 //   SpawnBatchRequest -> SpawnBatchReply  all-or-nothing; the error names the failing item's index
 //   LookupRequest     -> LookupReply      not_found naming the id or name
 //   StopRequest       -> StopReply        not_found when no such live actor; the actor then exits
@@ -24,11 +25,17 @@
 //
 // Restarts are the caller's decision (it sees `crashed` and may spawn again under the same id).
 // Actors spawned here are monitored, not linked: a crash never takes the node manager down.
+//
+// GPUs: a request's `gpus` demand is given devices of this node (NodeManagerOptions::gpus) before
+// its actor is spawned, so the actor can look them up by its id from its first moment; they are
+// given back when the actor's down message arrives, when its batch is rolled back, and when the
+// node manager exits. The reply, the ALIVE and the DEAD report carry the device indices.
 #pragma once
 
 #include <functional>
 #include <memory>
 
+#include "actors/gpu_assignment.h"
 #include "actors/messages.h"
 #include "actors/registry.h"
 #include "caf/fwd.hpp"
@@ -44,6 +51,9 @@ struct NodeManagerOptions {
   NodeId node;                               // nil: a random id
   std::shared_ptr<const Registry> registry;  // null: Registry::with_builtins()
   StateSink on_state_change;                 // may be empty
+  // The node's GPUs, shared with the actors it hosts so each can find its devices; built for the
+  // GPU count the node offers (detected or --gpus). null: a node without GPUs (GPU demands refused).
+  std::shared_ptr<GpuAssignments> gpus;
 };
 
 // Spawns a node manager in `sys` and returns its handle (publish it to make it reachable).

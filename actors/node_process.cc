@@ -46,7 +46,9 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   if (!resources.ok()) return resources.status();
 
   const NodeId id = NodeId::random();
-  auto runtime = NodeRuntime::start(o.bind, id, o.registry);
+  // The devices this node offers (detected, or --gpus), handed to its actors one by one.
+  auto gpus = std::make_shared<GpuAssignments>(id, static_cast<int>(resources->gpus.size()));
+  auto runtime = NodeRuntime::start(o.bind, id, o.registry, gpus);
   if (!runtime.ok()) return runtime.status();
   ActorSystem& system = (*runtime)->system();
   caf::actor_system& sys = system.system();
@@ -87,7 +89,7 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   auto store = gcs::RedisStore::connect(so);
   if (!store.ok()) return store.status().with_context("node " + id.short_hex() + ": connecting to the GCS");
   (*runtime)->attach_store(std::move(*store));
-  if (o.environment) o.environment->set({id, o.bind, so, o.config});
+  if (o.environment) o.environment->set({id, o.bind, so, o.config, gpus});
   spdlog::info("node {} joined the head at {} ({} cpus, {} gpus); node manager on {}", id.short_hex(),
                o.head_address, reg.cpus, reg.gpus, reg.address);
   if (on_joined) on_joined();

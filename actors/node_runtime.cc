@@ -5,7 +5,8 @@
 namespace troupe::actors {
 
 Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bind, const NodeId& id,
-                                                         std::shared_ptr<const Registry> registry) {
+                                                         std::shared_ptr<const Registry> registry,
+                                                         std::shared_ptr<GpuAssignments> gpus) {
   std::unique_ptr<NodeRuntime> rt(new NodeRuntime());
   ActorSystemOptions ao;
   ao.bind_address = bind;
@@ -16,6 +17,7 @@ Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bin
   NodeManagerOptions nmo;
   nmo.node = id;
   nmo.registry = std::move(registry);
+  nmo.gpus = std::move(gpus);
   ActorStateWriter* writer = &rt->writer_;
   nmo.on_state_change = [writer](const ActorStateChange& c) { writer->report(c); };
   rt->node_manager_ = spawn_node_manager(rt->system_->system(), nmo);

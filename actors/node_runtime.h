@@ -9,6 +9,7 @@
 
 #include "actors/actor_state_writer.h"
 #include "actors/actor_system.h"
+#include "actors/gpu_assignment.h"
 #include "actors/registry.h"
 #include "caf/actor.hpp"
 #include "core/ids.h"
@@ -19,9 +20,11 @@ namespace troupe::actors {
 class NodeRuntime {
  public:
   // Starts an actor system on `bind` and publishes a node manager for node `id` on a free port.
-  // `registry`: the actor types its node manager can spawn (null: the built-ins).
+  // `registry`: the actor types its node manager can spawn (null: the built-ins). `gpus`: the
+  // node's devices its node manager hands out (null: none; see NodeManagerOptions::gpus).
   static Expected<std::unique_ptr<NodeRuntime>> start(const std::string& bind, const NodeId& id,
-                                                      std::shared_ptr<const Registry> registry = nullptr);
+                                                      std::shared_ptr<const Registry> registry = nullptr,
+                                                      std::shared_ptr<GpuAssignments> gpus = nullptr);
   ~NodeRuntime();
 
   // Hands over the GCS connection: from now on the actors' exits are written there.

@@ -87,6 +87,7 @@ class ActorTable {
     std::string type_name;
     caf::actor handle;
     std::string stop_reason;  // set when a stop was requested, so the exit reads "stopped: ..."
+    std::vector<int> gpu_ids;  // the node's devices it holds (GpuAssignments)
   };
 
   // invalid_argument when the id or (non-empty) name is already taken.

@@ -36,6 +36,11 @@ function used(r, key, f) { return f(r.used[key]) + "/" + f(r.total[key]); }
 function age(ms) { return ms < 0 ? "never" : (ms / 1000).toFixed(1) + " s ago"; }
 function clock(ms) { const d = new Date(ms); return d.toLocaleTimeString() + "." + String(d.getMilliseconds()).padStart(3, "0"); }
 function short(id) { return id ? id.slice(0, 8) : ""; }
+// An actor's node and the devices it was given there: "3fa2c1d0 gpu 0", "3fa2c1d0 gpus 0,1".
+function nodeAndGpus(a) {
+  const g = a.gpu_ids || [];
+  return short(a.node) + (g.length ? (g.length === 1 ? " gpu " : " gpus ") + g.join(",") : "");
+}
 function link(text, href, cls) { const a = el("a", text, cls); a.href = href; return a; }
 function jobLink(id) { return link(short(id), "#/job/" + id, "mono"); }
 function eta(s) {
@@ -101,7 +106,8 @@ function searchActors(force) {
     .then(r => {
       $("actor-note").textContent = r.truncated ? "showing " + r.returned + " of " + r.total : r.total + " matching";
       fill("actors", r.actors.map(a => row([
-        el("span", short(a.id), "mono"), a.type, a.name, a.job ? jobLink(a.job) : "", el("span", short(a.node), "mono"),
+        el("span", short(a.id), "mono"), a.type, a.name, a.job ? jobLink(a.job) : "",
+        el("span", nodeAndGpus(a), "mono"),
         state(a.state), a.restarts, el("span", a.pending_reason || a.death_reason)])));
     })
     .catch(e => { $("actor-note").textContent = e.message; })

@@ -47,6 +47,16 @@ json resources_json(const Resources& r) {
   return {{"cpus", r.cpus}, {"gpus", r.gpus}, {"memory_bytes", r.memory_bytes}};
 }
 
+// "gpu 0", "gpus 0,1".
+std::string gpu_list(const json& ids) {
+  std::string out = ids.size() == 1 ? "gpu " : "gpus ";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i].get<int>());
+  return out;
+}
+
+// Lines for people beyond the first `kMaxActorLines` of a kind are counted, not listed.
+constexpr int kMaxActorLines = 10;
+
 }  // namespace
 
 json node_json(const NodeRecord& n, int64_t now) {
@@ -75,7 +85,8 @@ json actor_json(const ActorRecord& a) {
           {"restarts", a.restarts},    {"resources", resources_json(a.resources)},
           {"pending_reason", a.pending_reason},
           {"death_reason", a.death_reason},
-          {"updated_ms", a.updated_ms}};
+          {"updated_ms", a.updated_ms},
+          {"gpu_ids", a.gpu_ids}};
 }
 
 json job_json(const JobRecord& j) {
@@ -164,14 +175,25 @@ std::string render_cluster_view(const json& v) {
   for (const auto& [state, count] : v.at("summary").at("actors_by_state").items()) os << "  " << state << " " << count;
   os << "\n";
   std::map<std::string, int> per_node;
-  int pending_shown = 0;
+  int pending_shown = 0, on_gpus = 0;
   for (const auto& a : actors) {
     if (a.at("state") == "ALIVE") ++per_node[a.at("node").get<std::string>().substr(0, 8)];
-    if (a.at("state") == "PENDING" && pending_shown < 10) {
+    if (a.at("state") == "PENDING" && pending_shown < kMaxActorLines) {
       ++pending_shown;
       os << "  PENDING " << a.at("id").get<std::string>().substr(0, 8) << " " << a.at("type").get<std::string>()
          << ": " << a.at("pending_reason").get<std::string>() << "\n";
     }
+  }
+  // Live actors holding GPUs get a line each: which device is whose is what the counts cannot say.
+  for (const auto& a : actors) {
+    const json* gpus = a.contains("gpu_ids") ? &a.at("gpu_ids") : nullptr;
+    if (a.at("state") != "ALIVE" || !gpus || gpus->empty()) continue;
+    if (++on_gpus > kMaxActorLines) continue;
+    os << "  ALIVE   " << a.at("id").get<std::string>().substr(0, 8) << " " << a.at("type").get<std::string>()
+       << " on " << a.at("node").get<std::string>().substr(0, 8) << ": " << gpu_list(*gpus) << "\n";
+  }
+  if (on_gpus > kMaxActorLines) {
+    os << "  ... " << on_gpus - kMaxActorLines << " more live actors on GPUs (troupe status --json lists them)\n";
   }
   if (!per_node.empty()) {
     os << "  alive by node:";

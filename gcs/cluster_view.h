@@ -23,7 +23,7 @@ struct ViewOptions {
 // {"nodes": [...], "actors": [...], "jobs": [...], "events": [...], "summary": {...}}.
 // Each node has id, state, address, hostname, pid, is_head, version, resources {total, used},
 // gpus, heartbeat_age_ms, death_reason; each actor id, type, name, node, state, restarts,
-// resources, pending_reason, death_reason; summary counts nodes and actors by state.
+// resources, pending_reason, death_reason, gpu_ids; summary counts nodes and actors by state.
 Expected<nlohmann::json> cluster_view(Store& store, const ViewOptions& options = {});
 
 // The entries of the document, one record each (the dashboard's /api serves them by themselves).
@@ -36,7 +36,8 @@ nlohmann::json event_json(const Event& event);
 bool node_display_order(const NodeRecord& a, const NodeRecord& b);
 
 // A table per section for people: states, resources used/total, heartbeat ages, actors by state
-// and node, pending actors with their reasons, jobs, and the recent events.
+// and node, pending actors with their reasons, live actors on GPUs with their devices ("gpu 0",
+// "gpus 0,1"), jobs, and the recent events.
 std::string render_cluster_view(const nlohmann::json& view);
 
 }  // namespace troupe::gcs

@@ -168,6 +168,18 @@ class Fields {
     *out = std::move(items);
     return {};
   }
+  // A nested array of integers, each in the range of int.
+  Status ints(const char* name, std::vector<int>* out) {
+    const msgpack::object* o = next();
+    if (o->type != msgpack::type::ARRAY) return wrong(name, "an array", *o);
+    Fields items(*o, 0, what_);
+    std::vector<int> v(o->via.array.size);
+    for (uint32_t k = 0; k < o->via.array.size; ++k) {
+      TROUPE_RETURN_IF_ERROR(items.i32((std::string(name) + "[" + std::to_string(k) + "]").c_str(), &v[k]));
+    }
+    *out = std::move(v);
+    return {};
+  }
   Status resources(const char* name, Resources* out) {
     Fields r(o_, 0, "");
     TROUPE_RETURN_IF_ERROR(nested(name, 3, &r));

@@ -104,7 +104,7 @@ Status decode(const std::string& bytes, NodeRecord* out) {
 
 std::string encode(const ActorRecord& r) {
   return write([&](Packer& pk) {
-    begin(pk, 11);
+    begin(pk, 12);
     pack_id(pk, r.id);
     put_str(pk, r.type_name);
     put_str(pk, r.name);
@@ -116,11 +116,13 @@ std::string encode(const ActorRecord& r) {
     put_str(pk, r.pending_reason);
     put_str(pk, r.death_reason);
     pk.pack_int64(r.updated_ms);
+    pk.pack_array(static_cast<uint32_t>(r.gpu_ids.size()));
+    for (int g : r.gpu_ids) pk.pack_int64(g);
   });
 }
 
 Status decode(const std::string& bytes, ActorRecord* out) {
-  return read_record(bytes, "actor", 11, out, [](Fields& f, ActorRecord& r) -> Status {
+  return read_record(bytes, "actor", 12, out, [](Fields& f, ActorRecord& r) -> Status {
     TROUPE_RETURN_IF_ERROR(f.id("id", &r.id));
     TROUPE_RETURN_IF_ERROR(f.str("type_name", &r.type_name));
     TROUPE_RETURN_IF_ERROR(f.str("name", &r.name));
@@ -131,7 +133,8 @@ Status decode(const std::string& bytes, ActorRecord* out) {
     TROUPE_RETURN_IF_ERROR(f.resources("resources", &r.resources));
     TROUPE_RETURN_IF_ERROR(f.str("pending_reason", &r.pending_reason));
     TROUPE_RETURN_IF_ERROR(f.str("death_reason", &r.death_reason));
-    return f.i64("updated_ms", &r.updated_ms);
+    TROUPE_RETURN_IF_ERROR(f.i64("updated_ms", &r.updated_ms));
+    return f.ints("gpu_ids", &r.gpu_ids);
   });
 }
 

@@ -15,8 +15,9 @@ namespace troupe::gcs {
 
 // Bumped whenever any record's layout changes (2: ShardRecord gained examples, progress, claims;
 // 3: JobRecord gained the job's spec, its actors, live progress and the result; 4: ShardRecord
-// gained resume_at; 5: PsAppliedRecord gained restored_record and replayed).
-constexpr uint32_t kRecordSchemaVersion = 5;
+// gained resume_at; 5: PsAppliedRecord gained restored_record and replayed; 6: ActorRecord gained
+// gpu_ids).
+constexpr uint32_t kRecordSchemaVersion = 6;
 
 struct Resources {
   double cpus = 0;
@@ -76,6 +77,7 @@ struct ActorRecord {
   std::string pending_reason; // why it is not placed (PENDING only)
   std::string death_reason;   // why it died (DEAD only)
   int64_t updated_ms = 0;
+  std::vector<int> gpu_ids;   // its node's devices it was given (actors/gpu_assignment.h); kept when DEAD
 };
 
 enum class JobState : uint8_t { pending = 0, running = 1, succeeded = 2, failed = 3, cancelled = 4 };

@@ -34,7 +34,7 @@ std::shared_ptr<const Registry> registry_with_bomb() {
 TEST_CASE("spawn by type name on the local node, find by name and id, call it", "[actors]") {
   test::TestNode node;
   NodeManagerClient nm(node.sys->system(), node.node_manager, kTimeout);
-  auto spawned = nm.spawn(SpawnRequest{"echo", "greeter", "", "{}", {}});
+  auto spawned = nm.spawn(SpawnRequest{"echo", "greeter", "", 0, {}});
   REQUIRE(spawned.ok());
   CHECK(spawned->actor_id.size() == 32);
   CHECK(spawned->actor_name == "greeter");
@@ -66,7 +66,7 @@ TEST_CASE("spawn on a remote node with a chosen id, and the handle answers from 
   REQUIRE(remote.ok());
   NodeManagerClient nm(head->system(), *remote, kTimeout);
   const ActorId id = ActorId::random();
-  auto spawned = nm.spawn(SpawnRequest{"counter", "", id.hex(), "", {"41"}});
+  auto spawned = nm.spawn(SpawnRequest{"counter", "", id.hex(), 0, {"41"}});
   REQUIRE(spawned.ok());
   CHECK(spawned->actor_id == id.hex());
   auto added = call(head->system(), spawned->handle, Call{"add", ""}, kTimeout);
@@ -79,7 +79,7 @@ TEST_CASE("spawn on a remote node with a chosen id, and the handle answers from 
   REQUIRE(got.ok());
   CHECK(got->payload == "42");
 
-  auto again = nm.spawn(SpawnRequest{"echo", "", id.hex(), "", {}});
+  auto again = nm.spawn(SpawnRequest{"echo", "", id.hex(), 0, {}});
   REQUIRE(!again.ok());
   CHECK(again.status().code() == Code::invalid_argument);
   CHECK_THAT(again.status().message(), Catch::Contains("already in use"));

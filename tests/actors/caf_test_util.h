@@ -57,8 +57,9 @@ struct TestNode {
   caf::actor node_manager;
   uint16_t port = 0;
 
+  // `gpus`: the devices its node manager hands out (null: none).
   explicit TestNode(std::shared_ptr<const Registry> registry = nullptr,
-                    const std::string& policy = "sharing") {
+                    const std::string& policy = "sharing", std::shared_ptr<GpuAssignments> gpus = nullptr) {
     ActorSystemOptions opts;
     opts.scheduler_policy = policy;
     opts.worker_threads = 2;
@@ -68,6 +69,7 @@ struct TestNode {
     NodeManagerOptions nm;
     nm.registry = std::move(registry);
     nm.on_state_change = states.sink();
+    nm.gpus = std::move(gpus);
     node_manager = spawn_node_manager(sys->system(), std::move(nm));
     auto bound = sys->publish(node_manager);
     REQUIRE(bound.ok());

@@ -84,6 +84,7 @@ TEST_CASE("records: default records (empty vectors, nil ids) round trip", "[gcs]
   CHECK(n.gpus.empty());
   CHECK_FALSE(n.is_head);
   CHECK(round_trip(ActorRecord{}).node.nil());
+  CHECK(round_trip(ActorRecord{}).gpu_ids.empty());
   CHECK(round_trip(JobRecord{}).state == JobState::pending);
   CHECK(round_trip(GroupRecord{}).members.empty());
   CHECK(round_trip(GroupRecord{}).nccl_id.empty());
@@ -104,6 +105,7 @@ TEST_CASE("records: actor, job, group, shard and checkpoint records round trip",
   a.pending_reason = "no node has 2 GPUs";
   a.death_reason = "node died";
   a.updated_ms = 42;
+  a.gpu_ids = {0, 3, INT_MAX};
   ActorRecord ab = round_trip(a);
   CHECK(ab.id == a.id);
   CHECK(ab.type_name == a.type_name);
@@ -116,6 +118,7 @@ TEST_CASE("records: actor, job, group, shard and checkpoint records round trip",
   CHECK(ab.pending_reason == a.pending_reason);
   CHECK(ab.death_reason == a.death_reason);
   CHECK(ab.updated_ms == 42);
+  CHECK(ab.gpu_ids == std::vector<int>{0, 3, INT_MAX});
 
   JobRecord j;
   j.id = JobId::random();
@@ -348,6 +351,49 @@ TEST_CASE("records: unknown enum values and out-of-range integers are corrupt_da
   CHECK(st.code() == Code::corrupt_data);
   CHECK_THAT(st.message(), Catch::Contains("members[0]"));
   CHECK_THAT(st.message(), Catch::Contains("node"));
+}
+
+TEST_CASE("records: an actor's gpu_ids out of range or mistyped are corrupt_data naming the element",
+          "[gcs][records]") {
+  ActorRecord a;
+  a.id = ActorId::random();
+  auto actor_with = [&](auto&& gpu_ids) {
+    return raw([&](Packer& pk) {
+      pk.pack_array(13);
+      pk.pack_uint32(kRecordSchemaVersion);
+      pack_id(pk, a.id);
+      pk.pack_str(0), pk.pack_str_body("", 0);  // type_name
+      pk.pack_str(0), pk.pack_str_body("", 0);  // name
+      pack_id(pk, a.job), pack_id(pk, a.node);
+      pk.pack_uint8(1), pk.pack_int64(0);        // state, restarts
+      pk.pack_array(3), pk.pack_double(0), pk.pack_double(1), pk.pack_int64(0);
+      pk.pack_str(0), pk.pack_str_body("", 0);  // pending_reason
+      pk.pack_str(0), pk.pack_str_body("", 0);  // death_reason
+      pk.pack_int64(0);                          // updated_ms
+      gpu_ids(pk);
+    });
+  };
+  ActorRecord out;
+  REQUIRE(decode(actor_with([](Packer& pk) { pk.pack_array(2), pk.pack_int64(0), pk.pack_int64(1); }), &out).ok());
+  CHECK(out.gpu_ids == std::vector<int>{0, 1});
+
+  out.name = "untouched";
+  Status st =
+      decode(actor_with([](Packer& pk) { pk.pack_array(2), pk.pack_int64(0), pk.pack_int64(1LL << 40); }), &out);
+  CHECK(st.code() == Code::corrupt_data);
+  CHECK_THAT(st.message(), Catch::Contains("actor record") && Catch::Contains("field 'gpu_ids[1]'") &&
+                               Catch::Contains("out of range"));
+  st = decode(actor_with([](Packer& pk) { pk.pack_str(1), pk.pack_str_body("0", 1); }), &out);
+  CHECK(st.code() == Code::corrupt_data);
+  CHECK_THAT(st.message(), Catch::Contains("field 'gpu_ids'") && Catch::Contains("expected an array"));
+  CHECK(out.name == "untouched");
+
+  // A record of schema 5 (before gpu_ids) is refused naming both versions, not misread.
+  std::string old = encode(a);
+  old[1] = 5;
+  st = decode(old, &out);
+  CHECK(st.code() == Code::version_mismatch);
+  CHECK_THAT(st.message(), Catch::Contains("schema version 5") && Catch::Contains("reads schema version 6"));
 }
 
 }  // namespace troupe::gcs

@@ -40,8 +40,21 @@ struct MemberState {
   }
 };
 
+// The devices the node manager gave this actor, in the log ("worker 1 of job 3fa2c1d0 on GPU 0").
+// Nothing trains on them yet (job specs refuse --gpus-per-worker): this is where GPU training will
+// pick its device.
+void log_devices(const actors::NodeEnvironment& env, const char* role, const MemberArgs& args) {
+  if (!env.gpus || args.actor.nil()) return;
+  const std::vector<int> devices = env.gpus->devices_of(args.actor);
+  if (devices.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < devices.size(); ++i) list += (i ? "," : "") + std::to_string(devices[i]);
+  spdlog::info("{} {} of job {} on GPU{} {} (node {})", role, args.index, args.job.short_hex(),
+               devices.size() == 1 ? "" : "s", list, env.node.short_hex());
+}
+
 caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_ptr<actors::NodeEnvironmentSlot> slot,
-                           MemberArgs args, Body body) {
+                           const char* role, MemberArgs args, Body body) {
   actors::report_exceptions(self);
   caf::actor me = caf::actor_cast<caf::actor>(self);
   MemberState* state = &self->state;  // outlives the thread: its destructor joins it
@@ -57,12 +70,13 @@ caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_p
     lock.unlock();
     self->quit(failed.ok() ? m.reason : actors::to_error(failed));
   });
-  self->state.thread = std::thread([me, slot, args, body, state]() mutable {
+  self->state.thread = std::thread([me, slot, role, args, body, state]() mutable {
     Status st;
     auto env = slot->wait(std::chrono::seconds(10));
     if (!env.ok()) {
       st = env.status();
     } else {
+      log_devices(*env, role, args);
       try {
         st = body(*env, args, state->cancel);
       } catch (const std::exception& e) {
@@ -90,19 +104,20 @@ caf::behavior member_actor(caf::stateful_actor<MemberState>* self, std::shared_p
   };
 }
 
-actors::ActorFactory member_factory(std::shared_ptr<actors::NodeEnvironmentSlot> env, Body body) {
-  return [env, body](caf::actor_system& sys, const std::vector<std::string>& args) -> Expected<caf::actor> {
+// `role` names the actor in logs; a string literal.
+actors::ActorFactory member_factory(std::shared_ptr<actors::NodeEnvironmentSlot> env, const char* role, Body body) {
+  return [env, role, body](caf::actor_system& sys, const std::vector<std::string>& args) -> Expected<caf::actor> {
     auto parsed = parse_member_args(args);
     if (!parsed.ok()) return parsed.status();
-    return sys.spawn<caf::detached>(member_actor, env, *parsed, body);
+    return sys.spawn<caf::detached>(member_actor, env, role, *parsed, body);
   };
 }
 
 }  // namespace
 
 Status add_job_actor_types(actors::Registry& registry, std::shared_ptr<actors::NodeEnvironmentSlot> env) {
-  TROUPE_RETURN_IF_ERROR(registry.add(kWorkerActorType, member_factory(env, run_worker)));
-  return registry.add(kServerActorType, member_factory(env, run_server));
+  TROUPE_RETURN_IF_ERROR(registry.add(kWorkerActorType, member_factory(env, "worker", run_worker)));
+  return registry.add(kServerActorType, member_factory(env, "parameter server", run_server));
 }
 
 }  // namespace troupe::job

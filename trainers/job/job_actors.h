@@ -21,7 +21,8 @@ namespace troupe::job {
 constexpr const char* kWorkerActorType = "troupe.worker";
 constexpr const char* kServerActorType = "troupe.ps";
 
-// Adds both types to `registry`; their actors read the node's environment from `env`.
+// Adds both types to `registry`; their actors read the node's environment from `env`, and in it the
+// GPUs their node manager gave them (NodeEnvironment::gpus, looked up by their actor id, args[2]).
 Status add_job_actor_types(actors::Registry& registry, std::shared_ptr<actors::NodeEnvironmentSlot> env);
 
 }  // namespace troupe::job
