@@ -112,6 +112,15 @@ struct StopJobReply {
   std::string state;    // the job's state afterwards
 };
 
+// Stops one live actor that is not part of a job (`troupe stop ACTOR`); its node records it DEAD.
+struct StopActor {
+  std::string actor_id;  // hex, whole
+  std::string reason;
+};
+struct StopActorReply {
+  std::string node_id;   // hex: where it ran
+};
+
 // The head's failure detector declared a node DEAD (heartbeats stopped): the job supervisor treats
 // the job actors there as failed. Sent by the head process to its own service.
 struct NodeDeclaredDead {
@@ -144,6 +153,14 @@ typename Inspector::result_type inspect(Inspector& f, StopJob& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StopJobReply& x) {
   return f(caf::meta::type_name("troupe.stop_job_reply"), x.stopped, x.state);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StopActor& x) {
+  return f(caf::meta::type_name("troupe.stop_actor"), x.actor_id, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StopActorReply& x) {
+  return f(caf::meta::type_name("troupe.stop_actor_reply"), x.node_id);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RegisterNode& x) {

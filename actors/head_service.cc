@@ -71,6 +71,11 @@ class HeadService : public caf::event_based_actor {
           if (!reply.ok()) return to_error(reply.status());
           return *reply;
         },
+        [this](const StopActor& s) -> caf::result<StopActorReply> {
+          auto reply = stop_spawned(s);
+          if (!reply.ok()) return to_error(reply.status());
+          return *reply;
+        },
         [this](const NodeDeclaredDead& d) {
           auto id = NodeId::from_hex(d.node_id);
           if (id.ok()) node_dead(*id, d.reason);
@@ -213,6 +218,11 @@ class HeadService : public caf::event_based_actor {
       schedule_retry();
       return;
     }
+    if (auto spawned = spawned_.find(msg.source); spawned != spawned_.end()) {
+      release(spawned->second.first, spawned->second.second);
+      spawned_.erase(spawned);
+      return;
+    }
     auto it = by_addr_.find(msg.source);
     if (it == by_addr_.end()) return;
     const NodeId id = it->second;
@@ -257,6 +267,12 @@ class HeadService : public caf::event_based_actor {
     SpawnActorsReply reply;
     auto placed = place(asks, s.gang, s.policy, pinned, JobId(), &reply);
     if (!placed.ok()) return placed.status();
+    // Their resources go back to the head's accounting when they exit (a job's actors are the job
+    // supervisor's): else a node whose spawned GPU actor ended would look full for good.
+    for (const auto& [aid, handle] : placed->handles) {
+      monitor(handle);
+      spawned_[handle.address()] = {placed->nodes[aid], {s.cpus, s.gpus, 0}};
+    }
     spdlog::info("spawned {} of {} '{}' actors", reply.started, s.count, s.type_name);
     return reply;
   }
@@ -384,6 +400,23 @@ class HeadService : public caf::event_based_actor {
     return gcs::record_event(*o_.store, e);
   }
 
+  // `troupe stop ACTOR`: an ALIVE actor of no job, stopped through its node (which records it DEAD;
+  // its down message gives its resources back here).
+  Expected<StopActorReply> stop_spawned(const StopActor& s) {
+    auto id = ActorId::from_hex(s.actor_id);
+    if (!id.ok()) return id.status().with_context("stop actor");
+    auto rec = gcs::Table<gcs::ActorRecord>(*o_.store).get(id->hex());
+    if (!rec.ok()) return rec.status().with_context("stop actor " + id->short_hex());
+    if (!rec->job.nil()) {
+      return invalid_argument("actor " + id->short_hex() + " is part of job " + rec->job.short_hex() +
+                                 ": stop the job (troupe stop " + rec->job.short_hex() + ")");
+    }
+    if (rec->state != gcs::ActorState::alive)
+      return not_found("actor " + id->short_hex() + " is " + gcs::actor_state_name(rec->state) + ", not ALIVE");
+    TROUPE_RETURN_IF_ERROR(stop_actor(rec->node, *id, s.reason.empty() ? "stopped by troupe stop" : s.reason));
+    return StopActorReply{rec->node.hex()};
+  }
+
   // Asks `node`'s manager to stop actor `id`. Not waited for: a node killed a moment ago (its
   // connection loss still queued here) would hold the head — and every node's heartbeat with it —
   // for the whole timeout.
@@ -492,6 +525,7 @@ class HeadService : public caf::event_based_actor {
   bool retry_scheduled_ = false;
   std::map<NodeId, caf::actor> managers_;
   std::map<caf::actor_addr, NodeId> by_addr_;
+  std::map<caf::actor_addr, std::pair<NodeId, gcs::Resources>> spawned_;  // live `troupe spawn` actors
   std::map<NodeId, gcs::Resources> used_;
 };
 

@@ -36,7 +36,9 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<NodeDeclaredDead>("troupe.node_declared_dead")
       .add_message_type<SubmitJobReply>("troupe.submit_job_reply")
       .add_message_type<StopJob>("troupe.stop_job")
-      .add_message_type<StopJobReply>("troupe.stop_job_reply");
+      .add_message_type<StopJobReply>("troupe.stop_job_reply")
+      .add_message_type<StopActor>("troupe.stop_actor")
+      .add_message_type<StopActorReply>("troupe.stop_actor_reply");
 }
 
 }  // namespace troupe::actors

@@ -5,6 +5,7 @@
 #include "actors/actor_system.h"
 #include "actors/blocking_request.h"
 #include "dashboard/dashboard_address.h"
+#include "gcs/tables.h"
 
 namespace troupe::cli {
 namespace {
@@ -43,6 +44,32 @@ Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const J
   return actors::request_blocking<actors::StopJobReply>((*sys)->system(), *head, timeout,
                                                         actors::StopJob{job.hex(), reason},
                                                         "stopping job " + job.short_hex());
+}
+
+Expected<actors::StopActorReply> request_actor_stop(const ClusterInfo& info, const ActorId& actor,
+                                                    const std::string& reason, std::chrono::milliseconds timeout) {
+  auto hp = actors::parse_host_port(info.head_address);
+  if (!hp.ok()) return hp.status();
+  auto sys = actors::ActorSystem::start(actors::ActorSystemOptions{});
+  if (!sys.ok()) return sys.status();
+  auto head = (*sys)->connect(hp->first, hp->second);
+  if (!head.ok()) return head.status().with_context("reaching the head");
+  return actors::request_blocking<actors::StopActorReply>((*sys)->system(), *head, timeout,
+                                                          actors::StopActor{actor.hex(), reason},
+                                                          "stopping actor " + actor.short_hex());
+}
+
+Expected<ActorId> find_actor(gcs::Store& store, const std::string& prefix) {
+  if (prefix.size() < 4 || prefix.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return invalid_argument("'" + prefix + "' is not an actor id (at least 4 hex digits, as troupe status prints them)");
+  auto actors = gcs::Table<gcs::ActorRecord>(store).list();
+  if (!actors.ok()) return actors.status();
+  std::vector<ActorId> hits;
+  for (const gcs::ActorRecord& a : *actors)
+    if (a.id.hex().rfind(prefix, 0) == 0) hits.push_back(a.id);
+  if (hits.empty()) return not_found("no job or actor " + prefix + " (troupe status lists them)");
+  if (hits.size() > 1) return invalid_argument("actor id " + prefix + " is ambiguous: give more digits");
+  return hits.front();
 }
 
 std::string dashboard_line(gcs::Store& store, const std::string& token) {

@@ -26,6 +26,14 @@ Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info);
 Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const JobId& job, const std::string& reason,
                                                 std::chrono::milliseconds timeout);
 
+// Asks the head to stop `actor`, a live actor of no job (`troupe spawn`'s): where it ran, or why not.
+Expected<actors::StopActorReply> request_actor_stop(const ClusterInfo& info, const ActorId& actor,
+                                                    const std::string& reason, std::chrono::milliseconds timeout);
+
+// The actor whose id starts with `prefix` (at least 4 hex digits): not_found naming the prefix, or
+// invalid_argument when several match.
+Expected<ActorId> find_actor(gcs::Store& store, const std::string& prefix);
+
 // The dashboard's link as the head recorded it in the GCS — with ?token=<token> when the dashboard
 // needs the token and `token` is given, with a note when it is not — "off (...)" when there is
 // none, or why it could not be read.

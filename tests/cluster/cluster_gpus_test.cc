@@ -104,4 +104,41 @@ TEST_CASE("gpu actors get devices of their own, shares pack, and a demand that d
   CHECK(odd.both().find("--gpus 1.5") != std::string::npos);
   CHECK(odd.both().find("a demand above 1 GPU must be a whole number") != std::string::npos);
   CHECK(c.status().at("actors").size() == 5);
+
+  // `troupe stop ACTOR` ends one whole-GPU actor: the node records it DEAD and frees its device, the
+  // head gives its GPU back to the scheduler, and the next 1-GPU actor starts on that device.
+  const std::string gone = w[0].at("id").get<std::string>();
+  const int freed = w[0].at("gpu_ids")[0].get<int>();
+  auto stop = c.troupe("stop " + gone.substr(0, 8), 60);
+  INFO(stop.both() << c.logs_tail());
+  REQUIRE(stop.exit_code == 0);
+  CHECK(stop.out.find("actor " + gone.substr(0, 8) + " on node " + head.substr(0, 8)) != std::string::npos);
+  Json dead;
+  REQUIRE(poll_until([&] {
+    const Json now = c.status();  // held: a loop over a temporary's member would dangle
+    for (const Json& a : now.at("actors"))
+      if (a.at("id") == gone && a.at("state") == "DEAD") dead = a;
+    return !dead.is_null();
+  }, std::chrono::seconds(20), std::chrono::milliseconds(250)));
+  CHECK(dead.at("death_reason").get<std::string>().find("stopped by troupe stop") != std::string::npos);
+  Json next;
+  REQUIRE(poll_until([&] {  // the head learns of the exit from its down message, a moment after
+    next = spawn(c, "echo --gpus 1");
+    return next.at("started") == 1;
+  }, std::chrono::seconds(20), std::chrono::milliseconds(250)));
+  Json after;
+  REQUIRE(poll_until([&] {
+    std::vector<Json> mine = actors_with_ids(c.status(), next.at("actor_ids"));
+    if (mine.size() == 1 && mine[0].at("state") == "ALIVE") after = mine[0];
+    return !after.is_null();
+  }, std::chrono::seconds(20), std::chrono::milliseconds(250)));
+  CHECK(after.at("gpu_ids") == Json::array({freed}));
+
+  // Stopping it again, or something that is not an actor, says why.
+  auto again = c.troupe("stop " + gone.substr(0, 8), 60);
+  CHECK(again.exit_code != 0);
+  CHECK(again.both().find("DEAD, not ALIVE") != std::string::npos);
+  auto nothing = c.troupe("stop 0000ffff", 60);
+  CHECK(nothing.exit_code != 0);
+  CHECK(nothing.both().find("no job or actor 0000ffff") != std::string::npos);
 }
