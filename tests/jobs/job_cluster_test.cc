@@ -124,6 +124,19 @@ TEST_CASE("submit: a central job (variables on one actor, 4 workers) trains to >
   CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
 }
 
+TEST_CASE("submit: sync workers train in f16 with loss scaling and report it", "[jobs][cluster][precision]") {
+  ClusterFixture c;
+  up_two_nodes(c);
+  auto r = c.troupe("submit --strategy sync --workers 2 --epochs 2 --precision f16 --json --no-progress", 300);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  Json summary = Json::parse(r.last_line());
+  CHECK(summary.at("precision") == "f16");
+  CHECK(summary.at("loss_scale").get<double>() >= 1.0);     // the scaler ran on the workers
+  CHECK(summary.at("overflow_steps").get<int64_t>() < 50);
+  CHECK(summary.at("test_accuracy").get<double>() >= 0.85);  // f32 reaches about 0.866 in 2 epochs
+}
+
 TEST_CASE("submit: a user's trainer library from examples/ is shipped to the workers and trained",
           "[jobs][cluster][library]") {
   ClusterFixture c;
@@ -162,6 +175,10 @@ TEST_CASE("submit: bad jobs are refused with a clear error before anything runs"
   CHECK(indivisible.exit_code == 2);
   CHECK(indivisible.err.find("--batch-size 128 (the global batch) does not divide among 3 workers") !=
         std::string::npos);
+
+  auto unscaled = c.troupe("submit --strategy async --ps 1 --workers 2 --precision f16 --no-progress");
+  CHECK(unscaled.exit_code == 2);
+  CHECK(unscaled.err.find("--precision f16 needs dynamic loss scaling") != std::string::npos);
 
   // None of them left a job behind.
   CHECK(c.status().at("jobs").empty());
