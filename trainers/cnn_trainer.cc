@@ -7,6 +7,12 @@
 // then dense<d>.w [in x out] and dense<d>.b. Weights start uniform in +-sqrt(6 / fan_in) (He's
 // variance, for the ReLUs that follow), biases at 0.
 //
+// Mixed precision (`--precision bf16|f16`, as the MLP: trainers/mlp.h): forward_backward and
+// evaluate read the parameters and the input rounded to that type, round every layer's output (a
+// conv block's ReLU output and its pooled output), the loss gradient (times Batch::loss_scale) and
+// every gradient backward writes; the convolutions and matmuls accumulate in f32. The LayerModel
+// calls below compute in f32 (pipelines refuse --precision).
+//
 // It is also a LayerModel (one layer per conv block and per dense layer), so `--strategy pipeline`
 // can split it. Its backward_layer gets only a conv block's input and pooled output, so it computes
 // the block's convolution again to recover the ReLU output and the pooling's arg-max: a pipelined
@@ -68,14 +74,19 @@ class CnnTrainer final : public Trainer, public LayerModel {
     argmax_.resize(layout_.conv_blocks());
     stage_relu_.resize(layout_.conv_blocks());
     stage_argmax_.resize(layout_.conv_blocks());
+    precision_ = ctx.precision;
     return {};
   }
+
+  bool supports_precision(DType) const override { return true; }
 
   Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
     TROUPE_RETURN_IF_ERROR(check_batch(batch));
     const int64_t rows = batch.size;
     const int last = layout_.layers() - 1;
-    forward_all(batch.inputs, rows, params);
+    const Parameters used = rounded(params);  // the parameters the layers read (rounded copies below f32)
+    const float* x = rounded_input(batch.inputs, rows * batch.features);
+    forward_all(x, rows, used);
     // Ping-pong gradient buffers: d holds dLoss/d(output of layer l), the other receives layer l's dinput.
     size_t widest = 0;
     for (int l = 0; l <= last; ++l) widest = std::max<size_t>(widest, layout_.out_features(l));
@@ -85,9 +96,15 @@ class CnnTrainer final : public Trainer, public LayerModel {
     s.correct = 0;
     s.loss = cpu::softmax_xent(outputs_[last].data(), batch.labels, static_cast<int>(rows), layout_.classes, d,
                                &s.correct);
+    const size_t logits = static_cast<size_t>(rows) * layout_.classes;
+    if (batch.loss_scale != 1.0f) cpu::scale(d, logits, batch.loss_scale);
+    round(d, logits);
     for (int l = last; l >= 0; --l) {
-      const float* in = l == 0 ? batch.inputs : outputs_[l - 1].data();
-      backward(l, in, outputs_[l].data(), d, rows, params, grads, l > 0 ? next : nullptr, relu_outputs_, argmax_);
+      const float* in = l == 0 ? x : outputs_[l - 1].data();
+      backward(l, in, outputs_[l].data(), d, rows, used, grads, l > 0 ? next : nullptr, relu_outputs_, argmax_);
+      round(grads[weights_[l]], static_cast<size_t>(layout_.weight_count(l)));
+      round(grads[biases_[l]], static_cast<size_t>(layout_.bias_count(l)));
+      if (l > 0) round(next, static_cast<size_t>(rows * layout_.in_features(l)));
       // Final for this step: the runtime may synchronise them while the earlier layers run.
       grads.ready(biases_[l]);
       grads.ready(weights_[l]);
@@ -101,9 +118,10 @@ class CnnTrainer final : public Trainer, public LayerModel {
     BatchStats s;
     s.correct = 0;
     double loss_sum = 0;
+    const Parameters used = rounded(params);
     for (int64_t first = 0; first < batch.size; first += kEvalRows) {
       const int64_t rows = std::min(kEvalRows, batch.size - first);
-      forward_all(batch.inputs + first * batch.features, rows, params);
+      forward_all(rounded_input(batch.inputs + first * batch.features, rows * batch.features), rows, used);
       int64_t correct = 0;
       loss_sum += rows * static_cast<double>(cpu::softmax_xent(outputs_.back().data(), batch.labels + first,
                                                                static_cast<int>(rows), layout_.classes, nullptr,
@@ -164,12 +182,34 @@ class CnnTrainer final : public Trainer, public LayerModel {
     return {};
   }
 
-  // Every layer's output into outputs_, keeping the conv blocks' ReLU outputs and arg-max.
+  // Every layer's output into outputs_, keeping the conv blocks' ReLU outputs and arg-max; each
+  // rounded to the precision.
   void forward_all(const float* x, int64_t rows, const Parameters& params) {
     for (int l = 0; l < layout_.layers(); ++l) {
       float* out = sized(outputs_[l], rows * layout_.out_features(l));
       forward(l, l == 0 ? x : outputs_[l - 1].data(), rows, params, out, relu_outputs_, argmax_);
+      if (l < layout_.conv_blocks()) {
+        const cpu::Conv2dShape c = layout_.conv(l, rows);
+        round(relu_outputs_[l].data(), static_cast<size_t>(rows) * c.out_channels * c.pixels());
+      }
+      round(out, static_cast<size_t>(rows * layout_.out_features(l)));
     }
+  }
+
+  // To precision_, in place (f32: nothing).
+  void round(float* x, size_t n) const {
+    if (precision_ != DType::f32) cpu::round_to(precision_, x, x, n);
+  }
+  // The parameters rounded to precision_ (a copy), or `params` itself in f32.
+  Parameters rounded(const Parameters& params) {
+    if (precision_ == DType::f32) return params;
+    cpu::round_to(precision_, params.data(), sized(low_params_, params.size()), params.size());
+    return Parameters(low_params_.data(), params.size(), params.first());
+  }
+  const float* rounded_input(const float* x, int64_t n) {
+    if (precision_ == DType::f32) return x;
+    cpu::round_to(precision_, x, sized(low_input_, static_cast<size_t>(n)), static_cast<size_t>(n));
+    return low_input_.data();
   }
 
   // Layer l of `rows` examples; a conv block leaves its ReLU output and arg-max in relu[l], argmax[l].
@@ -211,6 +251,8 @@ class CnnTrainer final : public Trainer, public LayerModel {
   Floats relu_outputs_;                  // per conv block: ReLU output before pooling
   Indices argmax_;                       // per conv block: the pooling's arg-max
   std::vector<float> grad_a_, grad_b_, dconv_, workspace_, bias_sum_;
+  DType precision_ = DType::f32;
+  std::vector<float> low_params_, low_input_;  // rounded copies (bf16 / f16)
   // LayerModel calls (pipeline stages) keep their own, so they never clobber forward_backward's.
   Floats stage_relu_;
   Indices stage_argmax_;

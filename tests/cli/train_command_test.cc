@@ -115,7 +115,6 @@ TEST_CASE("troupe train refuses bad flag values with a usage error naming the fl
       {"--precision f64", "--precision"},
       {"--precision f16 --loss-scale 0.5", "--loss-scale"},
       {"--precision f16 --device cuda", "--precision f16"},
-      {"--precision bf16 --model cnn", "computes in f32 only"},
       {"--precision bf16 --strategy pipeline --stages 2", "--precision"},
       {"--frobnicate", "frobnicate"},
       {"--set no_such_setting=1", "no_such_setting"},
@@ -213,6 +212,13 @@ TEST_CASE("troupe train --lib and --trainer name what is wrong", "[cli][train][l
   INFO(unknown.both());
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("--model 'nosuch' is not a known trainer; known: cnn, mlp") != std::string::npos);
+
+  // A library trainer that says nothing of precision computes in f32 only.
+  CommandResult f32_only = train("--lib " + std::string(TROUPE_TEST_FIXTURE_DIR) +
+                                 "/libtest_constant_trainer.so --trainer fixture-mean --precision bf16 --epochs 1");
+  INFO(f32_only.both());
+  CHECK(f32_only.exit_code == 2);
+  CHECK(f32_only.err.find("trainer 'fixture-mean' computes in f32 only; --precision bf16") != std::string::npos);
 
   CommandResult bad_arg = train("--trainer-arg hidden --epochs 1 --max-steps 1");
   CHECK(bad_arg.exit_code == 2);
