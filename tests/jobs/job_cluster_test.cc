@@ -2,6 +2,8 @@
 // driven through `troupe submit`, `troupe status --json` and `troupe stop` as a user would.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <string>
 
 #include "tests/cluster/cluster_fixture.h"
@@ -229,4 +231,34 @@ TEST_CASE("submit: a job waits PENDING for resources, starts when they free up, 
   auto unknown = c.troupe("stop 0123abcd");
   CHECK(unknown.exit_code != 0);
   CHECK(unknown.err.find("no job 0123abcd") != std::string::npos);
+}
+
+TEST_CASE("submit: GPU workers get devices of their own, and without a usable GPU the job fails saying so",
+          "[jobs][cluster][gpus]") {
+  {
+    ClusterFixture c;
+    c.up("--nodes 0 --cpus 4");  // no GPUs offered: refused before anything is placed
+    auto none = c.troupe("submit --strategy sync --workers 2 --gpus-per-worker 1 --no-progress", 60);
+    INFO(none.both());
+    CHECK(none.exit_code == 2);
+    CHECK(none.err.find("need 2 gpus; the cluster has 0") != std::string::npos);
+  }
+  // Two GPUs offered (`--gpus 2` on a machine with none: the scheduler's view only). Each worker is
+  // handed a device of its own; training on it fails, naming the GPU, and the job fails with that.
+  ClusterFixture g;
+  g.up("--nodes 0 --cpus 4 --gpus 2");
+  auto r = g.troupe("submit --strategy sync --workers 2 --gpus-per-worker 1 --max-restarts 0 --epochs 1 --json "
+                    "--no-progress", 180);
+  INFO(r.both() << g.logs_tail());
+  if (r.exit_code == 0) {
+    WARN("a GPU is usable here: the job trained on it");
+    CHECK(Json::parse(r.last_line()).at("device").get<std::string>().rfind("cuda:", 0) == 0);
+    return;
+  }
+  CHECK(r.both().find("GPU") != std::string::npos);
+  const Json view = g.status();
+  std::set<std::vector<int>> devices;
+  for (const Json& a : view.at("actors"))
+    if (a.at("type") == "troupe.worker") devices.insert(a.at("gpu_ids").get<std::vector<int>>());
+  CHECK(devices == std::set<std::vector<int>>{{0}, {1}});
 }

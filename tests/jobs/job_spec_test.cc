@@ -102,9 +102,29 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.strategy = "gossip";
   CHECK(validate(s).message().find("'gossip' is not one of sync, async, central") != std::string::npos);
 
+  // GPU workers (trainers/job/gpu_worker.h): sync MLP jobs in f32, one GPU (or a share) each; what
+  // the first version cannot do is refused naming the flag to drop.
   s = JobSpec{};
   s.gpus_per_worker = 1;
-  CHECK(validate(s).message().find("job workers train on CPUs for now") != std::string::npos);
+  CHECK(validate(s).ok());
+  s.gpus_per_worker = 0.5;
+  CHECK(validate(s).ok());  // two workers sharing a GPU: the staged path
+  s.gpus_per_worker = 2;
+  CHECK(validate(s).message().find("a worker trains on one GPU") != std::string::npos);
+  s.gpus_per_worker = 1;
+  s.checkpoint_every = 100;
+  s.checkpoint_dir = "/tmp/ckpt";
+  CHECK(validate(s).message().find("GPU workers do not checkpoint or resume yet") != std::string::npos);
+  s = JobSpec{};
+  s.gpus_per_worker = 1;
+  s.train.precision = DType::bf16;
+  CHECK(validate(s).message().find("GPU workers compute in f32 for now") != std::string::npos);
+  s.train.precision = DType::f32;
+  s.train.model = "cnn";
+  CHECK(validate(s).message().find("GPU workers train the built-in mlp for now") != std::string::npos);
+  s.train.model = "mlp";
+  s.strategy = "central";
+  CHECK(validate(s).message().find("GPU workers run --strategy sync for now") != std::string::npos);
 
   // Mixed precision: bf16 anywhere a worker runs the trainer's own step; f16 only where the loop
   // scales the loss (local, sync); never in pipeline stages (their layers compute in f32).

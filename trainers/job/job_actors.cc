@@ -40,9 +40,8 @@ struct MemberState {
   }
 };
 
-// The devices the node manager gave this actor, in the log ("worker 1 of job 3fa2c1d0 on GPU 0").
-// Nothing trains on them yet (job specs refuse --gpus-per-worker): this is where GPU training will
-// pick its device.
+// The devices the node manager gave this actor, in the log ("worker 1 of job 3fa2c1d0 on GPU 0");
+// a sync worker trains on the first (trainers/job/gpu_worker.h).
 void log_devices(const actors::NodeEnvironment& env, const char* role, const MemberArgs& args) {
   if (!env.gpus || args.actor.nil()) return;
   const std::vector<int> devices = env.gpus->devices_of(args.actor);

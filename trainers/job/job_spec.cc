@@ -160,6 +160,25 @@ const std::map<std::string, Field>& fields() {
 
 }  // namespace
 
+// GPU workers (trainers/job/gpu_worker.h), first version: sync, the built-in MLP, one device each
+// (or a share of one), f32, no checkpoints, resume, elastic or --accumulate yet.
+static Status validate_gpu_workers(const JobSpec& s) {
+  if (s.gpus_per_worker <= 0) return {};
+  const std::string g = "--gpus-per-worker: ";
+  if (s.gpus_per_worker > 1) return invalid_argument(g + "a worker trains on one GPU; ask for 1 (or a share, 0.5)");
+  if (s.strategy != "sync")
+    return invalid_argument(g + "GPU workers run --strategy sync for now (" + s.strategy + " trains on CPUs)");
+  if (s.train.model != "mlp" || !s.library.empty())
+    return invalid_argument(g + "GPU workers train the built-in mlp for now (--model " + s.train.model + ")");
+  if (s.train.precision != DType::f32) return invalid_argument(g + "GPU workers compute in f32 for now: drop --precision");
+  if (s.checkpoint_every > 0 || !s.resume_job.empty())
+    return invalid_argument(g + "GPU workers do not checkpoint or resume yet (a failed GPU job restarts from its "
+                            "first step): drop --checkpoint-every / --resume");
+  if (s.elastic) return invalid_argument(g + "GPU jobs are not elastic yet: drop --elastic");
+  if (s.train.accumulate != 1) return invalid_argument(g + "GPU workers do not take --accumulate yet");
+  return {};
+}
+
 Status validate(const JobSpec& s) {
   if (s.strategy != "sync" && s.strategy != "async" && s.strategy != "central" && s.strategy != "pipeline") {
     return invalid_argument("--strategy '" + s.strategy + "' is not one of sync, async, central, pipeline");
@@ -175,10 +194,7 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--ps is for --strategy async (" + s.strategy + " keeps no parameter servers)");
   }
   if (s.staleness < -1) return invalid_argument("--staleness must be >= 0, or -1 for unbounded");
-  if (s.gpus_per_worker > 0) {
-    return invalid_argument("--gpus-per-worker: job workers train on CPUs for now (GPU workers, NCCL groups: "
-                            "next); train on one GPU with `troupe train --device cuda`");
-  }
+  TROUPE_RETURN_IF_ERROR(validate_gpu_workers(s));
   if (s.cpus_per_worker < 0 || s.gpus_per_worker < 0 || s.cpus_per_server < 0) {
     return invalid_argument("resources per worker and per parameter server must be >= 0");
   }

@@ -4,6 +4,7 @@
 
 #include "collectives/group_rendezvous.h"
 #include "trainers/grad_buckets.h"
+#include "trainers/job/gpu_worker.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/job_setup.h"
@@ -20,6 +21,7 @@ namespace {
 
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
+  if (spec.gpus_per_worker > 0) return run_sync_gpu(env, a, s, cancel);
   // The ledger keeps spec.workers shards per epoch at any size; an elastic job running smaller gives
   // each worker several (shards_of).
   const int shards = spec.workers;

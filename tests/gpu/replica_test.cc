@@ -1,0 +1,147 @@
+// GPU sync replicas (trainers/cuda_replica.h, what a job worker with --gpus-per-worker runs): two
+// replicas sharing one GPU through the staged path hold the parameters one replica training on the
+// global batch holds, to rounding, and the CPU replicas' parameters too; end to end they reach the
+// CPU's accuracy on Fashion-MNIST.
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "collectives/device_communicator.h"
+#include "collectives/inproc_transport.h"
+#include "gpu_test_util.h"
+#include "trainers/cuda_replica.h"
+#include "trainers/fashion_mnist.h"
+#include "trainers/trainer_driver.h"
+
+namespace troupe {
+namespace {
+
+using troupe::testing::relative_difference;
+
+// Noisy class prototypes in [0, 1]: learnable, deterministic.
+Dataset prototypes(int64_t count, int side, int classes, uint64_t seed) {
+  Dataset d;
+  d.count = count;
+  d.rows = d.cols = side;
+  d.classes = classes;
+  const int64_t f = d.features();
+  auto protos = test::random_floats(size_t(classes * f), seed, 0.0f, 1.0f);
+  auto noise = test::random_floats(size_t(count * f), seed + 1, -0.5f, 0.5f);
+  d.images.resize(size_t(count * f));
+  d.labels.resize(size_t(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t y = static_cast<int32_t>(i % classes);
+    d.labels[i] = y;
+    for (int64_t j = 0; j < f; ++j) d.images[i * f + j] = protos[y * f + j] + noise[i * f + j];
+  }
+  return d;
+}
+
+struct Run {
+  std::vector<Expected<TrainResult>> results;
+  std::vector<std::vector<float>> params;
+};
+
+// `n` GPU replicas on device 0, staged through an in-process host group (n = 1: no communicator).
+Run run_gpu_replicas(int n, const TrainOptions& o, const Dataset& train, const Dataset& test) {
+  Run run{std::vector<Expected<TrainResult>>(n, Expected<TrainResult>(internal_error("not run"))),
+          std::vector<std::vector<float>>(n)};
+  auto transports = collectives::make_inproc_group(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<collectives::DeviceCommunicator> comm;
+      if (n > 1) {
+        auto staged = collectives::make_staged_communicator(
+            std::make_unique<collectives::Communicator>(std::move(transports[r])), 0);
+        if (!staged.ok()) {
+          run.results[r] = staged.status();
+          return;
+        }
+        comm = std::move(*staged);
+      }
+      CudaReplica replica;
+      replica.device = 0;
+      replica.comm = comm.get();
+      replica.timeout = std::chrono::seconds(60);
+      run.results[r] = train_replica_cuda(o, train, test, replica, {}, &run.params[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+TEST_CASE("GPU sync replicas sharing a GPU hold the parameters of one replica on the global batch, and the CPU's",
+          "[gpu][replica]") {
+  const Dataset train = prototypes(2048, 6, 5, 3), test = prototypes(300, 6, 5, 4);
+  TrainOptions o;
+  o.hidden = {32, 16};
+  o.epochs = 2;
+  o.batch_size = 64;
+  o.seed = 7;
+  for (const char* opt : {"sgd", "adam"}) {
+    CAPTURE(opt);
+    o.optimizer = opt;
+    Run one = run_gpu_replicas(1, o, train, test);
+    Run two = run_gpu_replicas(2, o, train, test);
+    REQUIRE(one.results[0].ok());
+    for (int r = 0; r < 2; ++r) {
+      INFO("replica " << r << ": " << two.results[r].status().to_string());
+      REQUIRE(two.results[r].ok());
+      CHECK(two.results[r]->steps == one.results[0]->steps);
+      CHECK(two.results[r]->device.rfind("cuda:0", 0) == 0);
+    }
+    CHECK(two.params[0] == two.params[1]);  // the same all-reduced update on both
+    // Half batches summed on the device vs one whole batch: the same update up to summation order
+    // (a sum instead of a mean, or a lost half, is off by tens of percent).
+    CHECK(relative_difference(two.params[0], one.params[0]) < 1e-3);
+    // The CPU path (one process, the same seed and slices) follows the same trajectory.
+    std::vector<float> cpu_params;
+    Replica cpu;
+    auto on_cpu = train_replica(o, train, test, cpu, {}, &cpu_params);
+    REQUIRE(on_cpu.ok());
+    CHECK(relative_difference(one.params[0], cpu_params) < 1e-2);
+    REQUIRE(one.results[0]->history.size() == on_cpu->history.size());
+    for (size_t e = 0; e < on_cpu->history.size(); ++e)
+      CHECK(one.results[0]->history[e].train_loss == Approx(on_cpu->history[e].train_loss).epsilon(5e-3));
+    CHECK(one.results[0]->test_accuracy == Approx(on_cpu->test_accuracy).margin(0.02));
+  }
+}
+
+TEST_CASE("GPU sync replicas refuse what they cannot do yet, naming it", "[gpu][replica][errors]") {
+  const Dataset train = prototypes(256, 6, 5, 3), test = prototypes(50, 6, 5, 4);
+  TrainOptions o;
+  o.model = "cnn";
+  CudaReplica replica;
+  auto r = train_replica_cuda(o, train, test, replica);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("GPU workers train the built-in mlp") != std::string::npos);
+  o.model = "mlp";
+  replica.device = 99;
+  r = train_replica_cuda(o, train, test, replica);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == Code::unavailable);
+}
+
+TEST_CASE("GPU sync replicas (two sharing a GPU) reach the CPU's accuracy on Fashion-MNIST",
+          "[gpu][replica][e2e]") {
+  const char* env = std::getenv("TROUPE_DATASET_DIR");
+  const std::string dir = env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
+  auto train = load_fashion_mnist(dir, Split::train);
+  auto test = load_fashion_mnist(dir, Split::test);
+  INFO("set TROUPE_DATASET_DIR to the folder of the Fashion-MNIST *.gz files");
+  REQUIRE(train.ok());
+  REQUIRE(test.ok());
+  TrainOptions o;  // MLP 784-256-128-10, 10 epochs, global batch 128
+  Run two = run_gpu_replicas(2, o, *train, *test);
+  for (int r = 0; r < 2; ++r) {
+    INFO("replica " << r << ": " << two.results[r].status().to_string());
+    REQUIRE(two.results[r].ok());
+    CHECK(two.results[r]->test_accuracy >= 0.885);
+  }
+  WARN("2 GPU replicas (staged): test accuracy " << two.results[0]->test_accuracy << ", "
+                                                 << two.results[0]->samples_per_second << " samples/s");
+}
+
+}  // namespace
+}  // namespace troupe

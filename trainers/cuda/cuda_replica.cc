@@ -1,0 +1,276 @@
+#include "trainers/cuda_replica.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/runtime.h"
+#include "trainers/cuda/mlp_cuda.h"
+#include "trainers/epoch_report.h"
+#include "trainers/lr_schedule.h"
+#include "trainers/trainer_driver.h"
+
+namespace troupe {
+namespace {
+
+namespace kc = kernels::cuda;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kEvalRows = 2000;  // rows per evaluation pass (bounds the activation buffers)
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The MLP's layout from the job's settings (--hidden, or the trainer arg hidden=...).
+Expected<MlpLayout> layout_for(const TrainOptions& o, const Dataset& train) {
+  if (o.model != "mlp") {
+    return invalid_argument("GPU workers train the built-in mlp for now (got --model " + o.model +
+                            "); train it on CPU workers (drop --gpus-per-worker)");
+  }
+  if (o.precision != DType::f32) return invalid_argument("GPU workers compute in f32 for now: drop --precision");
+  if (o.accumulate != 1) return invalid_argument("GPU workers do not take --accumulate yet");
+  auto config = trainer_config(o);
+  if (!config.ok()) return config.status();
+  auto hidden = config->get_int_list("hidden", {256, 128});
+  if (!hidden.ok()) return hidden.status();
+  std::vector<int> dims{static_cast<int>(train.features())};
+  for (int64_t h : *hidden) dims.push_back(static_cast<int>(h));
+  dims.push_back(train.classes);
+  return MlpLayout::make(dims);
+}
+
+// The replica's device state: parameters, gradients (+ two slots: the step's loss and correct
+// count, all-reduced with them), optimizer state, the batch and the test set.
+struct DeviceState {
+  kc::Stream stream;
+  kc::CublasHandle blas;
+  kc::DeviceBuffer<float> params, grads, state1, state2, x, test_x;
+  kc::DeviceBuffer<int32_t> y, test_y;
+  kc::DeviceBuffer<float> loss;
+  kc::DeviceBuffer<unsigned long long> correct;
+  kc::PinnedBuffer<float> host_x, host_slots;
+  kc::PinnedBuffer<int32_t> host_y;
+  kc::PinnedBuffer<unsigned long long> host_correct;
+  kc::Event done;
+};
+
+Status copy_to_device(void* dst, const void* src, size_t bytes, cudaStream_t s) {
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+  return {};
+}
+Status copy_to_host(void* dst, const void* src, size_t bytes, cudaStream_t s) {
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+  return {};
+}
+// Waits (bounded) for everything queued on the state's stream.
+Status finish(DeviceState& d, double seconds, const std::string& what) {
+  TROUPE_CUDA_CHECK(cudaEventRecord(d.done.get(), d.stream.get()));
+  return kc::wait_event(d.done.get(), seconds, what);
+}
+
+Expected<double> evaluate(DeviceState& d, MlpCuda& model, const Dataset& test, double seconds) {
+  const int64_t features = test.features();
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(d.correct.get(), 0, sizeof(unsigned long long), d.stream.get()));
+  for (int64_t begin = 0; begin < test.count; begin += kEvalRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kEvalRows, test.count - begin));
+    TROUPE_RETURN_IF_ERROR(model.evaluate(d.params.get(), d.test_x.get() + begin * features, d.test_y.get() + begin,
+                                          rows, nullptr, d.correct.get()));
+  }
+  TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_correct.get(), d.correct.get(), sizeof(unsigned long long),
+                                      d.stream.get()));
+  TROUPE_RETURN_IF_ERROR(finish(d, seconds, "the test-set evaluation"));
+  return test.count ? static_cast<double>(d.host_correct[0]) / test.count : 0.0;
+}
+
+}  // namespace
+
+Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                         const CudaReplica& replica, const ProgressFn& progress,
+                                         std::vector<float>* final_params) {
+  const auto job_start = Clock::now();
+  TROUPE_RETURN_IF_ERROR(o.validate());
+  auto layout = layout_for(o, train);
+  if (!layout.ok()) return layout.status();
+  const int world = replica.comm ? replica.comm->size() : 1;
+  const int rank = replica.comm ? replica.comm->rank() : 0;
+  if (o.batch_size % world != 0) {
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
+                            "among " + std::to_string(world) + " replicas");
+  }
+  const int local_batch = o.batch_size / world;
+  const int64_t steps_per_epoch = train.count / o.batch_size;
+  if (steps_per_epoch == 0) {
+    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
+                            std::to_string(train.count) + " training examples");
+  }
+  const double wait_s = std::max(1.0, replica.timeout.count() / 1000.0);
+  TROUPE_RETURN_IF_ERROR(kc::select_device(replica.device));
+
+  const size_t n = layout->param_count;
+  const int64_t features = train.features();
+  DeviceState d;
+  MlpCuda model(*layout, d.blas);
+  struct Drain {  // on every way out, let queued work finish before the buffers are freed
+    DeviceState& d;
+    ~Drain() {
+      if (d.stream.get() && d.done.get()) (void)finish(d, 120, "outstanding GPU work");
+    }
+  } drain{d};
+  TROUPE_RETURN_IF_ERROR(d.stream.create());
+  TROUPE_RETURN_IF_ERROR(d.done.create());
+  TROUPE_RETURN_IF_ERROR(d.blas.create(d.stream.get()));
+  TROUPE_RETURN_IF_ERROR(model.reserve(std::max(local_batch, kEvalRows)));
+  TROUPE_RETURN_IF_ERROR(d.params.allocate(n, "parameters"));
+  TROUPE_RETURN_IF_ERROR(d.grads.allocate(n + 2, "gradients"));
+  TROUPE_RETURN_IF_ERROR(d.x.allocate(static_cast<size_t>(local_batch) * features, "the batch"));
+  TROUPE_RETURN_IF_ERROR(d.y.allocate(static_cast<size_t>(local_batch), "the batch's labels"));
+  TROUPE_RETURN_IF_ERROR(d.test_x.allocate(test.images.size(), "the test set"));
+  TROUPE_RETURN_IF_ERROR(d.test_y.allocate(test.labels.size(), "the test set"));
+  TROUPE_RETURN_IF_ERROR(d.loss.allocate(1, "the step's loss"));
+  TROUPE_RETURN_IF_ERROR(d.correct.allocate(1, "the step's correct count"));
+  TROUPE_RETURN_IF_ERROR(d.host_x.allocate(static_cast<size_t>(local_batch) * features, "the batch"));
+  TROUPE_RETURN_IF_ERROR(d.host_y.allocate(static_cast<size_t>(local_batch), "the batch's labels"));
+  TROUPE_RETURN_IF_ERROR(d.host_slots.allocate(2, "the step's loss"));
+  TROUPE_RETURN_IF_ERROR(d.host_correct.allocate(1, "the step's correct count"));
+  const bool adam = o.optimizer != "sgd";
+  if (adam || o.momentum != 0.0f) {
+    TROUPE_RETURN_IF_ERROR(d.state1.allocate(n, "optimizer state"));
+    TROUPE_CUDA_CHECK(cudaMemsetAsync(d.state1.get(), 0, d.state1.bytes(), d.stream.get()));
+  }
+  if (adam) {
+    TROUPE_RETURN_IF_ERROR(d.state2.allocate(n, "optimizer state"));
+    TROUPE_CUDA_CHECK(cudaMemsetAsync(d.state2.get(), 0, d.state2.bytes(), d.stream.get()));
+  }
+  std::vector<float> params(n);
+  mlp_init(*layout, o.seed, params.data());  // every replica starts identical (the CPU path's start too)
+  TROUPE_RETURN_IF_ERROR(copy_to_device(d.params.get(), params.data(), n * sizeof(float), d.stream.get()));
+  TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_x.get(), test.images.data(), d.test_x.bytes(), d.stream.get()));
+  TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_y.get(), test.labels.data(), d.test_y.bytes(), d.stream.get()));
+  TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "setting up on the GPU"));  // failures surface here, not in step 1
+
+  TrainResult result;
+  result.model = "mlp " + layout->to_string();
+  result.device = "cuda:" + std::to_string(replica.device) + " (" + kc::device_name(replica.device) + ")";
+  spdlog::info("replica {} of {} training {} on {} with {}, {} steps/epoch, gradients through {}", rank, world,
+               result.model, result.device, o.optimizer, steps_per_epoch,
+               replica.comm ? replica.comm->path() : std::string("nothing (one replica)"));
+
+  LrSchedule schedule = LrSchedule::constant;
+  parse_lr_schedule(o.lr_schedule, &schedule);  // validated
+  const float lr = o.effective_lr();
+  const int64_t total_steps =
+      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
+  SliceFeed slices(train, o.seed, o.batch_size, rank, world);
+  BatchFeed& feed = replica.feed ? *replica.feed : slices;
+  collectives::CollectiveOptions co;
+  co.timeout = replica.timeout;
+  co.stream = d.stream.get();
+  cudaStream_t s = d.stream.get();
+  double train_seconds = 0;
+  int64_t step = 0;
+  bool stop = o.max_steps > 0 && step >= o.max_steps;
+
+  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+    const auto epoch_start = Clock::now();
+    TROUPE_RETURN_IF_ERROR(feed.begin_epoch(epoch).with_context("data of epoch " + std::to_string(epoch)));
+    EpochTally tally;
+    for (int64_t i = 0; i < steps_per_epoch; ++i) {
+      const std::string at = "epoch " + std::to_string(epoch) + ", step " + std::to_string(i + 1);
+      if (replica.cancel && replica.cancel->load()) return unavailable("stopped at " + at);
+      Batch batch;
+      auto more = feed.next(&batch);
+      if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
+      if (!*more && world > 1) return internal_error("the data feed ran out at " + at);
+      if (!*more) break;
+      if (batch.size != local_batch) {
+        return internal_error("the data feed gave a batch of " + std::to_string(batch.size) + " examples; each "
+                              "replica trains " + std::to_string(local_batch) + " per step");
+      }
+      // The batch in through pinned memory (the previous step's copies finished: the step ended
+      // with a wait), the loss and count slots zeroed (the model adds to them).
+      std::memcpy(d.host_x.get(), batch.inputs, static_cast<size_t>(local_batch) * features * sizeof(float));
+      std::memcpy(d.host_y.get(), batch.labels, static_cast<size_t>(local_batch) * sizeof(int32_t));
+      TROUPE_RETURN_IF_ERROR(copy_to_device(d.x.get(), d.host_x.get(), d.x.bytes(), s));
+      TROUPE_RETURN_IF_ERROR(copy_to_device(d.y.get(), d.host_y.get(), d.y.bytes(), s));
+      TROUPE_CUDA_CHECK(cudaMemsetAsync(d.loss.get(), 0, sizeof(float), s));
+      TROUPE_CUDA_CHECK(cudaMemsetAsync(d.correct.get(), 0, sizeof(unsigned long long), s));
+      TROUPE_RETURN_IF_ERROR(model.forward_backward(d.params.get(), d.x.get(), d.y.get(), local_batch, d.grads.get(),
+                                                    d.loss.get(), d.correct.get()));
+      TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_slots.get(), d.loss.get(), sizeof(float), s));
+      TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_correct.get(), d.correct.get(), sizeof(unsigned long long), s));
+      TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "forward and backward at " + at));
+      float loss = d.host_slots[0];
+      int64_t correct = static_cast<int64_t>(d.host_correct[0]);
+      if (replica.comm) {
+        // The loss and the count ride in the two slots after the gradients: one all-reduce a step.
+        d.host_slots[0] = loss;
+        d.host_slots[1] = static_cast<float>(correct);
+        TROUPE_RETURN_IF_ERROR(copy_to_device(d.grads.get() + n, d.host_slots.get(), 2 * sizeof(float), s));
+        Status st = replica.comm->allreduce(d.grads.get(), d.grads.get(), n + 2, DType::f32,
+                                            collectives::ReduceOp::avg, co);
+        if (!st.ok()) return st.with_context("all-reducing gradients on the GPU at " + at);
+        TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_slots.get(), d.grads.get() + n, 2 * sizeof(float), s));
+        TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "the all-reduced loss at " + at));
+        loss = d.host_slots[0];
+        correct = std::llround(static_cast<double>(d.host_slots[1]) * world);
+      }
+      ++step;
+      if (step % o.loss_check_every == 0 && !std::isfinite(loss))
+        return nonfinite_loss(loss, epoch, i + 1, steps_per_epoch, step, lr);
+      kc::DeviceStep when;
+      when.offset = step;  // Adam's bias correction counts the job's steps
+      const float rate = scheduled_lr(schedule, lr, step - 1, total_steps, o.warmup_steps);
+      if (o.optimizer == "sgd") {
+        kc::SgdParams hp;
+        hp.lr = rate;
+        hp.momentum = o.momentum;
+        hp.weight_decay = o.weight_decay;
+        TROUPE_RETURN_IF_ERROR(kc::sgd_step(d.params.get(), d.grads.get(), d.state1.get(), n, hp, when, s));
+      } else {
+        kc::AdamParams hp;
+        hp.lr = rate;
+        hp.weight_decay = o.weight_decay;
+        hp.decoupled = o.optimizer == "adamw";
+        TROUPE_RETURN_IF_ERROR(kc::adam_step(d.params.get(), d.grads.get(), d.state1.get(), d.state2.get(), n, when,
+                                             hp, s));
+      }
+      TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
+      tally.add(loss, correct);
+      if (progress) {
+        progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
+      }
+      if (o.max_steps > 0 && step >= o.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "the optimizer steps of epoch " + std::to_string(epoch)));
+    TROUPE_RETURN_IF_ERROR(feed.end_epoch().with_context("data of epoch " + std::to_string(epoch)));
+    const double epoch_seconds = seconds_since(epoch_start);
+    train_seconds += epoch_seconds;
+    EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
+    if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
+      auto acc = evaluate(d, model, test, wait_s);
+      if (!acc.ok()) return acc.status().with_context("evaluating after epoch " + std::to_string(epoch));
+      es.test_accuracy = *acc;
+    }
+    report_epoch(es, o, steps_per_epoch, &result, progress);
+  }
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(params.data(), d.params.get(), n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "reading the trained parameters"));
+  for (float p : params) {
+    if (!std::isfinite(p))
+      return numeric_error("parameters are not finite after training on " + result.device + "; lower --lr (" +
+                           std::to_string(lr) + ")");
+  }
+  finish_result(&result, step, o.batch_size, train_seconds);
+  result.wall_seconds = seconds_since(job_start);
+  if (final_params) *final_params = std::move(params);
+  return result;
+}
+
+}  // namespace troupe

@@ -1,0 +1,43 @@
+// One replica of a synchronous data-parallel job on a GPU (a job worker started with
+// `--gpus-per-worker`): the MLP's parameters, gradients and optimizer state live on the worker's
+// own device (the node manager's assignment, actors/gpu_assignment.h); each step this replica's
+// rows of the global batch come from the job's feed (the shard ledger) through pinned memory, the
+// gradients are all-reduced on the device — NCCL when every worker has a GPU of its own, else the
+// staged path through the job's host group (collectives/device_communicator.h) — together with the
+// loss and correct count, and the optimizer runs on the device. Every replica then holds the same
+// parameters, as on the CPU path (train_replica, trainers/trainer_driver.h), to rounding.
+//
+// First version's limits, refused by the job spec before anything runs: the built-in MLP only, f32,
+// no --accumulate, no checkpoints (a failed GPU job restarts from its first step), not elastic.
+//
+// Declared in every build; built without CUDA it returns `unavailable` saying so.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <vector>
+
+#include "collectives/device_communicator.h"
+#include "trainers/batch_feed.h"
+#include "trainers/fashion_mnist.h"
+#include "trainers/train_options.h"
+
+namespace troupe {
+
+struct CudaReplica {
+  int device = 0;                                    // this worker's GPU
+  collectives::DeviceCommunicator* comm = nullptr;   // null: a job of one replica
+  BatchFeed* feed = nullptr;                         // null: this replica's slice of the seeded shuffle
+  std::chrono::milliseconds timeout{60000};          // per collective and per wait for the GPU
+  const std::atomic<bool>* cancel = nullptr;         // set to stop before the next step (unavailable)
+};
+
+// Trains options.model ("mlp") for options.epochs on `replica.device`, evaluating on the whole of
+// `test` (every replica: the parameters are the same). `final_params` (if given) receives them.
+// Errors: invalid_argument (options this path does not take), unavailable (no such device, built
+// without CUDA, stopped), numeric_error (a non-finite loss), a collective's error naming the step.
+Expected<TrainResult> train_replica_cuda(const TrainOptions& options, const Dataset& train, const Dataset& test,
+                                         const CudaReplica& replica, const ProgressFn& progress = {},
+                                         std::vector<float>* final_params = nullptr);
+
+}  // namespace troupe

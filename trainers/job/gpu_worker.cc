@@ -1,0 +1,109 @@
+#include "trainers/job/gpu_worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include "actors/gpu_assignment.h"
+#include "collectives/device_communicator.h"
+#include "collectives/group_rendezvous.h"
+#include "trainers/cuda_replica.h"
+#include "trainers/job/job_report.h"
+#include "trainers/job/ledger_feed.h"
+#include "trainers/job/sync_recovery.h"
+
+namespace troupe::job {
+
+Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
+                    const std::atomic<bool>& cancel) {
+  const JobSpec& spec = s.spec;
+  const int world = spec.workers;
+  const std::vector<int> devices = env.gpus ? env.gpus->devices_of(a.actor) : std::vector<int>{};
+  if (devices.empty()) {
+    return unavailable("the job asks for " + std::to_string(spec.gpus_per_worker) + " GPU per worker but node " +
+                       env.node.short_hex() + " gave this worker none (it offers " +
+                       std::to_string(env.gpus ? env.gpus->devices() : 0) + ")");
+  }
+  const int device = devices.front();
+  collectives::GroupOptions go;
+  go.name = "job-" + a.job.hex();
+  go.rank = a.index;
+  go.world_size = world;
+  go.host = env.bind;
+  go.node = env.node;
+  go.actor = a.actor;
+  go.transport = spec.transport;
+  go.generation = a.attempt;  // a restarted gang forms the group anew
+  auto comm = collectives::form_group(*s.store, go);
+  if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
+  collectives::Transport* host_transport = &(*comm)->transport();
+  const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
+  // No checkpoints on GPU workers yet (the spec refuses them): a restart starts over, so it rewinds
+  // the failed attempt's ledger shards and trained ranges from the first step.
+  auto start = agree_start_point(*s.store, spec, a.job, **comm, timeout);
+  if (!start.ok()) return start.status();
+  if (a.attempt > 0)
+    TROUPE_RETURN_IF_ERROR(rewind_after_restart(*s.store, a.job, world, steps_per_epoch, *start, **comm, timeout));
+  TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, 0);
+
+  std::unique_ptr<collectives::DeviceCommunicator> dcomm;
+  if (world > 1) {
+    const bool nccl = spec.gpus_per_worker >= 1 && collectives::built_with_nccl();
+    if (nccl) {
+      collectives::GroupOptions ngo = go;
+      ngo.name = go.name + "-nccl";
+      auto formed = collectives::form_nccl_group(*s.store, ngo, device);
+      if (!formed.ok()) return formed.status().with_context("forming the job's NCCL group on GPU " + std::to_string(device));
+      dcomm = std::move(*formed);
+    } else {
+      auto staged = collectives::make_staged_communicator(std::move(*comm), device);
+      if (!staged.ok()) return staged.status().with_context("the staged GPU path on GPU " + std::to_string(device));
+      dcomm = std::move(*staged);
+    }
+  }
+  // Declared after dcomm, so it goes first: the transport it names lives in dcomm or comm.
+  auto interruptible = a.interrupts ? a.interrupts->add(host_transport) : Interrupts::Registration{};
+
+  const LedgerFeedOptions fo = sync_feed_options(spec.train.seed, spec.train.batch_size, world, a.index, world);
+  LedgerFeed feed(s.train(), *s.store, a.job, WorkerId::random(), fo);
+  CudaReplica replica;
+  replica.device = device;
+  replica.comm = dcomm.get();
+  replica.feed = &feed;
+  replica.timeout = timeout;
+  replica.cancel = &cancel;
+  ProgressReporter reporter(*s.store, a.job);
+  ProgressFn progress;
+  bool resumed_noted = a.attempt == 0;
+  if (a.index == 0) {
+    progress = [&](const TrainProgress& p) {
+      reporter.on_progress(p);
+      if (resumed_noted) return;
+      resumed_noted = true;
+      note_resumed(*s.store, a.job, a.attempt, start->source, 0);
+    };
+  }
+  auto result = train_replica_cuda(spec.train, s.train(), s.test(), replica, progress);
+  if (!result.ok()) {
+    if (result.status().code() != Code::unavailable || !cancel.load()) {
+      Status st = collectives::record_group_failure(*s.store, go.name, go.generation, result.status());
+      (void)st;
+    }
+    return result.status();
+  }
+  record_job_metric(*s.store, a.job, a.index, "samples_per_second", result->samples_per_second / world);
+  record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
+  if (a.index != 0) return {};
+  TROUPE_RETURN_IF_ERROR(trained.durable_through(result->steps).with_context("recording the trained steps"));
+  nlohmann::json summary = train_result_json(*result);
+  summary["steps_per_epoch"] = steps_per_epoch;
+  summary["attempt"] = a.attempt;
+  summary["trained_ranges"] = true;
+  summary["strategy"] = spec.strategy;
+  summary["workers"] = world;
+  summary["job_id"] = a.job.hex();
+  summary["gpus_per_worker"] = spec.gpus_per_worker;
+  summary["gradient_path"] = dcomm ? dcomm->path() : std::string("none (one worker)");
+  return record_success(*s.store, a.job, summary, result->test_accuracy);
+}
+
+}  // namespace troupe::job
