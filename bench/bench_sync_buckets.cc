@@ -6,6 +6,7 @@
 //
 //   build/bin/bench_sync_buckets                                 # table for docs/benchmarks.md
 //   build/bin/bench_sync_buckets --replicas 4 --transports shm --buckets 0,65536,262144 --runs 7
+//   build/bin/bench_sync_buckets --transports tcp --replicas 2 --wires f32,bf16   # --grad-wire
 //
 // Each job is one fresh group and one train_replica job per replica of --steps steps (training
 // time only (samples_per_second), evaluation excluded; the step time is the slowest replica's). Every
@@ -16,7 +17,8 @@
 // after backward, and the share of the all-reduce time that ran before forward_backward returned
 // (hidden behind it; the rest the step waits for, or it runs while the step winds up). Every job checks
 // that all replicas end with the same parameters bit for bit, and that bucketed jobs match the
-// first entry's to 1e-5 relative.
+// first entry's to 1e-5 relative (per wire: a bf16 wire rounds partial sums, so it is compared with
+// its own first bucket; the ratio column is against the first wire's first bucket).
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -97,7 +99,7 @@ struct RunResult {
   std::vector<float> params;
 };
 
-Expected<RunResult> run_once(const std::string& kind, int n, size_t bucket_bytes, const TrainOptions& o,
+Expected<RunResult> run_once(const std::string& kind, int n, size_t bucket_bytes, DType wire, const TrainOptions& o,
                              const Dataset& train, const Dataset& test, int generation) {
   auto group = make_group(kind, n, generation);
   if (!group.ok()) return group.status();
@@ -113,6 +115,7 @@ Expected<RunResult> run_once(const std::string& kind, int n, size_t bucket_bytes
       replica.comm = &comm;
       replica.checksum_every = 0;
       replica.bucket_bytes = bucket_bytes;
+      replica.grad_wire = wire;
       replica.bucket_stats = r == 0 ? &stats : nullptr;
       auto res = train_replica(o, train, test, replica, {}, &params[r]);
       if (res.ok()) results[r] = *res; else status[r] = res.status();
@@ -150,6 +153,7 @@ int main(int argc, char** argv) {
   std::vector<int> replica_counts{2, 4};
   std::vector<std::string> transports{"shm", "tcp"};
   std::vector<size_t> buckets{0, 64 << 10, 256 << 10};
+  std::vector<std::string> wire_names{"f32"};
   CLI::App app{"Step time of sync training with gradient buckets overlapping backward vs one all-reduce"};
   app.add_option("--runs", runs, "Timed jobs per configuration (medians are reported)")
       ->check(CLI::Range(1, 1000))->capture_default_str();
@@ -161,7 +165,15 @@ int main(int argc, char** argv) {
   app.add_option("--transports", transports, "shm and/or tcp (loopback)")->delimiter(',')->capture_default_str();
   app.add_option("--buckets", buckets, "Bucket sizes in bytes; 0 = one all-reduce after backward")
       ->delimiter(',')->capture_default_str();
+  app.add_option("--wires", wire_names, "Gradient wires (Replica::grad_wire): f32, bf16, f16")
+      ->delimiter(',')->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  std::vector<std::pair<DType, size_t>> configs;  // (wire, bucket bytes)
+  for (const std::string& w : wire_names) {
+    DType wire = DType::f32;
+    parse_dtype(w, &wire);
+    for (size_t b : buckets) configs.emplace_back(wire, b);
+  }
   spdlog::set_level(spdlog::level::warn);
 
   const Dataset train = synthetic(static_cast<int64_t>(o.batch_size) * (steps + 1), 1), test = synthetic(100, 2);
@@ -174,53 +186,55 @@ int main(int argc, char** argv) {
                 return h;
               }().c_str(),
               o.batch_size, static_cast<long long>(steps));
-  std::printf("%-5s %8s %10s %7s %12s %8s %12s %12s %8s\n", "xport", "replicas", "bucket", "buckets", "step ms",
-              "ratio", "allreduce ms", "waited ms", "hidden");
+  std::printf("%-5s %8s %5s %10s %7s %12s %8s %12s %12s %8s\n", "xport", "replicas", "wire", "bucket", "buckets",
+              "step ms", "ratio", "allreduce ms", "waited ms", "hidden");
   int generation = 0;
   for (const std::string& kind : transports)
     for (int n : replica_counts) {
       // One untimed warm-up job per configuration, then `runs` rounds over all of them.
-      std::map<size_t, std::vector<RunResult>> timed;
+      std::map<std::pair<DType, size_t>, std::vector<RunResult>> timed;
       for (int round = -1; round < runs; ++round)
-        for (size_t bytes : buckets) {
+        for (const auto& config : configs) {
           TrainOptions job = o;
           job.max_steps = round < 0 ? std::min<int64_t>(steps, 10) : steps;
-          auto res = run_once(kind, n, bytes, job, train, test, ++generation);
+          auto res = run_once(kind, n, config.second, config.first, job, train, test, ++generation);
           if (!res.ok()) {
-            std::fprintf(stderr, "error: %s, %d replicas, bucket %zu: %s\n", kind.c_str(), n, bytes,
-                         res.status().to_string().c_str());
+            std::fprintf(stderr, "error: %s, %d replicas, wire %s, bucket %zu: %s\n", kind.c_str(), n,
+                         dtype_name(config.first), config.second, res.status().to_string().c_str());
             return 1;
           }
-          if (round >= 0) timed[bytes].push_back(std::move(*res));
+          if (round >= 0) timed[config].push_back(std::move(*res));
         }
       const double base = [&] {
         std::vector<double> s;
-        for (auto& r : timed[buckets.front()]) s.push_back(r.step_seconds);
+        for (auto& r : timed[configs.front()]) s.push_back(r.step_seconds);
         return median(s);
       }();
-      for (size_t bytes : buckets) {
+      for (const auto& config : configs) {
+        const auto [wire, bytes] = config;
+        const std::pair<DType, size_t> same_wire{wire, buckets.front()};
         std::vector<double> step, comm, wait, hidden;
-        for (auto& r : timed[bytes]) {
+        for (auto& r : timed[config]) {
           step.push_back(r.step_seconds);
           if (r.stats.steps > 0) {
             comm.push_back(r.stats.comm_seconds / r.stats.steps);
             wait.push_back(r.stats.wait_seconds / r.stats.steps);
             hidden.push_back(r.stats.hidden_fraction());
           }
-          const double diff = relative_difference(r.params, timed[buckets.front()].front().params);
-          if (diff > 1e-5) {
+          const double diff = relative_difference(r.params, timed[same_wire].front().params);
+          if (wire == DType::f32 && diff > 1e-5) {
             std::fprintf(stderr, "error: bucket %zu ended %.3g (relative) away from bucket %zu's parameters\n", bytes,
                          diff, buckets.front());
             return 1;
           }
         }
-        const int count = bytes == 0 ? 1 : static_cast<int>(timed[bytes].front().stats.buckets);
+        const int count = bytes == 0 ? 1 : static_cast<int>(timed[config].front().stats.buckets);
         if (comm.empty())
-          std::printf("%-5s %8d %10zu %7d %12.3f %8.3f %12s %12s %8s\n", kind.c_str(), n, bytes, count,
-                      median(step) * 1e3, median(step) / base, "-", "-", "-");
+          std::printf("%-5s %8d %5s %10zu %7d %12.3f %8.3f %12s %12s %8s\n", kind.c_str(), n, dtype_name(wire), bytes,
+                      count, median(step) * 1e3, median(step) / base, "-", "-", "-");
         else
-          std::printf("%-5s %8d %10zu %7d %12.3f %8.3f %12.3f %12.3f %7.0f%%\n", kind.c_str(), n, bytes, count,
-                      median(step) * 1e3, median(step) / base, median(comm) * 1e3, median(wait) * 1e3,
+          std::printf("%-5s %8d %5s %10zu %7d %12.3f %8.3f %12.3f %12.3f %7.0f%%\n", kind.c_str(), n, dtype_name(wire),
+                      bytes, count, median(step) * 1e3, median(step) / base, median(comm) * 1e3, median(wait) * 1e3,
                       median(hidden) * 100);
       }
       std::fflush(stdout);

@@ -173,6 +173,9 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
                   "sync: gradient bucket size; buckets are all-reduced while backward runs (0: one all-reduce "
                   "after backward; -1: 256 KiB where the node has 2 cores per worker, else 0)")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--grad-wire", s.grad_wire,
+                  "sync: gradients travel as f32, bf16 or f16 (half the bytes), or auto: the --precision's type")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--checkpoint-every", s.checkpoint_every,
                   "a sharded checkpoint every STEPS steps (sync, central, pipeline; async: every STEPS x workers "
                   "updates, and a dead parameter server is restored from it; 0: none)")

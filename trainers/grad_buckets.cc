@@ -155,6 +155,7 @@ void GradBucketSync::run() {
     float* data = i < slots_index ? grads_ + buckets_[i].offset : slots_;
     const size_t count = i < slots_index ? buckets_[i].count : 2;
     co.tag = i;
+    co.wire = i < slots_index ? options_.wire : DType::f32;
     const float weight = i < slots_index ? weight_ : 1.0f;  // the slots come weighted by the caller
     lock.unlock();
     if (weight != 1.0f) kernels::cpu::scale(data, count, weight);

@@ -65,6 +65,9 @@ class GradBucketSync final : public GradientHook {
   struct Options {
     size_t bucket_bytes = kDefaultBucketBytes;
     std::chrono::milliseconds timeout{60000};  // per all-reduce
+    // What the buckets travel as (collectives' wire formats: bf16 / f16 halve the bytes, sums stay
+    // f32); the loss and correct count always go in f32.
+    DType wire = DType::f32;
   };
 
   // Starts the comm thread. `comm` and `space` must outlive this object.

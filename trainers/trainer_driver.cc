@@ -103,6 +103,20 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
   return train_replica(o, train, test, Replica{}, progress, final_params);
 }
 
+// Without buckets: the gradients and the two slots after them in one all-reduce, or in two when the
+// gradients travel compressed (the slots stay f32).
+static Status allreduce_unbucketed(std::vector<float>& grads, const Replica& replica,
+                                   collectives::CollectiveOptions co) {
+  const auto avg = collectives::ReduceOp::avg;
+  float* all = grads.data();
+  if (replica.grad_wire == DType::f32) return replica.comm->allreduce(all, all, grads.size(), DType::f32, avg, co);
+  const size_t n = grads.size() - 2;
+  co.wire = replica.grad_wire;
+  TROUPE_RETURN_IF_ERROR(replica.comm->allreduce(all, all, n, DType::f32, avg, co));
+  co.wire = DType::f32;
+  return replica.comm->allreduce(all + n, all + n, 2, DType::f32, avg, co);
+}
+
 Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train, const Dataset& test,
                                     const Replica& replica, const ProgressFn& progress,
                                     std::vector<float>* final_params) {
@@ -178,7 +192,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
   if (replica.comm && replica.bucket_bytes > 0)
     buckets = std::make_unique<GradBucketSync>(*replica.comm, space,
-                                               GradBucketSync::Options{replica.bucket_bytes, replica.timeout});
+                                               GradBucketSync::Options{replica.bucket_bytes, replica.timeout, replica.grad_wire});
   Gradients grad_view(grads.data(), space.size(), buckets.get());
   TrainResult result;
   result.model = setup->model;
@@ -262,8 +276,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         grads[space.size()] = stats->loss * weight;
         grads[space.size() + 1] = static_cast<float>(stats->correct);
         Status st = buckets ? buckets->finish_step(&grads[space.size()])
-                            : replica.comm->allreduce(grads.data(), grads.data(), grads.size(), DType::f32,
-                                                      collectives::ReduceOp::avg, sync);
+                            : allreduce_unbucketed(grads, replica, sync);
         if (!st.ok()) return st.with_context(where + ": all-reducing gradients at epoch " + std::to_string(epoch) +
                                              ", step " + std::to_string(s + 1));
         stats->loss = grads[space.size()];

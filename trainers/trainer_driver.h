@@ -58,6 +58,9 @@ struct Replica {
   // (trainers/grad_buckets.h). 0: one all-reduce of everything after forward_backward. With
   // TrainOptions::accumulate > 1 the buckets start only after the last micro-batch (no overlap).
   size_t bucket_bytes = kDefaultBucketBytes;
+  // What the gradients travel as (`--grad-wire`): f32, or bf16 / f16 (half the bytes; partial sums
+  // are rounded to it on the wire, accumulation stays f32). The loss and count slots stay f32.
+  DType grad_wire = DType::f32;
   GradBucketStats* bucket_stats = nullptr;  // if set, receives the buckets' timings after training
   // If set, every step's phases (data wait, forward+backward, communication, optimizer) are
   // recorded there (trainers/step_timeline.h; the job layer publishes them).

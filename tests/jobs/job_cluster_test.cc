@@ -126,14 +126,19 @@ TEST_CASE("submit: a central job (variables on one actor, 4 workers) trains to >
   CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
 }
 
-TEST_CASE("submit: sync workers train in f16 with loss scaling and report it", "[jobs][cluster][precision]") {
+TEST_CASE("submit: sync workers train in f16 with loss scaling, f16 gradients on the wire, and report it",
+          "[jobs][cluster][precision]") {
   ClusterFixture c;
   up_two_nodes(c);
-  auto r = c.troupe("submit --strategy sync --workers 2 --epochs 2 --precision f16 --json --no-progress", 300);
+  // Over TCP (the transport of workers on different hosts), where auto sends f16 gradients.
+  auto r = c.troupe("submit --strategy sync --workers 2 --epochs 2 --precision f16 --transport tcp --json --no-progress",
+                    300);
   INFO(r.both() << c.logs_tail());
   REQUIRE(r.exit_code == 0);
   Json summary = Json::parse(r.last_line());
   CHECK(summary.at("precision") == "f16");
+  CHECK(summary.at("transport") == "tcp");
+  CHECK(summary.at("grad_wire") == "f16");  // auto over sockets: the gradients are f16 already
   CHECK(summary.at("loss_scale").get<double>() >= 1.0);     // the scaler ran on the workers
   CHECK(summary.at("overflow_steps").get<int64_t>() < 50);
   CHECK(summary.at("test_accuracy").get<double>() >= 0.85);  // f32 reaches about 0.866 in 2 epochs

@@ -37,6 +37,7 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   s.train.weight_decay = 1e-4f;
   s.train.precision = DType::bf16;
   s.train.loss_scale = 1024.0f;
+  s.grad_wire = "f16";
   auto back = from_settings(to_settings(s));
   REQUIRE(back.ok());
   CHECK(back->name == "nightly");
@@ -67,6 +68,7 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   CHECK(back->train.weight_decay == s.train.weight_decay);
   CHECK(back->train.precision == DType::bf16);
   CHECK(back->train.loss_scale == 1024.0f);
+  CHECK(back->grad_wire == "f16");
 }
 
 TEST_CASE("job spec: malformed or unknown settings are refused naming the item", "[jobs][spec][errors]") {
@@ -136,6 +138,23 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
         std::string::npos);
   s.train.precision = DType::bf16;
   CHECK(validate(s).ok());
+
+  // The gradient wire: auto follows the precision (its gradients are already rounded to it).
+  s = JobSpec{};
+  CHECK(effective_grad_wire(s, "tcp") == DType::f32);
+  s.train.precision = DType::bf16;
+  CHECK(effective_grad_wire(s, "tcp") == DType::bf16);
+  CHECK(effective_grad_wire(s, "hierarchical") == DType::bf16);
+  CHECK(effective_grad_wire(s, "shm") == DType::f32);  // one host: the conversion costs more than the bytes
+  s.grad_wire = "f32";
+  CHECK(effective_grad_wire(s, "tcp") == DType::f32);
+  s.grad_wire = "bf16";
+  CHECK(effective_grad_wire(s, "shm") == DType::bf16);  // asked for: done
+  s.grad_wire = "f8";
+  CHECK(validate(s).message().find("--grad-wire 'f8' is not one of auto, f32, bf16, f16") != std::string::npos);
+  s.grad_wire = "bf16";
+  s.strategy = "central";
+  CHECK(validate(s).message().find("--grad-wire bf16 is for sync jobs") != std::string::npos);
 
   s = JobSpec{};
   s.checkpoint_every = 100;

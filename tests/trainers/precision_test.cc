@@ -199,6 +199,53 @@ TEST_CASE("precision: f16 sync replicas skip the same overflowing steps and hold
   CHECK(params[0] == params[1]);
 }
 
+TEST_CASE("precision: gradients all-reduced in bf16 keep the replicas identical and close to an f32 wire",
+          "[precision][sync]") {
+  const Dataset train = blobs(1200, 3, 6, 7), test = blobs(300, 3, 6, 8);
+  TrainOptions o;
+  o.hidden = {32};
+  o.epochs = 2;
+  o.batch_size = 60;
+  o.seed = 5;
+  o.precision = DType::bf16;
+  auto run = [&](DType wire, size_t bucket_bytes) {
+    const int n = 3;
+    auto transports = collectives::make_inproc_group(n);  // ring all-reduce: the wire is used
+    std::vector<Expected<TrainResult>> results(n, Expected<TrainResult>(internal_error("not run")));
+    std::vector<std::vector<float>> params(n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        collectives::Communicator comm(std::move(transports[r]));
+        Replica replica;
+        replica.comm = &comm;
+        replica.checksum_every = 5;
+        replica.timeout = std::chrono::seconds(20);
+        replica.bucket_bytes = bucket_bytes;
+        replica.grad_wire = wire;
+        results[r] = train_replica(o, train, test, replica, {}, &params[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) {
+      INFO("replica " << r);
+      REQUIRE(results[r].ok());
+      CHECK(results[r]->test_accuracy >= 0.95);
+      CHECK(results[r]->history.back().train_accuracy == results[0]->history.back().train_accuracy);
+    }
+    CHECK(params[1] == params[0]);
+    CHECK(params[2] == params[0]);
+    return params[0];
+  };
+  const std::vector<float> f32 = run(DType::f32, 0);
+  for (size_t bucket_bytes : {size_t{0}, size_t{1024}}) {  // one all-reduce, and buckets
+    CAPTURE(bucket_bytes);
+    const std::vector<float> bf = run(DType::bf16, bucket_bytes);
+    CHECK(relative_difference(bf, f32) > 0);     // the wire rounded partial sums
+    CHECK(relative_difference(bf, f32) < 0.02);  // to bf16's precision, not more
+  }
+}
+
 TEST_CASE("precision: the GPU trainer refuses --precision until its kernels do it", "[precision][errors]") {
   TrainOptions gpu;
   gpu.precision = DType::f16;

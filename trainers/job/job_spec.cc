@@ -97,6 +97,7 @@ const std::map<std::string, Field>& fields() {
     f["transport"] = field<std::string>([](JobSpec& s) { return &s.transport; });
     f["checksum_every"] = field<int64_t>([](JobSpec& s) { return &s.checksum_every; });
     f["bucket_bytes"] = field<int64_t>([](JobSpec& s) { return &s.bucket_bytes; });
+    f["grad_wire"] = field<std::string>([](JobSpec& s) { return &s.grad_wire; });
     f["collective_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.collective_timeout_ms; });
     f["checkpoint_every"] = field<int64_t>([](JobSpec& s) { return &s.checkpoint_every; });
     f["checkpoint_dir"] = field<std::string>([](JobSpec& s) { return &s.checkpoint_dir; });
@@ -225,6 +226,12 @@ Status validate(const JobSpec& s) {
   }
   if (s.collective_timeout_ms < 1) return invalid_argument("collective_timeout_ms must be >= 1");
   if (s.bucket_bytes < -1) return invalid_argument("--bucket-bytes must be >= 0, or -1 for auto");
+  DType wire = DType::f32;
+  if (s.grad_wire != "auto" && !parse_dtype(s.grad_wire, &wire))
+    return invalid_argument("--grad-wire '" + s.grad_wire + "' is not one of auto, f32, bf16, f16");
+  if (wire != DType::f32 && (s.strategy != "sync" || s.gpus_per_worker > 0))
+    return invalid_argument("--grad-wire " + s.grad_wire + " is for sync jobs on CPU workers (their gradient "
+                            "all-reduce)");
   if (s.checkpoint_every < 0) return invalid_argument("--checkpoint-every must be >= 0 (0: no checkpoints)");
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) {
     return invalid_argument("--checkpoint-every needs --checkpoint-dir DIR (a directory every worker can write)");
@@ -262,6 +269,16 @@ pipeline::PipelineOptions pipeline_options(const JobSpec& s) {
   p.stage_layers = s.stage_layers;
   p.workers = s.workers;
   return p;
+}
+
+DType effective_grad_wire(const JobSpec& spec, const std::string& transport) {
+  DType wire = DType::f32;
+  if (spec.grad_wire == "auto") {
+    const bool sockets = transport != "shm" && transport != "inproc";
+    return spec.gpus_per_worker > 0 || !sockets ? DType::f32 : spec.train.precision;
+  }
+  parse_dtype(spec.grad_wire, &wire);  // validated
+  return wire;
 }
 
 int64_t effective_bucket_bytes(const JobSpec& spec) {

@@ -42,6 +42,11 @@ struct JobSpec {
   // sync: gradient buckets all-reduced while backward runs (0: one all-reduce after backward; -1:
   // auto, buckets of 256 KiB when the node has two cores per worker, so the comm thread has one).
   int64_t bucket_bytes = -1;
+  // sync: what gradients travel as: f32, bf16, f16, or auto: the --precision's type (its gradients
+  // are already rounded to it, so each worker's contribution crosses the wire unchanged) where the
+  // group goes over sockets, f32 over shared memory (there the conversion costs more than the bytes:
+  // 4-6% slower on one host, docs/benchmarks.md).
+  std::string grad_wire = "auto";
   int64_t collective_timeout_ms = 60000;
   // sync: a checkpoint every this many steps (0: none) under <checkpoint_dir>/<job id>/, of which
   // the newest checkpoint_keep are kept. The directory must be readable by every worker and by the
@@ -88,6 +93,10 @@ Status validate(const JobSpec& spec);
 // least two hardware threads per worker of the job, else 0 (measured: on 2 cores, 2 worker
 // processes with comm threads train at 0.87x the speed of one all-reduce; docs/benchmarks.md).
 int64_t effective_bucket_bytes(const JobSpec& spec);
+
+// The wire a sync worker's gradients use over a group of `transport` kind (Transport::kind()):
+// spec.grad_wire, or for "auto" the precision's type unless the group is shared memory.
+DType effective_grad_wire(const JobSpec& spec, const std::string& transport);
 
 // A pipeline job's settings as trainers/pipeline/ takes them.
 pipeline::PipelineOptions pipeline_options(const JobSpec& spec);

@@ -62,6 +62,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   replica.cancel = &cancel;
   replica.bucket_bytes = static_cast<size_t>(effective_bucket_bytes(spec));
+  replica.grad_wire = effective_grad_wire(spec, (*comm)->transport().kind());
   GradBucketStats buckets;
   replica.bucket_stats = &buckets;
   if (start->state) replica.resume = &*start->state;
@@ -127,6 +128,8 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   summary["job_id"] = a.job.hex();
   summary["worker_samples_per_second"] = rates;
   summary["bucket_bytes"] = effective_bucket_bytes(spec);
+  summary["grad_wire"] = dtype_name(replica.grad_wire);
+  summary["transport"] = (*comm)->transport().kind();
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();
   if (start->state) {
