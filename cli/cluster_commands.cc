@@ -33,30 +33,33 @@ Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info) 
   return gcs::RedisStore::connect(o);
 }
 
-Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const JobId& job, const std::string& reason,
-                                                std::chrono::milliseconds timeout) {
+namespace {
+
+// `message` to the cluster's head from a short-lived actor system here; its reply within `timeout`.
+template <class Reply, class Message>
+Expected<Reply> ask_head(const ClusterInfo& info, const Message& message, const std::string& what,
+                         std::chrono::milliseconds timeout) {
   auto hp = actors::parse_host_port(info.head_address);
   if (!hp.ok()) return hp.status();
   auto sys = actors::ActorSystem::start(actors::ActorSystemOptions{});
   if (!sys.ok()) return sys.status();
   auto head = (*sys)->connect(hp->first, hp->second);
   if (!head.ok()) return head.status().with_context("reaching the head");
-  return actors::request_blocking<actors::StopJobReply>((*sys)->system(), *head, timeout,
-                                                        actors::StopJob{job.hex(), reason},
-                                                        "stopping job " + job.short_hex());
+  return actors::request_blocking<Reply>((*sys)->system(), *head, timeout, message, what);
+}
+
+}  // namespace
+
+Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const JobId& job, const std::string& reason,
+                                                std::chrono::milliseconds timeout) {
+  return ask_head<actors::StopJobReply>(info, actors::StopJob{job.hex(), reason}, "stopping job " + job.short_hex(),
+                                        timeout);
 }
 
 Expected<actors::StopActorReply> request_actor_stop(const ClusterInfo& info, const ActorId& actor,
                                                     const std::string& reason, std::chrono::milliseconds timeout) {
-  auto hp = actors::parse_host_port(info.head_address);
-  if (!hp.ok()) return hp.status();
-  auto sys = actors::ActorSystem::start(actors::ActorSystemOptions{});
-  if (!sys.ok()) return sys.status();
-  auto head = (*sys)->connect(hp->first, hp->second);
-  if (!head.ok()) return head.status().with_context("reaching the head");
-  return actors::request_blocking<actors::StopActorReply>((*sys)->system(), *head, timeout,
-                                                          actors::StopActor{actor.hex(), reason},
-                                                          "stopping actor " + actor.short_hex());
+  return ask_head<actors::StopActorReply>(info, actors::StopActor{actor.hex(), reason},
+                                          "stopping actor " + actor.short_hex(), timeout);
 }
 
 Expected<ActorId> find_actor(gcs::Store& store, const std::string& prefix) {

@@ -18,25 +18,6 @@ namespace {
 
 using troupe::testing::relative_difference;
 
-// Noisy class prototypes in [0, 1]: learnable, deterministic.
-Dataset prototypes(int64_t count, int side, int classes, uint64_t seed) {
-  Dataset d;
-  d.count = count;
-  d.rows = d.cols = side;
-  d.classes = classes;
-  const int64_t f = d.features();
-  auto protos = test::random_floats(size_t(classes * f), seed, 0.0f, 1.0f);
-  auto noise = test::random_floats(size_t(count * f), seed + 1, -0.5f, 0.5f);
-  d.images.resize(size_t(count * f));
-  d.labels.resize(size_t(count));
-  for (int64_t i = 0; i < count; ++i) {
-    const int32_t y = static_cast<int32_t>(i % classes);
-    d.labels[i] = y;
-    for (int64_t j = 0; j < f; ++j) d.images[i * f + j] = protos[y * f + j] + noise[i * f + j];
-  }
-  return d;
-}
-
 struct Run {
   std::vector<Expected<TrainResult>> results;
   std::vector<std::vector<float>> params;
@@ -73,7 +54,7 @@ Run run_gpu_replicas(int n, const TrainOptions& o, const Dataset& train, const D
 
 TEST_CASE("GPU sync replicas sharing a GPU hold the parameters of one replica on the global batch, and the CPU's",
           "[gpu][replica]") {
-  const Dataset train = prototypes(2048, 6, 5, 3), test = prototypes(300, 6, 5, 4);
+  const Dataset train = test::synthetic(2048, 6, 5, 3), test = test::synthetic(300, 6, 5, 4);
   TrainOptions o;
   o.hidden = {32, 16};
   o.epochs = 2;
@@ -109,7 +90,7 @@ TEST_CASE("GPU sync replicas sharing a GPU hold the parameters of one replica on
 }
 
 TEST_CASE("GPU sync replicas refuse what they cannot do yet, naming it", "[gpu][replica][errors]") {
-  const Dataset train = prototypes(256, 6, 5, 3), test = prototypes(50, 6, 5, 4);
+  const Dataset train = test::synthetic(256, 6, 5, 3), test = test::synthetic(50, 6, 5, 4);
   TrainOptions o;
   o.model = "cnn";
   CudaReplica replica;

@@ -13,25 +13,7 @@
 namespace troupe {
 namespace {
 
-// Learnable synthetic data: `classes` random prototypes of `features` values in [0, 1], each
-// example a prototype plus uniform noise.
-Dataset synthetic(int64_t count, int side, int classes, uint64_t seed) {
-  Dataset d;
-  d.count = count;
-  d.rows = d.cols = side;
-  d.classes = classes;
-  const int64_t f = d.features();
-  auto protos = test::random_floats(size_t(classes * f), seed, 0.0f, 1.0f);
-  auto noise = test::random_floats(size_t(count * f), seed + 1, -0.5f, 0.5f);
-  d.images.resize(size_t(count * f));
-  d.labels.resize(size_t(count));
-  for (int64_t i = 0; i < count; ++i) {
-    const int32_t y = static_cast<int32_t>((i * 7 + i / 3) % classes);
-    d.labels[i] = y;
-    for (int64_t j = 0; j < f; ++j) d.images[i * f + j] = protos[y * f + j] + noise[i * f + j];
-  }
-  return d;
-}
+using test::synthetic;
 
 MlpLayout layout_of(const TrainOptions& o, const Dataset& d) {
   std::vector<int> dims{static_cast<int>(d.features())};

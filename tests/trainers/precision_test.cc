@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -159,6 +160,38 @@ TEST_CASE("precision: the loss scaler skips overflowing steps, backs off, grows 
   CHECK(gave_up.status().message().find("--precision bf16") != std::string::npos);
 }
 
+namespace {
+
+struct ReplicaRuns {
+  std::vector<Expected<TrainResult>> results;
+  std::vector<std::vector<float>> params;
+};
+
+// `n` replicas as threads over an in-process group (ring all-reduce: the wire is used), each
+// comparing parameter checksums every 5 steps; `adjust` may change each one's Replica.
+ReplicaRuns run_replicas(int n, const TrainOptions& o, const Dataset& train, const Dataset& test,
+                         const std::function<void(Replica&)>& adjust = {}) {
+  ReplicaRuns run{std::vector<Expected<TrainResult>>(n, Expected<TrainResult>(internal_error("not run"))),
+                  std::vector<std::vector<float>>(n)};
+  auto transports = collectives::make_inproc_group(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      collectives::Communicator comm(std::move(transports[r]));
+      Replica replica;
+      replica.comm = &comm;
+      replica.checksum_every = 5;  // replicas that updated differently would differ here
+      replica.timeout = std::chrono::seconds(20);
+      if (adjust) adjust(replica);
+      run.results[r] = train_replica(o, train, test, replica, {}, &run.params[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+}  // namespace
+
 TEST_CASE("precision: f16 sync replicas skip the same overflowing steps and hold the same parameters",
           "[precision][sync]") {
   const Dataset train = blobs(1200, 3, 6, 7), test = blobs(300, 3, 6, 8);
@@ -170,21 +203,9 @@ TEST_CASE("precision: f16 sync replicas skip the same overflowing steps and hold
   o.precision = DType::f16;
   o.loss_scale = 16777216.0f;  // 2^24: the first steps overflow f16 and are skipped on both replicas
   const int n = 2;
-  auto transports = collectives::make_inproc_group(n);
-  std::vector<Expected<TrainResult>> results(n, Expected<TrainResult>(internal_error("not run")));
-  std::vector<std::vector<float>> params(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      collectives::Communicator comm(std::move(transports[r]));
-      Replica replica;
-      replica.comm = &comm;
-      replica.checksum_every = 5;  // replicas that skipped differently would differ here
-      replica.timeout = std::chrono::seconds(20);
-      results[r] = train_replica(o, train, test, replica, {}, &params[r]);
-    });
-  }
-  for (auto& t : threads) t.join();
+  ReplicaRuns run = run_replicas(n, o, train, test);
+  auto& results = run.results;
+  auto& params = run.params;
   for (int r = 0; r < n; ++r) {
     INFO("replica " << r);
     REQUIRE(results[r].ok());
@@ -210,23 +231,12 @@ TEST_CASE("precision: gradients all-reduced in bf16 keep the replicas identical 
   o.precision = DType::bf16;
   auto run = [&](DType wire, size_t bucket_bytes) {
     const int n = 3;
-    auto transports = collectives::make_inproc_group(n);  // ring all-reduce: the wire is used
-    std::vector<Expected<TrainResult>> results(n, Expected<TrainResult>(internal_error("not run")));
-    std::vector<std::vector<float>> params(n);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        collectives::Communicator comm(std::move(transports[r]));
-        Replica replica;
-        replica.comm = &comm;
-        replica.checksum_every = 5;
-        replica.timeout = std::chrono::seconds(20);
-        replica.bucket_bytes = bucket_bytes;
-        replica.grad_wire = wire;
-        results[r] = train_replica(o, train, test, replica, {}, &params[r]);
-      });
-    }
-    for (auto& t : threads) t.join();
+    ReplicaRuns runs = run_replicas(n, o, train, test, [&](Replica& replica) {
+      replica.bucket_bytes = bucket_bytes;
+      replica.grad_wire = wire;
+    });
+    auto& results = runs.results;
+    auto& params = runs.params;
     for (int r = 0; r < n; ++r) {
       INFO("replica " << r);
       REQUIRE(results[r].ok());

@@ -23,15 +23,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
                        std::to_string(env.gpus ? env.gpus->devices() : 0) + ")");
   }
   const int device = devices.front();
-  collectives::GroupOptions go;
-  go.name = "job-" + a.job.hex();
-  go.rank = a.index;
-  go.world_size = world;
-  go.host = env.bind;
-  go.node = env.node;
-  go.actor = a.actor;
-  go.transport = spec.transport;
-  go.generation = a.attempt;  // a restarted gang forms the group anew
+  const collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   collectives::Transport* host_transport = &(*comm)->transport();
@@ -73,15 +65,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   replica.cancel = &cancel;
   ProgressReporter reporter(*s.store, a.job);
   ProgressFn progress;
-  bool resumed_noted = a.attempt == 0;
-  if (a.index == 0) {
-    progress = [&](const TrainProgress& p) {
-      reporter.on_progress(p);
-      if (resumed_noted) return;
-      resumed_noted = true;
-      note_resumed(*s.store, a.job, a.attempt, start->source, 0);
-    };
-  }
+  if (a.index == 0) progress = rank0_progress(*s.store, a.job, a.attempt, reporter, start->source, 0);
   auto result = train_replica_cuda(spec.train, s.train(), s.test(), replica, progress);
   if (!result.ok()) {
     if (result.status().code() != Code::unavailable || !cancel.load()) {

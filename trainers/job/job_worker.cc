@@ -29,15 +29,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   if (world != shards && !spec.elastic)
     return invalid_argument("told to run with " + std::to_string(world) + " of " + std::to_string(shards) +
                             " workers, but the job is not elastic");
-  collectives::GroupOptions go;
-  go.name = "job-" + a.job.hex();
-  go.rank = a.index;
-  go.world_size = world;
-  go.host = env.bind;
-  go.node = env.node;
-  go.actor = a.actor;
-  go.transport = spec.transport;
-  go.generation = a.attempt;  // a restarted gang forms the group anew
+  const collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};
@@ -83,15 +75,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   ProgressReporter reporter(*s.store, a.job);
   if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;
-  bool resumed_noted = a.attempt == 0;
-  if (a.index == 0) {
-    progress = [&](const TrainProgress& p) {
-      reporter.on_progress(p);
-      if (resumed_noted) return;
-      resumed_noted = true;  // the first step of a restarted attempt: recovery is over
-      note_resumed(*s.store, a.job, a.attempt, start->source, first_step);
-    };
-  }
+  if (a.index == 0) progress = rank0_progress(*s.store, a.job, a.attempt, reporter, start->source, first_step);
   StepRecorder step_recorder;  // the step timeline (issue 7): recorded by train_replica, published to the GCS
   StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
   replica.steps = &step_recorder;
@@ -145,6 +129,20 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
 }
 
 }  // namespace
+
+collectives::GroupOptions sync_group_options(const actors::NodeEnvironment& env, const MemberArgs& a,
+                                             const std::string& transport, int world) {
+  collectives::GroupOptions go;
+  go.name = "job-" + a.job.hex();
+  go.rank = a.index;
+  go.world_size = world;
+  go.host = env.bind;
+  go.node = env.node;
+  go.actor = a.actor;
+  go.transport = transport;
+  go.generation = a.attempt;  // a restarted gang forms the group anew
+  return go;
+}
 
 Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args) {
   if (args.size() != 4 && args.size() != 5) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/node_environment.h"
+#include "collectives/group_rendezvous.h"
 #include "core/ids.h"
 #include "core/status.h"
 #include "trainers/job/interrupts.h"
@@ -40,6 +41,11 @@ struct MemberArgs {
   std::shared_ptr<Interrupts> interrupts;
 };
 Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args);
+
+// The collective group "job-<id>" of a sync job's `world` workers as worker `a` joins it: at
+// generation = attempt, so a restarted gang forms it anew.
+collectives::GroupOptions sync_group_options(const actors::NodeEnvironment& env, const MemberArgs& a,
+                                             const std::string& transport, int world);
 
 // Runs worker `args.index` of the job until it ends, fails, or `cancel` is set.
 Status run_worker(const actors::NodeEnvironment& env, const MemberArgs& args, const std::atomic<bool>& cancel);

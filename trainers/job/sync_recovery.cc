@@ -148,6 +148,18 @@ void note_resumed(gcs::Store& store, const JobId& job, int attempt, const std::s
   if (!st.ok()) spdlog::warn("job {}: recording job_resumed: {}", job.short_hex(), st.to_string());
 }
 
+ProgressFn rank0_progress(gcs::Store& store, const JobId& job, int attempt, ProgressReporter& reporter,
+                          std::string source, int64_t first_step) {
+  bool noted = attempt == 0;
+  return [&store, job, attempt, &reporter, source = std::move(source), first_step,
+          noted](const TrainProgress& p) mutable {
+    reporter.on_progress(p);
+    if (noted) return;
+    noted = true;  // the first step of a restarted attempt: recovery is over
+    note_resumed(store, job, attempt, source, first_step);
+  };
+}
+
 Status TrainedLog::durable_through(int64_t step) {
   if (step <= done_) return {};
   auto [from_epoch, from_step] = position(done_, steps_per_epoch_);

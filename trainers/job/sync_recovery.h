@@ -17,6 +17,7 @@
 #include "core/ids.h"
 #include "gcs/store.h"
 #include "trainers/checkpoint/checkpoint.h"
+#include "trainers/job/job_report.h"
 #include "trainers/job/job_spec.h"
 
 namespace troupe::job {
@@ -64,6 +65,11 @@ Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, in
 // Rank 0 of a restarted attempt, after its first step: records the event "job_resumed" (the end of
 // the recovery that began with the supervisor's "job_restarting").
 void note_resumed(gcs::Store& store, const JobId& job, int attempt, const std::string& source, int64_t step);
+
+// Rank 0's progress callback: the reporter's record, and on a restarted attempt (attempt > 0) the
+// job_resumed event at its first step. `reporter` must outlive the callback.
+ProgressFn rank0_progress(gcs::Store& store, const JobId& job, int attempt, ProgressReporter& reporter,
+                          std::string source, int64_t first_step);
 
 // Step 3: rank 0's record of durable steps, from the start point's step on.
 class TrainedLog {
