@@ -235,7 +235,7 @@ TEST_CASE("submit: a job waits PENDING for resources, starts when they free up, 
   }
   auto unknown = c.troupe("stop 0123abcd");
   CHECK(unknown.exit_code != 0);
-  CHECK(unknown.err.find("no job 0123abcd") != std::string::npos);
+  CHECK(unknown.err.find("no job or actor 0123abcd") != std::string::npos);  // stop takes either id
 }
 
 TEST_CASE("submit: GPU workers get devices of their own, and without a usable GPU the job fails saying so",
