@@ -118,7 +118,7 @@ struct StopActor {
   std::string reason;
 };
 struct StopActorReply {
-  std::string node_id;   // hex: where it ran
+  std::string node_id;   // hex: where it ran; empty: it was still waiting to be placed
 };
 
 // The head's failure detector declared a node DEAD (heartbeats stopped): the job supervisor treats

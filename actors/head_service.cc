@@ -26,6 +26,7 @@ namespace {
 
 constexpr int kMaxSpawn = 100000;
 constexpr std::chrono::milliseconds kLookupTimeout{2000};  // a node manager asked for a job's actor
+constexpr int64_t kNodeTimeoutBackoffMs = 30000;  // a waiting spawn, after a node did not answer
 using retry_atom = caf::atom_constant<caf::atom("retryjobs")>;
 using watch_atom = caf::atom_constant<caf::atom("watchjobs")>;
 using adopt_atom = caf::atom_constant<caf::atom("adoptjobs")>;
@@ -88,6 +89,7 @@ class HeadService : public caf::event_based_actor {
         [this](adopt_atom) { adopt_jobs(); },  // run_head, once the service is published
         [this](retry_atom) {
           retry_scheduled_ = false;
+          retry_spawns();
           schedule_retry();
         },
     };
@@ -204,10 +206,10 @@ class HeadService : public caf::event_based_actor {
     return found->handle;
   }
 
-  // While jobs wait for resources, retry their placement every second; while a job waits to be
-  // restarted, every 50 ms (its backoff decides when).
+  // While jobs or spawned actors wait for resources, retry their placement every second; while a
+  // job waits to be restarted, every 50 ms (its backoff decides when).
   void schedule_retry() {
-    if (retry_scheduled_ || !jobs_.retry_pending()) return;
+    if (retry_scheduled_ || (!jobs_.retry_pending() && pending_spawns_.empty())) return;
     retry_scheduled_ = true;
     delayed_send(this, jobs_.restarting() ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1000),
                  retry_atom::value);
@@ -265,14 +267,11 @@ class HeadService : public caf::event_based_actor {
                                s.gpus, s.args};
     }
     SpawnActorsReply reply;
-    auto placed = place(asks, s.gang, s.policy, pinned, JobId(), &reply);
+    PendingSpawn spawn{std::move(asks), s.gang, s.policy, pinned};
+    auto placed = place(spawn.asks, spawn.gang, spawn.policy, pinned, JobId(), &reply);
     if (!placed.ok()) return placed.status();
-    // Their resources go back to the head's accounting when they exit (a job's actors are the job
-    // supervisor's): else a node whose spawned GPU actor ended would look full for good.
-    for (const auto& [aid, handle] : placed->handles) {
-      monitor(handle);
-      spawned_[handle.address()] = {placed->nodes[aid], {s.cpus, s.gpus, 0}};
-    }
+    started_spawned(*placed, spawn);
+    schedule_retry();
     spdlog::info("spawned {} of {} '{}' actors", reply.started, s.count, s.type_name);
     return reply;
   }
@@ -354,6 +353,7 @@ class HeadService : public caf::event_based_actor {
         continue;
       }
       const std::string why = "starting on node " + node.short_hex() + " failed: " + spawned.status().message();
+      outcome.node_failures.push_back(spawned.status());
       ++reasons[why];
       if (outcome.pending_reason.empty()) outcome.pending_reason = why;
       std::vector<gcs::ActorRecord> failed;
@@ -400,6 +400,67 @@ class HeadService : public caf::event_based_actor {
     return gcs::record_event(*o_.store, e);
   }
 
+  // A `troupe spawn` whose actors (some, or its whole gang) wait for resources: placed again every
+  // second until they start or are stopped, like a job's.
+  struct PendingSpawn {
+    std::vector<PlacementAsk> asks;
+    std::string gang, policy;
+    std::optional<NodeId> pinned;
+    int64_t retry_at_ms = 0;
+  };
+
+  // The actors `placed` started are monitored (their resources go back to the head's accounting
+  // when they exit; a job's are the job supervisor's) and leave `spawn`; what is left waits, unless
+  // a node refused it for good (an unknown type, a factory's error: its PENDING record keeps the
+  // reason). After a node that did not answer, the next try waits kNodeTimeoutBackoffMs: placement
+  // calls block the head service (up to its node timeout), and the failure detector should have
+  // its say about that node first.
+  void started_spawned(PlacementOutcome& placed, PendingSpawn& spawn) {
+    for (const auto& [aid, handle] : placed.handles) {
+      monitor(handle);
+      const JobActor& a = spawn.asks.front().actor;  // one spawn: every ask has the same demand
+      spawned_[handle.address()] = {placed.nodes[aid], {a.cpus, a.gpus, 0}};
+    }
+    auto gone = [&](const PlacementAsk& a) { return placed.handles.count(a.id) != 0 || placed.undone; };
+    spawn.asks.erase(std::remove_if(spawn.asks.begin(), spawn.asks.end(), gone), spawn.asks.end());
+    if (spawn.asks.empty()) return;
+    bool timed_out = false;
+    for (const Status& st : placed.node_failures) {
+      if (st.code() == Code::timeout) {
+        timed_out = true;
+      } else if (st.code() != Code::unavailable) {
+        spdlog::warn("{} '{}' actors stay PENDING, not tried again: {}", spawn.asks.size(),
+                     spawn.asks.front().actor.type_name, st.to_string());
+        return;
+      }
+    }
+    spawn.retry_at_ms = gcs::now_ms() + (timed_out ? kNodeTimeoutBackoffMs : 1000);
+    pending_spawns_.push_back(std::move(spawn));
+  }
+
+  void retry_spawns() {
+    const int64_t now = gcs::now_ms();
+    std::vector<PendingSpawn> waiting;
+    waiting.swap(pending_spawns_);
+    for (PendingSpawn& spawn : waiting) {
+      if (now < spawn.retry_at_ms) {
+        pending_spawns_.push_back(std::move(spawn));
+        continue;
+      }
+      SpawnActorsReply reply;
+      auto placed = place(spawn.asks, spawn.gang, spawn.policy, spawn.pinned, JobId(), &reply);
+      if (!placed.ok()) {
+        spdlog::warn("placing {} waiting '{}' actors: {}", spawn.asks.size(), spawn.asks.front().actor.type_name,
+                     placed.status().to_string());
+        pending_spawns_.push_back(std::move(spawn));
+        continue;
+      }
+      if (reply.started > 0) spdlog::info("started {} '{}' actors that were waiting for resources", reply.started,
+                                          spawn.asks.front().actor.type_name);
+      started_spawned(*placed, spawn);
+    }
+  }
+
   // `troupe stop ACTOR`: an ALIVE actor of no job, stopped through its node (which records it DEAD;
   // its down message gives its resources back here).
   Expected<StopActorReply> stop_spawned(const StopActor& s) {
@@ -411,10 +472,33 @@ class HeadService : public caf::event_based_actor {
       return invalid_argument("actor " + id->short_hex() + " is part of job " + rec->job.short_hex() +
                                  ": stop the job (troupe stop " + rec->job.short_hex() + ")");
     }
+    if (rec->state == gcs::ActorState::pending && forget_pending_spawn(*id)) {
+      rec->state = gcs::ActorState::dead;
+      rec->pending_reason.clear();
+      rec->death_reason = "stopped before it was placed: " + (s.reason.empty() ? "stopped by troupe stop" : s.reason);
+      rec->updated_ms = gcs::now_ms();
+      TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put(*rec));
+      return StopActorReply{""};
+    }
     if (rec->state != gcs::ActorState::alive)
       return not_found("actor " + id->short_hex() + " is " + gcs::actor_state_name(rec->state) + ", not ALIVE");
     TROUPE_RETURN_IF_ERROR(stop_actor(rec->node, *id, s.reason.empty() ? "stopped by troupe stop" : s.reason));
     return StopActorReply{rec->node.hex()};
+  }
+
+  // Drops `id` from the spawns waiting for resources (a gang's other members go on waiting: the
+  // gang is what is left of it). False when it is not waiting.
+  bool forget_pending_spawn(const ActorId& id) {
+    for (PendingSpawn& spawn : pending_spawns_) {
+      auto it = std::find_if(spawn.asks.begin(), spawn.asks.end(), [&](const PlacementAsk& a) { return a.id == id; });
+      if (it == spawn.asks.end()) continue;
+      spawn.asks.erase(it);
+      pending_spawns_.erase(std::remove_if(pending_spawns_.begin(), pending_spawns_.end(),
+                                           [](const PendingSpawn& p) { return p.asks.empty(); }),
+                            pending_spawns_.end());
+      return true;
+    }
+    return false;
   }
 
   // Asks `node`'s manager to stop actor `id`. Not waited for: a node killed a moment ago (its
@@ -526,6 +610,7 @@ class HeadService : public caf::event_based_actor {
   std::map<NodeId, caf::actor> managers_;
   std::map<caf::actor_addr, NodeId> by_addr_;
   std::map<caf::actor_addr, std::pair<NodeId, gcs::Resources>> spawned_;  // live `troupe spawn` actors
+  std::vector<PendingSpawn> pending_spawns_;                               // and those still waiting
   std::map<NodeId, gcs::Resources> used_;
 };
 

@@ -9,7 +9,8 @@
 //   SpawnActors  -> SpawnActorsReply
 //   SubmitJob    -> SubmitJobReply     a job's actors as one gang; supervised (actors/job_supervisor.h)
 //   StopJob      -> StopJobReply       not_found for an unknown job
-//   StopActor    -> StopActorReply     a live actor outside jobs; not_found (unknown or not ALIVE),
+//   StopActor    -> StopActorReply     an actor outside jobs, ALIVE or waiting to be placed; not_found
+//                                      (unknown, or neither),
 //                                      invalid_argument for a job's actor (stop the job)
 //
 // Actor records it writes: PENDING (with the demand) before asking a node, PENDING with the

@@ -63,6 +63,7 @@ struct PlacementOutcome {
   std::string pending_reason;
   std::map<ActorId, caf::actor> handles;
   std::map<ActorId, NodeId> nodes;
+  std::vector<Status> node_failures;  // nodes that refused or did not answer their part (timeout)
 };
 
 struct JobHost {

@@ -25,7 +25,10 @@ Runner add_stop_command(CLI::App& app, GlobalOptions&) {
       if (!actor.ok()) return report_error("stop", actor.status());
       auto stopped = request_actor_stop(*info, *actor, "stopped by troupe stop", std::chrono::seconds(30));
       if (!stopped.ok()) return report_error("stop", stopped.status());
-      std::printf("actor %s on node %s: stopping\n", actor->short_hex().c_str(), stopped->node_id.substr(0, 8).c_str());
+      if (stopped->node_id.empty())
+        std::printf("actor %s: stopped before it was placed\n", actor->short_hex().c_str());
+      else
+        std::printf("actor %s on node %s: stopping\n", actor->short_hex().c_str(), stopped->node_id.substr(0, 8).c_str());
       return 0;
     }
     if (!job.ok()) return report_error("stop", job.status());
