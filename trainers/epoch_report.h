@@ -3,6 +3,7 @@
 // that stopped being finite. One place, so the trainers cannot drift apart.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "core/status.h"
@@ -11,6 +12,11 @@
 namespace troupe {
 
 // The running sums of one epoch's steps.
+// Seconds from `t0` to now on the steady clock (epoch and job timings).
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 struct EpochTally {
   double loss_sum = 0;
   int64_t correct = 0;

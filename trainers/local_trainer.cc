@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/config.h"
+#include "trainers/epoch_report.h"
 #include "trainers/mlp.h"
 #include "trainers/trainer_driver.h"
 
@@ -17,8 +18,6 @@ namespace troupe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 #ifdef TROUPE_WITH_CUDA
 // input features -> hidden sizes -> classes

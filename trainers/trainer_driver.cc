@@ -28,8 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 // Test accuracy over all replicas: each counts its slice of the rows, then one all-reduce sums them.
 Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, const Dataset& data,
                                 const Replica& replica) {

@@ -10,6 +10,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
+#include "trainers/cuda/cuda_job.h"
 #include "trainers/cuda/mlp_cuda.h"
 #include "trainers/epoch_report.h"
 #include "trainers/lr_schedule.h"
@@ -21,9 +22,7 @@ namespace {
 namespace kc = kernels::cuda;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kEvalRows = 2000;  // rows per evaluation pass (bounds the activation buffers)
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using cuda_detail::kEvalRows;  // rows per evaluation pass, as the one-device GPU trainer
 
 // The MLP's layout from the job's settings (--hidden, or the trainer arg hidden=...).
 Expected<MlpLayout> layout_for(const TrainOptions& o, const Dataset& train) {

@@ -19,8 +19,6 @@ namespace {
 using namespace cuda_detail;  // NOLINT: internal helpers of this trainer
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 Status check_inputs(const TrainOptions& o, const MlpLayout& layout, const Dataset& train, const Dataset& test) {
   TROUPE_RETURN_IF_ERROR(o.validate());
   if (!o.device.is_cuda()) {

@@ -1,7 +1,5 @@
 #include "trainers/job/gpu_worker.h"
 
-#include <spdlog/spdlog.h>
-
 #include "actors/gpu_assignment.h"
 #include "collectives/device_communicator.h"
 #include "collectives/group_rendezvous.h"
