@@ -1,12 +1,13 @@
-// bench_train_gpu: how fast the GPU trainer trains the MLP, and what cuBLAS does at its shapes.
+// bench_train_gpu: how fast the GPU trainer trains the MLP (or the cnn), and what cuBLAS does at
+// the MLP's shapes.
 //
-//   bench_train_gpu [--data-dir DIR] [--epochs 3] [--runs 5] [--batch 128]
+//   bench_train_gpu [--data-dir DIR] [--model mlp|cnn] [--epochs 3] [--runs 5] [--batch 128] [--tf32]
 //
 // Two tables, nccl-tests style (every result checked):
-//   1. train_mlp_cuda samples/s for each optimizer, with and without CUDA graphs: one warm-up
-//      run, then the median of --runs runs of --epochs epochs (training time only; the trained
-//      model's test accuracy is checked to beat chance by far);
-//   2. cuBLAS sgemm time (eager and replayed from a CUDA graph) and GFLOP/s for the 8 matrix products of one training step (forward,
+//   1. train_mlp_cuda (train_cnn_cuda) samples/s for each optimizer, with and without CUDA graphs:
+//      one warm-up run, then the median of --runs runs of --epochs epochs (training time only; the
+//      trained model's test accuracy is checked to beat chance by far);
+//   2. (mlp) cuBLAS sgemm time (eager and replayed from a CUDA graph) and GFLOP/s for the 8 matrix products of one training step (forward,
 //      weight gradients, input gradients), each result checked against the CPU's OpenBLAS.
 // The last line, "troupe_samples_per_s: N", is the default configuration's median (for scripts,
 // e.g. bench/pytorch_mlp.py --troupe N prints the ratio).
@@ -32,7 +33,7 @@ int main() {
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/runtime.h"
-#include "trainers/cuda/mlp_cuda_trainer.h"
+#include "trainers/cuda/cuda_trainer.h"
 #include "trainers/fashion_mnist.h"
 
 namespace {
@@ -43,14 +44,15 @@ namespace kc = kernels::cuda;
 // Record 1: trainer throughput for one configuration. Returns the median samples/s, or -1 on error.
 double bench_trainer(const TrainOptions& base, const MlpLayout& layout, const Dataset& train, const Dataset& test,
                      int runs) {
+  const bool cnn = base.model == "cnn";
   std::vector<double> sps;
   double accuracy = 0;
   for (int r = 0; r <= runs; ++r) {  // run 0 warms up (module loading, cuBLAS heuristics)
     TrainOptions o = base;
     if (r == 0) o.epochs = 1;
-    auto res = train_mlp_cuda(o, layout, train, test);
+    auto res = cnn ? train_cnn_cuda(o, train, test) : train_mlp_cuda(o, layout, train, test);
     if (!res.ok()) {
-      std::fprintf(stderr, "train_mlp_cuda failed: %s\n", res.status().to_string().c_str());
+      std::fprintf(stderr, "training %s failed: %s\n", base.model.c_str(), res.status().to_string().c_str());
       return -1;
     }
     if (r > 0) sps.push_back(res->samples_per_second);
@@ -124,10 +126,16 @@ int main(int argc, char** argv) {
   CLI::App app{"GPU trainer and cuBLAS benchmark"};
   std::string dir = std::getenv("TROUPE_DATASET_DIR") ? std::getenv("TROUPE_DATASET_DIR") : TROUPE_DEFAULT_DATASET_DIR;
   int epochs = 3, runs = 5, batch = 128;
+  std::string model = "mlp";
+  bool tf32 = false;
   app.add_option("--data-dir", dir, "Fashion-MNIST folder")->capture_default_str();
   app.add_option("--epochs", epochs, "epochs per timed run")->capture_default_str();
   app.add_option("--runs", runs, "timed runs (median reported)")->capture_default_str();
   app.add_option("--batch", batch, "batch size")->capture_default_str();
+  app.add_option("--model", model, "mlp or cnn (channels 32,64, kernel 3, dense 256)")
+      ->check(CLI::IsMember({"mlp", "cnn"}))
+      ->capture_default_str();
+  app.add_flag("--tf32", tf32, "cnn: let cuDNN use TF32 tensor cores (PyTorch's default for convolutions)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // the trainers' per-epoch lines would bury the table
 
@@ -148,14 +156,20 @@ int main(int argc, char** argv) {
   base.epochs = epochs;
   base.batch_size = batch;
   base.evaluate_each_epoch = false;
+  base.model = model;
+  base.tf32 = tf32;
+  if (model == "cnn") base.trainer_args = {"channels=32,64", "kernel=3", "hidden=256"};
   std::vector<int> dims{784};
   dims.insert(dims.end(), base.hidden.begin(), base.hidden.end());
   dims.push_back(10);
   auto layout = MlpLayout::make(dims);
   if (!layout.ok()) return 1;
   std::printf("# %s\n", bench::command_line(argc, argv).c_str());
-  std::printf("# device: cuda:0 (%s)\n# model: mlp %s, batch %d, %d epochs per run, median of %d runs\n",
-              kc::device_name(0).c_str(), layout->to_string().c_str(), batch, epochs, runs);
+  const std::string model_name = model == "cnn" ? std::string("cnn 28x28 conv3x3 32-64 dense 256-10") +
+                                                      (tf32 ? " (tf32)" : " (strict f32)")
+                                                : "mlp " + layout->to_string();
+  std::printf("# device: cuda:0 (%s)\n# model: %s, batch %d, %d epochs per run, median of %d runs\n",
+              kc::device_name(0).c_str(), model_name.c_str(), batch, epochs, runs);
   std::printf("%-8s %-7s %6s %8s %14s %14s %14s %9s %5s\n", "optim", "graphs", "batch", "epochs", "samples/s",
               "min", "max", "test_acc", "check");
   bool all_ok = true;
@@ -171,6 +185,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (model == "cnn") {
+    std::printf("\ntroupe_samples_per_s: %.0f\n", headline);
+    return all_ok ? 0 : 1;
+  }
   std::printf("\n# cuBLAS sgemm at the MLP's shapes (one training step, batch %d)\n", batch);
   std::printf("%-14s %2s %5s %5s %5s %10s %10s %12s %5s\n", "gemm", "op", "m", "n", "k", "eager_us", "graph_us",
               "GFLOP/s(gr)", "check");

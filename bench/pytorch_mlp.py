@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """The same job as bench_train_gpu in PyTorch, to run beside it on the same GPU.
 
-MLP 784-256-128-10 on Fashion-MNIST, batch 128, full batches only (the last partial one dropped),
+MLP 784-256-128-10 (or, with --model cnn, troupe's cnn: conv3x3 32 + ReLU + 2x2 max-pool, conv3x3
+64 + ReLU + 2x2 max-pool, dense 256, dense 10) on Fashion-MNIST, batch 128, full batches only (the last partial one dropped),
 data on the GPU, one shuffled copy of the training set per epoch (as troupe does), Adam (lr 0.002)
 or SGD (lr 0.05, momentum 0.9). Modes: eager, and the standard CUDA-graph recipe (one captured
 step; each batch copied into the static input). Prints the median training samples/s over --runs
 runs of --epochs epochs after a warm-up, and, given --troupe N (troupe's samples/s), the ratio.
 
-    python3 bench/pytorch_mlp.py --data-dir DIR [--optimizer adam|sgd] [--troupe N]
+    python3 bench/pytorch_mlp.py --data-dir DIR [--model mlp|cnn] [--optimizer adam|sgd] [--tf32] [--troupe N]
+
+Strict f32 by default (no TF32 in matmuls or convolutions), as troupe computes; --tf32 allows it in
+cuDNN's convolutions (PyTorch's own default), to compare with `bench_train_gpu --model cnn --tf32`.
+cuDNN autotuning (torch.backends.cudnn.benchmark) is on: PyTorch gets its fastest convolutions.
 """
 import argparse
 import gzip
@@ -35,9 +40,16 @@ def load(data_dir, split):
     return (torch.from_numpy(x.astype(np.float32) / 255.0).cuda(), torch.from_numpy(y.astype(np.int64)).cuda())
 
 
-def make(opt_name):
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
-                                torch.nn.ReLU(), torch.nn.Linear(128, 10)).cuda()
+def make(opt_name, kind):
+    nn = torch.nn
+    if kind == "cnn":
+        model = nn.Sequential(nn.Unflatten(1, (1, 28, 28)),
+                              nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
+    else:
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                              nn.Linear(128, 10)).cuda()
     if opt_name == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=0.002, capturable=True)
     else:
@@ -45,8 +57,8 @@ def make(opt_name):
     return model, opt
 
 
-def run(mode, opt_name, xtr, ytr, epochs, batch):
-    model, opt = make(opt_name)
+def run(mode, opt_name, kind, xtr, ytr, epochs, batch):
+    model, opt = make(opt_name, kind)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps = xtr.shape[0] // batch
     static_x = torch.zeros(batch, 784, device="cuda")
@@ -97,22 +109,28 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data-dir", default=os.environ.get("TROUPE_DATASET_DIR", "/usr/share/datasets/fashion-mnist"))
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    p.add_argument("--tf32", action="store_true", help="let cuDNN's convolutions use TF32 tensor cores")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--troupe", type=float, default=0, help="troupe's samples/s, to print the ratio")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # strict f32, as troupe's cuBLAS calls
+    torch.backends.cudnn.allow_tf32 = a.tf32
+    torch.backends.cudnn.benchmark = True
     xtr, ytr = load(a.data_dir, "train")
     xte, yte = load(a.data_dir, "t10k")
-    print(f"# pytorch {torch.__version__} on {torch.cuda.get_device_name(0)}; mlp 784-256-128-10, batch {a.batch}, "
+    name = "cnn conv3x3 32-64 dense 256-10" if a.model == "cnn" else "mlp 784-256-128-10"
+    name += " (tf32 convolutions)" if a.tf32 else " (strict f32)"
+    print(f"# pytorch {torch.__version__} on {torch.cuda.get_device_name(0)}; {name}, batch {a.batch}, "
           f"{a.optimizer}, {a.epochs} epochs per run, median of {a.runs} runs")
     results = {}
     for mode in ("eager", "graph"):
-        run(mode, a.optimizer, xtr, ytr, 1, a.batch)  # warm-up
+        run(mode, a.optimizer, a.model, xtr, ytr, 1, a.batch)  # warm-up
         sps, accs = [], []
         for _ in range(a.runs):
-            v, model = run(mode, a.optimizer, xtr, ytr, a.epochs, a.batch)
+            v, model = run(mode, a.optimizer, a.model, xtr, ytr, a.epochs, a.batch)
             sps.append(v)
             accs.append(accuracy(model, xte, yte))
         results[mode] = statistics.median(sps)

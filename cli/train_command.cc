@@ -49,6 +49,7 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
     o.cpu_threads = static_cast<int>(cfg.cpu_threads);
     o.loss_check_every = cfg.loss_check_every;
     o.cuda_graphs = cfg.cuda_graphs;
+    o.tf32 = cfg.cuda_tf32;
     if (o.dataset_dir.empty()) o.dataset_dir = cfg.dataset_dir;
     Status valid = o.validate();
     if (!valid.ok()) return report_error("train", valid);

@@ -14,6 +14,7 @@ TROUPE_SETTING(int64_t, loss_check_every, 1, "Steps between checks that the trai
 TROUPE_SETTING(int64_t, progress_interval_ms, 200, "Milliseconds between redraws of progress bars.")
 TROUPE_SETTING(bool, progress, true, "Draw progress bars on stderr when it is a terminal.")
 TROUPE_SETTING(bool, cuda_graphs, true, "Capture each GPU training step in a CUDA graph when shapes are static.")
+TROUPE_SETTING(bool, cuda_tf32, false, "Let cuDNN convolutions on GPUs (the cnn) use TF32 tensor cores: faster, but each product keeps about 10 mantissa bits; off keeps strict f32, as the CPU computes.")
 TROUPE_SETTING(int64_t, heartbeat_period_ms, 200, "Milliseconds between a node's heartbeats to the head (and between the head's liveness checks); must be below node_suspect_after_ms.")
 TROUPE_SETTING(int64_t, node_suspect_after_ms, 800, "A node silent this many milliseconds is SUSPECT: no new actors are placed on it; a heartbeat makes it ALIVE again.")
 TROUPE_SETTING(int64_t, node_dead_after_ms, 2000, "A node silent this many milliseconds is DEAD (final): its actors are marked dead. Must exceed node_suspect_after_ms.")

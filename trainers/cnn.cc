@@ -53,6 +53,21 @@ Expected<CnnLayout> CnnLayout::make(int64_t features, int classes, const std::ve
   return l;
 }
 
+Expected<CnnLayout> CnnLayout::from_config(const JobConfig& config, const DataSpec& data) {
+  for (const auto& kv : config.values()) {
+    if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden")
+      return invalid_argument("unknown setting '" + kv.first + "'; the cnn takes channels (e.g. 32,64), "
+                              "kernel (odd, e.g. 3) and hidden (e.g. 256)");
+  }
+  auto channels = config.get_int_list("channels", {32, 64});
+  if (!channels.ok()) return channels.status();
+  auto kernel = config.get_int("kernel", 3);
+  if (!kernel.ok()) return kernel.status();
+  auto hidden = config.get_int_list("hidden", {256});
+  if (!hidden.ok()) return hidden.status();
+  return make(data.features, data.classes, *channels, *kernel, *hidden);
+}
+
 cpu::Conv2dShape CnnLayout::conv(int b, int64_t rows) const {
   cpu::Conv2dShape s;
   s.batch = static_cast<int>(rows);

@@ -16,6 +16,7 @@
 
 #include "core/status.h"
 #include "kernels/cpu/conv.h"
+#include "trainers/api/trainer.h"
 #include "trainers/dense_layer.h"
 
 namespace troupe {
@@ -32,6 +33,11 @@ struct CnnLayout {
   // runtime prefixes "trainer 'cnn': setup: ".)
   static Expected<CnnLayout> make(int64_t features, int classes, const std::vector<int64_t>& channels,
                                   int64_t kernel, const std::vector<int64_t>& hidden);
+
+  // The layout the trainer's settings ask for (--trainer-arg channels=32,64,kernel=3,hidden=256;
+  // those are the defaults) on examples of shape `data`. An unknown setting is invalid_argument
+  // naming the ones there are. Shared by the CPU trainer and the GPU model, so both build the same.
+  static Expected<CnnLayout> from_config(const JobConfig& config, const DataSpec& data);
 
   int conv_blocks() const { return static_cast<int>(channels.size()); }
   int dense_layers() const { return static_cast<int>(hidden.size()) + 1; }

@@ -43,18 +43,7 @@ constexpr int64_t kEvalRows = 256;
 class CnnTrainer final : public Trainer, public LayerModel {
  public:
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
-    for (const auto& kv : ctx.config.values()) {
-      if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden")
-        return invalid_argument("unknown setting '" + kv.first + "'; the cnn takes channels (e.g. 32,64), "
-                                "kernel (odd, e.g. 3) and hidden (e.g. 256)");
-    }
-    auto channels = ctx.config.get_int_list("channels", {32, 64});
-    if (!channels.ok()) return channels.status();
-    auto kernel = ctx.config.get_int("kernel", 3);
-    if (!kernel.ok()) return kernel.status();
-    auto hidden = ctx.config.get_int_list("hidden", {256});
-    if (!hidden.ok()) return hidden.status();
-    auto layout = CnnLayout::make(ctx.data.features, ctx.data.classes, *channels, *kernel, *hidden);
+    auto layout = CnnLayout::from_config(ctx.config, ctx.data);
     if (!layout.ok()) return layout.status();
     layout_ = *layout;
     for (int l = 0; l < layout_.layers(); ++l) {

@@ -11,7 +11,7 @@
 #include "trainers/trainer_driver.h"
 
 #ifdef TROUPE_WITH_CUDA
-#include "trainers/cuda/mlp_cuda_trainer.h"
+#include "trainers/cuda/cuda_trainer.h"
 #endif
 
 namespace troupe {
@@ -63,14 +63,18 @@ Expected<TrainResult> train_local(const TrainOptions& o, const ProgressFn& progr
   if (o.device.is_cpu()) {
     result = train_with_trainer(o, *train, *test, progress);
   } else {
-    if (o.model != "mlp") {
+    if (o.model != "mlp" && o.model != "cnn") {
       return unavailable("--device " + o.device.to_string() + ": trainer '" + o.model +
-                         "' runs on the CPU only for now (the GPU path is the built-in mlp's); use --device cpu");
+                         "' runs on the CPU only (the GPU paths are the built-in mlp's and cnn's); use --device cpu");
     }
 #ifdef TROUPE_WITH_CUDA
-    auto layout = layout_for(o, *train);
-    if (!layout.ok()) return layout.status();
-    result = train_mlp_cuda(o, *layout, *train, *test, progress);
+    if (o.model == "cnn") {
+      result = train_cnn_cuda(o, *train, *test, progress);
+    } else {
+      auto layout = layout_for(o, *train);
+      if (!layout.ok()) return layout.status();
+      result = train_mlp_cuda(o, *layout, *train, *test, progress);
+    }
 #else
     return unavailable("--device " + o.device.to_string() +
                        ": this troupe was built without CUDA (nvcc was not found when it was configured); "

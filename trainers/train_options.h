@@ -44,6 +44,7 @@ struct TrainOptions {
   int cpu_threads = 1;              // BLAS threads
   int64_t loss_check_every = 1;     // steps between finiteness checks of the loss
   bool cuda_graphs = true;          // GPU: capture the step in a CUDA graph
+  bool tf32 = false;                // GPU: cuDNN convolutions may use TF32 tensor cores
   int64_t max_steps = 0;            // >0: stop after this many steps (benchmarks)
   bool evaluate_each_epoch = true;  // test accuracy after every epoch (else only at the end)
 

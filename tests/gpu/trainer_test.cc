@@ -6,7 +6,7 @@
 #include <string>
 
 #include "gpu_test_util.h"
-#include "trainers/cuda/mlp_cuda_trainer.h"
+#include "trainers/cuda/cuda_trainer.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/local_trainer.h"
 

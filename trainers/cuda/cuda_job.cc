@@ -24,16 +24,17 @@ static Status upload(const Dataset& d, DeviceDataset* out, const char* what) {
 Status CudaJob::setup(const Dataset& train, const Dataset& test) {
   TROUPE_RETURN_IF_ERROR(stream_.create());
   TROUPE_RETURN_IF_ERROR(blas_.create(stream_.get()));
-  TROUPE_RETURN_IF_ERROR(model_.reserve(std::max(o_.batch_size, kEvalRows)));
+  auto model = spec_.make(blas_);
+  if (!model.ok()) return model.status();
+  model_ = std::move(*model);
+  TROUPE_RETURN_IF_ERROR(model_->reserve(std::max(o_.batch_size, kEvalRows)));
   TROUPE_RETURN_IF_ERROR(upload(train, &train_, "the training set"));
   TROUPE_RETURN_IF_ERROR(upload(test, &test_, "the test set"));
 
-  const size_t n = layout_.param_count;
-  std::vector<float> host_params(n);
-  mlp_init(layout_, o_.seed, host_params.data());  // the CPU trainer's starting point
+  const size_t n = param_count();
   TROUPE_RETURN_IF_ERROR(params_.allocate(n, "parameters"));
   TROUPE_RETURN_IF_ERROR(grads_.allocate(n, "gradients"));
-  TROUPE_CUDA_CHECK(cudaMemcpy(params_.get(), host_params.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  TROUPE_CUDA_CHECK(cudaMemcpy(params_.get(), spec_.initial.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   const bool adam = o_.optimizer != "sgd";
   if (adam || o_.momentum != 0.0f) {
     TROUPE_RETURN_IF_ERROR(state1_.allocate(n, "optimizer state"));
@@ -70,16 +71,33 @@ Status CudaJob::setup(const Dataset& train, const Dataset& test) {
   TROUPE_RETURN_IF_ERROR(host_correct_.allocate(steps_per_epoch_, "per-step counts"));
   TROUPE_CUDA_CHECK(cudaDeviceSynchronize());  // setup is done; failures surface here, not in step 1
 
-  if (o_.cuda_graphs) {
-    // Capture every full-length chunk a job will run: all chunks of an epoch, or those max_steps
-    // reaches. Capturing enqueues nothing, so this is like compiling the step.
-    int64_t needed = o_.max_steps > 0 ? std::min(o_.max_steps, steps_per_epoch_) : steps_per_epoch_;
-    for (int64_t first = 0; first < needed; first += kStepsPerChunk) {
-      const int64_t count = std::min(kStepsPerChunk, steps_per_epoch_ - first);
-      kc::GraphExec g;
-      TROUPE_RETURN_IF_ERROR(g.capture(stream_.get(), [&](cudaStream_t) { return enqueue_steps(first, count); }));
-      graphs_.push_back(std::move(g));
+  if (o_.cuda_graphs) TROUPE_RETURN_IF_ERROR(capture_graphs());
+  return {};
+}
+
+Status CudaJob::capture_graphs() {
+  // One eager forward + backward on the first rows first (gradients only: the parameters do not
+  // move), so every kernel and library path the step takes has been loaded and has set itself up
+  // before it is recorded.
+  TROUPE_RETURN_IF_ERROR(model_->forward_backward(params_.get(), train_.images.get(), train_.labels.get(),
+                                                  o_.batch_size, grads_.get(), nullptr, nullptr));
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  // Capture every full-length chunk a job will run: all chunks of an epoch, or those max_steps
+  // reaches. Capturing enqueues nothing, so this is like compiling the step.
+  const int64_t needed = o_.max_steps > 0 ? std::min(o_.max_steps, steps_per_epoch_) : steps_per_epoch_;
+  for (int64_t first = 0; first < needed; first += kStepsPerChunk) {
+    const int64_t count = std::min(kStepsPerChunk, steps_per_epoch_ - first);
+    kc::GraphExec g;
+    Status st = g.capture(stream_.get(), [&](cudaStream_t) { return enqueue_steps(first, count); });
+    if (!st.ok()) {
+      // A library call that refuses capture is not a reason to fail the job: run eagerly.
+      spdlog::warn("training {} with eager launches: its step could not be captured in a CUDA graph ({})",
+                   spec_.name, st.to_string());
+      graphs_.clear();
+      TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream()));
+      return {};
     }
+    graphs_.push_back(std::move(g));
   }
   return {};
 }
@@ -91,7 +109,7 @@ Status CudaJob::start_epoch(const std::vector<int32_t>& perm) {
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(perm_.get(), host_perm_.get(), perm.size() * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream()));
   TROUPE_RETURN_IF_ERROR(kc::gather_rows(epoch_images_.get(), train_.images.get(), train_.count,
-                                         layout_.in(0), perm_.get(), steps_per_epoch_ * o_.batch_size,
+                                         spec_.features, perm_.get(), steps_per_epoch_ * o_.batch_size,
                                          epoch_labels_.get(), train_.labels.get(), stream()));
   TROUPE_CUDA_CHECK(cudaMemsetAsync(step_loss_.get(), 0, step_loss_.bytes(), stream()));
   TROUPE_CUDA_CHECK(cudaMemsetAsync(step_correct_.get(), 0, step_correct_.bytes(), stream()));
@@ -99,7 +117,7 @@ Status CudaJob::start_epoch(const std::vector<int32_t>& perm) {
 }
 
 Status CudaJob::optimizer_step(int64_t offset_in_chunk) {
-  const size_t n = layout_.param_count;
+  const size_t n = param_count();
   // Step number = steps done before this chunk (device counter) + position in the chunk, 1-based;
   // the rate is looked up in the schedule table by step.
   kc::DeviceStep at;
@@ -121,10 +139,10 @@ Status CudaJob::optimizer_step(int64_t offset_in_chunk) {
 }
 
 Status CudaJob::enqueue_steps(int64_t first, int64_t count) {
-  const int64_t features = layout_.in(0);
+  const int64_t features = spec_.features;
   for (int64_t s = first; s < first + count; ++s) {
     const int64_t row = s * o_.batch_size;
-    TROUPE_RETURN_IF_ERROR(model_.forward_backward(params_.get(), epoch_images_.get() + row * features,
+    TROUPE_RETURN_IF_ERROR(model_->forward_backward(params_.get(), epoch_images_.get() + row * features,
                                                    epoch_labels_.get() + row, o_.batch_size, grads_.get(),
                                                    step_loss_.get() + s, step_correct_.get() + s));
     TROUPE_RETURN_IF_ERROR(optimizer_step(s - first));
@@ -151,10 +169,10 @@ Status CudaJob::enqueue_chunk(int64_t first, int64_t count, cudaEvent_t done) {
 
 Expected<double> CudaJob::evaluate(const DeviceDataset& data) {
   TROUPE_CUDA_CHECK(cudaMemsetAsync(eval_correct_.get(), 0, sizeof(unsigned long long), stream()));
-  const int64_t features = layout_.in(0);
+  const int64_t features = spec_.features;
   for (int64_t begin = 0; begin < data.count; begin += kEvalRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kEvalRows, data.count - begin));
-    TROUPE_RETURN_IF_ERROR(model_.evaluate(params_.get(), data.images.get() + begin * features,
+    TROUPE_RETURN_IF_ERROR(model_->evaluate(params_.get(), data.images.get() + begin * features,
                                            data.labels.get() + begin, rows, nullptr, eval_correct_.get()));
   }
   unsigned long long correct = 0;
@@ -171,7 +189,7 @@ Expected<double> CudaJob::evaluate(const DeviceDataset& data) {
 Expected<bool> CudaJob::params_finite() {
   kc::DeviceBuffer<int32_t> flag;
   TROUPE_RETURN_IF_ERROR(flag.allocate(1, "a flag"));
-  TROUPE_RETURN_IF_ERROR(kc::all_finite(params_.get(), layout_.param_count, flag.get(), stream()));
+  TROUPE_RETURN_IF_ERROR(kc::all_finite(params_.get(), param_count(), flag.get(), stream()));
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(host_correct_.get(), flag.get(), sizeof(int32_t), cudaMemcpyDeviceToHost,
                                     stream()));
   kc::Event done;

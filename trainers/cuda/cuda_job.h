@@ -6,12 +6,15 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/runtime.h"
-#include "trainers/cuda/mlp_cuda.h"
+#include "trainers/cuda/cuda_model.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/train_options.h"
 
@@ -34,14 +37,25 @@ struct DeviceDataset {
   kc::DeviceBuffer<int32_t> labels;
 };
 
+// The model a job trains: made once the job's stream and cuBLAS handle exist, with its starting
+// parameters (the CPU trainer's for the same seed) and the features per example it takes.
+struct ModelSpec {
+  std::string name;  // "mlp 784-256-128-10", for the result and logs
+  std::function<Expected<std::unique_ptr<CudaModel>>(const kc::CublasHandle&)> make;
+  std::vector<float> initial;
+  int64_t features = 0;
+  int classes = 0;
+};
+
 // One training job's state on the GPU and the steps that drive it. Single-threaded; all work goes
 // to one stream in order.
 class CudaJob {
  public:
-  CudaJob(const TrainOptions& o, const MlpLayout& layout, int64_t steps_per_epoch)
-      : o_(o), layout_(layout), steps_per_epoch_(steps_per_epoch), model_(layout, blas_) {}
+  CudaJob(const TrainOptions& o, ModelSpec spec, int64_t steps_per_epoch)
+      : o_(o), spec_(std::move(spec)), steps_per_epoch_(steps_per_epoch) {}
 
-  // Streams, cuBLAS, data and parameters on the device; graphs captured when asked.
+  // Streams, cuBLAS, the model, data and parameters on the device; graphs captured when asked (a
+  // model whose step cannot be captured trains with eager launches, with a warning).
   Status setup(const Dataset& train, const Dataset& test);
   // Uploads `perm` and gathers this epoch's batches; clears the per-step slots.
   Status start_epoch(const std::vector<int32_t>& perm);
@@ -63,13 +77,15 @@ class CudaJob {
  private:
   Status enqueue_steps(int64_t first, int64_t count);
   Status optimizer_step(int64_t offset_in_chunk);
+  Status capture_graphs();
+  size_t param_count() const { return spec_.initial.size(); }
 
   const TrainOptions& o_;
-  const MlpLayout& layout_;
+  const ModelSpec spec_;
   const int64_t steps_per_epoch_;
   kc::Stream stream_;
   kc::CublasHandle blas_;
-  MlpCuda model_;
+  std::unique_ptr<CudaModel> model_;
   DeviceDataset train_, test_;
   kc::DeviceBuffer<float> params_, grads_, state1_, state2_;  // state: velocity, or Adam's m and v
   kc::DeviceBuffer<int64_t> steps_done_;  // steps of the job finished before the current chunk

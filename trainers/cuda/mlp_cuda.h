@@ -11,28 +11,23 @@
 #include "core/status.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/runtime.h"
+#include "trainers/cuda/cuda_model.h"
 #include "trainers/mlp.h"
 
 namespace troupe {
 
-class MlpCuda {
+class MlpCuda final : public CudaModel {
  public:
   // `blas` must outlive the model; work goes to blas.stream().
   MlpCuda(MlpLayout layout, const kernels::cuda::CublasHandle& blas) : layout_(std::move(layout)), blas_(blas) {}
   const MlpLayout& layout() const { return layout_; }
 
-  // Allocates activation buffers for batches of up to `rows` rows. Call before enqueuing (and
-  // before capturing): enqueue calls with more rows are invalid_argument.
-  Status reserve(int rows);
-
-  // Enqueues forward and backward of `batch` rows of x [batch x in] with labels; grads (same layout
-  // as params) are overwritten with dLoss/dparams. The batch's mean loss is added to *loss_acc and
-  // its correctly classified rows to *correct_acc (device scalars; either may be null).
+  // CudaModel (cuda_model.h); reserve() allocates the activation buffers.
+  Status reserve(int rows) override;
   Status forward_backward(const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-                          float* loss_acc, unsigned long long* correct_acc);
-  // Enqueues the forward pass only, adding the correct rows to *correct_acc (and mean loss to *loss_acc).
+                          float* loss_acc, unsigned long long* correct_acc) override;
   Status evaluate(const float* params, const float* x, const int32_t* labels, int batch, float* loss_acc,
-                  unsigned long long* correct_acc);
+                  unsigned long long* correct_acc) override;
 
  private:
   Status forward(const float* params, const float* x, int batch);

@@ -1,4 +1,4 @@
-#include "trainers/cuda/mlp_cuda_trainer.h"
+#include "trainers/cuda/cuda_trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,9 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cuda/runtime.h"
+#include "trainers/cuda/cnn_cuda.h"
 #include "trainers/cuda/cuda_job.h"
+#include "trainers/cuda/mlp_cuda.h"
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
 
@@ -19,30 +21,27 @@ namespace {
 using namespace cuda_detail;  // NOLINT: internal helpers of this trainer
 using Clock = std::chrono::steady_clock;
 
-Status check_inputs(const TrainOptions& o, const MlpLayout& layout, const Dataset& train, const Dataset& test) {
+Status check_inputs(const TrainOptions& o, const ModelSpec& spec, const Dataset& train, const Dataset& test) {
   TROUPE_RETURN_IF_ERROR(o.validate());
   if (!o.device.is_cuda()) {
-    return invalid_argument("train_mlp_cuda: device is " + o.device.to_string() + "; pass cuda or cuda:N");
+    return invalid_argument("training on the GPU: device is " + o.device.to_string() + "; pass cuda or cuda:N");
   }
-  if (layout.layers() < 1 || layout.in(0) != train.features() || layout.dims.back() != train.classes) {
-    return invalid_argument("train_mlp_cuda: model " + layout.to_string() + " does not map the data set's " +
-                            std::to_string(train.features()) + " features to its " + std::to_string(train.classes) +
-                            " classes");
+  if (spec.features != train.features() || spec.classes != train.classes) {
+    return invalid_argument("model " + spec.name + " does not map the data set's " + std::to_string(train.features()) +
+                            " features to its " + std::to_string(train.classes) + " classes");
   }
   if (test.features() != train.features()) {
-    return invalid_argument("train_mlp_cuda: test images have " + std::to_string(test.features()) +
-                            " features, training images " + std::to_string(train.features()));
+    return invalid_argument("test images have " + std::to_string(test.features()) + " features, training images " +
+                            std::to_string(train.features()));
   }
-  if (train.count > INT32_MAX) return invalid_argument("train_mlp_cuda: more than 2^31 training examples");
+  if (train.count > INT32_MAX) return invalid_argument("training on the GPU: more than 2^31 training examples");
   return {};
 }
 
-}  // namespace
-
-Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& layout, const Dataset& train,
-                                     const Dataset& test, const ProgressFn& progress) {
+Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, const Dataset& train,
+                                       const Dataset& test, const ProgressFn& progress) {
   const auto job_start = Clock::now();
-  TROUPE_RETURN_IF_ERROR(check_inputs(o, layout, train, test));
+  TROUPE_RETURN_IF_ERROR(check_inputs(o, spec, train, test));
   // Mini-batches are full, as on the CPU: the last partial batch of an epoch is dropped (its
   // examples are seen in other epochs, since every epoch has its own permutation).
   const int64_t steps_per_epoch = train.count / o.batch_size;
@@ -52,7 +51,8 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
   }
   TROUPE_RETURN_IF_ERROR(kernels::cuda::select_device(o.device.index));
 
-  CudaJob job(o, layout, steps_per_epoch);
+  const std::string model_name = spec.name;
+  CudaJob job(o, std::move(spec), steps_per_epoch);
   struct Drain {  // on every way out, let enqueued work finish before buffers are freed
     CudaJob& j;
     ~Drain() { j.drain(); }
@@ -60,9 +60,9 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
   TROUPE_RETURN_IF_ERROR(job.setup(train, test));
 
   TrainResult result;
-  result.model = "mlp " + layout.to_string();
+  result.model = model_name;
   result.device = o.device.to_string() + " (" + kernels::cuda::device_name(o.device.index) + ")";
-  spdlog::info("training mlp {} on {} with {} (lr {}, {}), {} steps/epoch, cuda graphs {}", layout.to_string(),
+  spdlog::info("training {} on {} with {} (lr {}, {}), {} steps/epoch, cuda graphs {}", model_name,
                result.device, o.optimizer, o.effective_lr(), o.lr_schedule, steps_per_epoch, o.cuda_graphs ? "on" : "off");
 
   kernels::cuda::Event events[2];
@@ -139,6 +139,38 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
   finish_result(&result, step, o.batch_size, train_seconds);
   result.wall_seconds = seconds_since(job_start);
   return result;
+}
+
+}  // namespace
+
+Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& layout, const Dataset& train,
+                                     const Dataset& test, const ProgressFn& progress) {
+  ModelSpec spec;
+  spec.name = "mlp " + layout.to_string();
+  spec.features = layout.layers() > 0 ? layout.in(0) : 0;
+  spec.classes = layout.layers() > 0 ? layout.dims.back() : 0;
+  spec.initial.resize(layout.param_count);
+  mlp_init(layout, o.seed, spec.initial.data());  // the CPU trainer's starting point
+  spec.make = [layout](const kernels::cuda::CublasHandle& blas) -> Expected<std::unique_ptr<CudaModel>> {
+    return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas));
+  };
+  return train_model_cuda(o, std::move(spec), train, test, progress);
+}
+
+Expected<TrainResult> train_cnn_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                     const ProgressFn& progress) {
+  auto setup = cnn_cuda_setup(o, DataSpec{train.features(), train.classes});
+  if (!setup.ok()) return setup.status();
+  ModelSpec spec;
+  spec.name = "cnn " + setup->layout.to_string();
+  spec.features = setup->layout.in_features(0);
+  spec.classes = setup->layout.classes;
+  spec.initial = setup->initial;
+  const bool tf32 = o.tf32;
+  spec.make = [setup = *setup, tf32](const kernels::cuda::CublasHandle& blas) {
+    return make_cnn_cuda(setup, blas, tf32);
+  };
+  return train_model_cuda(o, std::move(spec), train, test, progress);
 }
 
 }  // namespace troupe

@@ -1,0 +1,38 @@
+// The GPU training loop of the one-device strategy: a model (the built-in mlp, or the cnn through
+// cuDNN) trained on one CUDA device with the data set, parameters and optimizer state all in
+// device memory.
+//
+// Per epoch the host makes the same seeded permutation as the CPU trainer (epoch_permutation) and
+// uploads it; one gather kernel lays the epoch's batches out in order; then the steps run in chunks
+// of up to 64 (cuda_job.h), each chunk one CUDA graph (options.cuda_graphs) or eager launches. Every
+// step adds its mean loss and correct count to its own device slot; the host reads the slots of a
+// chunk while the next chunk runs, so it never waits per step and the GPU never idles between
+// chunks; `progress` is called once per chunk and once at each epoch's end. Starting from the CPU
+// trainer's initial parameters for the seed and visiting batches in the same order, it follows the
+// CPU trainer's trajectory up to float rounding.
+#pragma once
+
+#include "trainers/fashion_mnist.h"
+#include "trainers/mlp.h"
+#include "trainers/train_options.h"
+
+namespace troupe {
+
+// Trains the MLP `layout` on options.device (cuda:N) and evaluates on `test`. `layout` must map
+// train.features() inputs to train.classes outputs. TrainResult and EpochStats are filled as
+// documented in train_options.h; EpochStats.seconds and samples/s cover training only (not
+// evaluation, not the one-off graph capture, which counts in wall_seconds).
+// Errors: invalid_argument (bad options or layout), unavailable (no GPU, built for another GPU,
+// out of GPU memory: the message says what to do), numeric_error (a non-finite training loss,
+// naming the epoch and step; every step's loss is checked, read back once per chunk), timeout (the
+// GPU stopped making progress), internal (a CUDA or cuBLAS failure: a bug).
+Expected<TrainResult> train_mlp_cuda(const TrainOptions& options, const MlpLayout& layout, const Dataset& train,
+                                     const Dataset& test, const ProgressFn& progress = {});
+
+// The same for the cnn trainer's network (trainers/cnn.h; its settings from options.trainer_args,
+// as on the CPU): cuDNN convolutions in strict f32 (options.tf32: TF32 tensor cores allowed).
+// unavailable also when this troupe was built without cuDNN or cuDNN cannot be loaded.
+Expected<TrainResult> train_cnn_cuda(const TrainOptions& options, const Dataset& train, const Dataset& test,
+                                     const ProgressFn& progress = {});
+
+}  // namespace troupe
