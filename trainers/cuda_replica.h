@@ -1,14 +1,14 @@
 // One replica of a synchronous data-parallel job on a GPU (a job worker started with
-// `--gpus-per-worker`): the MLP's parameters, gradients and optimizer state live on the worker's
-// own device (the node manager's assignment, actors/gpu_assignment.h); each step this replica's
+// `--gpus-per-worker`): the model's (the built-in mlp or cnn: trainers/cuda/model_spec.h)
+// parameters, gradients and optimizer state live on the worker's own device (the node manager's assignment, actors/gpu_assignment.h); each step this replica's
 // rows of the global batch come from the job's feed (the shard ledger) through pinned memory, the
 // gradients are all-reduced on the device — NCCL when every worker has a GPU of its own, else the
 // staged path through the job's host group (collectives/device_communicator.h) — together with the
 // loss and correct count, and the optimizer runs on the device. Every replica then holds the same
 // parameters, as on the CPU path (train_replica, trainers/trainer_driver.h), to rounding.
 //
-// First version's limits, refused by the job spec before anything runs: the built-in MLP only, f32,
-// no --accumulate, no checkpoints (a failed GPU job restarts from its first step), not elastic.
+// First version's limits, refused by the job spec before anything runs: the built-in mlp and cnn,
+// f32, no --accumulate, no checkpoints (a failed GPU job restarts from its first step), not elastic.
 //
 // Declared in every build; built without CUDA it returns `unavailable` saying so.
 #pragma once
@@ -32,7 +32,7 @@ struct CudaReplica {
   const std::atomic<bool>* cancel = nullptr;         // set to stop before the next step (unavailable)
 };
 
-// Trains options.model ("mlp") for options.epochs on `replica.device`, evaluating on the whole of
+// Trains options.model ("mlp" or "cnn") for options.epochs on `replica.device`, evaluating on the whole of
 // `test` (every replica: the parameters are the same). `final_params` (if given) receives them.
 // Errors: invalid_argument (options this path does not take), unavailable (no such device, built
 // without CUDA, stopped), numeric_error (a non-finite loss), a collective's error naming the step.

@@ -7,7 +7,6 @@
 
 #include "core/config.h"
 #include "trainers/epoch_report.h"
-#include "trainers/mlp.h"
 #include "trainers/trainer_driver.h"
 
 #ifdef TROUPE_WITH_CUDA
@@ -18,16 +17,6 @@ namespace troupe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-#ifdef TROUPE_WITH_CUDA
-// input features -> hidden sizes -> classes
-Expected<MlpLayout> layout_for(const TrainOptions& o, const Dataset& train) {
-  std::vector<int> dims{static_cast<int>(train.features())};
-  dims.insert(dims.end(), o.hidden.begin(), o.hidden.end());
-  dims.push_back(train.classes);
-  return MlpLayout::make(dims);
-}
-#endif
 
 }  // namespace
 
@@ -68,13 +57,7 @@ Expected<TrainResult> train_local(const TrainOptions& o, const ProgressFn& progr
                          "' runs on the CPU only (the GPU paths are the built-in mlp's and cnn's); use --device cpu");
     }
 #ifdef TROUPE_WITH_CUDA
-    if (o.model == "cnn") {
-      result = train_cnn_cuda(o, *train, *test, progress);
-    } else {
-      auto layout = layout_for(o, *train);
-      if (!layout.ok()) return layout.status();
-      result = train_mlp_cuda(o, *layout, *train, *test, progress);
-    }
+    result = train_cuda(o, *train, *test, progress);
 #else
     return unavailable("--device " + o.device.to_string() +
                        ": this troupe was built without CUDA (nvcc was not found when it was configured); "

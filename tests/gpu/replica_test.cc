@@ -92,12 +92,17 @@ TEST_CASE("GPU sync replicas sharing a GPU hold the parameters of one replica on
 TEST_CASE("GPU sync replicas refuse what they cannot do yet, naming it", "[gpu][replica][errors]") {
   const Dataset train = test::synthetic(256, 6, 5, 3), test = test::synthetic(50, 6, 5, 4);
   TrainOptions o;
-  o.model = "cnn";
+  o.model = "linear";
   CudaReplica replica;
   auto r = train_replica_cuda(o, train, test, replica);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.status().message().find("GPU workers train the built-in mlp") != std::string::npos);
+  CHECK(r.status().message().find("runs on CPUs only") != std::string::npos);
   o.model = "mlp";
+  o.precision = DType::bf16;
+  r = train_replica_cuda(o, train, test, replica);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("GPU workers compute in f32") != std::string::npos);
+  o.precision = DType::f32;
   replica.device = 99;
   r = train_replica_cuda(o, train, test, replica);
   REQUIRE_FALSE(r.ok());

@@ -123,7 +123,13 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   CHECK(validate(s).message().find("GPU workers compute in f32 for now") != std::string::npos);
   s.train.precision = DType::f32;
   s.train.model = "cnn";
-  CHECK(validate(s).message().find("GPU workers train the built-in mlp for now") != std::string::npos);
+  CHECK(validate(s).ok());  // the cnn trains on GPU workers too
+  s.train.model = "linear";
+  CHECK(validate(s).message().find("GPU workers train the built-in mlp or cnn for now (--model linear)") !=
+        std::string::npos);
+  s.library = "abc123";
+  CHECK(validate(s).message().find("from a --lib library") != std::string::npos);
+  s.library.clear();
   s.train.model = "mlp";
   s.strategy = "central";
   CHECK(validate(s).message().find("GPU workers run --strategy sync for now") != std::string::npos);

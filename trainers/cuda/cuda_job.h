@@ -15,6 +15,7 @@
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_model.h"
+#include "trainers/cuda/model_spec.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/train_options.h"
 
@@ -35,16 +36,6 @@ struct DeviceDataset {
   int64_t count = 0;
   kc::DeviceBuffer<float> images;
   kc::DeviceBuffer<int32_t> labels;
-};
-
-// The model a job trains: made once the job's stream and cuBLAS handle exist, with its starting
-// parameters (the CPU trainer's for the same seed) and the features per example it takes.
-struct ModelSpec {
-  std::string name;  // "mlp 784-256-128-10", for the result and logs
-  std::function<Expected<std::unique_ptr<CudaModel>>(const kc::CublasHandle&)> make;
-  std::vector<float> initial;
-  int64_t features = 0;
-  int classes = 0;
 };
 
 // One training job's state on the GPU and the steps that drive it. Single-threaded; all work goes

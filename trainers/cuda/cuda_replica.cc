@@ -11,7 +11,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_job.h"
-#include "trainers/cuda/mlp_cuda.h"
+#include "trainers/cuda/model_spec.h"
 #include "trainers/epoch_report.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/trainer_driver.h"
@@ -24,22 +24,11 @@ using Clock = std::chrono::steady_clock;
 
 using cuda_detail::kEvalRows;  // rows per evaluation pass, as the one-device GPU trainer
 
-// The MLP's layout from the job's settings (--hidden, or the trainer arg hidden=...).
-Expected<MlpLayout> layout_for(const TrainOptions& o, const Dataset& train) {
-  if (o.model != "mlp") {
-    return invalid_argument("GPU workers train the built-in mlp for now (got --model " + o.model +
-                            "); train it on CPU workers (drop --gpus-per-worker)");
-  }
+// The model to train on the GPU (cuda_model_spec), with what this path does not take refused.
+Expected<ModelSpec> model_for(const TrainOptions& o, const Dataset& train) {
   if (o.precision != DType::f32) return invalid_argument("GPU workers compute in f32 for now: drop --precision");
   if (o.accumulate != 1) return invalid_argument("GPU workers do not take --accumulate yet");
-  auto config = trainer_config(o);
-  if (!config.ok()) return config.status();
-  auto hidden = config->get_int_list("hidden", {256, 128});
-  if (!hidden.ok()) return hidden.status();
-  std::vector<int> dims{static_cast<int>(train.features())};
-  for (int64_t h : *hidden) dims.push_back(static_cast<int>(h));
-  dims.push_back(train.classes);
-  return MlpLayout::make(dims);
+  return cuda_model_spec(o, DataSpec{train.features(), train.classes});
 }
 
 // The replica's device state: parameters, gradients (+ two slots: the step's loss and correct
@@ -71,7 +60,7 @@ Status finish(DeviceState& d, double seconds, const std::string& what) {
   return kc::wait_event(d.done.get(), seconds, what);
 }
 
-Expected<double> evaluate(DeviceState& d, MlpCuda& model, const Dataset& test, double seconds) {
+Expected<double> evaluate(DeviceState& d, CudaModel& model, const Dataset& test, double seconds) {
   const int64_t features = test.features();
   TROUPE_CUDA_CHECK(cudaMemsetAsync(d.correct.get(), 0, sizeof(unsigned long long), d.stream.get()));
   for (int64_t begin = 0; begin < test.count; begin += kEvalRows) {
@@ -92,8 +81,8 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
                                          std::vector<float>* final_params) {
   const auto job_start = Clock::now();
   TROUPE_RETURN_IF_ERROR(o.validate());
-  auto layout = layout_for(o, train);
-  if (!layout.ok()) return layout.status();
+  auto spec = model_for(o, train);
+  if (!spec.ok()) return spec.status();
   const int world = replica.comm ? replica.comm->size() : 1;
   const int rank = replica.comm ? replica.comm->rank() : 0;
   if (o.batch_size % world != 0) {
@@ -109,10 +98,10 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
   const double wait_s = std::max(1.0, replica.timeout.count() / 1000.0);
   TROUPE_RETURN_IF_ERROR(kc::select_device(replica.device));
 
-  const size_t n = layout->param_count;
+  const size_t n = spec->initial.size();
   const int64_t features = train.features();
   DeviceState d;
-  MlpCuda model(*layout, d.blas);
+  std::unique_ptr<CudaModel> made;
   struct Drain {  // on every way out, let queued work finish before the buffers are freed
     DeviceState& d;
     ~Drain() {
@@ -122,6 +111,12 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
   TROUPE_RETURN_IF_ERROR(d.stream.create());
   TROUPE_RETURN_IF_ERROR(d.done.create());
   TROUPE_RETURN_IF_ERROR(d.blas.create(d.stream.get()));
+  {
+    auto m = spec->make(d.blas);
+    if (!m.ok()) return m.status();
+    made = std::move(*m);
+  }
+  CudaModel& model = *made;
   TROUPE_RETURN_IF_ERROR(model.reserve(std::max(local_batch, kEvalRows)));
   TROUPE_RETURN_IF_ERROR(d.params.allocate(n, "parameters"));
   TROUPE_RETURN_IF_ERROR(d.grads.allocate(n + 2, "gradients"));
@@ -144,15 +139,14 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
     TROUPE_RETURN_IF_ERROR(d.state2.allocate(n, "optimizer state"));
     TROUPE_CUDA_CHECK(cudaMemsetAsync(d.state2.get(), 0, d.state2.bytes(), d.stream.get()));
   }
-  std::vector<float> params(n);
-  mlp_init(*layout, o.seed, params.data());  // every replica starts identical (the CPU path's start too)
+  std::vector<float> params = spec->initial;  // every replica starts identical (the CPU path's start too)
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.params.get(), params.data(), n * sizeof(float), d.stream.get()));
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_x.get(), test.images.data(), d.test_x.bytes(), d.stream.get()));
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_y.get(), test.labels.data(), d.test_y.bytes(), d.stream.get()));
   TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "setting up on the GPU"));  // failures surface here, not in step 1
 
   TrainResult result;
-  result.model = "mlp " + layout->to_string();
+  result.model = spec->name;
   result.device = "cuda:" + std::to_string(replica.device) + " (" + kc::device_name(replica.device) + ")";
   spdlog::info("replica {} of {} training {} on {} with {}, {} steps/epoch, gradients through {}", rank, world,
                result.model, result.device, o.optimizer, steps_per_epoch,

@@ -9,7 +9,6 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cuda/runtime.h"
-#include "trainers/cuda/cnn_cuda.h"
 #include "trainers/cuda/cuda_job.h"
 #include "trainers/cuda/mlp_cuda.h"
 #include "trainers/epoch_report.h"
@@ -143,6 +142,13 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
 
 }  // namespace
 
+Expected<TrainResult> train_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                 const ProgressFn& progress) {
+  auto spec = cuda_model_spec(o, DataSpec{train.features(), train.classes});
+  if (!spec.ok()) return spec.status();
+  return train_model_cuda(o, std::move(*spec), train, test, progress);
+}
+
 Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& layout, const Dataset& train,
                                      const Dataset& test, const ProgressFn& progress) {
   ModelSpec spec;
@@ -159,18 +165,9 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
 
 Expected<TrainResult> train_cnn_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
                                      const ProgressFn& progress) {
-  auto setup = cnn_cuda_setup(o, DataSpec{train.features(), train.classes});
-  if (!setup.ok()) return setup.status();
-  ModelSpec spec;
-  spec.name = "cnn " + setup->layout.to_string();
-  spec.features = setup->layout.in_features(0);
-  spec.classes = setup->layout.classes;
-  spec.initial = setup->initial;
-  const bool tf32 = o.tf32;
-  spec.make = [setup = *setup, tf32](const kernels::cuda::CublasHandle& blas) {
-    return make_cnn_cuda(setup, blas, tf32);
-  };
-  return train_model_cuda(o, std::move(spec), train, test, progress);
+  TrainOptions cnn = o;
+  cnn.model = "cnn";
+  return train_cuda(cnn, train, test, progress);
 }
 
 }  // namespace troupe

@@ -18,6 +18,11 @@
 
 namespace troupe {
 
+// Trains options.model ("mlp" or "cnn", built by cuda_model_spec: trainers/cuda/model_spec.h) on
+// options.device; what follows for train_mlp_cuda holds for it.
+Expected<TrainResult> train_cuda(const TrainOptions& options, const Dataset& train, const Dataset& test,
+                                 const ProgressFn& progress = {});
+
 // Trains the MLP `layout` on options.device (cuda:N) and evaluates on `test`. `layout` must map
 // train.features() inputs to train.classes outputs. TrainResult and EpochStats are filled as
 // documented in train_options.h; EpochStats.seconds and samples/s cover training only (not

@@ -1,0 +1,45 @@
+#include "trainers/cuda/model_spec.h"
+
+#include "trainers/cuda/cnn_cuda.h"
+#include "trainers/cuda/mlp_cuda.h"
+#include "trainers/trainer_driver.h"
+
+namespace troupe {
+
+Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
+  ModelSpec spec;
+  spec.features = data.features;
+  spec.classes = data.classes;
+  if (o.model == "cnn") {
+    auto setup = cnn_cuda_setup(o, data);
+    if (!setup.ok()) return setup.status();
+    spec.name = "cnn " + setup->layout.to_string();
+    spec.initial = setup->initial;
+    spec.make = [setup = *setup, tf32 = o.tf32](const kernels::cuda::CublasHandle& blas) {
+      return make_cnn_cuda(setup, blas, tf32);
+    };
+    return spec;
+  }
+  if (o.model != "mlp") {
+    return unavailable("trainer '" + o.model + "' runs on CPUs only (the GPU paths are the built-in mlp's and "
+                       "cnn's); train it with --device cpu (or without --gpus-per-worker)");
+  }
+  auto config = trainer_config(o);
+  if (!config.ok()) return config.status();
+  auto hidden = config->get_int_list("hidden", {256, 128});
+  if (!hidden.ok()) return hidden.status();
+  std::vector<int> dims{static_cast<int>(data.features)};
+  for (int64_t h : *hidden) dims.push_back(static_cast<int>(h));
+  dims.push_back(data.classes);
+  auto layout = MlpLayout::make(dims);
+  if (!layout.ok()) return layout.status();
+  spec.name = "mlp " + layout->to_string();
+  spec.initial.resize(layout->param_count);
+  mlp_init(*layout, o.seed, spec.initial.data());  // the CPU trainer's starting point
+  spec.make = [layout = *layout](const kernels::cuda::CublasHandle& blas) -> Expected<std::unique_ptr<CudaModel>> {
+    return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas));
+  };
+  return spec;
+}
+
+}  // namespace troupe
