@@ -13,6 +13,7 @@
 #include "trainers/cuda/cuda_job.h"
 #include "trainers/cuda/mlp_cuda.h"
 #include "trainers/epoch_report.h"
+#include "trainers/gpu_layout.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/trainer_driver.h"
 
@@ -23,24 +24,6 @@ namespace kc = kernels::cuda;
 using Clock = std::chrono::steady_clock;
 
 using cuda_detail::kEvalRows;  // rows per evaluation pass, as the one-device GPU trainer
-
-// The MLP's layout from the job's settings (--hidden, or the trainer arg hidden=...).
-Expected<MlpLayout> layout_for(const TrainOptions& o, const Dataset& train) {
-  if (o.model != "mlp") {
-    return invalid_argument("GPU workers train the built-in mlp for now (got --model " + o.model +
-                            "); train it on CPU workers (drop --gpus-per-worker)");
-  }
-  if (o.precision != DType::f32) return invalid_argument("GPU workers compute in f32 for now: drop --precision");
-  if (o.accumulate != 1) return invalid_argument("GPU workers do not take --accumulate yet");
-  auto config = trainer_config(o);
-  if (!config.ok()) return config.status();
-  auto hidden = config->get_int_list("hidden", {256, 128});
-  if (!hidden.ok()) return hidden.status();
-  std::vector<int> dims{static_cast<int>(train.features())};
-  for (int64_t h : *hidden) dims.push_back(static_cast<int>(h));
-  dims.push_back(train.classes);
-  return MlpLayout::make(dims);
-}
 
 // The replica's device state: parameters, gradients (+ two slots: the step's loss and correct
 // count, all-reduced with them), optimizer state, the batch and the test set.
@@ -92,7 +75,7 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
                                          std::vector<float>* final_params) {
   const auto job_start = Clock::now();
   TROUPE_RETURN_IF_ERROR(o.validate());
-  auto layout = layout_for(o, train);
+  auto layout = gpu_mlp_layout(o, DataSpec{train.features(), train.classes});
   if (!layout.ok()) return layout.status();
   const int world = replica.comm ? replica.comm->size() : 1;
   const int rank = replica.comm ? replica.comm->rank() : 0;
