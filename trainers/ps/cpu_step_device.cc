@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/ops.h"
+
 namespace troupe::ps {
 
 Expected<std::unique_ptr<CpuStepDevice>> CpuStepDevice::make(const TrainOptions& options, DataSpec data, int rank,
@@ -10,6 +12,7 @@ Expected<std::unique_ptr<CpuStepDevice>> CpuStepDevice::make(const TrainOptions&
   if (max_rows < 1) return invalid_argument("CpuStepDevice: batches of " + std::to_string(max_rows) + " rows");
   auto setup = set_up_trainer(options, data, rank, world);
   if (!setup.ok()) return setup.status();
+  kernels::cpu::set_blas_threads(options.cpu_threads);
   std::unique_ptr<CpuStepDevice> d(new CpuStepDevice(std::move(*setup), max_rows));
   d->features_ = data.features;
   return d;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/denormals.h"
 #include "trainers/ps/step_device.h"
 #include "trainers/trainer_setup.h"
 
@@ -16,7 +17,7 @@ namespace troupe::ps {
 class CpuStepDevice final : public StepDevice {
  public:
   // The trainer options.model for replica `rank` of `world` (set_up_trainer's errors), for batches
-  // of up to `max_rows` rows.
+  // of up to `max_rows` rows, on options.cpu_threads BLAS threads. Use it on the thread that made it.
   static Expected<std::unique_ptr<CpuStepDevice>> make(const TrainOptions& options, DataSpec data, int rank,
                                                        int world, int64_t max_rows);
 
@@ -39,6 +40,8 @@ class CpuStepDevice final : public StepDevice {
   Status check_idle(const char* what) const;
 
   TrainerSetup setup_;
+  // As the CPU worker computes (kernels/cpu/denormals.h), on the thread that made the device.
+  kernels::cpu::ScopedFlushDenormals flush_denormals_;
   size_t n_;
   int64_t max_rows_;
   int64_t features_ = 0;
