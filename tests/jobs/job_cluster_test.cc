@@ -267,3 +267,37 @@ TEST_CASE("submit: GPU workers get devices of their own, and without a usable GP
     if (a.at("type") == "troupe.worker") devices.insert(a.at("gpu_ids").get<std::vector<int>>());
   CHECK(devices == std::set<std::vector<int>>{{0}, {1}});
 }
+
+TEST_CASE("submit: an async job's GPU workers get devices of their own, its servers none, and without a usable "
+          "GPU the job fails saying so",
+          "[jobs][cluster][gpus][async]") {
+  // Two GPUs offered on a machine with none (the scheduler's view only): each worker is handed a
+  // device, connects to the parameter server, and fails setting the device up, naming it.
+  ClusterFixture g;
+  g.up("--nodes 0 --cpus 4 --gpus 2");
+  auto r = g.troupe("submit --strategy async --workers 2 --ps 1 --gpus-per-worker 1 --max-restarts 0 --epochs 1 "
+                    "--json --no-progress", 180);
+  INFO(r.both() << g.logs_tail());
+  if (r.exit_code == 0) {
+    WARN("a GPU is usable here: the async job trained on it");
+    const Json summary = Json::parse(r.last_line());
+    CHECK(summary.at("device").get<std::string>().rfind("cuda:", 0) == 0);
+    CHECK(summary.at("strategy") == "async");
+    return;
+  }
+  const std::string out = r.both();
+  const bool named = out.find("on GPU ") != std::string::npos && out.find("no CUDA device is visible") != std::string::npos;
+  CHECK((named || out.find("async GPU workers: this troupe was built without CUDA") != std::string::npos));
+  const Json view = g.status();
+  std::set<std::vector<int>> devices;
+  int servers = 0;
+  for (const Json& a : view.at("actors")) {
+    if (a.at("type") == "troupe.worker") devices.insert(a.at("gpu_ids").get<std::vector<int>>());
+    if (a.at("type") == "troupe.ps") {
+      ++servers;
+      CHECK(a.at("gpu_ids").get<std::vector<int>>().empty());
+    }
+  }
+  CHECK(devices == std::set<std::vector<int>>{{0}, {1}});
+  CHECK(servers == 1);
+}

@@ -104,8 +104,8 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.strategy = "gossip";
   CHECK(validate(s).message().find("'gossip' is not one of sync, async, central") != std::string::npos);
 
-  // GPU workers (trainers/job/gpu_worker.h): sync MLP jobs in f32, one GPU (or a share) each; what
-  // the first version cannot do is refused naming the flag to drop.
+  // GPU workers (trainers/job/gpu_worker.h): sync and async MLP jobs in f32, one GPU (or a share)
+  // each; what the first version cannot do is refused naming the flag to drop.
   s = JobSpec{};
   s.gpus_per_worker = 1;
   CHECK(validate(s).ok());
@@ -116,7 +116,16 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.gpus_per_worker = 1;
   s.checkpoint_every = 100;
   s.checkpoint_dir = "/tmp/ckpt";
-  CHECK(validate(s).message().find("GPU workers do not checkpoint or resume yet") != std::string::npos);
+  CHECK(validate(s).message().find("sync GPU workers do not checkpoint or resume yet") != std::string::npos);
+  s.strategy = "async";  // async GPU workers take part in checkpoints as CPU ones do (replays)
+  s.ps = 2;
+  CHECK(validate(s).ok());
+  s.checkpoint_every = 0;
+  s.gpus_per_worker = 0.5;
+  CHECK(validate(s).ok());
+  s.train.accumulate = 2;
+  s.train.batch_size = 64;
+  CHECK(validate(s).message().find("GPU workers do not take --accumulate yet") != std::string::npos);
   s = JobSpec{};
   s.gpus_per_worker = 1;
   s.train.precision = DType::bf16;
@@ -132,7 +141,7 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.library.clear();
   s.train.model = "mlp";
   s.strategy = "central";
-  CHECK(validate(s).message().find("GPU workers run --strategy sync for now") != std::string::npos);
+  CHECK(validate(s).message().find("GPU workers run --strategy sync or async for now (central") != std::string::npos);
 
   // Mixed precision: bf16 anywhere a worker runs the trainer's own step; f16 only where the loop
   // scales the loss (local, sync); never in pipeline stages (their layers compute in f32).

@@ -13,6 +13,7 @@
 #include "trainers/cuda/cuda_job.h"
 #include "trainers/cuda/model_spec.h"
 #include "trainers/epoch_report.h"
+#include "trainers/gpu_options.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/trainer_driver.h"
 
@@ -26,8 +27,7 @@ using cuda_detail::kEvalRows;  // rows per evaluation pass, as the one-device GP
 
 // The model to train on the GPU (cuda_model_spec), with what this path does not take refused.
 Expected<ModelSpec> model_for(const TrainOptions& o, const Dataset& train) {
-  if (o.precision != DType::f32) return invalid_argument("GPU workers compute in f32 for now: drop --precision");
-  if (o.accumulate != 1) return invalid_argument("GPU workers do not take --accumulate yet");
+  TROUPE_RETURN_IF_ERROR(check_gpu_worker_options(o));
   return cuda_model_spec(o, DataSpec{train.features(), train.classes});
 }
 

@@ -10,17 +10,23 @@
 
 namespace troupe::job {
 
-Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
-                    const std::atomic<bool>& cancel) {
-  const JobSpec& spec = s.spec;
-  const int world = spec.workers;
+Expected<int> worker_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, const JobSpec& spec) {
   const std::vector<int> devices = env.gpus ? env.gpus->devices_of(a.actor) : std::vector<int>{};
   if (devices.empty()) {
     return unavailable("the job asks for " + std::to_string(spec.gpus_per_worker) + " GPU per worker but node " +
                        env.node.short_hex() + " gave this worker none (it offers " +
                        std::to_string(env.gpus ? env.gpus->devices() : 0) + ")");
   }
-  const int device = devices.front();
+  return devices.front();
+}
+
+Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
+                    const std::atomic<bool>& cancel) {
+  const JobSpec& spec = s.spec;
+  const int world = spec.workers;
+  auto gpu = worker_gpu(env, a, spec);
+  if (!gpu.ok()) return gpu.status();
+  const int device = *gpu;
   const collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");

@@ -3,7 +3,8 @@
 // training through train_replica_cuda (trainers/cuda_replica.h) on the device its node manager
 // gave it (NodeEnvironment::gpus). Gradients go through NCCL when every worker has a whole GPU
 // (G = 1) and this troupe has NCCL, else through the staged path over the job's host group (ranks
-// sharing a GPU, G < 1). What it cannot do yet is refused by the job spec (job_spec.cc).
+// sharing a GPU, G < 1). What it cannot do yet is refused by the job spec (job_spec.cc). An async
+// job's GPU workers are parameter-server workers (ps_member.h, trainers/cuda_ps_worker.h).
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,10 @@
 #include "trainers/job/job_worker.h"
 
 namespace troupe::job {
+
+// The GPU the node manager gave worker `a` (its first device), or unavailable naming the node and
+// what it offers (a job asking for GPUs placed where none was handed out).
+Expected<int> worker_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, const JobSpec& spec);
 
 Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
                     const std::atomic<bool>& cancel);

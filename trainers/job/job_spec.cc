@@ -161,21 +161,23 @@ const std::map<std::string, Field>& fields() {
 
 }  // namespace
 
-// GPU workers (trainers/job/gpu_worker.h), first version: sync, the built-in mlp or cnn, one device each
-// (or a share of one), f32, no checkpoints, resume, elastic or --accumulate yet.
+// GPU workers (trainers/job/gpu_worker.h), first version: sync, or async (parameter-server
+// workers on GPUs: trainers/cuda_ps_worker.h), the built-in mlp or cnn, one device each (or a share of
+// one), f32, no elastic jobs or --accumulate. Checkpoints and resume: async only (its workers take
+// part in them through replays and the servers' records; a sync GPU job restarts from its first step).
 static Status validate_gpu_workers(const JobSpec& s) {
   if (s.gpus_per_worker <= 0) return {};
   const std::string g = "--gpus-per-worker: ";
   if (s.gpus_per_worker > 1) return invalid_argument(g + "a worker trains on one GPU; ask for 1 (or a share, 0.5)");
-  if (s.strategy != "sync")
-    return invalid_argument(g + "GPU workers run --strategy sync for now (" + s.strategy + " trains on CPUs)");
+  if (s.strategy != "sync" && s.strategy != "async")
+    return invalid_argument(g + "GPU workers run --strategy sync or async for now (" + s.strategy + " trains on CPUs)");
   if ((s.train.model != "mlp" && s.train.model != "cnn") || !s.library.empty())
     return invalid_argument(g + "GPU workers train the built-in mlp or cnn for now (--model " + s.train.model +
                             (s.library.empty() ? "" : " from a --lib library") + ")");
   if (s.train.precision != DType::f32) return invalid_argument(g + "GPU workers compute in f32 for now: drop --precision");
-  if (s.checkpoint_every > 0 || !s.resume_job.empty())
-    return invalid_argument(g + "GPU workers do not checkpoint or resume yet (a failed GPU job restarts from its "
-                            "first step): drop --checkpoint-every / --resume");
+  if (s.strategy == "sync" && (s.checkpoint_every > 0 || !s.resume_job.empty()))
+    return invalid_argument(g + "sync GPU workers do not checkpoint or resume yet (a failed GPU job restarts from "
+                            "its first step): drop --checkpoint-every / --resume, or train --strategy async");
   if (s.elastic) return invalid_argument(g + "GPU jobs are not elastic yet: drop --elastic");
   if (s.train.accumulate != 1) return invalid_argument(g + "GPU workers do not take --accumulate yet");
   return {};

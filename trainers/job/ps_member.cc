@@ -5,8 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include "gcs/events.h"
+#include "trainers/cuda_ps_worker.h"
 #include "trainers/data/shard_ledger.h"
 #include "trainers/job/job_checkpoint.h"
+#include "trainers/job/gpu_worker.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/ps_applied.h"
@@ -271,10 +273,16 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   return {};
 }
 
-Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSetup& s,
+Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
                      const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
   const int servers = server_count(spec);
+  int gpu = -1;  // an async job's GPU worker: its device, known before it connects
+  if (spec.gpus_per_worker > 0) {
+    auto device = worker_gpu(env, a, spec);
+    if (!device.ok()) return device.status();
+    gpu = *device;
+  }
   auto addresses = server_addresses(*s.store, a.job, servers, server_attempt(spec, a.attempt), cancel);
   if (!addresses.ok()) return addresses.status();
   ps::PsClientOptions co;
@@ -335,7 +343,15 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
     worker.start_step = *step;
   }
   if (worker.start_step > 0) reporter.start_at(worker.start_step);
-  auto result = ps::train_ps_worker(options, s.train(), s.test(), feed, worker, progress, &report);
+  Expected<TrainResult> result = internal_error("not trained");
+  if (spec.gpus_per_worker > 0) {  // an async job's GPU worker (the spec refuses central ones)
+    CudaPsWorker on;
+    on.device = gpu;
+    on.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+    result = train_ps_worker_cuda(options, s.train(), s.test(), feed, worker, on, progress, &report);
+  } else {
+    result = ps::train_ps_worker(options, s.train(), s.test(), feed, worker, progress, &report);
+  }
   if (!result.ok()) return result.status();
   // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
   const double rate = report.steps > 0 ? result->samples_per_second : 0;
@@ -348,6 +364,7 @@ Status run_ps_worker(const actors::NodeEnvironment&, const MemberArgs& a, JobSet
   summary["strategy"] = spec.strategy;
   summary["workers"] = spec.workers;
   summary["parameter_servers"] = servers;
+  if (spec.gpus_per_worker > 0) summary["gpus_per_worker"] = spec.gpus_per_worker;
   summary["job_id"] = a.job.hex();
   summary["staleness"] = {{"updates", report.staleness.count}, {"mean", report.staleness.mean},
                           {"max", report.staleness.max}, {"p50", report.staleness.p50},

@@ -14,7 +14,9 @@
 //   worker r:  prepare -> wait (bounded) for every server's address -> connect_ps -> shards of the
 //              ledger through the input pipeline (async: --shard-policy, several shards per worker,
 //              taken as workers get to them; central: one interleaved shard per epoch, as sync) ->
-//              train_ps_worker -> rank 0 records progress, metrics and the result.
+//              train_ps_worker (with --gpus-per-worker, async: train_ps_worker_cuda on the device
+//              its node manager gave it, trainers/cuda_ps_worker.h) -> rank 0 records progress,
+//              metrics and the result.
 #pragma once
 
 #include <atomic>

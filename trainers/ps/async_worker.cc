@@ -10,6 +10,7 @@
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/epoch_report.h"
+#include "trainers/ps/worker_common.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::ps {
@@ -19,24 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-Status check_options(const TrainOptions& o, const Dataset& train, const PsWorker& w) {
-  TROUPE_RETURN_IF_ERROR(o.validate());
-  if (!w.client) return invalid_argument("train_ps_worker: no parameter-server client");
-  if (w.workers < 1 || w.rank < 0 || w.rank >= w.workers)
-    return invalid_argument("worker rank " + std::to_string(w.rank) + " of " + std::to_string(w.workers));
-  if (o.accumulate != 1)
-    return invalid_argument("--accumulate " + std::to_string(o.accumulate) +
-                            ": the async and central strategies take one batch per step; use 1");
-  if (o.batch_size % w.workers != 0)
-    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
-                            "among " + std::to_string(w.workers) + " workers; use a multiple of " +
-                            std::to_string(w.workers));
-  if (train.count / o.batch_size == 0)
-    return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
-                            std::to_string(train.count) + " training examples");
-  return {};
-}
-
 // Test accuracy of `params` over the whole split (-1 when the trainer does not count).
 Expected<double> accuracy(Trainer& trainer, const std::vector<float>& params, const Dataset& test) {
   auto correct = count_correct(trainer, Parameters(params.data(), params.size()), test, 0, test.count);
@@ -45,30 +28,12 @@ Expected<double> accuracy(Trainer& trainer, const std::vector<float>& params, co
   return test.count ? static_cast<double>(*correct) / test.count : 0.0;
 }
 
-// Waits in final pulls until every worker finished: a shard restored meanwhile still gets this
-// worker's replays. A shard's wait is bounded (its timeout), so it is asked again while the others
-// still train, up to 10 minutes. Its training is done either way: a wait that ends otherwise is
-// logged, not an error of the worker (only its replays to a later restored shard are lost then).
-void wait_for_all(PsClient& client, int rank) {
-  const auto deadline = Clock::now() + std::chrono::minutes(10);
-  std::vector<float> scratch(client.parameters());
-  while (true) {
-    auto pulled = client.pull_final(scratch.data());
-    if (pulled.ok()) return;
-    if (pulled.status().code() != Code::timeout || Clock::now() >= deadline) {
-      spdlog::warn("worker {}, finished, stopped waiting for the other workers to finish: {}", rank,
-                   pulled.status().to_string());
-      return;
-    }
-  }
-}
-
 }  // namespace
 
 Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& train, const Dataset& test,
                                       BatchFeed& feed, const PsWorker& w, const ProgressFn& progress,
                                       PsWorkerReport* report, std::vector<float>* final_params) {
-  TROUPE_RETURN_IF_ERROR(check_options(o, train, w));
+  TROUPE_RETURN_IF_ERROR(check_worker_options(o, train, w));
   PsClient& client = *w.client;
   bool finished = false;
   // On every way out the shards learn this worker is done, so no other worker waits for it.
@@ -183,7 +148,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
       if (last) {
         TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker 0 finishing"));
         finished = true;
-        if (w.wait_for_all) wait_for_all(client, w.rank);
+        if (w.wait_for_all) wait_for_all_workers(client, w.rank);
       }
       std::vector<float>& into = pulled[1 - cur];
       auto got = last ? client.pull_final(into.data()) : client.pull(clock, into.data());
@@ -199,7 +164,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
     TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker " + std::to_string(w.rank) + " finishing"));
     finished = true;
   }
-  if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) wait_for_all(client, w.rank);
+  if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) wait_for_all_workers(client, w.rank);
   if (final_params) {
     std::vector<float>& into = pulled[1 - cur];
     auto got = client.pull_final(into.data());

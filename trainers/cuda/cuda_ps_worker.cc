@@ -1,0 +1,39 @@
+#include "trainers/cuda_ps_worker.h"
+
+#include <algorithm>
+
+#include "trainers/cuda/ps_cuda_device.h"
+#include "trainers/cuda/model_spec.h"
+#include "trainers/gpu_options.h"
+#include "trainers/ps/device_worker.h"
+
+namespace troupe {
+
+Expected<TrainResult> train_ps_worker_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                           BatchFeed& feed, const ps::PsWorker& worker, const CudaPsWorker& gpu,
+                                           const ProgressFn& progress, ps::PsWorkerReport* report,
+                                           std::vector<float>* final_params) {
+  // The shards hear that this worker is done when it cannot even start, so nobody waits for it.
+  auto fail = [&](Status st) {
+    if (worker.client) (void)worker.client->finish();
+    return st;
+  };
+  Status usable = check_gpu_worker_options(o);
+  if (!usable.ok()) return fail(usable);
+  auto spec = cuda_model_spec(o, DataSpec{train.features(), train.classes});
+  if (!spec.ok()) return fail(spec.status());
+  if (worker.workers < 1 || o.batch_size % worker.workers != 0 || o.batch_size < worker.workers)
+    return fail(invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
+                                 "among " + std::to_string(worker.workers) + " workers"));
+  cuda_detail::PsDeviceOptions d;
+  d.device = gpu.device;
+  d.max_rows = o.batch_size / worker.workers;
+  d.wait_seconds = std::max(1.0, gpu.timeout.count() / 1000.0);
+  auto device = cuda_detail::make_ps_cuda_device(std::move(*spec), d);
+  if (!device.ok())
+    return fail(device.status().with_context("setting up worker " + std::to_string(worker.rank) + " on GPU " +
+                                             std::to_string(gpu.device)));
+  return ps::train_ps_worker_on(**device, o, train, test, feed, worker, progress, report, final_params);
+}
+
+}  // namespace troupe

@@ -1,0 +1,17 @@
+// train_ps_worker_cuda in a build without CUDA (the real one is trainers/cuda/cuda_ps_worker.cc).
+#include "trainers/cuda_ps_worker.h"
+
+#ifndef TROUPE_WITH_CUDA
+namespace troupe {
+
+Expected<TrainResult> train_ps_worker_cuda(const TrainOptions&, const Dataset&, const Dataset&, BatchFeed&,
+                                           const ps::PsWorker& worker, const CudaPsWorker&, const ProgressFn&,
+                                           ps::PsWorkerReport*, std::vector<float>*) {
+  if (worker.client) (void)worker.client->finish();  // nobody waits for a worker that cannot start
+  return unavailable("async GPU workers: this troupe was built without CUDA (nvcc was not found when it was "
+                     "configured); train on CPU workers (drop --gpus-per-worker) or rebuild where "
+                     "/usr/local/cuda/bin/nvcc exists");
+}
+
+}  // namespace troupe
+#endif

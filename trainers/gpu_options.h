@@ -1,0 +1,15 @@
+// What GPU workers (sync: trainers/cuda_replica.h; async: trainers/cuda_ps_worker.h) and the
+// one-device GPU loop take of a job's options, checked on the CPU so every path and the job spec
+// refuse the same options in the same words, and tests check it without a GPU.
+#pragma once
+
+#include "core/status.h"
+#include "trainers/train_options.h"
+
+namespace troupe {
+
+// invalid_argument naming the option: a --model other than the built-in mlp and cnn, a --precision
+// other than f32, --accumulate > 1.
+Status check_gpu_worker_options(const TrainOptions& options);
+
+}  // namespace troupe

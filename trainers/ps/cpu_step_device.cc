@@ -1,0 +1,103 @@
+#include "trainers/ps/cpu_step_device.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+
+namespace troupe::ps {
+
+Expected<std::unique_ptr<CpuStepDevice>> CpuStepDevice::make(const TrainOptions& options, DataSpec data, int rank,
+                                                            int world, int64_t max_rows) {
+  if (max_rows < 1) return invalid_argument("CpuStepDevice: batches of " + std::to_string(max_rows) + " rows");
+  auto setup = set_up_trainer(options, data, rank, world);
+  if (!setup.ok()) return setup.status();
+  kernels::cpu::set_blas_threads(options.cpu_threads);
+  std::unique_ptr<CpuStepDevice> d(new CpuStepDevice(std::move(*setup), max_rows));
+  d->features_ = data.features;
+  return d;
+}
+
+CpuStepDevice::CpuStepDevice(TrainerSetup setup, int64_t max_rows)
+    : setup_(std::move(setup)), n_(setup_.space.size()), max_rows_(max_rows) {
+  params_[0].resize(n_);
+  params_[1].resize(n_);
+  grads_.resize(n_);
+}
+
+float* CpuStepDevice::pull_buffer(int slot) {
+  if (slot != 0 && slot != 1) {
+    broken_ = internal_error("pull_buffer(" + std::to_string(slot) + "): the slots are 0 and 1");
+    return params_[0].data();
+  }
+  if (slot == flight_slot_ && broken_.ok())
+    broken_ = internal_error("parameter slot " + std::to_string(slot) + " handed out for a pull while a computation "
+                             "on it was in flight");
+  return params_[slot].data();
+}
+
+Status CpuStepDevice::upload_batch(const Batch& batch) {
+  if (batch.size < 1 || batch.size > max_rows_ || batch.features != features_)
+    return invalid_argument("upload_batch: " + std::to_string(batch.size) + " rows of " +
+                            std::to_string(batch.features) + " features; the device takes up to " +
+                            std::to_string(max_rows_) + " of " + std::to_string(features_));
+  // Never the slot a computation in flight reads: the other one.
+  int slot = static_cast<int>(uploads_++ % 2);
+  if (slot == flight_batch_) slot = 1 - slot;
+  Rows& r = batches_[slot];
+  r.inputs.assign(batch.inputs, batch.inputs + batch.size * batch.features);
+  r.labels.assign(batch.labels, batch.labels + batch.size);
+  last_batch_ = slot;
+  return {};
+}
+
+Status CpuStepDevice::compute(int slot) {
+  if (slot != 0 && slot != 1) return internal_error("compute(" + std::to_string(slot) + "): the slots are 0 and 1");
+  if (flight_slot_ >= 0) return internal_error("compute() called again before wait_gradient()");
+  if (last_batch_ < 0) return internal_error("compute() before any upload_batch()");
+  flight_slot_ = slot;
+  flight_batch_ = last_batch_;
+  last_batch_ = -1;  // each batch is computed once
+  return {};
+}
+
+Expected<BatchStats> CpuStepDevice::wait_gradient() {
+  if (flight_slot_ < 0) return internal_error("wait_gradient() without a compute() in flight");
+  const int slot = flight_slot_, b = flight_batch_;
+  flight_slot_ = flight_batch_ = -1;
+  if (!broken_.ok()) return broken_;
+  const Rows& r = batches_[b];
+  const Batch batch{r.inputs.data(), r.labels.data(), static_cast<int64_t>(r.labels.size()), features_};
+  std::fill(grads_.begin(), grads_.end(), 0.0f);  // the API promises zeroed gradients
+  Gradients g(grads_.data(), n_);
+  auto stats = setup_.trainer->forward_backward(batch, Parameters(params_[slot].data(), n_), g);
+  if (!stats.ok()) return stats.status().with_context(setup_.where + ": forward_backward");
+  ++computed_;
+  return *stats;
+}
+
+Status CpuStepDevice::check_idle(const char* what) const {
+  if (flight_slot_ >= 0) return internal_error(std::string(what) + " while a computation is in flight");
+  return broken_;
+}
+
+Status CpuStepDevice::replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) {
+  TROUPE_RETURN_IF_ERROR(check_idle("replay()"));
+  if (slot != 0 && slot != 1) return internal_error("replay(" + std::to_string(slot) + "): the slots are 0 and 1");
+  const Batch batch{inputs, labels, rows, features_};
+  std::fill(out, out + n_, 0.0f);
+  Gradients g(out, n_);
+  TROUPE_RETURN_IF_ERROR(
+      setup_.trainer->forward_backward(batch, Parameters(params_[slot].data(), n_), g).status().with_context(
+          setup_.where + ": replay"));
+  ++replayed_;
+  return {};
+}
+
+Expected<int64_t> CpuStepDevice::count_correct(int slot, const Dataset& data) {
+  TROUPE_RETURN_IF_ERROR(check_idle("count_correct()"));
+  if (slot != 0 && slot != 1) return internal_error("count_correct(" + std::to_string(slot) + "): the slots are 0 and 1");
+  return troupe::count_correct(*setup_.trainer, Parameters(params_[slot].data(), n_), data, 0, data.count);
+}
+
+}  // namespace troupe::ps

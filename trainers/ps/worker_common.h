@@ -1,0 +1,23 @@
+// What the parameter-server worker loops (async_worker.h on the CPU, device_worker.h on a
+// StepDevice) do the same way: check their options, and wait at the end for every worker to finish.
+#pragma once
+
+#include "core/status.h"
+#include "trainers/fashion_mnist.h"
+#include "trainers/ps/async_worker.h"
+#include "trainers/train_options.h"
+
+namespace troupe::ps {
+
+// invalid_argument for options no parameter-server worker trains: bad TrainOptions, no client, a
+// rank outside the workers, --accumulate > 1, a global batch that does not divide among the
+// workers or is larger than the training split.
+Status check_worker_options(const TrainOptions& options, const Dataset& train, const PsWorker& worker);
+
+// Waits in final pulls until every worker finished: a shard restored meanwhile still gets this
+// worker's replays. A shard's wait is bounded (its timeout), so it is asked again while the others
+// still train, up to 10 minutes. Its training is done either way: a wait that ends otherwise is
+// logged, not an error of the worker (only its replays to a later restored shard are lost then).
+void wait_for_all_workers(PsClient& client, int rank);
+
+}  // namespace troupe::ps
