@@ -356,10 +356,12 @@ TEST_CASE("faults: an async job whose worker node is killed replaces the worker,
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
   // Exactly once, proven from the GCS: the replacement took over its predecessor's shards where the
   // servers' applied data ended (and completed a push that reached only some servers).
+  // (A node killed while its worker was between two shards leaves none to move: the event says so.)
   Json moved = event_of(end, "shards_moved", id);
   REQUIRE_FALSE(moved.is_null());
-  CHECK(moved.at("message").get<std::string>().find("resume where the parameter servers' applied data ends") !=
-        std::string::npos);
+  const std::string how = moved.at("message").get<std::string>();
+  CHECK((how.find("resume where the parameter servers' applied data ends") != std::string::npos ||
+         how.find("held no shards (it died between two)") != std::string::npos));
   Json accounting = accounted_event(c, id);
   WARN("async worker killed: " << moved.at("message").get<std::string>() << " | "
                                << accounting.at("message").get<std::string>());

@@ -206,3 +206,22 @@ TEST_CASE("ps takeover: without it (release to 0, no catch-up) the accounting na
   CHECK_FALSE(report->exactly_once);
   CHECK(report->summary().find("of them twice") != std::string::npos);
 }
+
+TEST_CASE("ps takeover: a predecessor that held no shard leaves none to move, and the summary says so",
+          "[jobs][ps][accounting]") {
+  // Killed before its first claim (as between two shards): nothing in the ledger is its.
+  Scenario s;
+  const WorkerId me = WorkerId::random();
+  for (auto* shard : s.raw()) {
+    shard->remove_worker(0, "its node was killed");
+    REQUIRE(shard->rejoin_worker(0).ok());
+  }
+  auto client = ps::local_ps_client(s.raw(), 0);
+  data::ShardLedger ledger(s.store, s.job, data::ShardLedgerOptions{kLedgerShards});
+  auto t = job::take_over(*client, s.o, s.train, s.fo.plan, ledger, me, 0, 1);
+  REQUIRE(t.ok());
+  INFO(t->summary);
+  CHECK(t->released == 0);
+  CHECK(t->caught_up == 0);
+  CHECK(t->summary.find("held no shards (it died between two)") != std::string::npos);
+}

@@ -313,14 +313,13 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
     auto taken = take_over(**client, spec.train, s.train(), fo.plan, ledger, me, a.index, spec.workers);
     if (!taken.ok()) return taken.status().with_context("taking over from the failed worker");
     spdlog::info("job {} {}", a.job.short_hex(), taken->summary);
-    if (taken->released > 0 || taken->caught_up > 0) {
-      gcs::Event e;
-      e.kind = "shards_moved";
-      e.subject = a.job.hex();
-      e.message = "job " + a.job.short_hex() + " " + taken->summary;
-      Status st = gcs::record_event(*s.store, e);
-      if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", e.message, st.to_string());
-    }
+    // Recorded whether or not the predecessor held shards: the takeover itself is what users look for.
+    gcs::Event e;
+    e.kind = "shards_moved";
+    e.subject = a.job.hex();
+    e.message = "job " + a.job.short_hex() + " " + taken->summary;
+    Status st = gcs::record_event(*s.store, e);
+    if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", e.message, st.to_string());
   }
   LedgerFeed feed(s.train(), *s.store, a.job, me, fo);
   ProgressReporter reporter(*s.store, a.job);

@@ -90,8 +90,13 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
     where += (where.empty() ? "" : ", ") + std::string("epoch ") + std::to_string(r.epoch) + " shard " +
              std::to_string(r.shard) + " at " + std::to_string(r.resume_at) + "/" + std::to_string(r.examples);
   }
-  t.summary = who + ": " + std::to_string(t.released) + " shards its failed predecessor held back to the ledger, " +
-              "each to resume where the parameter servers' applied data ends" + (where.empty() ? "" : " (" + where + ")") +
+  // A predecessor killed between two shards (one finished, the next not yet claimed) held none.
+  t.summary = who + ": " +
+              (t.released == 0 ? std::string("its failed predecessor held no shards (it died between two), none to give "
+                                              "back")
+                               : std::to_string(t.released) + " shards its failed predecessor held back to the ledger, " +
+                                     "each to resume where the parameter servers' applied data ends" +
+                                     (where.empty() ? "" : " (" + where + ")")) +
               (t.caught_up ? "; its last push (" + describe(last) + ") pushed again to " + std::to_string(t.caught_up) +
                                  " server(s) that lacked it"
                            : std::string());
