@@ -8,8 +8,9 @@
 
 namespace troupe {
 
-// invalid_argument naming the option: a --model other than the built-in mlp and cnn, a --precision
-// other than f32, --accumulate > 1.
+// invalid_argument naming the option: a --model other than the built-in mlp and cnn, --precision f16
+// (no loss scaling on the device yet), bf16 for the cnn (its cuDNN convolutions are f32),
+// --accumulate > 1.
 Status check_gpu_worker_options(const TrainOptions& options);
 
 }  // namespace troupe

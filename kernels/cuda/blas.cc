@@ -59,4 +59,31 @@ Status matmul(const CublasHandle& handle, bool trans_a, bool trans_b, int m, int
   return {};
 }
 
+Status matmul_low(const CublasHandle& handle, DType type, bool trans_a, bool trans_b, int m, int n, int k,
+                  float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c) {
+  if (type != DType::bf16 && type != DType::f16)
+    return invalid_argument(std::string("cuda::matmul_low: operands are bf16 or f16, not ") + dtype_name(type));
+  if (m < 0 || n < 0 || k < 0) {
+    return invalid_argument("cuda::matmul_low: negative size m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                            " k=" + std::to_string(k));
+  }
+  if (!handle.get()) return internal_error("cuda::matmul_low: the cuBLAS handle was not created");
+  if (m == 0 || n == 0) return {};
+  if (k == 0) {
+    if (beta == 0.0f) {
+      TROUPE_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(float) * size_t(m) * n, handle.stream()));
+      return {};
+    }
+    return scale(c, size_t(m) * n, beta, handle.stream());
+  }
+  // Row-major to column-major as in matmul above: operands swapped, transpose flags kept.
+  const cudaDataType_t t = type == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  const int lda = trans_a ? m : k;
+  const int ldb = trans_b ? k : n;
+  TROUPE_CUBLAS_CHECK(cublasGemmEx(handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, t, ldb, a, t, lda, &beta,
+                                   c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return {};
+}
+
 }  // namespace troupe::kernels::cuda

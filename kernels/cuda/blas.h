@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace troupe::kernels::cuda {
@@ -38,5 +39,11 @@ class CublasHandle {
 // (C = 0 when beta is 0, even where C held NaN, as BLAS does). Negative sizes are invalid_argument.
 Status matmul(const CublasHandle& handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
               const float* a, const float* b, float beta, float* c);
+
+// matmul with A and B held as `type` (bf16 or f16) bits, products and sums in f32 (cublasGemmEx,
+// CUBLAS_COMPUTE_32F: tensor cores), C in f32: the CPU path's mixed precision (operands rounded to
+// the type, f32 accumulation) up to summation order.
+Status matmul_low(const CublasHandle& handle, DType type, bool trans_a, bool trans_b, int m, int n, int k,
+                  float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c);
 
 }  // namespace troupe::kernels::cuda

@@ -98,10 +98,10 @@ TEST_CASE("GPU sync replicas refuse what they cannot do yet, naming it", "[gpu][
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("runs on CPUs only") != std::string::npos);
   o.model = "mlp";
-  o.precision = DType::bf16;
+  o.precision = DType::f16;
   r = train_replica_cuda(o, train, test, replica);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.status().message().find("GPU workers compute in f32") != std::string::npos);
+  CHECK(r.status().message().find("--precision bf16, not f16") != std::string::npos);
   o.precision = DType::f32;
   replica.device = 99;
   r = train_replica_cuda(o, train, test, replica);

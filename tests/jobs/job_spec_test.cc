@@ -129,9 +129,13 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s = JobSpec{};
   s.gpus_per_worker = 1;
   s.train.precision = DType::bf16;
-  CHECK(validate(s).message().find("GPU workers compute in f32 for now") != std::string::npos);
-  s.train.precision = DType::f32;
+  CHECK(validate(s).ok());  // the mlp in bf16 on GPUs
+  s.train.precision = DType::f16;
+  CHECK(validate(s).message().find("--precision bf16, not f16") != std::string::npos);
+  s.train.precision = DType::bf16;
   s.train.model = "cnn";
+  CHECK(validate(s).message().find("GPU workers train the cnn in f32 for now") != std::string::npos);
+  s.train.precision = DType::f32;
   CHECK(validate(s).ok());  // the cnn trains on GPU workers too
   s.train.model = "linear";
   CHECK(validate(s).message().find("GPU workers train the built-in mlp or cnn for now (--model linear)") !=

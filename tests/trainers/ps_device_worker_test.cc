@@ -268,7 +268,13 @@ TEST_CASE("GPU async worker: the options it refuses, and without a usable device
   CHECK_THAT(check_gpu_worker_options(o).message(), Catch::Contains("GPU workers train the built-in mlp or cnn"));
   o.model = "mlp";
   o.precision = DType::bf16;
-  CHECK_THAT(check_gpu_worker_options(o).message(), Catch::Contains("GPU workers compute in f32"));
+  CHECK(check_gpu_worker_options(o).ok());
+  o.precision = DType::f16;
+  CHECK_THAT(check_gpu_worker_options(o).message(), Catch::Contains("--precision bf16, not f16"));
+  o.precision = DType::bf16;
+  o.model = "cnn";
+  CHECK_THAT(check_gpu_worker_options(o).message(), Catch::Contains("GPU workers train the cnn in f32"));
+  o.model = "mlp";
   o.precision = DType::f32;
   o.accumulate = 2;
   CHECK_THAT(check_gpu_worker_options(o).message(), Catch::Contains("--accumulate"));

@@ -147,6 +147,7 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
 
   TrainResult result;
   result.model = spec->name;
+  result.precision = dtype_name(o.precision);
   result.device = "cuda:" + std::to_string(replica.device) + " (" + kc::device_name(replica.device) + ")";
   spdlog::info("replica {} of {} training {} on {} with {}, {} steps/epoch, gradients through {}", rank, world,
                result.model, result.device, o.optimizer, steps_per_epoch,

@@ -60,6 +60,7 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
 
   TrainResult result;
   result.model = model_name;
+  result.precision = dtype_name(o.precision);
   result.device = o.device.to_string() + " (" + kernels::cuda::device_name(o.device.index) + ")";
   spdlog::info("training {} on {} with {} (lr {}, {}), {} steps/epoch, cuda graphs {}", model_name,
                result.device, o.optimizer, o.effective_lr(), o.lr_schedule, steps_per_epoch, o.cuda_graphs ? "on" : "off");
@@ -157,9 +158,10 @@ Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& lay
   spec.classes = layout.layers() > 0 ? layout.dims.back() : 0;
   spec.initial.resize(layout.param_count);
   mlp_init(layout, o.seed, spec.initial.data());  // the CPU trainer's starting point
-  spec.make = [layout](const kernels::cuda::CublasHandle& blas) -> Expected<std::unique_ptr<CudaModel>> {
-    return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas));
-  };
+  if (o.precision == DType::f16)
+    return invalid_argument("--precision f16: the GPU mlp does not scale the loss on the device yet; use bf16");
+  spec.make = [layout, p = o.precision](const kernels::cuda::CublasHandle& blas)
+      -> Expected<std::unique_ptr<CudaModel>> { return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas, p)); };
   return train_model_cuda(o, std::move(spec), train, test, progress);
 }
 

@@ -11,6 +11,10 @@ Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
   spec.features = data.features;
   spec.classes = data.classes;
   if (o.model == "cnn") {
+    if (o.precision != DType::f32)
+      return invalid_argument(std::string("--precision ") + dtype_name(o.precision) + ": the cnn computes in f32 "
+                              "on GPUs for now (bf16 is the mlp's there); train it with --device cpu for " +
+                              dtype_name(o.precision));
     auto setup = cnn_cuda_setup(o, data);
     if (!setup.ok()) return setup.status();
     spec.name = "cnn " + setup->layout.to_string();
@@ -36,9 +40,10 @@ Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
   spec.name = "mlp " + layout->to_string();
   spec.initial.resize(layout->param_count);
   mlp_init(*layout, o.seed, spec.initial.data());  // the CPU trainer's starting point
-  spec.make = [layout = *layout](const kernels::cuda::CublasHandle& blas) -> Expected<std::unique_ptr<CudaModel>> {
-    return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas));
-  };
+  if (o.precision == DType::f16)
+    return invalid_argument("--precision f16: the GPU mlp does not scale the loss on the device yet; use bf16");
+  spec.make = [layout = *layout, p = o.precision](const kernels::cuda::CublasHandle& blas)
+      -> Expected<std::unique_ptr<CudaModel>> { return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas, p)); };
   return spec;
 }
 

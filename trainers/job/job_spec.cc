@@ -174,7 +174,11 @@ static Status validate_gpu_workers(const JobSpec& s) {
   if ((s.train.model != "mlp" && s.train.model != "cnn") || !s.library.empty())
     return invalid_argument(g + "GPU workers train the built-in mlp or cnn for now (--model " + s.train.model +
                             (s.library.empty() ? "" : " from a --lib library") + ")");
-  if (s.train.precision != DType::f32) return invalid_argument(g + "GPU workers compute in f32 for now: drop --precision");
+  if (s.train.precision == DType::f16)
+    return invalid_argument(g + "GPU workers do not scale the loss on the device yet: --precision bf16, not f16");
+  if (s.train.precision != DType::f32 && s.train.model != "mlp")
+    return invalid_argument(g + "GPU workers train the " + s.train.model + " in f32 for now (--precision bf16 is the "
+                            "mlp's)");
   if (s.strategy == "sync" && (s.checkpoint_every > 0 || !s.resume_job.empty()))
     return invalid_argument(g + "sync GPU workers do not checkpoint or resume yet (a failed GPU job restarts from "
                             "its first step): drop --checkpoint-every / --resume, or train --strategy async");
