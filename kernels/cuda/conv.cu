@@ -26,7 +26,7 @@ __global__ void bias_relu_max_pool_kernel(const float* __restrict__ conv, const 
       for (int j = 0; j < window; ++j) {
         const int at = (oh * window + i) * width + (ow * window + j);
         float v = in[at] + b;
-        v = v > 0.0f ? v : 0.0f;
+        v = v < 0.0f ? 0.0f : v;  // as cpu::conv2d_forward: a NaN stays NaN (and shows in the loss)
         if (best_at < 0 || v > best) {
           best = v;
           best_at = at;

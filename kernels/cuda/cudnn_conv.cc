@@ -9,36 +9,83 @@ Status cudnn_status(cudnnStatus_t st, const char* what, const char* file, int li
   if (st == CUDNN_STATUS_SUCCESS) return {};
   std::string msg = std::string(file) + ":" + std::to_string(line) + ": " + what + " failed: " +
                     cudnnGetErrorString(st) + " (" + std::to_string(static_cast<int>(st)) + ")";
-  const int code = static_cast<int>(st);
-  // 1xxx: library set-up (sub-libraries missing or mismatched); 3xxx: not supported here (driver,
-  // architecture, missing prerequisites); 4004: out of device memory.
-  if ((code >= 1000 && code < 2000) || (code >= 3000 && code < 4000) ||
-      st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) {
-    return unavailable(msg + "; check that cuDNN 9 (libcudnn.so.9 and its libcudnn_*.so.9) is on the library path "
-                             "and matches the CUDA driver, or train the cnn with --device cpu");
+  switch (st) {
+    // The library itself: not loadable, sub-libraries missing or of another version, or not for
+    // this driver, runtime or GPU.
+    case CUDNN_STATUS_NOT_INITIALIZED:
+    case CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH:
+    case CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED:
+    case CUDNN_STATUS_LICENSE_ERROR:
+    case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER:
+    case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART:
+    case CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH:
+    case CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING:
+    case CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE:
+      return unavailable(msg + "; check that cuDNN 9 (libcudnn.so.9 and its libcudnn_*.so.9) is on the library "
+                               "path and matches the CUDA driver, or train the cnn with --device cpu");
+    case CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED:
+    case CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED:
+      return unavailable(msg + "; out of memory: use a smaller --batch-size or free the GPU");
+    default:
+      break;
   }
+  // Other 3xxx: cuDNN does not support this shape or setting; the rest are troupe bugs.
+  const int code = static_cast<int>(st);
+  if (code >= 3000 && code < 4000) return unavailable(msg + "; cuDNN does not support this convolution here");
   return internal_error(msg);
 }
 
 namespace {
 
-// The first result that succeeded and fits `limit`, deterministic ones first; in strict f32 only
-// algorithms that do not use tensor cores. -1 when none does.
+// Whether an algorithm sums each output's products directly (GEMM-like), as the CPU does: FFT and
+// Winograd transform the operands and round differently (errors scale with the whole tensor, not
+// each output's terms), so strict f32 leaves them out.
+bool sums_directly(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+}
+bool sums_directly(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+}
+bool sums_directly(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
+// The candidates cuDNN's heuristics returned, in its order, deterministic ones first: those that
+// succeeded, and in strict f32 only those without tensor cores that sum directly. Never the math
+// type that lets cuDNN convert f32 data down (ALLOW_CONVERSION).
 template <class Perf>
-int pick(const std::vector<Perf>& perf, int returned, size_t limit, bool tf32) {
-  int fallback = -1;
+std::vector<Perf> candidates(const std::vector<Perf>& perf, int returned, bool tf32) {
+  std::vector<Perf> det, rest;
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perf[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
-    if (!tf32 && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) continue;
-    if (p.determinism == CUDNN_DETERMINISTIC) return i;
-    if (fallback < 0) fallback = i;
+    if (p.status != CUDNN_STATUS_SUCCESS || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+    if (!tf32 && (p.mathType == CUDNN_TENSOR_OP_MATH || !sums_directly(p.algo))) continue;
+    (p.determinism == CUDNN_DETERMINISTIC ? det : rest).push_back(p);
   }
-  return fallback;
+  det.insert(det.end(), rest.begin(), rest.end());
+  return det;
 }
 
 // The math type to set on a direction's descriptor: the chosen algorithm's with tf32, else FMA only.
 cudnnMathType_t math_for(cudnnMathType_t chosen, bool tf32) { return tf32 ? chosen : CUDNN_FMA_MATH; }
+
+// The first candidate whose workspace, asked with its math type set on `desc`, fits `limit`: sets
+// *algo and *bytes and leaves that math type on `desc`. False when none fits.
+template <class Perf, class Algo, class SizeFn>
+Expected<bool> choose(const std::vector<Perf>& cands, cudnnConvolutionDescriptor_t desc, bool tf32, size_t limit,
+                      SizeFn size_of, Algo* algo, size_t* bytes) {
+  for (const Perf& p : cands) {
+    TROUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(desc, math_for(p.mathType, tf32)));
+    size_t need = 0;
+    if (size_of(p.algo, &need) != CUDNN_STATUS_SUCCESS || need > limit) continue;
+    *algo = p.algo;
+    *bytes = need;
+    return true;
+  }
+  return false;
+}
 
 Status no_algorithm(const char* direction, const cpu::Conv2dShape& s, size_t limit) {
   return unavailable(std::string("cuDNN has no ") + direction + " algorithm for a convolution of " +
@@ -108,41 +155,36 @@ Status ConvPlan::create(const CudnnHandle& h, const cpu::Conv2dShape& s, bool tf
     TROUPE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h.get(), &max));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(max > 0 ? max : 1));
     TROUPE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h.get(), x_, w_, fwd_, y_, max, &got, perf.data()));
-    const int i = pick(perf, got, limit, tf32);
-    if (i < 0) return no_algorithm("forward", s, limit);
-    fwd_algo_ = perf[i].algo;
-    TROUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(fwd_, math_for(perf[i].mathType, tf32)));
-    TROUPE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h.get(), x_, w_, fwd_, y_, fwd_algo_, &fwd_bytes_));
+    auto ok = choose(candidates(perf, got, tf32), fwd_, tf32, limit,
+                     [&](cudnnConvolutionFwdAlgo_t a, size_t* n) {
+                       return cudnnGetConvolutionForwardWorkspaceSize(h.get(), x_, w_, fwd_, y_, a, n);
+                     }, &fwd_algo_, &fwd_bytes_);
+    if (!ok.ok()) return ok.status();
+    if (!*ok) return no_algorithm("forward", s, limit);
   }
   {
     TROUPE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h.get(), &max));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max > 0 ? max : 1));
     TROUPE_CUDNN_CHECK(
         cudnnGetConvolutionBackwardDataAlgorithm_v7(h.get(), w_, y_, bwd_data_, x_, max, &got, perf.data()));
-    const int i = pick(perf, got, limit, tf32);
-    if (i < 0) return no_algorithm("backward-data", s, limit);
-    bwd_data_algo_ = perf[i].algo;
-    TROUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(bwd_data_, math_for(perf[i].mathType, tf32)));
-    TROUPE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h.get(), w_, y_, bwd_data_, x_, bwd_data_algo_,
-                                                                    &bwd_data_bytes_));
+    auto ok = choose(candidates(perf, got, tf32), bwd_data_, tf32, limit,
+                     [&](cudnnConvolutionBwdDataAlgo_t a, size_t* n) {
+                       return cudnnGetConvolutionBackwardDataWorkspaceSize(h.get(), w_, y_, bwd_data_, x_, a, n);
+                     }, &bwd_data_algo_, &bwd_data_bytes_);
+    if (!ok.ok()) return ok.status();
+    if (!*ok) return no_algorithm("backward-data", s, limit);
   }
   {
     TROUPE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h.get(), &max));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max > 0 ? max : 1));
     TROUPE_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(h.get(), x_, y_, bwd_filter_, w_, max, &got, perf.data()));
-    const int i = pick(perf, got, limit, tf32);
-    if (i < 0) return no_algorithm("backward-filter", s, limit);
-    bwd_filter_algo_ = perf[i].algo;
-    TROUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(bwd_filter_, math_for(perf[i].mathType, tf32)));
-    TROUPE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h.get(), x_, y_, bwd_filter_, w_,
-                                                                      bwd_filter_algo_, &bwd_filter_bytes_));
-  }
-  // The sizes asked after setting each descriptor's math type are what the calls need; they were
-  // within the limit in the heuristics' answers, but check rather than trust.
-  if (workspace_bytes() > limit) {
-    return unavailable("ConvPlan: the chosen cuDNN algorithms need " + std::to_string(workspace_bytes()) +
-                       " bytes of workspace, more than the " + std::to_string(limit) + " allowed");
+    auto ok = choose(candidates(perf, got, tf32), bwd_filter_, tf32, limit,
+                     [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* n) {
+                       return cudnnGetConvolutionBackwardFilterWorkspaceSize(h.get(), x_, y_, bwd_filter_, w_, a, n);
+                     }, &bwd_filter_algo_, &bwd_filter_bytes_);
+    if (!ok.ok()) return ok.status();
+    if (!*ok) return no_algorithm("backward-filter", s, limit);
   }
   return {};
 }

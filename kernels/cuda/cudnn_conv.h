@@ -5,8 +5,10 @@
 // those that fit the workspace limit (deterministic ones preferred). Running a plan enqueues on the
 // handle's stream, never allocates or synchronises, so it can be captured in a CUDA graph.
 //
-// Math: strict f32 by default (CUDNN_FMA_MATH: no TF32 tensor cores), matching the CPU reference to
-// f32 rounding; `tf32` lets cuDNN use TF32 tensor cores (about 10 mantissa bits per product).
+// Math: strict f32 by default (CUDNN_FMA_MATH: no TF32 tensor cores, and only algorithms that sum
+// each output's products directly — no FFT or Winograd), matching the CPU reference to f32
+// rounding; `tf32` lets cuDNN use TF32 tensor cores (about 10 mantissa bits per product) and any
+// algorithm.
 #pragma once
 
 #include <cudnn.h>

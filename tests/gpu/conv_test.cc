@@ -102,18 +102,64 @@ TEST_CASE("cuda channel_sums matches the per-channel sums of cpu conv2d_backward
 
 #ifdef TROUPE_WITH_CUDNN
 
-// |got - ref| within a few f32 roundings of the sum of |terms| behind each output (bounded by
-// `scale`, the largest magnitude of a product sum here).
-void check_close(const std::vector<float>& got, const std::vector<float>& ref, double scale) {
-  REQUIRE(got.size() == ref.size());
+// A convolution's three results computed in double, with, for each output, the root of the sum of
+// its terms' squares and the number of terms: what an f32 result's rounding error is measured in.
+struct Exact {
+  std::vector<double> value, norm;
+  double terms = 0;
+};
+
+// x [batch, in, h, w], w [out, in, k, k] -> y; dy -> dx, dw. Cross-correlation with zero padding,
+// as kernels/cpu/conv.h.
+void exact_conv(const cpu::Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
+                const std::vector<float>& dy, Exact* y, Exact* dx, Exact* dw) {
+  const int oh = s.out_height(), ow = s.out_width();
+  y->value.assign(size_t(s.batch) * s.out_channels * oh * ow, 0.0);
+  y->norm = y->value;
+  dx->value.assign(x.size(), 0.0);
+  dx->norm = dx->value;
+  dw->value.assign(w.size(), 0.0);
+  dw->norm = dw->value;
+  y->terms = s.patch();
+  dw->terms = double(s.batch) * oh * ow;
+  dx->terms = double(s.out_channels) * s.kernel * s.kernel;  // at most
+  for (int n = 0; n < s.batch; ++n)
+    for (int o = 0; o < s.out_channels; ++o)
+      for (int i = 0; i < oh; ++i)
+        for (int j = 0; j < ow; ++j) {
+          const size_t yi = ((size_t(n) * s.out_channels + o) * oh + i) * ow + j;
+          for (int c = 0; c < s.in_channels; ++c)
+            for (int p = 0; p < s.kernel; ++p)
+              for (int q = 0; q < s.kernel; ++q) {
+                const int r = i * s.stride - s.pad + p, t = j * s.stride - s.pad + q;
+                if (r < 0 || r >= s.height || t < 0 || t >= s.width) continue;
+                const size_t xi = ((size_t(n) * s.in_channels + c) * s.height + r) * s.width + t;
+                const size_t wi = ((size_t(o) * s.in_channels + c) * s.kernel + p) * s.kernel + q;
+                const double fy = double(x[xi]) * w[wi], fw = double(x[xi]) * dy[yi], fx = double(w[wi]) * dy[yi];
+                y->value[yi] += fy;
+                y->norm[yi] += fy * fy;
+                dw->value[wi] += fw;
+                dw->norm[wi] += fw * fw;
+                dx->value[xi] += fx;
+                dx->norm[xi] += fx * fx;
+              }
+        }
+  for (Exact* e : {y, dx, dw})
+    for (double& v : e->norm) v = std::sqrt(v);
+}
+
+// Strict f32: each result within 8 f32 roundings of its terms' norm times the root of their
+// count (a sum's error grows like that). TF32 (10-bit mantissas: ~5e-4 relative per product)
+// misses this by an order of magnitude, so the check also says cuDNN did not use it.
+void check_f32(const std::vector<float>& got, const Exact& ref) {
+  REQUIRE(got.size() == ref.value.size());
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    if (!(std::fabs(double(got[i]) - ref[i]) <= 1e-5 * scale + 1e-6)) {
-      if (bad++ == 0) first = i;
-    }
+    const double tol = 8 * test::kF32Eps * std::sqrt(ref.terms) * ref.norm[i] + 1e-30;
+    if (!(std::fabs(got[i] - ref.value[i]) <= tol) && bad++ == 0) first = i;
   }
-  INFO(bad << " of " << got.size() << " differ; first at " << first << ": " << (got.empty() ? 0 : got[first])
-           << " (gpu) vs " << (ref.empty() ? 0 : ref[first]));
+  INFO(bad << " of " << got.size() << " outside f32 rounding; first at " << first << ": "
+           << (got.empty() ? 0.0 : got[first]) << " (gpu) vs " << (got.empty() ? 0.0 : ref.value[first]));
   CHECK(bad == 0);
 }
 
@@ -139,10 +185,16 @@ TEST_CASE("cuDNN convolutions match cpu conv2d_forward and conv2d_backward", "[g
     const size_t wn = size_t(s.out_channels) * s.patch();
     const size_t yn = size_t(s.batch) * s.out_channels * s.pixels();
     auto x = test::random_floats(xn, xn), w = test::random_floats(wn, wn + 1), dy = test::random_floats(yn, yn + 2);
+    // The CPU kernels are the reference the GPU must match; exact sums bound both.
     std::vector<float> ws(cpu::conv2d_workspace_floats(s));
     std::vector<float> y(yn), dw(wn, 0.0f), dx(xn, 0.0f);
     cpu::conv2d_forward(s, x.data(), w.data(), nullptr, false, y.data(), ws.data());
     cpu::conv2d_backward(s, x.data(), w.data(), dy.data(), dw.data(), nullptr, dx.data(), ws.data());
+    Exact ey, edx, edw;
+    exact_conv(s, x, w, dy, &ey, &edx, &edw);
+    check_f32(y, ey);  // the reference itself is within f32 rounding
+    check_f32(dx, edx);
+    check_f32(dw, edw);
 
     DeviceArray<float> gx(x), gw(w), gdy(dy), gy(yn), gdw(wn), gdx(xn);
     kc::DeviceBuffer<char> workspace;
@@ -152,10 +204,26 @@ TEST_CASE("cuDNN convolutions match cpu conv2d_forward and conv2d_backward", "[g
     REQUIRE(plan.backward_filter(h, gx.get(), gdy.get(), gdw.get(), workspace.get(), workspace.bytes()).ok());
     REQUIRE(plan.backward_data(h, gw.get(), gdy.get(), gdx.get(), workspace.get(), workspace.bytes()).ok());
     REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
-    // Each output sums patch() products of values in [-1, 1]; a weight gradient sums batch x pixels.
-    check_close(gy.host(), y, s.patch());
-    check_close(gdx.host(), dx, double(s.out_channels) * s.kernel * s.kernel);
-    check_close(gdw.host(), dw, double(s.batch) * s.pixels());
+    check_f32(gy.host(), ey);
+    check_f32(gdx.host(), edx);
+    check_f32(gdw.host(), edw);
+
+    // With TF32 allowed: any algorithm, ~10 mantissa bits per product; still the same convolution
+    // (within 1% of each output's terms' norm).
+    kc::ConvPlan fast;
+    REQUIRE(fast.create(h, s, /*tf32=*/true, size_t(64) << 20).ok());
+    kc::DeviceBuffer<char> fast_ws;
+    REQUIRE(fast_ws.allocate(std::max<size_t>(fast.workspace_bytes(), 1), "test workspace").ok());
+    INFO(fast.describe());
+    REQUIRE(fast.forward(h, gx.get(), gw.get(), gy.get(), fast_ws.get(), fast_ws.bytes()).ok());
+    REQUIRE(fast.backward_filter(h, gx.get(), gdy.get(), gdw.get(), fast_ws.get(), fast_ws.bytes()).ok());
+    REQUIRE(fast.backward_data(h, gw.get(), gdy.get(), gdx.get(), fast_ws.get(), fast_ws.bytes()).ok());
+    REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
+    for (auto [got, ref] : {std::pair{gy.host(), &ey}, {gdx.host(), &edx}, {gdw.host(), &edw}}) {
+      size_t bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - ref->value[i]) <= 1e-2 * ref->norm[i] + 1e-30);
+      CHECK(bad == 0);
+    }
   }
   kc::ConvPlan bad;
   CHECK(bad.create(h, cpu::Conv2dShape{1, 1, 2, 2, 1, 5, 0, 1}, false, 1 << 20).code() == Code::invalid_argument);

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/trainer_driver.h"
@@ -75,19 +76,15 @@ class CnnCuda final : public CudaModel {
       TROUPE_RETURN_IF_ERROR(outs_[l].allocate(n, "cnn activations"));
       TROUPE_RETURN_IF_ERROR(douts_[l].allocate(n, "cnn activation gradients"));
     }
-    size_t workspace = 0;
     for (int b = 0; b < blocks; ++b) {
       const kernels::cpu::Conv2dShape c = layout_.conv(b, rows);
       TROUPE_RETURN_IF_ERROR(conv_[b].allocate(static_cast<size_t>(rows) * c.out_channels * c.pixels(),
                                                "cnn convolution outputs"));
       TROUPE_RETURN_IF_ERROR(argmax_[b].allocate(static_cast<size_t>(rows) * layout_.out_features(b),
                                                  "cnn pooling arg-max"));
-      auto p = plan(b, rows, kWorkspaceLimit);
+      auto p = plan(b, rows);
       if (!p.ok()) return p.status();
-      workspace = std::max(workspace, (*p)->workspace_bytes());
-      spdlog::debug("cnn block {} at {} rows: cuDNN {}", b, rows, (*p)->describe());
     }
-    TROUPE_RETURN_IF_ERROR(workspace_.allocate(std::max<size_t>(workspace, 1), "cuDNN workspace"));
     capacity_ = rows;
     return {};
   }
@@ -119,7 +116,7 @@ class CnnCuda final : public CudaModel {
     // convolution's output buffer, no longer needed), then the convolution's three gradients.
     for (int b = blocks - 1; b >= 0; --b) {
       const kernels::cpu::Conv2dShape c = layout_.conv(b, batch);
-      auto p = plan(b, batch, workspace_.bytes());
+      auto p = plan(b, batch);
       if (!p.ok()) return p.status();
       float* dconv = conv_[b].get();
       TROUPE_RETURN_IF_ERROR(
@@ -153,7 +150,7 @@ class CnnCuda final : public CudaModel {
     cudaStream_t stream = blas_.stream();
     const float* in = x;
     for (int b = 0; b < layout_.conv_blocks(); ++b) {
-      auto p = plan(b, batch, workspace_.bytes());
+      auto p = plan(b, batch);
       if (!p.ok()) return p.status();
       TROUPE_RETURN_IF_ERROR((*p)->forward(cudnn_, in, params + w_[b], conv_[b].get(), workspace_.get(),
                                            workspace_.bytes()));
@@ -172,13 +169,20 @@ class CnnCuda final : public CudaModel {
     return {};
   }
 
-  // Block b's convolution at `rows` images, made the first time it is asked for. Plans are made on
-  // the host only (descriptors and heuristics), so asking during a graph capture is safe.
-  Expected<const kc::ConvPlan*> plan(int b, int rows, size_t workspace_limit) {
+  // Block b's convolution at `rows` images, made the first time it is asked for with the algorithms
+  // cuDNN ranks first within kWorkspaceLimit, the workspace grown to fit. Made on the host only
+  // (descriptors and heuristics) but growing the workspace synchronises the stream, so every batch
+  // size a graph captures must have been run once before (CudaJob warms up first).
+  Expected<const kc::ConvPlan*> plan(int b, int rows) {
     auto& slot = plans_[{b, rows}];
     if (!slot) {
       auto made = std::make_unique<kc::ConvPlan>();
-      TROUPE_RETURN_IF_ERROR(made->create(cudnn_, layout_.conv(b, rows), tf32_, workspace_limit));
+      TROUPE_RETURN_IF_ERROR(made->create(cudnn_, layout_.conv(b, rows), tf32_, kWorkspaceLimit));
+      if (!workspace_.get() || made->workspace_bytes() > workspace_.bytes()) {
+        TROUPE_CUDA_CHECK(cudaStreamSynchronize(blas_.stream()));  // queued convolutions may use the old one
+        TROUPE_RETURN_IF_ERROR(workspace_.allocate(std::max<size_t>(made->workspace_bytes(), 1), "cuDNN workspace"));
+      }
+      spdlog::debug("cnn block {} at {} rows: cuDNN {}", b, rows, made->describe());
       slot = std::move(made);
     }
     return slot.get();

@@ -24,7 +24,7 @@ class PsCudaDevice final : public ps::StepDevice {
 
   Status setup();
   size_t parameters() const override { return n_; }
-  std::string name() const override { return "cuda:" + std::to_string(o_.device) + " (" + kc::device_name(o_.device) + ")"; }
+  std::string name() const override { return name_; }
   std::string model() const override { return spec_.name; }
   float* pull_buffer(int slot) override;
   const float* push_buffer() const override { return push_.get(); }
@@ -44,6 +44,7 @@ class PsCudaDevice final : public ps::StepDevice {
   void drain();
 
   ModelSpec spec_;
+  std::string name_;  // "cuda:0 (NVIDIA H100 80GB HBM3)", read once in setup()
   size_t n_;
   int64_t features_;
   PsDeviceOptions o_;
@@ -74,6 +75,7 @@ Status copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaS
 
 Status PsCudaDevice::setup() {
   TROUPE_RETURN_IF_ERROR(kc::select_device(o_.device));
+  name_ = "cuda:" + std::to_string(o_.device) + " (" + kc::device_name(o_.device) + ")";
   TROUPE_RETURN_IF_ERROR(copy_.create());
   TROUPE_RETURN_IF_ERROR(compute_.create());
   for (kc::Event* e : {&batch_up_[0], &batch_up_[1], &params_up_, &computed_, &grads_down_, &compute_done_, &copy_done_})
