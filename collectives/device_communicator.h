@@ -40,6 +40,9 @@ class DeviceCommunicator {
   virtual Status reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                                 const CollectiveOptions& options = {}) = 0;
   virtual Status barrier(const CollectiveOptions& options = {}) = 0;
+  // The host Communicator a staged communicator reduces through (the job's group, for barriers off
+  // the device such as checkpoints); null for NCCL, whose host group the caller keeps.
+  virtual Communicator* host() { return nullptr; }
 
  protected:
   uint64_t sequence_ = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "trainers/optimizer.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
@@ -12,5 +13,13 @@ namespace troupe {
 // (no loss scaling on the device yet), bf16 for the cnn (its cuDNN convolutions are f32),
 // --accumulate > 1.
 Status check_gpu_worker_options(const TrainOptions& options);
+
+// The state vectors the GPU optimizers keep (kernels/cuda/ops.h sgd_step / adam_step), in the CPU
+// Optimizer's OptimizerState order, so a GPU replica's checkpoint is the CPU's format: sgd with
+// momentum the velocity, adam and adamw m then v, sgd without momentum none.
+int device_optimizer_vectors(const TrainOptions& options);
+// invalid_argument unless a checkpoint's `state` is options.optimizer's with
+// device_optimizer_vectors() vectors of n floats each, naming what differs.
+Status check_device_optimizer_state(const TrainOptions& options, const OptimizerState& state, size_t n);
 
 }  // namespace troupe

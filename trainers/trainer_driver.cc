@@ -62,21 +62,15 @@ Status compare_checksums(const std::vector<float>& params, const Replica& replic
 // replica's is durable, rank 0 commits the manifest. See Replica::checkpoint_every.
 Status write_checkpoint(const std::vector<float>& params, size_t n, const Optimizer& opt, const Replica& replica,
                         int64_t step, int epoch, int64_t epoch_step) {
-  const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
-  checkpoint::ShardData d;  // shard `rank` of `world`: write_group_shard numbers it
-  d.header.tag = replica.checkpoint_tag;
-  d.header.step = step;
-  d.header.epoch = epoch;
-  d.header.epoch_step = epoch_step;
-  d.header.total_floats = n;
-  size_t begin = 0, end = 0;
-  checkpoint::shard_range(n, rank, world, &begin, &end);
-  d.header.begin = begin;
-  d.header.end = end;
-  d.params.assign(params.begin() + static_cast<std::ptrdiff_t>(begin), params.begin() + static_cast<std::ptrdiff_t>(end));
-  d.optimizer = opt.save_state(begin, end);
-  return checkpoint::write_group_shard(std::move(d), replica.checkpoint_dir, replica.comm, replica.timeout, 0,
-                                       replica.checkpoint_commit);
+  const checkpoint::ReplicaPoint at{replica.checkpoint_tag, step, epoch, epoch_step};
+  auto fill = [&](size_t begin, size_t end, checkpoint::ShardData* d) -> Status {
+    d->params.assign(params.begin() + static_cast<std::ptrdiff_t>(begin),
+                     params.begin() + static_cast<std::ptrdiff_t>(end));
+    d->optimizer = opt.save_state(begin, end);
+    return {};
+  };
+  return checkpoint::write_replica_checkpoint(at, n, fill, replica.checkpoint_dir, replica.comm, replica.timeout,
+                                              replica.checkpoint_commit);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ class StagedCommunicator final : public DeviceCommunicator {
   int size() const override { return host_->size(); }
   int device() const override { return device_; }
   std::string path() const override { return "staged(" + host_->transport().kind() + ")"; }
+  Communicator* host() override { return host_.get(); }
 
   Status allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                    const CollectiveOptions& options) override {

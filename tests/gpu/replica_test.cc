@@ -131,3 +131,57 @@ TEST_CASE("GPU sync replicas (two sharing a GPU) reach the CPU's accuracy on Fas
 
 }  // namespace
 }  // namespace troupe
+
+namespace troupe {
+namespace {
+
+TEST_CASE("GPU sync replica: a checkpoint written mid-epoch resumes to the uninterrupted run's parameters",
+          "[gpu][replica][checkpoint]") {
+  const Dataset train = test::synthetic(1000, 6, 5, 51), test_set = test::synthetic(200, 6, 5, 52);
+  TrainOptions o;
+  o.hidden = {32, 16};
+  o.epochs = 2;
+  o.batch_size = 16;  // 62 steps per epoch: the checkpoint of step 80 is 18 steps into epoch 2
+  o.optimizer = "adam";
+  char tmpl[] = "/tmp/troupe-gpu-ckpt-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  std::vector<checkpoint::Manifest> manifests;
+  CudaReplica whole;
+  whole.checkpoint_every = 80;
+  whole.checkpoint_dir = dir;
+  whole.checkpoint_tag = "gpu-test";
+  whole.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
+    manifests.push_back(m);
+    return {};
+  };
+  std::vector<float> uninterrupted, resumed;
+  auto full = train_replica_cuda(o, train, test_set, whole, {}, &uninterrupted);
+  INFO(full.status().to_string());
+  REQUIRE(full.ok());
+  REQUIRE(manifests.size() == 1);
+  CHECK(manifests[0].step == 80);
+  auto state = checkpoint::load_checkpoint(manifests[0]);
+  INFO(state.status().to_string());
+  REQUIRE(state.ok());
+  CHECK(state->epoch == 2);
+  CHECK(state->epoch_step == 18);
+  CHECK(state->optimizer.name == "adam");
+  CHECK(state->optimizer.vectors.size() == 2);  // m and v, the CPU optimizer's format
+
+  CudaReplica again;
+  again.resume = &*state;
+  auto rest = train_replica_cuda(o, train, test_set, again, {}, &resumed);
+  INFO(rest.status().to_string());
+  REQUIRE(rest.ok());
+  CHECK(rest->steps == full->steps);
+  REQUIRE(resumed.size() == uninterrupted.size());
+  double worst = 0;
+  for (size_t i = 0; i < resumed.size(); ++i) worst = std::max(worst, double(std::fabs(resumed[i] - uninterrupted[i])));
+  CHECK(worst <= 1e-5);  // the same batches and updates from the same state (float atomics only in the loss)
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
+}  // namespace
+}  // namespace troupe

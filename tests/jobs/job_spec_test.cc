@@ -116,7 +116,12 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.gpus_per_worker = 1;
   s.checkpoint_every = 100;
   s.checkpoint_dir = "/tmp/ckpt";
-  CHECK(validate(s).message().find("sync GPU workers do not checkpoint or resume yet") != std::string::npos);
+  CHECK(validate(s).ok());  // sync GPU workers checkpoint as CPU ones do (the same files)
+  s.resume_job = "0123456789abcdef0123456789abcdef";
+  s.resume_step = 100;
+  CHECK(validate(s).ok());
+  s.resume_job.clear();
+  s.resume_step = 0;
   s.strategy = "async";  // async GPU workers take part in checkpoints as CPU ones do (replays)
   s.ps = 2;
   CHECK(validate(s).ok());

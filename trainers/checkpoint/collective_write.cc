@@ -53,4 +53,22 @@ Status write_group_shard(ShardData shard, const std::string& dir, collectives::C
   return commit(m).with_context(what);
 }
 
+Status write_replica_checkpoint(const ReplicaPoint& at, size_t total, const SliceFn& fill, const std::string& dir,
+                                collectives::Communicator* group, std::chrono::milliseconds timeout,
+                                const CommitFn& commit) {
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  ShardData d;  // shard `rank` of `world`: write_group_shard numbers it
+  d.header.tag = at.tag;
+  d.header.step = at.step;
+  d.header.epoch = at.epoch;
+  d.header.epoch_step = at.epoch_step;
+  d.header.total_floats = total;
+  size_t begin = 0, end = 0;
+  shard_range(total, rank, world, &begin, &end);
+  d.header.begin = begin;
+  d.header.end = end;
+  TROUPE_RETURN_IF_ERROR(fill(begin, end, &d).with_context("the checkpoint of step " + std::to_string(at.step)));
+  return write_group_shard(std::move(d), dir, group, timeout, 0, commit);
+}
+
 }  // namespace troupe::checkpoint

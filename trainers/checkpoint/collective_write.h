@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "collectives/communicator.h"
@@ -24,5 +25,23 @@ namespace troupe::checkpoint {
 // `committer` only (may be empty).
 Status write_group_shard(ShardData shard, const std::string& dir, collectives::Communicator* group,
                          std::chrono::milliseconds timeout, int committer, const CommitFn& commit);
+
+// Where a sync job's replicas are when they checkpoint.
+struct ReplicaPoint {
+  std::string tag;          // the job id, in every shard's header
+  int64_t step = 0;         // global steps done
+  int epoch = 0;            // the epoch of the last step
+  int64_t epoch_step = 0;   // steps of that epoch done
+};
+// Fills shard.params and shard.optimizer with [begin, end) of the parameters and of every optimizer
+// vector (the header is set already).
+using SliceFn = std::function<Status(size_t begin, size_t end, ShardData* shard)>;
+
+// A sync job's replicas (every one holds the same `total` floats of state): replica rank of
+// `group` writes its 1/size slice (shard_range), filled by `fill`, then as write_group_shard with
+// rank 0 committing. The CPU replicas fill from host vectors, the GPU ones copy from the device.
+Status write_replica_checkpoint(const ReplicaPoint& at, size_t total, const SliceFn& fill, const std::string& dir,
+                                collectives::Communicator* group, std::chrono::milliseconds timeout,
+                                const CommitFn& commit);
 
 }  // namespace troupe::checkpoint

@@ -12,6 +12,7 @@
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_job.h"
 #include "trainers/cuda/model_spec.h"
+#include "trainers/cuda/replica_state.h"
 #include "trainers/epoch_report.h"
 #include "trainers/gpu_options.h"
 #include "trainers/lr_schedule.h"
@@ -141,6 +142,23 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
   }
   std::vector<float> params = spec->initial;  // every replica starts identical (the CPU path's start too)
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.params.get(), params.data(), n * sizeof(float), d.stream.get()));
+  const cuda_detail::DeviceTrainingState state{n, d.params.get(), d.state1.get(), d.state2.get()};
+  int64_t step = 0;         // steps done
+  int first_epoch = 1;      // a resumed job goes on in the checkpoint's epoch
+  int64_t skip_steps = 0;   //   after the steps of it already done
+  if (replica.resume) {
+    const checkpoint::TrainingState& r = *replica.resume;
+    TROUPE_RETURN_IF_ERROR(cuda_detail::restore_state(r, o, state, d.stream.get())
+                               .with_context("restoring the checkpoint of step " + std::to_string(r.step)));
+    step = r.step;
+    const checkpoint::ResumeAt at = checkpoint::resume_at(r, steps_per_epoch);
+    first_epoch = at.epoch;
+    skip_steps = at.skip_steps;
+    spdlog::info("resuming from the checkpoint of step {}: epoch {} after {} of its steps", step, first_epoch,
+                 skip_steps);
+  }
+  if (replica.checkpoint_every > 0 && replica.checkpoint_dir.empty())
+    return invalid_argument("checkpoints every " + std::to_string(replica.checkpoint_every) + " steps need a directory");
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_x.get(), test.images.data(), d.test_x.bytes(), d.stream.get()));
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_y.get(), test.labels.data(), d.test_y.bytes(), d.stream.get()));
   TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "setting up on the GPU"));  // failures surface here, not in step 1
@@ -165,10 +183,9 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
   co.stream = d.stream.get();
   cudaStream_t s = d.stream.get();
   double train_seconds = 0;
-  int64_t step = 0;
   bool stop = o.max_steps > 0 && step >= o.max_steps;
 
-  for (int epoch = 1; epoch <= o.epochs && !stop; ++epoch) {
+  for (int epoch = first_epoch; epoch <= o.epochs && !stop; ++epoch) {
     const auto epoch_start = Clock::now();
     TROUPE_RETURN_IF_ERROR(feed.begin_epoch(epoch).with_context("data of epoch " + std::to_string(epoch)));
     EpochTally tally;
@@ -183,6 +200,10 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
       if (batch.size != local_batch) {
         return internal_error("the data feed gave a batch of " + std::to_string(batch.size) + " examples; each "
                               "replica trains " + std::to_string(local_batch) + " per step");
+      }
+      if (epoch == first_epoch && i < skip_steps) {  // trained before the checkpoint this run resumed from
+        TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
+        continue;
       }
       // The batch in through pinned memory (the previous step's copies finished: the step ended
       // with a wait), the loss and count slots zeroed (the model adds to them).
@@ -234,6 +255,10 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
       }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       tally.add(loss, correct);
+      if (replica.checkpoint_every > 0 && step % replica.checkpoint_every == 0) {
+        const checkpoint::ReplicaPoint point{replica.checkpoint_tag, step, epoch, i + 1};
+        TROUPE_RETURN_IF_ERROR(cuda_detail::write_state(replica, point, o, state, s, wait_s).with_context(at));
+      }
       if (progress) {
         progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
       }

@@ -4,6 +4,7 @@
 #include "collectives/device_communicator.h"
 #include "collectives/group_rendezvous.h"
 #include "trainers/cuda_replica.h"
+#include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/sync_recovery.h"
@@ -33,13 +34,15 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   collectives::Transport* host_transport = &(*comm)->transport();
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
-  // No checkpoints on GPU workers yet (the spec refuses them): a restart starts over, so it rewinds
-  // the failed attempt's ledger shards and trained ranges from the first step.
+  // Where to start (the newest checkpoint after a restart, or --resume's) and, after a restart,
+  // undo the failed attempt's ledger shards and trained ranges past it.
   auto start = agree_start_point(*s.store, spec, a.job, **comm, timeout);
   if (!start.ok()) return start.status();
   if (a.attempt > 0)
     TROUPE_RETURN_IF_ERROR(rewind_after_restart(*s.store, a.job, world, steps_per_epoch, *start, **comm, timeout));
-  TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, 0);
+  const int64_t first_step = start->state ? start->state->step : 0;
+  TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
+  collectives::Communicator* host_group = comm->get();  // moved into the staged communicator below
 
   std::unique_ptr<collectives::DeviceCommunicator> dcomm;
   if (world > 1) {
@@ -54,6 +57,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
       auto staged = collectives::make_staged_communicator(std::move(*comm), device);
       if (!staged.ok()) return staged.status().with_context("the staged GPU path on GPU " + std::to_string(device));
       dcomm = std::move(*staged);
+      host_group = dcomm->host();
     }
   }
   // Declared after dcomm, so it goes first: the transport it names lives in dcomm or comm.
@@ -67,9 +71,25 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   replica.feed = &feed;
   replica.timeout = timeout;
   replica.cancel = &cancel;
+  replica.host = world > 1 ? host_group : nullptr;
+  if (start->state) replica.resume = &*start->state;
+  int64_t last_checkpoint = 0;
+  if (spec.checkpoint_every > 0) {  // as the CPU workers (job_worker.cc): the same files and records
+    replica.checkpoint_every = spec.checkpoint_every;
+    replica.checkpoint_dir = checkpoint_dir(spec, a.job);
+    replica.checkpoint_tag = a.job.hex();
+    if (a.index == 0) {
+      replica.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
+        TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(*s.store, a.job, spec, trained, m));
+        last_checkpoint = m.step;
+        return {};
+      };
+    }
+  }
   ProgressReporter reporter(*s.store, a.job);
+  if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;
-  if (a.index == 0) progress = rank0_progress(*s.store, a.job, a.attempt, reporter, start->source, 0);
+  if (a.index == 0) progress = rank0_progress(*s.store, a.job, a.attempt, reporter, start->source, first_step);
   auto result = train_replica_cuda(spec.train, s.train(), s.test(), replica, progress);
   if (!result.ok()) {
     if (result.status().code() != Code::unavailable || !cancel.load()) {
@@ -85,12 +105,21 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   nlohmann::json summary = train_result_json(*result);
   summary["steps_per_epoch"] = steps_per_epoch;
   summary["attempt"] = a.attempt;
-  summary["trained_ranges"] = true;
+  summary["trained_ranges"] = spec.resume_job.empty();
   summary["strategy"] = spec.strategy;
   summary["workers"] = world;
   summary["job_id"] = a.job.hex();
   summary["gpus_per_worker"] = spec.gpus_per_worker;
   summary["gradient_path"] = dcomm ? dcomm->path() : std::string("none (one worker)");
+  if (start->state) {
+    summary["resumed_from"] = {{"job_id", start->own ? a.job.hex() : spec.resume_job}, {"step", first_step},
+                               {"epoch", start->state->epoch}, {"epoch_step", start->state->epoch_step}};
+  }
+  if (spec.checkpoint_every > 0) {
+    summary["checkpoint_every"] = spec.checkpoint_every;
+    summary["last_checkpoint_step"] = last_checkpoint;
+    summary["checkpoint_dir"] = replica.checkpoint_dir;
+  }
   return record_success(*s.store, a.job, summary, result->test_accuracy);
 }
 

@@ -161,10 +161,9 @@ const std::map<std::string, Field>& fields() {
 
 }  // namespace
 
-// GPU workers (trainers/job/gpu_worker.h), first version: sync, or async (parameter-server
-// workers on GPUs: trainers/cuda_ps_worker.h), the built-in mlp or cnn, one device each (or a share of
-// one), f32, no elastic jobs or --accumulate. Checkpoints and resume: async only (its workers take
-// part in them through replays and the servers' records; a sync GPU job restarts from its first step).
+// GPU workers (trainers/job/gpu_worker.h): sync, or async (parameter-server workers on GPUs:
+// trainers/cuda_ps_worker.h), the built-in mlp or cnn, one device each (or a share of one), f32 or
+// bf16 (the mlp), checkpoints and resume as CPU workers; no elastic jobs or --accumulate yet.
 static Status validate_gpu_workers(const JobSpec& s) {
   if (s.gpus_per_worker <= 0) return {};
   const std::string g = "--gpus-per-worker: ";
@@ -179,9 +178,6 @@ static Status validate_gpu_workers(const JobSpec& s) {
   if (s.train.precision != DType::f32 && s.train.model != "mlp")
     return invalid_argument(g + "GPU workers train the " + s.train.model + " in f32 for now (--precision bf16 is the "
                             "mlp's)");
-  if (s.strategy == "sync" && (s.checkpoint_every > 0 || !s.resume_job.empty()))
-    return invalid_argument(g + "sync GPU workers do not checkpoint or resume yet (a failed GPU job restarts from "
-                            "its first step): drop --checkpoint-every / --resume, or train --strategy async");
   if (s.elastic) return invalid_argument(g + "GPU jobs are not elastic yet: drop --elastic");
   if (s.train.accumulate != 1) return invalid_argument(g + "GPU workers do not take --accumulate yet");
   return {};
