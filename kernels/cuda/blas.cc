@@ -10,7 +10,30 @@ namespace troupe::kernels::cuda {
 
 namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+// What every product checks and does before cuBLAS: negative sizes refused, an empty C nothing to
+// do, k = 0 gives C = beta * C (C = 0 when beta is 0, even where C held NaN, as BLAS does). Sets
+// *done when nothing is left for cuBLAS.
+Status edge_cases(const char* op, const CublasHandle& handle, int m, int n, int k, float beta, float* c, bool* done) {
+  *done = true;
+  if (m < 0 || n < 0 || k < 0) {
+    return invalid_argument(std::string("cuda::") + op + ": negative size m=" + std::to_string(m) +
+                            " n=" + std::to_string(n) + " k=" + std::to_string(k));
+  }
+  if (!handle.get()) return internal_error(std::string("cuda::") + op + ": the cuBLAS handle was not created");
+  if (m == 0 || n == 0) return {};
+  if (k == 0) {
+    if (beta == 0.0f) {
+      TROUPE_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(float) * size_t(m) * n, handle.stream()));
+      return {};
+    }
+    return scale(c, size_t(m) * n, beta, handle.stream());
+  }
+  *done = false;
+  return {};
 }
+
+}  // namespace
 
 CublasHandle::~CublasHandle() {
   if (handle_) cublasDestroy(handle_);
@@ -35,19 +58,9 @@ Status CublasHandle::set_stream(cudaStream_t stream) {
 
 Status matmul(const CublasHandle& handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
               const float* a, const float* b, float beta, float* c) {
-  if (m < 0 || n < 0 || k < 0) {
-    return invalid_argument("cuda::matmul: negative size m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                            " k=" + std::to_string(k));
-  }
-  if (!handle.get()) return internal_error("cuda::matmul: the cuBLAS handle was not created");
-  if (m == 0 || n == 0) return {};
-  if (k == 0) {
-    if (beta == 0.0f) {
-      TROUPE_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(float) * size_t(m) * n, handle.stream()));
-      return {};
-    }
-    return scale(c, size_t(m) * n, beta, handle.stream());
-  }
+  bool done = false;
+  TROUPE_RETURN_IF_ERROR(edge_cases("matmul", handle, m, n, k, beta, c, &done));
+  if (done) return {};
   // cuBLAS is column-major. A row-major R x C matrix is the column-major C x R matrix (its
   // transpose) with leading dimension C. So row-major C = op(A) op(B) is column-major
   // C^T = op(B)^T op(A)^T: swap the operands, keep each one's transpose flag.
@@ -63,19 +76,9 @@ Status matmul_low(const CublasHandle& handle, DType type, bool trans_a, bool tra
                   float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c) {
   if (type != DType::bf16 && type != DType::f16)
     return invalid_argument(std::string("cuda::matmul_low: operands are bf16 or f16, not ") + dtype_name(type));
-  if (m < 0 || n < 0 || k < 0) {
-    return invalid_argument("cuda::matmul_low: negative size m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                            " k=" + std::to_string(k));
-  }
-  if (!handle.get()) return internal_error("cuda::matmul_low: the cuBLAS handle was not created");
-  if (m == 0 || n == 0) return {};
-  if (k == 0) {
-    if (beta == 0.0f) {
-      TROUPE_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(float) * size_t(m) * n, handle.stream()));
-      return {};
-    }
-    return scale(c, size_t(m) * n, beta, handle.stream());
-  }
+  bool done = false;
+  TROUPE_RETURN_IF_ERROR(edge_cases("matmul_low", handle, m, n, k, beta, c, &done));
+  if (done) return {};
   // Row-major to column-major as in matmul above: operands swapped, transpose flags kept.
   const cudaDataType_t t = type == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
   const int lda = trans_a ? m : k;

@@ -74,18 +74,12 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   replica.host = world > 1 ? host_group : nullptr;
   if (start->state) replica.resume = &*start->state;
   int64_t last_checkpoint = 0;
-  if (spec.checkpoint_every > 0) {  // as the CPU workers (job_worker.cc): the same files and records
-    replica.checkpoint_every = spec.checkpoint_every;
-    replica.checkpoint_dir = checkpoint_dir(spec, a.job);
-    replica.checkpoint_tag = a.job.hex();
-    if (a.index == 0) {
-      replica.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
-        TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(*s.store, a.job, spec, trained, m));
-        last_checkpoint = m.step;
-        return {};
-      };
-    }
-  }
+  // As the CPU workers (job_worker.cc): the same files and records.
+  ReplicaCheckpoints ckpt = replica_checkpoints(*s.store, a.job, spec, a.index, trained, &last_checkpoint);
+  replica.checkpoint_every = ckpt.every;
+  replica.checkpoint_dir = ckpt.dir;
+  replica.checkpoint_tag = ckpt.tag;
+  replica.checkpoint_commit = ckpt.commit;
   ProgressReporter reporter(*s.store, a.job);
   if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;

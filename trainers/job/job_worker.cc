@@ -59,19 +59,11 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.bucket_stats = &buckets;
   if (start->state) replica.resume = &*start->state;
   int64_t last_checkpoint = 0;
-  if (spec.checkpoint_every > 0) {
-    replica.checkpoint_every = spec.checkpoint_every;
-    replica.checkpoint_dir = checkpoint_dir(spec, a.job);
-    replica.checkpoint_tag = a.job.hex();
-    if (a.index == 0) {
-      // The manifest, written after every replica's shard is durable (train_replica's barrier).
-      replica.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
-        TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(*s.store, a.job, spec, trained, m));
-        last_checkpoint = m.step;
-        return {};
-      };
-    }
-  }
+  ReplicaCheckpoints ckpt = replica_checkpoints(*s.store, a.job, spec, a.index, trained, &last_checkpoint);
+  replica.checkpoint_every = ckpt.every;
+  replica.checkpoint_dir = ckpt.dir;
+  replica.checkpoint_tag = ckpt.tag;
+  replica.checkpoint_commit = ckpt.commit;
   ProgressReporter reporter(*s.store, a.job);
   if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;

@@ -176,4 +176,22 @@ Status commit_trained_checkpoint(gcs::Store& store, const JobId& job, const JobS
   return commit_checkpoint(store, job, spec, m);
 }
 
+ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobId& job, const JobSpec& spec, int index,
+                                       TrainedLog& trained, int64_t* last) {
+  ReplicaCheckpoints c;
+  if (spec.checkpoint_every <= 0) return c;
+  c.every = spec.checkpoint_every;
+  c.dir = checkpoint_dir(spec, job);
+  c.tag = job.hex();
+  if (index == 0) {
+    // The manifest, written after every replica's shard is durable (the replicas' barrier).
+    c.commit = [&store, job, &spec, &trained, last](const checkpoint::Manifest& m) -> Status {
+      TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(store, job, spec, trained, m));
+      *last = m.step;
+      return {};
+    };
+  }
+  return c;
+}
+
 }  // namespace troupe::job
