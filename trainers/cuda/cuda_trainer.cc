@@ -10,7 +10,6 @@
 
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_job.h"
-#include "trainers/cuda/mlp_cuda.h"
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
 
@@ -152,17 +151,9 @@ Expected<TrainResult> train_cuda(const TrainOptions& o, const Dataset& train, co
 
 Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& layout, const Dataset& train,
                                      const Dataset& test, const ProgressFn& progress) {
-  ModelSpec spec;
-  spec.name = "mlp " + layout.to_string();
-  spec.features = layout.layers() > 0 ? layout.in(0) : 0;
-  spec.classes = layout.layers() > 0 ? layout.dims.back() : 0;
-  spec.initial.resize(layout.param_count);
-  mlp_init(layout, o.seed, spec.initial.data());  // the CPU trainer's starting point
-  if (o.precision == DType::f16)
-    return invalid_argument("--precision f16: the GPU mlp does not scale the loss on the device yet; use bf16");
-  spec.make = [layout, p = o.precision](const kernels::cuda::CublasHandle& blas)
-      -> Expected<std::unique_ptr<CudaModel>> { return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas, p)); };
-  return train_model_cuda(o, std::move(spec), train, test, progress);
+  auto spec = mlp_model_spec(o, layout);
+  if (!spec.ok()) return spec.status();
+  return train_model_cuda(o, std::move(*spec), train, test, progress);
 }
 
 Expected<TrainResult> train_cnn_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,

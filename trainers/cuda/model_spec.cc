@@ -37,12 +37,19 @@ Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
   dims.push_back(data.classes);
   auto layout = MlpLayout::make(dims);
   if (!layout.ok()) return layout.status();
-  spec.name = "mlp " + layout->to_string();
-  spec.initial.resize(layout->param_count);
-  mlp_init(*layout, o.seed, spec.initial.data());  // the CPU trainer's starting point
+  return mlp_model_spec(o, *layout);
+}
+
+Expected<ModelSpec> mlp_model_spec(const TrainOptions& o, const MlpLayout& layout) {
   if (o.precision == DType::f16)
     return invalid_argument("--precision f16: the GPU mlp does not scale the loss on the device yet; use bf16");
-  spec.make = [layout = *layout, p = o.precision](const kernels::cuda::CublasHandle& blas)
+  ModelSpec spec;
+  spec.name = "mlp " + layout.to_string();
+  spec.features = layout.layers() > 0 ? layout.in(0) : 0;
+  spec.classes = layout.layers() > 0 ? layout.dims.back() : 0;
+  spec.initial.resize(layout.param_count);
+  mlp_init(layout, o.seed, spec.initial.data());  // the CPU trainer's starting point
+  spec.make = [layout, p = o.precision](const kernels::cuda::CublasHandle& blas)
       -> Expected<std::unique_ptr<CudaModel>> { return std::unique_ptr<CudaModel>(new MlpCuda(layout, blas, p)); };
   return spec;
 }

@@ -13,6 +13,7 @@
 #include "kernels/cuda/blas.h"
 #include "trainers/api/trainer.h"
 #include "trainers/cuda/cuda_model.h"
+#include "trainers/mlp.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
@@ -29,5 +30,9 @@ struct ModelSpec {
 // shape `data`. invalid_argument for a bad layout or setting; unavailable for any other trainer
 // (they run on CPUs) and for the cnn without cuDNN (when the model is made).
 Expected<ModelSpec> cuda_model_spec(const TrainOptions& options, DataSpec data);
+
+// The mlp `layout` in options.precision (f32 or bf16; f16 is invalid_argument), starting from
+// mlp_init(options.seed), as the CPU mlp trainer does.
+Expected<ModelSpec> mlp_model_spec(const TrainOptions& options, const MlpLayout& layout);
 
 }  // namespace troupe
