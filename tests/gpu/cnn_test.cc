@@ -153,17 +153,10 @@ TEST_CASE("GPU cnn refuses settings the CPU trainer refuses", "[gpu][cnn][errors
   CHECK(train_cnn_cuda(o, flat, flat).status().code() == Code::invalid_argument);
 }
 
-std::string dataset_dir() {
-  const char* env = std::getenv("TROUPE_DATASET_DIR");
-  return env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
-}
-
 TEST_CASE("GPU cnn reaches 0.92 test accuracy on Fashion-MNIST", "[gpu][cnn][e2e]") {
-  auto train = load_fashion_mnist(dataset_dir(), Split::train);
-  auto test = load_fashion_mnist(dataset_dir(), Split::test);
-  INFO("set TROUPE_DATASET_DIR to the folder of the Fashion-MNIST *.gz files");
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
+  auto fashion = test::fashion_mnist();
+  auto& train = fashion.train;
+  auto& test = fashion.test;
   TrainOptions o;  // the CPU accuracy test's run (tests/trainers/cnn_accuracy_test.cc)
   o.model = "cnn";
   o.trainer_args = {"channels=32,64", "kernel=3", "hidden=256"};

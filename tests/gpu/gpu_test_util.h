@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -91,6 +93,21 @@ inline Dataset synthetic(int64_t count, int side, int classes, uint64_t seed) {
     for (int64_t j = 0; j < f; ++j) d.images[i * f + j] = protos[y * f + j] + noise[i * f + j];
   }
   return d;
+}
+
+// Fashion-MNIST from $TROUPE_DATASET_DIR (else the default folder), both splits REQUIREd: the
+// accuracy tests users rely on train on the real data.
+struct FashionMnist {
+  Expected<Dataset> train, test;
+};
+inline FashionMnist fashion_mnist() {
+  const char* env = std::getenv("TROUPE_DATASET_DIR");
+  const std::string dir = env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
+  FashionMnist f{load_fashion_mnist(dir, Split::train), load_fashion_mnist(dir, Split::test)};
+  INFO("set TROUPE_DATASET_DIR to the folder of the Fashion-MNIST *.gz files (looked in " << dir << ")");
+  REQUIRE(f.train.ok());
+  REQUIRE(f.test.ok());
+  return f;
 }
 
 }  // namespace troupe::test

@@ -183,13 +183,9 @@ TEST_CASE("GPU trainer in bf16 follows the CPU trainer in bf16 on synthetic data
 }
 
 TEST_CASE("GPU trainer in bf16 reaches the f32 accuracy on Fashion-MNIST", "[gpu][low][e2e]") {
-  const char* env = std::getenv("TROUPE_DATASET_DIR");
-  const std::string dir = env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
-  auto train = load_fashion_mnist(dir, Split::train);
-  auto test = load_fashion_mnist(dir, Split::test);
-  INFO("set TROUPE_DATASET_DIR to the folder of the Fashion-MNIST *.gz files");
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
+  auto fashion = test::fashion_mnist();
+  auto& train = fashion.train;
+  auto& test = fashion.test;
   TrainOptions o;  // the defaults: MLP 784-256-128-10, 10 epochs, batch 128
   o.device = Device::cuda(0);
   o.precision = DType::bf16;

@@ -144,13 +144,9 @@ TEST_CASE("GPU async workers (two sharing a GPU, two parameter servers over TCP)
 }
 
 TEST_CASE("GPU async workers (two sharing a GPU) reach >= 0.85 on Fashion-MNIST", "[gpu][ps][e2e]") {
-  const char* env = std::getenv("TROUPE_DATASET_DIR");
-  const std::string dir = env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
-  auto train = load_fashion_mnist(dir, Split::train);
-  auto test = load_fashion_mnist(dir, Split::test);
-  INFO("set TROUPE_DATASET_DIR to the folder of the Fashion-MNIST *.gz files");
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
+  auto fashion = test::fashion_mnist();
+  auto& train = fashion.train;
+  auto& test = fashion.test;
   TrainOptions o;  // MLP 784-256-128-10, 10 epochs, global batch 128
   auto results = run_gpu_workers(2, 2, 2, o, *train, *test);
   for (int r = 0; r < 2; ++r) {

@@ -111,13 +111,9 @@ TEST_CASE("GPU sync replicas refuse what they cannot do yet, naming it", "[gpu][
 
 TEST_CASE("GPU sync replicas (two sharing a GPU) reach the CPU's accuracy on Fashion-MNIST",
           "[gpu][replica][e2e]") {
-  const char* env = std::getenv("TROUPE_DATASET_DIR");
-  const std::string dir = env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
-  auto train = load_fashion_mnist(dir, Split::train);
-  auto test = load_fashion_mnist(dir, Split::test);
-  INFO("set TROUPE_DATASET_DIR to the folder of the Fashion-MNIST *.gz files");
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
+  auto fashion = test::fashion_mnist();
+  auto& train = fashion.train;
+  auto& test = fashion.test;
   TrainOptions o;  // MLP 784-256-128-10, 10 epochs, global batch 128
   Run two = run_gpu_replicas(2, o, *train, *test);
   for (int r = 0; r < 2; ++r) {

@@ -152,17 +152,10 @@ TEST_CASE("GPU trainer refuses a device that does not exist and a mismatched mod
   CHECK(train_mlp_cuda(o, *wrong, train, train).status().code() == Code::invalid_argument);
 }
 
-std::string dataset_dir() {
-  const char* env = std::getenv("TROUPE_DATASET_DIR");
-  return env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
-}
-
 TEST_CASE("GPU trainer reaches the CPU trainer's test accuracy on Fashion-MNIST", "[gpu][trainer][e2e]") {
-  auto train = load_fashion_mnist(dataset_dir(), Split::train);
-  auto test = load_fashion_mnist(dataset_dir(), Split::test);
-  INFO("set TROUPE_DATASET_DIR to the folder of the Fashion-MNIST *.gz files");
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
+  auto fashion = test::fashion_mnist();
+  auto& train = fashion.train;
+  auto& test = fashion.test;
   TrainOptions o;  // the defaults users get: MLP 784-256-128-10, 10 epochs, batch 128
   o.cpu_threads = 8;
   auto cpu = train_mlp_cpu(o, *train, *test);
