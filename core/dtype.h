@@ -7,11 +7,7 @@
 #include <cstring>
 #include <string>
 
-#if defined(__CUDACC__)
-#define TROUPE_HD __host__ __device__ __forceinline__
-#else
-#define TROUPE_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace troupe {
 

@@ -10,7 +10,10 @@
 // Checkpoints as the CPU replicas write them (trainers/trainer_driver.h Replica::checkpoint_every,
 // the same files: parameters and optimizer state in the CPU optimizers' format), copied from the
 // device; a restarted or resumed job starts from one. Limits, refused by the job spec before
-// anything runs: the built-in mlp and cnn, f32 or bf16 (the mlp), no --accumulate, not elastic.
+// anything runs: the built-in mlp and cnn, f32, or bf16 and f16 for the mlp (f16: the loss scale
+// decided on the device from the all-reduced gradients, kernels/cuda/loss_scale_ops.h, so every
+// replica skips alike; a checkpoint counts the optimizer's applied steps, as the CPU's), no
+// --accumulate, not elastic.
 //
 // Declared in every build; built without CUDA it returns `unavailable` saying so.
 #pragma once

@@ -9,9 +9,9 @@
 
 namespace troupe {
 
-// invalid_argument naming the option: a --model other than the built-in mlp and cnn, --precision f16
-// (no loss scaling on the device yet), bf16 for the cnn (its cuDNN convolutions are f32),
-// --accumulate > 1.
+// invalid_argument naming the option: a --model other than the built-in mlp and cnn, bf16 or f16
+// for the cnn (its cuDNN convolutions are f32), --accumulate > 1. (Async GPU workers refuse f16
+// as well: no async worker scales the loss.)
 Status check_gpu_worker_options(const TrainOptions& options);
 
 // The state vectors the GPU optimizers keep (kernels/cuda/ops.h sgd_step / adam_step), in the CPU

@@ -9,33 +9,23 @@
 //
 // Replicas of a sync job decide on the all-reduced gradients, so they skip the same steps and keep
 // the same S. bf16 has f32's exponent range and needs none of this. The scale is not checkpointed:
-// a resumed job starts again at `initial` (a few skipped steps while it settles).
+// a resumed job starts again at `initial` (a few skipped steps while it settles). The rule itself
+// is core/loss_scale.h's, which the GPU trainers run on the device (kernels/cuda/loss_scale_ops.h).
 #pragma once
 
 #include <cstdint>
 
+#include "core/loss_scale.h"
 #include "core/status.h"
 
 namespace troupe {
 
-struct LossScaleOptions {
-  float initial = 65536.0f;  // 2^16
-  float growth = 2.0f;
-  float backoff = 0.5f;
-  int64_t interval = 2000;   // finite steps in a row before S grows
-  float min = 1.0f;
-  float max = 16777216.0f;   // 2^24
-  // Overflowing steps in a row after which training stops with an error (at S = min nothing more
-  // can be done: the model diverged or f16 cannot hold its gradients).
-  int64_t max_skipped_in_a_row = 100;
-};
-
 class LossScaler {
  public:
-  explicit LossScaler(LossScaleOptions o = {}) : o_(o), scale_(o.initial) {}
+  explicit LossScaler(LossScaleOptions o = {}) : o_(o), s_(loss_scale_start(o)) {}
 
-  float scale() const { return scale_; }
-  int64_t skipped() const { return skipped_; }  // steps skipped so far
+  float scale() const { return s_.scale; }
+  int64_t skipped() const { return s_.skipped; }  // steps skipped so far
 
   // After a step's gradients: true when they were finite and the step should be applied (after
   // dividing the gradients by the scale() they were computed with). numeric_error when
@@ -44,10 +34,10 @@ class LossScaler {
 
  private:
   LossScaleOptions o_;
-  float scale_;
-  int64_t good_in_a_row_ = 0;
-  int64_t bad_in_a_row_ = 0;
-  int64_t skipped_ = 0;
+  LossScaleState s_;
 };
+
+// The error of a job whose f16 gradients overflowed `in_a_row` steps in a row at scale `scale`.
+Status loss_scale_gave_up(int64_t in_a_row, float scale);
 
 }  // namespace troupe

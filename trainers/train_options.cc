@@ -52,9 +52,6 @@ Status TrainOptions::validate() const {
                             std::to_string(batch_size));
   if (!(loss_scale >= 1.0f && loss_scale <= 16777216.0f))
     return invalid_argument("--loss-scale must be in [1, 16777216] (got " + std::to_string(loss_scale) + ")");
-  if (precision == DType::f16 && device.is_cuda())
-    return invalid_argument("--precision f16: the GPU trainers do not scale the loss on the device yet; use "
-                            "--precision bf16 there (f32's range, no scaling), or f16 with --device cpu");
   if (accumulate > 1 && device.is_cuda())
     return invalid_argument("--accumulate runs on the CPU path only for now; drop it with --device " +
                             device.to_string());

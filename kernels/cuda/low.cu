@@ -1,4 +1,4 @@
-// Rounding kernels of mixed-precision training (low_ops.h): round_to, scale_round, bias_act_round.
+// Rounding kernels of mixed-precision training (low_ops.h): round_to, scale_round(_by), bias_act_round.
 // (relu_backward_round_bias_grad lives with the column sums in dense.cu.)
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/low_ops.h"
@@ -9,7 +9,9 @@ namespace troupe::kernels::cuda {
 namespace {
 
 template <class R>
-__global__ void round_kernel(const float* src, float* dst, size_t n, float scale, uint16_t* low) {
+__global__ void round_kernel(const float* src, float* dst, size_t n, float scale, const float* scale_at,
+                             uint16_t* low) {
+  if (scale_at) scale = *scale_at;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const uint16_t b = R::bits(src[i] * scale);
     dst[i] = R::value(b);
@@ -34,13 +36,14 @@ Status check_type(const char* op, DType type) {
   return invalid_argument(std::string("cuda::") + op + ": rounds to bf16 or f16, not " + dtype_name(type));
 }
 
-// Launches round_kernel for `type` (scale 1: a plain rounding).
-Status launch_round(const char* op, DType type, const float* src, float* dst, size_t n, float scale, uint16_t* low,
-                    cudaStream_t stream) {
+// Launches round_kernel for `type` (scale 1 and no scale_at: a plain rounding).
+Status launch_round(const char* op, DType type, const float* src, float* dst, size_t n, float scale,
+                    const float* scale_at, uint16_t* low, cudaStream_t stream) {
+  const unsigned blocks = detail::blocks_for(n);
   if (type == DType::bf16) {
-    round_kernel<detail::RoundBf16><<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(src, dst, n, scale, low);
+    round_kernel<detail::RoundBf16><<<blocks, detail::kThreads, 0, stream>>>(src, dst, n, scale, scale_at, low);
   } else {
-    round_kernel<detail::RoundF16><<<detail::blocks_for(n), detail::kThreads, 0, stream>>>(src, dst, n, scale, low);
+    round_kernel<detail::RoundF16><<<blocks, detail::kThreads, 0, stream>>>(src, dst, n, scale, scale_at, low);
   }
   TROUPE_LAUNCH_CHECK(op);
   return {};
@@ -57,14 +60,21 @@ Status round_to(DType type, const float* src, float* dst, size_t n, uint16_t* lo
     return {};
   }
   TROUPE_RETURN_IF_ERROR(check_type("round_to", type));
-  return launch_round("round_kernel", type, src, dst, n, 1.0f, low, stream);
+  return launch_round("round_kernel", type, src, dst, n, 1.0f, nullptr, low, stream);
 }
 
 Status scale_round(DType type, float* x, size_t n, float scale, uint16_t* low, cudaStream_t stream) {
   TROUPE_RETURN_IF_ERROR(check_type("scale_round", type));
   TROUPE_RETURN_IF_ERROR(detail::check_pointers("scale_round", n, {x}));
   if (n == 0) return {};
-  return launch_round("round_kernel(scaled)", type, x, x, n, scale, low, stream);
+  return launch_round("round_kernel(scaled)", type, x, x, n, scale, nullptr, low, stream);
+}
+
+Status scale_round_by(DType type, float* x, size_t n, const float* scale, uint16_t* low, cudaStream_t stream) {
+  TROUPE_RETURN_IF_ERROR(check_type("scale_round_by", type));
+  TROUPE_RETURN_IF_ERROR(detail::check_pointers("scale_round_by", n, {x, scale}));
+  if (n == 0) return {};
+  return launch_round("round_kernel(scaled on the device)", type, x, x, n, 1.0f, scale, low, stream);
 }
 
 Status bias_act_round(DType type, float* x, const float* bias, int rows, int cols, bool relu, uint16_t* low,

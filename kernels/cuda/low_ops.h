@@ -21,6 +21,10 @@ namespace troupe::kernels::cuda {
 Status round_to(DType type, const float* src, float* dst, size_t n, uint16_t* low, cudaStream_t stream = nullptr);
 // x[i] = (x[i] * scale) rounded to `type`, in place; low as round_to.
 Status scale_round(DType type, float* x, size_t n, float scale, uint16_t* low, cudaStream_t stream = nullptr);
+// scale_round with the scale read from device memory when the kernel runs (f16's loss scale, which
+// the device updates between the steps of a CUDA graph: loss_scale_ops.h).
+Status scale_round_by(DType type, float* x, size_t n, const float* scale, uint16_t* low,
+                      cudaStream_t stream = nullptr);
 // bias_act (ops.h) then round_to: x = round(act(x + bias)) in place, low[i] = its bits (required).
 Status bias_act_round(DType type, float* x, const float* bias, int rows, int cols, bool relu, uint16_t* low,
                       cudaStream_t stream = nullptr);

@@ -54,10 +54,16 @@ Status softmax_xent(const float* logits, const int32_t* labels, int rows, int cl
 // Keep steps_done in device memory and advance it with add_to_counter() after each captured chunk;
 // pass each captured step's position in the chunk (1, 2, ...) as offset. The default is step 1 at
 // hp.lr, which is all SGD without a schedule needs.
+//
+// With `gate` (f16's loss scaling, loss_scale_ops.h) the step is applied only when the gate's last
+// check said so, with the gradients divided by the scale they carry (g * (1 / S), rounded as the
+// CPU's separate pass rounds), and Adam's bias correction counts the gate's applied steps instead.
+struct DeviceLossScale;
 struct DeviceStep {
   const int64_t* steps_done = nullptr;
   int64_t offset = 1;
   const float* lr_table = nullptr;
+  const DeviceLossScale* gate = nullptr;
 };
 
 // As cpu::sgd_step (with the rate from `at`). velocity may be null only when hp.momentum == 0.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/loss_scale_ops.h"
 #include "kernels/cuda/ops.h"
 
 namespace troupe::kernels::cuda {
@@ -20,12 +21,30 @@ __device__ __forceinline__ int64_t step_of(const DeviceStep& at) {
 __device__ __forceinline__ float lr_of(const DeviceStep& at, int64_t step, float base) {
   return at.lr_table ? at.lr_table[step - 1] : base;
 }
+// With a loss-scale gate: false when the step is skipped; else *unscale = 1 / the scale the
+// gradients carry and *count = the steps applied (this one included).
+__device__ __forceinline__ bool gate_open(const DeviceStep& at, float* unscale, int64_t* count) {
+  if (!at.gate) return true;
+  if (at.gate->outcome != static_cast<int32_t>(LossScaleStep::apply)) return false;
+  *unscale = at.gate->used_inverse;
+  *count = at.gate->applied;
+  return true;
+}
+// A gradient with the loss scale divided out; not fused into what follows, as the CPU divides it
+// out in a pass of its own (kernels::cpu::scale) before the optimizer reads it.
+__device__ __forceinline__ float unscaled(const DeviceStep& at, float g, float unscale) {
+  return at.gate ? __fmul_rn(g, unscale) : g;
+}
 
 __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ vel, size_t n,
                            DeviceStep at, float base_lr, float momentum, float wd, bool nesterov) {
-  const float lr = lr_of(at, step_of(at), base_lr);
+  const int64_t step = step_of(at);
+  float unscale = 1.0f;
+  int64_t applied = step;
+  if (!gate_open(at, &unscale, &applied)) return;
+  const float lr = lr_of(at, step, base_lr);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    float grad = g[i] + wd * p[i];
+    float grad = unscaled(at, g[i], unscale) + wd * p[i];
     float update = grad;
     if (vel) {
       float v = momentum * vel[i] + grad;
@@ -40,10 +59,13 @@ __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, 
                             float* __restrict__ v, size_t n, DeviceStep at, float base_lr, float beta1, float beta2,
                             float eps, float wd, bool decoupled) {
   const int64_t step = step_of(at);
+  float unscale = 1.0f;
+  int64_t applied = step;  // the optimizer's own step count: the job's, less the steps a gate skipped
+  if (!gate_open(at, &unscale, &applied)) return;
   const float lr = lr_of(at, step, base_lr);
   // The same arithmetic as cpu::adam_step: bias corrections (in double) folded into the step size
   // and epsilon, p = p * decay - step_size * m / (sqrt(v) + eps'), decay = 1 - lr * wd for AdamW.
-  const double t = static_cast<double>(step);
+  const double t = static_cast<double>(applied < 1 ? 1 : applied);
   const float bc1 = static_cast<float>(1.0 - pow(static_cast<double>(beta1), t));
   const float bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(beta2), t)));
   const float step_size = lr * bc2_sqrt / bc1;
@@ -52,7 +74,7 @@ __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, 
   const float decay = decoupled ? 1.0f - lr * wd : 1.0f;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float param = p[i];
-    const float grad = g[i] + l2 * param;
+    const float grad = unscaled(at, g[i], unscale) + l2 * param;
     const float mi = beta1 * m[i] + (1.0f - beta1) * grad;
     const float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
     m[i] = mi;

@@ -114,7 +114,6 @@ TEST_CASE("troupe train refuses bad flag values with a usage error naming the fl
       {"--device tpu", "tpu"},
       {"--precision f64", "--precision"},
       {"--precision f16 --loss-scale 0.5", "--loss-scale"},
-      {"--precision f16 --device cuda", "--precision f16"},
       {"--precision bf16 --strategy pipeline --stages 2", "--precision"},
       {"--frobnicate", "frobnicate"},
       {"--set no_such_setting=1", "no_such_setting"},

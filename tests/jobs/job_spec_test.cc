@@ -136,7 +136,13 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.train.precision = DType::bf16;
   CHECK(validate(s).ok());  // the mlp in bf16 on GPUs
   s.train.precision = DType::f16;
-  CHECK(validate(s).message().find("--precision bf16, not f16") != std::string::npos);
+  CHECK(validate(s).ok());  // sync: the loss scaled on the device
+  s.strategy = "async";
+  s.ps = 1;
+  CHECK(validate(s).message().find("--precision f16 needs dynamic loss scaling, which async workers") !=
+        std::string::npos);
+  s.strategy = "sync";
+  s.ps = 0;
   s.train.precision = DType::bf16;
   s.train.model = "cnn";
   CHECK(validate(s).message().find("GPU workers train the cnn in f32 for now") != std::string::npos);

@@ -144,7 +144,7 @@ class TanhChain final : public Trainer, public LayerModel {
     const float* in = batch.inputs;
     for (int l = 0; l < 3; ++l) {
       acts_[l].resize(static_cast<size_t>(batch.size) * dims_[l + 1]);
-      forward_layer(l, in, batch.size, p, acts_[l].data());
+      REQUIRE(forward_layer(l, in, batch.size, p, acts_[l].data()).ok());
       in = acts_[l].data();
     }
   }

@@ -270,7 +270,7 @@ TEST_CASE("GPU async worker: the options it refuses, and without a usable device
   o.precision = DType::bf16;
   CHECK(check_gpu_worker_options(o).ok());
   o.precision = DType::f16;
-  CHECK_THAT(check_gpu_worker_options(o).message(), Catch::Contains("--precision bf16, not f16"));
+  CHECK(check_gpu_worker_options(o).ok());  // sync replicas scale the loss on the device
   o.precision = DType::bf16;
   o.model = "cnn";
   CHECK_THAT(check_gpu_worker_options(o).message(), Catch::Contains("GPU workers train the cnn in f32"));

@@ -69,6 +69,13 @@ Status CudaJob::setup(const Dataset& train, const Dataset& test) {
   TROUPE_RETURN_IF_ERROR(host_perm_.allocate(train.count, "the epoch permutation"));
   TROUPE_RETURN_IF_ERROR(host_loss_.allocate(steps_per_epoch_, "per-step losses"));
   TROUPE_RETURN_IF_ERROR(host_correct_.allocate(steps_per_epoch_, "per-step counts"));
+  if (scaled()) {  // f16: the model multiplies its loss gradient by the device's current scale
+    scale_options_.initial = o_.loss_scale;
+    TROUPE_RETURN_IF_ERROR(loss_scale_.allocate(1, "the loss scale"));
+    TROUPE_RETURN_IF_ERROR(host_scale_.allocate(2, "the loss scale"));
+    TROUPE_RETURN_IF_ERROR(kc::loss_scale_start(loss_scale_.get(), scale_options_, 0, stream()));
+    TROUPE_RETURN_IF_ERROR(model_->set_loss_scale(kc::loss_scale_of(loss_scale_.get())));
+  }
   TROUPE_CUDA_CHECK(cudaDeviceSynchronize());  // setup is done; failures surface here, not in step 1
 
   if (o_.cuda_graphs) TROUPE_RETURN_IF_ERROR(capture_graphs());
@@ -116,14 +123,19 @@ Status CudaJob::start_epoch(const std::vector<int32_t>& perm) {
   return {};
 }
 
-Status CudaJob::optimizer_step(int64_t offset_in_chunk) {
-  const size_t n = param_count();
+kc::DeviceStep CudaJob::step_at(int64_t offset_in_chunk) const {
   // Step number = steps done before this chunk (device counter) + position in the chunk, 1-based;
-  // the rate is looked up in the schedule table by step.
+  // the rate is looked up in the schedule table by step. f16: the loss scale gates the update.
   kc::DeviceStep at;
   at.steps_done = steps_done_.get();
   at.offset = offset_in_chunk + 1;
   at.lr_table = lr_table_.get();
+  at.gate = scaled() ? loss_scale_.get() : nullptr;
+  return at;
+}
+
+Status CudaJob::optimizer_step(const kc::DeviceStep& at) {
+  const size_t n = param_count();
   if (o_.optimizer == "sgd") {
     kc::SgdParams hp;
     hp.lr = o_.effective_lr();
@@ -145,7 +157,12 @@ Status CudaJob::enqueue_steps(int64_t first, int64_t count) {
     TROUPE_RETURN_IF_ERROR(model_->forward_backward(params_.get(), epoch_images_.get() + row * features,
                                                    epoch_labels_.get() + row, o_.batch_size, grads_.get(),
                                                    step_loss_.get() + s, step_correct_.get() + s));
-    TROUPE_RETURN_IF_ERROR(optimizer_step(s - first));
+    const kc::DeviceStep at = step_at(s - first);
+    if (scaled()) {  // as the CPU: the check decides on this step's gradients
+      TROUPE_RETURN_IF_ERROR(kc::loss_scale_check(grads_.get(), param_count(), loss_scale_.get(), scale_options_, at,
+                                                  stream()));
+    }
+    TROUPE_RETURN_IF_ERROR(optimizer_step(at));
   }
   TROUPE_RETURN_IF_ERROR(kc::add_to_counter(steps_done_.get(), count, stream()));
   return {};
@@ -163,6 +180,10 @@ Status CudaJob::enqueue_chunk(int64_t first, int64_t count, cudaEvent_t done) {
                                     cudaMemcpyDeviceToHost, stream()));
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(host_correct_.get() + first, step_correct_.get() + first,
                                     count * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream()));
+  if (scaled()) {
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(host_scale_.get() + c % 2, loss_scale_.get(), sizeof(kc::DeviceLossScale),
+                                      cudaMemcpyDeviceToHost, stream()));
+  }
   TROUPE_CUDA_CHECK(cudaEventRecord(done, stream()));
   return {};
 }

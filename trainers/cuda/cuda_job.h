@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "kernels/cuda/blas.h"
+#include "kernels/cuda/loss_scale_ops.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_model.h"
 #include "trainers/cuda/model_spec.h"
@@ -55,6 +56,11 @@ class CudaJob {
   Status enqueue_chunk(int64_t first, int64_t count, cudaEvent_t done);
   float step_loss(int64_t s) const { return host_loss_[s]; }
   unsigned long long step_correct(int64_t s) const { return host_correct_[s]; }
+  // f16 only (else null): the loss scale's state as the chunk holding epoch step `s` left it
+  // (read back with that chunk; later state while the next chunk is pending).
+  const kc::DeviceLossScale* loss_scale_after(int64_t s) const {
+    return scaled() ? host_scale_.get() + (s / kStepsPerChunk) % 2 : nullptr;
+  }
   // Test-set accuracy (synchronises).
   Expected<double> evaluate(const DeviceDataset& data);
   // False when a parameter is NaN or infinite (synchronises).
@@ -67,7 +73,9 @@ class CudaJob {
 
  private:
   Status enqueue_steps(int64_t first, int64_t count);
-  Status optimizer_step(int64_t offset_in_chunk);
+  Status optimizer_step(const kc::DeviceStep& at);
+  kc::DeviceStep step_at(int64_t offset_in_chunk) const;
+  bool scaled() const { return o_.precision == DType::f16; }  // dynamic loss scaling on the device
   Status capture_graphs();
   size_t param_count() const { return spec_.initial.size(); }
 
@@ -89,6 +97,9 @@ class CudaJob {
   kc::PinnedBuffer<int32_t> host_perm_;
   kc::PinnedBuffer<float> host_loss_;
   kc::PinnedBuffer<unsigned long long> host_correct_;
+  LossScaleOptions scale_options_;              // f16: the rule's options (o.loss_scale the start)
+  kc::DeviceBuffer<kc::DeviceLossScale> loss_scale_;
+  kc::PinnedBuffer<kc::DeviceLossScale> host_scale_;  // two: read back by chunk parity
   std::vector<kc::GraphExec> graphs_;  // graphs_[c]: steps [c * kStepsPerChunk, ...) of an epoch
 };
 

@@ -26,6 +26,14 @@ class CudaModel {
   // Enqueues the forward pass only, adding the correct rows to *correct_acc (and mean loss to *loss_acc).
   virtual Status evaluate(const float* params, const float* x, const int32_t* labels, int batch, float* loss_acc,
                           unsigned long long* correct_acc) = 0;
+
+  // f16's dynamic loss scaling (kernels/cuda/loss_scale_ops.h): later training steps multiply the
+  // loss gradient by *scale, a device float read when each step runs. Models that cannot take a
+  // scale say so (the default).
+  virtual Status set_loss_scale(const float* scale) {
+    (void)scale;
+    return invalid_argument("this GPU model does not take a loss scale (f16 training)");
+  }
 };
 
 }  // namespace troupe

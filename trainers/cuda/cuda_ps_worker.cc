@@ -18,7 +18,10 @@ Expected<TrainResult> train_ps_worker_cuda(const TrainOptions& o, const Dataset&
     if (worker.client) (void)worker.client->finish();
     return st;
   };
-  Status usable = check_gpu_worker_options(o);
+  Status usable = o.precision == DType::f16
+                      ? invalid_argument("async GPU workers do not scale the loss (f16) yet, as async CPU workers "
+                                         "do not: --precision bf16, not f16")
+                      : check_gpu_worker_options(o);
   if (!usable.ok()) return fail(usable);
   auto spec = cuda_model_spec(o, DataSpec{train.features(), train.classes});
   if (!spec.ok()) return fail(spec.status());

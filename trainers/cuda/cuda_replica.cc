@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/loss_scale_ops.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_job.h"
@@ -15,6 +16,7 @@
 #include "trainers/cuda/replica_state.h"
 #include "trainers/epoch_report.h"
 #include "trainers/gpu_options.h"
+#include "trainers/loss_scale.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/trainer_driver.h"
 
@@ -44,6 +46,8 @@ struct DeviceState {
   kc::PinnedBuffer<float> host_x, host_slots;
   kc::PinnedBuffer<int32_t> host_y;
   kc::PinnedBuffer<unsigned long long> host_correct;
+  kc::DeviceBuffer<kc::DeviceLossScale> scale;  // f16 only: the loss scale, decided on the device
+  kc::PinnedBuffer<kc::DeviceLossScale> host_scale;
   kc::Event done;
 };
 
@@ -159,6 +163,20 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
   }
   if (replica.checkpoint_every > 0 && replica.checkpoint_dir.empty())
     return invalid_argument("checkpoints every " + std::to_string(replica.checkpoint_every) + " steps need a directory");
+  // f16: dynamic loss scaling as the CPU replicas do it (trainers/loss_scale.h), decided on the
+  // device from the all-reduced gradients (every replica alike); the scale starts afresh on resume,
+  // the optimizer's count of applied steps goes on from the checkpoint's.
+  const bool scaled = o.precision == DType::f16;
+  LossScaleOptions scale_options;
+  scale_options.initial = o.loss_scale;
+  int64_t applied = replica.resume ? replica.resume->optimizer.steps : 0;  // optimizer steps taken
+  if (scaled) {
+    TROUPE_RETURN_IF_ERROR(d.scale.allocate(1, "the loss scale"));
+    TROUPE_RETURN_IF_ERROR(d.host_scale.allocate(1, "the loss scale"));
+    d.host_scale[0] = kc::DeviceLossScale{};  // what the result reports if no step runs
+    TROUPE_RETURN_IF_ERROR(kc::loss_scale_start(d.scale.get(), scale_options, applied, d.stream.get()));
+    TROUPE_RETURN_IF_ERROR(model.set_loss_scale(kc::loss_scale_of(d.scale.get())));
+  }
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_x.get(), test.images.data(), d.test_x.bytes(), d.stream.get()));
   TROUPE_RETURN_IF_ERROR(copy_to_device(d.test_y.get(), test.labels.data(), d.test_y.bytes(), d.stream.get()));
   TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "setting up on the GPU"));  // failures surface here, not in step 1
@@ -237,7 +255,18 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
       if (step % o.loss_check_every == 0 && !std::isfinite(loss))
         return nonfinite_loss(loss, epoch, i + 1, steps_per_epoch, step, lr);
       kc::DeviceStep when;
-      when.offset = step;  // Adam's bias correction counts the job's steps
+      when.offset = step;  // the rate's step; Adam's bias correction counts the applied steps
+      if (scaled) {
+        when.gate = d.scale.get();
+        TROUPE_RETURN_IF_ERROR(kc::loss_scale_check(d.grads.get(), n, d.scale.get(), scale_options, when, s));
+        TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_scale.get(), d.scale.get(), sizeof(kc::DeviceLossScale), s));
+        TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "checking the f16 gradients at " + at));
+        const kc::DeviceLossScale& ls = d.host_scale[0];
+        if (ls.failed_step != 0) return loss_scale_gave_up(ls.failed_in_a_row, ls.failed_scale).with_context(at);
+        applied = ls.applied;
+      } else {
+        applied = step;
+      }
       const float rate = scheduled_lr(schedule, lr, step - 1, total_steps, o.warmup_steps);
       if (o.optimizer == "sgd") {
         kc::SgdParams hp;
@@ -257,7 +286,8 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
       tally.add(loss, correct);
       if (replica.checkpoint_every > 0 && step % replica.checkpoint_every == 0) {
         const checkpoint::ReplicaPoint point{replica.checkpoint_tag, step, epoch, i + 1};
-        TROUPE_RETURN_IF_ERROR(cuda_detail::write_state(replica, point, o, state, s, wait_s).with_context(at));
+        TROUPE_RETURN_IF_ERROR(
+            cuda_detail::write_state(replica, point, applied, o, state, s, wait_s).with_context(at));
       }
       if (progress) {
         progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
@@ -285,6 +315,10 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
     if (!std::isfinite(p))
       return numeric_error("parameters are not finite after training on " + result.device + "; lower --lr (" +
                            std::to_string(lr) + ")");
+  }
+  if (scaled) {
+    result.overflow_steps = d.host_scale[0].state.skipped;
+    result.loss_scale = d.host_scale[0].state.scale;
   }
   finish_result(&result, step, o.batch_size, train_seconds);
   result.wall_seconds = seconds_since(job_start);

@@ -12,6 +12,7 @@
 #include "trainers/cuda/cuda_job.h"
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
+#include "trainers/loss_scale.h"
 
 namespace troupe {
 namespace {
@@ -69,6 +70,7 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
   TROUPE_RETURN_IF_ERROR(events[1].create());
   double train_seconds = 0;
   int64_t step = 0;  // global steps enqueued
+  int64_t last_chunk_first = 0;  // the epoch step that began the last chunk read back
   bool stop = false;
   std::vector<int32_t> perm = epoch_permutation(train.count, o.seed, 1);
 
@@ -82,12 +84,19 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
     auto finish_chunk = [&](int64_t first, int64_t count, cudaEvent_t done) -> Status {
       TROUPE_RETURN_IF_ERROR(
           kernels::cuda::wait_event(done, kWaitSeconds, "training steps of epoch " + std::to_string(epoch)));
+      last_chunk_first = first;
       for (int64_t s = first; s < first + count; ++s) {
         const float loss = job.step_loss(s);
         if (!std::isfinite(loss)) {
           return nonfinite_loss(loss, epoch, s + 1, steps_per_epoch, epoch_first_step + s + 1, o.effective_lr());
         }
         tally.add(loss, static_cast<int64_t>(job.step_correct(s)));
+      }
+      // f16: where the device's loss scaling gave up (the CPU stops at that step with this error).
+      if (const auto* ls = job.loss_scale_after(first); ls && ls->failed_step != 0) {
+        const int64_t at = ls->failed_step - epoch_first_step;
+        return loss_scale_gave_up(ls->failed_in_a_row, ls->failed_scale)
+            .with_context("at epoch " + std::to_string(epoch) + ", step " + std::to_string(at));
       }
       if (progress) {
         const int64_t steps_left = (o.epochs - epoch) * steps_per_epoch + (steps_per_epoch - tally.steps);
@@ -134,6 +143,10 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
   if (!*finite) {
     return numeric_error("parameters are not finite after training on " + result.device + "; lower --lr (" +
                          std::to_string(o.effective_lr()) + ")");
+  }
+  if (const auto* ls = job.loss_scale_after(last_chunk_first)) {  // the state after the last step
+    result.overflow_steps = ls->state.skipped;
+    result.loss_scale = ls->state.scale;
   }
   finish_result(&result, step, o.batch_size, train_seconds);
   result.wall_seconds = seconds_since(job_start);

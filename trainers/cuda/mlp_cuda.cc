@@ -40,6 +40,15 @@ Status MlpCuda::reserve(int rows) {
   return {};
 }
 
+Status MlpCuda::set_loss_scale(const float* scale) {
+  if (precision_ != DType::f16) {
+    return invalid_argument(std::string("MlpCuda: a loss scale is for f16 training; this model computes in ") +
+                            dtype_name(precision_));
+  }
+  loss_scale_ = scale;
+  return {};
+}
+
 Status MlpCuda::forward(const float* params, const float* x, int batch) {
   if (batch < 0 || batch > capacity_) {
     return invalid_argument("MlpCuda: batch of " + std::to_string(batch) + " rows exceeds the " +
@@ -127,8 +136,12 @@ Status MlpCuda::backward_low(int batch, float* grads, float* loss_acc, unsigned 
   float* d = dacts_[last].get();
   TROUPE_RETURN_IF_ERROR(kc::softmax_xent(acts_[last].get(), labels, batch, layout_.dims.back(), d, loss_acc,
                                           correct_acc, stream));
-  TROUPE_RETURN_IF_ERROR(kc::scale_round(precision_, d, static_cast<size_t>(batch) * layout_.dims.back(), 1.0f,
-                                         dacts_low_[last].get(), stream));
+  const size_t logits = static_cast<size_t>(batch) * layout_.dims.back();
+  if (loss_scale_) {
+    TROUPE_RETURN_IF_ERROR(kc::scale_round_by(precision_, d, logits, loss_scale_, dacts_low_[last].get(), stream));
+  } else {
+    TROUPE_RETURN_IF_ERROR(kc::scale_round(precision_, d, logits, 1.0f, dacts_low_[last].get(), stream));
+  }
   TROUPE_RETURN_IF_ERROR(kc::bias_grad(d, batch, layout_.out(last), grads + layout_.bias_offset[last], stream));
   for (int l = last; l >= 0; --l) {
     const uint16_t* input = l == 0 ? x_low_.get() : acts_low_[l - 1].get();

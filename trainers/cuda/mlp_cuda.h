@@ -6,7 +6,8 @@
 // (f32 masters) and the input are rounded to the type for the layers, every matrix product reads
 // 16-bit operands with f32 products and sums (tensor cores: kernels/cuda/blas.h matmul_low), every
 // layer output, the loss gradient and each layer's input gradient are rounded, and so is every
-// gradient written. f16 without loss scaling here (the one-device trainer refuses f16).
+// gradient written. With f16, set_loss_scale() gives the device float that the loss gradient is
+// multiplied by before it is rounded (MlpCpu's `loss_scale`; cuda_job.h keeps it).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,6 +36,7 @@ class MlpCuda final : public CudaModel {
                           float* loss_acc, unsigned long long* correct_acc) override;
   Status evaluate(const float* params, const float* x, const int32_t* labels, int batch, float* loss_acc,
                   unsigned long long* correct_acc) override;
+  Status set_loss_scale(const float* scale) override;
 
  private:
   Status forward(const float* params, const float* x, int batch);
@@ -45,6 +47,7 @@ class MlpCuda final : public CudaModel {
   MlpLayout layout_;
   const kernels::cuda::CublasHandle& blas_;
   const DType precision_;
+  const float* loss_scale_ = nullptr;  // device float, or null: scale 1
   int capacity_ = 0;
   std::vector<kernels::cuda::DeviceBuffer<float>> acts_;   // acts_[l]: output of layer l, [rows x out_l]
   std::vector<kernels::cuda::DeviceBuffer<float>> dacts_;  // dacts_[l]: dLoss/d(output of layer l)

@@ -41,8 +41,6 @@ Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
 }
 
 Expected<ModelSpec> mlp_model_spec(const TrainOptions& o, const MlpLayout& layout) {
-  if (o.precision == DType::f16)
-    return invalid_argument("--precision f16: the GPU mlp does not scale the loss on the device yet; use bf16");
   ModelSpec spec;
   spec.name = "mlp " + layout.to_string();
   spec.features = layout.layers() > 0 ? layout.in(0) : 0;

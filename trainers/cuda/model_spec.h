@@ -31,8 +31,8 @@ struct ModelSpec {
 // (they run on CPUs) and for the cnn without cuDNN (when the model is made).
 Expected<ModelSpec> cuda_model_spec(const TrainOptions& options, DataSpec data);
 
-// The mlp `layout` in options.precision (f32 or bf16; f16 is invalid_argument), starting from
-// mlp_init(options.seed), as the CPU mlp trainer does.
+// The mlp `layout` in options.precision (f32, bf16, or f16: the loss scaled on the device), starting
+// from mlp_init(options.seed), as the CPU mlp trainer does.
 Expected<ModelSpec> mlp_model_spec(const TrainOptions& options, const MlpLayout& layout);
 
 }  // namespace troupe

@@ -44,13 +44,13 @@ Status restore_state(const checkpoint::TrainingState& from, const TrainOptions& 
   return kc::wait_event(done.get(), 120, "copying the checkpoint onto the GPU");
 }
 
-Status write_state(const CudaReplica& replica, const checkpoint::ReplicaPoint& at, const TrainOptions& o,
-                   const DeviceTrainingState& state, cudaStream_t stream, double wait_s) {
+Status write_state(const CudaReplica& replica, const checkpoint::ReplicaPoint& at, int64_t optimizer_steps,
+                   const TrainOptions& o, const DeviceTrainingState& state, cudaStream_t stream, double wait_s) {
   auto fill = [&](size_t begin, size_t end, checkpoint::ShardData* d) -> Status {
     const size_t len = end - begin;
     d->params.resize(len);
     d->optimizer.name = o.optimizer;
-    d->optimizer.steps = at.step;  // the CPU optimizers count the job's steps; so do the GPU's
+    d->optimizer.steps = optimizer_steps;  // as the CPU optimizers count: applied steps
     const std::vector<float*> src = vectors_of(o, state);
     d->optimizer.vectors.assign(src.size(), std::vector<float>(len));
     TROUPE_CUDA_CHECK(cudaMemcpyAsync(d->params.data(), state.params + begin, len * sizeof(float),

@@ -33,7 +33,8 @@ Status restore_state(const checkpoint::TrainingState& from, const TrainOptions& 
 // This replica's shard of the checkpoint at `at` (checkpoint::write_replica_checkpoint): its slice
 // of the parameters and optimizer vectors copied from the device (waiting at most wait_s), written,
 // and committed by rank 0 once every replica's is durable.
-Status write_state(const CudaReplica& replica, const checkpoint::ReplicaPoint& at, const TrainOptions& options,
-                   const DeviceTrainingState& state, cudaStream_t stream, double wait_s);
+// `optimizer_steps`: the steps the optimizer applied (the job's, less f16's skipped ones).
+Status write_state(const CudaReplica& replica, const checkpoint::ReplicaPoint& at, int64_t optimizer_steps,
+                   const TrainOptions& options, const DeviceTrainingState& state, cudaStream_t stream, double wait_s);
 
 }  // namespace troupe::cuda_detail

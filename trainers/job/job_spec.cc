@@ -162,8 +162,9 @@ const std::map<std::string, Field>& fields() {
 }  // namespace
 
 // GPU workers (trainers/job/gpu_worker.h): sync, or async (parameter-server workers on GPUs:
-// trainers/cuda_ps_worker.h), the built-in mlp or cnn, one device each (or a share of one), f32 or
-// bf16 (the mlp), checkpoints and resume as CPU workers; no elastic jobs or --accumulate yet.
+// trainers/cuda_ps_worker.h), the built-in mlp or cnn, one device each (or a share of one), f32, or
+// bf16 and (sync, as on CPUs) f16 for the mlp, checkpoints and resume as CPU workers; no elastic
+// jobs or --accumulate yet.
 static Status validate_gpu_workers(const JobSpec& s) {
   if (s.gpus_per_worker <= 0) return {};
   const std::string g = "--gpus-per-worker: ";
@@ -173,11 +174,9 @@ static Status validate_gpu_workers(const JobSpec& s) {
   if ((s.train.model != "mlp" && s.train.model != "cnn") || !s.library.empty())
     return invalid_argument(g + "GPU workers train the built-in mlp or cnn for now (--model " + s.train.model +
                             (s.library.empty() ? "" : " from a --lib library") + ")");
-  if (s.train.precision == DType::f16)
-    return invalid_argument(g + "GPU workers do not scale the loss on the device yet: --precision bf16, not f16");
   if (s.train.precision != DType::f32 && s.train.model != "mlp")
-    return invalid_argument(g + "GPU workers train the " + s.train.model + " in f32 for now (--precision bf16 is the "
-                            "mlp's)");
+    return invalid_argument(g + "GPU workers train the " + s.train.model + " in f32 for now (--precision bf16 and "
+                            "f16 are the mlp's)");
   if (s.elastic) return invalid_argument(g + "GPU jobs are not elastic yet: drop --elastic");
   if (s.train.accumulate != 1) return invalid_argument(g + "GPU workers do not take --accumulate yet");
   return {};
