@@ -5,12 +5,9 @@
 // and two sync replicas sharing it), and Fashion-MNIST accuracy.
 #include <cmath>
 #include <limits>
-#include <memory>
-#include <thread>
 #include <vector>
 
-#include "collectives/device_communicator.h"
-#include "collectives/inproc_transport.h"
+#include "gpu_replicas.h"
 #include "gpu_test_util.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/blas.h"
@@ -245,53 +242,25 @@ TEST_CASE("GPU sync replicas in f16 (two sharing a GPU) decide alike and follow 
   o.optimizer = "adam";
   o.precision = DType::f16;
   o.loss_scale = 16777216.0f;
-  auto run = [&](int n, std::vector<std::vector<float>>* params) {
-    std::vector<Expected<TrainResult>> results(n, Expected<TrainResult>(internal_error("not run")));
-    params->assign(n, {});
-    auto transports = collectives::make_inproc_group(n);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        std::unique_ptr<collectives::DeviceCommunicator> comm;
-        if (n > 1) {
-          auto staged = collectives::make_staged_communicator(
-              std::make_unique<collectives::Communicator>(std::move(transports[r])), 0);
-          if (!staged.ok()) {
-            results[r] = staged.status();
-            return;
-          }
-          comm = std::move(*staged);
-        }
-        CudaReplica replica;
-        replica.device = 0;
-        replica.comm = comm.get();
-        replica.timeout = std::chrono::seconds(60);
-        results[r] = train_replica_cuda(o, train, test, replica, {}, &(*params)[r]);
-      });
-    }
-    for (auto& t : threads) t.join();
-    return results;
-  };
-  std::vector<std::vector<float>> one_params, two_params;
-  auto one = run(1, &one_params);
-  auto two = run(2, &two_params);
-  REQUIRE(one[0].ok());
+  const test::ReplicaRun one = test::run_gpu_replicas(1, o, train, test);
+  const test::ReplicaRun two = test::run_gpu_replicas(2, o, train, test);
+  REQUIRE(one.results[0].ok());
   for (int r = 0; r < 2; ++r) {
-    INFO("replica " << r << ": " << two[r].status().to_string());
-    REQUIRE(two[r].ok());
-    CHECK(two[r]->overflow_steps == two[0]->overflow_steps);
-    CHECK(two[r]->loss_scale == two[0]->loss_scale);
+    INFO("replica " << r << ": " << two.results[r].status().to_string());
+    REQUIRE(two.results[r].ok());
+    CHECK(two.results[r]->overflow_steps == two.results[0]->overflow_steps);
+    CHECK(two.results[r]->loss_scale == two.results[0]->loss_scale);
   }
-  CHECK(one[0]->overflow_steps > 0);
-  CHECK(two_params[0] == two_params[1]);  // every replica skipped and applied the same steps
-  CHECK(relative_difference(two_params[0], one_params[0]) < 1e-2);
+  CHECK(one.results[0]->overflow_steps > 0);
+  CHECK(two.params[0] == two.params[1]);  // every replica skipped and applied the same steps
+  CHECK(relative_difference(two.params[0], one.params[0]) < 1e-2);
   // The CPU replica in f16 (the same seed and slices) trains alike.
   std::vector<float> cpu_params;
   Replica cpu;
   auto on_cpu = train_replica(o, train, test, cpu, {}, &cpu_params);
   REQUIRE(on_cpu.ok());
-  CHECK(std::llabs(one[0]->overflow_steps - on_cpu->overflow_steps) <= 1);
-  CHECK(one[0]->test_accuracy == Approx(on_cpu->test_accuracy).margin(0.03));
+  CHECK(std::llabs(one.results[0]->overflow_steps - on_cpu->overflow_steps) <= 1);
+  CHECK(one.results[0]->test_accuracy == Approx(on_cpu->test_accuracy).margin(0.03));
 }
 
 TEST_CASE("GPU trainer in f16 reaches the f32 accuracy on Fashion-MNIST", "[gpu][f16][e2e]") {

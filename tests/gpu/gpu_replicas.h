@@ -1,0 +1,48 @@
+// Runs n GPU sync replicas (trainers/cuda_replica.h) as threads on device 0, staged through an
+// in-process host group (n = 1: no communicator): what replica_test and loss_scale_test train.
+#pragma once
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "collectives/device_communicator.h"
+#include "collectives/inproc_transport.h"
+#include "trainers/cuda_replica.h"
+
+namespace troupe::test {
+
+struct ReplicaRun {
+  std::vector<Expected<TrainResult>> results;
+  std::vector<std::vector<float>> params;
+};
+
+inline ReplicaRun run_gpu_replicas(int n, const TrainOptions& o, const Dataset& train, const Dataset& test) {
+  ReplicaRun run{std::vector<Expected<TrainResult>>(n, Expected<TrainResult>(internal_error("not run"))),
+                 std::vector<std::vector<float>>(n)};
+  auto transports = collectives::make_inproc_group(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<collectives::DeviceCommunicator> comm;
+      if (n > 1) {
+        auto staged = collectives::make_staged_communicator(
+            std::make_unique<collectives::Communicator>(std::move(transports[r])), 0);
+        if (!staged.ok()) {
+          run.results[r] = staged.status();
+          return;
+        }
+        comm = std::move(*staged);
+      }
+      CudaReplica replica;
+      replica.device = 0;
+      replica.comm = comm.get();
+      replica.timeout = std::chrono::seconds(60);
+      run.results[r] = train_replica_cuda(o, train, test, replica, {}, &run.params[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+}  // namespace troupe::test
