@@ -2,6 +2,7 @@
 // the MLP's shapes.
 //
 //   bench_train_gpu [--data-dir DIR] [--model mlp|cnn] [--epochs 3] [--runs 5] [--batch 128] [--tf32]
+//                   [--precision f32|bf16|f16]   (bf16 / f16: the mlp; f16 with the loss scaled on the device)
 //
 // Two tables, nccl-tests style (every result checked):
 //   1. train_mlp_cuda (train_cnn_cuda) samples/s for each optimizer, with and without CUDA graphs:
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
   int epochs = 3, runs = 5, batch = 128;
   std::string model = "mlp";
   bool tf32 = false;
+  std::string precision = "f32";
   app.add_option("--data-dir", dir, "Fashion-MNIST folder")->capture_default_str();
   app.add_option("--epochs", epochs, "epochs per timed run")->capture_default_str();
   app.add_option("--runs", runs, "timed runs (median reported)")->capture_default_str();
@@ -136,6 +138,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"mlp", "cnn"}))
       ->capture_default_str();
   app.add_flag("--tf32", tf32, "cnn: let cuDNN use TF32 tensor cores (PyTorch's default for convolutions)");
+  app.add_option("--precision", precision, "mlp: f32, or bf16 / f16 mixed precision (f32 master weights)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // the trainers' per-epoch lines would bury the table
 
@@ -158,6 +163,12 @@ int main(int argc, char** argv) {
   base.evaluate_each_epoch = false;
   base.model = model;
   base.tf32 = tf32;
+  parse_dtype(precision, &base.precision);  // checked by CLI11
+  if (model == "cnn" && base.precision != DType::f32) {
+    std::fprintf(stderr, "bench_train_gpu: the cnn trains in f32 on GPUs (--precision %s is the mlp's)\n",
+                 precision.c_str());
+    return 2;
+  }
   if (model == "cnn") base.trainer_args = {"channels=32,64", "kernel=3", "hidden=256"};
   std::vector<int> dims{784};
   dims.insert(dims.end(), base.hidden.begin(), base.hidden.end());
@@ -167,7 +178,7 @@ int main(int argc, char** argv) {
   std::printf("# %s\n", bench::command_line(argc, argv).c_str());
   const std::string model_name = model == "cnn" ? std::string("cnn 28x28 conv3x3 32-64 dense 256-10") +
                                                       (tf32 ? " (tf32)" : " (strict f32)")
-                                                : "mlp " + layout->to_string();
+                                                : "mlp " + layout->to_string() + " (" + precision + ")";
   std::printf("# device: cuda:0 (%s)\n# model: %s, batch %d, %d epochs per run, median of %d runs\n",
               kc::device_name(0).c_str(), model_name.c_str(), batch, epochs, runs);
   std::printf("%-8s %-7s %6s %8s %14s %14s %14s %9s %5s\n", "optim", "graphs", "batch", "epochs", "samples/s",

@@ -8,7 +8,8 @@ or SGD (lr 0.05, momentum 0.9). Modes: eager, and the standard CUDA-graph recipe
 step; each batch copied into the static input). Prints the median training samples/s over --runs
 runs of --epochs epochs after a warm-up, and, given --troupe N (troupe's samples/s), the ratio.
 
-    python3 bench/pytorch_mlp.py --data-dir DIR [--model mlp|cnn] [--optimizer adam|sgd] [--tf32] [--troupe N]
+    python3 bench/pytorch_mlp.py --data-dir DIR [--model mlp|cnn] [--optimizer adam|sgd] [--tf32]
+                                 [--precision f32|bf16|f16] [--troupe N]
 
 Strict f32 by default (no TF32 in matmuls or convolutions), as troupe computes; --tf32 allows it in
 cuDNN's convolutions (PyTorch's own default), to compare with `bench_train_gpu --model cnn --tf32`.
@@ -57,18 +58,29 @@ def make(opt_name, kind):
     return model, opt
 
 
-def run(mode, opt_name, kind, xtr, ytr, epochs, batch):
+def run(mode, opt_name, kind, xtr, ytr, epochs, batch, precision="f32"):
     model, opt = make(opt_name, kind)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps = xtr.shape[0] // batch
     static_x = torch.zeros(batch, 784, device="cuda")
     static_y = torch.zeros(batch, dtype=torch.int64, device="cuda")
+    low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(precision)
+    # f16 as PyTorch users run it: autocast + GradScaler (its inf check reads back to the host, so
+    # f16 runs eager only); bf16: autocast alone.
+    scaler = torch.cuda.amp.GradScaler() if precision == "f16" else None
 
     def step(x, y):
         opt.zero_grad(set_to_none=False)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        # cache_enabled=False: autocast's weight cache must not outlive a captured graph (PyTorch docs)
+        with torch.autocast("cuda", dtype=low, enabled=low is not None, cache_enabled=False):
+            loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         return loss
 
     graph = None
@@ -111,6 +123,8 @@ def main():
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
     p.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
     p.add_argument("--tf32", action="store_true", help="let cuDNN's convolutions use TF32 tensor cores")
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16", "f16"],
+                   help="autocast to bf16, or f16 with GradScaler (eager only: its check syncs)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--batch", type=int, default=128)
@@ -123,14 +137,16 @@ def main():
     xte, yte = load(a.data_dir, "t10k")
     name = "cnn conv3x3 32-64 dense 256-10" if a.model == "cnn" else "mlp 784-256-128-10"
     name += " (tf32 convolutions)" if a.tf32 else " (strict f32)"
+    if a.precision != "f32":
+        name += f", autocast {a.precision}"
     print(f"# pytorch {torch.__version__} on {torch.cuda.get_device_name(0)}; {name}, batch {a.batch}, "
           f"{a.optimizer}, {a.epochs} epochs per run, median of {a.runs} runs")
     results = {}
-    for mode in ("eager", "graph"):
-        run(mode, a.optimizer, a.model, xtr, ytr, 1, a.batch)  # warm-up
+    for mode in ("eager",) if a.precision == "f16" else ("eager", "graph"):
+        run(mode, a.optimizer, a.model, xtr, ytr, 1, a.batch, a.precision)  # warm-up
         sps, accs = [], []
         for _ in range(a.runs):
-            v, model = run(mode, a.optimizer, a.model, xtr, ytr, a.epochs, a.batch)
+            v, model = run(mode, a.optimizer, a.model, xtr, ytr, a.epochs, a.batch, a.precision)
             sps.append(v)
             accs.append(accuracy(model, xte, yte))
         results[mode] = statistics.median(sps)

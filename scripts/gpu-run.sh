@@ -46,6 +46,14 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
       summary+=("  $(grep -h 'ratio troupe / pytorch_graph' "$out/pytorch_${model}_b${batch}.log")")
     done
   done
+  for precision in bf16 f16; do  # mixed precision, the mlp at batch 1024 (where products matter)
+    step "train_mlp_b1024_$precision" .gpu/bin/bench_train_gpu --batch 1024 --runs 3 --precision "$precision"
+    n=$(awk '/troupe_samples_per_s:/ {print $2}' "$out/train_mlp_b1024_$precision.log")
+    summary+=("  troupe mlp batch 1024 $precision: ${n:-?} samples/s")
+    python3 bench/pytorch_mlp.py --batch 1024 --runs 3 --precision "$precision" --troupe "${n:-0}" \
+      > "$out/pytorch_mlp_b1024_$precision.log" 2>&1
+    summary+=("  $(grep -h 'ratio troupe' "$out/pytorch_mlp_b1024_$precision.log" | tr '\n' ' ')")
+  done
   step kernels .gpu/bin/bench_gpu_kernels
 fi
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
