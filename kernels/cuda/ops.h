@@ -91,6 +91,10 @@ Status f32_to_bf16(const float* src, uint16_t* dst, size_t n, cudaStream_t strea
 Status bf16_to_f32(const uint16_t* src, float* dst, size_t n, cudaStream_t stream = nullptr);
 // *result = 1 when every x[i] is finite, else 0 (n == 0 gives 1). result is a device int.
 Status all_finite(const float* x, size_t n, int32_t* result, cudaStream_t stream = nullptr);
+// out[0] = *loss, out[1] = *correct as a float (rounded to nearest, as a host cast): a step's loss
+// and count packed beside its gradients, so one all-reduce carries them (sync GPU replicas).
+Status pack_step_slots(const float* loss, const unsigned long long* correct, float* out,
+                       cudaStream_t stream = nullptr);
 
 // ---- gathers (gather.cu) ----
 

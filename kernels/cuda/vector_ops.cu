@@ -73,6 +73,10 @@ struct ClearIfNotFinite {  // every writer stores the same 0, so races are benig
 };
 
 __global__ void set_flag_kernel(int32_t* flag, int32_t value) { *flag = value; }
+__global__ void pack_step_slots_kernel(const float* loss, const unsigned long long* correct, float* out) {
+  out[0] = *loss;
+  out[1] = static_cast<float>(*correct);
+}
 
 template <class Op>
 Status launch(const char* name, size_t n, Op op, cudaStream_t stream) {
@@ -122,6 +126,13 @@ Status f32_to_bf16(const float* src, uint16_t* dst, size_t n, cudaStream_t strea
 Status bf16_to_f32(const uint16_t* src, float* dst, size_t n, cudaStream_t stream) {
   TROUPE_RETURN_IF_ERROR(detail::check_pointers("bf16_to_f32", n, {src, dst}));
   return launch("bf16_to_f32", n, FromBf16{src, dst}, stream);
+}
+
+Status pack_step_slots(const float* loss, const unsigned long long* correct, float* out, cudaStream_t stream) {
+  TROUPE_RETURN_IF_ERROR(detail::check_pointers("pack_step_slots", 1, {loss, correct, out}));
+  pack_step_slots_kernel<<<1, 1, 0, stream>>>(loss, correct, out);
+  TROUPE_LAUNCH_CHECK("pack_step_slots_kernel");
+  return {};
 }
 
 Status all_finite(const float* x, size_t n, int32_t* result, cudaStream_t stream) {

@@ -233,41 +233,27 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
       TROUPE_CUDA_CHECK(cudaMemsetAsync(d.correct.get(), 0, sizeof(unsigned long long), s));
       TROUPE_RETURN_IF_ERROR(model.forward_backward(d.params.get(), d.x.get(), d.y.get(), local_batch, d.grads.get(),
                                                     d.loss.get(), d.correct.get()));
-      TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_slots.get(), d.loss.get(), sizeof(float), s));
-      TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_correct.get(), d.correct.get(), sizeof(unsigned long long), s));
-      TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "forward and backward at " + at));
-      float loss = d.host_slots[0];
-      int64_t correct = static_cast<int64_t>(d.host_correct[0]);
+      const int64_t this_step = step + 1;
       if (replica.comm) {
-        // The loss and the count ride in the two slots after the gradients: one all-reduce a step.
-        d.host_slots[0] = loss;
-        d.host_slots[1] = static_cast<float>(correct);
-        TROUPE_RETURN_IF_ERROR(copy_to_device(d.grads.get() + n, d.host_slots.get(), 2 * sizeof(float), s));
+        // The loss and the count ride in the two slots after the gradients (packed on the device):
+        // one all-reduce a step, and the host waits once, at the end of the step.
+        TROUPE_RETURN_IF_ERROR(kc::pack_step_slots(d.loss.get(), d.correct.get(), d.grads.get() + n, s));
         Status st = replica.comm->allreduce(d.grads.get(), d.grads.get(), n + 2, DType::f32,
                                             collectives::ReduceOp::avg, co);
         if (!st.ok()) return st.with_context("all-reducing gradients on the GPU at " + at);
         TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_slots.get(), d.grads.get() + n, 2 * sizeof(float), s));
-        TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "the all-reduced loss at " + at));
-        loss = d.host_slots[0];
-        correct = std::llround(static_cast<double>(d.host_slots[1]) * world);
+      } else {
+        TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_slots.get(), d.loss.get(), sizeof(float), s));
+        TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_correct.get(), d.correct.get(), sizeof(unsigned long long), s));
       }
-      ++step;
-      if (step % o.loss_check_every == 0 && !std::isfinite(loss))
-        return nonfinite_loss(loss, epoch, i + 1, steps_per_epoch, step, lr);
       kc::DeviceStep when;
-      when.offset = step;  // the rate's step; Adam's bias correction counts the applied steps
-      if (scaled) {
+      when.offset = this_step;  // the rate's step; Adam's bias correction counts the applied steps
+      if (scaled) {  // decided on the all-reduced gradients: every replica alike
         when.gate = d.scale.get();
         TROUPE_RETURN_IF_ERROR(kc::loss_scale_check(d.grads.get(), n, d.scale.get(), scale_options, when, s));
         TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_scale.get(), d.scale.get(), sizeof(kc::DeviceLossScale), s));
-        TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "checking the f16 gradients at " + at));
-        const kc::DeviceLossScale& ls = d.host_scale[0];
-        if (ls.failed_step != 0) return loss_scale_gave_up(ls.failed_in_a_row, ls.failed_scale).with_context(at);
-        applied = ls.applied;
-      } else {
-        applied = step;
       }
-      const float rate = scheduled_lr(schedule, lr, step - 1, total_steps, o.warmup_steps);
+      const float rate = scheduled_lr(schedule, lr, this_step - 1, total_steps, o.warmup_steps);
       if (o.optimizer == "sgd") {
         kc::SgdParams hp;
         hp.lr = rate;
@@ -281,6 +267,22 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
         hp.decoupled = o.optimizer == "adamw";
         TROUPE_RETURN_IF_ERROR(kc::adam_step(d.params.get(), d.grads.get(), d.state1.get(), d.state2.get(), n, when,
                                              hp, s));
+      }
+      TROUPE_RETURN_IF_ERROR(finish(d, wait_s, "training step " + at));  // the step's one wait
+      float loss = d.host_slots[0];
+      int64_t correct = replica.comm ? std::llround(static_cast<double>(d.host_slots[1]) * world)
+                                     : static_cast<int64_t>(d.host_correct[0]);
+      step = this_step;
+      // A non-finite loss or f16 giving up ends the job here (the update already queued does not
+      // matter: nothing of this run is kept).
+      if (step % o.loss_check_every == 0 && !std::isfinite(loss))
+        return nonfinite_loss(loss, epoch, i + 1, steps_per_epoch, step, lr);
+      if (scaled) {
+        const kc::DeviceLossScale& ls = d.host_scale[0];
+        if (ls.failed_step != 0) return loss_scale_gave_up(ls.failed_in_a_row, ls.failed_scale).with_context(at);
+        applied = ls.applied;
+      } else {
+        applied = step;
       }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       tally.add(loss, correct);
