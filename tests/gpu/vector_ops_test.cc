@@ -123,5 +123,16 @@ TEST_CASE("cuda gather_rows copies the indexed rows and labels", "[gpu][gather]"
   CHECK(kc::gather_rows(x.get(), x.get(), 1, 4, nullptr, 1, nullptr, nullptr).code() == Code::invalid_argument);
 }
 
+TEST_CASE("cuda pack_step_slots packs a step's loss and count as the host's casts", "[gpu][vector]") {
+  DeviceArray<float> loss(std::vector<float>{0.4375f}), out(std::vector<float>{-1.0f, -1.0f, 7.0f});
+  DeviceArray<unsigned long long> correct(std::vector<unsigned long long>{123456789ull});
+  REQUIRE(kc::pack_step_slots(loss.get(), correct.get(), out.get()).ok());
+  const auto got = out.host();
+  CHECK(got[0] == 0.4375f);
+  CHECK(got[1] == static_cast<float>(123456789ull));  // rounded to f32 as the host rounds it
+  CHECK(got[2] == 7.0f);                              // nothing past the two slots
+  CHECK(kc::pack_step_slots(nullptr, correct.get(), out.get()).code() == Code::invalid_argument);
+}
+
 }  // namespace
 }  // namespace troupe
