@@ -7,7 +7,7 @@
 // loss and correct count, and the optimizer runs on the device. Every replica then holds the same
 // parameters, as on the CPU path (train_replica, trainers/trainer_driver.h), to rounding.
 //
-// Checkpoints as the CPU replicas write them (trainers/trainer_driver.h Replica::checkpoint_every,
+// Checkpoints as the CPU replicas write them (trainers/trainer_driver.h Replica::checkpoints,
 // the same files: parameters and optimizer state in the CPU optimizers' format), copied from the
 // device; a restarted or resumed job starts from one. Limits, refused by the job spec before
 // anything runs: the built-in mlp and cnn, f32, or bf16 and f16 for the mlp (f16: the loss scale
@@ -25,6 +25,7 @@
 
 #include "collectives/device_communicator.h"
 #include "trainers/checkpoint/checkpoint.h"
+#include "trainers/checkpoint/collective_write.h"
 #include "trainers/batch_feed.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/train_options.h"
@@ -37,14 +38,11 @@ struct CudaReplica {
   BatchFeed* feed = nullptr;                         // null: this replica's slice of the seeded shuffle
   std::chrono::milliseconds timeout{60000};          // per collective and per wait for the GPU
   const std::atomic<bool>* cancel = nullptr;         // set to stop before the next step (unavailable)
-  // Checkpoints, as Replica's (trainers/trainer_driver.h): every `checkpoint_every` steps (0: never)
-  // each replica writes its slice under checkpoint_dir; `host` is the job's host group their
-  // barrier goes through (null: one replica); rank 0 hands the manifest to checkpoint_commit.
+  // Checkpoints, as Replica's (trainers/trainer_driver.h): every `checkpoints.every` steps (0:
+  // never) each replica writes its slice under checkpoints.dir; `host` is the job's host group
+  // their barrier goes through (null: one replica); rank 0 hands the manifest to checkpoints.commit.
   collectives::Communicator* host = nullptr;
-  int64_t checkpoint_every = 0;
-  std::string checkpoint_dir;
-  std::string checkpoint_tag;
-  checkpoint::CommitFn checkpoint_commit;
+  checkpoint::ReplicaCheckpoints checkpoints;
   // Start from a checkpoint (its parameters, optimizer state and step; the batches of its epoch's
   // steps done are drawn and marked trained without training, as on the CPU). Null: a fresh start.
   const checkpoint::TrainingState* resume = nullptr;

@@ -59,18 +59,18 @@ Status compare_checksums(const std::vector<float>& params, const Replica& replic
 }
 
 // Writes this replica's shard of the checkpoint of `step` (slice rank of world) and, once every
-// replica's is durable, rank 0 commits the manifest. See Replica::checkpoint_every.
+// replica's is durable, rank 0 commits the manifest. See Replica::checkpoints.
 Status write_checkpoint(const std::vector<float>& params, size_t n, const Optimizer& opt, const Replica& replica,
                         int64_t step, int epoch, int64_t epoch_step) {
-  const checkpoint::ReplicaPoint at{replica.checkpoint_tag, step, epoch, epoch_step};
+  const checkpoint::ReplicaPoint at{replica.checkpoints.tag, step, epoch, epoch_step};
   auto fill = [&](size_t begin, size_t end, checkpoint::ShardData* d) -> Status {
     d->params.assign(params.begin() + static_cast<std::ptrdiff_t>(begin),
                      params.begin() + static_cast<std::ptrdiff_t>(end));
     d->optimizer = opt.save_state(begin, end);
     return {};
   };
-  return checkpoint::write_replica_checkpoint(at, n, fill, replica.checkpoint_dir, replica.comm, replica.timeout,
-                                              replica.checkpoint_commit);
+  return checkpoint::write_replica_checkpoint(at, n, fill, replica.checkpoints.dir, replica.comm, replica.timeout,
+                                              replica.checkpoints.commit);
 }
 
 }  // namespace
@@ -178,8 +178,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     spdlog::info("resuming from the checkpoint of step {}: epoch {} after {} of its steps", step, first_epoch,
                  skip_steps);
   }
-  if (replica.checkpoint_every > 0 && replica.checkpoint_dir.empty())
-    return invalid_argument("checkpoints every " + std::to_string(replica.checkpoint_every) + " steps need a directory");
+  TROUPE_RETURN_IF_ERROR(replica.checkpoints.check());
   const Parameters param_view(params.data(), params.size());
   std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
   if (replica.comm && replica.bucket_bytes > 0)
@@ -295,7 +294,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
       if (replica.comm && replica.checksum_every > 0 && step % replica.checksum_every == 0)
         TROUPE_RETURN_IF_ERROR(compare_checksums(params, replica, step).with_context(where));
-      if (replica.checkpoint_every > 0 && step % replica.checkpoint_every == 0)
+      if (replica.checkpoints.every > 0 && step % replica.checkpoints.every == 0)
         TROUPE_RETURN_IF_ERROR(write_checkpoint(params, space.size(), **opt, replica, step, epoch, s + 1).with_context(where));
       if (progress) progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
       if (o.max_steps > 0 && step >= o.max_steps) {

@@ -14,6 +14,7 @@
 #include "trainers/api/trainer.h"
 #include "trainers/batch_feed.h"
 #include "trainers/checkpoint/checkpoint.h"
+#include "trainers/checkpoint/collective_write.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/grad_buckets.h"
 #include "trainers/step_timeline.h"
@@ -66,18 +67,15 @@ struct Replica {
   // recorded there (trainers/step_timeline.h; the job layer publishes them).
   StepRecorder* steps = nullptr;
 
-  // Checkpoints (trainers/checkpoint/). Every `checkpoint_every` steps (0: never), right after the
+  // Checkpoints (trainers/checkpoint/). Every `checkpoints.every` steps (0: never), right after the
   // step's update (every replica holds the same parameters: the all-reduce is the step barrier),
   // replica r of N writes shard r of N — its 1/N slice of the parameters and of the optimizer
-  // state — under checkpoint::step_dir(checkpoint_dir, step), all in parallel. The replicas then
+  // state — under checkpoint::step_dir(checkpoints.dir, step), all in parallel. The replicas then
   // all-gather each shard's size and checksum (the barrier after which every shard is durable), and
-  // rank 0 hands the manifest to `checkpoint_commit` (the job layer records it in the GCS). A
+  // rank 0 hands the manifest to `checkpoints.commit` (the job layer records it in the GCS). A
   // replica that fails to write fails the step on every replica, naming it. The directory must be
   // one every replica (and a resumed job) can read: one host, or a shared file system.
-  int64_t checkpoint_every = 0;
-  std::string checkpoint_dir;
-  std::string checkpoint_tag;                // written into every shard's header (the job id)
-  checkpoint::CommitFn checkpoint_commit;    // rank 0; may be empty (then nothing is recorded)
+  checkpoint::ReplicaCheckpoints checkpoints;
   // Start from a checkpoint instead of the seed's parameters: its parameters, optimizer state and
   // step; the epoch it was taken in goes on after its `epoch_step` steps (the feed's batches of
   // those steps are drawn and marked trained without training them, so every replica skips the

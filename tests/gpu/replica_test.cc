@@ -112,10 +112,10 @@ TEST_CASE("GPU sync replica: a checkpoint written mid-epoch resumes to the unint
   const std::string dir = tmpl;
   std::vector<checkpoint::Manifest> manifests;
   CudaReplica whole;
-  whole.checkpoint_every = 80;
-  whole.checkpoint_dir = dir;
-  whole.checkpoint_tag = "gpu-test";
-  whole.checkpoint_commit = [&](const checkpoint::Manifest& m) -> Status {
+  whole.checkpoints.every = 80;
+  whole.checkpoints.dir = dir;
+  whole.checkpoints.tag = "gpu-test";
+  whole.checkpoints.commit = [&](const checkpoint::Manifest& m) -> Status {
     manifests.push_back(m);
     return {};
   };

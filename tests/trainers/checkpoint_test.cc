@@ -319,10 +319,10 @@ TEST_CASE("one process resumed from a checkpoint ends bit for bit where an unint
     std::atomic<bool> cancel{false};
     std::vector<Manifest> committed;
     Replica first;
-    first.checkpoint_every = at;
-    first.checkpoint_dir = dir.path();
+    first.checkpoints.every = at;
+    first.checkpoints.dir = dir.path();
     first.cancel = &cancel;
-    first.checkpoint_commit = [&](const Manifest& m) {
+    first.checkpoints.commit = [&](const Manifest& m) {
       committed.push_back(m);
       cancel = true;  // the "crash": the run stops right after its first checkpoint
       return Status{};
@@ -376,10 +376,10 @@ TEST_CASE("4 sync replicas resumed from their sharded checkpoint match an uninte
   std::vector<Manifest> committed;
   std::vector<std::vector<float>> ignored;
   auto stopped = run([&](int r, Replica& replica) {
-    replica.checkpoint_every = 27;
-    replica.checkpoint_dir = dir.path();
+    replica.checkpoints.every = 27;
+    replica.checkpoints.dir = dir.path();
     replica.cancel = &cancel;
-    if (r == 0) replica.checkpoint_commit = [&](const Manifest& m) {
+    if (r == 0) replica.checkpoints.commit = [&](const Manifest& m) {
       committed.push_back(m);
       cancel = true;
       return Status{};

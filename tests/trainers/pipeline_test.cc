@@ -416,10 +416,10 @@ TEST_CASE("pipeline: stopped after its checkpoint and resumed from it, a pipelin
     std::atomic<bool> cancel{false};
     std::vector<checkpoint::Manifest> committed;
     Replica one;
-    one.checkpoint_every = 27;
-    one.checkpoint_dir = dir.path();
+    one.checkpoints.every = 27;
+    one.checkpoints.dir = dir.path();
     one.cancel = &cancel;
-    one.checkpoint_commit = [&](const checkpoint::Manifest& m) {
+    one.checkpoints.commit = [&](const checkpoint::Manifest& m) {
       committed.push_back(m);
       cancel = true;
       return Status{};

@@ -7,6 +7,12 @@
 
 namespace troupe::checkpoint {
 
+Status ReplicaCheckpoints::check() const {
+  if (every > 0 && dir.empty())
+    return invalid_argument("checkpoints every " + std::to_string(every) + " steps need a directory");
+  return {};
+}
+
 Status write_group_shard(ShardData shard, const std::string& dir, collectives::Communicator* group,
                          std::chrono::milliseconds timeout, int committer, const CommitFn& commit) {
   const int rank = group ? group->rank() : 0, size = group ? group->size() : 1;

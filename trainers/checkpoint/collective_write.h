@@ -26,6 +26,19 @@ namespace troupe::checkpoint {
 Status write_group_shard(ShardData shard, const std::string& dir, collectives::Communicator* group,
                          std::chrono::milliseconds timeout, int committer, const CommitFn& commit);
 
+// A sync job's replicas' checkpoint settings (trainer_driver.h Replica, cuda_replica.h
+// CudaReplica): every `every` steps (0: never) each replica writes its shard under `dir`, `tag` (the
+// job id) in every shard's header; rank 0 hands the manifest to `commit` (may be empty: then
+// nothing is recorded).
+struct ReplicaCheckpoints {
+  int64_t every = 0;
+  std::string dir;
+  std::string tag;
+  CommitFn commit;
+  // invalid_argument when checkpoints are asked for without a directory.
+  Status check() const;
+};
+
 // Where a sync job's replicas are when they checkpoint.
 struct ReplicaPoint {
   std::string tag;          // the job id, in every shard's header

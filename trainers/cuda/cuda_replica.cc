@@ -161,8 +161,7 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
     spdlog::info("resuming from the checkpoint of step {}: epoch {} after {} of its steps", step, first_epoch,
                  skip_steps);
   }
-  if (replica.checkpoint_every > 0 && replica.checkpoint_dir.empty())
-    return invalid_argument("checkpoints every " + std::to_string(replica.checkpoint_every) + " steps need a directory");
+  TROUPE_RETURN_IF_ERROR(replica.checkpoints.check());
   // f16: dynamic loss scaling as the CPU replicas do it (trainers/loss_scale.h), decided on the
   // device from the all-reduced gradients (every replica alike); the scale starts afresh on resume,
   // the optimizer's count of applied steps goes on from the checkpoint's.
@@ -286,8 +285,8 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
       }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       tally.add(loss, correct);
-      if (replica.checkpoint_every > 0 && step % replica.checkpoint_every == 0) {
-        const checkpoint::ReplicaPoint point{replica.checkpoint_tag, step, epoch, i + 1};
+      if (replica.checkpoints.every > 0 && step % replica.checkpoints.every == 0) {
+        const checkpoint::ReplicaPoint point{replica.checkpoints.tag, step, epoch, i + 1};
         TROUPE_RETURN_IF_ERROR(
             cuda_detail::write_state(replica, point, applied, o, state, s, wait_s).with_context(at));
       }

@@ -64,8 +64,8 @@ Status write_state(const CudaReplica& replica, const checkpoint::ReplicaPoint& a
     TROUPE_CUDA_CHECK(cudaEventRecord(done.get(), stream));
     return kc::wait_event(done.get(), wait_s, "copying the state off the GPU");
   };
-  return checkpoint::write_replica_checkpoint(at, state.n, fill, replica.checkpoint_dir, replica.host,
-                                              replica.timeout, replica.checkpoint_commit);
+  return checkpoint::write_replica_checkpoint(at, state.n, fill, replica.checkpoints.dir, replica.host,
+                                              replica.timeout, replica.checkpoints.commit);
 }
 
 }  // namespace troupe::cuda_detail

@@ -75,11 +75,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   if (start->state) replica.resume = &*start->state;
   int64_t last_checkpoint = 0;
   // As the CPU workers (job_worker.cc): the same files and records.
-  ReplicaCheckpoints ckpt = replica_checkpoints(*s.store, a.job, spec, a.index, trained, &last_checkpoint);
-  replica.checkpoint_every = ckpt.every;
-  replica.checkpoint_dir = ckpt.dir;
-  replica.checkpoint_tag = ckpt.tag;
-  replica.checkpoint_commit = ckpt.commit;
+  replica.checkpoints = replica_checkpoints(*s.store, a.job, spec, a.index, trained, &last_checkpoint);
   ProgressReporter reporter(*s.store, a.job);
   if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;
@@ -112,7 +108,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   if (spec.checkpoint_every > 0) {
     summary["checkpoint_every"] = spec.checkpoint_every;
     summary["last_checkpoint_step"] = last_checkpoint;
-    summary["checkpoint_dir"] = replica.checkpoint_dir;
+    summary["checkpoint_dir"] = replica.checkpoints.dir;
   }
   return record_success(*s.store, a.job, summary, result->test_accuracy);
 }

@@ -59,11 +59,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.bucket_stats = &buckets;
   if (start->state) replica.resume = &*start->state;
   int64_t last_checkpoint = 0;
-  ReplicaCheckpoints ckpt = replica_checkpoints(*s.store, a.job, spec, a.index, trained, &last_checkpoint);
-  replica.checkpoint_every = ckpt.every;
-  replica.checkpoint_dir = ckpt.dir;
-  replica.checkpoint_tag = ckpt.tag;
-  replica.checkpoint_commit = ckpt.commit;
+  replica.checkpoints = replica_checkpoints(*s.store, a.job, spec, a.index, trained, &last_checkpoint);
   ProgressReporter reporter(*s.store, a.job);
   if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;
@@ -115,7 +111,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   if (spec.checkpoint_every > 0) {
     summary["checkpoint_every"] = spec.checkpoint_every;
     summary["last_checkpoint_step"] = last_checkpoint;
-    summary["checkpoint_dir"] = replica.checkpoint_dir;
+    summary["checkpoint_dir"] = replica.checkpoints.dir;
   }
   return record_success(*s.store, a.job, summary, result->test_accuracy);
 }

@@ -176,9 +176,9 @@ Status commit_trained_checkpoint(gcs::Store& store, const JobId& job, const JobS
   return commit_checkpoint(store, job, spec, m);
 }
 
-ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobId& job, const JobSpec& spec, int index,
-                                       TrainedLog& trained, int64_t* last) {
-  ReplicaCheckpoints c;
+checkpoint::ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobId& job, const JobSpec& spec,
+                                                   int index, TrainedLog& trained, int64_t* last) {
+  checkpoint::ReplicaCheckpoints c;
   if (spec.checkpoint_every <= 0) return c;
   c.every = spec.checkpoint_every;
   c.dir = checkpoint_dir(spec, job);

@@ -17,6 +17,7 @@
 #include "core/ids.h"
 #include "gcs/store.h"
 #include "trainers/checkpoint/checkpoint.h"
+#include "trainers/checkpoint/collective_write.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/job_spec.h"
 
@@ -98,12 +99,7 @@ Status commit_trained_checkpoint(gcs::Store& store, const JobId& job, const JobS
 // A sync job's replica's checkpoint settings (CPU: Replica, GPU: CudaReplica): every
 // spec.checkpoint_every steps (0: none) under checkpoint_dir(spec, job), tagged with the job id;
 // replica 0 commits with commit_trained_checkpoint and notes the step in *last.
-struct ReplicaCheckpoints {
-  int64_t every = 0;
-  std::string dir, tag;
-  checkpoint::CommitFn commit;  // empty except on replica 0
-};
-ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobId& job, const JobSpec& spec, int index,
+checkpoint::ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobId& job, const JobSpec& spec, int index,
                                        TrainedLog& trained, int64_t* last);
 
 
