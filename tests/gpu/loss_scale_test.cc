@@ -223,7 +223,8 @@ TEST_CASE("GPU trainer in f16 follows the CPU trainer in f16, skipping overflowi
     // Overflow is decided on values that differ by summation order: the same steps up to one near
     // the f16 boundary.
     CHECK(std::llabs(gpu->overflow_steps - cpu_run->overflow_steps) <= 1);
-    CHECK(gpu->loss_scale > 0);
+    // The scale after the last step (the last chunk's read-back): the CPU's, when they skipped alike.
+    if (gpu->overflow_steps == cpu_run->overflow_steps) CHECK(gpu->loss_scale == cpu_run->loss_scale);
     for (size_t e = 0; e < 3; ++e) {
       CHECK(gpu->history[e].train_loss == Approx(cpu_run->history[e].train_loss).epsilon(0.03));
       CHECK(gpu->history[e].test_accuracy == Approx(cpu_run->history[e].test_accuracy).margin(0.03));

@@ -173,6 +173,7 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
     TROUPE_RETURN_IF_ERROR(d.scale.allocate(1, "the loss scale"));
     TROUPE_RETURN_IF_ERROR(d.host_scale.allocate(1, "the loss scale"));
     d.host_scale[0] = kc::DeviceLossScale{};  // what the result reports if no step runs
+    d.host_scale[0].state = loss_scale_start(scale_options);
     TROUPE_RETURN_IF_ERROR(kc::loss_scale_start(d.scale.get(), scale_options, applied, d.stream.get()));
     TROUPE_RETURN_IF_ERROR(model.set_loss_scale(kc::loss_scale_of(d.scale.get())));
   }
@@ -278,7 +279,8 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
         return nonfinite_loss(loss, epoch, i + 1, steps_per_epoch, step, lr);
       if (scaled) {
         const kc::DeviceLossScale& ls = d.host_scale[0];
-        if (ls.failed_step != 0) return loss_scale_gave_up(ls.failed_in_a_row, ls.failed_scale).with_context(at);
+        if (ls.failed_step != 0)
+          return loss_scale_gave_up(ls.failed_in_a_row, ls.failed_scale).with_context(result.device + " at " + at);
         applied = ls.applied;
       } else {
         applied = step;

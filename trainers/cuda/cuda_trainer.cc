@@ -85,18 +85,20 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
       TROUPE_RETURN_IF_ERROR(
           kernels::cuda::wait_event(done, kWaitSeconds, "training steps of epoch " + std::to_string(epoch)));
       last_chunk_first = first;
+      // f16: the step where the device's loss scaling gave up, if it did in this chunk (the steps
+      // after it ran, skipped; the CPU stops there, so this run reports what the CPU would).
+      const kernels::cuda::DeviceLossScale* ls = job.loss_scale_after(first);
+      const int64_t gave_up_at = ls && ls->failed_step != 0 ? ls->failed_step - epoch_first_step : 0;
       for (int64_t s = first; s < first + count; ++s) {
         const float loss = job.step_loss(s);
         if (!std::isfinite(loss)) {
           return nonfinite_loss(loss, epoch, s + 1, steps_per_epoch, epoch_first_step + s + 1, o.effective_lr());
         }
+        if (s + 1 == gave_up_at) {
+          return loss_scale_gave_up(ls->failed_in_a_row, ls->failed_scale)
+              .with_context(result.device + " at epoch " + std::to_string(epoch) + ", step " + std::to_string(s + 1));
+        }
         tally.add(loss, static_cast<int64_t>(job.step_correct(s)));
-      }
-      // f16: where the device's loss scaling gave up (the CPU stops at that step with this error).
-      if (const auto* ls = job.loss_scale_after(first); ls && ls->failed_step != 0) {
-        const int64_t at = ls->failed_step - epoch_first_step;
-        return loss_scale_gave_up(ls->failed_in_a_row, ls->failed_scale)
-            .with_context("at epoch " + std::to_string(epoch) + ", step " + std::to_string(at));
       }
       if (progress) {
         const int64_t steps_left = (o.epochs - epoch) * steps_per_epoch + (steps_per_epoch - tally.steps);
