@@ -246,8 +246,11 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
         TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_slots.get(), d.loss.get(), sizeof(float), s));
         TROUPE_RETURN_IF_ERROR(copy_to_host(d.host_correct.get(), d.correct.get(), sizeof(unsigned long long), s));
       }
+      // Adam's bias correction counts the optimizer's applied steps, as the CPU optimizers do (and
+      // checkpoints carry): f16's gate supplies the count (offset, the job step, names a give-up);
+      // otherwise every step applies. The rate comes from the host (hp.lr).
       kc::DeviceStep when;
-      when.offset = this_step;  // the rate's step; Adam's bias correction counts the applied steps
+      when.offset = scaled ? this_step : applied + 1;
       if (scaled) {  // decided on the all-reduced gradients: every replica alike
         when.gate = d.scale.get();
         TROUPE_RETURN_IF_ERROR(kc::loss_scale_check(d.grads.get(), n, d.scale.get(), scale_options, when, s));
@@ -283,7 +286,7 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
           return loss_scale_gave_up(ls.failed_in_a_row, ls.failed_scale).with_context(result.device + " at " + at);
         applied = ls.applied;
       } else {
-        applied = step;
+        ++applied;
       }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       tally.add(loss, correct);
