@@ -36,10 +36,8 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
   // Where to start (the newest checkpoint after a restart, or --resume's) and, after a restart,
   // undo the failed attempt's ledger shards and trained ranges past it.
-  auto start = agree_start_point(*s.store, spec, a.job, **comm, timeout);
+  auto start = start_sync_attempt(*s.store, spec, a.job, a.attempt, world, steps_per_epoch, **comm, timeout);
   if (!start.ok()) return start.status();
-  if (a.attempt > 0)
-    TROUPE_RETURN_IF_ERROR(rewind_after_restart(*s.store, a.job, world, steps_per_epoch, *start, **comm, timeout));
   const int64_t first_step = start->state ? start->state->step : 0;
   TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
   collectives::Communicator* host_group = comm->get();  // moved into the staged communicator below
@@ -101,15 +99,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   summary["job_id"] = a.job.hex();
   summary["gpus_per_worker"] = spec.gpus_per_worker;
   summary["gradient_path"] = dcomm ? dcomm->path() : std::string("none (one worker)");
-  if (start->state) {
-    summary["resumed_from"] = {{"job_id", start->own ? a.job.hex() : spec.resume_job}, {"step", first_step},
-                               {"epoch", start->state->epoch}, {"epoch_step", start->state->epoch_step}};
-  }
-  if (spec.checkpoint_every > 0) {
-    summary["checkpoint_every"] = spec.checkpoint_every;
-    summary["last_checkpoint_step"] = last_checkpoint;
-    summary["checkpoint_dir"] = replica.checkpoints.dir;
-  }
+  add_start_and_checkpoints(&summary, spec, a.job, *start, last_checkpoint, replica.checkpoints.dir);
   return record_success(*s.store, a.job, summary, result->test_accuracy);
 }
 

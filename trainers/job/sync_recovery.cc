@@ -194,4 +194,28 @@ checkpoint::ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobI
   return c;
 }
 
+Expected<StartPoint> start_sync_attempt(gcs::Store& store, const JobSpec& spec, const JobId& job, int attempt,
+                                        int shards, int64_t steps_per_epoch, collectives::Communicator& comm,
+                                        std::chrono::milliseconds timeout) {
+  auto start = agree_start_point(store, spec, job, comm, timeout);
+  if (!start.ok() || attempt == 0) return start;
+  TROUPE_RETURN_IF_ERROR(rewind_after_restart(store, job, shards, steps_per_epoch, *start, comm, timeout));
+  return start;
+}
+
+void add_start_and_checkpoints(nlohmann::json* summary, const JobSpec& spec, const JobId& job,
+                               const StartPoint& start, int64_t last_checkpoint, const std::string& dir) {
+  if (start.state) {
+    (*summary)["resumed_from"] = {{"job_id", start.own ? job.hex() : spec.resume_job},
+                                  {"step", start.state->step},
+                                  {"epoch", start.state->epoch},
+                                  {"epoch_step", start.state->epoch_step}};
+  }
+  if (spec.checkpoint_every > 0) {
+    (*summary)["checkpoint_every"] = spec.checkpoint_every;
+    (*summary)["last_checkpoint_step"] = last_checkpoint;
+    (*summary)["checkpoint_dir"] = dir;
+  }
+}
+
 }  // namespace troupe::job

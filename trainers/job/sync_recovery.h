@@ -63,6 +63,18 @@ Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, in
                             const StartPoint& start, collectives::Communicator& comm,
                             std::chrono::milliseconds timeout);
 
+// Steps 1 and 2 for a sync worker of attempt `attempt` (a collective): the agreed start point and,
+// after a restart, the rewind (`shards` ledger shards per epoch).
+Expected<StartPoint> start_sync_attempt(gcs::Store& store, const JobSpec& spec, const JobId& job, int attempt,
+                                        int shards, int64_t steps_per_epoch, collectives::Communicator& comm,
+                                        std::chrono::milliseconds timeout);
+
+// A sync job's summary fields of where it started and what it checkpointed: "resumed_from" (when
+// it started from a checkpoint) and, with checkpoints, "checkpoint_every", "last_checkpoint_step"
+// and "checkpoint_dir".
+void add_start_and_checkpoints(nlohmann::json* summary, const JobSpec& spec, const JobId& job,
+                               const StartPoint& start, int64_t last_checkpoint, const std::string& dir);
+
 // Rank 0 of a restarted attempt, after its first step: records the event "job_resumed" (the end of
 // the recovery that began with the supervisor's "job_restarting").
 void note_resumed(gcs::Store& store, const JobId& job, int attempt, const std::string& source, int64_t step);
