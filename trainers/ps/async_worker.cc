@@ -1,32 +1,66 @@
 #include "trainers/ps/async_worker.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
-#include "trainers/epoch_report.h"
 #include "trainers/ps/worker_common.h"
+#include "trainers/ps/worker_loop.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::ps {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// The CPU worker's StepDevice: its Trainer computes a step's gradient on the host when the loop
+// waits for it, straight from the feed's batch (valid until the feed's next call) and the pulled
+// parameters, with nothing copied.
+class TrainerDevice final : public StepDevice {
+ public:
+  TrainerDevice(const TrainerSetup& setup, int64_t features)
+      : setup_(setup), n_(setup.space.size()), features_(features), grad_view_(grads_.data(), n_) {}
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+  size_t parameters() const override { return n_; }
+  std::string name() const override { return "cpu"; }
+  std::string model() const override { return setup_.model; }
+  float* pull_buffer(int slot) override { return pulled_[slot].data(); }
+  const float* push_buffer() const override { return grads_.data(); }
+  Status upload_batch(const Batch& batch) override {
+    batch_ = batch;
+    return {};
+  }
+  Status compute(int slot) override {
+    slot_ = slot;
+    return {};
+  }
+  Expected<BatchStats> wait_gradient() override {
+    std::fill(grads_.begin(), grads_.end(), 0.0f);  // the API promises zeroed gradients
+    return setup_.trainer->forward_backward(batch_, params(slot_), grad_view_);
+  }
+  Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override {
+    Gradients g(out, n_);
+    return setup_.trainer->forward_backward(Batch{inputs, labels, rows, features_}, params(slot), g).status();
+  }
+  Expected<int64_t> count_correct(int slot, const Dataset& data) override {
+    return troupe::count_correct(*setup_.trainer, params(slot), data, 0, data.count);
+  }
 
-// Test accuracy of `params` over the whole split (-1 when the trainer does not count).
-Expected<double> accuracy(Trainer& trainer, const std::vector<float>& params, const Dataset& test) {
-  auto correct = count_correct(trainer, Parameters(params.data(), params.size()), test, 0, test.count);
-  if (!correct.ok()) return correct.status();
-  if (*correct < 0) return -1.0;
-  return test.count ? static_cast<double>(*correct) / test.count : 0.0;
-}
+ private:
+  Parameters params(int slot) const { return Parameters(pulled_[slot].data(), n_); }
+
+  const TrainerSetup& setup_;
+  const size_t n_;
+  const int64_t features_;
+  // Two parameter buffers: a pull fills one while the other keeps the last whole pull, on which a
+  // replay is computed should a shard fail in the middle of the pull (ps_client.h).
+  std::vector<float> pulled_[2] = {std::vector<float>(n_), std::vector<float>(n_)};
+  std::vector<float> grads_ = std::vector<float>(n_);
+  Gradients grad_view_;
+  Batch batch_;
+  int slot_ = 0;
+};
 
 }  // namespace
 
@@ -35,154 +69,25 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
                                       PsWorkerReport* report, std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(check_worker_options(o, train, w));
   PsClient& client = *w.client;
-  bool finished = false;
-  // On every way out the shards learn this worker is done, so no other worker waits for it.
-  auto fail = [&](Status st) {
-    if (!st.ok() && !finished) (void)client.finish();
-    return st;
-  };
   auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, w.rank, w.workers);
-  if (!setup.ok()) return fail(setup.status());
-  Trainer& trainer = *setup->trainer;
+  if (!setup.ok()) return finish_on_error(client, setup.status());
   const std::string& where = setup->where;
   const size_t n = setup->space.size();
   if (client.parameters() != n)
-    return fail(invalid_argument("the parameter servers hold " + std::to_string(client.parameters()) +
-                                 " parameters but " + where + " declares " + std::to_string(n) +
-                                 ": were they started with the job's options?"));
+    return finish_on_error(client, invalid_argument("the parameter servers hold " +
+                                                    std::to_string(client.parameters()) + " parameters but " + where +
+                                                    " declares " + std::to_string(n) +
+                                                    ": were they started with the job's options?"));
   kernels::cpu::set_blas_threads(o.cpu_threads);
   kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
 
-  const int local_batch = o.batch_size / w.workers;
-  TrainOptions mine = o;  // progress and epoch reports count this worker's rows per step
-  mine.batch_size = local_batch;
-  const int64_t steps_per_epoch = train.count / o.batch_size;
-  const int64_t total_steps =
-      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
-  // Two parameter buffers: a pull fills one while the other keeps the last whole pull, on which a
-  // replay is computed should a shard fail in the middle of the pull (ps_client.h).
-  std::vector<float> pulled[2] = {std::vector<float>(n), std::vector<float>(n)};
-  int cur = 0;
-  std::vector<float> grads(n);
-  Gradients grad_view(grads.data(), n);
-  TrainResult result;
-  result.model = setup->model;
-  result.device = "cpu";
-  spdlog::info("worker {}/{} training {} on cpu, {} parameter server(s) in {} mode, {} rows per step", w.rank,
-               w.workers, result.model, client.shards(), mode_name(client.mode()), local_batch);
-
-  // Pushes a restored shard lost, recomputed on this worker's current parameters (ps_client.h).
-  std::vector<float> replay_inputs;
-  std::vector<int32_t> replay_labels;
-  client.set_replay([&](const DataTag& tag, float* out) -> Status {
-    TROUPE_RETURN_IF_ERROR(feed.rows_of(tag, &replay_inputs, &replay_labels));
-    Gradients g(out, n);
-    const Batch b{replay_inputs.data(), replay_labels.data(), static_cast<int64_t>(replay_labels.size()),
-                  train.features()};
-    return trainer.forward_backward(b, Parameters(pulled[cur].data(), n), g).status();
-  });
-  struct ClearReplay {  // the function refers to this frame
-    PsClient& c;
-    ~ClearReplay() { c.set_replay({}); }
-  } clear_replay{client};
-
+  TrainerDevice device(*setup, train.features());
   PsWorkerReport measured;
-  const auto job_start = Clock::now();
-  double train_seconds = 0;
-  int64_t clock = std::max(w.start_step, w.start_clock);
-  const int first_epoch = std::max(static_cast<int>(w.start_step / steps_per_epoch) + 1, w.first_epoch);
-  const int64_t skip_steps = w.start_step % steps_per_epoch;  // of first_epoch, trained before the checkpoint
-  bool stop = o.max_steps > 0 && clock >= o.max_steps, counted = true;
-  for (int epoch = first_epoch; epoch <= o.epochs && !stop; ++epoch) {
-    const auto epoch_start = Clock::now();
-    const std::string at_epoch = " at epoch " + std::to_string(epoch);
-    TROUPE_RETURN_IF_ERROR(fail(feed.begin_epoch(epoch).with_context(where + ": starting epoch " + std::to_string(epoch))));
-    EpochTally tally;
-    const int64_t skipped = epoch == first_epoch ? skip_steps : 0;
-    for (int64_t s = 0; s < skipped; ++s) {
-      Batch batch;
-      auto more = feed.next(&batch);
-      if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
-      if (!*more) return fail(internal_error(where + ": the data feed ran out while skipping the " +
-                                             std::to_string(skipped) + " steps done before the checkpoint" + at_epoch));
-      TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
-    }
-    while (!stop && (!w.whole_global_batches || skipped + tally.steps < steps_per_epoch)) {
-      Batch batch;
-      auto more = feed.next(&batch);
-      if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
-      if (!*more) break;
-      const std::string at_step = at_epoch + ", step " + std::to_string(tally.steps + 1);
-      auto t0 = Clock::now();
-      auto versions = client.pull(clock, pulled[1 - cur].data());
-      if (!versions.ok()) return fail(versions.status().with_context("worker " + std::to_string(w.rank) + at_step));
-      cur = 1 - cur;
-      measured.pull_ms += ms_since(t0);
-      t0 = Clock::now();
-      std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
-      auto stats = trainer.forward_backward(batch, Parameters(pulled[cur].data(), n), grad_view);
-      if (!stats.ok()) return fail(stats.status().with_context(where + ": forward_backward" + at_step));
-      measured.compute_ms += ms_since(t0);
-      if ((clock + 1) % o.loss_check_every == 0 && !std::isfinite(stats->loss))
-        return fail(nonfinite_loss(stats->loss, epoch, tally.steps + 1, steps_per_epoch, clock + 1, o.effective_lr()));
-      t0 = Clock::now();
-      Status pushed = client.push(clock, grads.data(), *versions, feed.position());
-      if (!pushed.ok()) return fail(pushed.with_context("worker " + std::to_string(w.rank) + at_step));
-      measured.push_ms += ms_since(t0);
-      TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
-      ++clock;
-      if (stats->correct < 0) counted = false;
-      tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
-      if (progress)
-        progress(step_progress(mine, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000, total_steps - clock));
-      if (o.max_steps > 0 && clock >= o.max_steps) stop = true;
-    }
-    TROUPE_RETURN_IF_ERROR(fail(feed.end_epoch().with_context(where + ": ending epoch " + std::to_string(epoch))));
-    const double epoch_seconds = ms_since(epoch_start) / 1000;
-    train_seconds += epoch_seconds;
-    EpochStats es = epoch_stats(epoch, tally, local_batch, epoch_seconds);
-    if (!counted) es.train_accuracy = -1;
-    const bool last = epoch == o.epochs || stop;
-    if (w.rank == 0 && w.evaluate && (o.evaluate_each_epoch || last)) {
-      // The last epoch is judged on the final parameters: every worker's updates applied.
-      if (last) {
-        TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker 0 finishing"));
-        finished = true;
-        if (w.wait_for_all) wait_for_all_workers(client, w.rank);
-      }
-      std::vector<float>& into = pulled[1 - cur];
-      auto got = last ? client.pull_final(into.data()) : client.pull(clock, into.data());
-      if (!got.ok()) return fail(got.status().with_context("worker 0 pulling parameters to evaluate" + at_epoch));
-      cur = 1 - cur;
-      auto acc = accuracy(trainer, pulled[cur], test);
-      if (!acc.ok()) return fail(acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch)));
-      es.test_accuracy = *acc;
-    }
-    report_epoch(es, mine, steps_per_epoch, &result, progress);
-  }
-  if (!finished) {
-    TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker " + std::to_string(w.rank) + " finishing"));
-    finished = true;
-  }
-  if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) wait_for_all_workers(client, w.rank);
-  if (final_params) {
-    std::vector<float>& into = pulled[1 - cur];
-    auto got = client.pull_final(into.data());
-    if (!got.ok()) return got.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");
-    cur = 1 - cur;
-    *final_params = pulled[cur];
-  }
-  auto staleness = client.staleness();
-  if (staleness.ok()) measured.staleness = staleness->stats();
-  else spdlog::warn("worker {}: no staleness statistics: {}", w.rank, staleness.status().to_string());
-  measured.steps = clock - std::max(w.start_step, w.start_clock);
+  auto result = run_worker_loop(device, where, o, train, test, feed, w, progress, &measured, final_params);
+  if (!result.ok()) return result;
   if (report) *report = measured;
-  finish_result(&result, clock, local_batch, train_seconds);
-  if (measured.steps > 0 && clock > measured.steps && train_seconds > 0)  // the steps this run trained
-    result.samples_per_second = static_cast<double>(measured.steps) * local_batch / train_seconds;
-  result.wall_seconds = ms_since(job_start) / 1000;
   spdlog::info("worker {} done: {} steps, pull {:.0f} ms, compute {:.0f} ms, push {:.0f} ms; staleness {}", w.rank,
-               clock, measured.pull_ms, measured.compute_ms, measured.push_ms, measured.staleness.describe());
+               result->steps, measured.pull_ms, measured.compute_ms, measured.push_ms, measured.staleness.describe());
   return result;
 }
 

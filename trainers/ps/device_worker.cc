@@ -1,20 +1,12 @@
 #include "trainers/ps/device_worker.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-
 #include <spdlog/spdlog.h>
 
-#include "trainers/epoch_report.h"
 #include "trainers/ps/worker_common.h"
+#include "trainers/ps/worker_loop.h"
 
 namespace troupe::ps {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 Status check_device_worker(const PsWorker& w, const StepDevice& device) {
   if (w.client->mode() != PsMode::async)
@@ -30,13 +22,6 @@ Status check_device_worker(const PsWorker& w, const StepDevice& device) {
   return {};
 }
 
-Expected<double> accuracy(StepDevice& device, int slot, const Dataset& test) {
-  auto correct = device.count_correct(slot, test);
-  if (!correct.ok()) return correct.status();
-  if (*correct < 0) return -1.0;
-  return test.count ? static_cast<double>(*correct) / test.count : 0.0;
-}
-
 }  // namespace
 
 Expected<TrainResult> train_ps_worker_on(StepDevice& device, const TrainOptions& o, const Dataset& train,
@@ -44,131 +29,14 @@ Expected<TrainResult> train_ps_worker_on(StepDevice& device, const TrainOptions&
                                          const ProgressFn& progress, PsWorkerReport* report,
                                          std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(check_worker_options(o, train, w));
-  PsClient& client = *w.client;
-  bool finished = false;
-  // On every way out the shards learn this worker is done, so no other worker waits for it.
-  auto fail = [&](Status st) {
-    if (!st.ok() && !finished) (void)client.finish();
-    return st;
-  };
-  TROUPE_RETURN_IF_ERROR(fail(check_device_worker(w, device)));
+  TROUPE_RETURN_IF_ERROR(finish_on_error(*w.client, check_device_worker(w, device)));
   const std::string where = "worker " + std::to_string(w.rank) + " on " + device.name();
-  const size_t n = device.parameters();
-  const int local_batch = o.batch_size / w.workers;
-  TrainOptions mine = o;  // progress and epoch reports count this worker's rows per step
-  mine.batch_size = local_batch;
-  const int64_t steps_per_epoch = train.count / o.batch_size;
-  const int64_t total_steps =
-      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
-  int cur = 0;  // the parameter slot of the last whole pull
-  TrainResult result;
-  result.model = device.model();
-  result.device = device.name();
-  spdlog::info("worker {}/{} training {} on {}, {} parameter server(s) in {} mode, {} rows per step", w.rank,
-               w.workers, result.model, result.device, client.shards(), mode_name(client.mode()), local_batch);
-
-  // Pushes a restored shard lost, recomputed on the device with the last whole pull (ps_client.h).
-  std::vector<float> replay_inputs;
-  std::vector<int32_t> replay_labels;
-  client.set_replay([&](const DataTag& tag, float* out) -> Status {
-    TROUPE_RETURN_IF_ERROR(feed.rows_of(tag, &replay_inputs, &replay_labels));
-    return device.replay(cur, replay_inputs.data(), replay_labels.data(),
-                         static_cast<int64_t>(replay_labels.size()), out);
-  });
-  struct ClearReplay {  // the function refers to this frame
-    PsClient& c;
-    ~ClearReplay() { c.set_replay({}); }
-  } clear_replay{client};
-
   PsWorkerReport measured;
-  const auto job_start = Clock::now();
-  double train_seconds = 0;
-  int64_t clock = w.start_clock;
-  bool stop = o.max_steps > 0 && clock >= o.max_steps, counted = true;
-  for (int epoch = w.first_epoch; epoch <= o.epochs && !stop; ++epoch) {
-    const auto epoch_start = Clock::now();
-    const std::string at_epoch = " at epoch " + std::to_string(epoch);
-    TROUPE_RETURN_IF_ERROR(fail(feed.begin_epoch(epoch).with_context(where + ": starting epoch " + std::to_string(epoch))));
-    EpochTally tally;
-    while (!stop) {
-      Batch batch;
-      auto more = feed.next(&batch);
-      if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
-      if (!*more) break;
-      const std::string at_step = at_epoch + ", step " + std::to_string(tally.steps + 1);
-      const DataTag tag = feed.position();
-      // The batch goes up while the host waits in the pull.
-      TROUPE_RETURN_IF_ERROR(fail(device.upload_batch(batch).with_context(where + ": uploading the batch" + at_step)));
-      auto t0 = Clock::now();
-      auto versions = client.pull(clock, device.pull_buffer(1 - cur));
-      if (!versions.ok()) return fail(versions.status().with_context("worker " + std::to_string(w.rank) + at_step));
-      cur = 1 - cur;
-      measured.pull_ms += ms_since(t0);
-      t0 = Clock::now();
-      TROUPE_RETURN_IF_ERROR(fail(device.compute(cur).with_context(where + ": queueing the step" + at_step)));
-      auto stats = device.wait_gradient();
-      if (!stats.ok()) return fail(stats.status().with_context(where + ": forward_backward" + at_step));
-      measured.compute_ms += ms_since(t0);
-      if ((clock + 1) % o.loss_check_every == 0 && !std::isfinite(stats->loss))
-        return fail(nonfinite_loss(stats->loss, epoch, tally.steps + 1, steps_per_epoch, clock + 1, o.effective_lr()));
-      t0 = Clock::now();
-      Status pushed = client.push(clock, device.push_buffer(), *versions, tag);
-      if (!pushed.ok()) return fail(pushed.with_context("worker " + std::to_string(w.rank) + at_step));
-      measured.push_ms += ms_since(t0);
-      TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
-      ++clock;
-      if (stats->correct < 0) counted = false;
-      tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
-      if (progress)
-        progress(step_progress(mine, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000, total_steps - clock));
-      if (o.max_steps > 0 && clock >= o.max_steps) stop = true;
-    }
-    TROUPE_RETURN_IF_ERROR(fail(feed.end_epoch().with_context(where + ": ending epoch " + std::to_string(epoch))));
-    const double epoch_seconds = ms_since(epoch_start) / 1000;
-    train_seconds += epoch_seconds;
-    EpochStats es = epoch_stats(epoch, tally, local_batch, epoch_seconds);
-    if (!counted) es.train_accuracy = -1;
-    const bool last = epoch == o.epochs || stop;
-    if (w.rank == 0 && w.evaluate && (o.evaluate_each_epoch || last)) {
-      // The last epoch is judged on the final parameters: every worker's updates applied.
-      if (last) {
-        TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker 0 finishing"));
-        finished = true;
-        if (w.wait_for_all) wait_for_all_workers(client, w.rank);
-      }
-      float* into = device.pull_buffer(1 - cur);
-      auto got = last ? client.pull_final(into) : client.pull(clock, into);
-      if (!got.ok()) return fail(got.status().with_context("worker 0 pulling parameters to evaluate" + at_epoch));
-      cur = 1 - cur;
-      auto acc = accuracy(device, cur, test);
-      if (!acc.ok()) return fail(acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch)));
-      es.test_accuracy = *acc;
-    }
-    report_epoch(es, mine, steps_per_epoch, &result, progress);
-  }
-  if (!finished) {
-    TROUPE_RETURN_IF_ERROR(client.finish().with_context("worker " + std::to_string(w.rank) + " finishing"));
-    finished = true;
-  }
-  if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) wait_for_all_workers(client, w.rank);
-  if (final_params) {
-    float* into = device.pull_buffer(1 - cur);
-    auto got = client.pull_final(into);
-    if (!got.ok()) return got.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");
-    cur = 1 - cur;
-    final_params->assign(into, into + n);
-  }
-  auto staleness = client.staleness();
-  if (staleness.ok()) measured.staleness = staleness->stats();
-  else spdlog::warn("worker {}: no staleness statistics: {}", w.rank, staleness.status().to_string());
-  measured.steps = clock - w.start_clock;
+  auto result = run_worker_loop(device, where, o, train, test, feed, w, progress, &measured, final_params);
+  if (!result.ok()) return result;
   if (report) *report = measured;
-  finish_result(&result, clock, local_batch, train_seconds);
-  if (measured.steps > 0 && clock > measured.steps && train_seconds > 0)  // the steps this run trained
-    result.samples_per_second = static_cast<double>(measured.steps) * local_batch / train_seconds;
-  result.wall_seconds = ms_since(job_start) / 1000;
   spdlog::info("worker {} done on {}: {} steps, pull {:.0f} ms, device {:.0f} ms, push {:.0f} ms; staleness {}",
-               w.rank, result.device, clock, measured.pull_ms, measured.compute_ms, measured.push_ms,
+               w.rank, result->device, result->steps, measured.pull_ms, measured.compute_ms, measured.push_ms,
                measured.staleness.describe());
   return result;
 }

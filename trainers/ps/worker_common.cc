@@ -26,6 +26,11 @@ Status check_worker_options(const TrainOptions& o, const Dataset& train, const P
   return {};
 }
 
+Status finish_on_error(PsClient& client, Status st) {
+  if (!st.ok()) (void)client.finish();
+  return st;
+}
+
 void wait_for_all_workers(PsClient& client, int rank) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::minutes(10);

@@ -1,5 +1,6 @@
-// What the parameter-server worker loops (async_worker.h on the CPU, device_worker.h on a
-// StepDevice) do the same way: check their options, and wait at the end for every worker to finish.
+// What the parameter-server workers (async_worker.h on the CPU, device_worker.h on a StepDevice)
+// do the same way besides their loop (worker_loop.h): check their options, tell the shards when they
+// cannot start, and wait at the end for every worker to finish.
 #pragma once
 
 #include "core/status.h"
@@ -13,6 +14,10 @@ namespace troupe::ps {
 // rank outside the workers, --accumulate > 1, a global batch that does not divide among the
 // workers or is larger than the training split.
 Status check_worker_options(const TrainOptions& options, const Dataset& train, const PsWorker& worker);
+
+// Returns `st`; when it is an error, first tells the shards this worker finished (ignoring how that
+// goes), so no other worker waits for one that cannot train.
+Status finish_on_error(PsClient& client, Status st);
 
 // Waits in final pulls until every worker finished: a shard restored meanwhile still gets this
 // worker's replays. A shard's wait is bounded (its timeout), so it is asked again while the others
