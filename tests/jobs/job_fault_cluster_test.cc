@@ -89,6 +89,12 @@ double fault_free_accuracy(ClusterFixture& c, const std::string& job_args) {
   return Json::parse(base.last_line()).at("test_accuracy").get<double>();
 }
 
+// Within half a point: at most 50 of Fashion-MNIST's 10,000 test images apart. Counted in images,
+// as a difference of exactly 50 (0.8905 vs 0.8855) is not <= 0.005 in doubles.
+bool within_half_point(double acc, double baseline) {
+  return std::llround(std::fabs(acc - baseline) * 10000) <= 50;
+}
+
 double accuracy_of(const Json& view, const std::string& id) {
   Json j = job_of(view, id);
   REQUIRE_FALSE(j.is_null());
@@ -126,7 +132,7 @@ void check_recovered(ClusterFixture& c, const Json& view, const std::string& id,
   INFO(j.dump(1));
   REQUIRE(j.at("state") == "SUCCEEDED");
   const double acc = accuracy_of(view, id);
-  CHECK(std::fabs(acc - baseline) <= 0.005);
+  CHECK(within_half_point(acc, baseline));
   Json restarting = event_of(view, "job_restarting", id);
   REQUIRE_FALSE(restarting.is_null());
   CHECK(restarting.at("message").get<std::string>().find("(restart 1 of 3)") != std::string::npos);
@@ -192,7 +198,7 @@ TEST_CASE("faults: a sync job rides out its worker node killed mid-epoch and the
   Json j3 = job_of(after, id3);
   INFO(j3.dump(1) << c.logs_tail());
   REQUIRE(j3.at("state") == "SUCCEEDED");
-  CHECK(std::fabs(accuracy_of(after, id3) - baseline) <= 0.005);
+  CHECK(within_half_point(accuracy_of(after, id3), baseline));
   Json accounting;
   poll_until([&] {
     Json now = c.try_status(300);
@@ -566,7 +572,7 @@ TEST_CASE("faults: an elastic sync job goes on with the workers that fit after i
   Json j2 = job_of(end2, id2);
   INFO(j2.dump(1));
   REQUIRE(j2.at("state") == "SUCCEEDED");
-  CHECK(std::fabs(accuracy_of(end2, id2) - baseline) <= 0.005);
+  CHECK(within_half_point(accuracy_of(end2, id2), baseline));
   CHECK(any_contains(event_messages(end2, "job_resized", id2), "grows back to 4 workers"));
   CHECK(j2.at("result").value("final_workers", 0) == 4);
   WARN("elastic: shrunk and grown back, accuracy " << accuracy_of(end2, id2) << "; resizes: "
