@@ -18,6 +18,7 @@
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
 #include "trainers/lr_schedule.h"
+#include "trainers/micro_batches.h"
 #include "trainers/loss_scale.h"
 #include "trainers/optimizer.h"
 #include "trainers/param_init.h"
@@ -130,7 +131,6 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const int local_batch = elastic ? replica.local_rows : o.batch_size / world;
   // This replica's share of the global batch relative to an even one (1 unless elastic and uneven).
   const float weight = elastic ? static_cast<float>(static_cast<double>(local_batch) * world / o.batch_size) : 1.0f;
-  const int micro_batch = local_batch / o.accumulate;
   // Mini-batches are full: the last partial batch of an epoch is dropped (its examples are seen in
   // other epochs, since every epoch has its own permutation).
   const int64_t steps_per_epoch = train.count / o.batch_size;
@@ -199,8 +199,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const int64_t features = train.features();
   SliceFeed slices(train, o.seed, o.batch_size, rank, world);
   BatchFeed& feed = replica.feed ? *replica.feed : slices;
-  std::vector<float> micro_grads(o.accumulate > 1 ? space.size() : 0);  // one micro-batch's gradients
-  Gradients micro_view(micro_grads.data(), micro_grads.size());
+  std::vector<float> micro_grads;  // one micro-batch's gradients (--accumulate)
   collectives::CollectiveOptions sync;
   sync.timeout = replica.timeout;
   const auto job_start = Clock::now();
@@ -236,30 +235,12 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.steps) replica.steps->phase(StepPhase::forward_backward);  // step timeline
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
       if (buckets) buckets->begin_step(grads.data(), epoch, s + 1, weight);
-      Expected<BatchStats> stats = BatchStats{0.0f, 0};
-      for (int m = 0; m < o.accumulate && stats.ok(); ++m) {
-        const Batch micro{batch.inputs + static_cast<size_t>(m) * micro_batch * features,
-                          batch.labels + static_cast<size_t>(m) * micro_batch, micro_batch, features,
-                          scaled ? scaler.scale() : 1.0f};
-        if (o.accumulate == 1) {  // straight into the step's gradients
-          stats = trainer.forward_backward(micro, param_view, grad_view);
-          break;
-        }
-        std::fill(micro_grads.begin(), micro_grads.end(), 0.0f);
-        auto part = trainer.forward_backward(micro, param_view, micro_view);
-        if (!part.ok()) {
-          stats = part.status();
-          break;
-        }
-        kernels::cpu::sum_into(grads.data(), micro_grads.data(), micro_grads.size());
-        stats->loss += part->loss / o.accumulate;
-        stats->correct = (stats->correct < 0 || part->correct < 0) ? -1 : stats->correct + part->correct;
-      }
+      const Batch whole{batch.inputs, batch.labels, batch.size, features, scaled ? scaler.scale() : 1.0f};
+      auto stats = forward_backward_parts(trainer, whole, param_view, grad_view, o.accumulate, micro_grads);
       if (!stats.ok()) {
         return stats.status().with_context(where + ": forward_backward at epoch " + std::to_string(epoch) +
                                            ", step " + std::to_string(s + 1));
       }
-      if (o.accumulate > 1) kernels::cpu::scale(grads.data(), space.size(), 1.0f / o.accumulate);
       ++step;
       if (replica.steps) replica.steps->phase(StepPhase::communication);  // step timeline
       if (replica.comm) {

@@ -113,14 +113,17 @@ TEST_CASE("submit: an async job (4 workers, 2 parameter servers) trains to >= 0.
   CHECK(accounting.find("trained exactly once") != std::string::npos);
 }
 
-TEST_CASE("submit: a central job (variables on one actor, 4 workers) trains to >= 0.885", "[jobs][cluster][central]") {
+TEST_CASE("submit: a central job (variables on one actor, 4 workers, each step in 2 micro-batches) trains to >= 0.885",
+          "[jobs][cluster][central][accumulate]") {
   ClusterFixture c;
   up_two_nodes(c);
-  auto r = c.troupe("submit --strategy central --workers 4 --epochs 10 --batch-size 128 --json --no-progress", 300);
+  auto r = c.troupe("submit --strategy central --workers 4 --accumulate 2 --epochs 10 --batch-size 128 --json "
+                    "--no-progress", 300);
   INFO(r.both() << c.logs_tail());
   REQUIRE(r.exit_code == 0);
   Json summary = Json::parse(r.last_line());
   CHECK(summary.at("strategy") == "central");
+  CHECK(summary.at("accumulate") == 2);
   CHECK(summary.at("parameter_servers") == 1);
   CHECK(summary.at("staleness").at("max") == 0);  // every step's gradients averaged, then applied once
   CHECK(summary.at("test_accuracy").get<double>() >= 0.885);

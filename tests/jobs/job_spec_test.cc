@@ -97,6 +97,15 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   CHECK(validate(s).message().find("--strategy async needs --ps N") != std::string::npos);
   s.ps = 2;
   CHECK(validate(s).ok());
+  s.train.accumulate = 4;  // CPU parameter-server workers accumulate micro-batches as replicas do
+  CHECK(validate(s).ok());
+  s.workers = 2;
+  s.train.batch_size = 36;
+  CHECK(validate(s).message().find("does not divide among 2 workers x 4 micro-batches; use a multiple of 8") !=
+        std::string::npos);
+  s.workers = 1;
+  s.train.batch_size = 128;
+  s.train.accumulate = 1;
   s.strategy = "sync";
   CHECK(validate(s).message().find("--ps is for --strategy async") != std::string::npos);
 

@@ -8,6 +8,7 @@
 #include "collectives/inproc_transport.h"
 #include "tests/trainers/blobs.h"
 #include "trainers/lr_schedule.h"
+#include "trainers/micro_batches.h"
 #include "trainers/trainer_driver.h"
 #include "tests/support/numeric_test_util.h"
 
@@ -26,7 +27,88 @@ TrainOptions small() {
   return o;
 }
 
+// A model whose gradient is the mean of the batch's rows, whose loss is the mean label, and which
+// counts the rows labelled 0 as correct (or does not count, when told); it records every call.
+class RowMeanTrainer final : public Trainer {
+ public:
+  struct Call {
+    const float* inputs;
+    int64_t rows;
+    float loss_scale;
+  };
+  Status setup(const TrainerContext&, ParameterSpace&) override { return {}; }
+  Expected<BatchStats> forward_backward(const Batch& b, const Parameters&, Gradients& g) override {
+    calls.push_back({b.inputs, b.size, b.loss_scale});
+    BatchStats st{0.0f, counts ? 0 : -1};
+    for (int64_t r = 0; r < b.size; ++r) {
+      for (int64_t f = 0; f < b.features; ++f) g.data()[f] += b.inputs[r * b.features + f] / b.size;
+      st.loss += static_cast<float>(b.labels[r]) / b.size;
+      if (counts && b.labels[r] == 0) ++st.correct;
+    }
+    if (fail_at >= 0 && static_cast<int>(calls.size()) == fail_at + 1) return numeric_error("part failed");
+    return st;
+  }
+  Expected<BatchStats> evaluate(const Batch&, const Parameters&) override { return BatchStats{}; }
+  std::vector<Call> calls;
+  bool counts = true;
+  int fail_at = -1;
+};
+
 }  // namespace
+
+TEST_CASE("forward_backward_parts: K calls on consecutive micro-batches give the batch's mean gradient and loss",
+          "[accumulate]") {
+  // 8 rows of 2 features: row r = (r, 10 r); labels 0,1,0,1,...
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+  for (int r = 0; r < 8; ++r) {
+    inputs.push_back(static_cast<float>(r));
+    inputs.push_back(10.0f * r);
+    labels.push_back(r % 2);
+  }
+  const Batch batch{inputs.data(), labels.data(), 8, 2, 4.0f};
+  std::vector<float> params(2), grads(2, 0.0f), scratch;
+  const Parameters p(params.data(), params.size());
+  Gradients g(grads.data(), grads.size());
+  RowMeanTrainer t;
+  auto four = forward_backward_parts(t, batch, p, g, 4, scratch);
+  REQUIRE(four.ok());
+  REQUIRE(t.calls.size() == 4u);
+  for (size_t m = 0; m < 4; ++m) {  // rows 2m, 2m+1, in order, with the batch's loss scale
+    CHECK(t.calls[m].inputs == inputs.data() + 4 * m);
+    CHECK(t.calls[m].rows == 2);
+    CHECK(t.calls[m].loss_scale == 4.0f);
+  }
+  CHECK(grads[0] == Approx(3.5f));  // mean of 0..7
+  CHECK(grads[1] == Approx(35.0f));
+  CHECK(four->loss == Approx(0.5f));
+  CHECK(four->correct == 4);
+
+  // One part: a single call straight into the gradients, the same result.
+  std::vector<float> whole(2, 0.0f);
+  Gradients wg(whole.data(), whole.size());
+  auto one = forward_backward_parts(t, batch, p, wg, 1, scratch);
+  REQUIRE(one.ok());
+  CHECK(t.calls.size() == 5u);
+  CHECK(whole[0] == Approx(grads[0]));
+  CHECK(whole[1] == Approx(grads[1]));
+  CHECK(one->loss == Approx(four->loss));
+
+  // A model that does not count: -1, not a sum of -1s. A part that fails fails the step.
+  t.counts = false;
+  std::fill(grads.begin(), grads.end(), 0.0f);
+  auto uncounted = forward_backward_parts(t, batch, p, g, 2, scratch);
+  REQUIRE(uncounted.ok());
+  CHECK(uncounted->correct == -1);
+  t.calls.clear();
+  t.fail_at = 1;
+  auto failed = forward_backward_parts(t, batch, p, g, 2, scratch);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message() == "part failed");
+  auto uneven = forward_backward_parts(t, batch, p, g, 3, scratch);
+  REQUIRE_FALSE(uneven.ok());
+  CHECK(uneven.status().message() == "a batch of 8 rows does not split into 3 equal micro-batches");
+}
 
 TEST_CASE("warm-up ramps the rate linearly, then the schedule runs over the remaining steps", "[lr]") {
   CHECK(scheduled_lr(LrSchedule::cosine, 0.1f, 0, 1000, 10) == Approx(0.01f));

@@ -7,11 +7,14 @@
 #include <thread>
 
 #include "tests/trainers/blobs.h"
+#include "tests/support/numeric_test_util.h"
 #include "tests/trainers/ps_fixture.h"
+#include "tests/trainers/ps_recording.h"
 #include "trainers/trainer_driver.h"
 
 using namespace troupe;
 using namespace troupe::ps;
+using troupe::testing::relative_difference;
 
 namespace {
 
@@ -159,11 +162,72 @@ TEST_CASE("ps worker: options the loop cannot run are refused before any step", 
     CHECK_THAT(r.status().message(), Catch::Contains("the parameter servers hold"));
     CHECK_THAT(r.status().message(), Catch::Contains("were they started with the job's options?"));
   }
-  SECTION("gradient accumulation") {
+  SECTION("gradient accumulation whose micro-batches do not divide a worker's rows") {
     TrainOptions acc = o;
-    acc.accumulate = 2;
+    acc.accumulate = 8;  // divides the 40 rows, not a worker's 20
     auto r = train_ps_worker(acc, train, test, feed, PsWorker{client.get(), 0, 2});
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.status().message(), Catch::Contains("--accumulate 2: the async and central strategies"));
+    CHECK_THAT(r.status().message(),
+               Catch::Contains("--batch-size 40 (the global batch) does not divide among 2 workers x 8 micro-batches; "
+                               "use a multiple of 16"));
   }
+}
+
+TEST_CASE("ps worker: with --accumulate K every push and replay is the batch's mean gradient, and central holds one "
+          "process's parameters",
+          "[ps][worker][accumulate]") {
+  const Dataset train = blobs(800, 4, 6, 1), test = blobs(200, 4, 6, 2);
+  const TrainOptions o = tiny();
+  TrainOptions acc = o;
+  acc.accumulate = 4;
+
+  // Central, 2 workers of 20 rows in 4 micro-batches of 5: one process on the global batch of 40.
+  std::vector<float> want;
+  REQUIRE(train_with_trainer(o, train, test, {}, &want).ok());
+  WorkerRuns central = run_local(acc, train, test, tiny_shape(PsMode::central, 2, 3, -1, train));
+  for (int r = 0; r < 2; ++r) {
+    INFO("worker " << r << ": " << central.status[r].to_string());
+    REQUIRE(central.status[r].ok());
+    CHECK(central.results[r].steps == 4 * (800 / 40));
+  }
+  CHECK(relative_difference(central.params[0], want) <= 1e-5);
+
+  // One async worker, with and without accumulation, the client asking for two replays: every push
+  // and replay the same gradient to rounding (a sum of the parts, or one part, would be far off).
+  struct Run {
+    std::unique_ptr<ParameterShard> shard;
+    std::unique_ptr<RecordingClient> client;
+    double accuracy = -1;
+  };
+  auto run_one = [&](const TrainOptions& opts) {
+    Run run;
+    auto shard = make_job_shard(opts, DataSpec{train.features(), train.classes},
+                                tiny_shape(PsMode::async, 1, 1, 0, train), 0);
+    REQUIRE(shard.ok());
+    run.shard = std::move(*shard);
+    run.client = std::make_unique<RecordingClient>(local_ps_client({run.shard.get()}, 0));
+    run.client->replay_at = {{5, 2}, {30, 29}};
+    TaggedFeed feed(train, opts, 0, 1);
+    auto result = train_ps_worker(opts, train, test, feed, PsWorker{run.client.get(), 0, 1});
+    INFO(result.status().to_string());
+    REQUIRE(result.ok());
+    run.accuracy = result->test_accuracy;
+    return run;
+  };
+  const Run whole = run_one(o), pieces = run_one(acc);
+  const RecordingClient *plain = whole.client.get(), *parts = pieces.client.get();
+  REQUIRE(parts->calls.size() == plain->calls.size());
+  int64_t pushes = 0;
+  for (size_t i = 0; i < parts->calls.size(); ++i) {
+    if (parts->calls[i].kind != 'P') continue;
+    INFO("push " << pushes);
+    REQUIRE(plain->calls[i].kind == 'P');
+    CHECK(relative_difference(parts->calls[i].grads, plain->calls[i].grads) <= 1e-4);
+    ++pushes;
+  }
+  CHECK(pushes == 4 * (800 / 40));
+  REQUIRE(parts->replays.size() == 2u);
+  REQUIRE(plain->replays.size() == 2u);
+  for (size_t k = 0; k < 2; ++k) CHECK(relative_difference(parts->replays[k], plain->replays[k]) <= 1e-4);
+  CHECK(pieces.accuracy == Approx(whole.accuracy).margin(0.01));
 }

@@ -94,6 +94,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   summary["trained_ranges"] = spec.resume_job.empty();
   summary["strategy"] = spec.strategy;
   summary["workers"] = shards;
+  summary["accumulate"] = spec.train.accumulate;  // micro-batches per step
   if (spec.elastic) summary["final_workers"] = world;  // the size the last attempt ran at
   summary["job_id"] = a.job.hex();
   summary["worker_samples_per_second"] = rates;

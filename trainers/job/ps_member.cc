@@ -362,6 +362,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   nlohmann::json summary = train_result_json(*result);
   summary["strategy"] = spec.strategy;
   summary["workers"] = spec.workers;
+  summary["accumulate"] = spec.train.accumulate;  // micro-batches per step
   summary["parameter_servers"] = servers;
   if (spec.gpus_per_worker > 0) summary["gpus_per_worker"] = spec.gpus_per_worker;
   summary["job_id"] = a.job.hex();

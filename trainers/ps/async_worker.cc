@@ -7,6 +7,7 @@
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
+#include "trainers/micro_batches.h"
 #include "trainers/ps/worker_common.h"
 #include "trainers/ps/worker_loop.h"
 #include "trainers/trainer_setup.h"
@@ -16,11 +17,12 @@ namespace {
 
 // The CPU worker's StepDevice: its Trainer computes a step's gradient on the host when the loop
 // waits for it, straight from the feed's batch (valid until the feed's next call) and the pulled
-// parameters, with nothing copied.
+// parameters, with nothing copied; with --accumulate K as K micro-batches (micro_batches.h), and a
+// replay recomputes a push the same way.
 class TrainerDevice final : public StepDevice {
  public:
-  TrainerDevice(const TrainerSetup& setup, int64_t features)
-      : setup_(setup), n_(setup.space.size()), features_(features), grad_view_(grads_.data(), n_) {}
+  TrainerDevice(const TrainerSetup& setup, int64_t features, int accumulate)
+      : setup_(setup), n_(setup.space.size()), features_(features), parts_(accumulate), grad_view_(grads_.data(), n_) {}
 
   size_t parameters() const override { return n_; }
   std::string name() const override { return "cpu"; }
@@ -37,11 +39,13 @@ class TrainerDevice final : public StepDevice {
   }
   Expected<BatchStats> wait_gradient() override {
     std::fill(grads_.begin(), grads_.end(), 0.0f);  // the API promises zeroed gradients
-    return setup_.trainer->forward_backward(batch_, params(slot_), grad_view_);
+    return forward_backward_parts(*setup_.trainer, batch_, params(slot_), grad_view_, parts_, scratch_);
   }
   Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override {
+    std::fill(out, out + n_, 0.0f);  // the API promises zeroed gradients
     Gradients g(out, n_);
-    return setup_.trainer->forward_backward(Batch{inputs, labels, rows, features_}, params(slot), g).status();
+    return forward_backward_parts(*setup_.trainer, Batch{inputs, labels, rows, features_}, params(slot), g, parts_,
+                                  scratch_).status();
   }
   Expected<int64_t> count_correct(int slot, const Dataset& data) override {
     return troupe::count_correct(*setup_.trainer, params(slot), data, 0, data.count);
@@ -53,10 +57,12 @@ class TrainerDevice final : public StepDevice {
   const TrainerSetup& setup_;
   const size_t n_;
   const int64_t features_;
+  const int parts_;             // --accumulate
   // Two parameter buffers: a pull fills one while the other keeps the last whole pull, on which a
   // replay is computed should a shard fail in the middle of the pull (ps_client.h).
   std::vector<float> pulled_[2] = {std::vector<float>(n_), std::vector<float>(n_)};
   std::vector<float> grads_ = std::vector<float>(n_);
+  std::vector<float> scratch_;  // a micro-batch's gradients
   Gradients grad_view_;
   Batch batch_;
   int slot_ = 0;
@@ -81,7 +87,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   kernels::cpu::set_blas_threads(o.cpu_threads);
   kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
 
-  TrainerDevice device(*setup, train.features());
+  TrainerDevice device(*setup, train.features(), o.accumulate);
   PsWorkerReport measured;
   auto result = run_worker_loop(device, where, o, train, test, feed, w, progress, &measured, final_params);
   if (!result.ok()) return result;

@@ -70,8 +70,8 @@ struct PsWorkerReport {
 // own samples/s (sum over workers for the job's); test accuracy on rank 0 only (-1 elsewhere).
 // `final_params` (if given) receives the parameters once every worker finished. On an error the
 // worker also tells the shards it finished, so the others are not held up. Errors:
-// invalid_argument (bad options, a global batch that does not divide among the workers,
-// --accumulate > 1, shards holding another number of parameters than the trainer declares),
+// invalid_argument (bad options, a global batch that does not divide among the workers x
+// --accumulate micro-batches, shards holding another number of parameters than the trainer declares),
 // numeric_error (a loss no longer finite), the client's errors (a shard down, a wait timed out).
 Expected<TrainResult> train_ps_worker(const TrainOptions& options, const Dataset& train, const Dataset& test,
                                       BatchFeed& feed, const PsWorker& worker, const ProgressFn& progress = {},

@@ -29,6 +29,10 @@ Expected<TrainResult> train_ps_worker_on(StepDevice& device, const TrainOptions&
                                          const ProgressFn& progress, PsWorkerReport* report,
                                          std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(check_worker_options(o, train, w));
+  if (o.accumulate != 1)
+    return finish_on_error(*w.client, invalid_argument("--accumulate " + std::to_string(o.accumulate) + ": a device "
+                                                       "worker computes one batch per step; accumulation is for CPU "
+                                                       "workers"));
   TROUPE_RETURN_IF_ERROR(finish_on_error(*w.client, check_device_worker(w, device)));
   const std::string where = "worker " + std::to_string(w.rank) + " on " + device.name();
   PsWorkerReport measured;

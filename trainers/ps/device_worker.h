@@ -38,7 +38,8 @@ namespace troupe::ps {
 // Trains worker `worker.rank` as train_ps_worker does (its contract, errors and report), the
 // gradients computed by `device`, whose parameters() must be the shards'. Besides
 // check_worker_options's refusals: invalid_argument for a central-mode client or PsWorker fields
-// of central jobs, and the device's errors naming the step.
+// of central jobs, for --accumulate > 1 (a device computes one batch per step), and the device's
+// errors naming the step.
 Expected<TrainResult> train_ps_worker_on(StepDevice& device, const TrainOptions& options, const Dataset& train,
                                          const Dataset& test, BatchFeed& feed, const PsWorker& worker,
                                          const ProgressFn& progress = {}, PsWorkerReport* report = nullptr,

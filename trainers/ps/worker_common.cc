@@ -13,13 +13,12 @@ Status check_worker_options(const TrainOptions& o, const Dataset& train, const P
   if (!w.client) return invalid_argument("train_ps_worker: no parameter-server client");
   if (w.workers < 1 || w.rank < 0 || w.rank >= w.workers)
     return invalid_argument("worker rank " + std::to_string(w.rank) + " of " + std::to_string(w.workers));
-  if (o.accumulate != 1)
-    return invalid_argument("--accumulate " + std::to_string(o.accumulate) +
-                            ": the async and central strategies take one batch per step; use 1");
-  if (o.batch_size % w.workers != 0)
+  const int parts = w.workers * o.accumulate;
+  if (o.batch_size % parts != 0)
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
-                            "among " + std::to_string(w.workers) + " workers; use a multiple of " +
-                            std::to_string(w.workers));
+                            "among " + std::to_string(w.workers) + " workers" +
+                            (o.accumulate > 1 ? " x " + std::to_string(o.accumulate) + " micro-batches" : "") +
+                            "; use a multiple of " + std::to_string(parts));
   if (train.count / o.batch_size == 0)
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
