@@ -116,10 +116,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   TROUPE_RETURN_IF_ERROR(o.validate());
   const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
   const bool elastic = replica.local_rows > 0;
-  if (elastic && (o.accumulate > 1 || replica.local_rows > o.batch_size)) {
+  if (elastic && (replica.local_rows > o.batch_size || replica.local_rows % o.accumulate != 0)) {
     return invalid_argument("an elastic replica's " + std::to_string(replica.local_rows) + " rows of the global batch " +
-                            std::to_string(o.batch_size) + " must be at most the batch, and --accumulate 1 (got " +
-                            std::to_string(o.accumulate) + ")");
+                            std::to_string(o.batch_size) + " must be at most the batch, and divide into --accumulate " +
+                            std::to_string(o.accumulate) + " micro-batches");
   }
   if (!elastic && o.batch_size % (world * o.accumulate) != 0) {
     const std::string parts = o.accumulate > 1 ? std::to_string(world) + " replicas x " +

@@ -84,8 +84,8 @@ struct Replica {
   // Elastic (a sync job running with fewer replicas than it has shards): this replica's rows of every
   // global batch, which may differ between replicas (the feed's batches must have this many). Its
   // gradient and loss are weighted by local_rows x replicas / batch_size before the averaging
-  // all-reduce, so the group applies the mean over the whole global batch, as at full size. 0: the
-  // even split, batch_size / replicas each.
+  // all-reduce, so the group applies the mean over the whole global batch, as at full size (with
+  // --accumulate K, in K micro-batches of local_rows / K). 0: the even split, batch_size / replicas each.
   int local_rows = 0;
 };
 

@@ -107,4 +107,10 @@ TEST_CASE("elastic sync data: 3 or 2 workers on 4 ledger shards hold the paramet
       CHECK(diff <= 1e-5);
     }
   }
+  // With --accumulate 2: 3 workers (64 and 32 rows) compute their rows in 2 micro-batches each.
+  TrainOptions micro = o;
+  micro.accumulate = 2;
+  const double diff = relative_difference(train_elastic(micro, data, *test, 3, 4, 0), full);
+  INFO("3 workers, 2 micro-batches: relative difference " << diff);
+  CHECK(diff <= 1e-5);
 }

@@ -203,4 +203,12 @@ TEST_CASE("accumulation that does not divide the batch, and on the GPU path, is 
   auto refused = train_replica(o, train, test, replica);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().message().find("does not divide among 3 replicas x 4 micro-batches") != std::string::npos);
+  // An elastic replica's rows (Replica::local_rows) must divide into the micro-batches too.
+  Replica elastic;
+  elastic.local_rows = 30;
+  o.batch_size = 40;
+  auto uneven = train_replica(o, train, test, elastic);
+  REQUIRE_FALSE(uneven.ok());
+  CHECK(uneven.status().message() == "an elastic replica's 30 rows of the global batch 40 must be at most the batch, "
+                                     "and divide into --accumulate 4 micro-batches");
 }

@@ -252,10 +252,6 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--elastic is for --strategy sync (got " + s.strategy + "); an async job already goes "
                             "on while a failed actor is replaced");
   }
-  if (s.elastic && s.train.accumulate > 1) {
-    return invalid_argument("--elastic does not combine with --accumulate " + std::to_string(s.train.accumulate) +
-                            " yet; use --accumulate 1");
-  }
   if (!s.resume_job.empty() && s.resume_step < 1) return invalid_argument("resume_step must be >= 1");
   for (const std::string& a : s.train.trainer_args) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");
