@@ -31,9 +31,10 @@ Runner add_timeline_command(CLI::App& app, GlobalOptions&) {
     if (!job_id.ok()) return report_error("timeline", job_id.status());
     auto job = gcs::Table<gcs::JobRecord>(**store).get(job_id->hex());
     if (!job.ok()) return report_error("timeline", job.status());
-    if (job->strategy != "sync") {
+    if (job->strategy == "pipeline") {
       return report_error("timeline", invalid_argument("job " + job_id->short_hex() + " is a " + job->strategy +
-                                                       " job; step timelines are recorded for sync jobs"));
+                                                       " job; step timelines are recorded for sync, async and "
+                                                       "central jobs"));
     }
     auto workers = gcs::read_job_timeline(**store, *job, static_cast<size_t>(*steps));
     if (!workers.ok()) return report_error("timeline", workers.status());

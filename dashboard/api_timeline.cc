@@ -40,8 +40,8 @@ ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std:
   if (!curve.ok()) return status_response(curve.status());
   r.body = gcs::timeline_json(*job, *workers, gcs::TimelineOptions{}, *curve);
   r.body["steps_per_worker"] = per_worker;
-  if (job->strategy != "sync") {
-    r.body["note"] = "step timelines are recorded for sync jobs; this job is " + job->strategy;
+  if (job->strategy == "pipeline") {
+    r.body["note"] = "step timelines are recorded for sync, async and central jobs; this job is " + job->strategy;
   }
   return r;
 }

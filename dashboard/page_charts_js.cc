@@ -113,12 +113,13 @@ function stackedBars(cv, rows, unit) {
 }
 
 // The newest steps of every worker on one wall-clock axis: a row per worker, a box per phase.
-function timelineChart(cv, workers, straggler) {
+// `order`: the phase keys in the order a step runs them (the timeline answer's phases).
+function timelineChart(cv, workers, straggler, order) {
   cv.style.height = Math.min(600, 40 + 40 * Math.max(workers.length, 1)) + "px";
   const [g, w, h] = surface(cv);
   const withSteps = workers.filter(x => x.steps.length);
   cv.dataset.points = withSteps.reduce((n, x) => n + x.steps.length, 0);
-  if (!withSteps.length) return emptyNote(g, "no steps recorded yet (sync jobs record them while they train)");
+  if (!withSteps.length) return emptyNote(g, "no steps recorded yet (workers record them while they train)");
   // Workers publish every 500 ms, each on its own clock: the window ends where every worker's steps
   // are in, and spans about 24 steps of the slowest.
   const end = Math.min(...withSteps.map(x => stepEnd(x.steps[x.steps.length - 1])));
@@ -136,7 +137,7 @@ function timelineChart(cv, workers, straggler) {
     for (const s of wk.steps) {
       if (stepEnd(s) < start || s.start_us > end) continue;
       let t = s.start_us;
-      for (const k of ["data_us", "compute_us", "comm_us", "optimizer_us"]) {
+      for (const k of order) {
         const x = Math.max(X(t), L), x2 = Math.min(X(t + s[k]), L + pw);
         if (x2 > x) { g.fillStyle = phaseColors[k]; g.fillRect(x, y, Math.max(x2 - x, 0.5), rh); }
         t += s[k];
@@ -150,6 +151,7 @@ function timelineChart(cv, workers, straggler) {
     g.fillText(i === 4 ? "newest" : "-" + ((end - t) / 1000).toFixed(1) + " ms", X(t), h - 6);
   }
 }
+function phaseName(t, key) { const p = t.phases.find(p => p.key === key); return p ? p.name : key; }
 function stepEnd(s) { return s.start_us + s.data_us + s.compute_us + s.comm_us + s.optimizer_us; }
 
 // Events on a time axis, one lane per kind.

@@ -49,6 +49,10 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
   #error { color: #b4161b; }
   input, select, button { font: inherit; padding: 2px 6px; }
   .note { color: #5b6472; font-size: 12px; }
+  #timeline-legend span { margin-right: 8px; }
+  #timeline-legend span::before { content: "\25A0 "; }
+  .legend-data_us::before { color: #9aa5b5; } .legend-compute_us::before { color: #3b82f6; }
+  .legend-comm_us::before { color: #f59e0b; } .legend-optimizer_us::before { color: #10b981; }
   .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 12px; }
   canvas { width: 100%; height: 220px; display: block; }
   canvas.tall { height: 260px; }
@@ -97,8 +101,7 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
 <div class="chart"><h3>Time per step: computation vs communication (ms, mean per worker)</h3><canvas id="chart-split"></canvas></div>
 </div></section>
 <section><h2>Step timeline</h2><div class="note">The newest steps of every worker, in wall-clock time:
-<span style="color:#9aa5b5">&#9632;</span> data wait <span style="color:#3b82f6">&#9632;</span> forward/backward
-<span style="color:#f59e0b">&#9632;</span> communication <span style="color:#10b981">&#9632;</span> optimizer.
+<span id="timeline-legend"></span>.
 Export: <span class="mono" id="timeline-cmd"></span> (Chrome trace; opens in Perfetto), or
 <a id="timeline-link" download="trace.json">download trace.json</a>.</div>
 <canvas id="chart-timeline" class="tall"></canvas>

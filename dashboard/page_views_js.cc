@@ -51,7 +51,7 @@ function renderJob(id, d, t, events) {
   $("job-alerts").replaceChildren(...alerts);
   // Charts.
   lineChart($("chart-loss"), [{name: "loss (all workers' batches)", points: t.loss_curve}],
-            {x: "step", empty: j.strategy === "sync" ? "no steps yet" : "per-step loss is recorded for sync jobs"});
+            {x: "step", empty: j.strategy !== "pipeline" ? "no steps yet" : "per-step loss is not recorded for pipeline jobs"});
   lineChart($("chart-epochs"), [
     {name: "train loss", points: metricSeries(d.metrics, id, "train_loss")},
     {name: "train acc", points: metricSeries(d.metrics, id, "train_accuracy"), axis: "right", color: "#10b981"},
@@ -65,9 +65,10 @@ function renderJob(id, d, t, events) {
     label: "worker " + w.rank, bad: w.rank === straggler, parts: [
       {name: "data wait", value: w.summary.mean_data_ms, color: phaseColors.data_us},
       {name: "fwd/bwd", value: w.summary.mean_compute_ms, color: phaseColors.compute_us},
-      {name: "optimizer", value: w.summary.mean_optimizer_ms, color: phaseColors.optimizer_us},
-      {name: "communication", value: w.summary.mean_comm_ms, color: phaseColors.comm_us}]})), "ms");
-  timelineChart($("chart-timeline"), t.workers, straggler);
+      {name: phaseName(t, "optimizer_us"), value: w.summary.mean_optimizer_ms, color: phaseColors.optimizer_us},
+      {name: phaseName(t, "comm_us"), value: w.summary.mean_comm_ms, color: phaseColors.comm_us}]})), "ms");
+  timelineChart($("chart-timeline"), t.workers, straggler, t.phases.map(p => p.key));
+  $("timeline-legend").replaceChildren(...t.phases.map(p => el("span", p.name, "legend-" + p.key)));
   $("timeline-cmd").textContent = "troupe timeline " + short(id) + " > trace.json";
   $("timeline-link").href = api("/api/jobs/" + id + "/timeline?format=chrome&steps=5000");
   const ms = v => v === undefined ? "" : num(v, 2);

@@ -14,6 +14,10 @@ constexpr size_t kWindow = 50;  // newest steps the straggler test compares
 
 int64_t own_us(const StepSample& s) { return s.data_us + s.compute_us + s.optimizer_us; }
 
+// Parameter-server jobs record a step's pull as `communication` and its push as `optimizer`
+// (trainers/ps/async_worker.h, PsWorker::steps).
+bool ps_job(const JobRecord& job) { return job.strategy == "async" || job.strategy == "central"; }
+
 std::string ms_text(double ms) {
   char b[32];
   std::snprintf(b, sizeof b, ms >= 100 ? "%.0f ms" : "%.1f ms", ms);
@@ -61,7 +65,7 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-json straggler_json(const std::vector<WorkerTimeline>& workers, const TimelineOptions& o) {
+json straggler_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers, const TimelineOptions& o) {
   std::vector<double> own;  // mean own work per worker over the window, ms
   std::vector<int> ranks;
   for (const WorkerTimeline& w : workers) {
@@ -84,8 +88,12 @@ json straggler_json(const std::vector<WorkerTimeline>& workers, const TimelineOp
   std::snprintf(r, sizeof r, "%.1fx", ratio);
   return {{"rank", ranks[slow]}, {"own_ms", own[slow]}, {"others_ms", typical}, {"ratio", ratio},
           {"message", "worker " + std::to_string(ranks[slow]) + " is the straggler: its steps take " +
-                          ms_text(own[slow]) + " of data wait, forward/backward and optimizer against " +
-                          ms_text(typical) + " for the others (" + r + "); the others wait for it in the all-reduce"}};
+                          ms_text(own[slow]) + " of data wait, forward/backward and " +
+                          (ps_job(job) ? "push" : "optimizer") + " against " + ms_text(typical) + " for the others (" +
+                          r + "); " +
+                          (ps_job(job) ? "the others wait for it in their pulls (central, or async at the staleness "
+                                         "bound) or train on older parameters"
+                                       : "the others wait for it in the all-reduce")}};
 }
 
 json stuck_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers, const TimelineOptions& o,
@@ -128,15 +136,28 @@ json stuck_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers
   for (int r : waiting) who += (who.empty() ? "" : ", ") + std::to_string(r);
   json j = {{"waiting_ranks", waiting}, {"waiting_ms", waited}};
   const std::string head = (waiting.size() == 1 ? "rank " : "ranks ") + who + " wait" + (waiting.size() == 1 ? "s" : "") +
-                           " in the all-reduce for " + s_text(waited);
+                           (ps_job(job) ? " in a pull from the parameter servers for " : " in the all-reduce for ") +
+                           s_text(waited);
   if (culprit >= 0) {
     j["rank"] = culprit;
     j["message"] = head + " for rank " + std::to_string(culprit) + " (" + why + ")";
   } else {
     j["rank"] = nullptr;
-    j["message"] = head + "; every rank is in it (the network, or a collective's peer outside the job)";
+    j["message"] = head + (ps_job(job) ? "; every worker is in one (a parameter server, or the network)"
+                                       : "; every rank is in it (the network, or a collective's peer outside the job)");
   }
   return j;
+}
+
+// The phases of this job's steps in the order they run, with their labels.
+json phases_json(const JobRecord& job) {
+  auto phase = [](const char* key, const char* name) { return json{{"key", key}, {"name", name}}; };
+  if (ps_job(job)) {
+    return json::array({phase("data_us", "data wait"), phase("comm_us", "pull"), phase("compute_us", "forward/backward"),
+                        phase("optimizer_us", "push")});
+  }
+  return json::array({phase("data_us", "data wait"), phase("compute_us", "forward/backward"),
+                      phase("comm_us", "communication"), phase("optimizer_us", "optimizer")});
 }
 
 }  // namespace
@@ -175,8 +196,8 @@ json timeline_json(const JobRecord& job, const std::vector<WorkerTimeline>& work
   json curve = json::array();
   for (const LossPoint& p : loss_curve) curve.push_back({p.step, p.loss});
   return {{"job", job.id.hex()}, {"state", job_state_name(job.state)}, {"strategy", job.strategy},
-          {"workers", std::move(ws)}, {"straggler", straggler_json(workers, o)}, {"stuck", stuck_json(job, workers, o, now)},
-          {"loss_curve", std::move(curve)}, {"now_ms", now}};
+          {"workers", std::move(ws)}, {"straggler", straggler_json(job, workers, o)}, {"stuck", stuck_json(job, workers, o, now)},
+          {"phases", phases_json(job)}, {"loss_curve", std::move(curve)}, {"now_ms", now}};
 }
 
 json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& workers) {
@@ -194,8 +215,12 @@ json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& worke
       events.push_back({{"name", "step " + std::to_string(s.step)}, {"cat", "step"}, {"ph", "X"}, {"pid", 1},
                         {"tid", w.rank}, {"ts", s.start_us}, {"dur", s.end_us() - s.start_us}, {"args", args}});
       int64_t t = s.start_us;
-      const std::pair<const char*, int64_t> phases[] = {{"data_wait", s.data_us}, {"forward_backward", s.compute_us},
-                                                        {"communication", s.comm_us}, {"optimizer", s.optimizer_us}};
+      using Phase = std::pair<const char*, int64_t>;
+      const std::vector<Phase> phases =  // in the order the step ran them
+          ps_job(job) ? std::vector<Phase>{{"data_wait", s.data_us}, {"pull", s.comm_us},
+                                           {"forward_backward", s.compute_us}, {"push", s.optimizer_us}}
+                      : std::vector<Phase>{{"data_wait", s.data_us}, {"forward_backward", s.compute_us},
+                                           {"communication", s.comm_us}, {"optimizer", s.optimizer_us}};
       for (const auto& [name, dur] : phases) {
         if (dur > 0) {
           events.push_back({{"name", name}, {"cat", "phase"}, {"ph", "X"}, {"pid", 1}, {"tid", w.rank}, {"ts", t},

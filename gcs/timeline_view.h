@@ -1,8 +1,11 @@
 // A job's step timeline as JSON, shared by `troupe timeline` and the dashboard
-// (/api/jobs/<id>/timeline): every sync worker's newest steps (gcs/step_timeline.h), per-worker
+// (/api/jobs/<id>/timeline): every worker's newest steps (gcs/step_timeline.h), per-worker
 // means, the straggler (the worker whose own work — data wait, forward+backward, optimizer — is
 // slowest by a clear margin: the others wait for it in the all-reduce), and, while the job runs,
 // a stuck collective (ranks waiting in the all-reduce for seconds) with the rank they wait for.
+// Parameter-server jobs (async, central) record a step's pull as communication and its push as
+// optimizer: their straggler's own work counts the push, "stuck" means workers waiting in a pull
+// (the staleness bound, or a server), and the answer's phases say so.
 // The Chrome trace event format (one track per worker, opens in Perfetto and chrome://tracing)
 // is rendered from the same steps.
 #pragma once
@@ -36,11 +39,12 @@ struct WorkerTimeline {
   std::optional<WorkerLive> live;
 };
 
-// Reads every worker's timeline of `job` (ranks 0 .. job.workers - 1; sync jobs record one).
+// Reads every worker's timeline of `job` (ranks 0 .. job.workers - 1; sync, async and central
+// workers record one).
 Expected<std::vector<WorkerTimeline>> read_job_timeline(Store& store, const JobRecord& job, size_t steps);
 
-// {"job", "state", "workers": [{"rank", "live", "steps": [...], "summary": {...}}], "straggler",
-//  "stuck", "loss_curve": [[step, loss], ...], "now_ms"} — docs/dashboard.md describes every field.
+// {"job", "state", "strategy", "workers": [{"rank", "live", "steps": [...], "summary": {...}}], "straggler",
+//  "stuck", "phases": [{"key", "name"}, ...] (in the order a step runs them), "loss_curve": [[step, loss], ...], "now_ms"} — docs/dashboard.md describes every field.
 nlohmann::json timeline_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers,
                              const TimelineOptions& options, const std::vector<LossPoint>& loss_curve = {});
 

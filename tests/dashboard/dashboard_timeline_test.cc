@@ -147,6 +147,57 @@ TEST_CASE("a stuck collective names the rank the others wait for", "[dashboard]"
   CHECK(gcs::timeline_json(c.running, *workers, o).at("stuck").is_null());
 }
 
+TEST_CASE("a parameter-server job's timeline: pull and push in the order a step runs them, a stuck pull named",
+          "[dashboard]") {
+  gcs::InMemoryStore store;
+  SeededCluster c = seed_cluster(store);  // c.running: RUNNING, 2 workers
+  gcs::JobRecord job = c.running;
+  job.strategy = "async";
+  const std::string hex = job.id.hex();
+  const int64_t now = gcs::now_ms();
+  // Worker 1 works 3x as long as worker 0 (its push counted as its own work).
+  REQUIRE(gcs::append_steps(store, hex, 0, steps_of(20, 10, 2, now * 1000 - 5'000'000)).ok());
+  REQUIRE(gcs::append_steps(store, hex, 1, steps_of(20, 30, 2, now * 1000 - 5'000'000)).ok());
+  REQUIRE(gcs::put_live(store, hex, live(0, "communication", now - 7000, now - 100)).ok());
+  REQUIRE(gcs::put_live(store, hex, live(1, "optimizer", now - 6000, now - 100)).ok());
+  gcs::TimelineOptions o;
+  o.now_ms = now;
+  auto workers = gcs::read_job_timeline(store, job, 50);
+  REQUIRE(workers.ok());
+  Json t = gcs::timeline_json(job, *workers, o);
+  INFO(t.dump());
+  std::vector<std::string> keys, names;
+  for (const Json& p : t.at("phases")) keys.push_back(p.at("key")), names.push_back(p.at("name"));
+  CHECK(keys == std::vector<std::string>{"data_us", "comm_us", "compute_us", "optimizer_us"});
+  CHECK(names == std::vector<std::string>{"data wait", "pull", "forward/backward", "push"});
+  REQUIRE(t.at("straggler").is_object());
+  CHECK(t.at("straggler").at("rank") == 1);
+  CHECK(t.at("straggler").at("message").get<std::string>().find("forward/backward and push") != std::string::npos);
+  CHECK(t.at("straggler").at("message").get<std::string>().find("in their pulls") != std::string::npos);
+  REQUIRE(t.at("stuck").is_object());
+  CHECK(t.at("stuck").at("waiting_ranks") == Json::array({0}));
+  CHECK(t.at("stuck").at("rank") == 1);
+  CHECK(t.at("stuck").at("message").get<std::string>().find("rank 0 waits in a pull from the parameter servers for 7.0 s "
+                                                           "for rank 1 (it is in optimizer") != std::string::npos);
+
+  // The Chrome trace draws each step's phases where they ran: data wait, pull, forward/backward, push.
+  Json trace = gcs::chrome_trace(job, *workers);
+  std::vector<std::string> first_step;
+  int64_t at = -1;
+  for (const Json& e : trace.at("traceEvents")) {
+    if (e.value("cat", "") != "phase" || e.at("tid") != 0 || first_step.size() == 4) continue;
+    first_step.push_back(e.at("name"));
+    CHECK(e.at("ts").get<int64_t>() > at);  // one after the other
+    at = e.at("ts").get<int64_t>();
+  }
+  CHECK(first_step == std::vector<std::string>{"data_wait", "pull", "forward_backward", "push"});
+
+  // A sync job's phases keep their names and order.
+  Json sync = gcs::timeline_json(c.running, *workers, o);
+  CHECK(sync.at("phases")[2].at("name") == "communication");
+  CHECK(sync.at("stuck").at("message").get<std::string>().find("rank 0 waits in the all-reduce") != std::string::npos);
+}
+
 TEST_CASE("a job's answer carries its collective group and the group's failures", "[dashboard]") {
   DashboardFixture f;
   SeededCluster c = seed_cluster(f.store());

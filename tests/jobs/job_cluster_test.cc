@@ -111,6 +111,23 @@ TEST_CASE("submit: an async job (4 workers, 2 parameter servers) trains to >= 0.
   CHECK(accounting.find("data_accounted: ") == 0);
   CHECK(accounting.find("on each of 2 parameter server(s)") != std::string::npos);
   CHECK(accounting.find("trained exactly once") != std::string::npos);
+  // Every worker's step timeline was recorded: its steps' pull and push, and that it finished.
+  const std::string id = summary.at("job_id");
+  auto timeline = c.troupe("timeline " + id.substr(0, 8) + " --summary", 60);
+  INFO(timeline.both());
+  REQUIRE(timeline.exit_code == 0);
+  Json t = Json::parse(timeline.out);
+  CHECK(t.at("strategy") == "async");
+  CHECK(t.at("phases")[1].at("name") == "pull");
+  CHECK(t.at("phases")[3].at("name") == "push");
+  REQUIRE(t.at("workers").size() == 4u);
+  for (const Json& w : t.at("workers")) {
+    INFO("worker " << w.at("rank"));
+    CHECK(w.at("summary").at("steps").get<int64_t>() > 0);
+    CHECK(w.at("summary").at("mean_compute_ms").get<double>() > 0);
+    REQUIRE(w.at("live").is_object());
+    CHECK(w.at("live").at("phase") == "done");
+  }
 }
 
 TEST_CASE("submit: a central job (variables on one actor, 4 workers, each step in 2 micro-batches) trains to >= 0.885",

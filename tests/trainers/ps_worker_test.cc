@@ -10,6 +10,7 @@
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/ps_fixture.h"
 #include "tests/trainers/ps_recording.h"
+#include "trainers/step_timeline.h"
 #include "trainers/trainer_driver.h"
 
 using namespace troupe;
@@ -230,4 +231,39 @@ TEST_CASE("ps worker: with --accumulate K every push and replay is the batch's m
   REQUIRE(plain->replays.size() == 2u);
   for (size_t k = 0; k < 2; ++k) CHECK(relative_difference(parts->replays[k], plain->replays[k]) <= 1e-4);
   CHECK(pieces.accuracy == Approx(whole.accuracy).margin(0.01));
+}
+
+TEST_CASE("ps worker: the step timeline records every step's data wait, pull, forward/backward and push",
+          "[ps][worker][timeline]") {
+  const Dataset train = blobs(800, 4, 6, 1), test = blobs(200, 4, 6, 2);
+  const TrainOptions o = tiny();
+  auto shard = make_job_shard(o, DataSpec{train.features(), train.classes}, tiny_shape(PsMode::async, 1, 1, 0, train), 0);
+  REQUIRE(shard.ok());
+  auto client = local_ps_client({shard->get()}, 0);
+  SliceFeed feed(train, o.seed, o.batch_size, 0, 1);
+  StepRecorder recorder;
+  PsWorker w{client.get(), 0, 1};
+  w.steps = &recorder;
+  auto result = train_ps_worker(o, train, test, feed, w);
+  INFO(result.status().to_string());
+  REQUIRE(result.ok());
+  int64_t dropped = -1;
+  const std::vector<gcs::StepSample> steps = recorder.drain(&dropped);
+  CHECK(dropped == 0);
+  REQUIRE(steps.size() == static_cast<size_t>(4 * (800 / 40)));
+  int64_t compute = 0, last_end = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const gcs::StepSample& s = steps[i];
+    INFO("step " << i + 1);
+    CHECK(s.step == static_cast<int64_t>(i) + 1);
+    CHECK(s.epoch == static_cast<int>(i / 20) + 1);
+    CHECK(s.samples == 40);
+    CHECK(s.start_us >= last_end);  // one after the other
+    CHECK(s.comm_busy_us == 0);
+    CHECK(std::isfinite(s.loss));
+    compute += s.compute_us;
+    last_end = s.end_us();
+  }
+  CHECK(compute > 0);
+  CHECK(steps.back().loss < steps.front().loss);
 }

@@ -15,6 +15,7 @@
 #include "trainers/job/ps_checkpoint.h"
 #include "trainers/job/ps_resume.h"
 #include "trainers/job/ps_takeover.h"
+#include "trainers/job/step_timeline_publisher.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"
@@ -342,6 +343,9 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
     worker.start_step = *step;
   }
   if (worker.start_step > 0) reporter.start_at(worker.start_step);
+  StepRecorder step_recorder;  // the step timeline: recorded by the worker loop, published to the GCS
+  StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
+  worker.steps = &step_recorder;
   Expected<TrainResult> result = internal_error("not trained");
   if (spec.gpus_per_worker > 0) {  // an async job's GPU worker (the spec refuses central ones)
     CudaPsWorker on;
@@ -351,6 +355,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   } else {
     result = ps::train_ps_worker(options, s.train(), s.test(), feed, worker, progress, &report);
   }
+  timeline.stop(result.ok());
   if (!result.ok()) return result.status();
   // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
   const double rate = report.steps > 0 ? result->samples_per_second : 0;

@@ -28,6 +28,10 @@
 #include "trainers/ps/staleness.h"
 #include "trainers/train_options.h"
 
+namespace troupe {
+class StepRecorder;  // trainers/step_timeline.h
+}
+
 namespace troupe::ps {
 
 struct PsWorker {
@@ -52,6 +56,10 @@ struct PsWorker {
   // An async job resumed from another job's checkpoint: the epochs before this one were trained
   // (trainers/job/ps_resume.h).
   int first_epoch = 1;
+  // The step timeline (trainers/step_timeline.h), if given: each step's data wait, then its pull
+  // (recorded as `communication`: the shards' staleness wait included), forward/backward, and its
+  // push (recorded as `optimizer`: the servers apply the update).
+  StepRecorder* steps = nullptr;
 };
 
 // What a worker measured besides its TrainResult.

@@ -8,6 +8,7 @@
 
 #include "trainers/epoch_report.h"
 #include "trainers/ps/worker_common.h"
+#include "trainers/step_timeline.h"
 
 namespace troupe::ps {
 namespace {
@@ -86,6 +87,7 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
     }
     while (!stop && (!w.whole_global_batches || skipped + tally.steps < steps_per_epoch)) {
+      if (w.steps) w.steps->begin(epoch, clock + 1);  // step timeline: data wait
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
@@ -94,11 +96,13 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       const DataTag tag = feed.position();
       // The batch goes up while the host waits in the pull.
       TROUPE_RETURN_IF_ERROR(fail(device.upload_batch(batch).with_context(where + ": uploading the batch" + at_step)));
+      if (w.steps) w.steps->phase(StepPhase::communication);  // the pull
       auto t0 = Clock::now();
       auto versions = client.pull(clock, device.pull_buffer(1 - cur));
       if (!versions.ok()) return fail(versions.status().with_context("worker " + std::to_string(w.rank) + at_step));
       cur = 1 - cur;
       m.pull_ms += ms_since(t0);
+      if (w.steps) w.steps->phase(StepPhase::forward_backward);
       t0 = Clock::now();
       TROUPE_RETURN_IF_ERROR(fail(device.compute(cur).with_context(where + ": queueing the step" + at_step)));
       auto stats = device.wait_gradient();
@@ -106,11 +110,13 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       m.compute_ms += ms_since(t0);
       if ((clock + 1) % o.loss_check_every == 0 && !std::isfinite(stats->loss))
         return fail(nonfinite_loss(stats->loss, epoch, tally.steps + 1, steps_per_epoch, clock + 1, o.effective_lr()));
+      if (w.steps) w.steps->phase(StepPhase::optimizer);  // the push: the servers apply it
       t0 = Clock::now();
       Status pushed = client.push(clock, device.push_buffer(), *versions, tag);
       if (!pushed.ok()) return fail(pushed.with_context("worker " + std::to_string(w.rank) + at_step));
       m.push_ms += ms_since(t0);
       TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
+      if (w.steps) w.steps->end(local_batch, stats->loss, 0);
       ++clock;
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
