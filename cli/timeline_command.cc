@@ -1,5 +1,5 @@
-// `troupe timeline JOB [--steps N] [--summary]`: the job's step timeline (every sync worker's data
-// wait, forward+backward, communication and optimizer per step, recorded by the runtime:
+// `troupe timeline JOB [--steps N] [--summary]`: the job's step timeline (every sync, async or
+// central worker's data wait, forward+backward, communication and optimizer per step, recorded by the runtime:
 // gcs/step_timeline.h) as a Chrome trace on stdout — `troupe timeline JOB > trace.json`, then open
 // it in Perfetto (ui.perfetto.dev) or chrome://tracing. --summary prints the per-worker means, the
 // straggler and a stuck collective instead (the dashboard's job page shows the same).

@@ -1,5 +1,5 @@
-// The step timelines of a job's sync workers in the GCS: where each worker's steps spent their
-// time (waiting for data, forward+backward, communication, optimizer), kept per (job, rank) on a
+// The step timelines of a job's workers (sync, async, central) in the GCS: where each worker's
+// steps spent their time (waiting for data, forward+backward, communication, optimizer), kept per (job, rank) on a
 // bounded stream, plus each worker's live phase in a table. trainers/job writes them
 // (step_timeline_publisher.h); `troupe timeline JOB` and the dashboard read them
 // (gcs/timeline_view.h turns them into a Chrome trace and finds stragglers and stuck ranks).
@@ -40,8 +40,10 @@ struct StepSample {
   int64_t start_us = 0;
   int64_t data_us = 0;       // waiting for the batch (the input pipeline)
   int64_t compute_us = 0;    // forward + backward
-  int64_t comm_us = 0;       // waiting for the gradient all-reduce after backward (exposed)
-  int64_t optimizer_us = 0;  // the update and the data bookkeeping after it
+  int64_t comm_us = 0;       // waiting for the gradient all-reduce after backward (exposed); a
+                             // parameter-server worker's pull
+  int64_t optimizer_us = 0;  // the update and the data bookkeeping after it; a parameter-server
+                             // worker's push (the servers apply it)
   int64_t comm_busy_us = 0;  // all-reduce time on the comm thread, overlapping backward (buckets)
   int64_t samples = 0;       // examples this worker trained in the step
   double loss = 0;           // the step's loss, averaged over the workers (the same on every rank)

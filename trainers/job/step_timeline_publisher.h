@@ -1,4 +1,4 @@
-// Publishes a sync worker's step timeline (trainers/step_timeline.h) to the GCS
+// Publishes a worker's step timeline (trainers/step_timeline.h) to the GCS
 // (gcs/step_timeline.h) from a thread of its own, every `interval`: the steps completed since the
 // last flush as one stream entry, the phase in progress in the timeline_live table, and (rank 0) a
 // point of the job's loss curve. The
