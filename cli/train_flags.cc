@@ -55,6 +55,12 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
   cmd->add_option("--precision", f.precision, "f32, or bf16 / f16 compute with f32 master weights (f16: loss scaling)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--loss-scale", o.loss_scale, "f16: the dynamic loss scale to start from")->capture_default_str();
+  cmd->add_option("--loss-scale-interval", o.loss_scale_interval,
+                  "f16: finite steps in a row before the loss scale doubles")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--loss-scale-max-skips", o.loss_scale_max_skips,
+                  "f16: overflowing steps in a row before training stops with an error")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str();
   cmd->add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")
       ->capture_default_str();

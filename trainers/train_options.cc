@@ -52,10 +52,22 @@ Status TrainOptions::validate() const {
                             std::to_string(batch_size));
   if (!(loss_scale >= 1.0f && loss_scale <= 16777216.0f))
     return invalid_argument("--loss-scale must be in [1, 16777216] (got " + std::to_string(loss_scale) + ")");
+  if (loss_scale_interval < 1)
+    return invalid_argument("--loss-scale-interval must be >= 1 (got " + std::to_string(loss_scale_interval) + ")");
+  if (loss_scale_max_skips < 1)
+    return invalid_argument("--loss-scale-max-skips must be >= 1 (got " + std::to_string(loss_scale_max_skips) + ")");
   if (accumulate > 1 && device.is_cuda())
     return invalid_argument("--accumulate runs on the CPU path only for now; drop it with --device " +
                             device.to_string());
   return {};
+}
+
+LossScaleOptions TrainOptions::loss_scale_options() const {
+  LossScaleOptions o;
+  o.initial = loss_scale;
+  o.interval = loss_scale_interval;
+  o.max_skipped_in_a_row = loss_scale_max_skips;
+  return o;
 }
 
 }  // namespace troupe

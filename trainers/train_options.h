@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/loss_scale.h"
 #include "core/status.h"
 
 namespace troupe {
@@ -36,6 +37,8 @@ struct TrainOptions {
   // loss scaling, trainers/loss_scale.h). The trainer must support it (Trainer::supports_precision).
   DType precision = DType::f32;
   float loss_scale = 65536.0f;      // f16: the dynamic loss scale's starting value, in [1, 2^24]
+  int64_t loss_scale_interval = 2000;  // f16: finite steps in a row before the scale doubles
+  int64_t loss_scale_max_skips = 100;  // f16: overflowing steps in a row before training stops
   std::string lr_schedule = "cosine";  // constant, or cosine decay to 0 over the job (trainers/lr_schedule.h)
   float momentum = 0.9f;            // sgd only
   float weight_decay = 0.0f;
@@ -52,6 +55,8 @@ struct TrainOptions {
   // momentum 0.9; adam and adamw 0.002), both tuned for the MLP on Fashion-MNIST with cosine decay;
   // times batch_size / lr_reference_batch with lr_scaling "linear".
   float effective_lr() const;
+  // f16's dynamic loss scaling rule as these options set it (core/loss_scale.h).
+  LossScaleOptions loss_scale_options() const;
 
   // invalid_argument naming the first bad field (epochs <= 0, lr <= 0, unknown optimizer, ...).
   Status validate() const;

@@ -190,9 +190,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   result.device = "cpu";
   result.precision = dtype_name(o.precision);
   const bool scaled = o.precision == DType::f16;  // dynamic loss scaling (trainers/loss_scale.h)
-  LossScaleOptions lso;
-  lso.initial = o.loss_scale;
-  LossScaler scaler(lso);
+  LossScaler scaler(o.loss_scale_options());
   spdlog::info("training {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))", result.model,
                (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
 

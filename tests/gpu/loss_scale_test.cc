@@ -232,6 +232,38 @@ TEST_CASE("GPU trainer in f16 follows the CPU trainer in f16, skipping overflowi
   }
 }
 
+TEST_CASE("GPU trainer in f16 follows --loss-scale-interval and stops after --loss-scale-max-skips, as the CPU does",
+          "[gpu][f16][trainer]") {
+  const Dataset train = test::synthetic(2109, 6, 5, 41), test = test::synthetic(300, 6, 5, 42);
+  TrainOptions o;
+  o.hidden = {32, 16};
+  o.epochs = 1;
+  o.batch_size = 16;
+  o.precision = DType::f16;
+  o.max_steps = 12;
+  o.loss_scale = 2.0f;
+  o.loss_scale_interval = 4;
+  auto layout = MlpLayout::make({36, 32, 16, 5});
+  REQUIRE(layout.ok());
+  for (bool graphs : {true, false}) {
+    CAPTURE(graphs);
+    TrainOptions g = o;
+    g.device = Device::cuda(0);
+    g.cuda_graphs = graphs;
+    auto grown = train_mlp_cuda(g, *layout, train, test);
+    INFO(grown.status().to_string());
+    REQUIRE(grown.ok());
+    CHECK(grown->overflow_steps == 0);
+    CHECK(grown->loss_scale == 16.0f);  // doubled after steps 4, 8 and 12
+    g.loss_scale = 16777216.0f;         // overflows at once: stops at the second overflow in a row
+    g.loss_scale_max_skips = 2;
+    auto gave_up = train_mlp_cuda(g, *layout, train, test);
+    REQUIRE_FALSE(gave_up.ok());
+    CHECK(gave_up.status().code() == Code::numeric_error);
+    CHECK(gave_up.status().message().find("f16 gradients overflowed in 2 steps in a row") != std::string::npos);
+  }
+}
+
 TEST_CASE("GPU sync replicas in f16 (two sharing a GPU) decide alike and follow one replica on the global batch",
           "[gpu][f16][replica]") {
   const Dataset train = test::synthetic(2048, 6, 5, 3), test = test::synthetic(300, 6, 5, 4);

@@ -37,6 +37,8 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   s.train.weight_decay = 1e-4f;
   s.train.precision = DType::bf16;
   s.train.loss_scale = 1024.0f;
+  s.train.loss_scale_interval = 500;
+  s.train.loss_scale_max_skips = 7;
   s.grad_wire = "f16";
   auto back = from_settings(to_settings(s));
   REQUIRE(back.ok());
@@ -68,6 +70,8 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   CHECK(back->train.weight_decay == s.train.weight_decay);
   CHECK(back->train.precision == DType::bf16);
   CHECK(back->train.loss_scale == 1024.0f);
+  CHECK(back->train.loss_scale_interval == 500);
+  CHECK(back->train.loss_scale_max_skips == 7);
   CHECK(back->grad_wire == "f16");
 }
 

@@ -160,6 +160,46 @@ TEST_CASE("precision: the loss scaler skips overflowing steps, backs off, grows 
   CHECK(gave_up.status().message().find("--precision bf16") != std::string::npos);
 }
 
+TEST_CASE("precision: --loss-scale-interval and --loss-scale-max-skips set a training run's loss scaling",
+          "[precision]") {
+  const Dataset train = blobs(1200, 3, 6, 7), test = blobs(300, 3, 6, 8);
+  TrainOptions o;
+  o.hidden = {32};
+  o.epochs = 1;
+  o.batch_size = 64;
+  o.seed = 5;
+  o.precision = DType::f16;
+  o.max_steps = 12;
+  o.loss_scale = 2.0f;  // small: no step overflows
+  auto slow = train_with_trainer(o, train, test);
+  REQUIRE(slow.ok());
+  CHECK(slow->overflow_steps == 0);
+  CHECK(slow->loss_scale == 2.0f);  // 12 good steps are not the default 2000
+  o.loss_scale_interval = 4;
+  auto fast = train_with_trainer(o, train, test);
+  REQUIRE(fast.ok());
+  CHECK(fast->overflow_steps == 0);
+  CHECK(fast->loss_scale == 16.0f);  // doubled after steps 4, 8 and 12
+
+  // 2^24 overflows f16 at once: with 2 overflows in a row allowed, the run stops at the second.
+  o.loss_scale = 16777216.0f;
+  o.loss_scale_max_skips = 2;
+  auto gave_up = train_with_trainer(o, train, test);
+  REQUIRE_FALSE(gave_up.ok());
+  CHECK(gave_up.status().code() == Code::numeric_error);
+  CHECK_THAT(gave_up.status().message(), Catch::Contains("f16 gradients overflowed in 2 steps in a row"));
+
+  o.loss_scale_max_skips = 0;
+  CHECK_THAT(o.validate().message(), Catch::Contains("--loss-scale-max-skips must be >= 1"));
+  o.loss_scale_max_skips = 100;
+  o.loss_scale_interval = 0;
+  CHECK_THAT(o.validate().message(), Catch::Contains("--loss-scale-interval must be >= 1"));
+  const LossScaleOptions rule = TrainOptions{}.loss_scale_options();
+  CHECK(rule.interval == 2000);
+  CHECK(rule.max_skipped_in_a_row == 100);
+  CHECK(rule.initial == 65536.0f);
+}
+
 namespace {
 
 struct ReplicaRuns {

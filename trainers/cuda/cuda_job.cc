@@ -70,7 +70,7 @@ Status CudaJob::setup(const Dataset& train, const Dataset& test) {
   TROUPE_RETURN_IF_ERROR(host_loss_.allocate(steps_per_epoch_, "per-step losses"));
   TROUPE_RETURN_IF_ERROR(host_correct_.allocate(steps_per_epoch_, "per-step counts"));
   if (scaled()) {  // f16: the model multiplies its loss gradient by the device's current scale
-    scale_options_.initial = o_.loss_scale;
+    scale_options_ = o_.loss_scale_options();
     TROUPE_RETURN_IF_ERROR(loss_scale_.allocate(1, "the loss scale"));
     TROUPE_RETURN_IF_ERROR(host_scale_.allocate(2, "the loss scale"));
     TROUPE_RETURN_IF_ERROR(kc::loss_scale_start(loss_scale_.get(), scale_options_, 0, stream()));

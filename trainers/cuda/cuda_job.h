@@ -97,7 +97,7 @@ class CudaJob {
   kc::PinnedBuffer<int32_t> host_perm_;
   kc::PinnedBuffer<float> host_loss_;
   kc::PinnedBuffer<unsigned long long> host_correct_;
-  LossScaleOptions scale_options_;              // f16: the rule's options (o.loss_scale the start)
+  LossScaleOptions scale_options_;              // f16: the rule's options (TrainOptions::loss_scale_options)
   kc::DeviceBuffer<kc::DeviceLossScale> loss_scale_;
   kc::PinnedBuffer<kc::DeviceLossScale> host_scale_;  // two: read back by chunk parity
   std::vector<kc::GraphExec> graphs_;  // graphs_[c]: steps [c * kStepsPerChunk, ...) of an epoch

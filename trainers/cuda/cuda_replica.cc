@@ -166,8 +166,7 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
   // device from the all-reduced gradients (every replica alike); the scale starts afresh on resume,
   // the optimizer's count of applied steps goes on from the checkpoint's.
   const bool scaled = o.precision == DType::f16;
-  LossScaleOptions scale_options;
-  scale_options.initial = o.loss_scale;
+  const LossScaleOptions scale_options = o.loss_scale_options();
   int64_t applied = replica.resume ? replica.resume->optimizer.steps : 0;  // optimizer steps taken
   if (scaled) {
     TROUPE_RETURN_IF_ERROR(d.scale.allocate(1, "the loss scale"));

@@ -132,6 +132,8 @@ const std::map<std::string, Field>& fields() {
     f["loss_check_every"] = field<int64_t>([](JobSpec& s) { return &s.train.loss_check_every; });
     f["cpu_threads"] = field<int>([](JobSpec& s) { return &s.train.cpu_threads; });
     f["loss_scale"] = field<float>([](JobSpec& s) { return &s.train.loss_scale; });
+    f["loss_scale_interval"] = field<int64_t>([](JobSpec& s) { return &s.train.loss_scale_interval; });
+    f["loss_scale_max_skips"] = field<int64_t>([](JobSpec& s) { return &s.train.loss_scale_max_skips; });
     f["precision"] = {[](const JobSpec& s) { return std::string(dtype_name(s.train.precision)); },
                       [](const std::string& v, JobSpec& s) { return parse_dtype(v, &s.train.precision); }};
     // Lists: hidden layer sizes "256,128" and trainer args joined by ';' (an arg holds no ';').
