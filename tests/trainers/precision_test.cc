@@ -160,15 +160,25 @@ TEST_CASE("precision: the loss scaler skips overflowing steps, backs off, grows 
   CHECK(gave_up.status().message().find("--precision bf16") != std::string::npos);
 }
 
-TEST_CASE("precision: --loss-scale-interval and --loss-scale-max-skips set a training run's loss scaling",
-          "[precision]") {
-  const Dataset train = blobs(1200, 3, 6, 7), test = blobs(300, 3, 6, 8);
+namespace {
+
+// The f16 runs on blobs below: a small MLP, `epochs` of batches of 64.
+TrainOptions f16_blobs(int epochs) {
   TrainOptions o;
   o.hidden = {32};
-  o.epochs = 1;
+  o.epochs = epochs;
   o.batch_size = 64;
   o.seed = 5;
   o.precision = DType::f16;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("precision: --loss-scale-interval and --loss-scale-max-skips set a training run's loss scaling",
+          "[precision]") {
+  const Dataset train = blobs(1200, 3, 6, 7), test = blobs(300, 3, 6, 8);
+  TrainOptions o = f16_blobs(1);
   o.max_steps = 12;
   o.loss_scale = 2.0f;  // small: no step overflows
   auto slow = train_with_trainer(o, train, test);
@@ -235,12 +245,7 @@ ReplicaRuns run_replicas(int n, const TrainOptions& o, const Dataset& train, con
 TEST_CASE("precision: f16 sync replicas skip the same overflowing steps and hold the same parameters",
           "[precision][sync]") {
   const Dataset train = blobs(1200, 3, 6, 7), test = blobs(300, 3, 6, 8);
-  TrainOptions o;
-  o.hidden = {32};
-  o.epochs = 3;
-  o.batch_size = 64;
-  o.seed = 5;
-  o.precision = DType::f16;
+  TrainOptions o = f16_blobs(3);
   o.loss_scale = 16777216.0f;  // 2^24: the first steps overflow f16 and are skipped on both replicas
   const int n = 2;
   ReplicaRuns run = run_replicas(n, o, train, test);
