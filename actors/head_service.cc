@@ -182,7 +182,37 @@ class HeadService : public caf::event_based_actor {
       ++adopted;
     }
     if (adopted > 0) spdlog::info("head: supervising {} job(s) an earlier head started", adopted);
+    adopt_spawned(*actors, addresses);
     schedule_retry();
+  }
+
+  // The `troupe spawn` actors an earlier head left ALIVE: monitored again, so their resources go
+  // back when they exit (as if this head had spawned them). One its node no longer has (it exited
+  // while no head watched; its node's DEAD report was lost with the old head) is recorded DEAD and
+  // its resources given back; one on a node that cannot be reached is left to the failure detector.
+  void adopt_spawned(const std::vector<gcs::ActorRecord>& actors, std::map<NodeId, std::string>& addresses) {
+    int watched = 0, gone = 0;
+    for (const gcs::ActorRecord& a : actors) {
+      if (a.state != gcs::ActorState::alive || a.node.nil() || !a.job.nil()) continue;
+      auto handle = lookup_actor(a.node, a.id, addresses);
+      if (handle.ok()) {
+        monitor(*handle);
+        spawned_[handle->address()] = {a.node, a.resources};
+        ++watched;
+        continue;
+      }
+      if (handle.status().code() != Code::not_found || !managers_.count(a.node)) continue;  // the node's fate decides
+      release(a.node, a.resources);
+      gcs::ActorRecord dead = a;
+      dead.state = gcs::ActorState::dead;
+      dead.death_reason = "exited while no head watched it (found missing by the restarted head)";
+      dead.updated_ms = gcs::now_ms();
+      Status st = gcs::Table<gcs::ActorRecord>(*o_.store).put(dead);
+      if (!st.ok()) spdlog::warn("head: recording actor {} DEAD: {}", a.id.short_hex(), st.to_string());
+      ++gone;
+    }
+    if (watched + gone > 0)
+      spdlog::info("head: watching {} spawned actor(s) an earlier head started ({} found gone)", watched, gone);
   }
 
   // The live actor `id` on `node`, asked of its node manager (connected here and kept for stops;

@@ -45,7 +45,8 @@ struct HeadServiceOptions {
 caf::actor spawn_head_service(caf::actor_system& sys, HeadServiceOptions options);
 
 // Sent to the head service once it is published: it takes over what an earlier head left in the
-// GCS — the resources of actors alive on the nodes, and the jobs still running, supervised again.
+// GCS — the resources of actors alive on the nodes, the jobs still running, supervised again, and
+// the `troupe spawn` actors still alive, monitored again (their resources go back when they exit).
 void adopt_earlier_jobs(const caf::actor& service);
 
 }  // namespace troupe::actors

@@ -198,3 +198,46 @@ TEST_CASE("faults: the head and a worker node killed together: the restarted hea
   CHECK(event_in(accounted, "data_accounted", id).at("message").get<std::string>().find("exactly once") !=
         std::string::npos);
 }
+
+// A `troupe spawn` actor alive when the head died: the restarted head watches it again, so when it
+// is stopped its node's cpus are free again — another actor needing them starts there.
+TEST_CASE("faults: the head restarted watches the spawned actors it finds alive: a stopped one frees its cpus",
+          "[cluster][faults][head]") {
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 2");
+  std::string node;
+  const Json view = c.status();
+  for (const Json& n : view.at("nodes"))
+    if (!n.value("is_head", false)) node = n.at("id").get<std::string>();
+  INFO(view.dump(1));
+  REQUIRE_FALSE(node.empty());
+  auto spawned = c.troupe("spawn echo --cpus 2 --json --node " + node);
+  INFO(spawned.both());
+  REQUIRE(spawned.exit_code == 0);
+  const std::string actor = Json::parse(spawned.last_line()).at("actor_ids").at(0);
+
+  const pid_t head_pid = c.pid_of("head");
+  REQUIRE(head_pid > 0);
+  REQUIRE(::kill(head_pid, SIGKILL) == 0);
+  REQUIRE(poll_until([&] { return process_gone(head_pid); }, std::chrono::seconds(10)));
+  auto restarted = c.troupe("up --restart-head --cpus 2", 60);
+  INFO(restarted.both() << c.logs_tail());
+  REQUIRE(restarted.exit_code == 0);
+  auto used_cpus = [&](const Json& v) {
+    for (const Json& n : v.at("nodes"))
+      if (n.at("id") == node && n.at("state") == "ALIVE") return n.at("resources").at("used").at("cpus").get<double>();
+    return -1.0;
+  };
+  Json back = status_until(c, [&](const Json& v) { return used_cpus(v) == 2.0; }, std::chrono::seconds(30));
+  REQUIRE(used_cpus(back) == 2.0);  // the new head counts the actor it found
+
+  auto stop = c.troupe("stop " + actor);
+  INFO(stop.both() << c.logs_tail());
+  REQUIRE(stop.exit_code == 0);
+  Json freed = status_until(c, [&](const Json& v) { return used_cpus(v) == 0.0; }, std::chrono::seconds(30));
+  CHECK(used_cpus(freed) == 0.0);
+  auto again = c.troupe("spawn echo --cpus 2 --json --node " + node);
+  INFO(again.both());
+  REQUIRE(again.exit_code == 0);
+  CHECK(Json::parse(again.last_line()).at("started") == 1);
+}
