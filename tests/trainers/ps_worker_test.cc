@@ -171,6 +171,9 @@ TEST_CASE("ps worker: options the loop cannot run are refused before any step", 
     CHECK_THAT(r.status().message(),
                Catch::Contains("--batch-size 40 (the global batch) does not divide among 2 workers x 8 micro-batches; "
                                "use a multiple of 16"));
+    // The shards were told this worker finished: once the other one is done, nobody waits for it.
+    REQUIRE(ok_shard->get()->finish_worker(1).ok());
+    CHECK(ok_shard->get()->all_finished());
   }
 }
 

@@ -53,6 +53,8 @@ namespace {
 // Workspace cuDNN's algorithms may use per convolution (the heuristics' first choices for these
 // small images need far less).
 constexpr size_t kWorkspaceLimit = size_t(256) << 20;
+// How long growing the workspace waits for the convolutions queued before it (they may use the old one).
+constexpr double kWorkspaceWaitSeconds = 120;
 
 class CnnCuda final : public CudaModel {
  public:
@@ -171,15 +173,18 @@ class CnnCuda final : public CudaModel {
 
   // Block b's convolution at `rows` images, made the first time it is asked for with the algorithms
   // cuDNN ranks first within kWorkspaceLimit, the workspace grown to fit. Made on the host only
-  // (descriptors and heuristics) but growing the workspace synchronises the stream, so every batch
-  // size a graph captures must have been run once before (CudaJob warms up first).
+  // (descriptors and heuristics) but growing the workspace waits for the stream (bounded), so every
+  // batch size a graph captures must have been run once before (CudaJob warms up first).
   Expected<const kc::ConvPlan*> plan(int b, int rows) {
     auto& slot = plans_[{b, rows}];
     if (!slot) {
       auto made = std::make_unique<kc::ConvPlan>();
       TROUPE_RETURN_IF_ERROR(made->create(cudnn_, layout_.conv(b, rows), tf32_, kWorkspaceLimit));
       if (!workspace_.get() || made->workspace_bytes() > workspace_.bytes()) {
-        TROUPE_CUDA_CHECK(cudaStreamSynchronize(blas_.stream()));  // queued convolutions may use the old one
+        if (!grown_.get()) TROUPE_RETURN_IF_ERROR(grown_.create());
+        TROUPE_CUDA_CHECK(cudaEventRecord(grown_.get(), blas_.stream()));  // queued convolutions may use the old one
+        TROUPE_RETURN_IF_ERROR(kc::wait_event(grown_.get(), kWorkspaceWaitSeconds,
+                                              "the convolutions queued before the cuDNN workspace grows"));
         TROUPE_RETURN_IF_ERROR(workspace_.allocate(std::max<size_t>(made->workspace_bytes(), 1), "cuDNN workspace"));
       }
       spdlog::debug("cnn block {} at {} rows: cuDNN {}", b, rows, made->describe());
@@ -199,6 +204,7 @@ class CnnCuda final : public CudaModel {
   std::vector<kc::DeviceBuffer<float>> conv_;      // per block: the convolution's output, then its gradient
   std::vector<kc::DeviceBuffer<int32_t>> argmax_;  // per block: the pooling's arg-max
   kc::DeviceBuffer<char> workspace_;
+  kc::Event grown_;  // recorded before the workspace grows
   std::map<std::pair<int, int>, std::unique_ptr<kc::ConvPlan>> plans_;
 };
 

@@ -64,7 +64,7 @@ class PsCudaDevice final : public ps::StepDevice {
   int resident_ = -1;        // the pull slot whose parameters params_ holds (or is being given)
   int flight_slot_ = -1;     // the pull slot of the computation in flight
   int flight_batch_ = -1;
-  Status broken_;            // a rule of step_device.h the loop broke
+  Status broken_;            // a rule of step_device.h the loop broke, or a step that timed out
   const void* test_of_ = nullptr;  // the dataset test_x_ holds
 };
 
@@ -199,7 +199,11 @@ Expected<BatchStats> PsCudaDevice::wait_gradient() {
   if (flight_slot_ < 0) return internal_error("wait_gradient() without a step in flight on " + name());
   flight_slot_ = flight_batch_ = -1;
   TROUPE_RETURN_IF_ERROR(broken_);
-  TROUPE_RETURN_IF_ERROR(kc::wait_event(grads_down_.get(), o_.wait_seconds, "the step's gradient on " + name()));
+  Status waited = kc::wait_event(grads_down_.get(), o_.wait_seconds, "the step's gradient on " + name());
+  if (!waited.ok()) {  // the step may still run: every later call fails at once instead of queueing behind it
+    broken_ = waited;
+    return waited;
+  }
   BatchStats stats;
   stats.loss = host_loss_[0];
   stats.correct = static_cast<int64_t>(host_correct_[0]);
@@ -269,6 +273,8 @@ Expected<int64_t> PsCudaDevice::count_correct(int slot, const Dataset& data) {
 
 // On every way out, queued work finishes before the buffers it uses are freed.
 void PsCudaDevice::drain() {
+  // After a step that timed out, waiting again would only block as long once more.
+  if (broken_.code() == Code::timeout) return;
   if (compute_.get() && compute_done_.get()) (void)finish_compute("outstanding GPU work");
   if (copy_.get() && copy_done_.get() && cudaEventRecord(copy_done_.get(), copy_.get()) == cudaSuccess)
     (void)kc::wait_event(copy_done_.get(), 120, "outstanding copies");

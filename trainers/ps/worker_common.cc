@@ -8,9 +8,10 @@
 
 namespace troupe::ps {
 
-Status check_worker_options(const TrainOptions& o, const Dataset& train, const PsWorker& w) {
+namespace {
+
+Status refusal(const TrainOptions& o, const Dataset& train, const PsWorker& w) {
   TROUPE_RETURN_IF_ERROR(o.validate());
-  if (!w.client) return invalid_argument("train_ps_worker: no parameter-server client");
   if (w.workers < 1 || w.rank < 0 || w.rank >= w.workers)
     return invalid_argument("worker rank " + std::to_string(w.rank) + " of " + std::to_string(w.workers));
   const int parts = w.workers * o.accumulate;
@@ -23,6 +24,13 @@ Status check_worker_options(const TrainOptions& o, const Dataset& train, const P
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
   return {};
+}
+
+}  // namespace
+
+Status check_worker_options(const TrainOptions& o, const Dataset& train, const PsWorker& w) {
+  if (!w.client) return invalid_argument("train_ps_worker: no parameter-server client");
+  return finish_on_error(*w.client, refusal(o, train, w));
 }
 
 Status finish_on_error(PsClient& client, Status st) {

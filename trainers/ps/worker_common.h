@@ -12,7 +12,8 @@ namespace troupe::ps {
 
 // invalid_argument for options no parameter-server worker trains: bad TrainOptions, no client, a
 // rank outside the workers, a global batch that does not divide among the workers (x --accumulate
-// micro-batches) or is larger than the training split.
+// micro-batches) or is larger than the training split. On a refusal the shards are told this
+// worker finished (finish_on_error), so no other worker waits for it.
 Status check_worker_options(const TrainOptions& options, const Dataset& train, const PsWorker& worker);
 
 // Returns `st`; when it is an error, first tells the shards this worker finished (ignoring how that
