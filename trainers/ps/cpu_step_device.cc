@@ -84,6 +84,9 @@ Status CpuStepDevice::check_idle(const char* what) const {
 Status CpuStepDevice::replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) {
   TROUPE_RETURN_IF_ERROR(check_idle("replay()"));
   if (slot != 0 && slot != 1) return internal_error("replay(" + std::to_string(slot) + "): the slots are 0 and 1");
+  if (rows < 1 || rows > max_rows_)  // as a GPU device, whose replay buffers hold max_rows
+    return invalid_argument("a replay of " + std::to_string(rows) + " rows; " + name() + " takes up to " +
+                            std::to_string(max_rows_));
   const Batch batch{inputs, labels, rows, features_};
   std::fill(out, out + n_, 0.0f);
   Gradients g(out, n_);
