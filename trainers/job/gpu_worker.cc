@@ -90,13 +90,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
   if (a.index != 0) return {};
   TROUPE_RETURN_IF_ERROR(trained.durable_through(result->steps).with_context("recording the trained steps"));
-  nlohmann::json summary = train_result_json(*result);
-  summary["steps_per_epoch"] = steps_per_epoch;
-  summary["attempt"] = a.attempt;
-  summary["trained_ranges"] = spec.resume_job.empty();
-  summary["strategy"] = spec.strategy;
-  summary["workers"] = world;
-  summary["job_id"] = a.job.hex();
+  nlohmann::json summary = sync_summary(*result, spec, a.job, a.attempt, steps_per_epoch, world);
   summary["gpus_per_worker"] = spec.gpus_per_worker;
   summary["gradient_path"] = dcomm ? dcomm->path() : std::string("none (one worker)");
   add_start_and_checkpoints(&summary, spec, a.job, *start, last_checkpoint, replica.checkpoints.dir);

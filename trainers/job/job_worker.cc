@@ -86,17 +86,8 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   record_job_metric(*s.store, a.job, a.index, "communication_hidden_fraction", buckets.hidden_fraction());
   if (a.index != 0) return {};
   TROUPE_RETURN_IF_ERROR(trained.durable_through(result->steps).with_context("recording the trained steps"));
-  nlohmann::json summary = train_result_json(*result);
-  summary["steps_per_epoch"] = steps_per_epoch;
-  summary["attempt"] = a.attempt;
-  // Every step of this job was recorded by it (not one resumed from another job's checkpoint): the
-  // job supervisor proves the data accounting from the GCS (gcs/data_accounting.h).
-  summary["trained_ranges"] = spec.resume_job.empty();
-  summary["strategy"] = spec.strategy;
-  summary["workers"] = shards;
-  summary["accumulate"] = spec.train.accumulate;  // micro-batches per step
+  nlohmann::json summary = sync_summary(*result, spec, a.job, a.attempt, steps_per_epoch, shards);
   if (spec.elastic) summary["final_workers"] = world;  // the size the last attempt ran at
-  summary["job_id"] = a.job.hex();
   summary["worker_samples_per_second"] = rates;
   summary["bucket_bytes"] = effective_bucket_bytes(spec);
   summary["grad_wire"] = dtype_name(replica.grad_wire);

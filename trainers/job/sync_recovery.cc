@@ -203,6 +203,19 @@ Expected<StartPoint> start_sync_attempt(gcs::Store& store, const JobSpec& spec, 
   return start;
 }
 
+nlohmann::json sync_summary(const TrainResult& result, const JobSpec& spec, const JobId& job, int attempt,
+                            int64_t steps_per_epoch, int workers) {
+  nlohmann::json summary = train_result_json(result);
+  summary["steps_per_epoch"] = steps_per_epoch;
+  summary["attempt"] = attempt;
+  summary["trained_ranges"] = spec.resume_job.empty();
+  summary["strategy"] = spec.strategy;
+  summary["workers"] = workers;
+  summary["accumulate"] = spec.train.accumulate;  // micro-batches per step
+  summary["job_id"] = job.hex();
+  return summary;
+}
+
 void add_start_and_checkpoints(nlohmann::json* summary, const JobSpec& spec, const JobId& job,
                                const StartPoint& start, int64_t last_checkpoint, const std::string& dir) {
   if (start.state) {

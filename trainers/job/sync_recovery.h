@@ -69,6 +69,13 @@ Expected<StartPoint> start_sync_attempt(gcs::Store& store, const JobSpec& spec, 
                                         int shards, int64_t steps_per_epoch, collectives::Communicator& comm,
                                         std::chrono::milliseconds timeout);
 
+// Rank 0's summary of a sync job (CPU or GPU workers): the result (train_result_json) with the
+// steps per epoch, the attempt, whether every step's ranges were recorded by this job (not one it
+// resumed from: the supervisor then proves the data accounting), the strategy, the workers (the
+// job's size: its ledger shards), the micro-batches per step and the job's id.
+nlohmann::json sync_summary(const TrainResult& result, const JobSpec& spec, const JobId& job, int attempt,
+                            int64_t steps_per_epoch, int workers);
+
 // A sync job's summary fields of where it started and what it checkpointed: "resumed_from" (when
 // it started from a checkpoint) and, with checkpoints, "checkpoint_every", "last_checkpoint_step"
 // and "checkpoint_dir".
