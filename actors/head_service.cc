@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -192,8 +193,10 @@ class HeadService : public caf::event_based_actor {
   // its resources given back; one on a node that cannot be reached is left to the failure detector.
   void adopt_spawned(const std::vector<gcs::ActorRecord>& actors, std::map<NodeId, std::string>& addresses) {
     int watched = 0, gone = 0;
+    std::set<NodeId> slow;  // a node whose manager did not answer a lookup in time: not asked again
+    gcs::Table<gcs::ActorRecord> table(*o_.store);
     for (const gcs::ActorRecord& a : actors) {
-      if (a.state != gcs::ActorState::alive || a.node.nil() || !a.job.nil()) continue;
+      if (a.state != gcs::ActorState::alive || a.node.nil() || !a.job.nil() || slow.count(a.node)) continue;
       auto handle = lookup_actor(a.node, a.id, addresses);
       if (handle.ok()) {
         monitor(*handle);
@@ -201,13 +204,16 @@ class HeadService : public caf::event_based_actor {
         ++watched;
         continue;
       }
+      if (handle.status().code() == Code::timeout) slow.insert(a.node);
       if (handle.status().code() != Code::not_found || !managers_.count(a.node)) continue;  // the node's fate decides
       release(a.node, a.resources);
-      gcs::ActorRecord dead = a;
+      auto now = table.get(a.id.hex());  // its node may have recorded it DEAD meanwhile, with the reason
+      if (!now.ok() || now->state != gcs::ActorState::alive) continue;
+      gcs::ActorRecord dead = *now;
       dead.state = gcs::ActorState::dead;
       dead.death_reason = "exited while no head watched it (found missing by the restarted head)";
       dead.updated_ms = gcs::now_ms();
-      Status st = gcs::Table<gcs::ActorRecord>(*o_.store).put(dead);
+      Status st = table.put(dead);
       if (!st.ok()) spdlog::warn("head: recording actor {} DEAD: {}", a.id.short_hex(), st.to_string());
       ++gone;
     }

@@ -106,7 +106,7 @@ Export: <span class="mono" id="timeline-cmd"></span> (Chrome trace; opens in Per
 <a id="timeline-link" download="trace.json">download trace.json</a>.</div>
 <canvas id="chart-timeline" class="tall"></canvas>
 <table><thead><tr><th>Worker</th><th>Now</th><th>Steps</th><th>Step ms</th><th>Data ms</th><th>Fwd/bwd ms</th>
-<th>Comm ms</th><th>Optimizer ms</th><th>Comm thread ms</th><th>Samples/s</th></tr></thead><tbody id="job-workers"></tbody></table></section>
+<th id="th-comm">Comm ms</th><th id="th-optimizer">Optimizer ms</th><th>Comm thread ms</th><th>Samples/s</th></tr></thead><tbody id="job-workers"></tbody></table></section>
 <section><h2>Collective group</h2><div class="note" id="group-note"></div>
 <table><thead><tr><th>Rank</th><th>Node</th><th>Actor</th><th>Address</th></tr></thead><tbody id="group-members"></tbody></table></section>
 <section><h2>Actors of the job</h2><table><thead><tr><th>ID</th><th>Type</th><th>Node</th><th>State</th><th>Restarts</th><th>Reason</th></tr></thead>

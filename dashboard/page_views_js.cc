@@ -44,13 +44,14 @@ function renderJob(id, d, t, events) {
   $("job-message").textContent = j.message || "";
   // Alerts: a stuck collective, a straggler, the group's failures.
   const alerts = [];
-  if (t.stuck) alerts.push(el("div", "Stuck collective: " + t.stuck.message, "alert bad"));
+  const psJob = j.strategy === "async" || j.strategy === "central";  // pull and push, no all-reduce
+  if (t.stuck) alerts.push(el("div", (psJob ? "Stuck pull: " : "Stuck collective: ") + t.stuck.message, "alert bad"));
   if (t.straggler) alerts.push(el("div", "Straggler: " + t.straggler.message, "alert warn"));
   for (const f of d.collective_group.failures.slice(-3)) alerts.push(el("div", clock(f.time_ms) + " " + f.message, "alert bad"));
   if (t.note) alerts.push(el("div", t.note, "note"));
   $("job-alerts").replaceChildren(...alerts);
   // Charts.
-  lineChart($("chart-loss"), [{name: "loss (all workers' batches)", points: t.loss_curve}],
+  lineChart($("chart-loss"), [{name: psJob ? "loss (worker 0's batches)" : "loss (all workers' batches)", points: t.loss_curve}],
             {x: "step", empty: j.strategy !== "pipeline" ? "no steps yet" : "per-step loss is not recorded for pipeline jobs"});
   lineChart($("chart-epochs"), [
     {name: "train loss", points: metricSeries(d.metrics, id, "train_loss")},
@@ -68,6 +69,8 @@ function renderJob(id, d, t, events) {
       {name: phaseName(t, "optimizer_us"), value: w.summary.mean_optimizer_ms, color: phaseColors.optimizer_us},
       {name: phaseName(t, "comm_us"), value: w.summary.mean_comm_ms, color: phaseColors.comm_us}]})), "ms");
   timelineChart($("chart-timeline"), t.workers, straggler, t.phases.map(p => p.key));
+  $("th-comm").textContent = phaseName(t, "comm_us") + " ms";
+  $("th-optimizer").textContent = phaseName(t, "optimizer_us") + " ms";
   $("timeline-legend").replaceChildren(...t.phases.map(p => el("span", p.name, "legend-" + p.key)));
   $("timeline-cmd").textContent = "troupe timeline " + short(id) + " > trace.json";
   $("timeline-link").href = api("/api/jobs/" + id + "/timeline?format=chrome&steps=5000");

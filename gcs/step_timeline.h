@@ -46,7 +46,8 @@ struct StepSample {
                              // worker's push (the servers apply it)
   int64_t comm_busy_us = 0;  // all-reduce time on the comm thread, overlapping backward (buckets)
   int64_t samples = 0;       // examples this worker trained in the step
-  double loss = 0;           // the step's loss, averaged over the workers (the same on every rank)
+  double loss = 0;           // the step's loss: sync, averaged over the workers (the same on every
+                             // rank); a parameter-server worker's, its own batch's
   int64_t end_us() const { return start_us + data_us + compute_us + comm_us + optimizer_us; }
 };
 

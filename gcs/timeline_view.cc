@@ -116,6 +116,8 @@ json stuck_json(const JobRecord& job, const std::vector<WorkerTimeline>& workers
   std::string why;
   for (const WorkerTimeline& w : workers) {
     if (std::find(waiting.begin(), waiting.end(), w.rank) != waiting.end()) continue;
+    // A parameter-server job's finished worker is waited for by nobody (its clock no longer counts).
+    if (ps_job(job) && w.live && w.live->phase == "done") continue;
     int score = 0;
     int64_t age = 0;
     std::string reason;

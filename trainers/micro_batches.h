@@ -11,13 +11,15 @@
 
 namespace troupe {
 
-// forward_backward of `batch` split into `parts` micro-batches of batch.size / parts rows (parts
-// must divide it; invalid_argument otherwise): each micro-batch's gradients are computed into
-// `scratch` (resized to grads.size()) and summed into `grads`, which must hold zeros, then divided
-// by `parts`, giving the whole batch's mean gradient up to rounding. The stats: the micro-batches'
-// mean loss and summed correct count (-1 when the model does not count). parts == 1 is one call
-// straight into `grads`, so its hook sees every ready(); with more, nothing is announced (the
-// micro-batches' gradients are partial sums). The trainer's errors are returned as they are.
+// forward_backward of `batch` split into `parts` consecutive micro-batches: each one's gradients
+// are computed into `scratch` (resized to grads.size()) and summed into `grads`, which must hold
+// zeros, then divided by `parts`, giving the whole batch's mean gradient up to rounding. A batch
+// that `parts` does not divide (the short last batch of an async worker's epoch) is cut into
+// min(parts, rows) micro-batches whose sizes differ by at most one row, each weighted by its rows,
+// so the result is still the batch's mean. The stats: the mean loss (weighted alike) and the summed
+// correct count (-1 when the model does not count). parts == 1 is one call straight into `grads`,
+// so its hook sees every ready(); with more, nothing is announced (the micro-batches' gradients
+// are partial sums). invalid_argument for parts < 1 or an empty batch; the trainer's errors as they are.
 Expected<BatchStats> forward_backward_parts(Trainer& trainer, const Batch& batch, const Parameters& params,
                                             Gradients& grads, int parts, std::vector<float>& scratch);
 

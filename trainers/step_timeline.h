@@ -1,5 +1,6 @@
 // The step timeline recorder: where each training step of a worker spends its time. The training
-// loop (train_replica, trainer_driver.cc) marks phase changes; another thread drains the completed
+// loop (train_replica, trainer_driver.cc; a parameter-server worker's, ps/worker_loop.cc) marks
+// phase changes; another thread drains the completed
 // steps and reads the phase in progress (the job layer publishes both to the GCS:
 // trainers/job/step_timeline_publisher.h). Nothing here touches the GCS or blocks: every call is a
 // few clock reads under an uncontended mutex.
@@ -35,6 +36,8 @@ class StepRecorder {
   // far (cumulative, GradBucketStats::comm_seconds; 0 without buckets): the growth since the last
   // step is this step's overlapped communication.
   void end(int64_t samples, double loss, double comm_seconds_total);
+  // The step begun last is not one (the feed had no more batches): dropped, the worker idle.
+  void abandon();
   // The worker stopped training: `done` or `failed`.
   void finish(StepPhase how);
 

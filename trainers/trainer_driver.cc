@@ -225,7 +225,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         return internal_error("the data feed ran out at step " + std::to_string(s + 1) + " of " +
                               std::to_string(steps_per_epoch) + " of epoch " + std::to_string(epoch));
       }
-      if (!*more) break;
+      if (!*more) {
+        if (replica.steps) replica.steps->abandon();
+        break;
+      }
       if (epoch == first_epoch && s < skip_steps) {  // trained before the checkpoint this run resumed from
         TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
         continue;

@@ -269,4 +269,6 @@ TEST_CASE("ps worker: the step timeline records every step's data wait, pull, fo
   }
   CHECK(compute > 0);
   CHECK(steps.back().loss < steps.front().loss);
+  // The feed's end began no step: the worker is idle (evaluating, finishing), not waiting for data.
+  CHECK(recorder.now().phase == StepPhase::idle);
 }

@@ -273,8 +273,6 @@ Expected<int64_t> PsCudaDevice::count_correct(int slot, const Dataset& data) {
 
 // On every way out, queued work finishes before the buffers it uses are freed.
 void PsCudaDevice::drain() {
-  // After a step that timed out, waiting again would only block as long once more.
-  if (broken_.code() == Code::timeout) return;
   if (compute_.get() && compute_done_.get()) (void)finish_compute("outstanding GPU work");
   if (copy_.get() && copy_done_.get() && cudaEventRecord(copy_done_.get(), copy_.get()) == cudaSuccess)
     (void)kc::wait_event(copy_done_.get(), 120, "outstanding copies");

@@ -43,7 +43,9 @@ void StepTimelinePublisher::flush() {
   const std::vector<gcs::StepSample> steps = recorder_.drain(&dropped);
   Status st;
   if (!steps.empty()) st = gcs::append_steps(store_, job_hex_, rank_, steps);
-  if (st.ok() && rank_ == 0 && !steps.empty()) {  // the loss is the same on every rank: rank 0 keeps the curve
+  // Rank 0 keeps the curve: a sync job's loss is the same on every rank; a parameter-server job's
+  // is rank 0's own batches'.
+  if (st.ok() && rank_ == 0 && !steps.empty()) {
     double sum = 0;
     for (const gcs::StepSample& s : steps) sum += s.loss;
     st = gcs::append_loss_point(store_, job_hex_, {steps.back().step, sum / static_cast<double>(steps.size()), gcs::now_ms()});

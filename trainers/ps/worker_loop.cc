@@ -91,7 +91,10 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return fail(more.status().with_context(where + ": next batch" + at_epoch));
-      if (!*more) break;
+      if (!*more) {
+        if (w.steps) w.steps->abandon();  // no step after all: idle through evaluation and the wait
+        break;
+      }
       const std::string at_step = at_epoch + ", step " + std::to_string(tally.steps + 1);
       const DataTag tag = feed.position();
       // The batch goes up while the host waits in the pull.
@@ -116,7 +119,7 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       if (!pushed.ok()) return fail(pushed.with_context("worker " + std::to_string(w.rank) + at_step));
       m.push_ms += ms_since(t0);
       TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
-      if (w.steps) w.steps->end(local_batch, stats->loss, 0);
+      if (w.steps) w.steps->end(batch.size, stats->loss, 0);
       ++clock;
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
