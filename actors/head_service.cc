@@ -191,11 +191,17 @@ class HeadService : public caf::event_based_actor {
   // back when they exit (as if this head had spawned them). One its node no longer has (it exited
   // while no head watched; its node's DEAD report was lost with the old head) is recorded DEAD and
   // its resources given back; one on a node that cannot be reached is left to the failure detector.
+  // Those it left PENDING (waiting for resources) cannot be placed again — their arguments were
+  // the old head's only — so they are recorded DEAD, saying to spawn them again.
   void adopt_spawned(const std::vector<gcs::ActorRecord>& actors, std::map<NodeId, std::string>& addresses) {
     int watched = 0, gone = 0;
     std::set<NodeId> slow;  // a node whose manager did not answer a lookup in time: not asked again
     gcs::Table<gcs::ActorRecord> table(*o_.store);
     for (const gcs::ActorRecord& a : actors) {
+      if (a.state == gcs::ActorState::pending && a.job.nil() && a.updated_ms < started_ms_) {
+        gone += forget_pending(table, a.id);
+        continue;
+      }
       if (a.state != gcs::ActorState::alive || a.node.nil() || !a.job.nil() || slow.count(a.node)) continue;
       auto handle = lookup_actor(a.node, a.id, addresses);
       if (handle.ok()) {
@@ -218,7 +224,23 @@ class HeadService : public caf::event_based_actor {
       ++gone;
     }
     if (watched + gone > 0)
-      spdlog::info("head: watching {} spawned actor(s) an earlier head started ({} found gone)", watched, gone);
+      spdlog::info("head: watching {} spawned actor(s) an earlier head started ({} found gone or never placed)",
+                   watched, gone);
+  }
+
+  // An earlier head's spawned actor that was still waiting to be placed: DEAD (1), unless it is no
+  // longer PENDING (0).
+  int forget_pending(gcs::Table<gcs::ActorRecord>& table, const ActorId& id) {
+    auto rec = table.get(id.hex());
+    if (!rec.ok() || rec->state != gcs::ActorState::pending) return 0;
+    rec->state = gcs::ActorState::dead;
+    rec->death_reason = "never placed: the head that was placing it stopped (" + rec->pending_reason +
+                        "); spawn it again";
+    rec->pending_reason.clear();
+    rec->updated_ms = gcs::now_ms();
+    Status st = table.put(*rec);
+    if (!st.ok()) spdlog::warn("head: recording actor {} DEAD: {}", id.short_hex(), st.to_string());
+    return st.ok() ? 1 : 0;
   }
 
   // The live actor `id` on `node`, asked of its node manager (connected here and kept for stops;
@@ -641,6 +663,7 @@ class HeadService : public caf::event_based_actor {
   }
 
   HeadServiceOptions o_;
+  const int64_t started_ms_ = gcs::now_ms();  // records older than this are an earlier head's
   JobSupervisor jobs_{job_host()};
   bool retry_scheduled_ = false;
   std::map<NodeId, caf::actor> managers_;

@@ -215,6 +215,11 @@ TEST_CASE("faults: the head restarted watches the spawned actors it finds alive:
   INFO(spawned.both());
   REQUIRE(spawned.exit_code == 0);
   const std::string actor = Json::parse(spawned.last_line()).at("actor_ids").at(0);
+  auto waiting = c.troupe("spawn echo --cpus 64 --json");  // fits nowhere: PENDING
+  INFO(waiting.both());
+  REQUIRE(waiting.exit_code == 0);
+  REQUIRE(Json::parse(waiting.last_line()).at("started") == 0);
+  const std::string pending = Json::parse(waiting.last_line()).at("actor_ids").at(0);
 
   const pid_t head_pid = c.pid_of("head");
   REQUIRE(head_pid > 0);
@@ -230,6 +235,17 @@ TEST_CASE("faults: the head restarted watches the spawned actors it finds alive:
   };
   Json back = status_until(c, [&](const Json& v) { return used_cpus(v) == 2.0; }, std::chrono::seconds(30));
   REQUIRE(used_cpus(back) == 2.0);  // the new head counts the actor it found
+  // The one the old head was still trying to place cannot be placed by the new one: DEAD, saying so.
+  Json left;
+  const Json now = c.status(0);
+  for (const Json& a : now.at("actors"))
+    if (a.at("id") == pending) left = a;
+  INFO(left.dump());
+  REQUIRE_FALSE(left.is_null());
+  CHECK(left.at("state") == "DEAD");
+  CHECK(left.at("death_reason").get<std::string>().find("never placed: the head that was placing it stopped") !=
+        std::string::npos);
+  CHECK(left.at("death_reason").get<std::string>().find("spawn it again") != std::string::npos);
 
   auto stop = c.troupe("stop " + actor);
   INFO(stop.both() << c.logs_tail());
