@@ -199,7 +199,9 @@ class HeadService : public caf::event_based_actor {
     gcs::Table<gcs::ActorRecord> table(*o_.store);
     for (const gcs::ActorRecord& a : actors) {
       if (a.state == gcs::ActorState::pending && a.job.nil() && a.updated_ms < started_ms_) {
-        gone += forget_pending(table, a.id);
+        gone += record_dead(table, a.id, gcs::ActorState::pending,
+                            "never placed: the head that was placing it stopped (" + a.pending_reason +
+                                "); spawn it again");
         continue;
       }
       if (a.state != gcs::ActorState::alive || a.node.nil() || !a.job.nil() || slow.count(a.node)) continue;
@@ -213,29 +215,22 @@ class HeadService : public caf::event_based_actor {
       if (handle.status().code() == Code::timeout) slow.insert(a.node);
       if (handle.status().code() != Code::not_found || !managers_.count(a.node)) continue;  // the node's fate decides
       release(a.node, a.resources);
-      auto now = table.get(a.id.hex());  // its node may have recorded it DEAD meanwhile, with the reason
-      if (!now.ok() || now->state != gcs::ActorState::alive) continue;
-      gcs::ActorRecord dead = *now;
-      dead.state = gcs::ActorState::dead;
-      dead.death_reason = "exited while no head watched it (found missing by the restarted head)";
-      dead.updated_ms = gcs::now_ms();
-      Status st = table.put(dead);
-      if (!st.ok()) spdlog::warn("head: recording actor {} DEAD: {}", a.id.short_hex(), st.to_string());
-      ++gone;
+      gone += record_dead(table, a.id, gcs::ActorState::alive,
+                          "exited while no head watched it (found missing by the restarted head)");
     }
     if (watched + gone > 0)
       spdlog::info("head: watching {} spawned actor(s) an earlier head started ({} found gone or never placed)",
                    watched, gone);
   }
 
-  // An earlier head's spawned actor that was still waiting to be placed: DEAD (1), unless it is no
-  // longer PENDING (0).
-  int forget_pending(gcs::Table<gcs::ActorRecord>& table, const ActorId& id) {
+  // Actor `id` recorded DEAD with `reason` (1), unless its record is no longer in state `was` (0):
+  // its node may have recorded it DEAD meanwhile, with the real reason.
+  int record_dead(gcs::Table<gcs::ActorRecord>& table, const ActorId& id, gcs::ActorState was,
+                  const std::string& reason) {
     auto rec = table.get(id.hex());
-    if (!rec.ok() || rec->state != gcs::ActorState::pending) return 0;
+    if (!rec.ok() || rec->state != was) return 0;
     rec->state = gcs::ActorState::dead;
-    rec->death_reason = "never placed: the head that was placing it stopped (" + rec->pending_reason +
-                        "); spawn it again";
+    rec->death_reason = reason;
     rec->pending_reason.clear();
     rec->updated_ms = gcs::now_ms();
     Status st = table.put(*rec);

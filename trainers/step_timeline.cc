@@ -69,15 +69,6 @@ void StepRecorder::end(int64_t samples, double loss, double comm_seconds_total) 
   phase_since_ms_ = wall_us(t) / 1000;
 }
 
-void StepRecorder::abandon() {
-  const auto t = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
-  in_step_ = false;
-  phase_ = StepPhase::idle;
-  phase_start_ = t;
-  phase_since_ms_ = wall_us(t) / 1000;
-}
-
 void StepRecorder::finish(StepPhase how) {
   const auto t = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);

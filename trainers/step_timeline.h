@@ -37,8 +37,9 @@ class StepRecorder {
   // step is this step's overlapped communication.
   void end(int64_t samples, double loss, double comm_seconds_total);
   // The step begun last is not one (the feed had no more batches): dropped, the worker idle.
-  void abandon();
-  // The worker stopped training: `done` or `failed`.
+  void abandon() { finish(StepPhase::idle); }
+  // The worker is outside any step (an unfinished one is dropped): stopped training, `done` or
+  // `failed`, or `idle` (abandon).
   void finish(StepPhase how);
 
   // The steps completed since the last drain, oldest first; `dropped` (if given) receives how many

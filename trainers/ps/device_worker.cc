@@ -8,7 +8,10 @@
 namespace troupe::ps {
 namespace {
 
-Status check_device_worker(const PsWorker& w, const StepDevice& device) {
+Status check_device_worker(const TrainOptions& o, const PsWorker& w, const StepDevice& device) {
+  if (o.accumulate != 1)
+    return invalid_argument("--accumulate " + std::to_string(o.accumulate) + ": a device worker computes one batch "
+                            "per step; accumulation is for CPU workers");
   if (w.client->mode() != PsMode::async)
     return invalid_argument("a device worker trains async jobs only (the shards are in " +
                             std::string(mode_name(w.client->mode())) + " mode); train central jobs on CPU workers");
@@ -29,11 +32,7 @@ Expected<TrainResult> train_ps_worker_on(StepDevice& device, const TrainOptions&
                                          const ProgressFn& progress, PsWorkerReport* report,
                                          std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(check_worker_options(o, train, w));
-  if (o.accumulate != 1)
-    return finish_on_error(*w.client, invalid_argument("--accumulate " + std::to_string(o.accumulate) + ": a device "
-                                                       "worker computes one batch per step; accumulation is for CPU "
-                                                       "workers"));
-  TROUPE_RETURN_IF_ERROR(finish_on_error(*w.client, check_device_worker(w, device)));
+  TROUPE_RETURN_IF_ERROR(finish_on_error(*w.client, check_device_worker(o, w, device)));
   const std::string where = "worker " + std::to_string(w.rank) + " on " + device.name();
   PsWorkerReport measured;
   auto result = run_worker_loop(device, where, o, train, test, feed, w, progress, &measured, final_params);
