@@ -14,8 +14,11 @@ packages=(
   chromium nodejs
 )
 # The dashboard's browser test (tests/dashboard/e2e) runs Debian's chromium through playwright-core,
-# which it installs from the npm registry into the build tree; npm comes with nodejs from some
-# sources (nodesource) and is a package of its own in Debian: installed only when missing.
+# the one thing the README's commands take from outside Debian: `npm ci` installs it from the npm
+# registry into the build tree, pinned by tests/dashboard/e2e/package-lock.json to 1.61.1 because
+# 1.62 and later need Node >= 20 and Debian 12's nodejs is 18 (a check before the install says so).
+# npm comes with nodejs from some sources (nodesource) and is a package of its own in Debian
+# (9.2.0, which reads that lockfile v3): installed only when missing.
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()

@@ -1,32 +1,46 @@
 #!/usr/bin/env bash
 # The dashboard's end-to-end test in headless Chromium (CTest: troupe_dashboard_e2e).
 #   run_e2e.sh TROUPE_BINARY WORK_DIR
-# Installs playwright-core (pinned) from the npm registry into WORK_DIR/node_modules when it is not
-# there, brings a local cluster up (head + 2 nodes) in a TROUPE_HOME of its own, submits a sync job,
-# runs dashboard_e2e.cjs against the dashboard `troupe up` printed, and takes the cluster down on
-# every path (troupe down, then SIGKILL to whatever the session's pid files still name).
+# First checks (check_node_engines.cjs) that the committed package-lock.json's packages accept, by
+# their engines.node, Debian 12's Node 18 and the node on PATH; then installs playwright-core from
+# the npm registry into WORK_DIR/node_modules with `npm ci --engine-strict` from that lock (pinned to
+# 1.61.1: from 1.62 on it needs Node >= 20, which Debian 12 does not ship) when the installed
+# version is not the lock's. Then brings a local cluster up (head + 2 nodes) in a TROUPE_HOME of its
+# own, submits a sync job, runs dashboard_e2e.cjs against the dashboard `troupe up` printed, and
+# takes the cluster down on every path (troupe down, then SIGKILL to whatever the session's pid
+# files still name).
 # Chromium (/usr/bin/chromium) and node come from Debian (scripts/install-deps.sh): missing is a
 # failure, not a skip. Screenshots: WORK_DIR/screenshots.
 set -euo pipefail
 troupe=$1
 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
-playwright_version=1.65.1
+lock=$here/package-lock.json
 chromium=${E2E_CHROMIUM:-/usr/bin/chromium}
 
 fail() { echo "dashboard e2e: FAILED: $*" >&2; exit 1; }
 [ -x "$troupe" ] || fail "no troupe binary at $troupe (build first)"
 command -v node >/dev/null || fail "node is not installed; run scripts/install-deps.sh (Debian package nodejs)"
+timeout 60 node "$here/check_node_engines.cjs" "$lock" \
+  || fail "the packages pinned in $lock do not accept this node ($(node --version)) or Debian 12's Node 18 (see above)"
 [ -x "$chromium" ] || fail "no Chromium at $chromium; run scripts/install-deps.sh (Debian package chromium)"
 mkdir -p "$work/screenshots"
 
-installed=$(node -e "try{console.log(require('$work/node_modules/playwright-core/package.json').version)}catch(e){}" 2>/dev/null || true)
-if [ "$installed" != "$playwright_version" ]; then
-  command -v npm >/dev/null || fail "npm is not installed; run scripts/install-deps.sh"
-  echo "dashboard e2e: installing playwright-core@$playwright_version into $work"
-  [ -f "$work/package.json" ] || echo '{"private": true, "description": "playwright-core for the dashboard e2e test"}' >"$work/package.json"
-  timeout 300 npm install --prefix "$work" --no-audit --no-fund --loglevel=error "playwright-core@$playwright_version" \
-    || fail "npm install playwright-core@$playwright_version failed (is the npm registry reachable?)"
+version_of() {  # the version a package.json or the lock's playwright-core entry names, or nothing
+  node -e 'try { const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+              console.log(j.packages ? j.packages["node_modules/playwright-core"].version : j.version) } catch (e) {}' "$1" 2>/dev/null || true
+}
+wanted=$(version_of "$lock")
+[ -n "$wanted" ] || fail "$lock names no node_modules/playwright-core version"
+installed=$(version_of "$work/node_modules/playwright-core/package.json")
+if [ "$installed" != "$wanted" ]; then
+  command -v npm >/dev/null || fail "npm is not installed; run scripts/install-deps.sh (Debian package npm)"
+  echo "dashboard e2e: installing playwright-core@$wanted (installed: ${installed:-none}) into $work with npm ci from $lock"
+  cp "$here/package.json" "$lock" "$work/"
+  timeout 300 npm ci --prefix "$work" --engine-strict --no-audit --no-fund --loglevel=error \
+    || fail "npm ci of $lock into $work failed (is the npm registry reachable? does npm $(npm --version) accept node $(node --version)?)"
+  installed=$(version_of "$work/node_modules/playwright-core/package.json")
+  [ "$installed" = "$wanted" ] || fail "npm ci left playwright-core '${installed:-none}' in $work/node_modules, not $wanted"
 fi
 
 home=$(mktemp -d /tmp/troupe-e2e.XXXXXX)
