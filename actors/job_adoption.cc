@@ -39,13 +39,16 @@ void JobSupervisor::adopt(const SubmitJob& s, int attempt, const std::vector<Ado
   job_event(*host_.store, "job_adopted", j.id,
             "job " + j.id.short_hex() + " is supervised again by the restarted head: " + std::to_string(alive) + " of " +
                 std::to_string(j.members.size()) + " actors alive (attempt " + std::to_string(attempt) + ")");
-  // Actors lost while no head watched failed then: the restart policy applies (a gang restarts
-  // once for all of them; single actors are each replaced).
+  // Actors lost while no head watched failed then, together: one failure for the restart policy (a
+  // gang restarts once; an async job replaces them all, servers first).
+  Failed lost;
+  std::string why;
   for (size_t slot = 0; slot < members.size(); ++slot) {
     if (members[slot].handle) continue;
-    member_failed(j, j.members[slot], "lost while the head was down (" + members[slot].lost_reason + ")");
-    if (j.whole_gang || j.ending) break;
+    lost.push_back(&j.members[slot]);
+    why += (why.empty() ? "" : "; ") + members[slot].lost_reason;
   }
+  if (!lost.empty()) members_failed(j, lost, "lost while the head was down (" + why + ")");
   after_exit(j);  // may place the gang again at once, or forget the job (`j` is not used after)
 }
 

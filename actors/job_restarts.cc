@@ -66,22 +66,42 @@ PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
 void JobSupervisor::member_exited(Job& job, Member& member, bool failed, const std::string& why) {
   member.running = false;
   host_.release(member.node, {member.actor.cpus, member.actor.gpus, 0});
-  if (failed) member_failed(job, member, why);
+  if (failed) members_failed(job, {&member}, why);
   after_exit(job);
 }
 
-void JobSupervisor::member_failed(Job& job, const Member& member, const std::string& why) {
-  if (job.ending || job.restarting) return;
-  const std::string cause = describe_member(member.actor, member.id, member.node) + " failed: " + why;
+namespace {
+// "worker-0 (actor .. on node ..) and ps-1 (actor .. on node ..)"
+template <typename Members>
+std::string describe_members(const Members& failed) {
+  std::string out;
+  for (size_t i = 0; i < failed.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == failed.size() ? " and " : ", ") +
+           describe_member(failed[i]->actor, failed[i]->id, failed[i]->node);
+  }
+  return out;
+}
+}  // namespace
+
+void JobSupervisor::members_failed(Job& job, const Failed& given, const std::string& why) {
+  if (job.ending || job.restarting || given.empty()) return;
+  // Servers first: an async job's replacements are placed in this order, and its workers wait for
+  // the servers they cannot reach.
+  Failed failed = given;
+  std::stable_partition(failed.begin(), failed.end(), [](const Member* m) { return is_server_actor(m->actor); });
+  const std::string cause = describe_members(failed) + " failed: " + why;
   spdlog::warn("job {}: {}", job.id.short_hex(), cause);
-  if (!job.whole_gang && is_server_actor(member.actor) && !job.restore_servers) {
+  Failed servers;
+  for (const Member* m : failed)
+    if (is_server_actor(m->actor)) servers.push_back(m);
+  if (!job.whole_gang && !servers.empty() && !job.restore_servers) {
     // Without checkpoints an async job's server holds the only copy of its parameter shard: a new
     // one would start from the initial parameters.
     end_job(job, gcs::JobState::failed,
             cause + "; an async job's parameter server cannot be restored without checkpoints (its shard has "
                     "no copy): submit with --checkpoint-every N --checkpoint-dir DIR to have it restored");
   } else if (restarts_left(job)) {
-    begin_restart(job, member, cause);
+    begin_restart(job, failed, cause);
   } else {
     end_job(job, gcs::JobState::failed,
             cause + (job.max_restarts > 0 ? "; no restarts left (all " + std::to_string(job.max_restarts) + " used)" : ""));
@@ -118,24 +138,35 @@ void JobSupervisor::after_exit(Job& job) {
 }
 
 // Where a restart's actors go (SubmitJob::restart_on): "same" pins each restarted slot to the node
-// it ran on (unless that node is gone: then anywhere), "other" keeps the failed actor off its node.
-// Returns the words for the job_restarting event.
-std::string JobSupervisor::choose_restart_nodes(Job& job, const Member& failed) {
+// it ran on (unless that node is gone: then anywhere), "other" keeps the failed actors off their
+// nodes. Returns the words for the job_restarting event.
+std::string JobSupervisor::choose_restart_nodes(Job& job, const Failed& failed) {
   job.pins.clear();
   job.avoids.clear();
+  std::set<size_t> slots;
+  std::set<NodeId> nodes;
+  for (const Member* m : failed) {
+    slots.insert(m->slot);
+    nodes.insert(m->node);
+  }
+  std::string names;
+  for (const NodeId& n : nodes) names += (names.empty() ? "" : ", ") + n.short_hex();
   if (job.restart_on == "other") {
-    job.avoids[failed.slot] = failed.node;
-    return " on another node than " + failed.node.short_hex();
+    for (const Member* m : failed) job.avoids[m->slot] = m->node;
+    return " on another node than " + names;
   }
   if (job.restart_on != "same") return "";
-  if (dead_nodes_.count(failed.node))
-    return " wherever there is room (its node " + failed.node.short_hex() + " is gone)";
+  bool gone = false;
+  for (const NodeId& n : nodes) gone = gone || dead_nodes_.count(n) > 0;
+  if (gone && (job.whole_gang || nodes.size() == 1))
+    return " wherever there is room (" + std::string(nodes.size() == 1 ? "its node " + names : "one of their nodes " + names) +
+           " is gone)";
   for (const Member& m : job.members)
-    if ((job.whole_gang || m.slot == failed.slot) && !dead_nodes_.count(m.node)) job.pins[m.slot] = m.node;
-  return job.whole_gang ? " each on the node it ran on" : " on its node " + failed.node.short_hex();
+    if ((job.whole_gang || slots.count(m.slot)) && !dead_nodes_.count(m.node)) job.pins[m.slot] = m.node;
+  return job.whole_gang ? " each on the node it ran on" : " on the node" + std::string(nodes.size() == 1 ? " " : "s ") + names;
 }
 
-void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::string& cause) {
+void JobSupervisor::begin_restart(Job& job, const Failed& failed, const std::string& cause) {
   ++job.attempt;
   const std::string where = choose_restart_nodes(job, failed);
   const int64_t backoff = backoff_for(job.backoff_ms, job.attempt);
@@ -155,9 +186,11 @@ void JobSupervisor::begin_restart(Job& job, const Member& failed, const std::str
     note(*host_.store, job.id, which + " after: " + cause);
     stop_members(job, "job " + job.id.short_hex() + " restarts after: " + cause, false);
   } else {
-    job.replace.push_back(failed.slot);
+    // Every failed slot in one restart, servers first (`failed` is in that order).
+    for (const Member* m : failed) job.replace.push_back(m->slot);
+    const std::string what = failed.size() == 1 ? "replacing it" : "replacing all " + std::to_string(failed.size());
     job_event(*host_.store, "job_restarting", job.id,
-              "job " + job.id.short_hex() + ": " + cause + at + "; replacing it" + where + " in " +
+              "job " + job.id.short_hex() + ": " + cause + at + "; " + what + where + " in " +
                   std::to_string(backoff) + " ms while the others go on (" + which + ")");
     note(*host_.store, job.id, which + " after: " + cause);
   }
@@ -237,7 +270,7 @@ void JobSupervisor::check_progress() {
     const std::string why = fmt::format("the job made no progress for {:g} s (stuck at step {}: a worker hung?)",
                                         job.progress_timeout_ms / 1000.0, job.last_step);
     spdlog::warn("job {}: {}", id.short_hex(), why);
-    if (restarts_left(job)) begin_restart(job, job.members.front(), why);
+    if (restarts_left(job)) begin_restart(job, {&job.members.front()}, why);
     else end_job(job, gcs::JobState::failed, why + "; no restarts left (all " + std::to_string(job.max_restarts) + " used)");
   }
   check_grow_back();

@@ -218,19 +218,20 @@ void JobSupervisor::on_node_dead(const NodeId& node, const std::string& reason) 
   for (const JobId& id : ids) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
-    // Every actor there is gone at once: none of them is asked to stop (their node cannot answer).
-    Member* first = nullptr;
-    for (Member& m : it->second.members) {
+    // Every actor there is gone at once: none of them is asked to stop (their node cannot answer),
+    // and together they are one failure of the job (one restart: an async job replaces them all).
+    Job& job = it->second;
+    Failed lost;
+    for (Member& m : job.members) {
       if (!m.running || m.node != node) continue;
       by_addr_.erase(m.handle.address());
-      if (!first) {
-        first = &m;
-        continue;
-      }
       m.running = false;
       host_.release(m.node, {m.actor.cpus, m.actor.gpus, 0});
+      lost.push_back(&m);
     }
-    if (first) member_exited(it->second, *first, true, "its node " + node.short_hex() + " is gone (" + reason + ")");
+    if (lost.empty()) continue;
+    members_failed(job, lost, "its node " + node.short_hex() + " is gone (" + reason + ")");
+    after_exit(job);  // may place a gang again, or forget the job
   }
 }
 

@@ -162,12 +162,17 @@ class JobSupervisor {
   // job_restarts.cc
   PlacementAsk make_ask(const Job& job, size_t slot) const;
   void member_exited(Job& job, Member& member, bool failed, const std::string& why);
-  // The restart policy's answer to a failed member (restart, replace, or fail the job).
-  void member_failed(Job& job, const Member& member, const std::string& why);
+  // The restart policy's answer to members that failed together, for one reason (an actor's exit;
+  // every actor of a dead node; what a restarted head found lost): one failure of the job, so one
+  // restart of the budget however many actors it took. An async job replaces them all, its servers
+  // first (its workers wait for them: trainers/ps/ps_client.h), or fails when a server cannot be
+  // restored.
+  using Failed = std::vector<const Member*>;
+  void members_failed(Job& job, const Failed& failed, const std::string& why);
   // After a member is down: the gang placed again, the servers stopped, or the job forgotten.
   void after_exit(Job& job);
-  void begin_restart(Job& job, const Member& failed, const std::string& why);
-  std::string choose_restart_nodes(Job& job, const Member& failed);
+  void begin_restart(Job& job, const Failed& failed, const std::string& why);
+  std::string choose_restart_nodes(Job& job, const Failed& failed);
   void place_gang_again(Job& job);
   bool try_replace(Job& job);
   void after_success(Job& job);

@@ -184,6 +184,50 @@ TEST_CASE("job restarts: an async job that checkpoints replaces a failed server 
   CHECK(h.job(id).message.find("no restarts left (all 1 used)") != std::string::npos);
 }
 
+TEST_CASE("job restarts: a dead node that held an async job's worker and server has both replaced, the server first, "
+          "as one restart", "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 1, false);
+  s.restore_servers = true;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  h.all_asks.clear();
+  // The harness placed every actor on h.node: the node's death takes all three at once.
+  h.supervisor.on_node_dead(h.node, "its connection dropped");
+  CHECK(h.job(id).state == gcs::JobState::running);
+  CHECK(h.stopped.empty());  // nobody to ask: their node is gone
+  const std::string message = h.job(id).message;
+  CHECK(message.find("restart 1 of 1") != std::string::npos);
+  CHECK(message.find("ps0") < message.find("w0"));  // servers named (and placed) first
+  CHECK_FALSE(h.supervisor.retry_pending());
+  REQUIRE(h.all_asks.size() == 3u);
+  CHECK(h.all_asks[0][0].actor.name == "ps0-a1");
+  CHECK(h.all_asks[1][0].actor.name == "w0-a1");
+  CHECK(h.all_asks[2][0].actor.name == "w1-a1");
+  for (const auto& asks : h.all_asks) CHECK(asks[0].actor.args[2] == "1");  // one attempt for all
+  CHECK(h.job(id).actors[0] == h.all_asks[1][0].id.hex());
+  CHECK(h.job(id).actors[2] == h.all_asks[0][0].id.hex());
+  CHECK(count_events(h.store, "job_restarting") == 1);
+  CHECK(count_events(h.store, "job_restarted") == 3);
+  CHECK_FALSE(h.supervisor.restarting());
+}
+
+TEST_CASE("job restarts: a dead node that held an async job's worker and server, without checkpoints, fails the job "
+          "at once naming the server", "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 3, false));
+  REQUIRE(reply.ok());
+  h.all_asks.clear();
+  h.supervisor.on_node_dead(h.node, "its connection dropped");
+  CHECK(h.job(id).state == gcs::JobState::failed);
+  CHECK(h.job(id).message.find("ps0") != std::string::npos);
+  CHECK(h.job(id).message.find("cannot be restored without checkpoints") != std::string::npos);
+  h.supervisor.retry_pending();
+  CHECK(h.all_asks.empty());  // no worker replaced against a server that cannot come back
+}
+
 TEST_CASE("job restarts: actors that do not exit after being stopped are left behind after a grace second",
           "[jobs][supervisor][restarts]") {
   Harness h;

@@ -29,6 +29,7 @@ struct Harness {
   std::map<ActorId, caf::actor> spawned;  // by the fake placement
   std::vector<ActorId> stopped;
   std::vector<PlacementAsk> last_asks;
+  std::vector<std::vector<PlacementAsk>> all_asks;  // every placement asked for, in order
   gcs::Resources released;
   JobSupervisor supervisor{host()};
 
@@ -44,6 +45,7 @@ struct Harness {
                      const JobId&) -> Expected<PlacementOutcome> {
       PlacementOutcome o;
       last_asks = asks;
+      all_asks.push_back(asks);
       if (!fits || asks.size() > room) {
         o.pending_reason = reason;
         return o;

@@ -62,15 +62,20 @@ void predecessor(Scenario& s, WorkerId me, int pushes) {
 }
 
 // The replacement trains the rest of the epoch and finishes; every shard records its applied data.
-Expected<gcs::AsyncAccountingReport> replace_and_finish(Scenario& s, WorkerId me, bool take_over) {
+// The takeover either pushes the predecessor's last push again to shard 1 (it died between the
+// servers), or, with `replays` > 0, replays that many of its pushes to shard 1 (restored from a
+// checkpoint: attempt 1).
+Expected<gcs::AsyncAccountingReport> replace_and_finish(Scenario& s, WorkerId me, bool take_over, int replays = 0) {
   auto client = ps::local_ps_client(s.raw(), 0);
   data::ShardLedger ledger(s.store, s.job, data::ShardLedgerOptions{kLedgerShards});
   if (take_over) {
     auto t = job::take_over(*client, s.o, s.train, s.fo.plan, ledger, me, 0, 1);
     REQUIRE(t.ok());
     INFO(t->summary);
-    CHECK(t->caught_up == 1);
+    CHECK(t->caught_up == (replays > 0 ? 0 : 1));
+    CHECK(t->replayed == replays);
     CHECK(t->resumed_mid_shard >= 1);
+    if (replays > 0) CHECK(t->summary.find(std::to_string(replays) + " of its pushes replayed to 1 server(s)") != std::string::npos);
   } else {
     REQUIRE(ledger.release_worker(me).ok());  // the old way: from example 0, the last push half-done
   }
@@ -81,9 +86,28 @@ Expected<gcs::AsyncAccountingReport> replace_and_finish(Scenario& s, WorkerId me
   auto result = ps::train_ps_worker(s.o, s.train, s.test, feed, w);
   INFO(result.status().to_string());
   REQUIRE(result.ok());
-  for (int i = 0; i < 2; ++i) REQUIRE(job::publish_applied(s.store, s.job, i, 0, *s.shards[i]).ok());
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(job::publish_applied(s.store, s.job, i, i == 1 && replays > 0 ? 1 : 0, *s.shards[i]).ok());
   REQUIRE(job::wait_for_applied(s.store, s.job, 2, std::chrono::milliseconds(100)).ok());
   return gcs::account_async_job(s.store, s.job, 1, kLedgerShards, 2);
+}
+
+// One node held the worker and parameter server 1, and both die together: the worker after 9 whole
+// pushes and a 10th that reached server 0 only; server 1 comes back restored from the checkpoint of
+// version 8, without the pushes of clocks 8 and 9, which only the dead worker could have replayed.
+// With `history`, the servers keep their push history (they checkpoint), so the replacement can
+// ask server 0 for them.
+void worker_and_server_die(Scenario& s, troupe::testing::PsCheckpointFiles& files, WorkerId me) {
+  for (int i = 0; i < 2; ++i) REQUIRE(s.shards[i]->enable_checkpoints(files.every(4, i, s.job.hex())).ok());
+  predecessor(s, me, 9);
+  REQUIRE(s.shards[0]->version() == 10);
+  REQUIRE(s.shards[1]->version() == 9);
+  auto restored = s.make_shard(1);
+  REQUIRE(restored->restore(files.load(8, s.job.hex())).ok());
+  REQUIRE(restored->restored_record());
+  REQUIRE(restored->enable_checkpoints(files.every(4, 1, s.job.hex())).ok());
+  REQUIRE(restored->rejoin_worker(0).ok());  // the replacement's hello
+  s.shards[1] = std::move(restored);
 }
 
 // The worker alone over TCP, its two servers checkpointing every 4 versions; after its 10th step
@@ -192,6 +216,21 @@ TEST_CASE("ps takeover: a push that reached one server is completed, shards resu
   INFO(report->summary());
   CHECK(report->exactly_once);
   CHECK(report->examples == 1300);
+  CHECK(s.shards[0]->version() == s.shards[1]->version());  // every push applied on both
+}
+
+TEST_CASE("ps takeover: a worker and a server that die together (one node) lose nothing: the replacement replays "
+          "its predecessor's pushes to the restored server", "[jobs][ps][accounting]") {
+  Scenario s;
+  troupe::testing::PsCheckpointFiles files;
+  const WorkerId me = WorkerId::random();
+  worker_and_server_die(s, files, me);
+  auto report = replace_and_finish(s, me, true, 2);  // clocks 8 and 9
+  REQUIRE(report.ok());
+  INFO(report->summary());
+  CHECK(report->exactly_once);
+  CHECK(report->examples == 1300);
+  CHECK(s.shards[1]->replayed() == 2);
   CHECK(s.shards[0]->version() == s.shards[1]->version());  // every push applied on both
 }
 

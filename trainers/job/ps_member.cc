@@ -292,6 +292,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   co.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   if (spec.strategy == "async") {  // a failed server comes back (restored) under its key
     co.reconnect_timeout = kServerReturnWait;
+    co.cancel = &cancel;  // the job failed or was stopped: stop waiting for a server
     // Pushes kept for replays to a server restored from a checkpoint (ps_client.h).
     if (spec.checkpoint_every > 0) co.checkpoint_versions = async_checkpoint_versions(spec);
     co.resolve = [store = s.store.get(), job = a.job](int shard) -> Expected<std::string> {

@@ -34,6 +34,53 @@ Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset
   return client.push_to(lagging, clock, grads.data(), *versions, tag);
 }
 
+// Server `i` came back restored from a checkpoint without the predecessor's pushes after
+// `after` (up to `last`, the newest any server applied): asks server `ahead` (which applied them
+// all) for their tags and replays each, recomputed from freshly pulled parameters, to `i` alone.
+// The pull at `clock` (the predecessor's) first has `i` count the rank's pushes up to there, so
+// the replays lie between what it applied and the rank's clock. Returns the pushes replayed; a
+// history the ahead server no longer holds is logged and left to the job's accounting.
+Expected<int> replay_lost(ps::PsClient& client, const TrainOptions& options, const Dataset& train,
+                          const data::ShardPlanOptions& plan, int rank, int workers, int64_t clock, int i, int ahead,
+                          int64_t after, int64_t last) {
+  auto history = client.pushes_after(ahead, after);
+  if (!history.ok()) return history.status().with_context("asking server " + std::to_string(ahead) + " for them");
+  if (!history->complete || history->pushes.empty() || history->pushes.front().clock != after + 1 ||
+      history->pushes.back().clock < last) {
+    spdlog::warn("worker {}: parameter server {} was restored without its predecessor's pushes of clocks {}..{}, and "
+                 "server {} no longer keeps them all ({} kept{}): they stay lost to it; the job's accounting names them",
+                 rank, i, after + 1, last, ahead, history->pushes.size(),
+                 history->pushes.empty() ? "" : ", from clock " + std::to_string(history->pushes.front().clock));
+    return 0;
+  }
+  auto setup = set_up_trainer(options, DataSpec{train.features(), train.classes}, rank, workers);
+  if (!setup.ok()) return setup.status();
+  const size_t n = setup->space.size();
+  if (client.parameters() != n)
+    return invalid_argument("the parameter servers hold " + std::to_string(client.parameters()) + " parameters but " +
+                            setup->where + " declares " + std::to_string(n));
+  std::vector<float> params(n), grads(n);
+  auto versions = client.pull(clock, params.data());
+  if (!versions.ok()) return versions.status().with_context("pulling the parameters to recompute them");
+  std::map<int, data::ShardPlan> plans;
+  int replayed = 0;
+  for (const ps::TaggedPush& p : history->pushes) {
+    if (p.clock > last) break;
+    TaggedRows rows;
+    TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, p.tag, &plans, &rows));
+    std::fill(grads.begin(), grads.end(), 0.0f);
+    Gradients grad_view(grads.data(), n);
+    if (!p.tag.empty()) {
+      auto stats = setup->trainer->forward_backward(rows.batch(train.features()), Parameters(params.data(), n), grad_view);
+      if (!stats.ok()) return stats.status().with_context(setup->where + ": forward_backward of clock " + std::to_string(p.clock));
+    }
+    TROUPE_RETURN_IF_ERROR(client.replay_on(i, p.clock, grads.data(), p.tag)
+                               .with_context("replaying clock " + std::to_string(p.clock) + " (" + describe(p.tag) + ")"));
+    ++replayed;
+  }
+  return replayed;
+}
+
 }  // namespace
 
 Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, const Dataset& train,
@@ -43,8 +90,14 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
   const std::vector<ps::WorkerPosition> at = client.positions();
   int64_t top = 0;
   for (const ps::WorkerPosition& p : at) top = std::max(top, p.clock);
+  // The predecessor's last push has clock top - 1. A server whose record of the rank ends one push
+  // before it, at that clock, lacks only that push (the predecessor died between servers): it is
+  // pushed again there. A server whose record ends earlier, or whose clock for the rank is not
+  // where its record ends, came back restored from a checkpoint (its node died with the
+  // predecessor's): it gets every push after its record replayed.
   const ps::WorkerPosition* ahead = nullptr;
-  std::vector<int> lagging;
+  int ahead_index = -1;
+  std::vector<int> lagging, restored;
   for (size_t i = 0; i < at.size(); ++i) {
     if (at[i].clock == top) {
       if (ahead && !(ahead->last == at[i].last))
@@ -53,11 +106,11 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
                               describe(at[i].last) + " on server " + std::to_string(i) + "); the data accounting "
                               "cannot go on. Report this with the servers' logs");
       ahead = &at[i];
-    } else if (at[i].clock == top - 1) {
+      ahead_index = static_cast<int>(i);
+    } else if (at[i].clock == top - 1 && at[i].last_clock == top - 2) {
       lagging.push_back(static_cast<int>(i));
-    } else {
-      spdlog::warn("{}: parameter server {} is at clock {}, more than one push behind the others' {} (restored from "
-                   "a checkpoint): its data record is not caught up", who, i, at[i].clock, top);
+    } else if (at[i].last_clock < top - 1) {
+      restored.push_back(static_cast<int>(i));
     }
   }
   TakeOver t;
@@ -71,6 +124,16 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
   } else if (!lagging.empty()) {
     spdlog::warn("{}: {} server(s) lack the predecessor's last push, which carries no data tag: not recomputed", who,
                  lagging.size());
+  }
+  for (int i : restored) {
+    const int64_t after = at[static_cast<size_t>(i)].last_clock;
+    auto replayed = replay_lost(client, options, train, plan, rank, workers, top, i, ahead_index, after, top - 1);
+    if (!replayed.ok())
+      return replayed.status().with_context(who + ": replaying its predecessor's pushes of clocks " +
+                                            std::to_string(after + 1) + ".." + std::to_string(top - 1) +
+                                            " to parameter server " + std::to_string(i) + ", restored without them");
+    t.replayed += *replayed;
+    if (*replayed > 0) ++t.servers_replayed;
   }
   // Where each shard of the last push ends; its other shards resume where their claims started.
   std::map<std::pair<int, int>, int64_t> ends;
@@ -99,7 +162,10 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
                                      (where.empty() ? "" : " (" + where + ")")) +
               (t.caught_up ? "; its last push (" + describe(last) + ") pushed again to " + std::to_string(t.caught_up) +
                                  " server(s) that lacked it"
-                           : std::string());
+                           : std::string()) +
+              (t.replayed ? "; " + std::to_string(t.replayed) + " of its pushes replayed to " +
+                                std::to_string(t.servers_replayed) + " server(s) restored without them"
+                          : std::string());
   return t;
 }
 

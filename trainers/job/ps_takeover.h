@@ -12,9 +12,14 @@
 //      claim started (a worker trains its shards in order, completing each before it pushes a batch
 //      of the next, so it applied nothing of those). The next claim of each starts there.
 //
-// A server more than one clock behind was restored from a checkpoint meanwhile, and the pushes it
-// lost died with the predecessor (which would have replayed them: ps_client.h): it is left as it
-// is, logged; the job's accounting names the examples it lacks (gcs/async_accounting.h).
+// A server whose record of the rank ends earlier was restored from a checkpoint meanwhile: its node
+// died with the predecessor's (one node held both), and the pushes it lost died with the
+// predecessor, which would have replayed them (ps_client.h). A server that applied them all keeps
+// their tags (push_history.h): the replacement asks it for them, recomputes each gradient from
+// freshly pulled parameters and replays them to the restored server alone, in clock order, before
+// it releases any shard (so nobody trains those shards' next examples before). When that history
+// no longer reaches back far enough, it is logged; the job's accounting names the examples the
+// restored server lacks (gcs/async_accounting.h).
 #pragma once
 
 #include <string>
@@ -33,6 +38,8 @@ struct TakeOver {
   int released = 0;           // shards given back to the ledger
   int resumed_mid_shard = 0;  // of them, at an offset > 0
   int caught_up = 0;          // servers the last push was pushed to again
+  int replayed = 0;           // pushes replayed to servers restored without them
+  int servers_replayed = 0;   // such servers
   std::string summary;        // one line for the log and the shards_moved event
 };
 

@@ -62,6 +62,17 @@ class LocalPsClient final : public PsClient {
     return top;
   }
 
+  Expected<PushesAfter> pushes_after(int shard, int64_t clock) override {
+    if (shard < 0 || shard >= shards()) return invalid_argument("history of shard " + std::to_string(shard));
+    return shards_[static_cast<size_t>(shard)]->pushes_after(rank_, clock);
+  }
+
+  Status replay_on(int shard, int64_t clock, const float* grads, const DataTag& tag) override {
+    if (shard < 0 || shard >= shards()) return invalid_argument("replay to shard " + std::to_string(shard));
+    ParameterShard* s = shards_[static_cast<size_t>(shard)];
+    return s->replay(rank_, clock, grads + s->range().begin, tag).status();
+  }
+
   Status finish() override {
     for (ParameterShard* s : shards_) TROUPE_RETURN_IF_ERROR(s->finish_worker(rank_));
     return {};

@@ -1,6 +1,7 @@
 #include "trainers/ps/parameter_shard.h"
 
 #include <algorithm>
+#include <limits>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -68,7 +69,8 @@ ParameterShard::ParameterShard(int index, ShardRange range, std::vector<float> i
       clocks_(static_cast<size_t>(o.workers), 0),
       states_(static_cast<size_t>(o.workers), WorkerState::live),
       sum_(o.mode == PsMode::central ? range.size() : 0),
-      applied_(o.workers) {}
+      applied_(o.workers),
+      history_(o.workers) {}
 
 std::string ParameterShard::describe() const {
   std::string mode = mode_name(options_.mode);
@@ -181,6 +183,9 @@ void ParameterShard::apply_central_if_complete() {
 Status ParameterShard::enable_checkpoints(ShardCheckpointing c) {
   std::lock_guard<std::mutex> lock(mu_);
   if (c.every < 1 || c.dir.empty()) return invalid_argument(describe() + ": checkpoints need every >= 1 and a directory");
+  // Two checkpoint intervals of pushes per rank, and some: a restored shard is at most that far
+  // behind the newest complete checkpoint (a damaged newest one: the one before it).
+  if (options_.mode == PsMode::async) history_.set_keep(static_cast<size_t>(2 * c.every + 64));
   checkpointing_ = std::move(c);
   return {};
 }
@@ -223,6 +228,9 @@ Status ParameterShard::restore(const checkpoint::TrainingState& state) {
   } else {  // the workers went on meanwhile: each says its clock when it connects again
     std::fill(clocks_.begin(), clocks_.end(), 0);
     std::fill(states_.begin(), states_.end(), WorkerState::returning);
+    // Its history starts after the record's last push of each rank (nothing before is known).
+    for (int w = 0; w < options_.workers; ++w)
+      history_.known_from(w, restored_record_ ? applied_.last_clock(w) : std::numeric_limits<int64_t>::max());
   }
   return {};
 }
@@ -283,6 +291,7 @@ Expected<int64_t> ParameterShard::push(int worker, int64_t clock, const float* g
   // Central mode applies it within the clock's average; either way its rows count once here.
   const std::string problem = applied_.record(worker, clock, tag);
   if (!problem.empty()) spdlog::warn("{}: {}'s data: {}", describe(), who, problem);
+  history_.add(worker, clock, tag);
   if (options_.mode == PsMode::async) {
     apply(grads);
     checkpoint_if_due();
@@ -309,6 +318,7 @@ Expected<int64_t> ParameterShard::replay(int worker, int64_t clock, const float*
   const std::string problem = applied_.record(worker, clock, tag);
   if (!problem.empty()) spdlog::warn("{}: {}'s data: {}", describe(), who, problem);
   ++replayed_;
+  history_.add(worker, clock, tag);
   apply(grads);
   checkpoint_if_due();
   changed_.notify_all();
@@ -386,6 +396,11 @@ int64_t ParameterShard::version() const {
 StalenessHistogram ParameterShard::staleness() const {
   std::lock_guard<std::mutex> lock(mu_);
   return staleness_;
+}
+
+PushesAfter ParameterShard::pushes_after(int worker, int64_t after) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return history_.after(worker, after);
 }
 
 WorkerPosition ParameterShard::position(int worker) const {

@@ -68,6 +68,7 @@
 #include "trainers/optimizer.h"
 #include "trainers/ps/applied_data.h"
 #include "trainers/ps/ps_partition.h"
+#include "trainers/ps/push_history.h"
 #include "trainers/ps/staleness.h"
 #include "trainers/train_options.h"
 
@@ -167,6 +168,9 @@ class ParameterShard {
   // Worker `worker`'s clock and the tag of its last applied push (a default one for a bad rank).
   WorkerPosition position(int worker) const;
   std::vector<AppliedShard> applied() const;       // applied_data.h, since this shard started
+  // Async, with checkpoints: worker `worker`'s applied pushes after clock `after` (push_history.h),
+  // for a replacement whose predecessor's pushes a restored shard lost.
+  PushesAfter pushes_after(int worker, int64_t after) const;
   int64_t restored_step() const;                   // the checkpoint's step restore() took; -1: none
   bool restored_record() const;                    // restore() found the applied-data record in it
   int64_t replayed() const;                        // replays applied
@@ -200,6 +204,7 @@ class ParameterShard {
   int contributions_ = 0;             // central: pushes in sum_
   StalenessHistogram staleness_;
   AppliedData applied_;
+  PushHistory history_;               // kept with checkpoints (async): see pushes_after
   int64_t restored_step_ = -1;
   bool restored_record_ = false;
   int64_t replayed_ = 0;

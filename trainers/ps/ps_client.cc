@@ -116,6 +116,42 @@ class TcpPsClient final : public PsClient {
     return st;
   }
 
+  Expected<PushesAfter> pushes_after(int shard, int64_t clock) override {
+    if (shard < 0 || shard >= shards()) return invalid_argument("history of shard " + std::to_string(shard));
+    PushesAfter out;
+    Status st = exchange("asking for this rank's pushes after clock " + std::to_string(clock),
+                         {static_cast<size_t>(shard)}, [&](size_t, Header* h) {
+      h->op = Op::history;
+      h->clock = clock;
+      return wire::Frame{};
+    }, Op::history_reply, [&](size_t i, const Header& h) -> Status {
+      out.complete = h.version == 1;
+      return wire::read_history(shards_[i].socket.fd(), h, &out.pushes, deadline_);
+    }, nullptr);
+    if (!st.ok()) return st;
+    return out;
+  }
+
+  Status replay_on(int shard, int64_t clock, const float* grads, const DataTag& tag) override {
+    if (shard < 0 || shard >= shards()) return invalid_argument("replay to shard " + std::to_string(shard));
+    if (tag.size() > static_cast<size_t>(wire::kMaxSpans))
+      return invalid_argument("replay of clock " + std::to_string(clock) + ": a batch from too many shards");
+    const uint64_t tag_bytes = tag.size() * sizeof(DataSpan);
+    Status st = exchange("replay of clock " + std::to_string(clock), {static_cast<size_t>(shard)}, [&](size_t i, Header* h) {
+      h->op = Op::replay;
+      h->clock = clock;
+      h->version = shards_[i].version;
+      h->spans = static_cast<int32_t>(tag.size());
+      h->payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
+      return wire::Frame{grads + shards_[i].range.begin, tag.data(), tag_bytes};
+    }, Op::pushed, nullptr, nullptr, [&](size_t i) { return shards_[i].last_push >= clock; });
+    if (st.ok()) {
+      shards_[static_cast<size_t>(shard)].last_push = std::max(shards_[static_cast<size_t>(shard)].last_push, clock);
+      ++replayed_;
+    }
+    return st;
+  }
+
   Status finish() override {
     Status st = exchange("finish", all(), [](size_t, Header* h) {
       h->op = Op::finish;
@@ -256,6 +292,9 @@ class TcpPsClient final : public PsClient {
     auto backoff = std::chrono::milliseconds(50);
     Status last = cause;
     while (Clock::now() < deadline) {
+      if (options_.cancel && options_.cancel->load())
+        return unavailable("stopped while waiting for parameter server " + std::to_string(i) + " to come back after: " +
+                           cause.message());
       auto address = options_.resolve(static_cast<int>(i));
       if (address.ok() && !address->empty()) {
         Connection c;
@@ -446,6 +485,44 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t 
   return info;
 }
 
+// A join that failed for want of the server (refused, reset, closed, silent), not by its answer.
+bool reachable_later(const Status& st) { return st.code() == Code::unavailable || st.code() == Code::timeout; }
+
+// The first join of shard i failed with `cause`: its server died and the job's supervisor is
+// placing a replacement, which publishes its address where resolve looks. Dials again there, with
+// backoff, until o.reconnect_timeout or o.cancel; returns the last failure past them.
+Expected<wire::ShardInfo> join_when_back(size_t i, Connection* c, const PsClientOptions& o, Welcome* welcome,
+                                         const Status& cause) {
+  const auto deadline = Clock::now() + o.reconnect_timeout;
+  spdlog::warn("worker {}: parameter server {} at {} cannot be reached ({}); waiting up to {:g} s for the job's "
+               "supervisor to restore it", o.rank, i, c->address, cause.message(), o.reconnect_timeout.count() / 1000.0);
+  auto backoff = std::chrono::milliseconds(50);
+  Status last = cause;
+  while (Clock::now() < deadline) {
+    if (o.cancel && o.cancel->load()) return unavailable("stopped while waiting for it to be restored (" + last.message() + ")");
+    auto address = o.resolve(static_cast<int>(i));
+    if (address.ok() && !address->empty()) {
+      c->address = *address;
+      PsClientOptions shorter = o;  // short tries: the address may change meanwhile
+      shorter.connect_timeout = std::min({o.connect_timeout, std::chrono::milliseconds(kReconnectTry),
+                                          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())});
+      auto info = join(c, shorter, 0, welcome);
+      if (info.ok() || !reachable_later(info.status())) {
+        if (info.ok()) spdlog::info("worker {}: parameter server {} answered at {}", o.rank, i, c->address);
+        return info;
+      }
+      last = info.status();
+    } else {
+      last = address.ok() ? not_found("no address published") : address.status();
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+  return unavailable("not back within " + fmt::format("{:g}", o.reconnect_timeout.count() / 1000.0) +
+                     " s; last try: " + last.message() + ". Is the job's supervisor restoring it? See `troupe status` and "
+                     "the server node's log");
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& addresses, const PsClientOptions& o) {
@@ -460,6 +537,7 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
     const std::string where = self + " connecting to shard " + std::to_string(i) + " at " + addresses[i];
     Welcome welcome;
     auto info = join(&shards[i], o, 0, &welcome);
+    if (!info.ok() && o.resolve && reachable_later(info.status())) info = join_when_back(i, &shards[i], o, &welcome, info.status());
     positions[i] = WorkerPosition{welcome.clock, welcome.last, welcome.last_push};
     shards[i].version = welcome.version;
     shards[i].acked = shards[i].last_push = welcome.last_push;

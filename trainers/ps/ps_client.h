@@ -30,6 +30,7 @@
 // passes them back, so each shard can record the update's staleness (parameter_shard.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -81,6 +82,20 @@ class PsClient {
   virtual void set_replay(ReplayFn replay) { (void)replay; }
   // Pushes replayed to restored shards so far.
   virtual int64_t replayed() const { return 0; }
+
+  // A replacement whose predecessor died together with a shard (one node held both): the pushes of
+  // this rank shard `shard` applied after `clock` (push_history.h), and one of them replayed to a
+  // shard that came back restored without it (`clock` between its last applied push of the rank and
+  // the rank's clock there: ParameterShard::replay). Errors name the shard; a client that cannot
+  // says unavailable.
+  virtual Expected<PushesAfter> pushes_after(int shard, int64_t clock) {
+    (void)shard, (void)clock;
+    return unavailable("this parameter-server client keeps no push history");
+  }
+  virtual Status replay_on(int shard, int64_t clock, const float* grads, const DataTag& tag) {
+    (void)shard, (void)clock, (void)grads, (void)tag;
+    return unavailable("this parameter-server client cannot replay");
+  }
 };
 
 struct PsClientOptions {
@@ -93,13 +108,19 @@ struct PsClientOptions {
   // Where shard i is now (the job layer reads its GCS); empty: no reconnection.
   std::function<Expected<std::string>(int shard)> resolve;
   std::chrono::milliseconds reconnect_timeout{120000};  // how long a shard may stay unreachable
+  // Set when the worker is stopped (its job failed or was cancelled): a wait for a shard to come
+  // back ends at once, unavailable. Null: never.
+  const std::atomic<bool>* cancel = nullptr;
   // The job's checkpoint interval in shard versions (async: every K steps x workers); 0: the job
   // takes no checkpoints, so no shard is ever restored and no push is kept for a replay.
   int64_t checkpoint_versions = 0;
 };
 
 // Connects to every shard of a job, `addresses` in shard order, and checks that they are one
-// job's shards of one partition. Errors name the shard and address: unavailable (refused, closed),
+// job's shards of one partition. With options.resolve, a shard that cannot be reached (its server
+// died and the supervisor is restoring it: a replacement worker placed beside a replacement
+// server) is dialled again where resolve says, with backoff, until reconnect_timeout or cancel.
+// Errors name the shard and address: unavailable (refused, closed),
 // timeout, invalid_argument (refused by the server: another job, a rank out of range or already
 // connected; shards of different partitions), corrupt_data (not a parameter server).
 Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& addresses,

@@ -186,7 +186,8 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
   const bool pushes = h.op == Op::push || h.op == Op::replay;
   const bool sized = pushes ? h.spans >= 0 && h.spans <= wire::kMaxSpans && h.payload == range_bytes + span_bytes
                             : h.payload == 0;
-  const bool known = h.op == Op::pull || h.op == Op::pull_final || pushes || h.op == Op::finish || h.op == Op::stats;
+  const bool known = h.op == Op::pull || h.op == Op::pull_final || pushes || h.op == Op::finish || h.op == Op::stats ||
+                     h.op == Op::history;
   if (!known || !sized || h.worker != worker)
     return corrupt_data(std::string("a malformed ") + wire::op_name(h.op) + " request (op " +
                         std::to_string(static_cast<int>(h.op)) + ", worker " + std::to_string(h.worker) + ", " +
@@ -224,6 +225,21 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
       reply.op = Op::pushed;
       reply.clock = h.clock;
       reply.version = v.ok() ? *v : 0;
+      break;
+    }
+    case Op::history: {  // this rank's applied pushes after h.clock (push_history.h)
+      PushesAfter after = shard_->pushes_after(worker, h.clock);
+      if (after.pushes.size() > static_cast<size_t>(wire::kMaxHistory)) {  // more than one reply carries
+        after.pushes.resize(static_cast<size_t>(wire::kMaxHistory));
+        after.complete = false;
+      }
+      stats = wire::encode_history(after.pushes);
+      reply.op = Op::history_reply;
+      reply.clock = h.clock;
+      reply.version = after.complete ? 1 : 0;
+      reply.spans = static_cast<int32_t>(after.pushes.size());
+      reply.payload = stats.size();
+      payload = stats.data();
       break;
     }
     case Op::finish:

@@ -54,6 +54,8 @@ const char* op_name(Op op) {
     case Op::stats_reply: return "stats_reply";
     case Op::error: return "error";
     case Op::replay: return "replay";
+    case Op::history: return "history";
+    case Op::history_reply: return "history_reply";
   }
   return "unknown";
 }
@@ -203,6 +205,50 @@ Status read_header(int fd, Header* h, Clock::time_point deadline, size_t* got) {
 Status read_spans(int fd, int32_t n, DataTag* tag, Clock::time_point deadline) {
   tag->assign(static_cast<size_t>(std::max(n, 0)), DataSpan{});
   return read_exact(fd, tag->data(), tag->size() * sizeof(DataSpan), deadline);
+}
+
+std::vector<char> encode_history(const std::vector<TaggedPush>& pushes) {
+  size_t spans = 0;
+  for (const TaggedPush& p : pushes) spans += p.tag.size();
+  std::vector<char> out(pushes.size() * sizeof(HistoryEntry) + spans * sizeof(DataSpan));
+  char* at = out.data();
+  for (const TaggedPush& p : pushes) {
+    const HistoryEntry e{p.clock, static_cast<int32_t>(p.tag.size()), 0};
+    std::memcpy(at, &e, sizeof e);
+    at += sizeof e;
+  }
+  for (const TaggedPush& p : pushes) {
+    if (p.tag.empty()) continue;
+    std::memcpy(at, p.tag.data(), p.tag.size() * sizeof(DataSpan));
+    at += p.tag.size() * sizeof(DataSpan);
+  }
+  return out;
+}
+
+Status read_history(int fd, const Header& h, std::vector<TaggedPush>* pushes, Clock::time_point deadline) {
+  const auto bad = [&](const std::string& what) {
+    return corrupt_data("a history reply of " + std::to_string(h.spans) + " pushes and " + std::to_string(h.payload) +
+                        " bytes: " + what);
+  };
+  if (h.spans < 0 || h.spans > kMaxHistory) return bad("too many pushes");
+  const uint64_t head = static_cast<uint64_t>(h.spans) * sizeof(HistoryEntry);
+  if (h.payload < head) return bad("shorter than its entries");
+  std::vector<HistoryEntry> entries(static_cast<size_t>(h.spans));
+  TROUPE_RETURN_IF_ERROR(read_exact(fd, entries.data(), head, deadline));
+  uint64_t spans = 0;
+  for (const HistoryEntry& e : entries) {
+    if (e.spans < 0 || e.spans > kMaxSpans) return bad("a push of " + std::to_string(e.spans) + " spans");
+    spans += static_cast<uint64_t>(e.spans);
+  }
+  if (h.payload != head + spans * sizeof(DataSpan)) return bad("its spans do not fill it");
+  pushes->clear();
+  for (const HistoryEntry& e : entries) {
+    TaggedPush p;
+    p.clock = e.clock;
+    TROUPE_RETURN_IF_ERROR(read_spans(fd, e.spans, &p.tag, deadline));
+    pushes->push_back(std::move(p));
+  }
+  return {};
 }
 
 Header error_header(const Status& st) {

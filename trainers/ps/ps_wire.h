@@ -14,6 +14,9 @@
 //   replay  as push: a push of an older       pushed   version after it
 //           clock this (restored) shard lost
 //   finish  worker                            finished
+//   history worker, clock                     history_reply clock, version = 1 when complete,
+//                                                      spans = entries, payload = HistoryEntry
+//                                                      x entries + their DataSpans in order
 //   stats                                     stats_reply payload=StatsPayload + int64 buckets
 //   (any request that fails)                  error    code=troupe::Code, payload=message text
 //
@@ -22,8 +25,10 @@
 // the tag of the rank's last applied push (a replacement resumes its predecessor's data there:
 // trainers/ps/applied_data.h), and its ShardInfo that push's clock (a worker reconnecting to a
 // restored shard replays the pushes after it: ps_client.h).
-// Version 2 ("tps2") added the spans, version 3 ("tps3") replays and ShardInfo::last_push; a peer
-// of another version fails on the magic, by name.
+// A history request asks for the rank's applied pushes after `clock` (push_history.h): a
+// replacement worker's predecessor died with another shard, which comes back restored without them.
+// Version 2 ("tps2") added the spans, version 3 ("tps3") replays and ShardInfo::last_push, version
+// 4 ("tps4") history; a peer of another version fails on the magic, by name.
 // An error reply keeps the connection in step and open. A frame that cannot be understood (bad
 // magic, unknown op, a payload of the wrong size) closes the connection, logged on the server and
 // reported by the client naming the shard. Every read and write has a deadline (poll).
@@ -32,21 +37,25 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "trainers/batch_feed.h"
+#include "trainers/ps/push_history.h"
 
 namespace troupe::ps::wire {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kMagic = 0x33737074;     // "tps3": bumped with every change of the protocol
+constexpr uint32_t kMagic = 0x34737074;     // "tps4": bumped with every change of the protocol
 constexpr uint64_t kMaxJobId = 1024;       // bytes of a hello's job id
 constexpr uint64_t kMaxErrorText = 65536;  // bytes of an error's text
 constexpr int32_t kMaxSpans = 4096;        // DataSpans of one push or welcome
+constexpr int32_t kMaxHistory = 65536;     // pushes of one history reply
 
 enum class Op : uint8_t {
   hello = 1, welcome, pull, pull_final, params, push, pushed, finish, finished, stats, stats_reply, error, replay,
+  history, history_reply,
 };
 const char* op_name(Op op);
 
@@ -71,6 +80,14 @@ struct ShardInfo {
   int32_t workers = 0, mode = 0;
   int64_t last_push = -1;       // the clock of the connecting rank's last applied push (-1: none)
 };
+
+// One push of a history reply; its `spans` DataSpans follow all the entries, in entry order.
+struct HistoryEntry {
+  int64_t clock = 0;
+  int32_t spans = 0;
+  int32_t reserved = 0;
+};
+static_assert(sizeof(HistoryEntry) == 16, "part of the wire protocol");
 
 struct StatsPayload {
   int64_t max = 0;
@@ -121,6 +138,11 @@ Status read_header(int fd, Header* h, Clock::time_point deadline, size_t* got = 
 
 // Reads n DataSpans (n checked against kMaxSpans by the caller) into *tag.
 Status read_spans(int fd, int32_t n, DataTag* tag, Clock::time_point deadline);
+
+// A history reply's payload: the entries of `pushes`, then their spans.
+std::vector<char> encode_history(const std::vector<TaggedPush>& pushes);
+// Reads the payload of history reply `h` into *pushes: corrupt_data when its sizes disagree.
+Status read_history(int fd, const Header& h, std::vector<TaggedPush>* pushes, Clock::time_point deadline);
 
 // An error frame's header for `st`, its text the payload.
 Header error_header(const Status& st);
