@@ -21,6 +21,7 @@
 #include "dashboard/dashboard_server.h"
 #include "gcs/events.h"
 #include "gcs/redis_store.h"
+#include "gcs/redis_watchdog.h"
 
 namespace troupe::actors {
 namespace {
@@ -87,6 +88,21 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   so.redis.host = o.redis_host;
   so.redis.port = o.redis_port;
   so.redis.password = o.redis_password;
+  std::unique_ptr<gcs::RedisWatchdog> watchdog;  // before the GCS is dialled: a dead one is started
+  if (o.embedded_redis) {
+    gcs::RedisWatchdogOptions wo;
+    wo.server = *o.embedded_redis;
+    wo.pid_files = {o.redis_pid_file};
+    wo.on_restart = [so](const std::string& what) {  // its own connection: this is the watchdog's thread
+      auto events = gcs::RedisStore::connect(so);
+      Status st = events.ok() ? gcs::record_event(**events, gcs::Event{0, "gcs_restarted", "", what})
+                              : events.status();
+      if (!st.ok()) spdlog::warn("head: recording gcs_restarted: {}", st.to_string());
+    };
+    auto started = gcs::RedisWatchdog::start(std::move(wo));
+    if (!started.ok()) return started.status().with_context("head: watching the embedded redis-server");
+    watchdog = std::move(*started);
+  }
   auto store = gcs::RedisStore::connect(so);
   if (!store.ok()) return store.status().with_context("head: connecting to the GCS");
   auto resources = detect_node_resources(o.resources);

@@ -129,7 +129,7 @@ Status RedisServer::write_config() const {
         << "logfile " << quoted(log_file()) << "\n"
         << "daemonize no\n"
         << "appendonly yes\n"
-        << "appendfsync everysec\n"
+        << "appendfsync always\n"
         << "save \"\"\n";
     if (!out) return io_error("cannot write " + path + " — check the session directory is writable");
   }

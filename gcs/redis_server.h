@@ -2,9 +2,12 @@
 // starts redis-server as a child process (its own process group) and waits until it answers PING
 // with the password; stops it with SIGTERM, then SIGKILL after a deadline.
 //
-// Data lives in the session directory with the append-only file on (appendfsync everysec), so a
-// server restarted on the same directory (start() again with the same port and password, or
-// restart()) finds every record written before a clean stop.
+// Data lives in the session directory with the append-only file on, fsynced before each write is
+// answered (appendfsync always: the shard ledger, trained ranges, checkpoint manifests and applied
+// data that exactly-once accounting relies on must survive a kill -9 of the server or a crash of
+// the host, which `everysec` would lose up to a second of). A server restarted on the same
+// directory (start() again with the same port and password, or restart(), or the head's watchdog:
+// gcs/redis_watchdog.h) finds every record it acknowledged.
 //
 // Two ways to run it:
 //   * attached (default): the RedisServer object owns the child; its destructor stops it, and the

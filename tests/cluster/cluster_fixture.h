@@ -97,6 +97,13 @@ class ClusterFixture {
     for (pid_t pid : seen_pids_) {
       if (!process_gone(pid)) ::kill(pid, SIGKILL);  // last resort: never leave a process behind
     }
+    // A head killed just after its GCS may have started the GCS again (gcs/redis_watchdog.h): its
+    // new pid is in the session's pid file by then.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    remember_pids();
+    for (pid_t pid : seen_pids_) {
+      if (!process_gone(pid)) ::kill(pid, SIGKILL);
+    }
   }
   ClusterFixture(const ClusterFixture&) = delete;
   ClusterFixture& operator=(const ClusterFixture&) = delete;
