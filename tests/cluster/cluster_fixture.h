@@ -156,6 +156,19 @@ class ClusterFixture {
     return f >> pid ? static_cast<pid_t>(pid) : 0;
   }
 
+  // The GCS's redis-server after `old` was killed: the one the head's watchdog started (its pid
+  // in the session's pid file, alive, tracked); 0 when none within `limit`.
+  pid_t restarted_gcs(pid_t old, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    pid_t now = 0;
+    const bool back = poll_until([&] {
+      now = pid_of("redis");
+      return now > 0 && now != old && !process_gone(now);
+    }, limit, std::chrono::milliseconds(50));
+    if (!back) return 0;
+    track(now);
+    return now;
+  }
+
   // role -> pid for every pid file of the session now.
   std::map<std::string, pid_t> session_pids() const {
     std::map<std::string, pid_t> out;

@@ -12,6 +12,17 @@
 namespace troupe::job {
 namespace {
 
+// The worker's trainer, to recompute pushes, checked against what the servers hold.
+Expected<TrainerSetup> recomputing_trainer(const ps::PsClient& client, const TrainOptions& options,
+                                           const Dataset& train, int rank, int workers) {
+  auto setup = set_up_trainer(options, DataSpec{train.features(), train.classes}, rank, workers);
+  if (!setup.ok()) return setup.status();
+  if (client.parameters() != setup->space.size())
+    return invalid_argument("the parameter servers hold " + std::to_string(client.parameters()) + " parameters but " +
+                            setup->where + " declares " + std::to_string(setup->space.size()));
+  return setup;
+}
+
 // Pushes the batch `tag` names again, at `clock`, to `lagging` only, from freshly pulled parameters.
 Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset& train,
                 const data::ShardPlanOptions& plan, int rank, int workers, int64_t clock, const DataTag& tag,
@@ -19,12 +30,9 @@ Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset
   std::map<int, data::ShardPlan> plans;
   TaggedRows rows;
   TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, tag, &plans, &rows));
-  auto setup = set_up_trainer(options, DataSpec{train.features(), train.classes}, rank, workers);
+  auto setup = recomputing_trainer(client, options, train, rank, workers);
   if (!setup.ok()) return setup.status();
   const size_t n = setup->space.size();
-  if (client.parameters() != n)
-    return invalid_argument("the parameter servers hold " + std::to_string(client.parameters()) + " parameters but " +
-                            setup->where + " declares " + std::to_string(n));
   std::vector<float> params(n), grads(n, 0.0f);
   auto versions = client.pull(clock, params.data());
   if (!versions.ok()) return versions.status().with_context("pulling the parameters to recompute it");
@@ -53,12 +61,9 @@ Expected<int> replay_lost(ps::PsClient& client, const TrainOptions& options, con
                  history->pushes.empty() ? "" : ", from clock " + std::to_string(history->pushes.front().clock));
     return 0;
   }
-  auto setup = set_up_trainer(options, DataSpec{train.features(), train.classes}, rank, workers);
+  auto setup = recomputing_trainer(client, options, train, rank, workers);
   if (!setup.ok()) return setup.status();
   const size_t n = setup->space.size();
-  if (client.parameters() != n)
-    return invalid_argument("the parameter servers hold " + std::to_string(client.parameters()) + " parameters but " +
-                            setup->where + " declares " + std::to_string(n));
   std::vector<float> params(n), grads(n);
   auto versions = client.pull(clock, params.data());
   if (!versions.ok()) return versions.status().with_context("pulling the parameters to recompute them");
