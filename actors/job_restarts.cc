@@ -91,10 +91,8 @@ void JobSupervisor::members_failed(Job& job, const Failed& given, const std::str
   std::stable_partition(failed.begin(), failed.end(), [](const Member* m) { return is_server_actor(m->actor); });
   const std::string cause = describe_members(failed) + " failed: " + why;
   spdlog::warn("job {}: {}", job.id.short_hex(), cause);
-  Failed servers;
-  for (const Member* m : failed)
-    if (is_server_actor(m->actor)) servers.push_back(m);
-  if (!job.whole_gang && !servers.empty() && !job.restore_servers) {
+  const bool lost_a_server = is_server_actor(failed.front()->actor);  // servers come first
+  if (!job.whole_gang && lost_a_server && !job.restore_servers) {
     // Without checkpoints an async job's server holds the only copy of its parameter shard: a new
     // one would start from the initial parameters.
     end_job(job, gcs::JobState::failed,

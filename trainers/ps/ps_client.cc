@@ -48,6 +48,8 @@ struct Welcome {
 };
 
 Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome);
+Expected<wire::ShardInfo> dial_resolved(size_t i, Connection* c, const PsClientOptions& o, int64_t my_clock,
+                                        Clock::time_point deadline, Welcome* welcome, bool* dialled);
 
 class TcpPsClient final : public PsClient {
  public:
@@ -97,15 +99,9 @@ class TcpPsClient final : public PsClient {
     }
     clock_ = clock;
     const std::string what = "push of clock " + std::to_string(clock);
-    const uint64_t tag_bytes = tag.size() * sizeof(DataSpan);
     Status st = exchange(what, todo, [&](size_t i, Header* h) {
-      h->op = Op::push;
-      h->clock = clock;
       // A restored shard may be older than the one this gradient's parameters came from.
-      h->version = std::min(pulled[i], shards_[i].version);
-      h->spans = static_cast<int32_t>(tag.size());
-      h->payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
-      return wire::Frame{grads + shards_[i].range.begin, tag.data(), tag_bytes};
+      return push_frame(i, Op::push, clock, std::min(pulled[i], shards_[i].version), grads, tag, h);
     }, Op::pushed, nullptr, nullptr, [&](size_t i) {
       // The connection broke, not the server, after it applied this push: not again.
       return shards_[i].last_push >= clock;
@@ -136,14 +132,8 @@ class TcpPsClient final : public PsClient {
     if (shard < 0 || shard >= shards()) return invalid_argument("replay to shard " + std::to_string(shard));
     if (tag.size() > static_cast<size_t>(wire::kMaxSpans))
       return invalid_argument("replay of clock " + std::to_string(clock) + ": a batch from too many shards");
-    const uint64_t tag_bytes = tag.size() * sizeof(DataSpan);
     Status st = exchange("replay of clock " + std::to_string(clock), {static_cast<size_t>(shard)}, [&](size_t i, Header* h) {
-      h->op = Op::replay;
-      h->clock = clock;
-      h->version = shards_[i].version;
-      h->spans = static_cast<int32_t>(tag.size());
-      h->payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
-      return wire::Frame{grads + shards_[i].range.begin, tag.data(), tag_bytes};
+      return push_frame(i, Op::replay, clock, shards_[i].version, grads, tag, h);
     }, Op::pushed, nullptr, nullptr, [&](size_t i) { return shards_[i].last_push >= clock; });
     if (st.ok()) {
       shards_[static_cast<size_t>(shard)].last_push = std::max(shards_[static_cast<size_t>(shard)].last_push, clock);
@@ -173,6 +163,19 @@ class TcpPsClient final : public PsClient {
 
  private:
   using Fill = std::function<wire::Frame(size_t shard, Header* h)>;
+
+  // The header and payload of a push or replay (`op`) of `clock` to shard i: its slice of `grads`
+  // and the batch's tag, computed from parameters of `version`.
+  wire::Frame push_frame(size_t i, Op op, int64_t clock, int64_t version, const float* grads, const DataTag& tag,
+                         Header* h) const {
+    const uint64_t tag_bytes = tag.size() * sizeof(DataSpan);
+    h->op = op;
+    h->clock = clock;
+    h->version = version;
+    h->spans = static_cast<int32_t>(tag.size());
+    h->payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
+    return wire::Frame{grads + shards_[i].range.begin, tag.data(), tag_bytes};
+  }
 
   std::vector<size_t> all() const {
     std::vector<size_t> todo(shards_.size());
@@ -295,44 +298,34 @@ class TcpPsClient final : public PsClient {
       if (options_.cancel && options_.cancel->load())
         return unavailable("stopped while waiting for parameter server " + std::to_string(i) + " to come back after: " +
                            cause.message());
-      auto address = options_.resolve(static_cast<int>(i));
-      if (address.ok() && !address->empty()) {
-        Connection c;
-        c.address = *address;
-        PsClientOptions o = options_;
-        // Short tries: a dial retries refusals until its deadline, and the address may change meanwhile.
-        o.connect_timeout = std::min({o.connect_timeout, std::chrono::milliseconds(kReconnectTry),
-                                      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())});
-        Welcome welcome;
-        auto info = join(&c, o, clock_, &welcome);
-        if (info.ok() && (info->index != static_cast<int32_t>(i) || info->begin != shards_[i].range.begin ||
-                          info->end != shards_[i].range.end || info->total != total_)) {
-          return invalid_argument("parameter server " + std::to_string(i) + " came back at " + c.address +
-                                  " holding floats [" + std::to_string(info->begin) + ", " + std::to_string(info->end) +
-                                  ") as shard " + std::to_string(info->index) + "; it held [" +
-                                  std::to_string(shards_[i].range.begin) + ", " + std::to_string(shards_[i].range.end) +
-                                  "): not the same job's shard");
-        }
-        if (info.ok()) {
-          c.range = shards_[i].range;
-          c.version = welcome.version;
-          c.last_push = welcome.last_push;
-          c.acked = welcome.last_push;
-          shards_[i] = std::move(c);
-          spdlog::info("worker {}: parameter server {} is back at {} (was {}), at version {}; this worker's clock {}, "
-                       "its last push applied there {}", options_.rank, i, shards_[i].address, old, welcome.version,
-                       welcome.clock, welcome.last_push);
-          Status st;
-          if (mode_ == PsMode::async && welcome.last_push < acked) st = replay_to(i, welcome.last_push, acked);
-          if (st.ok() && finished_) st = finish_on(i);
-          if (st.ok()) return {};
-          last = st;
-          shards_[i].socket.reset();
-        } else {
-          last = info.status();
-        }
+      Connection c;
+      Welcome welcome;
+      auto info = dial_resolved(i, &c, options_, clock_, deadline, &welcome, nullptr);
+      if (info.ok() && (info->index != static_cast<int32_t>(i) || info->begin != shards_[i].range.begin ||
+                        info->end != shards_[i].range.end || info->total != total_)) {
+        return invalid_argument("parameter server " + std::to_string(i) + " came back at " + c.address +
+                                " holding floats [" + std::to_string(info->begin) + ", " + std::to_string(info->end) +
+                                ") as shard " + std::to_string(info->index) + "; it held [" +
+                                std::to_string(shards_[i].range.begin) + ", " + std::to_string(shards_[i].range.end) +
+                                "): not the same job's shard");
+      }
+      if (info.ok()) {
+        c.range = shards_[i].range;
+        c.version = welcome.version;
+        c.last_push = welcome.last_push;
+        c.acked = welcome.last_push;
+        shards_[i] = std::move(c);
+        spdlog::info("worker {}: parameter server {} is back at {} (was {}), at version {}; this worker's clock {}, "
+                     "its last push applied there {}", options_.rank, i, shards_[i].address, old, welcome.version,
+                     welcome.clock, welcome.last_push);
+        Status st;
+        if (mode_ == PsMode::async && welcome.last_push < acked) st = replay_to(i, welcome.last_push, acked);
+        if (st.ok() && finished_) st = finish_on(i);
+        if (st.ok()) return {};
+        last = st;
+        shards_[i].socket.reset();
       } else {
-        last = address.ok() ? not_found("no address published") : address.status();
+        last = info.status();
       }
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
@@ -377,15 +370,9 @@ class TcpPsClient final : public PsClient {
       }
       deadline_ = Clock::now() + options_.timeout;
       Header h;
-      h.op = Op::replay;
       h.worker = options_.rank;
-      h.clock = it->clock;
-      h.version = shards_[i].version;
-      h.spans = static_cast<int32_t>(it->tag.size());
-      const uint64_t tag_bytes = it->tag.size() * sizeof(DataSpan);
-      h.payload = shards_[i].range.size() * sizeof(float) + tag_bytes;
-      TROUPE_RETURN_IF_ERROR(wire::write_frame(shards_[i].socket.fd(), h, grads.data() + shards_[i].range.begin,
-                                               deadline_, it->tag.data(), tag_bytes)
+      const wire::Frame f = push_frame(i, Op::replay, it->clock, shards_[i].version, grads.data(), it->tag, &h);
+      TROUPE_RETURN_IF_ERROR(wire::write_frame(shards_[i].socket.fd(), h, f.data, deadline_, f.tail, f.tail_bytes)
                                  .with_context("replaying the push of clock " + std::to_string(it->clock)));
       Status refused;
       TROUPE_RETURN_IF_ERROR(read_reply(i, "replay", Op::pushed, nullptr, nullptr, &refused));
@@ -485,6 +472,23 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t 
   return info;
 }
 
+// One short try at shard i where o.resolve says it is now (a dial retries refusals until its
+// deadline, and the address may change meanwhile): c->address is set and `my_clock` said in the
+// hello. *dialled (if given): whether an address was there to dial.
+Expected<wire::ShardInfo> dial_resolved(size_t i, Connection* c, const PsClientOptions& o, int64_t my_clock,
+                                        Clock::time_point deadline, Welcome* welcome, bool* dialled) {
+  if (dialled) *dialled = false;
+  auto address = o.resolve(static_cast<int>(i));
+  if (!address.ok()) return address.status();
+  if (address->empty()) return not_found("no address published");
+  if (dialled) *dialled = true;
+  c->address = *address;
+  PsClientOptions shorter = o;
+  shorter.connect_timeout = std::min({o.connect_timeout, std::chrono::milliseconds(kReconnectTry),
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())});
+  return join(c, shorter, my_clock, welcome);
+}
+
 // A join that failed for want of the server (refused, reset, closed, silent), not by its answer.
 bool reachable_later(const Status& st) { return st.code() == Code::unavailable || st.code() == Code::timeout; }
 
@@ -500,21 +504,13 @@ Expected<wire::ShardInfo> join_when_back(size_t i, Connection* c, const PsClient
   Status last = cause;
   while (Clock::now() < deadline) {
     if (o.cancel && o.cancel->load()) return unavailable("stopped while waiting for it to be restored (" + last.message() + ")");
-    auto address = o.resolve(static_cast<int>(i));
-    if (address.ok() && !address->empty()) {
-      c->address = *address;
-      PsClientOptions shorter = o;  // short tries: the address may change meanwhile
-      shorter.connect_timeout = std::min({o.connect_timeout, std::chrono::milliseconds(kReconnectTry),
-                                          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())});
-      auto info = join(c, shorter, 0, welcome);
-      if (info.ok() || !reachable_later(info.status())) {
-        if (info.ok()) spdlog::info("worker {}: parameter server {} answered at {}", o.rank, i, c->address);
-        return info;
-      }
-      last = info.status();
-    } else {
-      last = address.ok() ? not_found("no address published") : address.status();
+    bool dialled = false;
+    auto info = dial_resolved(i, c, o, 0, deadline, welcome, &dialled);
+    if (info.ok() || (dialled && !reachable_later(info.status()))) {
+      if (info.ok()) spdlog::info("worker {}: parameter server {} answered at {}", o.rank, i, c->address);
+      return info;
     }
+    last = info.status();
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }

@@ -195,7 +195,7 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
   Header reply;
   reply.worker = worker;
   Status st;
-  std::vector<char> stats;
+  std::vector<char> body;  // a stats or history reply's payload
   const void* payload = nullptr;
   switch (h.op) {
     case Op::pull:
@@ -233,13 +233,13 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
         after.pushes.resize(static_cast<size_t>(wire::kMaxHistory));
         after.complete = false;
       }
-      stats = wire::encode_history(after.pushes);
+      body = wire::encode_history(after.pushes);
       reply.op = Op::history_reply;
       reply.clock = h.clock;
       reply.version = after.complete ? 1 : 0;
       reply.spans = static_cast<int32_t>(after.pushes.size());
-      reply.payload = stats.size();
-      payload = stats.data();
+      reply.payload = body.size();
+      payload = body.data();
       break;
     }
     case Op::finish:
@@ -250,13 +250,13 @@ Status PsServer::answer(int fd, int worker, const Header& h, std::vector<float>*
     default: {  // stats
       const StalenessHistogram hist = shard_->staleness();
       wire::StatsPayload sp{hist.max(), hist.sum(), hist.buckets().size()};
-      stats.resize(sizeof sp + hist.buckets().size() * sizeof(int64_t));
-      std::memcpy(stats.data(), &sp, sizeof sp);
-      std::memcpy(stats.data() + sizeof sp, hist.buckets().data(), hist.buckets().size() * sizeof(int64_t));
+      body.resize(sizeof sp + hist.buckets().size() * sizeof(int64_t));
+      std::memcpy(body.data(), &sp, sizeof sp);
+      std::memcpy(body.data() + sizeof sp, hist.buckets().data(), hist.buckets().size() * sizeof(int64_t));
       reply.op = Op::stats_reply;
       reply.version = shard_->version();
-      reply.payload = stats.size();
-      payload = stats.data();
+      reply.payload = body.size();
+      payload = body.data();
     }
   }
   if (!st.ok()) {
