@@ -93,8 +93,16 @@ TEST_CASE("submit: an async job (4 workers, 2 parameter servers) trains to >= 0.
   CHECK(st.at("updates").get<int64_t>() >= 10 * (60000 / 32) * 9 / 10);  // 10 epochs of 32-example steps
   CHECK(st.at("max").get<int64_t>() >= 0);
   REQUIRE(summary.at("worker_samples_per_second").size() == 4u);
-  // The servers were stopped once the workers were done: nothing of the job is left running.
-  Json view = c.status(50);
+  // The servers were stopped once the workers were done: nothing of the job is left running. (submit
+  // returns once rank 0 recorded SUCCEEDED, before the workers' exits reach the head and it stops the
+  // servers: their DEAD records follow within moments.)
+  Json view;
+  poll_until([&] {
+    view = c.status(50);
+    for (const Json& a : view.at("actors"))
+      if (a.at("job") == summary.at("job_id") && a.at("state") != "DEAD") return false;
+    return true;
+  }, std::chrono::seconds(15), std::chrono::milliseconds(100));
   int servers = 0;
   for (const Json& a : view.at("actors")) {
     if (a.at("job") != summary.at("job_id")) continue;
