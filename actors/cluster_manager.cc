@@ -1,6 +1,7 @@
 #include "actors/cluster_manager.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -73,12 +74,27 @@ const char* event_kind(NodeState to) {
 
 Expected<std::unique_ptr<ClusterManager>> ClusterManager::create(gcs::Store& store, ClusterManagerOptions options) {
   TROUPE_RETURN_IF_ERROR(options.validate());
-  return std::unique_ptr<ClusterManager>(new ClusterManager(store, std::move(options)));
+  std::unique_ptr<ClusterManager> m(new ClusterManager(store, std::move(options)));
+  // The nodes an earlier head left, so heartbeats can be checked from the start; a GCS that does
+  // not answer now leaves it to the first tick (heartbeats of unknown nodes are taken until then).
+  auto listed = gcs::Table<NodeRecord>(store).list();
+  if (listed.ok()) {
+    std::lock_guard<std::mutex> lock(m->heard_mu_);
+    for (const NodeRecord& n : *listed) m->remember(n);
+    m->table_read_ = true;
+  }
+  return m;
 }
 
 ClusterManager::ClusterManager(gcs::Store& store, ClusterManagerOptions options)
     : store_(store), options_(std::move(options)), detector_(options_.detector) {
   if (!options_.clock) options_.clock = gcs::now_ms;
+  if (!options_.monotonic) {
+    options_.monotonic = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+  }
   created_ms_ = options_.clock();
 }
 
@@ -123,42 +139,73 @@ Status ClusterManager::register_node(NodeRecord node, const std::string& token, 
   if (node.started_ms == 0) node.started_ms = t;
   node.death_reason.clear();
   TROUPE_RETURN_IF_ERROR(nodes.put(node).with_context("register " + label(node) + ": writing the nodes table"));
+  {
+    std::lock_guard<std::mutex> heard(heard_mu_);
+    remember(node);
+    heard_ms_[node.id] = t;
+    used_[node.id] = node.used;
+  }
   spdlog::info("{} {}: {}", label(node), rejoin ? "registered again" : "joined", describe_resources(node.total));
   return gcs::record_event(store_, {t, "node_joined", node.id.hex(),
                                     label(node) + (rejoin ? " registered again: " : " joined: ") +
                                         describe_resources(node.total)});
 }
 
-Status ClusterManager::heartbeat(const NodeId& id, const gcs::Resources& used) {
-  std::lock_guard<std::mutex> lock(mu_);
-  heard_ms_[id] = now();
-  const std::string who = "heartbeat from node " + id.short_hex();
-  TROUPE_RETURN_IF_ERROR(check_resources(used, who + ": its used resources"));
-  gcs::Table<NodeRecord> nodes(store_);
-  auto node = nodes.get(id.hex());
-  if (!node.ok()) {
-    if (node.status().code() == Code::not_found) {
-      return not_found(who + ": no such node is registered; the node must register (restart it)");
-    }
-    store_outage_ = true;
-    return node.status().with_context(who + ": reading the nodes table");
+Status ClusterManager::heartbeat(const NodeId& id, const gcs::Resources& used) { return take_heartbeat(id, &used); }
+
+Status ClusterManager::heartbeat(const NodeId& id) { return take_heartbeat(id, nullptr); }
+
+void ClusterManager::note_used(const std::map<NodeId, gcs::Resources>& used) {
+  std::lock_guard<std::mutex> lock(heard_mu_);
+  for (const auto& [id, r] : used) {
+    if (known_.count(id)) used_[id] = r;
   }
-  if (node->state == NodeState::dead) {
-    return invalid_argument(who + ": the node was declared DEAD (" + node->death_reason +
+}
+
+Status ClusterManager::take_heartbeat(const NodeId& id, const gcs::Resources* used) {
+  const std::string who = "heartbeat from node " + id.short_hex();
+  if (used) TROUPE_RETURN_IF_ERROR(check_resources(*used, who + ": its used resources"));
+  std::lock_guard<std::mutex> lock(heard_mu_);
+  auto known = known_.find(id);
+  if (known == known_.end() && table_read_) {
+    return not_found(who + ": no such node is registered; the node must register (restart it)");
+  }
+  if (known != known_.end() && known->second.state == NodeState::dead) {
+    return invalid_argument(who + ": the node was declared DEAD (" + known->second.death_reason +
                             ") and its actors with it; stop it and start a new node process");
   }
-  const int64_t t = now();
-  const int64_t silence = t - node->last_heartbeat_ms;
-  node->last_heartbeat_ms = t;
-  node->used = used;
-  if (auto tr = detector_.evaluate(*node, t)) {  // only SUSPECT -> ALIVE can be due at silence 0
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "heartbeat resumed after %.1f s of silence", silence / 1000.0);
-    tr->reason = buf;
-    int unused = 0;
-    return apply(std::move(*node), *tr, t, &unused);
+  heard_ms_[id] = now();
+  if (used) used_[id] = *used;
+  return {};
+}
+
+void ClusterManager::remember(const NodeRecord& node) { known_[node.id] = node; }
+
+Status ClusterManager::refill(std::vector<NodeRecord>* listed, int64_t now_ms) {
+  std::vector<NodeRecord> lost;
+  {
+    std::lock_guard<std::mutex> heard(heard_mu_);
+    for (const auto& [id, rec] : known_) {
+      if (rec.state == NodeState::dead) continue;
+      const bool there = std::any_of(listed->begin(), listed->end(), [&](const NodeRecord& n) { return n.id == id; });
+      if (there) continue;
+      lost.push_back(rec);
+      auto h = heard_ms_.find(id);
+      if (h != heard_ms_.end()) lost.back().last_heartbeat_ms = std::max(rec.last_heartbeat_ms, h->second);
+      auto u = used_.find(id);
+      if (u != used_.end()) lost.back().used = u->second;
+    }
   }
-  return nodes.put(*node).with_context(who + ": writing the nodes table");
+  if (lost.empty()) return {};
+  TROUPE_RETURN_IF_ERROR(gcs::Table<NodeRecord>(store_).put_many(lost).with_context("writing lost nodes back"));
+  std::string names;
+  for (const NodeRecord& n : lost) names += (names.empty() ? "" : ", ") + n.id.short_hex();
+  const std::string message = "the GCS had lost " + std::to_string(lost.size()) + " live node record" +
+                              (lost.size() == 1 ? "" : "s") + " (" + names +
+                              "; its data was lost?): written again from the head's memory";
+  spdlog::warn("{}", message);
+  listed->insert(listed->end(), lost.begin(), lost.end());
+  return gcs::record_event(store_, {now_ms, "gcs_refilled", "", message});
 }
 
 Status ClusterManager::on_connection_lost(const NodeId& id) {
@@ -172,9 +219,27 @@ Status ClusterManager::on_connection_lost(const NodeId& id) {
   return apply(std::move(*node), *tr, now(), &unused);
 }
 
+namespace {
+
+bool same_resources(const gcs::Resources& a, const gcs::Resources& b) {
+  return a.cpus == b.cpus && a.gpus == b.gpus && a.memory_bytes == b.memory_bytes;
+}
+
+}  // namespace
+
 Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
   const int64_t entered = now();
   std::lock_guard<std::mutex> lock(mu_);
+  // A tick long after the one before: the head itself did not run (stopped, or starved of CPU), so
+  // it heard nobody meanwhile and the nodes' silence is its own. Timed on the head's monotonic
+  // clock: the wall clock may jump.
+  const int64_t ran = options_.monotonic();
+  if (last_tick_ms_ > 0 && ran - last_tick_ms_ > options_.detector.suspect_after_ms) {
+    grace_until_ms_ = std::max(grace_until_ms_, std::max(now_ms, entered) + options_.detector.dead_after_ms);
+    spdlog::warn("the head did not run for {} ms (stopped or starved): no node is suspected for the next {} ms",
+                 ran - last_tick_ms_, options_.detector.dead_after_ms);
+  }
+  last_tick_ms_ = ran;
   auto listed = gcs::Table<NodeRecord>(store_).list();
   if (!listed.ok()) {
     store_outage_ = true;
@@ -188,18 +253,26 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
     store_outage_ = true;
   }
   if (store_outage_) {
-    // Heartbeats could not be recorded while the GCS was away: the silence is the store's, not the
-    // nodes'. Give every node a full timeout from now before suspecting it.
+    // The silence is the store's, not the nodes': give every node a full timeout from now before
+    // suspecting it (heartbeats taken meanwhile are in memory, but a node may have been between
+    // reconnects while the head stalled on the store).
     store_outage_ = false;
     // From the time the GCS answered, not the tick's (taken before a read that may have stalled).
-    grace_until_ms_ = std::max(now_ms, now()) + options_.detector.dead_after_ms;
+    grace_until_ms_ = std::max(grace_until_ms_, std::max(now_ms, now()) + options_.detector.dead_after_ms);
     spdlog::info("GCS reachable again: no node is suspected for the next {} ms", options_.detector.dead_after_ms);
   }
+  std::map<NodeId, int64_t> heard;  // what heartbeats noted since, copied out of their lock
+  std::map<NodeId, gcs::Resources> used;
+  {
+    std::lock_guard<std::mutex> h(heard_mu_);
+    heard = heard_ms_;
+    used = used_;
+  }
   if (options_.self) {  // is the head service taking heartbeats? (options.self)
-    auto own = heard_ms_.find(*options_.self);
+    auto own = heard.find(*options_.self);
     // Sent every tick: two periods without it (before any node could be suspected) is a stall.
     const int64_t limit = std::min(2 * options_.heartbeat_period_ms, options_.detector.suspect_after_ms / 2);
-    const bool overdue = own != heard_ms_.end() && now_ms - own->second > limit;
+    const bool overdue = own != heard.end() && now_ms - own->second > limit;
     if (overdue && !service_stalled_) {
       spdlog::warn("the head service has not taken the head's own heartbeat for {} ms (busy): no node is suspected "
                    "until it does", now_ms - own->second);
@@ -215,6 +288,7 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
     }
   }
   std::vector<NodeRecord>& nodes = *listed;
+  TROUPE_RETURN_IF_ERROR(refill(&nodes, now_ms).with_context("cluster manager tick"));
   std::sort(nodes.begin(), nodes.end(), [](const NodeRecord& a, const NodeRecord& b) { return a.id < b.id; });
   if (!swept_at_start_) {  // a new head finishes what a previous one may have left half done
     for (const auto& n : nodes) {
@@ -224,19 +298,51 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
   }
 
   TickReport report;
+  std::vector<NodeRecord> beats;  // nodes heard since their record was written, with nothing else to write
   for (auto& n : nodes) {
-    auto heard = heard_ms_.find(n.id);
-    if (heard != heard_ms_.end() && heard->second > n.last_heartbeat_ms) n.last_heartbeat_ms = heard->second;
+    const int64_t recorded = n.last_heartbeat_ms;
+    bool fresh = false;
+    auto h = heard.find(n.id);
+    if (h != heard.end() && n.state != NodeState::dead) {
+      if (h->second > n.last_heartbeat_ms) {
+        n.last_heartbeat_ms = h->second;
+        fresh = true;
+      }
+      auto u = used.find(n.id);
+      if (u != used.end() && !same_resources(u->second, n.used)) {
+        n.used = u->second;
+        fresh = true;
+      }
+    }
     // A node of an earlier head (a restarted head) heartbeats to nobody until it reconnects and
     // registers again: its silence is timed from this manager's start, not from its last record.
-    if (heard == heard_ms_.end() && n.last_heartbeat_ms < created_ms_) n.last_heartbeat_ms = created_ms_;
-    auto tr = detector_.evaluate(n, now_ms);
-    if (!tr) continue;
-    if ((service_stalled_ || now_ms < grace_until_ms_) && tr->to != NodeState::alive) continue;
-    TROUPE_RETURN_IF_ERROR(apply(n, *tr, now_ms, &report.actors_marked_dead).with_context("cluster manager tick"));
-    n.state = tr->to;
-    if (tr->to == NodeState::dead) n.death_reason = tr->reason;
-    report.transitions.push_back(std::move(*tr));
+    if (h == heard.end() && n.last_heartbeat_ms < created_ms_) n.last_heartbeat_ms = created_ms_;
+    auto due = detector_.evaluate(n, now_ms);
+    const bool held = due && (service_stalled_ || now_ms < grace_until_ms_) && due->to != NodeState::alive;
+    if (!due || held) {
+      if (fresh) beats.push_back(n);
+      continue;
+    }
+    NodeTransition tr = std::move(*due);
+    if (tr.to == NodeState::alive && h != heard.end()) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "heartbeat resumed after %.1f s of silence", (h->second - recorded) / 1000.0);
+      tr.reason = buf;
+    }
+    TROUPE_RETURN_IF_ERROR(apply(n, tr, now_ms, &report.actors_marked_dead).with_context("cluster manager tick"));
+    n.state = tr.to;
+    if (tr.to == NodeState::dead) n.death_reason = tr.reason;
+    report.transitions.push_back(std::move(tr));
+  }
+  // The heartbeats taken since the last tick, in one round trip (the nodes' `troupe status` ages).
+  if (!beats.empty()) {
+    TROUPE_RETURN_IF_ERROR(gcs::Table<NodeRecord>(store_).put_many(beats).with_context(
+        "cluster manager tick: recording " + std::to_string(beats.size()) + " heartbeats"));
+  }
+  {
+    std::lock_guard<std::mutex> h(heard_mu_);
+    for (const auto& n : nodes) remember(n);
+    table_read_ = true;
   }
   for (const auto& n : nodes) {
     if (n.state == NodeState::dead && unswept_.count(n.id)) {
@@ -252,6 +358,10 @@ Status ClusterManager::apply(NodeRecord node, const NodeTransition& t, int64_t n
   node.state = t.to;
   if (t.to == NodeState::dead) node.death_reason = t.reason;
   TROUPE_RETURN_IF_ERROR(gcs::Table<NodeRecord>(store_).put(node).with_context("writing " + label(node)));
+  {
+    std::lock_guard<std::mutex> heard(heard_mu_);
+    remember(node);
+  }
   if (t.to == NodeState::dead) unswept_.insert(node.id);  // from here on its actors must be swept
 
   std::string message = label(node) + " is " + node_state_text(t.to) + ": " + t.reason;

@@ -2,7 +2,8 @@
 // and how drivers ask the cluster for actors. Same conventions as actors/messages.h.
 //
 //   node   --RegisterNode--> head -> RegisterReply (or an error: wrong token, version mismatch)
-//   node   --Heartbeat-----> head -> HeartbeatAck (an error when the head declared the node DEAD)
+//   node   --Heartbeat-----> the head's heartbeat receiver (RegisterReply::heartbeats) -> HeartbeatAck
+//                            (an error when the head declared the node DEAD)
 //   driver --SpawnActors---> head -> SpawnActorsReply (placed and started, or PENDING with reasons)
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "caf/actor.hpp"
 #include "caf/meta/type_name.hpp"
 
 namespace troupe::actors {
@@ -35,6 +37,9 @@ struct RegisterReply {
   int32_t redis_port = 0;
   std::string redis_password;
   int64_t heartbeat_period_ms = 200;
+  // Where to send heartbeats: the head's heartbeat receiver (actors/heartbeat_receiver.h), which
+  // answers them even while the head service waits on the GCS. Invalid: send them to the head.
+  caf::actor heartbeats;
 };
 
 struct HeartbeatAck {
@@ -128,6 +133,18 @@ struct NodeDeclaredDead {
   std::string reason;
 };
 
+// The GCS came back without the head's stamp (gcs/gcs_stamp.h): its records are gone. The head
+// service writes back what it knows (actor records from the node managers, job records) and fails
+// the running jobs, whose ledgers and checkpoint records were lost. Sent by the head process to its
+// own service.
+struct GcsDataLost {
+  std::string what;  // one line for the messages: "the GCS came back without ..."
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GcsDataLost& x) {
+  return f(caf::meta::type_name("troupe.gcs_data_lost"), x.what);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeDeclaredDead& x) {
   return f(caf::meta::type_name("troupe.node_declared_dead"), x.node_id, x.reason);
@@ -170,7 +187,7 @@ typename Inspector::result_type inspect(Inspector& f, RegisterNode& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RegisterReply& x) {
   return f(caf::meta::type_name("troupe.register_reply"), x.node_id, x.redis_host, x.redis_port, x.redis_password,
-           x.heartbeat_period_ms);
+           x.heartbeat_period_ms, x.heartbeats);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, HeartbeatAck& x) {

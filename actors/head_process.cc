@@ -12,6 +12,7 @@
 #include "actors/blocking_request.h"
 #include "actors/cluster_manager.h"
 #include "actors/head_service.h"
+#include "actors/heartbeat_receiver.h"
 #include "actors/messages.h"
 #include "actors/node_runtime.h"
 #include "caf/actor_system.hpp"
@@ -20,6 +21,7 @@
 #include "dashboard/dashboard_address.h"
 #include "dashboard/dashboard_server.h"
 #include "gcs/events.h"
+#include "gcs/gcs_stamp.h"
 #include "gcs/redis_store.h"
 #include "gcs/redis_watchdog.h"
 
@@ -53,6 +55,16 @@ Expected<dashboard::Tail> tail_node_log(ActorSystem& system, const gcs::NodeReco
   return t;
 }
 
+// The dashboard's URL in the GCS, for `troupe up` and `troupe status`.
+Status record_dashboard(gcs::Store& gcs, const dashboard::DashboardServer& server) {
+  dashboard::DashboardAddress address;
+  address.url = server.url();
+  address.token_required = server.token_required();
+  address.pid = static_cast<int>(::getpid());
+  address.started_ms = gcs::now_ms();
+  return dashboard::write_dashboard_address(gcs, address);
+}
+
 Status start_dashboard(const HeadProcessOptions& o, const gcs::RedisStoreOptions& gcs_options, gcs::Store& gcs,
                        ActorSystem& system, std::unique_ptr<dashboard::DashboardServer>* out) {
   if (o.dashboard_port < 0) return dashboard::clear_dashboard_address(gcs);
@@ -70,15 +82,30 @@ Status start_dashboard(const HeadProcessOptions& o, const gcs::RedisStoreOptions
   options.store = std::shared_ptr<gcs::Store>(std::move(*store));
   auto server = dashboard::DashboardServer::start(std::move(options));
   if (!server.ok()) return server.status().with_context("head");
-  dashboard::DashboardAddress address;
-  address.url = (*server)->url();
-  address.token_required = (*server)->token_required();
-  address.pid = static_cast<int>(::getpid());
-  address.started_ms = gcs::now_ms();
-  TROUPE_RETURN_IF_ERROR(dashboard::write_dashboard_address(gcs, address));
-  spdlog::info("dashboard on {}{}", address.url, address.token_required ? " (the cluster token is required)" : "");
+  TROUPE_RETURN_IF_ERROR(record_dashboard(gcs, **server));
+  spdlog::info("dashboard on {}{}", (*server)->url(),
+               (*server)->token_required() ? " (the cluster token is required)" : "");
   *out = std::move(*server);
   return {};
+}
+
+// The GCS answers without the head's stamp: it lost its data. Written again at once (so this is
+// said once per loss), with the event gcs_data_lost and the dashboard's address; the head service
+// rebuilds the actor and job records (GcsDataLost). The nodes table is rebuilt by the cluster
+// manager's tick (ClusterManager::refill).
+void check_gcs_kept_its_data(gcs::Store& gcs, const std::string& stamp, const caf::actor& service,
+                             const dashboard::DashboardServer* board) {
+  auto present = gcs::gcs_stamp_present(gcs, stamp);
+  if (!present.ok() || *present) return;
+  const std::string what = "the GCS (" + gcs.describe() + ") answers without the records it held: its data was "
+                           "lost (a redis-server restarted without its append-only file or data directory)";
+  spdlog::error("head: {}; writing back what the live processes know", what);
+  Status st = gcs::write_gcs_stamp(gcs, stamp);
+  if (st.ok()) st = gcs::record_event(gcs, gcs::Event{0, "gcs_data_lost", "", what + "; the head writes back the "
+                                                                          "nodes, actors and jobs it knows"});
+  if (st.ok() && board) st = record_dashboard(gcs, *board);
+  if (!st.ok()) spdlog::warn("head: after the GCS lost its data: {}", st.to_string());
+  caf::anon_send(service, GcsDataLost{what});
 }
 
 }  // namespace
@@ -116,7 +143,11 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   auto runtime = NodeRuntime::start(o.bind, head_id, o.registry, gpus);
   if (!runtime.ok()) return runtime.status().with_context("head");
   (*runtime)->attach_store(std::move(*store));
-  if (o.environment) o.environment->set({head_id, o.bind, so, o.config, gpus});
+  if (o.environment) {  // the head's own actors wait out GCS outages, as the nodes' do
+    gcs::RedisStoreOptions patient = so;
+    patient.redis = gcs::riding_out(so.redis, std::chrono::milliseconds(o.config.outage_grace_ms));
+    o.environment->set({head_id, o.bind, patient, o.config, gpus});
+  }
   gcs::Store& gcs = *(*runtime)->store();
   ClusterManagerOptions cmo = ClusterManagerOptions::from_config(o.config, o.token);
   cmo.self = head_id;  // its heartbeat shows whether the head service takes heartbeats
@@ -134,16 +165,22 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   hs.gcs_info.redis_port = o.redis_port;
   hs.gcs_info.redis_password = o.redis_password;
   hs.gcs_info.heartbeat_period_ms = o.config.heartbeat_period_ms;
+  // Nodes' heartbeats are answered by an actor of their own, never behind the service's GCS calls.
+  hs.gcs_info.heartbeats = spawn_heartbeat_receiver(system.system(), cluster.get());
   hs.default_policy = o.config.scheduler_policy;
   hs.head_node = head_id;
   hs.head_node_manager = nm;
   caf::actor service = spawn_head_service(system.system(), hs);
-  // The service keeps itself alive (its job watch timer): every way out of here stops it, or the
-  // actor system would wait for it forever.
+  // The service keeps itself alive (its job watch timer), the receiver waits for heartbeats: every
+  // way out of here stops both, or the actor system would wait for them forever.
   struct StopService {
     caf::actor& service;
-    ~StopService() { caf::anon_send_exit(service, caf::exit_reason::user_shutdown); }
-  } stop_service{service};
+    caf::actor& receiver;
+    ~StopService() {
+      caf::anon_send_exit(service, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
+    }
+  } stop_service{service, hs.gcs_info.heartbeats};
   auto port = system.publish(service, o.port);
   if (!port.ok()) return port.status().with_context("head: publishing the head service");
   adopt_earlier_jobs(service);  // a restarted head: the jobs its predecessor ran
@@ -161,6 +198,10 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   self.total = resources->total;
   self.gpus = resources->gpus;
   TROUPE_RETURN_IF_ERROR(cluster->register_node(self, o.token, TROUPE_VERSION_STRING));
+
+  // A GCS that answers without this stamp lost its data (gcs/gcs_stamp.h).
+  const std::string stamp = gcs::new_gcs_stamp();
+  TROUPE_RETURN_IF_ERROR(gcs::write_gcs_stamp(gcs, stamp));
 
   spdlog::info("head {} up: service on {}:{}, node manager on {}, GCS {}", head_id.short_hex(), o.bind, *port,
                self.address, gcs.describe());
@@ -181,6 +222,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
     } else {
       spdlog::warn("head: failure-detector tick failed: {}", report.status().to_string());
     }
+    if (report.ok()) check_gcs_kept_its_data(gcs, stamp, service, board.get());
     std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
   }
   spdlog::info("head {} stopping", head_id.short_hex());

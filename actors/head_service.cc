@@ -50,7 +50,11 @@ class HeadService : public caf::event_based_actor {
         [this](const Heartbeat& h) -> caf::result<HeartbeatAck> {
           auto id = NodeId::from_hex(h.node_id);
           if (!id.ok()) return to_error(id.status());
+          // Nodes heartbeat to the heartbeat receiver; the head's own heartbeat comes here, every
+          // tick, and shows the service takes messages (ClusterManagerOptions::self). It brings the
+          // resources in use that the service counts to the cluster manager.
           Status st = o_.cluster->heartbeat(*id, used_[*id]);
+          o_.cluster->note_used(used_);
           // A refusal (declared DEAD, unknown) goes back to the node, which must stop. A GCS that is
           // down is the head's problem, not the node's: the node is alive, so it is acknowledged.
           if (st.code() == Code::invalid_argument || st.code() == Code::not_found) return to_error(st);
@@ -88,6 +92,7 @@ class HeadService : public caf::event_based_actor {
           delayed_send(this, std::chrono::seconds(1), watch_atom::value);
         },
         [this](adopt_atom) { adopt_jobs(); },  // run_head, once the service is published
+        [this](const GcsDataLost& lost) { after_gcs_lost(lost.what); },
         [this](retry_atom) {
           retry_scheduled_ = false;
           retry_spawns();
@@ -184,6 +189,49 @@ class HeadService : public caf::event_based_actor {
     }
     if (adopted > 0) spdlog::info("head: supervising {} job(s) an earlier head started", adopted);
     adopt_spawned(*actors, addresses);
+    schedule_retry();
+  }
+
+  // The GCS lost its data (gcs/gcs_stamp.h): every live actor of every connected node manager is
+  // recorded ALIVE again — with its job, demand and restarts as the job supervisor knows them, or
+  // its demand as a `troupe spawn` actor — and the jobs are handled by the supervisor (running ones
+  // fail naming the loss). Spawns still waiting are recorded again when next placed.
+  void after_gcs_lost(const std::string& what) {
+    std::vector<gcs::ActorRecord> records;
+    const int64_t now = gcs::now_ms();
+    int asked = 0;
+    for (const auto& [node, nm] : managers_) {
+      auto listed = NodeManagerClient(system(), nm, kLookupTimeout).list();
+      if (!listed.ok()) {
+        spdlog::warn("head: listing the actors of node {} after the GCS lost its data: {}", node.short_hex(),
+                     listed.status().to_string());
+        continue;
+      }
+      ++asked;
+      for (const LiveActor& a : *listed) {
+        auto id = ActorId::from_hex(a.actor_id);
+        if (!id.ok()) continue;
+        gcs::ActorRecord r;
+        r.id = *id;
+        r.type_name = a.type_name;
+        r.name = a.actor_name;
+        r.node = node;
+        r.gpu_ids.assign(a.gpu_ids.begin(), a.gpu_ids.end());
+        r.state = gcs::ActorState::alive;
+        r.updated_ms = now;
+        if (auto sp = spawned_.find(a.handle.address()); sp != spawned_.end()) r.resources = sp->second.second;
+        jobs_.fill_member_record(r.id, &r);
+        records.push_back(std::move(r));
+      }
+    }
+    Status st = gcs::Table<gcs::ActorRecord>(*o_.store).put_many(records);
+    if (st.ok()) {
+      st = gcs::record_event(*o_.store, {now, "gcs_refilled", "",
+                                          std::to_string(records.size()) + " live actor records written again from " +
+                                              std::to_string(asked) + " node managers"});
+    }
+    if (!st.ok()) spdlog::error("head: writing the actors back after the GCS lost its data: {}", st.to_string());
+    jobs_.on_gcs_lost(what);
     schedule_retry();
   }
 

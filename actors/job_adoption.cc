@@ -6,6 +6,7 @@
 
 #include "actors/job_supervisor.h"
 #include "gcs/events.h"
+#include "gcs/tables.h"
 
 namespace troupe::actors {
 
@@ -13,6 +14,7 @@ void JobSupervisor::adopt(const SubmitJob& s, int attempt, const std::vector<Ado
   auto id = JobId::from_hex(s.job_id);
   if (!id.ok() || jobs_.count(*id)) return;
   Job job = make_job(*id, s);
+  if (auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(id->hex()); rec.ok()) job.record = *rec;
   job.attempt = attempt;
   job.last_move_ms = gcs::now_ms();
   // An elastic gang may run on its first k slots; any other job runs every slot.

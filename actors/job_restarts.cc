@@ -254,6 +254,7 @@ void JobSupervisor::check_progress() {
     if (job.progress_timeout_ms <= 0 || !job.whole_gang || job.ending || job.restarting || job.members.empty()) continue;
     auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(id.hex());
     if (!rec.ok() || rec->state != gcs::JobState::running) continue;
+    job.record = *rec;
     if (rec->step != job.last_step) {
       job.last_step = rec->step;
       job.last_move_ms = now;

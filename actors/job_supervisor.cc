@@ -43,6 +43,7 @@ JobSupervisor::Job JobSupervisor::make_job(const JobId& id, const SubmitJob& req
   job.elastic = request.elastic && request.restart_whole_gang;
   job.restart_on = request.restart_on.empty() ? "any" : request.restart_on;
   job.size = job.ran_size = static_cast<int>(job.actors.size());
+  job.submission = request;
   return job;
 }
 
@@ -61,6 +62,7 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
     return invalid_argument("job " + id->short_hex() + " is " + gcs::job_state_name(record->state) + ", not PENDING");
   }
   Job job = make_job(*id, request);
+  job.record = *record;
   for (size_t slot = 0; slot < job.actors.size(); ++slot) job.asks.push_back(make_ask(job, slot));
   // What a restarted head needs to supervise the job again (actors/job_adoption.cc).
   TROUPE_RETURN_IF_ERROR(save_submission(*host_.store, request).with_context("submit: recording the submission"));
@@ -123,6 +125,7 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
     j.message = message;
     return {};
   });
+  if (rec.ok()) job.record = *rec;
   if (!rec.ok()) {  // cancelled in between, or the GCS failed: take the actors down again
     spdlog::warn("job {}: {}; stopping its actors", job.id.short_hex(), rec.status().to_string());
     job.ending = true;

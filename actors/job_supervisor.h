@@ -114,6 +114,16 @@ class JobSupervisor {
   };
   void adopt(const SubmitJob& submission, int attempt, const std::vector<AdoptedMember>& members);
 
+  // The GCS lost its data (actors/job_gcs_loss.cc): every job's submission is written back; a job
+  // still waiting for its first placement keeps waiting (its record written back as it was); every
+  // other job — running, or between attempts — is FAILED, naming the lost GCS (its shard ledger,
+  // progress, trained ranges and checkpoint records are gone, so it cannot go on exactly once), and
+  // its actors are stopped. Never trains on silently.
+  void on_gcs_lost(const std::string& what);
+  // Fills in what the supervisor knows of a job actor's record (job, demand, restarts): false when
+  // `id` is no member of a job.
+  bool fill_member_record(const ActorId& id, gcs::ActorRecord* record) const;
+
  private:
   struct Member {
     ActorId id;
@@ -154,6 +164,10 @@ class JobSupervisor {
     // an actor must go back to ("same") or must not ("other").
     std::string restart_on = "any";
     std::map<size_t, NodeId> pins, avoids;
+    // What a GCS that lost its data gets back (on_gcs_lost): the submission, and the job's record
+    // as last read or written here.
+    SubmitJob submission;
+    std::optional<gcs::JobRecord> record;
   };
   static Job make_job(const JobId& id, const SubmitJob& request);  // as submitted, no attempt yet
   Status try_start(Job& job, SubmitJobReply* reply);

@@ -11,6 +11,7 @@
 //   head/driver --SpawnRequest------> node manager  -> SpawnReply (or caf::error naming the cause)
 //   head/driver --SpawnBatchRequest-> node manager  -> SpawnBatchReply (all spawned, or none)
 //   anyone      --LookupRequest-----> node manager  -> LookupReply
+//   head        --ListActorsRequest-> node manager  -> ListActorsReply (every live actor there)
 //   anyone      --StopRequest-------> node manager  -> StopReply
 //   anyone      --Ping--------------> node manager  -> Heartbeat
 //   anyone      --Call--------------> any actor     -> CallReply
@@ -82,6 +83,22 @@ struct LookupReply {
   std::string actor_name;
   std::string type_name;
   caf::actor handle;
+};
+
+// Every live actor of a node manager (the head rebuilds its actor records from them when the GCS
+// lost its data).
+struct ListActorsRequest {
+  uint64_t unused = 0;
+};
+struct LiveActor {
+  std::string actor_id;
+  std::string actor_name;
+  std::string type_name;
+  std::vector<int32_t> gpu_ids;
+  caf::actor handle;
+};
+struct ListActorsReply {
+  std::vector<LiveActor> actors;
 };
 
 // Stop a live actor (exit reason user_shutdown). The state sink then sees it DEAD with `reason`.
@@ -186,6 +203,18 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LookupReply& x) {
   return f(caf::meta::type_name("troupe.lookup_reply"), x.actor_id, x.actor_name, x.type_name,
            x.handle);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ListActorsRequest& x) {
+  return f(caf::meta::type_name("troupe.list_actors_request"), x.unused);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LiveActor& x) {
+  return f(caf::meta::type_name("troupe.live_actor"), x.actor_id, x.actor_name, x.type_name, x.gpu_ids, x.handle);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ListActorsReply& x) {
+  return f(caf::meta::type_name("troupe.list_actors_reply"), x.actors);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StopRequest& x) {

@@ -67,6 +67,14 @@ class NodeManagerActor : public caf::event_based_actor {
           const ActorTable::Entry& entry = **e;
           return LookupReply{entry.id.hex(), entry.name, entry.type_name, entry.handle};
         },
+        [this](const ListActorsRequest&) -> caf::result<ListActorsReply> {
+          ListActorsReply reply;
+          for (const ActorTable::Entry& e : table_.entries()) {
+            reply.actors.push_back({e.id.hex(), e.name, e.type_name,
+                                    std::vector<int32_t>(e.gpu_ids.begin(), e.gpu_ids.end()), e.handle});
+          }
+          return reply;
+        },
         [this](const StopRequest& req) -> caf::result<StopReply> {
           Expected<ActorTable::Entry*> e = find(req.actor_id, "");
           if (!e) return to_error(e.status());

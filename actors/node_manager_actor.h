@@ -12,6 +12,7 @@
 //                                         each device's usage); the factory's error otherwise
 //   SpawnBatchRequest -> SpawnBatchReply  all-or-nothing; the error names the failing item's index
 //   LookupRequest     -> LookupReply      not_found naming the id or name
+//   ListActorsRequest -> ListActorsReply  every live actor, in no particular order
 //   StopRequest       -> StopReply        not_found when no such live actor; the actor then exits
 //                                         with user_shutdown and the sink sees it DEAD, "stopped: ..."
 //   Ping              -> Heartbeat        node id, same seq, live actor count

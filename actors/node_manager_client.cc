@@ -38,6 +38,13 @@ Expected<LookupReply> NodeManagerClient::lookup_name(const std::string& name) co
                                        "looking up actor '" + name + "'");
 }
 
+Expected<std::vector<LiveActor>> NodeManagerClient::list() const {
+  auto reply = request_blocking<ListActorsReply>(*sys_, node_manager_, timeout_, ListActorsRequest{},
+                                                 "listing the actors of a node manager");
+  if (!reply.ok()) return reply.status();
+  return std::move(reply->actors);
+}
+
 Status NodeManagerClient::stop(const ActorId& id, const std::string& reason) const {
   Expected<StopReply> r = request_blocking<StopReply>(
       *sys_, node_manager_, timeout_, StopRequest{id.hex(), reason}, "stopping actor " + id.hex());

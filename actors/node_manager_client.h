@@ -34,6 +34,7 @@ class NodeManagerClient {
   Expected<std::vector<SpawnReply>> spawn_batch(std::vector<SpawnRequest> reqs) const;
   Expected<LookupReply> lookup(const ActorId& id) const;
   Expected<LookupReply> lookup_name(const std::string& name) const;
+  Expected<std::vector<LiveActor>> list() const;
   Status stop(const ActorId& id, const std::string& reason) const;
   Expected<Heartbeat> ping(uint64_t seq) const;
 

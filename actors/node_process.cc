@@ -19,22 +19,32 @@
 namespace troupe::actors {
 namespace {
 
+// The head a node talks to: its service, and where its heartbeats go.
+struct HeadHandles {
+  caf::actor service;
+  caf::actor heartbeats;  // the heartbeat receiver, or the service (a head that offers none)
+};
+
+HeadHandles handles_of(const caf::actor& service, const RegisterReply& reply) {
+  return {service, reply.heartbeats ? reply.heartbeats : service};
+}
+
 // After a failed heartbeat: whether a head answers at its address that is not `current` (the head
 // process restarted there); if so, registers this node with it again (same id, resources and node
-// manager) and returns its handle. nullopt: the same head (a slow heartbeat) or none reachable.
-Expected<std::optional<caf::actor>> rejoin(ActorSystem& system, const caf::actor& current,
-                                           const std::pair<std::string, uint16_t>& head, const RegisterNode& reg,
-                                           std::chrono::milliseconds timeout) {
+// manager) and returns its handles. nullopt: the same head (a slow or stopped one) or none reachable.
+Expected<std::optional<HeadHandles>> rejoin(ActorSystem& system, const caf::actor& current,
+                                            const std::pair<std::string, uint16_t>& head, const RegisterNode& reg,
+                                            std::chrono::milliseconds timeout) {
   auto now = system.connect(head.first, head.second, timeout);
-  if (!now.ok() || *now == current) return std::optional<caf::actor>();
+  if (!now.ok() || *now == current) return std::optional<HeadHandles>();
   auto joined = request_blocking<RegisterReply>(system.system(), *now, timeout, reg,
                                                 "registering again with the head at " + head.first + ":" +
                                                     std::to_string(head.second));
   if (!joined.ok()) {
     if (joined.status().code() == Code::invalid_argument) return joined.status();
-    return std::optional<caf::actor>();
+    return std::optional<HeadHandles>();
   }
-  return std::optional<caf::actor>(*now);
+  return std::optional<HeadHandles>(handles_of(*now, *joined));
 }
 
 }  // namespace
@@ -86,6 +96,9 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   so.redis.host = joined->redis_host;
   so.redis.port = joined->redis_port;
   so.redis.password = joined->redis_password;
+  // This node and its actors (job workers) wait out a GCS that is away, as long as they wait for the head.
+  const auto grace = std::chrono::milliseconds(o.config.outage_grace_ms);
+  so.redis = gcs::riding_out(so.redis, grace);
   auto store = gcs::RedisStore::connect(so);
   if (!store.ok()) return store.status().with_context("node " + id.short_hex() + ": connecting to the GCS");
   (*runtime)->attach_store(std::move(*store));
@@ -95,26 +108,42 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   if (on_joined) on_joined();
 
   const auto period = std::chrono::milliseconds(joined->heartbeat_period_ms);
+  HeadHandles to = handles_of(*head, *joined);
   auto last_ack = std::chrono::steady_clock::now();
+  bool missing = false;  // heartbeats unanswered since last_ack (logged once, and once when back)
   uint64_t seq = 0;
   while (!stop.load()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto ack = request_blocking<HeartbeatAck>(sys, *head, period * 2, Heartbeat{id.hex(), ++seq, gcs::now_ms(), 0},
+    auto ack = request_blocking<HeartbeatAck>(sys, to.heartbeats, period * 2,
+                                              Heartbeat{id.hex(), ++seq, gcs::now_ms(), 0},
                                               "heartbeat to the head at " + o.head_address);
     if (ack.ok()) {
+      if (missing) {
+        spdlog::info("node {}: the head answers again after {}", id.short_hex(),
+                     format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - last_ack)));
+      }
+      missing = false;
       last_ack = std::chrono::steady_clock::now();
     } else if (ack.status().code() == Code::invalid_argument || ack.status().code() == Code::not_found) {
       return ack.status().with_context("node " + id.short_hex() + " was refused by the head; stopping");
-    } else if (auto again = rejoin(system, *head, *head_hp, reg, period * 2); again.ok() && *again) {
+    } else if (auto again = rejoin(system, to.service, *head_hp, reg, period * 2); again.ok() && *again) {
       // The head restarted at its address: this node registered again, with its id and its actors.
-      head = **again;
+      to = **again;
+      missing = false;
       last_ack = std::chrono::steady_clock::now();
       spdlog::info("node {} registered again with the head at {} (the head restarted)", id.short_hex(), o.head_address);
     } else if (!again.ok() && again.status().code() == Code::invalid_argument) {
       return again.status().with_context("node " + id.short_hex() + " was refused by the restarted head; stopping");
-    } else if (std::chrono::steady_clock::now() - last_ack > o.head_lost_after) {
+    } else if (std::chrono::steady_clock::now() - last_ack > grace) {
       return unavailable("node " + id.short_hex() + ": no answer from the head at " + o.head_address + " for " +
-                         format_duration(o.head_lost_after) + " (last: " + ack.status().message() + ")");
+                         format_duration(grace) + " (outage_grace_ms; last: " + ack.status().message() +
+                         "); its actors stop with it");
+    } else if (!missing) {
+      missing = true;
+      spdlog::warn("node {}: the head at {} does not answer ({}); keeping this node's actors and trying for up "
+                   "to {} (outage_grace_ms)", id.short_hex(), o.head_address, ack.status().message(),
+                   format_duration(grace));
     }
     std::this_thread::sleep_until(t0 + period);
   }

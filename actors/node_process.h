@@ -4,7 +4,8 @@
 //   actor system -> node manager published -> join the head (token, version, resources; the head
 //   answers with the GCS address) -> GCS connection for actor records -> loop: heartbeat to the
 //   head every heartbeat_period_ms until `stop` is set, or the head declares this node DEAD, or
-//   the head stays unreachable for `head_lost_after`.
+//   the head stays unreachable for the setting outage_grace_ms (60 s): until then the node keeps its
+//   actors, and its GCS clients (its own and its actors') reconnect for as long.
 #pragma once
 
 #include <atomic>
@@ -29,7 +30,6 @@ struct NodeProcessOptions {
   NodeResourceOptions resources;
   std::string version;                // empty: this build's (tests join with another to see refusal)
   std::chrono::milliseconds join_timeout{10000};
-  std::chrono::milliseconds head_lost_after{15000};
   Config config;
   // The actor types this process hosts (null: the built-ins) and the slot their actors read the
   // node's environment from (filled in once the GCS is known; may be null).

@@ -33,6 +33,16 @@ Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info) 
   return gcs::RedisStore::connect(o);
 }
 
+gcs::RedisServerOptions embedded_redis_options(const Session& session, const ClusterInfo& info) {
+  gcs::RedisServerOptions ro;
+  ro.session_dir = session.redis_dir();
+  ro.port = info.redis_port;
+  ro.password = info.redis_password;
+  ro.bind = info.redis_host;
+  ro.detach = true;
+  return ro;
+}
+
 namespace {
 
 // `message` to the cluster's head from a short-lived actor system here; its reply within `timeout`.

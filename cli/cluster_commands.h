@@ -9,6 +9,7 @@
 #include "actors/head_messages.h"
 #include "cli/session.h"
 #include "core/ids.h"
+#include "gcs/redis_server.h"
 #include "gcs/redis_store.h"
 
 namespace troupe::cli {
@@ -19,6 +20,10 @@ void install_stop_signals();
 
 // Connects to the GCS the session file names.
 Expected<std::unique_ptr<gcs::RedisStore>> connect_gcs(const ClusterInfo& info);
+
+// How to start the session's embedded redis-server again (same port, password, bind and data
+// directory; detached), as the head's watchdog and `up --restart-head` do.
+gcs::RedisServerOptions embedded_redis_options(const Session& session, const ClusterInfo& info);
 
 // Asks the cluster's head to stop job `job` (its actors end, the job is CANCELLED with `reason`):
 // the head's reply (actors asked to stop, the job's state after), or why the head could not be

@@ -38,11 +38,30 @@ int follow_job(gcs::Store& store, const JobId& id, const FollowOptions& o) {
   int64_t last_updated = -1;
   int epoch_printed = 0;
   std::string last_message;
+  bool away = false;  // the GCS has not answered since away_since
+  Clock::time_point away_since;
   while (true) {
     auto rec = gcs::Table<gcs::JobRecord>(store).get(id.hex());
     if (!rec.ok()) {
-      bar.finish();
-      return report_error("submit", rec.status().with_context("following job " + id.short_hex()));
+      const Code code = rec.status().code();
+      const bool outage = code == Code::unavailable || code == Code::timeout;
+      if (outage && !away) {
+        away = true;
+        away_since = Clock::now();
+        bar.println("the GCS does not answer (" + rec.status().message() + "); waiting up to " +
+                    std::to_string(o.outage_grace.count() / 1000) + " s for it (the job goes on meanwhile)");
+      }
+      if (!outage || Clock::now() - away_since > o.outage_grace) {
+        bar.finish();
+        return report_error("submit", rec.status().with_context("following job " + id.short_hex()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    if (away) {
+      bar.println("the GCS answers again");
+      away = false;
+      last_change = Clock::now();  // the job could not record anything meanwhile
     }
     const gcs::JobRecord& j = *rec;
     if (j.updated_ms != last_updated) {

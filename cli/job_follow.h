@@ -18,6 +18,9 @@ struct FollowOptions {
   // running one recorded nothing in this long.
   std::chrono::milliseconds pending_timeout{60000};
   std::chrono::milliseconds stall_timeout{300000};
+  // A GCS that does not answer (restarted by the head, frozen) is waited out this long (the
+  // setting outage_grace_ms), with a line saying so, before following gives up.
+  std::chrono::milliseconds outage_grace{60000};
   bool json = false;
 };
 

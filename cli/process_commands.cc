@@ -43,12 +43,7 @@ Runner add_head_command(CLI::App& app, GlobalOptions& global) {
     o.redis_password = info->redis_password;
     o.token = info->token;
     if (info->embedded_redis) {  // started by `troupe up`: the head restarts it when it dies or hangs
-      gcs::RedisServerOptions ro;
-      ro.session_dir = session.redis_dir();
-      ro.port = info->redis_port;
-      ro.password = info->redis_password;
-      ro.bind = info->redis_host;
-      o.embedded_redis = ro;
+      o.embedded_redis = embedded_redis_options(session, *info);
       o.redis_pid_file = session.pid_file("redis");
     }
     auto hp = actors::parse_host_port(info->head_address);

@@ -289,6 +289,7 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
     fo.pending_timeout = std::chrono::milliseconds(static_cast<int64_t>(f->pending_timeout * 1000));
     fo.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(f->stall_timeout * 1000));
     fo.json = f->train.json;
+    fo.outage_grace = std::chrono::milliseconds(global.config.outage_grace_ms);
     return follow_job(**store, job.id, fo);
   };
 }

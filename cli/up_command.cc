@@ -146,6 +146,18 @@ int restart_head(const UpFlags& f) {
                                                  ") is running; stop it first or use `troupe down`"));
   }
   auto store = connect_gcs(*info);
+  auto redis_pid = read_pid_file(s.pid_file("redis"));
+  if (!store.ok() && info->embedded_redis && !(redis_pid.ok() && process_alive(*redis_pid))) {
+    // The embedded GCS died with the head (nobody watched it meanwhile): start it again from its
+    // append-only file, as the head's watchdog would have.
+    auto redis = gcs::RedisServer::start(embedded_redis_options(s, *info));
+    if (!redis.ok()) return report_error("up", redis.status().with_context("--restart-head: starting the embedded "
+                                                                          "redis-server again"));
+    (void)write_pid_file(s.pid_file("redis"), (*redis)->pid());
+    std::printf("the embedded redis-server was not running: started it again (pid %d) from %s\n",
+                static_cast<int>((*redis)->pid()), s.redis_dir().c_str());
+    store = connect_gcs(*info);
+  }
   if (!store.ok()) return report_error("up", store.status().with_context("--restart-head: the cluster's GCS"));
   std::vector<std::string> args{"head"};
   std::optional<double> cpus = f.cpus > 0 ? std::optional<double>(f.cpus) : std::nullopt;

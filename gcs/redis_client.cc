@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <cerrno>
 #include <mutex>
@@ -186,6 +187,12 @@ Status RedisClient::connect_with_budget() {
                      (attempt == 1 ? "" : "s") + " in " + std::to_string(spent) + " ms)");
 }
 
+RedisOptions riding_out(RedisOptions o, milliseconds outage) {
+  o.reconnect_deadline = std::max(o.reconnect_deadline, outage);
+  o.reconnect_attempts = std::numeric_limits<int>::max();
+  return o;
+}
+
 Expected<std::unique_ptr<RedisClient>> RedisClient::connect(const RedisOptions& options) {
   if (options.port <= 0 || options.port > 65535) {
     return invalid_argument("redis " + options.host + ":" + std::to_string(options.port) +
@@ -284,7 +291,7 @@ Expected<std::vector<Reply>> RedisClient::pipeline(const std::vector<std::vector
   Status st = exchange(commands, &replies, &lost);
   if (st.ok()) return replies;
   const bool retry =
-      lost && std::all_of(commands.begin(), commands.end(), [](const auto& c) { return is_idempotent(c[0]); });
+      (lost || st.code() == Code::timeout) && std::all_of(commands.begin(), commands.end(), [](const auto& c) { return is_idempotent(c[0]); });
   if (!retry) {
     if (lost) return unavailable(st.message() + " — it may or may not have been applied");
     return st;

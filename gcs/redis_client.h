@@ -16,8 +16,10 @@
 //                                                            internal (troupe sent a bad command)
 // Before each command the client checks that an idle connection was not closed by the server (a
 // restart) and reconnects first, so a command is only ever sent on a live connection. When the
-// connection drops while a command is in flight, an idempotent command (is_idempotent) is retried
-// once after reconnecting; any other is reported as unavailable, saying it may have been applied.
+// connection drops while a command is in flight, or its reply does not come within command_timeout
+// (a frozen or hung server), a pipeline of idempotent commands (is_idempotent) is retried once after
+// reconnecting (which waits, within the reconnect budget, for a server that answers PING); any other
+// is reported as unavailable (it may have been applied) or timeout.
 //
 // Not thread-safe: one client per thread, or a lock around it (RedisStore holds one).
 #pragma once
@@ -49,6 +51,12 @@ struct RedisOptions {
   std::chrono::milliseconds backoff_initial{50};
   std::chrono::milliseconds backoff_max{1000};
 };
+
+// `o` made to wait out a server that is away for up to `outage` (killed and restarted by the head's
+// watchdog, frozen, or cut off): reconnecting tries until `outage` has passed, however many
+// attempts that takes. For the clients of processes that must not give up on the cluster (nodes,
+// job workers, `troupe submit`'s follower); the head's own stays short, as it answers others.
+RedisOptions riding_out(RedisOptions o, std::chrono::milliseconds outage);
 
 // A reply of the server as a value (no hiredis object escapes the client).
 struct Reply {

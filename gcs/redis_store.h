@@ -11,6 +11,12 @@
 // `max_len` + 100 entries (Redis trims whole stream nodes of stream-node-max-entries, 100 by
 // default), which is far cheaper than exact trimming.
 //
+// A conditional write (put_if_absent, compare_and_set) whose connection dropped or whose reply did
+// not come in time is settled by reading the field (retried like every read): the desired value
+// there means it was applied, the precondition means it was not (it is sent again, up to 3 times),
+// anything else is another writer's (false). So a GCS restart mid-write is neither an error nor a
+// double write for them. Plain appends to streams are not retried (they could be doubled).
+//
 // Pub/sub is at-most-once: messages published while a subscriber's connection is down are lost.
 // A subscription reconnects by itself and then returns one Notification with an empty channel
 // (kResyncChannel): "messages may have been missed; re-read what you watch".
@@ -18,6 +24,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "gcs/redis_client.h"
 #include "gcs/store.h"
@@ -73,6 +80,9 @@ class RedisStore final : public Store {
   RedisStore(RedisStoreOptions options, std::unique_ptr<RedisClient> client)
       : options_(std::move(options)), prefix_(options_.prefix), client_(std::move(client)) {}
   Expected<Reply> run(const std::vector<std::string>& argv);
+  Expected<std::optional<bool>> resolve_uncertain(const Status& failed, const std::string& table, const std::string& key,
+                                                  const std::optional<std::string>& precondition,
+                                                  const std::string& desired);
   Expected<std::vector<StreamEntry>> parse_entries(const Reply& reply, const std::string& stream) const;
 
   RedisStoreOptions options_;

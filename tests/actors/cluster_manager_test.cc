@@ -157,7 +157,7 @@ TEST_CASE("cluster manager: a silent node is SUSPECT, then DEAD, and its actors 
   CHECK(head.node(1).state == NodeState::dead);
 }
 
-TEST_CASE("cluster manager: a heartbeat brings a SUSPECT node back at once", "[actors][cluster_manager]") {
+TEST_CASE("cluster manager: a heartbeat brings a SUSPECT node back at the next tick", "[actors][cluster_manager]") {
   Head head;
   REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
   head.now += 900;
@@ -165,6 +165,10 @@ TEST_CASE("cluster manager: a heartbeat brings a SUSPECT node back at once", "[a
   REQUIRE(head.node(1).state == NodeState::suspect);
   head.now += 100;
   REQUIRE(head.manager->heartbeat(node_id(1), res(3, 1, kGiB)).ok());
+  CHECK(head.node(1).state == NodeState::suspect);  // taken in memory; the tick writes it
+  TickReport back = head.tick();
+  REQUIRE(back.transitions.size() == 1);
+  CHECK(back.transitions[0].to == NodeState::alive);
   gcs::NodeRecord n = head.node(1);
   CHECK(n.state == NodeState::alive);
   CHECK(n.last_heartbeat_ms == head.now);
@@ -238,7 +242,8 @@ TEST_CASE("cluster manager: a store that is down fails the tick, which works aga
   REQUIRE_FALSE(down.ok());
   CHECK(down.status().code() == Code::unavailable);
   CHECK(down.status().message().find("nodes table") != std::string::npos);
-  CHECK(head.manager->heartbeat(node_id(1), res(1)).code() == Code::unavailable);
+  // Heartbeats never wait on the store: taken from memory during the outage.
+  CHECK(head.manager->heartbeat(node_id(1), res(1)).ok());
   CHECK(head.manager->register_node(new_node(2), kToken, kVersion).code() == Code::unavailable);
   head.store.set_down(false);
   // Heartbeats could not be recorded during the outage: the node gets a full timeout from the
@@ -433,4 +438,132 @@ TEST_CASE("cluster manager: while the head service takes no heartbeats (busy) no
   }
   CHECK(state(1) == NodeState::dead);
   CHECK(state(9) == NodeState::alive);
+}
+
+TEST_CASE("cluster manager: heartbeats are answered from memory through a GCS outage and written when it ends",
+          "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  REQUIRE(head.manager->register_node(new_node(2), kToken, kVersion).ok());
+  head.add_actor(10, 1);
+  const int64_t t0 = head.now;
+  head.store.set_down(true);
+  // 60 s without a GCS: node 1 beats every 200 ms (every beat answered), node 2 falls silent.
+  int failed_ticks = 0;
+  for (head.now = t0 + 200; head.now <= t0 + 60'000; head.now += 200) {
+    REQUIRE(head.manager->heartbeat(node_id(1), res(2)).ok());
+    failed_ticks += !head.manager->tick(head.now).ok();
+  }
+  CHECK(failed_ticks == 300);
+  // Refusals still come from memory: an unknown node, a DEAD one (none here), bad resources.
+  CHECK(head.manager->heartbeat(node_id(7), res(1)).code() == Code::not_found);
+  CHECK(head.manager->heartbeat(node_id(1), res(-1)).code() == Code::invalid_argument);
+  head.store.set_down(false);
+  const int64_t back = head.now;
+  REQUIRE(head.manager->heartbeat(node_id(1), res(2)).ok());
+  CHECK(head.tick().transitions.empty());
+  gcs::NodeRecord n1 = head.node(1);  // the newest heartbeat and its resources, written at once
+  CHECK(n1.state == NodeState::alive);
+  CHECK(n1.last_heartbeat_ms == back);
+  CHECK(n1.used.cpus == 2);
+  CHECK(head.node(2).last_heartbeat_ms == t0);  // nothing heard: nothing written
+  // Node 2, silent all along, gets the full timeout after the outage (it may have been unable to
+  // reach a head stalled on the store), then is DEAD; node 1, beating, stays.
+  while (head.now < back + 2'000) {
+    head.now += 200;
+    REQUIRE(head.manager->heartbeat(node_id(1), res(2)).ok());
+    head.tick();
+  }
+  CHECK(head.node(1).state == NodeState::alive);
+  CHECK(head.node(2).state == NodeState::dead);
+  CHECK(head.actor(10).state == ActorState::alive);  // node 1's actor, kept through it all
+}
+
+TEST_CASE("cluster manager: heartbeats without resources record those the head service noted",
+          "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  head.manager->note_used({{node_id(1), res(3, 1, kGiB)}, {node_id(5), res(1)}});  // 5: unknown, ignored
+  head.now += 200;
+  REQUIRE(head.manager->heartbeat(node_id(1)).ok());
+  head.tick();
+  CHECK(head.node(1).used.cpus == 3);
+  CHECK(head.node(1).used.gpus == 1);
+  CHECK(head.node(1).last_heartbeat_ms == head.now);
+  CHECK(gcs::Table<gcs::NodeRecord>(head.store).get(node_id(5).hex()).status().code() == Code::not_found);
+  CHECK(head.manager->heartbeat(node_id(5)).code() == Code::not_found);
+}
+
+TEST_CASE("cluster manager: a head that did not run for a while suspects nobody for its own silence",
+          "[actors][cluster_manager]") {
+  gcs::InMemoryStore store;
+  int64_t now = 1'000'000;
+  int64_t ran = 5'000;  // the head's monotonic clock
+  ClusterManagerOptions o;
+  o.cluster_token = kToken;
+  o.version = kVersion;
+  o.detector = {800, 2000};
+  o.heartbeat_period_ms = 200;
+  o.clock = [&] { return now; };
+  o.monotonic = [&] { return ran; };
+  auto created = ClusterManager::create(store, o);
+  REQUIRE(created.ok());
+  ClusterManager& m = **created;
+  REQUIRE(m.register_node(new_node(1), kToken, kVersion).ok());
+  REQUIRE(m.register_node(new_node(2), kToken, kVersion).ok());
+  auto state = [&](uint32_t n) { return gcs::Table<gcs::NodeRecord>(store).get(node_id(n).hex())->state; };
+  REQUIRE(m.tick(now).ok());
+  // SIGSTOP for 30 s: no tick ran, no heartbeat was taken (they wait in the nodes' retries).
+  now += 30'000;
+  ran += 30'000;
+  auto first = m.tick(now);
+  REQUIRE(first.ok());
+  CHECK(first->transitions.empty());
+  // Node 1 beats again; node 2 really is gone: DEAD a full timeout after the head came back.
+  for (int i = 0; i < 9; ++i) {
+    now += 200;
+    ran += 200;
+    REQUIRE(m.heartbeat(node_id(1), res(0)).ok());
+    REQUIRE(m.tick(now).ok());
+  }
+  CHECK(state(2) != NodeState::dead);
+  now += 200;
+  ran += 200;
+  REQUIRE(m.heartbeat(node_id(1), res(0)).ok());
+  REQUIRE(m.tick(now).ok());
+  CHECK(state(1) == NodeState::alive);
+  CHECK(state(2) == NodeState::dead);
+}
+
+TEST_CASE("cluster manager: a GCS that comes back empty gets its live nodes written again, not its dead ones",
+          "[actors][cluster_manager]") {
+  Head head;
+  REQUIRE(head.manager->register_node(new_node(1), kToken, kVersion).ok());
+  REQUIRE(head.manager->register_node(new_node(2), kToken, kVersion).ok());
+  REQUIRE(head.manager->register_node(new_node(3), kToken, kVersion).ok());
+  REQUIRE(head.manager->on_connection_lost(node_id(3)).ok());
+  head.now += 200;
+  REQUIRE(head.manager->heartbeat(node_id(1), res(1)).ok());
+  REQUIRE(head.manager->heartbeat(node_id(2), res(2)).ok());
+  head.tick();
+  // Its data lost: the nodes table is empty (the actors and events too, gone with it).
+  for (uint32_t n : {1u, 2u, 3u}) REQUIRE(head.store.remove("nodes", node_id(n).hex()).ok());
+  head.now += 200;
+  REQUIRE(head.manager->heartbeat(node_id(1), res(1)).ok());
+  CHECK(head.tick().transitions.empty());
+  gcs::NodeRecord n1 = head.node(1);
+  CHECK(n1.state == NodeState::alive);
+  CHECK(n1.address == "10.0.0.1:7000");
+  CHECK(n1.total.cpus == 8);
+  CHECK(n1.last_heartbeat_ms == head.now);
+  CHECK(head.node(2).used.cpus == 2);
+  CHECK(gcs::Table<gcs::NodeRecord>(head.store).get(node_id(3).hex()).status().code() == Code::not_found);
+  auto events = gcs::recent_events(head.store, 1);
+  REQUIRE(events.ok());
+  CHECK(events->at(0).kind == "gcs_refilled");
+  CHECK(events->at(0).message.find("2 live node records") != std::string::npos);
+  // The dead one stays refused.
+  CHECK(head.manager->heartbeat(node_id(3), res(0)).code() == Code::invalid_argument);
+  CHECK(head.tick().transitions.empty());
+  CHECK(head.event_kinds().back() == "gcs_refilled");  // once: the table is whole again
 }

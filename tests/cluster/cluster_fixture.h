@@ -181,6 +181,29 @@ class ClusterFixture {
     return out;
   }
 
+  // An external redis-server on a free loopback port, as `up --redis` users run one, with password
+  // `password`, its files under home()/external-redis and `extra` arguments; tracked (stopped with
+  // the fixture). Returns its port; *pid (if given) gets its pid.
+  int start_external_redis(const std::string& password, const std::string& extra, pid_t* pid = nullptr) {
+    const int port = free_loopback_port();
+    const std::string dir = home_.path() + "/external-redis";
+    std::filesystem::create_directories(dir);
+    auto started = run_command("redis-server --port " + std::to_string(port) + " --bind 127.0.0.1 --requirepass " +
+                               password + " --daemonize yes --dir " + dir + " --pidfile " + dir +
+                               "/redis.pid --logfile " + dir + "/redis.log " + extra);
+    INFO(started.both());
+    REQUIRE(started.exit_code == 0);
+    REQUIRE(poll_until([&] { return loopback_port_accepts(port); }, std::chrono::seconds(10)));
+    pid_t started_pid = 0;
+    REQUIRE(poll_until([&] {
+      std::ifstream f(dir + "/redis.pid");
+      return static_cast<bool>(f >> started_pid) && started_pid > 0;
+    }, std::chrono::seconds(10)));
+    track(started_pid);
+    if (pid) *pid = started_pid;
+    return port;
+  }
+
   // A pid the fixture must stop at the end if it still runs (e.g. a redis-server the test restarted).
   void track(pid_t pid) { seen_pids_.insert(pid); }
 

@@ -171,14 +171,8 @@ TEST_CASE("actors are found by name and answer calls from another process", "[cl
 
 TEST_CASE("up --redis uses an existing redis-server and leaves it running", "[cluster]") {
   ClusterFixture c;
-  const int port = free_loopback_port();
+  const int port = c.start_external_redis("ext-secret", "--save ''");
   const std::string dir = c.home() + "/external-redis";
-  std::filesystem::create_directories(dir);
-  auto started = run_command("redis-server --port " + std::to_string(port) +
-                             " --bind 127.0.0.1 --requirepass ext-secret --daemonize yes --dir " + dir +
-                             " --pidfile " + dir + "/redis.pid --save '' --logfile " + dir + "/redis.log");
-  REQUIRE(started.exit_code == 0);
-  REQUIRE(poll_until([&] { return loopback_port_accepts(port); }, std::chrono::seconds(10)));
   c.up("--nodes 1 --redis 127.0.0.1:" + std::to_string(port) + " --redis-password ext-secret");
   Json view = c.status();
   CHECK(nodes_in_state(view, "ALIVE").size() == 2);

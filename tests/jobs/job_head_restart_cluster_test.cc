@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "tests/cluster/cluster_fixture.h"
 
@@ -256,4 +257,67 @@ TEST_CASE("faults: the head restarted watches the spawned actors it finds alive:
   INFO(again.both());
   REQUIRE(again.exit_code == 0);
   CHECK(Json::parse(again.last_line()).at("started") == 1);
+}
+
+// The head and its embedded GCS killed together (a machine's OOM killer taking both): nobody
+// watches the GCS while the head is gone, so `up --restart-head` starts it again from its
+// append-only file before the head; the nodes kept their actors meanwhile (outage_grace_ms), the
+// job's workers waited out the GCS, and the new head adopts the job untouched: no restart spent.
+TEST_CASE("faults: the head and its GCS killed together: up --restart-head starts both, and the job goes on "
+          "untouched", "[jobs][cluster][faults][head][outage]") {
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  std::string head_node;
+  std::set<std::string> worker_nodes;
+  std::map<std::string, pid_t> node_pids;
+  const Json first = c.status();
+  for (const Json& n : first.at("nodes")) {
+    if (n.value("is_head", false)) {
+      head_node = n.at("id");
+    } else {
+      worker_nodes.insert(n.at("id").get<std::string>());
+      node_pids[n.at("id")] = n.at("pid").get<pid_t>();
+    }
+  }
+  REQUIRE_FALSE(head_node.empty());
+  auto filler = c.troupe("spawn echo --cpus 2 --node " + head_node);  // the workers go to the nodes
+  INFO(filler.both());
+  REQUIRE(filler.exit_code == 0);
+  auto sub = c.troupe("submit --strategy sync --workers 2 --cpus-per-worker 2 --epochs 8 --batch-size 128 "
+                      "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt --detach --no-progress", 120);
+  INFO(sub.both() << c.logs_tail());
+  REQUIRE(sub.exit_code == 0);
+  const std::string id = sub.last_line();
+  status_until(c, [&](const Json& v) { return job_in(v, id).value("step", int64_t{0}) >= 300; }, std::chrono::seconds(120));
+
+  const pid_t head_pid = c.pid_of("head");
+  const pid_t redis_pid = c.pid_of("redis");
+  REQUIRE(head_pid > 0);
+  REQUIRE(redis_pid > 0);
+  REQUIRE(::kill(head_pid, SIGKILL) == 0);
+  REQUIRE(::kill(redis_pid, SIGKILL) == 0);
+  REQUIRE(poll_until([&] { return process_gone(head_pid) && process_gone(redis_pid); }, std::chrono::seconds(10)));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // a person noticing: the scenario, not a wait for anything
+  CHECK(c.try_status().is_null());  // no GCS: status says so rather than showing stale state
+  auto restarted = c.troupe("up --restart-head --cpus 2", 60);
+  INFO(restarted.both() << c.logs_tail());
+  REQUIRE(restarted.exit_code == 0);
+  CHECK(restarted.out.find("the embedded redis-server was not running: started it again") != std::string::npos);
+  const pid_t new_redis = c.pid_of("redis");
+  c.track(new_redis);
+  CHECK(new_redis != redis_pid);
+  CHECK_FALSE(process_gone(new_redis));
+
+  Json end = expect_succeeded(c, id, std::chrono::seconds(300));
+  for (const auto& [node, pid] : node_pids) {
+    INFO("node " << node << " (pid " << pid << ") exited while the head and the GCS were away");
+    CHECK_FALSE(process_gone(pid));
+  }
+  for (const Json& n : end.at("nodes"))
+    if (worker_nodes.count(n.at("id").get<std::string>())) CHECK(n.at("state") == "ALIVE");
+  CHECK_FALSE(event_in(end, "job_adopted", id).is_null());
+  CHECK(event_in(end, "job_restarting", id).is_null());  // the workers rode it out
+  Json accounted = status_until(c, [&](const Json& v) { return !event_in(v, "data_accounted", id).is_null(); },
+                                std::chrono::seconds(30));
+  REQUIRE_FALSE(event_in(accounted, "data_accounted", id).is_null());
 }
