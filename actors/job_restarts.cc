@@ -276,8 +276,8 @@ void JobSupervisor::check_progress() {
 }
 
 void JobSupervisor::after_success(Job& job) {
-  // A sync or pipeline job's data accounting, proven from the GCS: every shard (a pipeline: every
-  // step's batch, taken by step from the seeded order) of every epoch trained once. An async job's:
+  // A sync, central or pipeline job's data accounting, proven from the GCS: every shard (a
+  // pipeline: every step's batch, taken by step from the seeded order) of every epoch trained once. An async job's:
   // every example of every shard applied once on every parameter server (gcs/async_accounting.h).
   auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex());
   if (!rec.ok() || rec->state != gcs::JobState::succeeded) return;
@@ -285,12 +285,18 @@ void JobSupervisor::after_success(Job& job) {
     account_async(job, rec->result);
     return;
   }
-  if (rec->strategy != "sync" && rec->strategy != "pipeline") return;
+  if (rec->strategy != "sync" && rec->strategy != "pipeline" && rec->strategy != "central") return;
   auto summary = nlohmann::json::parse(rec->result, nullptr, false);
   if (summary.is_discarded() || !summary.value("trained_ranges", false)) return;
-  auto report = gcs::account_sync_job(*host_.store, job.id, summary.value("steps", int64_t{0}),
+  // Central: the server recorded the ranges (its versions are the job's steps); the ledger holds one
+  // shard per worker and epoch.
+  const bool central = rec->strategy == "central";
+  auto report = gcs::account_sync_job(*host_.store, job.id,
+                                      central ? summary.value("trained_steps", int64_t{0})
+                                              : summary.value("steps", int64_t{0}),
                                       summary.value("steps_per_epoch", int64_t{0}),
-                                      rec->strategy == "sync" ? rec->workers : 0);
+                                      central ? summary.value("ledger_shards", 0)
+                                              : rec->strategy == "sync" ? rec->workers : 0);
   if (!report.ok()) {
     spdlog::warn("job {}: data accounting: {}", job.id.short_hex(), report.status().to_string());
     return;

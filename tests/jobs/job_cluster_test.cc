@@ -155,6 +155,22 @@ TEST_CASE("submit: a central job (variables on one actor, 4 workers, each step i
   CHECK(summary.at("parameter_servers") == 1);
   CHECK(summary.at("staleness").at("max") == 0);  // every step's gradients averaged, then applied once
   CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
+  // The server recorded its versions as trained steps: every shard of every epoch trained once,
+  // proven from the GCS when the workers were done.
+  std::string accounting;
+  REQUIRE(poll_until([&] {
+    Json view = c.try_status(100);
+    if (view.is_null()) return false;
+    for (const Json& e : view.at("events")) {
+      const std::string kind = e.at("kind");
+      if (e.value("subject", "") == summary.at("job_id") && (kind == "data_accounted" || kind == "data_accounting_failed"))
+        accounting = kind + ": " + e.at("message").get<std::string>();
+    }
+    return !accounting.empty();
+  }, std::chrono::seconds(30)));
+  INFO(accounting);
+  CHECK(accounting.find("data_accounted: ") == 0);
+  CHECK(accounting.find("every shard of epochs 1-10 trained exactly once") != std::string::npos);
 }
 
 TEST_CASE("submit: sync workers train in f16 with loss scaling, f16 gradients on the wire, and report it",

@@ -19,7 +19,7 @@
 
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/jobs/job_fault_helpers.h"
-#include "tests/support/netns_pair.h"
+#include "tests/jobs/two_hosts.h"
 
 using namespace troupe::testing;
 namespace fs = std::filesystem;
@@ -156,31 +156,16 @@ TEST_CASE("faults: a user's trainer that throws restarts the job (sync from its 
 
 TEST_CASE("faults: a cut link to a worker's host is detected like a dead node and the job restarts without it",
           "[jobs][cluster][faults][netns]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: the cut-link test needs root to create network namespaces");
-    return;
-  }
-  NetnsPair net("10.231.9.1", "10.231.9.2", "f" + std::to_string(::getpid() % 100000));
-  if (!net.ok()) {
-    WARN("SKIPPED: cannot create network namespaces here: " << net.error());
-    return;
-  }
-  REQUIRE(poll_until([&] { return net.link_up(); }, std::chrono::seconds(10)));
-  ClusterFixture a(net.exec_in_a());
-  ClusterFixture b(net.exec_in_b());
-  a.up(std::string("--bind ") + net.host_a() + " --nodes 1 --cpus 2");  // host A: 4 cpus
-  const Json info = a.cluster_file();
-  auto join = b.troupe("up --address " + info.at("head_address").get<std::string>() + " --token " +
-                       info.at("token").get<std::string>() + " --bind " + net.host_b() + " --cpus 2 --timeout 30", 60);
-  INFO(join.both() << a.logs_tail() << b.logs_tail());
-  REQUIRE(join.exit_code == 0);
+  auto hosts = two_hosts("10.231.9.1", "10.231.9.2", "f", "--nodes 1 --cpus 2");  // host A: 4 cpus
+  if (!hosts) return;  // skipped, saying why
+  ClusterFixture& a = hosts->a;
   const std::string ckpt = a.home() + "/ckpt";
   const std::string id = submit_detached(a, "--strategy sync --workers 4 --epochs 4 --batch-size 128 "
                                             "--checkpoint-every 100 --checkpoint-dir " + ckpt);
   Json view = wait_for_step(a, id, 500);
   std::string remote;  // host B's node
   for (const Json& n : view.at("nodes")) {
-    if (n.at("address").get<std::string>().rfind(net.host_b() + ":", 0) == 0) remote = n.at("id");
+    if (n.at("address").get<std::string>().rfind(hosts->b_prefix(), 0) == 0) remote = n.at("id");
   }
   REQUIRE_FALSE(remote.empty());
   bool worker_there = false;
@@ -188,8 +173,7 @@ TEST_CASE("faults: a cut link to a worker's host is detected like a dead node an
   REQUIRE(worker_there);  // spread placement puts one of the 4 workers on each of the 3 nodes at least
   const int64_t cut_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::system_clock::now().time_since_epoch()).count();
-  auto cut = run_command("ip -n " + net.ns_b() + " link set dev " + net.dev_b() + " down", 20);
-  REQUIRE(cut.exit_code == 0);
+  hosts->cut_b();
 
   Json end = wait_for_end(a, id, std::chrono::seconds(180));
   Json job = job_of(end, id);

@@ -1,5 +1,6 @@
 #include "trainers/job/ps_member.h"
 
+#include <memory>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -163,7 +164,7 @@ Expected<StartPoint> async_server_start(gcs::Store& store, const JobSpec& spec, 
 // version before). Async: every K x workers versions, the manifest by whichever server completes
 // the set (ps_checkpoint.h).
 ps::ShardCheckpointing server_checkpointing(gcs::Store& store, const JobSpec& spec, const JobId& job, int index,
-                                            int64_t train_examples) {
+                                            int64_t train_examples, const std::shared_ptr<TrainedLog>& trained) {
   ps::ShardCheckpointing c;
   c.dir = checkpoint_dir(spec, job);
   c.tag = job.hex();
@@ -177,13 +178,14 @@ ps::ShardCheckpointing server_checkpointing(gcs::Store& store, const JobSpec& sp
     return c;
   }
   c.every = spec.checkpoint_every;
-  c.written = [&store, job, spec](const checkpoint::WrittenShard& w, int64_t version) {
+  // The steps up to it recorded as trained first, then the manifest (commit_trained_checkpoint).
+  c.written = [&store, job, spec, trained](const checkpoint::WrittenShard& w, int64_t version) {
     checkpoint::Manifest m;
     m.tag = job.hex();
     m.step = version;
     m.dir = checkpoint::step_dir(checkpoint_dir(spec, job), version);
     m.shards = {w};
-    return commit_checkpoint(store, job, spec, m);
+    return commit_trained_checkpoint(store, job, spec, *trained, m);
   };
   return c;
 }
@@ -242,13 +244,25 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
                                .with_context(who + ": resuming job " + spec.resume_job.substr(0, 8)));
   }
   const int64_t start_step = start->state ? start->state->step : 0;
+  // A central job's steps are the server's versions: it records them as trained (gcs/
+  // data_accounting.h) at each checkpoint and when every worker finished, as rank 0 of a sync job
+  // does, so the supervisor proves the job's data exactly once.
+  const int64_t steps_per_epoch = setup->train().count / spec.train.batch_size;
+  auto trained = std::make_shared<TrainedLog>(*setup->store, a.job, a.attempt, steps_per_epoch, start_step);
+  if (spec.strategy == "central") {
+    (*shard)->on_all_finished([trained, who](int64_t version) {
+      Status st = trained->durable_through(version);
+      if (!st.ok()) spdlog::warn("{}: recording the trained steps: {}", who, st.to_string());
+    });
+  }
   if (server_count(spec) == 1 && spec.strategy == "central") {
     TROUPE_RETURN_IF_ERROR(setup->store->put(kJobServersTable, start_key(a.job, a.attempt), std::to_string(start_step))
                                .with_context(who + ": publishing its start step"));
   }
   if (spec.checkpoint_every > 0) {
     TROUPE_RETURN_IF_ERROR((*shard)->enable_checkpoints(server_checkpointing(*setup->store, spec, a.job, a.index,
-                                                                             setup->train().count)).with_context(who));
+                                                                             setup->train().count, trained))
+                               .with_context(who));
   }
   ps::PsServerOptions so;
   so.job = a.job.hex();
@@ -384,6 +398,12 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
     if (spec.strategy == "central")  // async: each server's own version, in the manifests
       summary["last_checkpoint_step"] = (report.steps + worker.start_step) / spec.checkpoint_every * spec.checkpoint_every;
     summary["checkpoint_dir"] = checkpoint_dir(spec, a.job);
+  }
+  if (spec.strategy == "central") {  // the server recorded the trained steps (run_server)
+    summary["trained_ranges"] = spec.resume_job.empty() && spec.train.max_steps == 0;
+    summary["trained_steps"] = worker.start_step + report.steps;
+    summary["steps_per_epoch"] = s.train().count / spec.train.batch_size;
+    summary["ledger_shards"] = fo.plan.shards;
   }
   if (spec.strategy == "async" && spec.train.max_steps == 0) {
     // Every epoch ran to its end: the supervisor proves the data accounting (gcs/async_accounting.h)

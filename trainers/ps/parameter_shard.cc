@@ -348,8 +348,19 @@ Status ParameterShard::finish_worker(int worker) {
   TROUPE_RETURN_IF_ERROR(check_worker(worker, "finish"));
   states_[static_cast<size_t>(worker)] = WorkerState::finished;
   if (options_.mode == PsMode::central) apply_central_if_complete();
+  if (on_all_finished_ &&
+      std::all_of(states_.begin(), states_.end(), [](WorkerState w) { return w == WorkerState::finished; })) {
+    auto f = std::move(on_all_finished_);
+    on_all_finished_ = nullptr;
+    f(version_);
+  }
   changed_.notify_all();
   return {};
+}
+
+void ParameterShard::on_all_finished(std::function<void(int64_t version)> f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_all_finished_ = std::move(f);
 }
 
 void ParameterShard::remove_worker(int worker, const std::string& why) {

@@ -175,6 +175,10 @@ class ParameterShard {
   bool restored_record() const;                    // restore() found the applied-data record in it
   int64_t replayed() const;                        // replays applied
   bool all_finished() const;                       // every worker said finish
+  // `f` runs once, under the shard's lock, when the last worker said finish (central mode: after
+  // the last update was applied), with the shard's version then: before any final pull returns.
+  // Set it before the shard serves.
+  void on_all_finished(std::function<void(int64_t version)> f);
   std::vector<float> parameters() const;
   std::string describe() const;                    // "shard 1 (async, S=4) floats [117573, 235146)"
 
@@ -210,6 +214,7 @@ class ParameterShard {
   int64_t replayed_ = 0;
   std::string shut_down_;             // non-empty once shut down: why
   ShardCheckpointing checkpointing_;  // every == 0: none
+  std::function<void(int64_t)> on_all_finished_;  // run once; empty after
 };
 
 }  // namespace troupe::ps

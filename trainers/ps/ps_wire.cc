@@ -77,6 +77,19 @@ void Socket::reset() {
 void tune(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // A peer that is gone without a word (its host cut off or powered down: no FIN, no RST) is found
+  // by the kernel's keepalive probes about kKeepaliveIdleS + kKeepaliveCount x kKeepaliveIntervalS
+  // after it last sent anything, instead of at the request's deadline (60 s); a live peer's kernel
+  // answers them, however long its server makes a request wait.
+  int idle = kKeepaliveIdleS, interval = kKeepaliveIntervalS, count = kKeepaliveCount;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  // Probes go out only while nothing is in flight; data sent and never acknowledged (a push to a
+  // host that vanished) fails the connection after the same time.
+  unsigned int unacked_ms = (kKeepaliveIdleS + kKeepaliveCount * kKeepaliveIntervalS) * 1000;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &unacked_ms, sizeof unacked_ms);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
 }
 
@@ -149,6 +162,8 @@ Status write_frame(int fd, const Header& h, const void* payload, Clock::time_poi
         continue;
       }
       if (errno == EPIPE || errno == ECONNRESET) return unavailable("the peer closed the connection");
+      if (errno == ETIMEDOUT || errno == EHOSTUNREACH)
+        return unavailable("the peer stopped answering (" + errno_text() + "): its host is gone or cut off");
       return io_error("send: " + errno_text());
     }
     size_t left = static_cast<size_t>(k);
@@ -186,6 +201,8 @@ Status read_exact(int fd, void* p, size_t n, Clock::time_point deadline, size_t*
       continue;
     }
     if (errno == ECONNRESET) return fail(unavailable("the peer reset the connection"));
+    if (errno == ETIMEDOUT || errno == EHOSTUNREACH)
+      return fail(unavailable("the peer stopped answering (" + errno_text() + "): its host is gone or cut off"));
     return fail(io_error("recv: " + errno_text()));
   }
   if (got) *got = done;

@@ -123,7 +123,13 @@ class Socket {
 Expected<Socket> listen_on(const std::string& host, int port, int* bound_port);
 // Connects to "host:port", retrying a refusal until `deadline` (the server may be starting).
 Expected<Socket> dial(const std::string& address, Clock::time_point deadline);
-// Makes an accepted socket nonblocking with TCP_NODELAY.
+// Makes a socket nonblocking with TCP_NODELAY and keepalive probes: a peer silent for
+// kKeepaliveIdleS seconds is probed every kKeepaliveIntervalS, and after kKeepaliveCount unanswered
+// probes the connection fails (unavailable: "the peer stopped answering"); data left unacknowledged
+// as long (TCP_USER_TIMEOUT) fails it too.
+constexpr int kKeepaliveIdleS = 2;
+constexpr int kKeepaliveIntervalS = 1;
+constexpr int kKeepaliveCount = 3;
 void tune(int fd);
 
 // Writes the header and h.payload bytes: h.payload - tail_bytes from `payload`, then tail_bytes
