@@ -130,16 +130,27 @@ Json when_placed(ClusterFixture& c, const Cell& cell, const std::string& id,
 
 // After the fault at t0 (ms), with the job at `step`: it must resume, end SUCCEEDED after a
 // restart, within half a point of `baseline`, accounted exactly once; the row goes to the table.
-void settle_cell(ClusterFixture& c, const Cell& cell, const std::string& fault, const std::string& id, int64_t step,
-                 int64_t t0, double baseline) {
-  int64_t resumed = 0;  // the step count past where it stood at the fault
+// When each job's step count passed where it stood at the fault (`steps`, by job id) by 20, or it
+// ended (ms; 0: not within 240 s).
+std::map<std::string, int64_t> when_resumed(ClusterFixture& c, const std::map<std::string, int64_t>& steps) {
+  std::map<std::string, int64_t> resumed;
   poll_until([&] {
     Json now = c.try_status(5);
     if (now.is_null()) return false;
-    Json j = job_of(now, id);
-    if (j.value("step", int64_t{0}) > step + 20 || j.value("state", "") == "SUCCEEDED") resumed = now_ms();
-    return resumed > 0 || j.value("state", "") == "FAILED";
+    for (const auto& [id, step] : steps) {
+      Json j = job_of(now, id);
+      const std::string state = j.value("state", "");
+      if (!resumed.count(id) && (j.value("step", int64_t{0}) > step + 20 || state == "SUCCEEDED" || state == "FAILED"))
+        resumed[id] = state == "FAILED" ? 0 : now_ms();
+    }
+    return resumed.size() == steps.size();
   }, std::chrono::seconds(240), std::chrono::milliseconds(50));
+  return resumed;
+}
+
+void settle_cell(ClusterFixture& c, const Cell& cell, const std::string& fault, const std::string& id, int64_t step,
+                 int64_t t0, double baseline, int64_t resumed = -1) {
+  if (resumed < 0) resumed = when_resumed(c, {{id, step}})[id];
   Json end = wait_for_end(c, id, std::chrono::seconds(300));
   Json j = job_of(end, id);
   INFO(j.dump(1) << c.logs_tail());
@@ -217,6 +228,45 @@ void run_cut_cell(const Cell& cell) {
   const int64_t t0 = now_ms();
   hosts->cut_b();
   settle_cell(a, cell, "link cut", id, step, t0, baseline);
+}
+
+// Two async jobs packed onto one node (the head placing with scheduler_policy=pack, its own cpus
+// taken), so the victim holds the worker and the server of each; the node SIGKILLed once both
+// have checkpoints: each job restores its server and replaces its worker on the other node.
+void run_two_jobs_cell(const Cell& cell) {
+  ClusterFixture c;
+  auto up = c.troupe("up " + cell.up, 90, "TROUPE_SCHEDULER_POLICY=pack");
+  INFO(up.both() << c.logs_tail());
+  REQUIRE(up.exit_code == 0);
+  std::string head;
+  const Json first = c.status();
+  for (const Json& n : first.at("nodes"))
+    if (n.value("is_head", false)) head = n.at("id");
+  auto filler = c.troupe("spawn echo --cpus " + std::to_string(cell.fill_head) + " --node " + head);
+  INFO(filler.both());
+  REQUIRE(filler.exit_code == 0);
+  const double baseline = fault_free_accuracy(c, cell.job + " --checkpoint-dir " + c.home() + "/ckpt-base");
+  const std::string one = submit_detached(c, cell.job + " --checkpoint-dir " + c.home() + "/ckpt-1");
+  const std::string two = submit_detached(c, cell.job + " --checkpoint-dir " + c.home() + "/ckpt-2");
+  std::map<std::string, pid_t> victims;
+  Json view = when_placed(c, cell, one, [&](const Json& v) {
+    if (job_of(v, two).value("step", int64_t{0}) < cell.at_step || event_of(v, "checkpoint_written", two).is_null())
+      return false;
+    const auto first_job = holdings(v, one), second_job = holdings(v, two);
+    for (const auto& [node, h] : first_job) {
+      auto other = second_job.find(node);
+      if (h.servers > 0 && other != second_job.end() && other->second.servers > 0) victims[node] = h.pid;
+    }
+    return !victims.empty();
+  });
+  INFO("placement on " << view.at("actors").dump());
+  const int64_t step_one = job_of(view, one).value("step", int64_t{0});
+  const int64_t step_two = job_of(view, two).value("step", int64_t{0});
+  const int64_t t0 = now_ms();
+  for (const auto& [node, pid] : victims) REQUIRE(::kill(pid, SIGKILL) == 0);
+  auto resumed = when_resumed(c, {{one, step_one}, {two, step_two}});
+  settle_cell(c, cell, "kill -9 node (job 1 of 2)", one, step_one, t0, baseline, resumed[one]);
+  settle_cell(c, cell, "kill -9 node (job 2 of 2)", two, step_two, t0, baseline, resumed[two]);
 }
 
 const std::string kSync = "--strategy sync --workers 4 --epochs 4 --batch-size 128 --checkpoint-every 100";
@@ -323,4 +373,12 @@ TEST_CASE("matrix: central, the link to a node with an actor cut", "[matrix][net
 }
 TEST_CASE("matrix: pipeline, the link to a node with a stage cut", "[matrix][netns]") {
   run_cut_cell({"pipeline", "one node's actors cut off", "--nodes 1 --cpus 2", kPipeline, nullptr});
+}
+
+// ---- the servers of two jobs on the victim ----
+
+TEST_CASE("matrix: async, the victim holds the servers of two jobs, kill -9", "[matrix]") {
+  run_two_jobs_cell({"async (2 jobs)", "the servers (and workers) of two jobs", "--nodes 2 --cpus 4",
+                     "--strategy async --workers 1 --ps 1 --epochs 4 --batch-size 64 --checkpoint-every 100",
+                     nullptr, 1000, 4});
 }
