@@ -182,13 +182,13 @@ Status ClusterManager::take_heartbeat(const NodeId& id, const gcs::Resources* us
 void ClusterManager::remember(const NodeRecord& node) { known_[node.id] = node; }
 
 Status ClusterManager::refill(std::vector<NodeRecord>* listed, int64_t now_ms) {
+  std::set<NodeId> there;
+  for (const NodeRecord& n : *listed) there.insert(n.id);
   std::vector<NodeRecord> lost;
   {
     std::lock_guard<std::mutex> heard(heard_mu_);
     for (const auto& [id, rec] : known_) {
-      if (rec.state == NodeState::dead) continue;
-      const bool there = std::any_of(listed->begin(), listed->end(), [&](const NodeRecord& n) { return n.id == id; });
-      if (there) continue;
+      if (rec.state == NodeState::dead || there.count(id)) continue;
       lost.push_back(rec);
       auto h = heard_ms_.find(id);
       if (h != heard_ms_.end()) lost.back().last_heartbeat_ms = std::max(rec.last_heartbeat_ms, h->second);

@@ -53,8 +53,8 @@ class HeadService : public caf::event_based_actor {
           // Nodes heartbeat to the heartbeat receiver; the head's own heartbeat comes here, every
           // tick, and shows the service takes messages (ClusterManagerOptions::self). It brings the
           // resources in use that the service counts to the cluster manager.
-          Status st = o_.cluster->heartbeat(*id, used_[*id]);
           o_.cluster->note_used(used_);
+          Status st = o_.cluster->heartbeat(*id);
           // A refusal (declared DEAD, unknown) goes back to the node, which must stop. A GCS that is
           // down is the head's problem, not the node's: the node is alive, so it is acknowledged.
           if (st.code() == Code::invalid_argument || st.code() == Code::not_found) return to_error(st);

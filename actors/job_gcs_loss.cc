@@ -53,9 +53,7 @@ void JobSupervisor::on_gcs_lost(const std::string& what) {
     job.ending = true;
     job.restarting = false;
     stop_members(job, "job " + id.short_hex() + " FAILED: " + why, false);
-    bool running = false;  // a job between attempts has none: no exit will come to forget it
-    for (const Member& m : job.members) running = running || m.running;
-    if (!running) forget.push_back(id);
+    if (!any_running(job)) forget.push_back(id);
   }
   for (const JobId& id : forget) jobs_.erase(id);
 }

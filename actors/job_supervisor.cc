@@ -47,6 +47,10 @@ JobSupervisor::Job JobSupervisor::make_job(const JobId& id, const SubmitJob& req
   return job;
 }
 
+bool JobSupervisor::any_running(const Job& job) {
+  return std::any_of(job.members.begin(), job.members.end(), [](const Member& m) { return m.running; });
+}
+
 Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   auto id = JobId::from_hex(request.job_id);
   if (!id.ok()) return id.status().with_context("submit");
@@ -181,9 +185,7 @@ Expected<StopJobReply> JobSupervisor::stop(const StopJob& request) {
     for (const Member& m : it->second.members) reply.stopped += m.running ? 1 : 0;
     it->second.ending = true;
     stop_members(it->second, why, false);
-    bool running = false;  // a job between attempts has none: no exit will come to forget it
-    for (const Member& m : it->second.members) running = running || m.running;
-    if (!running) jobs_.erase(it);
+    if (!any_running(it->second)) jobs_.erase(it);
   }
   auto rec = gcs::update_job(*host_.store, *id, gcs::finish_job(gcs::JobState::cancelled, why));
   if (rec.ok()) {

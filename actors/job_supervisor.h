@@ -170,6 +170,8 @@ class JobSupervisor {
     std::optional<gcs::JobRecord> record;
   };
   static Job make_job(const JobId& id, const SubmitJob& request);  // as submitted, no attempt yet
+  // Whether some member still runs (a job between attempts has none: no exit will come to forget it).
+  static bool any_running(const Job& job);
   Status try_start(Job& job, SubmitJobReply* reply);
   void stop_members(Job& job, const std::string& reason, bool servers_only);
   void end_job(Job& job, gcs::JobState state, const std::string& message);

@@ -140,35 +140,32 @@ Status RedisStore::put_many(const std::string& table, const std::vector<std::pai
 
 // A command that is not idempotent (HSETNX, EVAL) may or may not have been applied when its
 // connection dropped or its reply did not come in time. Conditional writes can tell which from the
-// field afterwards: `desired` there means applied (ours), `precondition` means not applied (send it
-// again), anything else means another writer's value (a refusal, as the write would have been).
-// Returns nullopt to send it again; the original error when the field cannot be read either.
-Expected<std::optional<bool>> RedisStore::resolve_uncertain(const Status& failed, const std::string& table,
-                                                            const std::string& key,
-                                                            const std::optional<std::string>& precondition,
-                                                            const std::string& desired) {
-  if (failed.code() != Code::unavailable && failed.code() != Code::timeout) return failed;
-  auto now = get(table, key);
-  if (!now.ok()) return failed;
-  if (*now == desired) return std::optional<bool>(true);
-  if (*now == precondition) return std::optional<bool>();
-  return std::optional<bool>(false);
+// field afterwards: `desired` there means applied (ours), `precondition` means not applied (sent
+// again, up to 3 times in all), anything else means another writer's value (a refusal, as the
+// write would have been). The original error when the field cannot be read either. `argv` answers
+// an integer, 1 when it wrote.
+Expected<bool> RedisStore::conditional_write(const std::vector<std::string>& argv, const std::string& what,
+                                             const std::string& table, const std::string& key,
+                                             const std::optional<std::string>& precondition,
+                                             const std::string& desired) {
+  for (int attempt = 0;; ++attempt) {
+    auto r = run(argv);
+    if (r.ok()) {
+      if (!r->is_integer()) return corrupt_data(describe() + ": " + what + " answered " + r->type_name() + ", not an integer");
+      return r->integer == 1;
+    }
+    const Status failed = r.status().with_context(what + " " + table + "/" + key);
+    if (attempt == 2 || (failed.code() != Code::unavailable && failed.code() != Code::timeout)) return failed;
+    auto now = get(table, key);
+    if (!now.ok()) return failed;
+    if (*now == desired) return true;
+    if (*now != precondition) return false;
+  }
 }
 
 Expected<bool> RedisStore::put_if_absent(const std::string& table, const std::string& key, const std::string& value) {
   TROUPE_RETURN_IF_ERROR(check_name("table", table));
-  for (int attempt = 0;; ++attempt) {
-    auto r = run({"HSETNX", table_key(table), key, value});
-    if (!r.ok()) {
-      if (attempt == 2) return r.status();
-      auto settled = resolve_uncertain(r.status(), table, key, std::nullopt, value);
-      if (!settled.ok()) return settled.status();
-      if (*settled) return **settled;
-      continue;  // not applied: send it again
-    }
-    if (!r->is_integer()) return corrupt_data(describe() + ": HSETNX answered " + r->type_name() + ", not an integer");
-    return r->integer == 1;
-  }
+  return conditional_write({"HSETNX", table_key(table), key, value}, "HSETNX", table, key, std::nullopt, value);
 }
 
 // Redis runs a script without interleaving any other command, which makes the compare and the set
@@ -182,21 +179,8 @@ static const char* const kCompareAndSetScript =
 Expected<bool> RedisStore::compare_and_set(const std::string& table, const std::string& key,
                                            const std::string& expected, const std::string& desired) {
   TROUPE_RETURN_IF_ERROR(check_name("table", table));
-  for (int attempt = 0;; ++attempt) {
-    auto r = run({"EVAL", kCompareAndSetScript, "1", table_key(table), key, expected, desired});
-    if (!r.ok()) {
-      const Status failed = r.status().with_context("compare_and_set " + table + "/" + key);
-      if (attempt == 2) return failed;
-      auto settled = resolve_uncertain(failed, table, key, expected, desired);
-      if (!settled.ok()) return settled.status();
-      if (*settled) return **settled;
-      continue;  // not applied: send it again
-    }
-    if (!r->is_integer()) {
-      return corrupt_data(describe() + ": compare_and_set script answered " + r->type_name() + ", not an integer");
-    }
-    return r->integer == 1;
-  }
+  return conditional_write({"EVAL", kCompareAndSetScript, "1", table_key(table), key, expected, desired},
+                           "compare_and_set", table, key, expected, desired);
 }
 
 Expected<std::optional<std::string>> RedisStore::get(const std::string& table, const std::string& key) {

@@ -80,9 +80,9 @@ class RedisStore final : public Store {
   RedisStore(RedisStoreOptions options, std::unique_ptr<RedisClient> client)
       : options_(std::move(options)), prefix_(options_.prefix), client_(std::move(client)) {}
   Expected<Reply> run(const std::vector<std::string>& argv);
-  Expected<std::optional<bool>> resolve_uncertain(const Status& failed, const std::string& table, const std::string& key,
-                                                  const std::optional<std::string>& precondition,
-                                                  const std::string& desired);
+  Expected<bool> conditional_write(const std::vector<std::string>& argv, const std::string& what,
+                                   const std::string& table, const std::string& key,
+                                   const std::optional<std::string>& precondition, const std::string& desired);
   Expected<std::vector<StreamEntry>> parse_entries(const Reply& reply, const std::string& stream) const;
 
   RedisStoreOptions options_;

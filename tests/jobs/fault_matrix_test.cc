@@ -102,6 +102,17 @@ struct Cell {
   double fill_head = 0;   // cpus of the head's own node taken first (the job's actors go elsewhere)
 };
 
+// Takes `cpus` of the head's own node with an actor pinned there, so a job's actors go elsewhere.
+void fill_head(ClusterFixture& c, double cpus) {
+  std::string head;
+  const Json first = c.status();
+  for (const Json& n : first.at("nodes"))
+    if (n.value("is_head", false)) head = n.at("id");
+  auto filler = c.troupe("spawn echo --cpus " + std::to_string(cpus) + " --node " + head);
+  INFO(filler.both());
+  REQUIRE(filler.exit_code == 0);
+}
+
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -173,15 +184,7 @@ void settle_cell(ClusterFixture& c, const Cell& cell, const std::string& fault, 
 void run_kill_cell(const Cell& cell, const std::string& fault) {
   ClusterFixture c;
   c.up(cell.up);
-  if (cell.fill_head > 0) {
-    std::string head;
-    const Json first = c.status();
-    for (const Json& n : first.at("nodes"))
-      if (n.value("is_head", false)) head = n.at("id");
-    auto filler = c.troupe("spawn echo --cpus " + std::to_string(cell.fill_head) + " --node " + head);
-    INFO(filler.both());
-    REQUIRE(filler.exit_code == 0);
-  }
+  if (cell.fill_head > 0) fill_head(c, cell.fill_head);
   const Victims pick = cell.victims ? cell.victims : the_head(c);
   const std::string job_args = cell.job + " --checkpoint-dir " + c.home() + "/ckpt";
   const double baseline = fault_free_accuracy(c, job_args);
@@ -238,13 +241,7 @@ void run_two_jobs_cell(const Cell& cell) {
   auto up = c.troupe("up " + cell.up, 90, "TROUPE_SCHEDULER_POLICY=pack");
   INFO(up.both() << c.logs_tail());
   REQUIRE(up.exit_code == 0);
-  std::string head;
-  const Json first = c.status();
-  for (const Json& n : first.at("nodes"))
-    if (n.value("is_head", false)) head = n.at("id");
-  auto filler = c.troupe("spawn echo --cpus " + std::to_string(cell.fill_head) + " --node " + head);
-  INFO(filler.both());
-  REQUIRE(filler.exit_code == 0);
+  fill_head(c, cell.fill_head);
   const double baseline = fault_free_accuracy(c, cell.job + " --checkpoint-dir " + c.home() + "/ckpt-base");
   const std::string one = submit_detached(c, cell.job + " --checkpoint-dir " + c.home() + "/ckpt-1");
   const std::string two = submit_detached(c, cell.job + " --checkpoint-dir " + c.home() + "/ckpt-2");
@@ -307,7 +304,7 @@ TEST_CASE("matrix: async, the victim holds every server, kill -9", "[matrix]") {
                 "kill -9 node");
 }
 TEST_CASE("matrix: central, the victim holds one worker, kill -9", "[matrix]") {
-  run_kill_cell({"central", "one worker", "--nodes 4 --cpus 2", kCentral, one_worker(), 600, 0}, "kill -9 node");
+  run_kill_cell({"central", "one worker", "--nodes 4 --cpus 2", kCentral, one_worker()}, "kill -9 node");
 }
 TEST_CASE("matrix: central, the victim holds the server and workers, kill -9", "[matrix]") {
   run_kill_cell({"central", "the server and workers", "--nodes 2 --cpus 5", kCentral, worker_and_server(), 600, 5},
@@ -334,7 +331,7 @@ TEST_CASE("matrix: async, two nodes killed at once", "[matrix]") {
                 "kill -9 two nodes");
 }
 TEST_CASE("matrix: central, two nodes killed at once", "[matrix]") {
-  run_kill_cell({"central", "two nodes with actors", "--nodes 5 --cpus 2", kCentral, two_nodes(), 600, 0},
+  run_kill_cell({"central", "two nodes with actors", "--nodes 5 --cpus 2", kCentral, two_nodes()},
                 "kill -9 two nodes");
 }
 TEST_CASE("matrix: pipeline, two nodes killed at once", "[matrix]") {
@@ -351,7 +348,7 @@ TEST_CASE("matrix: async, the head killed with an actor on its node, restarted",
   run_kill_cell({"async", "the head's actors", "--nodes 3 --cpus 2", kAsync, nullptr, 1000}, "kill -9 head");
 }
 TEST_CASE("matrix: central, the head killed with an actor on its node, restarted", "[matrix]") {
-  run_kill_cell({"central", "the head's actors", "--nodes 4 --cpus 2", kCentral, nullptr, 600, 0}, "kill -9 head");
+  run_kill_cell({"central", "the head's actors", "--nodes 4 --cpus 2", kCentral, nullptr}, "kill -9 head");
 }
 TEST_CASE("matrix: pipeline, the head killed with a stage on its node, restarted", "[matrix]") {
   run_kill_cell({"pipeline", "the head's actors", "--nodes 3 --cpus 2", kPipeline, nullptr}, "kill -9 head");
@@ -369,7 +366,7 @@ TEST_CASE("matrix: async, the link to a node with an actor cut", "[matrix][netns
   run_cut_cell({"async", "one node's actors cut off", "--nodes 1 --cpus 2", kAsync, nullptr, 1000});
 }
 TEST_CASE("matrix: central, the link to a node with an actor cut", "[matrix][netns]") {
-  run_cut_cell({"central", "one node's actors cut off", "--nodes 1 --cpus 3", kCentral, nullptr, 600, 0});
+  run_cut_cell({"central", "one node's actors cut off", "--nodes 1 --cpus 3", kCentral, nullptr});
 }
 TEST_CASE("matrix: pipeline, the link to a node with a stage cut", "[matrix][netns]") {
   run_cut_cell({"pipeline", "one node's actors cut off", "--nodes 1 --cpus 2", kPipeline, nullptr});

@@ -231,9 +231,10 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   if (spec.strategy == "async" && a.attempt == 0 && !spec.resume_job.empty())
     start = find_start_point(*setup->store, spec, a.job);
   if (!start.ok()) return start.status().with_context(who);
+  // A central job's steps are the server's versions (whole global batches).
+  const int64_t steps_per_epoch = setup->train().count / spec.train.batch_size;
   if (spec.strategy == "central" && a.attempt > 0) {
-    TROUPE_RETURN_IF_ERROR(rewind_to(*setup->store, a.job, spec.workers, setup->train().count / spec.train.batch_size,
-                                     *start).with_context(who));
+    TROUPE_RETURN_IF_ERROR(rewind_to(*setup->store, a.job, spec.workers, steps_per_epoch, *start).with_context(who));
   }
   if (start->state) {
     TROUPE_RETURN_IF_ERROR((*shard)->restore(*start->state).with_context(who));
@@ -244,10 +245,9 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
                                .with_context(who + ": resuming job " + spec.resume_job.substr(0, 8)));
   }
   const int64_t start_step = start->state ? start->state->step : 0;
-  // A central job's steps are the server's versions: it records them as trained (gcs/
-  // data_accounting.h) at each checkpoint and when every worker finished, as rank 0 of a sync job
-  // does, so the supervisor proves the job's data exactly once.
-  const int64_t steps_per_epoch = setup->train().count / spec.train.batch_size;
+  // A central server records its versions as trained steps (gcs/data_accounting.h) at each
+  // checkpoint and when every worker finished, as rank 0 of a sync job does, so the supervisor
+  // proves the job's data exactly once.
   auto trained = std::make_shared<TrainedLog>(*setup->store, a.job, a.attempt, steps_per_epoch, start_step);
   if (spec.strategy == "central") {
     (*shard)->on_all_finished([trained, who](int64_t version) {
