@@ -34,6 +34,7 @@ int main() {
 #include "kernels/cuda/runtime.h"
 #include "trainers/cnn.h"
 #ifdef TROUPE_WITH_CUDNN
+#include "kernels/cuda/conv_filter_grad.h"
 #include "kernels/cuda/cudnn_conv.h"
 #endif
 
@@ -96,7 +97,8 @@ struct Buf {
 void row(const char* name, const std::string& shape, double us, double work, const char* unit, double ceiling,
          bool ok) {
   const double rate = us > 0 ? work / (us * 1e-6) : 0;
-  std::printf("%-26s %-22s %10.2f %12.1f %-7s %7.1f%% %5s\n", name, shape.c_str(), us, rate / 1e9, unit,
+  const double scale = unit[0] == 'T' ? 1e12 : 1e9;  // TFLOP/s or GB/s
+  std::printf("%-26s %-22s %10.2f %12.1f %-7s %7.1f%% %5s\n", name, shape.c_str(), us, rate / scale, unit,
               ceiling > 0 ? 100.0 * rate / ceiling : 0.0, ok && us > 0 ? "ok" : "WRONG");
 }
 
@@ -198,6 +200,13 @@ int main(int argc, char** argv) {
                                                               ws.bytes()); }, "conv backward-filter");
       row(("cnn conv" + std::to_string(blk) + " dW").c_str(), shape, us, flops, "TFLOP/s", f32_peak,
           finite_on_device(b.f.get(), 256));
+      // What the cnn runs in strict f32: the filter gradient as one cuBLAS product (conv_filter_grad.h).
+      kc::DeviceBuffer<char> gemm_ws;
+      if (!gemm_ws.allocate(kc::conv_filter_grad_workspace_bytes(cs), "workspace").ok()) return 1;
+      us = time_us(s, reps, [&] { return kc::conv_filter_grad(blas, cs, a.f.get(), c.f.get(), b.f.get(), gemm_ws.get(),
+                                                              gemm_ws.bytes()); }, "conv_filter_grad");
+      row(("cnn conv" + std::to_string(blk) + " dW gemm").c_str(), shape, us, flops, "TFLOP/s", f32_peak,
+          finite_on_device(b.f.get(), 256));
       if (blk > 0) {
         us = time_us(s, reps, [&] { return plan.backward_data(cudnn, a.f.get(), c.f.get(), b.f.get(), ws.get(),
                                                               ws.bytes()); }, "conv backward-data");
@@ -212,10 +221,10 @@ int main(int argc, char** argv) {
       kc::DeviceBuffer<int32_t> arg;
       if (!arg.allocate(size_t(out_elems), "arg-max").ok()) return 1;
       us = time_us(s, reps, [&] { return kc::bias_relu_max_pool(c.f.get(), b.f.get(), cs.out_channels, ps, a.f.get(),
-                                                                arg.get()); }, "bias_relu_max_pool");
+                                                                arg.get(), s); }, "bias_relu_max_pool");
       row(("cnn pool" + std::to_string(blk) + " fwd").c_str(), shape, us, in_bytes + 8.0 * out_elems, "GB/s",
           bandwidth, finite_on_device(a.f.get(), 256));
-      us = time_us(s, reps, [&] { return kc::max_pool_relu_backward(b.f.get(), a.f.get(), arg.get(), ps, c.f.get()); },
+      us = time_us(s, reps, [&] { return kc::max_pool_relu_backward(b.f.get(), a.f.get(), arg.get(), ps, c.f.get(), s); },
                    "max_pool_relu_backward");
       row(("cnn pool" + std::to_string(blk) + " bwd").c_str(), shape, us, in_bytes + 12.0 * out_elems, "GB/s",
           bandwidth, finite_on_device(c.f.get(), 256));

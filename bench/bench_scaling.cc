@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -32,6 +33,7 @@
 #include "collectives/shm_transport.h"
 #include "core/config.h"
 #include "trainers/batch_feed.h"
+#include "kernels/cpu/blas_info.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"
@@ -51,6 +53,7 @@ struct Flags {
   int runs = 3;
   int ps = 2;
   std::string peer = TROUPE_SOURCE_DIR "/bench/peers/ddp_mlp.py";
+  std::string python = "/usr/bin/python3";  // Debian's (python3-torch), not a virtualenv's that may lack torch
   int64_t bucket_bytes = -1;  // as a job: -1 = 256 KiB with 2 cores per worker, else 0
   bool json = false;
 };
@@ -225,8 +228,7 @@ Expected<AsyncFigures> async_run(const Flags& f, const Dataset& train, const Dat
 // PyTorch DDP's samples/s for `n` workers, or -1 when the peer cannot run.
 double ddp_run(const Flags& f, int n) {
   if (f.peer == "none") return -1;
-  // Debian's python3 (python3-torch), not a virtualenv's that may lack torch.
-  const std::string cmd = "/usr/bin/python3 " + f.peer + " --workers " + std::to_string(n) + " --steps " +
+  const std::string cmd = f.python + " " + f.peer + " --workers " + std::to_string(n) + " --steps " +
                           std::to_string(f.steps) + " --batch " + std::to_string(f.batch) + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
@@ -241,6 +243,7 @@ double ddp_run(const Flags& f, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  troupe::kernels::cpu::reexec_for_blas(argv);  // the workers' sgemm: OpenBLAS fell back to Prescott on the H200 host
   CLI::App app{"Weak scaling of sync training and async updates/s, worker processes on this host"};
   Flags f;
   app.add_option("--strategy", f.strategy, "sync or async")->check(CLI::IsMember({"sync", "async"}));
@@ -250,12 +253,15 @@ int main(int argc, char** argv) {
   app.add_option("--runs", f.runs, "Runs of each configuration (medians)");
   app.add_option("--ps", f.ps, "async: parameter servers");
   app.add_option("--peer", f.peer, "sync: the DDP peer script, or none");
+  app.add_option("--python", f.python, "sync: the python3 that runs the peer (it must import torch)");
   app.add_option("--bucket-bytes", f.bucket_bytes, "sync: gradient bucket size (0: one all-reduce after backward)");
   app.add_flag("--json", f.json, "One JSON line at the end");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
-  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
-  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  const char* env = std::getenv("TROUPE_DATASET_DIR");
+  const std::string dir = env && *env ? env : TROUPE_DEFAULT_DATASET_DIR;
+  auto train = load_fashion_mnist(dir, Split::train);
+  auto test = load_fashion_mnist(dir, Split::test);
   if (!train.ok() || !test.ok()) {
     std::fprintf(stderr, "bench_scaling: Fashion-MNIST: %s\n", (train.ok() ? test.status() : train.status()).to_string().c_str());
     return 1;
@@ -273,6 +279,7 @@ int main(int argc, char** argv) {
         ours[n].push_back(*s);
         double d = ddp_run(f, n);
         if (d > 0) ddp[n].push_back(d);
+        std::fprintf(stderr, "run %d, %d workers: troupe %.0f samples/s, DDP %.0f\n", run + 1, n, *s, d);
       }
     }
     const double base = median(ours[f.workers.front()]) / f.workers.front();

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 grep -qx '.gpu/' .git/info/exclude 2>/dev/null || echo '.gpu/' >> .git/info/exclude
 rm -rf .gpu
 progs=()
-for p in troupe_gpu_tests troupe bench_train_gpu bench_gpu_kernels bench_sync_buckets; do
+for p in troupe_gpu_tests troupe bench_train_gpu bench_gpu_kernels bench_sync_buckets bench_scaling; do
   [ -x "build/bin/$p" ] && progs+=("build/bin/$p")
 done
 bash ../shared/tools/gpu-bundle.sh --data .gpu "${progs[@]}"

@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine, in the repository root, with .gpu/ from scripts/gpu-pack.sh carried:
 # unpacks it, finds cuDNN (the toolkit's, else the one PyTorch's wheels bring), then runs
-#   tests: every GPU test (troupe_gpu_tests: kernels against the CPU references, the mlp and cnn
-#          trainers, bf16, sync replicas, async workers, device collectives);
-#   bench: bench_train_gpu (mlp and cnn, batch 128 and 1024) beside bench/pytorch_mlp.py on the same
-#          GPU, and bench_gpu_kernels (achieved fractions of the measured peaks).
-# Each step's output goes to $OUT/<step>.log (the device tool brings $OUT back); a summary at the end.
+#   tests:   every GPU test (troupe_gpu_tests), one process per test file, side by side: kernels
+#            against the CPU references, the mlp and cnn trainers, bf16/f16, sync replicas, async
+#            workers, device collectives;
+#   cli:     `troupe train --device cuda`: mlp f32/bf16/f16 (10 epochs) and cnn (4 epochs, batch 32);
+#   cluster: a local cluster (troupe up) with sync and async jobs of 2 workers on the one GPU
+#            (--gpus-per-worker 0.5, the staged path) and the async job on the CPU beside them;
+#   bench:   bench_train_gpu (mlp and cnn, batch 128 and 1024; mlp bf16/f16) beside
+#            bench/pytorch_mlp.py on the same GPU, and bench_gpu_kernels;
+#   scaling: bench_scaling --workers 1,2,4,8 beside PyTorch DDP (the 16-core host);
+#   cnn:     the cnn's timings alone: strict f32 and TF32 beside PyTorch, and the kernels' fractions;
+#   session: all of it within one device call: tests, cli and cluster side by side (correctness,
+#            bounded), then bench and scaling one after the other (timings, nothing beside them).
+# Several modes run in the order given. Every step is bounded by `timeout`; its output goes to
+# gpu-out/<step>.log, a summary to gpu-out/summary.txt after every step (so a cut-off call still says
+# what ran), and at the end both to $OUT (the device tool brings back only a few files: summary.txt
+# and gpu-logs.tgz).
 #
-# usage: bash scripts/gpu-run.sh tests|bench|all
+# usage: bash scripts/gpu-run.sh MODE...   (MODE: tests cli cluster bench cnn scaling session)
 set -u
-what=${1:-all}
-out=${OUT:-$PWD/gpu-out}
+modes=("$@")
+[ ${#modes[@]} = 0 ] && modes=(session)
+out=$PWD/gpu-out
+rm -rf "$out"
 mkdir -p "$out"
 find .gpu -name '*.xz' -print0 | xargs -0 -r -P8 -n8 unxz -f
 chmod +x .gpu/bin/* 2>/dev/null
@@ -22,38 +35,132 @@ fi
 export TROUPE_DATASET_DIR=$PWD/.gpu/fashion-mnist
 export PATH=$PWD/.gpu/bin:$PATH
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
-summary=()
-step() {  # step NAME COMMAND...: run with our libraries, log to $OUT/NAME.log
-  local name=$1; shift
+nproc >> "$out/gpu.txt"
+summary=$out/summary.txt
+[ -n "${OUT:-}" ] && summary=$OUT/summary.txt  # written as it goes: a call cut off still brings it back
+note() { echo "$*" >> "$summary"; echo "$*"; }
+
+step() {  # step NAME SECONDS COMMAND...: run bounded, with our libraries, log to $OUT/NAME.log
+  local name=$1 limit=$2; shift 2
   local t0=$SECONDS
-  LD_LIBRARY_PATH=$libs "$@" > "$out/$name.log" 2>&1
+  LD_LIBRARY_PATH=$libs timeout -k 5 "$limit" "$@" > "$out/$name.log" 2>&1
   local rc=$?
-  summary+=("$name: rc=$rc ($((SECONDS - t0)) s)")
-  echo "== $name: rc=$rc"; tail -n 5 "$out/$name.log"
+  note "$name: rc=$rc ($((SECONDS - t0)) s)$([ $rc = 124 ] && echo ' TIMED OUT')"
 }
-if [ "$what" = tests ] || [ "$what" = all ]; then
-  step gpu_tests .gpu/bin/troupe_gpu_tests --durations yes
-fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
+
+run_tests() {  # every test file its own process, all at once (the GPU has room; 16 cores)
+  local limit=${1:-300} pids=() f
+  for f in tests/gpu/*_test.cc; do
+    f=$(basename "$f" .cc)
+    step "test_$f" "$limit" .gpu/bin/troupe_gpu_tests -# "[#$f]" --durations yes &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  grep -h -E '^test cases:|^All tests passed' "$out"/test_*.log | sort | uniq -c >> "$summary"
+}
+
+run_cli() {
+  local limit=${1:-100}
+  step cli_mlp "$limit" troupe train --device cuda --model mlp --epochs 10 --batch-size 128
+  step cli_cnn "$limit" troupe train --device cuda --model cnn --epochs 4 --batch-size 32
+  step cli_mlp_bf16 "$limit" troupe train --device cuda --model mlp --epochs 10 --batch-size 128 --precision bf16
+  step cli_mlp_f16 "$limit" troupe train --device cuda --model mlp --epochs 10 --batch-size 128 --precision f16
+  for s in cli_mlp cli_cnn cli_mlp_bf16 cli_mlp_f16; do
+    note "  $s: $(grep -i -m1 'accuracy' "$out/$s.log")"
+  done
+}
+
+run_cluster() {
+  local limit=${1:-150}
+  export TROUPE_HOME
+  TROUPE_HOME=${TROUPE_HOME:-$(mktemp -d /tmp/troupe-gpu.XXXXXX)}
+  step cluster_up 60 troupe up --nodes 1 --cpus 8 --gpus 1
+  step cluster_sync_gpu "$limit" troupe submit --strategy sync --workers 2 --gpus-per-worker 0.5 \
+    --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128
+  step cluster_async_gpu "$limit" troupe submit --strategy async --workers 2 --ps 2 --gpus-per-worker 0.5 \
+    --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128
+  step cluster_async_cpu "$limit" troupe submit --strategy async --workers 2 --ps 2 \
+    --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128
+  step cluster_status 30 troupe status
+  step cluster_down 60 troupe down
+  for s in cluster_sync_gpu cluster_async_gpu cluster_async_cpu; do
+    note "  $s: $(grep -i 'accuracy' "$out/$s.log" | tail -n1)"
+  done
+}
+
+run_bench() {
+  local limit=${1:-60} model batch n precision
   for model in mlp cnn; do
     for batch in 128 1024; do
-      step "train_${model}_b${batch}" .gpu/bin/bench_train_gpu --model "$model" --batch "$batch" --runs 3
+      [ "$model" = cnn ] && [ "$batch" = 1024 ] && continue  # the issue asks the cnn at batch 128
+      step "train_${model}_b${batch}" "$limit" .gpu/bin/bench_train_gpu --model "$model" --batch "$batch" --runs 3
       n=$(awk '/troupe_samples_per_s:/ {print $2}' "$out/train_${model}_b${batch}.log")
-      summary+=("  troupe $model batch $batch: ${n:-?} samples/s")
+      note "  troupe $model batch $batch: ${n:-?} samples/s"
       # PyTorch from its own environment: no LD_LIBRARY_PATH of ours.
-      python3 bench/pytorch_mlp.py --model "$model" --batch "$batch" --runs 3 --optimizer adam --troupe "${n:-0}" \
-        > "$out/pytorch_${model}_b${batch}.log" 2>&1
-      summary+=("  $(grep -h 'ratio troupe / pytorch_graph' "$out/pytorch_${model}_b${batch}.log")")
+      timeout -k 5 "$limit" python3 bench/pytorch_mlp.py --model "$model" --batch "$batch" --runs 3 --optimizer adam \
+        --troupe "${n:-0}" > "$out/pytorch_${model}_b${batch}.log" 2>&1
+      note "  $(grep -h 'ratio troupe / pytorch_graph' "$out/pytorch_${model}_b${batch}.log")"
     done
   done
   for precision in bf16 f16; do  # mixed precision, the mlp at batch 1024 (where products matter)
-    step "train_mlp_b1024_$precision" .gpu/bin/bench_train_gpu --batch 1024 --runs 3 --precision "$precision"
+    step "train_mlp_b1024_$precision" "$limit" .gpu/bin/bench_train_gpu --batch 1024 --runs 3 --precision "$precision"
     n=$(awk '/troupe_samples_per_s:/ {print $2}' "$out/train_mlp_b1024_$precision.log")
-    summary+=("  troupe mlp batch 1024 $precision: ${n:-?} samples/s")
-    python3 bench/pytorch_mlp.py --batch 1024 --runs 3 --precision "$precision" --troupe "${n:-0}" \
-      > "$out/pytorch_mlp_b1024_$precision.log" 2>&1
-    summary+=("  $(grep -h 'ratio troupe' "$out/pytorch_mlp_b1024_$precision.log" | tr '\n' ' ')")
+    note "  troupe mlp batch 1024 $precision: ${n:-?} samples/s"
+    timeout -k 5 "$limit" python3 bench/pytorch_mlp.py --batch 1024 --runs 3 --precision "$precision" \
+      --troupe "${n:-0}" > "$out/pytorch_mlp_b1024_$precision.log" 2>&1
+    note "  $(grep -h 'ratio troupe' "$out/pytorch_mlp_b1024_$precision.log" | tr '\n' ' ')"
   done
-  step kernels .gpu/bin/bench_gpu_kernels
+  step kernels "$limit" .gpu/bin/bench_gpu_kernels
+}
+
+run_cnn() {
+  local limit=${1:-60} tf n
+  for tf in "" --tf32; do
+    step "train_cnn_b128$tf" "$limit" .gpu/bin/bench_train_gpu --model cnn --batch 128 --runs 3 $tf
+    n=$(awk '/troupe_samples_per_s:/ {print $2}' "$out/train_cnn_b128$tf.log")
+    note "  troupe cnn batch 128 ${tf:-strict}: ${n:-?} samples/s"
+    timeout -k 5 "$limit" python3 bench/pytorch_mlp.py --model cnn --batch 128 --runs 3 --optimizer adam $tf \
+      --troupe "${n:-0}" > "$out/pytorch_cnn_b128$tf.log" 2>&1
+    note "  $(grep -h 'ratio troupe' "$out/pytorch_cnn_b128$tf.log" | tr '\n' ' ')"
+  done
+  step kernels "$limit" .gpu/bin/bench_gpu_kernels
+}
+
+run_scaling() {
+  local limit=${1:-150}
+  step scaling "$limit" .gpu/bin/bench_scaling --workers 1,2,4,8 --steps 200 --runs 3 \
+    --peer "$PWD/bench/peers/ddp_mlp.py" --python "$(command -v python3)"
+  tail -n 20 "$out/scaling.log" >> "$summary"
+}
+
+export out libs summary TROUPE_HOME
+TROUPE_HOME=${TROUPE_HOME:-$(mktemp -d /tmp/troupe-gpu.XXXXXX)}
+export -f note step run_tests run_cli run_cluster run_bench run_cnn run_scaling
+for what in "${modes[@]}"; do
+case "$what" in
+  tests) timeout -k 5 250 bash -c 'run_tests 240' ;;
+  cli) timeout -k 5 250 bash -c 'run_cli 60' ;;
+  cluster) timeout -k 5 400 bash -c 'run_cluster 90'; LD_LIBRARY_PATH=$libs timeout 20 troupe down > /dev/null 2>&1 ;;
+  bench) timeout -k 5 170 bash -c 'run_bench 40' ;;
+  cnn) timeout -k 5 150 bash -c 'run_cnn 45' ;;
+  scaling) timeout -k 5 200 bash -c 'run_scaling 190' ;;
+  session)
+    # correctness side by side, each lane bounded (~250 s in all), then the timings alone
+    timeout -k 5 250 bash -c 'run_tests 240' &
+    tp=$!
+    timeout -k 5 250 bash -c 'run_cli 60' &
+    cp=$!
+    timeout -k 5 250 bash -c 'run_cluster 75' &
+    kp=$!
+    wait $tp $cp $kp
+    LD_LIBRARY_PATH=$libs timeout 20 troupe down > /dev/null 2>&1
+    timeout -k 5 170 bash -c 'run_bench 40'
+    timeout -k 5 110 bash -c 'run_scaling 105'
+    ;;
+  *) echo "usage: gpu-run.sh MODE... (tests cli cluster bench cnn scaling session)" >&2; exit 2 ;;
+esac
+done
+cat "$summary"
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/gpu-logs.tgz" -C "$out" .
 fi
-printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

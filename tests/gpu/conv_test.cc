@@ -9,6 +9,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/conv_ops.h"
 #ifdef TROUPE_WITH_CUDNN
+#include "kernels/cuda/conv_filter_grad.h"
 #include "kernels/cuda/cudnn_conv.h"
 #endif
 
@@ -207,6 +208,23 @@ TEST_CASE("cuDNN convolutions match cpu conv2d_forward and conv2d_backward", "[g
     check_f32(gy.host(), ey);
     check_f32(gdx.host(), edx);
     check_f32(gdw.host(), edw);
+
+    // The strict filter gradient the cnn uses (one cuBLAS product over the batch's im2col): within
+    // f32 rounding as well, and the same bits on every call (deterministic).
+    kc::CublasHandle blas;
+    REQUIRE(blas.create(stream.get()).ok());
+    kc::DeviceBuffer<char> gemm_ws;
+    REQUIRE(gemm_ws.allocate(kc::conv_filter_grad_workspace_bytes(s), "test workspace").ok());
+    DeviceArray<float> gemm_dw(wn);
+    REQUIRE(kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), gemm_ws.get(), gemm_ws.bytes()).ok());
+    REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
+    const std::vector<float> first = gemm_dw.host();
+    check_f32(first, edw);
+    REQUIRE(kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), gemm_ws.get(), gemm_ws.bytes()).ok());
+    REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
+    CHECK(gemm_dw.host() == first);
+    CHECK(kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), gemm_ws.get(), gemm_ws.bytes() - 1)
+              .code() == Code::invalid_argument);
 
     // With TF32 allowed: any algorithm, ~10 mantissa bits per product; still the same convolution
     // (within 1% of each output's terms' norm).

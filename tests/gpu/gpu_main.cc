@@ -8,10 +8,12 @@
 #include <string>
 
 #include "core/device.h"
+#include "kernels/cpu/blas_info.h"
 #include "kernels/cuda/runtime.h"
 #include "tests/gpu/device_rank.h"
 
 int main(int argc, char** argv) {
+  troupe::kernels::cpu::reexec_for_blas(argv);  // the CPU references' kernels, as troupe's mains pick them
   if (troupe::test::is_device_rank(argc, argv)) return troupe::test::device_rank_main(argc, argv);
   std::string why;
   if (troupe::cuda_device_count(&why) == 0) {

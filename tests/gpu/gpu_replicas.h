@@ -9,6 +9,7 @@
 #include "collectives/device_communicator.h"
 #include "collectives/inproc_transport.h"
 #include "trainers/cuda_replica.h"
+#include "trainers/trainer_driver.h"
 
 namespace troupe::test {
 
@@ -39,6 +40,25 @@ inline ReplicaRun run_gpu_replicas(int n, const TrainOptions& o, const Dataset& 
       replica.comm = comm.get();
       replica.timeout = std::chrono::seconds(60);
       run.results[r] = train_replica_cuda(o, train, test, replica, {}, &run.params[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+// The same n replicas on the CPU (train_replica over an in-process group), for comparison.
+inline ReplicaRun run_cpu_replicas(int n, const TrainOptions& o, const Dataset& train, const Dataset& test) {
+  ReplicaRun run{std::vector<Expected<TrainResult>>(n, Expected<TrainResult>(internal_error("not run"))),
+                 std::vector<std::vector<float>>(n)};
+  auto transports = collectives::make_inproc_group(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      collectives::Communicator comm(std::move(transports[r]));
+      Replica replica;
+      replica.comm = n > 1 ? &comm : nullptr;
+      replica.timeout = std::chrono::seconds(60);
+      run.results[r] = train_replica(o, train, test, replica, {}, &run.params[r]);
     });
   }
   for (auto& t : threads) t.join();

@@ -264,7 +264,7 @@ TEST_CASE("GPU trainer in f16 follows --loss-scale-interval and stops after --lo
   }
 }
 
-TEST_CASE("GPU sync replicas in f16 (two sharing a GPU) decide alike and follow one replica on the global batch",
+TEST_CASE("GPU sync replicas in f16 (two sharing a GPU) decide alike and train as the CPU's replicas do",
           "[gpu][f16][replica]") {
   const Dataset train = test::synthetic(2048, 6, 5, 3), test = test::synthetic(300, 6, 5, 4);
   TrainOptions o;
@@ -277,23 +277,32 @@ TEST_CASE("GPU sync replicas in f16 (two sharing a GPU) decide alike and follow 
   o.loss_scale = 16777216.0f;
   const test::ReplicaRun one = test::run_gpu_replicas(1, o, train, test);
   const test::ReplicaRun two = test::run_gpu_replicas(2, o, train, test);
+  const test::ReplicaRun cpu = test::run_cpu_replicas(2, o, train, test);
   REQUIRE(one.results[0].ok());
   for (int r = 0; r < 2; ++r) {
-    INFO("replica " << r << ": " << two.results[r].status().to_string());
+    INFO("replica " << r << ": " << two.results[r].status().to_string() << " / cpu "
+                    << cpu.results[r].status().to_string());
     REQUIRE(two.results[r].ok());
+    REQUIRE(cpu.results[r].ok());
     CHECK(two.results[r]->overflow_steps == two.results[0]->overflow_steps);
     CHECK(two.results[r]->loss_scale == two.results[0]->loss_scale);
   }
   CHECK(one.results[0]->overflow_steps > 0);
   CHECK(two.params[0] == two.params[1]);  // every replica skipped and applied the same steps
-  CHECK(relative_difference(two.params[0], one.params[0]) < 1e-2);
-  // The CPU replica in f16 (the same seed and slices) trains alike.
-  std::vector<float> cpu_params;
-  Replica cpu;
-  auto on_cpu = train_replica(o, train, test, cpu, {}, &cpu_params);
-  REQUIRE(on_cpu.ok());
-  CHECK(std::llabs(one.results[0]->overflow_steps - on_cpu->overflow_steps) <= 1);
-  CHECK(one.results[0]->test_accuracy == Approx(on_cpu->test_accuracy).margin(0.03));
+  // Two replicas in f16 are not one on the global batch: each rounds its half-batch gradient to f16
+  // and a half batch overflows where the whole one may not (measured on an H200: 3.6% apart after
+  // 64 steps of Adam, 7 steps skipped against 6). What they must match is the CPU's two replicas,
+  // which round and skip alike (measured: 2.7e-6 apart).
+  const double vs_one = relative_difference(two.params[0], one.params[0]);
+  const double vs_cpu = relative_difference(two.params[0], cpu.params[0]);
+  WARN("f16, 2 GPU replicas: overflow steps " << two.results[0]->overflow_steps << " (1 GPU replica "
+       << one.results[0]->overflow_steps << ", 2 CPU replicas " << cpu.results[0]->overflow_steps
+       << "); parameters " << vs_one << " from 1 GPU replica, " << vs_cpu << " from 2 CPU replicas");
+  CHECK(std::llabs(two.results[0]->overflow_steps - cpu.results[0]->overflow_steps) <= 1);
+  CHECK(vs_one < 0.1);
+  CHECK(vs_cpu < 1e-4);
+  CHECK(two.results[0]->test_accuracy == Approx(cpu.results[0]->test_accuracy).margin(0.03));
+  CHECK(one.results[0]->test_accuracy == Approx(two.results[0]->test_accuracy).margin(0.03));
 }
 
 TEST_CASE("GPU trainer in f16 reaches the f32 accuracy on Fashion-MNIST", "[gpu][f16][e2e]") {

@@ -13,6 +13,7 @@
 #ifdef TROUPE_WITH_CUDNN
 #include <spdlog/spdlog.h>
 
+#include "kernels/cuda/conv_filter_grad.h"
 #include "kernels/cuda/conv_ops.h"
 #include "kernels/cuda/cudnn_conv.h"
 #endif
@@ -126,8 +127,13 @@ class CnnCuda final : public CudaModel {
                                      stream));
       TROUPE_RETURN_IF_ERROR(kc::channel_sums(dconv, batch, c.out_channels, c.pixels(), grads + b_[b], stream));
       const float* in = b == 0 ? x : outs_[b - 1].get();
-      TROUPE_RETURN_IF_ERROR((*p)->backward_filter(cudnn_, in, dconv, grads + w_[b], workspace_.get(),
-                                                   workspace_.bytes()));
+      if (tf32_) {
+        TROUPE_RETURN_IF_ERROR((*p)->backward_filter(cudnn_, in, dconv, grads + w_[b], workspace_.get(),
+                                                     workspace_.bytes()));
+      } else {  // strict f32: one cuBLAS product, several times cuDNN's strict algorithm (conv_filter_grad.h)
+        TROUPE_RETURN_IF_ERROR(
+            kc::conv_filter_grad(blas_, c, in, dconv, grads + w_[b], workspace_.get(), workspace_.bytes()));
+      }
       if (b > 0) {
         TROUPE_RETURN_IF_ERROR((*p)->backward_data(cudnn_, params + w_[b], dconv, douts_[b - 1].get(),
                                                    workspace_.get(), workspace_.bytes()));
@@ -179,15 +185,19 @@ class CnnCuda final : public CudaModel {
     auto& slot = plans_[{b, rows}];
     if (!slot) {
       auto made = std::make_unique<kc::ConvPlan>();
-      TROUPE_RETURN_IF_ERROR(made->create(cudnn_, layout_.conv(b, rows), tf32_, kWorkspaceLimit));
-      if (!workspace_.get() || made->workspace_bytes() > workspace_.bytes()) {
+      const kernels::cpu::Conv2dShape shape = layout_.conv(b, rows);
+      TROUPE_RETURN_IF_ERROR(made->create(cudnn_, shape, tf32_, kWorkspaceLimit));
+      const size_t need =
+          std::max(made->workspace_bytes(), tf32_ ? size_t(0) : kc::conv_filter_grad_workspace_bytes(shape));
+      if (!workspace_.get() || need > workspace_.bytes()) {
         if (!grown_.get()) TROUPE_RETURN_IF_ERROR(grown_.create());
         TROUPE_CUDA_CHECK(cudaEventRecord(grown_.get(), blas_.stream()));  // queued convolutions may use the old one
         TROUPE_RETURN_IF_ERROR(kc::wait_event(grown_.get(), kWorkspaceWaitSeconds,
                                               "the convolutions queued before the cuDNN workspace grows"));
-        TROUPE_RETURN_IF_ERROR(workspace_.allocate(std::max<size_t>(made->workspace_bytes(), 1), "cuDNN workspace"));
+        TROUPE_RETURN_IF_ERROR(workspace_.allocate(std::max<size_t>(need, 1), "convolution workspace"));
       }
-      spdlog::debug("cnn block {} at {} rows: cuDNN {}", b, rows, made->describe());
+      spdlog::debug("cnn block {} at {} rows: cuDNN {}{}", b, rows, made->describe(),
+                    tf32_ ? "" : "; the filter gradient by cuBLAS (conv_filter_grad)");
       slot = std::move(made);
     }
     return slot.get();
