@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   runners["timeline"] = cli::add_timeline_command(app, global);
   runners["bench"] = cli::add_bench_command(app, global);
   runners["bench-rank"] = cli::add_bench_rank_command(app, global);
+  runners["data"] = cli::add_data_command(app, global);
 
   try {
     app.parse(argc, argv);

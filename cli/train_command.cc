@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
 #include "cli/train_flags.h"
+#include "trainers/data_source.h"
 #include "trainers/job/job_report.h"
 #include "trainers/local_trainer.h"
 #include "trainers/pipeline/local_pipeline.h"
@@ -62,11 +63,9 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
       if (!o.device.is_cpu()) return report_error("train", invalid_argument("--strategy pipeline trains on the CPU"));
       if (o.precision != DType::f32)
         return report_error("train", invalid_argument("--precision: pipeline stages compute in f32 for now"));
-      auto train = load_fashion_mnist(o.dataset_dir, Split::train);
-      if (!train.ok()) return report_error("train", train.status());
-      auto test = load_fashion_mnist(o.dataset_dir, Split::test);
-      if (!test.ok()) return report_error("train", test.status());
-      auto run = pipeline::train_local_pipeline(o, *po, *train, *test, on_progress);
+      auto data = load_train_data(o);
+      if (!data.ok()) return report_error("train", data.status());
+      auto run = pipeline::train_local_pipeline(o, *po, *data->train, *data->test, on_progress);
       if (run.ok()) {
         result = run->train;
         stages = run->stages;

@@ -1,5 +1,7 @@
 #include "cli/train_flags.h"
 
+#include "data/dataset_spec.h"
+
 #include <cstdio>
 #include <sstream>
 
@@ -33,8 +35,20 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
   cmd->add_option("--lib", f.lib, "Trainer library (.so built against this troupe) to load first");
   cmd->add_option("--trainer-arg", o.trainer_args, "Setting for the trainer, key=value (repeatable)");
   cmd->add_option("--hidden", f.hidden, "Hidden layer sizes, comma-separated")->capture_default_str();
-  cmd->add_option("--dataset", o.dataset, "Dataset")->check(CLI::IsMember({"fashion-mnist"}))->capture_default_str();
+  auto* dataset = cmd->add_option("--dataset", o.dataset, "Built-in dataset")
+                      ->check(CLI::IsMember({"fashion-mnist"}))->capture_default_str();
   cmd->add_option("--dataset-dir", o.dataset_dir, "Directory of the dataset's files (default: setting dataset_dir)");
+  cmd->add_option("--data", o.data,
+                  "Your own data: a .npy/.npz/.csv/.bin/IDX file, several (a,b), a glob, a directory or a dataset.yaml")
+      ->excludes(dataset);
+  cmd->add_option("--val", o.val, "Evaluate on this data (default: the data's val or test split, else --val-fraction)");
+  cmd->add_option("--val-fraction", o.val_fraction,
+                  "Without a val split: this seeded, stratified fraction of the training data evaluates")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--inputs", o.inputs, "The fields the model reads (default: all but the target)")->delimiter(',');
+  cmd->add_option("--target", o.target, "The field to predict (default: the one named label, labels, y, target, class or cls)");
+  cmd->add_option("--token-dtype", o.token_dtype, "Raw .bin token files: u8, u16 or u32")
+      ->check(CLI::IsMember({"u8", "u16", "u32"}))->capture_default_str();
   cmd->add_option("--epochs", o.epochs, "Passes over the training set")->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--batch-size", o.batch_size, batch_help)->check(CLI::Range(1, 65536))->capture_default_str();
@@ -77,6 +91,9 @@ Status finish_train_flags(TrainFlags& f) {
   f.options.hidden = *hidden;
   if (!parse_dtype(f.precision, &f.options.precision))
     return invalid_argument("--precision '" + f.precision + "' is not one of f32, bf16, f16");
+  // Jobs read the data on other processes, in other folders: paths from here on are absolute.
+  f.options.data = data::absolute_spec(f.options.data);
+  f.options.val = data::absolute_spec(f.options.val);
   return {};
 }
 

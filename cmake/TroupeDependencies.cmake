@@ -12,6 +12,10 @@ find_package(CAF 0.17 REQUIRED)                  # cmake/FindCAF.cmake
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)  # libhiredis-dev (its CMake config has no target)
 find_package(benchmark CONFIG)                   # Google Benchmark, for bench/ only
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)   # .npz archives (libzip-dev; ZIP64 too)
+pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)  # WebDataset tar shards (libarchive-dev)
+find_package(PNG REQUIRED)                       # PNG members of shards (libpng-dev)
+find_package(JPEG REQUIRED)                      # JPEG members (libjpeg62-turbo-dev: libjpeg-turbo)
 # cpp-httplib (libcpp-httplib-dev): Debian builds it as a shared library, with OpenSSL, zlib and
 # brotli support compiled in; its pkg-config file carries the matching CPPHTTPLIB_* defines, which
 # every user of httplib.h must see (they change the classes' layout).

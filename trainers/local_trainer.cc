@@ -1,11 +1,14 @@
 #include "trainers/local_trainer.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <numeric>
 #include <random>
 
 #include "core/config.h"
+#include "trainers/data_source.h"
 #include "trainers/epoch_report.h"
 #include "trainers/trainer_driver.h"
 
@@ -38,16 +41,17 @@ Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train,
 Expected<TrainResult> train_local(const TrainOptions& o, const ProgressFn& progress) {
   TROUPE_RETURN_IF_ERROR(o.validate());
   const auto start = Clock::now();
-  std::string dir = o.dataset_dir;
-  if (dir.empty()) {
+  TrainOptions with_dir = o;
+  if (with_dir.dataset_dir.empty()) {
     auto cfg = Config::from_environment();
     if (!cfg.ok()) return cfg.status();
-    dir = cfg->dataset_dir;
+    with_dir.dataset_dir = cfg->dataset_dir;
   }
-  auto train = load_fashion_mnist(dir, Split::train);
-  if (!train.ok()) return train.status().with_context("loading the training set");
-  auto test = load_fashion_mnist(dir, Split::test);
-  if (!test.ok()) return test.status().with_context("loading the test set");
+  auto data = load_train_data(with_dir);
+  if (!data.ok()) return data.status();
+  if (!o.data.empty()) spdlog::info("data: {}", data->description);
+  const auto& train = data->train;
+  const auto& test = data->test;
   Expected<TrainResult> result = TrainResult{};
   if (o.device.is_cpu()) {
     result = train_with_trainer(o, *train, *test, progress);

@@ -21,6 +21,16 @@ struct TrainOptions {
   std::vector<int> hidden = {256, 128};
   std::string dataset = "fashion-mnist";
   std::string dataset_dir;          // empty: the dataset_dir setting
+  // --data SPEC (data/dataset_spec.h) instead of the built-in dataset; the fields a model reads
+  // (trainers/data_source.h): --inputs (empty: every field but the target), --target (empty: the
+  // one field named label, labels, y, target, class or cls); evaluation on --val SPEC, else the
+  // dataset's val or test split, else a seeded, stratified --val-fraction of the training split.
+  std::string data;
+  std::string val;
+  double val_fraction = 0.1;
+  std::vector<std::string> inputs;
+  std::string target;
+  std::string token_dtype = "u16";  // raw .bin token files
   int epochs = 10;
   int batch_size = 128;
   std::string optimizer = "adam";   // sgd, adam, adamw

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "gcs/tables.h"
-#include "trainers/dataset_cache.h"
+#include "trainers/data_source.h"
 #include "trainers/trainer_library.h"
 #include "trainers/trainer_library_store.h"
 
@@ -29,12 +29,10 @@ Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job)
   if (s.spec.train.dataset_dir.empty()) s.spec.train.dataset_dir = env.config.dataset_dir;
   s.spec.train.cpu_threads = static_cast<int>(env.config.cpu_threads);
   TROUPE_RETURN_IF_ERROR(validate(s.spec));
-  auto train = cached_fashion_mnist(s.spec.train.dataset_dir, Split::train);
-  if (!train.ok()) return train.status().with_context("loading the training set on node " + env.node.short_hex());
-  auto test = cached_fashion_mnist(s.spec.train.dataset_dir, Split::test);
-  if (!test.ok()) return test.status().with_context("loading the test set on node " + env.node.short_hex());
-  s.train_set = std::move(*train);
-  s.test_set = std::move(*test);
+  auto data = load_train_data(s.spec.train);
+  if (!data.ok()) return data.status().with_context("loading the data on node " + env.node.short_hex());
+  s.train_set = std::move(data->train);
+  s.test_set = std::move(data->test);
   return s;
 }
 

@@ -116,6 +116,16 @@ const std::map<std::string, Field>& fields() {
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
     f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
+    f["data"] = field<std::string>([](JobSpec& s) { return &s.train.data; });
+    f["val"] = field<std::string>([](JobSpec& s) { return &s.train.val; });
+    f["val_fraction"] = field<double>([](JobSpec& s) { return &s.train.val_fraction; });
+    f["target"] = field<std::string>([](JobSpec& s) { return &s.train.target; });
+    f["token_dtype"] = field<std::string>([](JobSpec& s) { return &s.train.token_dtype; });
+    f["inputs"] = {[](const JobSpec& s) { return join(s.train.inputs, ','); },
+                   [](const std::string& v, JobSpec& s) {
+                     s.train.inputs = split(v, ',');
+                     return true;
+                   }};
     f["epochs"] = field<int>([](JobSpec& s) { return &s.train.epochs; });
     f["batch_size"] = field<int>([](JobSpec& s) { return &s.train.batch_size; });
     f["optimizer"] = field<std::string>([](JobSpec& s) { return &s.train.optimizer; });

@@ -1,0 +1,90 @@
+#include "data/array.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+namespace troupe::data {
+
+int64_t shape_product(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+int64_t Array::elements() const { return shape_product(shape); }
+
+std::vector<int64_t> Array::example_shape() const {
+  if (shape.empty()) return {};
+  return std::vector<int64_t>(shape.begin() + 1, shape.end());
+}
+
+int64_t Array::example_elements() const { return shape_product(example_shape()); }
+
+std::string describe(ElemType type, const std::vector<int64_t>& shape) {
+  std::string s = std::string(elem_name(type)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Array owned_array(ElemType type, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+  auto buf = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  Array a;
+  a.type = type;
+  a.shape = std::move(shape);
+  a.bytes = buf->data();
+  a.keep = std::move(buf);
+  return a;
+}
+
+namespace {
+struct Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr) ::munmap(addr, size);
+  }
+};
+}  // namespace
+
+Expected<MappedFile> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT) return not_found(path + ": no such file");
+    return io_error(path + ": cannot open: " + std::strerror(e));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return io_error(path + ": not a regular file");
+  }
+  MappedFile f;
+  f.size = static_cast<size_t>(st.st_size);
+  if (f.size == 0) {
+    ::close(fd);
+    f.keep = std::make_shared<int>(0);
+    return f;
+  }
+  void* addr = ::mmap(nullptr, f.size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int e = errno;
+  ::close(fd);
+  if (addr == MAP_FAILED) return io_error(path + ": cannot map " + std::to_string(f.size) + " bytes: " + std::strerror(e));
+  auto m = std::make_shared<Mapping>();
+  m->addr = addr;
+  m->size = f.size;
+  f.data = static_cast<const uint8_t*>(addr);
+  f.keep = std::move(m);
+  return f;
+}
+
+}  // namespace troupe::data

@@ -1,0 +1,221 @@
+#include "data/readers/csv_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace troupe::data {
+
+namespace {
+
+struct Cell {
+  std::string text;
+  size_t column;  // 1-based character column where the value starts
+};
+
+// Splits one line (without its newline) into cells; false on an unterminated quote.
+bool split_line(const char* p, size_t n, std::vector<Cell>* cells, size_t* bad_column) {
+  cells->clear();
+  size_t i = 0;
+  while (true) {
+    Cell c;
+    c.column = i + 1;
+    if (i < n && p[i] == '"') {
+      ++i;
+      while (true) {
+        if (i >= n) {
+          *bad_column = c.column;
+          return false;
+        }
+        if (p[i] == '"') {
+          if (i + 1 < n && p[i + 1] == '"') {
+            c.text += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        c.text += p[i++];
+      }
+      while (i < n && p[i] != ',') c.text += p[i++];  // text after the closing quote: kept, then checked
+    } else {
+      while (i < n && p[i] != ',') c.text += p[i++];
+    }
+    cells->push_back(std::move(c));
+    if (i >= n) return true;
+    ++i;  // the comma
+  }
+}
+
+std::string trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && (s[a] == ' ' || s[a] == '\t')) ++a;
+  while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t')) --b;
+  return s.substr(a, b - a);
+}
+
+bool parse_number(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  if (*b == '+') ++b;
+  auto r = std::from_chars(b, e, *out);
+  return r.ec == std::errc() && r.ptr == e;
+}
+
+}  // namespace
+
+const std::vector<std::string>& conventional_target_names() {
+  static const std::vector<std::string> names{"label", "labels", "y", "target", "class", "cls"};
+  return names;
+}
+
+Expected<Table> read_csv(const std::string& path, const CsvOptions& options) {
+  auto f = map_file(path);
+  if (!f.ok()) return f.status();
+  const char* text = reinterpret_cast<const char*>(f->data);
+  const size_t size = f->size;
+  size_t pos = 0, line_no = 0;
+  std::vector<Cell> cells;
+  // The next non-empty line: its text and number; false at the end.
+  auto next_line = [&](const char** p, size_t* n) {
+    while (pos < size) {
+      const char* start = text + pos;
+      const void* nl = std::memchr(start, '\n', size - pos);
+      size_t len = nl ? static_cast<const char*>(nl) - start : size - pos;
+      pos += len + (nl ? 1 : 0);
+      ++line_no;
+      if (len > 0 && start[len - 1] == '\r') --len;
+      if (len == 0) continue;
+      *p = start;
+      *n = len;
+      return true;
+    }
+    return false;
+  };
+  auto at = [&](size_t column) { return path + ":" + std::to_string(line_no) + ":" + std::to_string(column); };
+
+  const char* lp;
+  size_t ln;
+  if (!next_line(&lp, &ln)) return invalid_argument(path + ": empty CSV file (it needs a header row)");
+  size_t bad = 0;
+  if (!split_line(lp, ln, &cells, &bad)) return invalid_argument(at(bad) + ": unterminated quote in the header");
+  std::vector<std::string> header;
+  for (const Cell& c : cells) header.push_back(trim(c.text));
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i].empty()) return invalid_argument(at(cells[i].column) + ": an empty column name in the header");
+
+  int target = -1;
+  if (!options.target.empty()) {
+    auto it = std::find(header.begin(), header.end(), options.target);
+    if (it == header.end())
+      return invalid_argument(path + ": no column named '" + options.target + "' for the target (columns: " +
+                              join(header) + ")");
+    target = static_cast<int>(it - header.begin());
+  } else {
+    for (const auto& name : conventional_target_names()) {
+      auto it = std::find(header.begin(), header.end(), name);
+      if (it != header.end()) {
+        target = static_cast<int>(it - header.begin());
+        break;
+      }
+    }
+  }
+  const size_t width = header.size();
+  const size_t features = width - (target >= 0 ? 1 : 0);
+  std::vector<float> values;
+  std::vector<std::string> labels;
+  std::vector<double> label_values;
+  bool all_bytes = true, label_numeric = true, label_integer = true;
+  int64_t rows = 0;
+  while (next_line(&lp, &ln)) {
+    if (!split_line(lp, ln, &cells, &bad)) return invalid_argument(at(bad) + ": unterminated quote");
+    if (cells.size() != width) {
+      return invalid_argument(path + ":" + std::to_string(line_no) + ": " + std::to_string(cells.size()) +
+                              " values, the header has " + std::to_string(width) + " columns (a ragged row)");
+    }
+    for (size_t c = 0; c < width; ++c) {
+      const std::string v = trim(cells[c].text);
+      if (v.empty())
+        return invalid_argument(at(cells[c].column) + ": an empty value in column '" + header[c] +
+                                "' (missing values are not supported; fill or drop them)");
+      double d;
+      const bool numeric = parse_number(v, &d);
+      if (static_cast<int>(c) == target) {
+        labels.push_back(v);
+        if (numeric) {
+          label_values.push_back(d);
+          if (d != std::floor(d) || std::fabs(d) > 2147483647.0) label_integer = false;
+        } else {
+          label_numeric = false;
+        }
+        continue;
+      }
+      if (!numeric || !std::isfinite(d))
+        return invalid_argument(at(cells[c].column) + ": '" + v + "' in column '" + header[c] +
+                                "' is not a finite number (only the label column may hold text)");
+      if (!(d >= 0 && d <= 255 && d == std::floor(d))) all_bytes = false;
+      values.push_back(static_cast<float>(d));
+    }
+    ++rows;
+  }
+  Table t;
+  std::vector<std::string> feature_names;
+  for (size_t c = 0; c < width; ++c)
+    if (static_cast<int>(c) != target) feature_names.push_back(header[c]);
+  if (features > 0) {
+    Field fx;
+    fx.name = "features";
+    fx.source = path;
+    fx.columns = feature_names;
+    const std::vector<int64_t> shape{rows, static_cast<int64_t>(features)};
+    if (all_bytes && rows > 0) {
+      std::vector<uint8_t> b(values.size());
+      for (size_t i = 0; i < values.size(); ++i) b[i] = static_cast<uint8_t>(values[i]);
+      fx.array = owned_array(ElemType::u8, shape, std::move(b));
+    } else {
+      std::vector<uint8_t> b(values.size() * 4);
+      std::memcpy(b.data(), values.data(), b.size());
+      fx.array = owned_array(ElemType::f32, shape, std::move(b));
+    }
+    t.fields.push_back(std::move(fx));
+  }
+  if (target >= 0) {
+    Field fy;
+    fy.name = header[target];
+    fy.source = path;
+    fy.columns = {header[target]};
+    std::vector<uint8_t> b(static_cast<size_t>(rows) * 4);
+    if (label_numeric && label_integer) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const int32_t v = static_cast<int32_t>(label_values[i]);
+        std::memcpy(b.data() + 4 * i, &v, 4);
+      }
+      fy.array = owned_array(ElemType::i32, {rows}, std::move(b));
+    } else if (label_numeric) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const float v = static_cast<float>(label_values[i]);
+        std::memcpy(b.data() + 4 * i, &v, 4);
+      }
+      fy.array = owned_array(ElemType::f32, {rows}, std::move(b));
+    } else {  // text labels: classes in sorted order
+      std::map<std::string, int32_t> index;
+      for (const auto& l : labels) index.emplace(l, 0);
+      int32_t k = 0;
+      for (auto& [name, id] : index) {
+        id = k++;
+        fy.classes.push_back(name);
+      }
+      for (int64_t i = 0; i < rows; ++i) std::memcpy(b.data() + 4 * i, &index[labels[i]], 4);
+      fy.array = owned_array(ElemType::i32, {rows}, std::move(b));
+    }
+    t.fields.push_back(std::move(fy));
+  }
+  if (rows == 0) return invalid_argument(path + ": no data rows after the header");
+  return t;
+}
+
+}  // namespace troupe::data

@@ -1,0 +1,308 @@
+#include "trainers/data_source.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "data/dataset_spec.h"
+#include "data/readers/csv_reader.h"
+#include "trainers/dataset_cache.h"
+
+namespace troupe {
+
+namespace {
+
+using data::Field;
+using data::Table;
+
+Expected<const Field*> pick_target(const Table& t, const std::string& target, const std::string& where) {
+  if (!target.empty()) {
+    const Field* f = t.find(target);
+    if (!f) return invalid_argument(where + ": no field '" + target + "' for --target (fields: " + data::join(t.names()) + ")");
+    return f;
+  }
+  std::vector<const Field*> found;
+  for (const auto& name : data::conventional_target_names())
+    if (const Field* f = t.find(name)) found.push_back(f);
+  if (found.size() == 1) return found.front();
+  if (found.empty())
+    return invalid_argument(where + ": which field is the target? None is named label, labels, y, target, class or cls; "
+                            "name it with --target (fields: " + data::join(t.names()) + ")");
+  return invalid_argument(where + ": several fields could be the target (" + found[0]->name + ", " + found[1]->name +
+                          "); name it with --target");
+}
+
+Expected<std::vector<const Field*>> pick_inputs(const Table& t, const std::vector<std::string>& inputs,
+                                               const Field* target, const std::string& where) {
+  std::vector<const Field*> out;
+  if (!inputs.empty()) {
+    for (const auto& name : inputs) {
+      const Field* f = t.find(name);
+      if (!f) return invalid_argument(where + ": no field '" + name + "' for --inputs (fields: " + data::join(t.names()) + ")");
+      if (f == target) return invalid_argument(where + ": '" + name + "' is the target; it cannot also be an input");
+      out.push_back(f);
+    }
+  } else {
+    for (const Field& f : t.fields)
+      if (&f != target) out.push_back(&f);
+  }
+  if (out.empty())
+    return invalid_argument(where + ": no input fields: the dataset has only its target '" + target->name + "'");
+  return out;
+}
+
+// Largest label of the target (0 when empty); invalid_argument for a non-integer target or a
+// negative label.
+Expected<int64_t> max_label(const Field& y, const std::string& where) {
+  if (!data::is_integer(y.array.type) || y.array.example_elements() != 1) {
+    return invalid_argument(where + ": the target '" + y.name + "' is " +
+                            data::describe(y.array.type, y.array.example_shape()) + " (" + y.source +
+                            "): the built-in models classify, so it must hold one integer class per example");
+  }
+  int64_t hi = 0;
+  for (int64_t i = 0; i < y.array.count(); ++i) {
+    const double v = y.array.value(static_cast<size_t>(i));
+    if (v < 0)
+      return invalid_argument(where + ": label " + std::to_string(static_cast<int64_t>(v)) + " of example " +
+                              std::to_string(i) + " in '" + y.name + "' (" + y.source + ") is negative; classes are 0..K-1");
+    hi = std::max(hi, static_cast<int64_t>(v));
+  }
+  return hi;
+}
+
+// The validation table's target re-indexed to the training table's class names (text labels).
+Expected<Field> remap_classes(const Field& val, const Field& train, const std::string& where) {
+  std::map<std::string, int32_t> index;
+  for (size_t i = 0; i < train.classes.size(); ++i) index[train.classes[i]] = static_cast<int32_t>(i);
+  std::vector<uint8_t> b(static_cast<size_t>(val.array.count()) * 4);
+  for (int64_t i = 0; i < val.array.count(); ++i) {
+    const auto v = static_cast<size_t>(val.array.value(static_cast<size_t>(i)));
+    const std::string& name = val.classes.at(v);
+    auto it = index.find(name);
+    if (it == index.end())
+      return invalid_argument(where + ": label '" + name + "' of example " + std::to_string(i) + " (" + val.source +
+                              ") is not a class of the training set (" + data::join(train.classes) + ")");
+    std::memcpy(b.data() + 4 * i, &it->second, 4);
+  }
+  Field out = val;
+  out.classes = train.classes;
+  out.array = data::owned_array(data::ElemType::i32, val.array.shape, std::move(b));
+  return out;
+}
+
+// Rows `keep` of `d`, in that order.
+Dataset select_rows(const Dataset& d, const std::vector<int64_t>& keep) {
+  Dataset out;
+  out.rows = d.rows;
+  out.cols = d.cols;
+  out.classes = d.classes;
+  out.count = static_cast<int64_t>(keep.size());
+  const int64_t f = d.features();
+  out.images.resize(static_cast<size_t>(out.count * f));
+  out.labels.resize(keep.size());
+  for (size_t i = 0; i < keep.size(); ++i) {
+    std::memcpy(out.images.data() + i * f, d.images.data() + keep[i] * f, static_cast<size_t>(f) * sizeof(float));
+    out.labels[i] = d.labels[static_cast<size_t>(keep[i])];
+  }
+  return out;
+}
+
+// A seeded, stratified split: from each class, round(fraction x its examples) go to validation.
+std::pair<Dataset, Dataset> split_fraction(const Dataset& d, double fraction, uint64_t seed) {
+  std::map<int32_t, std::vector<int64_t>> by_class;
+  for (int64_t i = 0; i < d.count; ++i) by_class[d.labels[static_cast<size_t>(i)]].push_back(i);
+  std::mt19937_64 rng(seed ^ 0x7661'6c5f'7370'6c74ull);  // "val_splt"
+  std::vector<int64_t> train, val;
+  for (auto& [_, idx] : by_class) {
+    std::shuffle(idx.begin(), idx.end(), rng);
+    const auto k = static_cast<size_t>(std::llround(fraction * static_cast<double>(idx.size())));
+    val.insert(val.end(), idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k));
+    train.insert(train.end(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end());
+  }
+  std::sort(train.begin(), train.end());
+  std::sort(val.begin(), val.end());
+  return {select_rows(d, train), select_rows(d, val)};
+}
+
+Expected<Table> training_split(const data::OpenedDataset& d, const std::string& spec) {
+  auto it = d.splits.find("train");
+  if (it != d.splits.end()) return it->second;
+  if (d.splits.size() == 1) return d.splits.begin()->second;
+  std::vector<std::string> names;
+  for (const auto& [n, _] : d.splits) names.push_back(n);
+  return invalid_argument(spec + ": splits " + data::join(names) + ", none named train; name it so in a dataset.yaml");
+}
+
+std::string field_list(const std::vector<const Field*>& fs) {
+  std::string s;
+  for (const Field* f : fs)
+    s += (s.empty() ? "" : ", ") + f->name + " (" + data::describe(f->array.type, f->array.example_shape()) + ")";
+  return s;
+}
+
+}  // namespace
+
+Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>& inputs, const std::string& target,
+                             int classes, const std::string& where) {
+  TROUPE_RETURN_IF_ERROR(table.check(where));
+  auto y = pick_target(table, target, where);
+  if (!y.ok()) return y.status();
+  auto xs = pick_inputs(table, inputs, *y, where);
+  if (!xs.ok()) return xs.status();
+  auto hi = max_label(**y, where);
+  if (!hi.ok()) return hi.status();
+  Dataset d;
+  d.count = table.count();
+  d.classes = classes > 0 ? classes : static_cast<int>(*hi + 1);
+  if (!(*y)->classes.empty() && classes == 0) d.classes = static_cast<int>((*y)->classes.size());
+  if (*hi >= d.classes) {
+    for (int64_t i = 0; i < d.count; ++i) {
+      if ((*y)->array.value(static_cast<size_t>(i)) >= d.classes)
+        return invalid_argument(where + ": label " + std::to_string(static_cast<int64_t>((*y)->array.value(i))) +
+                                " of example " + std::to_string(i) + " in '" + (*y)->name + "' (" + (*y)->source +
+                                ") is out of range: the training set has classes 0.." + std::to_string(d.classes - 1));
+    }
+  }
+  int64_t features = 0;
+  for (const Field* f : *xs) features += f->array.example_elements();
+  if (features <= 0 || features > (int64_t{1} << 31))
+    return invalid_argument(where + ": inputs of " + std::to_string(features) + " values per example");
+  d.rows = 1;
+  d.cols = static_cast<int>(features);
+  if (xs->size() == 1) {
+    std::vector<int64_t> s = xs->front()->array.example_shape();
+    if (s.size() == 3 && s[2] == 1) s.pop_back();
+    if (s.size() == 3 && s[0] == 1) s.erase(s.begin());
+    if (s.size() == 2) {
+      d.rows = static_cast<int>(s[0]);
+      d.cols = static_cast<int>(s[1]);
+    }
+  }
+  float scale[256];
+  for (int v = 0; v < 256; ++v) scale[v] = static_cast<float>(v) / 255.0f;  // as the built-in loader
+  d.images.resize(static_cast<size_t>(d.count * features));
+  d.labels.resize(static_cast<size_t>(d.count));
+  float* out = d.images.data();
+  for (int64_t i = 0; i < d.count; ++i) {
+    for (const Field* f : *xs) {
+      const int64_t n = f->array.example_elements();
+      const uint8_t* p = f->array.example(i);
+      if (f->array.type == data::ElemType::u8) {
+        for (int64_t k = 0; k < n; ++k) *out++ = scale[p[k]];
+      } else if (f->array.type == data::ElemType::f32) {
+        std::memcpy(out, p, static_cast<size_t>(n) * 4);
+        out += n;
+      } else {
+        const size_t w = data::elem_size(f->array.type);
+        for (int64_t k = 0; k < n; ++k) *out++ = static_cast<float>(data::elem_value(f->array.type, p + k * w));
+      }
+    }
+    d.labels[static_cast<size_t>(i)] = static_cast<int32_t>((*y)->array.value(static_cast<size_t>(i)));
+  }
+  for (size_t i = 0; i < d.images.size(); ++i) {
+    if (!std::isfinite(d.images[i])) {
+      const int64_t example = static_cast<int64_t>(i) / features;
+      return invalid_argument(where + ": example " + std::to_string(example) + " has a NaN or infinite input (" +
+                              field_list(*xs) + "); nothing is trained on it — clean the data first");
+    }
+  }
+  return d;
+}
+
+Expected<TrainData> load_train_data(const TrainOptions& o) {
+  TrainData out;
+  if (o.data.empty()) {
+    auto train = cached_fashion_mnist(o.dataset_dir, Split::train);
+    if (!train.ok()) return train.status().with_context("loading the training set");
+    auto test = cached_fashion_mnist(o.dataset_dir, Split::test);
+    if (!test.ok()) return test.status().with_context("loading the test set");
+    out.train = *train;
+    out.test = *test;
+    out.description = "fashion-mnist (" + o.dataset_dir + ")";
+    return out;
+  }
+  data::SpecOptions so;
+  so.target = o.target;
+  so.token_dtype = o.token_dtype;
+  auto opened = data::open_dataset(o.data, so);
+  if (!opened.ok()) return opened.status().with_context("--data");
+  const std::string target = o.target.empty() ? opened->target : o.target;
+  auto train_table = training_split(*opened, o.data);
+  if (!train_table.ok()) return train_table.status();
+  // The validation table: --val, else the dataset's own val or test split.
+  std::optional<Table> val_table;
+  std::string val_from;
+  if (!o.val.empty()) {
+    auto v = data::open_dataset(o.val, so);
+    if (!v.ok()) return v.status().with_context("--val");
+    auto t = training_split(*v, o.val);
+    if (!t.ok()) return t.status();
+    val_table = std::move(*t);
+    val_from = o.val;
+  } else {
+    for (const char* name : {"val", "test"}) {
+      auto it = opened->splits.find(name);
+      if (it != opened->splits.end() && opened->splits.size() > 1) {  // (a lone split is the training one)
+        val_table = it->second;
+        val_from = o.data + " (split " + name + ")";
+        break;
+      }
+    }
+  }
+  auto y = pick_target(*train_table, target, o.data);
+  if (!y.ok()) return y.status();
+  auto hi = max_label(**y, o.data);
+  if (!hi.ok()) return hi.status();
+  int classes = (*y)->classes.empty() ? static_cast<int>(*hi + 1) : static_cast<int>((*y)->classes.size());
+  if (val_table) {
+    auto vy = pick_target(*val_table, (*y)->name, val_from);
+    if (!vy.ok()) return vy.status();
+    if (!(*y)->classes.empty()) {
+      if ((*vy)->classes.empty())
+        return invalid_argument(val_from + ": the training set's labels are text (" + data::join((*y)->classes) +
+                                "), the validation set's are numbers");
+      auto remapped = remap_classes(**vy, **y, val_from);
+      if (!remapped.ok()) return remapped.status();
+      for (Field& f : val_table->fields)
+        if (f.name == remapped->name) f = std::move(*remapped);
+    } else {
+      auto vhi = max_label(**vy, val_from);
+      if (!vhi.ok()) return vhi.status();
+      classes = std::max<int>(classes, static_cast<int>(*vhi + 1));
+    }
+  }
+  auto train = to_dataset(*train_table, o.inputs, (*y)->name, classes, o.data);
+  if (!train.ok()) return train.status();
+  Dataset test;
+  if (val_table) {
+    auto t = to_dataset(*val_table, o.inputs, (*y)->name, classes, val_from);
+    if (!t.ok()) return t.status();
+    if (t->features() != train->features())
+      return invalid_argument(val_from + ": " + std::to_string(t->features()) + " input values per example, the training set has " +
+                              std::to_string(train->features()));
+    test = std::move(*t);
+  } else {
+    if (!(o.val_fraction > 0 && o.val_fraction < 1))
+      return invalid_argument("--val-fraction " + std::to_string(o.val_fraction) + " is not in (0, 1), and " + o.data +
+                              " has no val or test split (or give --val SPEC)");
+    auto [tr, va] = split_fraction(*train, o.val_fraction, o.seed);
+    if (va.count == 0 || tr.count == 0)
+      return invalid_argument(o.data + ": --val-fraction " + std::to_string(o.val_fraction) + " of " +
+                              std::to_string(train->count) + " examples leaves an empty set");
+    *train = std::move(tr);
+    test = std::move(va);
+    val_from = std::to_string(o.val_fraction) + " of the training split (seeded, stratified)";
+  }
+  auto xs = pick_inputs(*train_table, o.inputs, *y, o.data);
+  out.description = o.data + ": " + std::to_string(train->count) + " training examples, inputs " + field_list(*xs) +
+                    ", target " + (*y)->name + " (" + std::to_string(classes) + " classes); evaluated on " +
+                    std::to_string(test.count) + " from " + val_from;
+  out.train = std::make_shared<const Dataset>(std::move(*train));
+  out.test = std::make_shared<const Dataset>(std::move(test));
+  return out;
+}
+
+}  // namespace troupe
