@@ -3,7 +3,11 @@
 // listing the shards in order; a version whose set never completes gets none.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
+#include "gcs/checkpoint_mirror.h"
 #include "gcs/in_memory_store.h"
+#include "tests/core/temp_dir.h"
 #include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/job/ps_checkpoint.h"
 
@@ -28,7 +32,9 @@ TEST_CASE("ps checkpoints: the server completing a version's set writes its mani
   spec.workers = 2;
   spec.ps = 3;
   spec.checkpoint_every = 50;
-  spec.checkpoint_dir = "/ckpt-root";
+  troupe::testing::TempDir root;
+  spec.checkpoint_dir = root.path();
+  std::filesystem::create_directories(checkpoint::step_dir(root.file(job.hex()), 100));
   spec.checkpoint_keep = 5;
   CHECK(async_checkpoint_versions(spec) == 100);  // 50 steps of each of 2 workers
 
@@ -46,7 +52,13 @@ TEST_CASE("ps checkpoints: the server completing a version's set writes its mani
   REQUIRE(one->size() == 1u);
   const checkpoint::Manifest m = checkpoint::from_record(one->front());
   CHECK(m.step == 100);
-  CHECK(m.dir == checkpoint::step_dir("/ckpt-root/" + job.hex(), 100));
+  CHECK(m.dir == checkpoint::step_dir(root.file(job.hex()), 100));
+  // Mirrored on disk first (the manifest alone: an async job keeps no trained ranges).
+  auto mirror = gcs::read_checkpoint_mirror(gcs::mirror_path(m.dir));
+  REQUIRE(mirror.ok());
+  CHECK(mirror->manifest.step == 100);
+  CHECK(mirror->manifest.shards.size() == 3u);
+  CHECK(mirror->trained.empty());
   REQUIRE(m.shards.size() == 3u);
   for (int s = 0; s < 3; ++s) {
     CHECK(m.shards[static_cast<size_t>(s)].path == shard_file(s, 100).path);

@@ -173,7 +173,7 @@ Status TrainedLog::durable_through(int64_t step) {
 Status commit_trained_checkpoint(gcs::Store& store, const JobId& job, const JobSpec& spec, TrainedLog& trained,
                                  const checkpoint::Manifest& m) {
   TROUPE_RETURN_IF_ERROR(trained.durable_through(m.step));
-  return commit_checkpoint(store, job, spec, m);
+  return commit_checkpoint(store, job, spec, m, trained.steps_per_epoch());
 }
 
 checkpoint::ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobId& job, const JobSpec& spec,

@@ -99,6 +99,7 @@ class TrainedLog {
   // Every step up to global step `step` is durable: a checkpoint's shards are written and its
   // manifest is about to be committed (commit_trained_checkpoint), or the job is done.
   Status durable_through(int64_t step);
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
 
  private:
   gcs::Store& store_;
@@ -109,7 +110,8 @@ class TrainedLog {
 };
 
 // Rank 0's commit of checkpoint `m` once every shard of it is durable: its steps recorded as
-// trained first, then the manifest (commit_checkpoint). A kill between the two leaves ranges past
+// trained first, then the manifest (commit_checkpoint: mirrored on disk with those ranges and the
+// finished epochs' ledger records, then in the GCS). A kill between the two leaves ranges past
 // the newest checkpoint, which a restart's rewind drops; the other order could leave a checkpoint
 // whose steps no range records, and the accounting a gap.
 Status commit_trained_checkpoint(gcs::Store& store, const JobId& job, const JobSpec& spec, TrainedLog& trained,
