@@ -134,9 +134,9 @@ struct NodeDeclaredDead {
 };
 
 // The GCS came back without the head's stamp (gcs/gcs_stamp.h): its records are gone. The head
-// service writes back what it knows (actor records from the node managers, job records) and fails
-// the running jobs, whose ledgers and checkpoint records were lost. Sent by the head process to its
-// own service.
+// service writes back what it knows (actor records from the node managers, job records); running
+// jobs restart from the checkpoints mirrored on disk (sync, central, pipeline) or fail naming the
+// loss (actors/job_supervisor.h, on_gcs_lost). Sent by the head process to its own service.
 struct GcsDataLost {
   std::string what;  // one line for the messages: "the GCS came back without ..."
 };

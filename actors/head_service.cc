@@ -195,7 +195,8 @@ class HeadService : public caf::event_based_actor {
   // The GCS lost its data (gcs/gcs_stamp.h): every live actor of every connected node manager is
   // recorded ALIVE again — with its job, demand and restarts as the job supervisor knows them, or
   // its demand as a `troupe spawn` actor — and the jobs are handled by the supervisor (running ones
-  // fail naming the loss). Spawns still waiting are recorded again when next placed.
+  // restart from their checkpoints on disk or fail naming the loss). Spawns still waiting are
+  // recorded again when next placed.
   void after_gcs_lost(const std::string& what) {
     std::vector<gcs::ActorRecord> records;
     const int64_t now = gcs::now_ms();

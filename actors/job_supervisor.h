@@ -115,10 +115,14 @@ class JobSupervisor {
   void adopt(const SubmitJob& submission, int attempt, const std::vector<AdoptedMember>& members);
 
   // The GCS lost its data (actors/job_gcs_loss.cc): every job's submission is written back; a job
-  // still waiting for its first placement keeps waiting (its record written back as it was); every
-  // other job — running, or between attempts — is FAILED, naming the lost GCS (its shard ledger,
-  // progress, trained ranges and checkpoint records are gone, so it cannot go on exactly once), and
-  // its actors are stopped. Never trains on silently.
+  // still waiting for its first placement keeps waiting (its record written back as it was). A
+  // sync, central or pipeline job that ran (or was between attempts) with checkpoints restarts from
+  // them: their manifests, the trained ranges and the finished epochs of the ledger are written back
+  // from the mirrors in its checkpoint directory (gcs/checkpoint_restore.h; event
+  // "checkpoints_restored"), and the gang is placed again as after a failure (one restart of the
+  // budget, "job_restarting" naming the loss and the step). Every other job — no checkpoints, none
+  // usable, an async job, no restarts left — is FAILED naming the lost GCS and why it cannot resume,
+  // and its actors are stopped. Never trains on silently.
   void on_gcs_lost(const std::string& what);
   // Fills in what the supervisor knows of a job actor's record (job, demand, restarts): false when
   // `id` is no member of a job.
@@ -192,6 +196,9 @@ class JobSupervisor {
   void place_gang_again(Job& job);
   bool try_replace(Job& job);
   void after_success(Job& job);
+  // job_gcs_loss.cc: writes `job`'s checkpoints back from disk and restarts it from them (its record
+  // `rec` written back RUNNING); "" when it does, else why it cannot.
+  std::string resume_after_gcs_loss(Job& job, gcs::JobRecord& rec, const std::string& what);
   void account_async(Job& job, const std::string& result);  // after_success of an async job
   bool restarts_left(const Job& job) const { return job.attempt - job.free_attempts < job.max_restarts; }
   // job_elastic.cc
