@@ -4,7 +4,10 @@
 // external redis-server (not watched: nobody restarts it) frozen for 30 s, then the head frozen for
 // 30 s, under a sync job. Every time: no node process exits, the job completes, its data is
 // accounted exactly once, and no restart of the job is spent on the outage (workers and nodes
-// wait it out: the setting outage_grace_ms, 60 s).
+// wait it out: the setting outage_grace_ms, 60 s). And the GCS killed with its data directory
+// deleted: the cluster's tables are whole again within seconds, a sync job with checkpoints resumes
+// from the mirrors in its checkpoint directory (one restart, accounted exactly once), and a job
+// without checkpoints fails naming the loss.
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -135,14 +138,23 @@ TEST_CASE("outages: an external GCS frozen for 30 s, then the head frozen for 30
 }
 
 TEST_CASE("outages: the GCS killed with its data directory deleted comes back empty: the head writes back the "
-          "nodes and actors within seconds and fails the running job naming the loss", "[jobs][cluster][faults][outage]") {
+          "nodes and actors within seconds, a sync job with checkpoints resumes from its checkpoint on disk and is "
+          "accounted exactly once, one without fails naming the loss", "[jobs][cluster][faults][outage]") {
   ClusterFixture c;
   c.up("--nodes 2 --cpus 2");
   auto spawned = c.troupe("spawn counter --count 5 --json", 60);
   INFO(spawned.both());
   REQUIRE(spawned.exit_code == 0);
-  const std::string id = submit_detached(c, "--strategy sync --workers 2 --epochs 10 --batch-size 128");
-  Json view = wait_for_step(c, id, 300);
+  // 3 epochs of 468 steps: the loss comes in epoch 2 (or 3), so finished epochs of the ledger must
+  // come back too, and with room to spare before the end (the job trains ~100 steps a second here).
+  const std::string resumable = "--strategy sync --workers 2 --epochs 3 --batch-size 128 --checkpoint-every 100 "
+                                "--checkpoint-dir " + c.home() + "/ckpt";
+  const double baseline = fault_free_accuracy(c, resumable);
+  const std::string id = submit_detached(c, resumable);
+  const std::string plain = submit_detached(c, "--strategy sync --workers 2 --epochs 10 --batch-size 128");
+  REQUIRE(job_of(wait_for_step(c, plain, 100), plain).value("step", int64_t{0}) >= 100);
+  Json view = wait_for_step(c, id, 560);
+  REQUIRE(job_of(view, id).value("step", int64_t{0}) >= 560);  // past its checkpoint of step 500
   std::set<std::string> counters;
   for (const Json& a : view.at("actors"))
     if (a.at("type") == "counter" && a.at("state") == "ALIVE") counters.insert(a.at("id").get<std::string>());
@@ -160,7 +172,8 @@ TEST_CASE("outages: the GCS killed with its data directory deleted comes back em
   REQUIRE(c.restarted_gcs(redis_pid) > 0);
 
   // Within seconds: every node ALIVE and every live actor ALIVE again in the GCS, the loss on
-  // record, and the job FAILED saying why (its ledger and progress are gone: it must not train on).
+  // record, the job without checkpoints FAILED saying why (its ledger and progress are gone: it
+  // must not train on) and the one with checkpoints written back from disk and restarting.
   Json after;
   const bool whole = poll_until([&] {
     after = c.try_status(100);
@@ -170,24 +183,52 @@ TEST_CASE("outages: the GCS killed with its data directory deleted comes back em
     for (const Json& a : after.at("actors"))
       alive_counters += counters.count(a.at("id").get<std::string>()) && a.at("state") == "ALIVE";
     return alive_nodes == 3 && alive_counters == 5 && !event_of(after, "gcs_data_lost", "").is_null() &&
-           job_of(after, id).value("state", "") == "FAILED";
+           job_of(after, plain).value("state", "") == "FAILED" && !event_of(after, "job_restarting", id).is_null();
   }, std::chrono::seconds(30), std::chrono::milliseconds(200));
   INFO(after.dump(1).substr(0, 6000) << c.logs_tail());
   REQUIRE(whole);
-  WARN("the GCS came back empty: nodes, actors and the job's failure on record "
+  WARN("the GCS came back empty: nodes, actors, one job's failure and the other's restart on record "
        << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count() << " ms after the kill");
-  const std::string failed = job_of(after, id).at("message");
+  const std::string failed = job_of(after, plain).at("message");
   CHECK(failed.find("the GCS lost its data while the job ran") != std::string::npos);
+  CHECK(failed.find("it wrote no checkpoints to resume from") != std::string::npos);
   CHECK_FALSE(event_of(after, "gcs_refilled", "").is_null());
+  // Its checkpoints written back, the step and the loss named. The one restart is the supervisor's
+  // for the loss, or (when a worker met the empty ledger first and exited, "shard 0 of epoch 2 ...
+  // is not in the GCS") that worker's failure: the restart then under way finds the checkpoints.
+  const Json restored = event_of(after, "checkpoints_restored", id);
+  INFO("restored: " << restored.dump());
+  REQUIRE_FALSE(restored.is_null());
+  const std::string restored_text = restored.at("message");
+  CHECK(restored_text.find(c.home() + "/ckpt/" + id) != std::string::npos);
+  CHECK(restored_text.find("after the GCS lost its data") != std::string::npos);
+  CHECK(restored_text.find("(newest: step ") != std::string::npos);
+  const std::string restarting = event_of(after, "job_restarting", id).at("message");
+  INFO("restarting: " << restarting);
+  CHECK((restarting.find("the GCS lost its data while the job ran") != std::string::npos ||
+         restarting.find("is not in the GCS") != std::string::npos));
   check_none_exited(before);
-  // Its workers were stopped (not left training on an empty ledger).
+  // The failed job's workers were stopped (not left training on an empty ledger).
   CHECK(poll_until([&] {
     Json now = c.try_status(10);
     if (now.is_null()) return false;
     for (const Json& a : now.at("actors"))
-      if (a.value("job", "") == id && a.at("state") == "ALIVE") return false;
+      if (a.value("job", "") == plain && a.at("state") == "ALIVE") return false;
     return true;
   }, std::chrono::seconds(30), std::chrono::milliseconds(200)));
+
+  // The resumed job trains to its end from the checkpoint: one restart, the same accuracy, every
+  // shard of every epoch trained exactly once over its two attempts (epoch 1's ledger and the
+  // ranges up to the checkpoint came back from disk).
+  Json end = wait_for_end(c, id, std::chrono::seconds(300));
+  INFO(c.logs_tail());
+  check_recovered(c, end, id, baseline, true);
+  const Json resumed = job_of(end, id).at("result");
+  INFO(resumed.dump());
+  CHECK(resumed.at("resumed_from").at("step").get<int64_t>() >= 500);
+  WARN("resumed after the GCS lost its data from step " << resumed.at("resumed_from").at("step") << ": accuracy "
+                                                       << accuracy_of(end, id) << " vs " << baseline);
+  check_none_exited(before);
 
   // The cluster is whole: a new job trains to its end, and the counters still answer.
   auto again = c.troupe("submit --strategy sync --workers 2 --epochs 1 --batch-size 128 --json --no-progress", 180);
