@@ -120,7 +120,8 @@ class JobSupervisor {
   // them: their manifests, the trained ranges and the finished epochs of the ledger are written back
   // from the mirrors in its checkpoint directory (gcs/checkpoint_restore.h; event
   // "checkpoints_restored"), and the gang is placed again as after a failure (one restart of the
-  // budget, "job_restarting" naming the loss and the step). Every other job — no checkpoints, none
+  // budget, "job_restarting" naming the loss and the step; a restart already under way — a worker
+  // met the empty ledger first — finds them instead). Every other job — no checkpoints, none
   // usable, an async job, no restarts left — is FAILED naming the lost GCS and why it cannot resume,
   // and its actors are stopped. Never trains on silently.
   void on_gcs_lost(const std::string& what);
