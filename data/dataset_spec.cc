@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "data/readers/csv_reader.h"
+#include "data/readers/hdf5_reader.h"
 #include "data/readers/idx_reader.h"
 #include "data/readers/npy_reader.h"
 #include "data/readers/npz_reader.h"
@@ -41,7 +42,7 @@ bool exists(const std::string& p) {
 }
 bool known_kind(const std::string& path) {
   return ends_with(path, ".npy") || ends_with(path, ".npz") || ends_with(path, ".csv") || ends_with(path, ".bin") ||
-         looks_like_idx(path) || looks_like_tar(path);
+         looks_like_idx(path) || looks_like_tar(path) || looks_like_hdf5(path);
 }
 
 Expected<std::vector<std::string>> expand_glob(const std::string& pattern) {
@@ -136,6 +137,10 @@ struct Reader {
       auto members = read_npz(path);
       if (!members.ok()) return members.status();
       for (auto& [name, a] : *members) put(name, "data", std::move(a), path + "[" + name + ".npy]");
+    } else if (looks_like_hdf5(path)) {
+      auto sets = read_hdf5(path, options.hdf5_datasets);
+      if (!sets.ok()) return sets.status();
+      for (auto& [name, a] : *sets) put(name, "data", std::move(a), path + "[" + name + "]");
     } else if (ends_with(path, ".csv")) {
       CsvOptions co;
       co.target = options.target;
@@ -158,7 +163,7 @@ struct Reader {
       if (!a.ok()) return a.status();
       put(st, "tokens", std::move(*a), path);
     } else {
-      return invalid_argument(path + ": not a dataset file troupe reads (.npy .npz .csv .bin .tar, IDX *-idxN-ubyte[.gz])");
+      return invalid_argument(path + ": not a dataset file troupe reads (.npy .npz .csv .bin .tar .h5, IDX *-idxN-ubyte[.gz])");
     }
     return {};
   }
@@ -187,7 +192,7 @@ Expected<std::vector<std::string>> files_of(const std::string& spec) {
       }
       ::closedir(d);
       if (found.empty())
-        return not_found(part + ": no dataset files in the directory (.npy .npz .csv .bin .tar, IDX files, or a dataset.yaml)");
+        return not_found(part + ": no dataset files in the directory (.npy .npz .csv .bin .tar .h5, IDX files, or a dataset.yaml)");
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
     } else {
@@ -211,6 +216,7 @@ Expected<OpenedDataset> open_yaml(const std::string& path, SpecOptions options) 
   try {
     if (root["target"]) out.target = root["target"].as<std::string>();
     if (root["token_dtype"]) options.token_dtype = root["token_dtype"].as<std::string>();
+    if (root["datasets"]) options.hdf5_datasets = root["datasets"].as<std::vector<std::string>>();
     if (options.target.empty()) options.target = out.target;
     if (root["fields"]) {
       if (!root["fields"].IsMap()) return invalid_argument(path + ": 'fields' must map names to new names");
@@ -220,8 +226,8 @@ Expected<OpenedDataset> open_yaml(const std::string& path, SpecOptions options) 
       return invalid_argument(path + ": a dataset.yaml needs 'splits:' mapping split names to lists of files");
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
-      if (key != "splits" && key != "fields" && key != "target" && key != "token_dtype")
-        return invalid_argument(path + ": unknown key '" + key + "' (keys: splits, fields, target, token_dtype)");
+      if (key != "splits" && key != "fields" && key != "target" && key != "token_dtype" && key != "datasets")
+        return invalid_argument(path + ": unknown key '" + key + "' (keys: splits, fields, target, token_dtype, datasets)");
     }
     const Reader reader{options, renames, false};
     for (const auto& kv : root["splits"]) {
@@ -260,13 +266,13 @@ SplitName split_of(const std::string& name) {
   // Tokens separated by - _ or .; the first token naming a split wins.
   size_t start = 0;
   while (start <= name.size()) {
-    size_t end = name.find_first_of("-_.", start);
+    size_t end = name.find_first_of("-_./", start);
     if (end == std::string::npos) end = name.size();
     auto it = words.find(name.substr(start, end - start));
     if (it != words.end()) {
       std::string rest = name.substr(0, start) + (end < name.size() ? name.substr(end + 1) : "");
-      while (!rest.empty() && std::string("-_.").find(rest.back()) != std::string::npos) rest.pop_back();
-      while (!rest.empty() && std::string("-_.").find(rest.front()) != std::string::npos) rest.erase(0, 1);
+      while (!rest.empty() && std::string("-_./").find(rest.back()) != std::string::npos) rest.pop_back();
+      while (!rest.empty() && std::string("-_./").find(rest.front()) != std::string::npos) rest.erase(0, 1);
       return {it->second, rest};
     }
     start = end + 1;

@@ -3,11 +3,13 @@
 // SPEC is one of
 //   - a file: .npy (one field), .npz (a field per member), .csv (features + the label column),
 //     an IDX file (*-idxN-ubyte[.gz]), a raw token stream (.bin, --token-dtype), WebDataset tar
-//     shards (.tar[.gz|.xz|.zst]: a field per member extension, shards of a split read together);
+//     shards (.tar[.gz|.xz|.zst]: a field per member extension, shards of a split read together),
+//     HDF5 files (.h5 .hdf5: a field per numeric dataset, by path; a yaml's datasets: names them);
 //   - several files separated by commas, or a glob (data/*.npy);
 //   - a directory: its dataset.yaml if it has one, else every file of those kinds in it;
 //   - a dataset.yaml (or .yml): { splits: { train: [files or globs], val: [...] },
-//     fields: { stem: new_name }, target: name, token_dtype: u16 } — paths relative to the yaml.
+//     fields: { stem: new_name }, target: name, token_dtype: u16, datasets: [hdf5 names] } — paths
+//     relative to the yaml.
 // Without a yaml, a file or array name holding the word train, val/valid/validation or test/t10k
 // (as in x_train.npy, y_test.npy, train.bin, t10k-images-idx3-ubyte.gz) belongs to that split and
 // its field is the rest of the name (x, y, tokens; IDX "images"/"labels" become image/label);
@@ -26,6 +28,7 @@ namespace troupe::data {
 struct SpecOptions {
   std::string target;              // CSV: the label column (empty: label, labels, y, target, class or cls)
   std::string token_dtype = "u16"; // raw .bin token files
+  std::vector<std::string> hdf5_datasets;  // HDF5: the datasets to read (a yaml's datasets:); empty: all
 };
 
 struct OpenedDataset {

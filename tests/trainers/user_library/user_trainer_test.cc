@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 
+#include "tests/core/temp_dir.h"
 #include "trainers/local_trainer.h"
 #include "trainers/trainer_library.h"
 #include "trainers/trainer_registry.h"
@@ -40,4 +42,24 @@ TEST_CASE("the example trainer built with pkg-config loads", "[user_trainer]") {
   CHECK(lib->trainers == std::vector<std::string>{"logreg"});
   auto t = trainer_registry().create("logreg");
   CHECK(t.ok());
+}
+
+TEST_CASE("the example trainer learns the user's own .npy files (examples/own_data)", "[user_trainer][data]") {
+  auto lib = load_trainer_library(std::string(TROUPE_USER_TRAINER_DIR) + "/cmake/libuser_trainer.so");
+  REQUIRE(lib.ok());
+  troupe::testing::TempDir dir;
+  const std::string cmd = "/usr/bin/python3 " TROUPE_SOURCE_DIR "/examples/own_data/make_data.py " + dir.path() +
+                          " > " + dir.file("log") + " 2>&1";
+  INFO("examples/own_data/make_data.py failed (python3-numpy: scripts/install-deps.sh)");
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  TrainOptions o;
+  o.model = "logreg";
+  o.data = dir.path();
+  o.epochs = 5;
+  o.batch_size = 32;
+  auto r = train_local(o, {});
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  CHECK(r->model == "logreg 8-3 softmax regression");
+  CHECK(r->test_accuracy > 0.9);  // three well-separated blobs, evaluated on the 600 of x_val/y_val
 }
