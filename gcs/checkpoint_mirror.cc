@@ -1,13 +1,11 @@
 #include "gcs/checkpoint_mirror.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
+#include "core/durable_file.h"
 #include "gcs/record_fields.h"
 #include "gcs/tables.h"
 
@@ -18,30 +16,6 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'R', 'P', 'M', 'A', 'N', 'I', '1'};
 constexpr uint32_t kPayloadFields = 6;  // format, manifest, first step, steps per epoch, ranges, ledger
-
-std::string errno_text() { return std::strerror(errno); }
-
-// Closes the descriptor on every path out.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
-Status write_all(int fd, const std::string& bytes, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return io_error("writing checkpoint manifest " + path + " failed: " + errno_text());
-    done += static_cast<size_t>(n);
-  }
-  return {};
-}
 
 // The global steps [begin, end) a range covers.
 std::pair<int64_t, int64_t> global_span(const TrainedRange& r, int64_t steps_per_epoch) {
@@ -202,51 +176,14 @@ Expected<CheckpointMirror> gather_mirror(Store& store, const CheckpointRecord& m
 }
 
 Status write_checkpoint_mirror(const CheckpointMirror& m) {
-  const std::string path = mirror_path(m.manifest.dir);
-  const std::string bytes = encode_mirror(m);
-  // A temporary file beside the final one (same file system, so the rename is atomic).
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (f.fd < 0) return io_error("cannot create checkpoint manifest " + tmp + ": " + errno_text());
-    Status st = write_all(f.fd, bytes, tmp);
-    if (st.ok() && ::fsync(f.fd) != 0) st = io_error("flushing checkpoint manifest " + tmp + " failed: " + errno_text());
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st;
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    return io_error("renaming checkpoint manifest " + tmp + " to " + path + " failed: " + why);
-  }
-  Fd d(::open(m.manifest.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd < 0) return io_error("cannot open checkpoint directory " + m.manifest.dir + " to flush it: " + errno_text());
-  if (::fsync(d.fd) != 0) return io_error("flushing checkpoint directory " + m.manifest.dir + " failed: " + errno_text());
-  return {};
+  return write_file_durably(mirror_path(m.manifest.dir), encode_mirror(m), "checkpoint manifest");
 }
 
 Expected<CheckpointMirror> read_checkpoint_mirror(const std::string& path) {
-  std::string bytes;
-  {
-    Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (f.fd < 0) {
-      if (errno == ENOENT) return not_found("checkpoint manifest " + path + " does not exist");
-      return io_error("cannot open checkpoint manifest " + path + ": " + errno_text());
-    }
-    char buf[1 << 16];
-    while (true) {
-      const ssize_t n = ::read(f.fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error("reading checkpoint manifest " + path + " failed: " + errno_text());
-      if (n == 0) break;
-      bytes.append(buf, static_cast<size_t>(n));
-      if (bytes.size() > (64u << 20)) return corrupt_data("checkpoint manifest " + path + " is over 64 MiB: not a manifest");
-    }
-  }
+  auto bytes = read_whole_file(path, "checkpoint manifest", size_t{64} << 20);
+  if (!bytes.ok()) return bytes.status();
   CheckpointMirror m;
-  TROUPE_RETURN_IF_ERROR(decode_mirror(bytes, path, &m));
+  TROUPE_RETURN_IF_ERROR(decode_mirror(*bytes, path, &m));
   return m;
 }
 

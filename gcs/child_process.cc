@@ -15,22 +15,15 @@
 #include <sstream>
 #include <thread>
 
+#include "core/durable_file.h"
+
 namespace troupe::gcs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
+using Fd = UniqueFd;  // closes a file descriptor on scope exit
 
 // A message from the forked side to the parent: 'P' + pid of the grandchild, or 'E' + errno of a
 // failed exec/fork. 5 bytes, so each write is atomic on a pipe.

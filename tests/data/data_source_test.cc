@@ -16,21 +16,17 @@ namespace {
 
 using troupe::testing::run_numpy;
 using troupe::testing::TempDir;
+using troupe::testing::idx_py;
+using troupe::testing::write_fashion_npy;
 using troupe::testing::write_text;
 
 // The first 6,400 training and 1,000 test images of Fashion-MNIST, written by NumPy as IDX (gzip),
 // .npy (Keras names), .npz, CSV (label first, 784 pixel columns) and WebDataset PNG shards (Pillow).
 void write_formats(const std::string& dir) {
-  run_numpy(dir, std::string(R"PY(
-import gzip
-def idx(path):
-    with gzip.open(path) as f: b = f.read()
-    nd = b[3]; dims = [int.from_bytes(b[4+4*i:8+4*i], 'big') for i in range(nd)]
-    return np.frombuffer(b[4+4*nd:], dtype=np.uint8).reshape(dims)
+  run_numpy(dir, idx_py() + R"PY(
 def write_idx(path, a):
     head = bytes([0, 0, 8, a.ndim]) + b''.join(int(d).to_bytes(4, 'big') for d in a.shape)
     with gzip.open(path, 'wb') as f: f.write(head + a.tobytes())
-src = ')PY") + TROUPE_DEFAULT_DATASET_DIR + R"PY('
 xtr = idx(src + '/train-images-idx3-ubyte.gz')[:6400]; ytr = idx(src + '/train-labels-idx1-ubyte.gz')[:6400]
 xte = idx(src + '/t10k-images-idx3-ubyte.gz')[:1000]; yte = idx(src + '/t10k-labels-idx1-ubyte.gz')[:1000]
 os.mkdir('idx'); os.mkdir('npy'); os.mkdir('csv')
@@ -111,17 +107,7 @@ TEST_CASE("data source: IDX, .npy, .npz, CSV and WebDataset PNG shards give the 
 
 TEST_CASE("data source: the MLP reaches 0.885 in 10 epochs from .npy files", "[data][source][e2e]") {
   TempDir dir;
-  run_numpy(dir.path(), std::string(R"PY(
-import gzip
-def idx(path):
-    with gzip.open(path) as f: b = f.read()
-    nd = b[3]; dims = [int.from_bytes(b[4+4*i:8+4*i], 'big') for i in range(nd)]
-    return np.frombuffer(b[4+4*nd:], dtype=np.uint8).reshape(dims)
-src = ')PY") + TROUPE_DEFAULT_DATASET_DIR + R"PY('
-for s, p in (('train', 'train'), ('test', 't10k')):
-    np.save('image_%s.npy' % s, idx(src + '/%s-images-idx3-ubyte.gz' % p))
-    np.save('label_%s.npy' % s, idx(src + '/%s-labels-idx1-ubyte.gz' % p).astype(np.int64))
-)PY");
+  write_fashion_npy(dir.path());
   TrainOptions o;
   o.data = dir.file("*.npy");
   auto d = load_train_data(o);

@@ -28,6 +28,26 @@ inline void run_numpy(const std::string& dir, const std::string& code) {
   REQUIRE(rc == 0);
 }
 
+// Python defining idx(path): an IDX .gz file as a NumPy array, and src: the built-in dataset's folder.
+inline std::string idx_py() {
+  return std::string(R"PY(
+import gzip
+def idx(path):
+    with gzip.open(path) as f: b = f.read()
+    nd = b[3]; dims = [int.from_bytes(b[4+4*i:8+4*i], 'big') for i in range(nd)]
+    return np.frombuffer(b[4+4*nd:], dtype=np.uint8).reshape(dims)
+src = ')PY") + TROUPE_DEFAULT_DATASET_DIR + "'\n";
+}
+
+// Fashion-MNIST as NumPy users keep it: x_train.npy, y_train.npy (int64), x_test.npy, y_test.npy.
+inline void write_fashion_npy(const std::string& dir) {
+  run_numpy(dir, idx_py() + R"PY(
+for s, p in (('train', 'train'), ('test', 't10k')):
+    np.save('x_%s.npy' % s, idx(src + '/%s-images-idx3-ubyte.gz' % p))
+    np.save('y_%s.npy' % s, idx(src + '/%s-labels-idx1-ubyte.gz' % p).astype(np.int64))
+)PY");
+}
+
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;

@@ -13,32 +13,13 @@
 
 using namespace troupe::testing;
 
-namespace {
-
-// Fashion-MNIST as four .npy files (Keras names) in `dir`, written by NumPy from the IDX files.
-void write_npy(const std::string& dir) {
-  run_numpy(dir, std::string(R"PY(
-import gzip
-def idx(path):
-    with gzip.open(path) as f: b = f.read()
-    nd = b[3]; dims = [int.from_bytes(b[4+4*i:8+4*i], 'big') for i in range(nd)]
-    return np.frombuffer(b[4+4*nd:], dtype=np.uint8).reshape(dims)
-src = ')PY") + TROUPE_DEFAULT_DATASET_DIR + R"PY('
-for s, p in (('train', 'train'), ('test', 't10k')):
-    np.save('x_%s.npy' % s, idx(src + '/%s-images-idx3-ubyte.gz' % p))
-    np.save('y_%s.npy' % s, idx(src + '/%s-labels-idx1-ubyte.gz' % p).astype(np.int64))
-)PY");
-}
-
-}  // namespace
-
 TEST_CASE("data: sync and async jobs train from .npy files, and a sync job rides out its worker node killed",
           "[jobs][cluster][data]") {
   ClusterFixture c;
   c.up("--nodes 2 --cpus 2");
   const std::string data = c.home() + "/data";
   std::filesystem::create_directories(data);
-  write_npy(data);
+  write_fashion_npy(data);
   const std::string ckpt = c.home() + "/ckpt";
   const std::string job_args = "--strategy sync --workers 4 --epochs 3 --batch-size 128 --checkpoint-every 100 "
                                "--checkpoint-dir " + ckpt + " --data " + data;

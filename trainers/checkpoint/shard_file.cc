@@ -1,16 +1,12 @@
 #include "trainers/checkpoint/shard_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <thread>
-#include <functional>
+
+#include "core/durable_file.h"
 
 namespace troupe::checkpoint {
 namespace {
@@ -31,55 +27,6 @@ T get(const char*& p) {
   std::memcpy(&v, p, sizeof v);
   p += sizeof v;
   return v;
-}
-
-std::string errno_text() { return std::strerror(errno); }
-
-// Closes the descriptor on every path out.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
-Status write_all(int fd, const char* data, size_t size, const std::string& path) {
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::write(fd, data + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return io_error("writing checkpoint shard " + path + " failed: " + errno_text());
-    done += static_cast<size_t>(n);
-  }
-  return {};
-}
-
-Status fsync_dir(const std::string& dir) {
-  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd < 0) return io_error("cannot open checkpoint directory " + dir + " to flush it: " + errno_text());
-  if (::fsync(d.fd) != 0) return io_error("flushing checkpoint directory " + dir + " failed: " + errno_text());
-  return {};
-}
-
-Expected<std::string> read_all(const std::string& path) {
-  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (f.fd < 0) {
-    if (errno == ENOENT) return not_found("checkpoint shard " + path + " does not exist");
-    return io_error("cannot open checkpoint shard " + path + ": " + errno_text());
-  }
-  std::string bytes;
-  char buf[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(f.fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return io_error("reading checkpoint shard " + path + " failed: " + errno_text());
-    if (n == 0) break;
-    bytes.append(buf, static_cast<size_t>(n));
-  }
-  return bytes;
 }
 
 }  // namespace
@@ -131,31 +78,12 @@ Expected<WrittenShard> write_shard_file(const std::string& path, const ShardData
   bytes += d.extra;
   put<uint64_t>(bytes, XXH64(bytes.data(), bytes.size(), 0));
 
-  // Temporary file beside the final one (same file system, so the rename is atomic).
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
-  {
-    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (f.fd < 0) return io_error("cannot create checkpoint shard " + tmp + ": " + errno_text());
-    Status st = write_all(f.fd, bytes.data(), bytes.size(), tmp);
-    if (st.ok() && ::fsync(f.fd) != 0) st = io_error("flushing checkpoint shard " + tmp + " failed: " + errno_text());
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    return io_error("renaming checkpoint shard " + tmp + " to " + path + " failed: " + why);
-  }
-  std::string dir = fs::path(path).parent_path().string();
-  TROUPE_RETURN_IF_ERROR(fsync_dir(dir.empty() ? "." : dir));
+  TROUPE_RETURN_IF_ERROR(write_file_durably(path, bytes, "checkpoint shard"));
   return WrittenShard{path, bytes.size(), xxh64_hex(bytes.data(), bytes.size())};
 }
 
 Expected<ShardData> read_shard_file(const std::string& path) {
-  auto file = read_all(path);
+  auto file = read_whole_file(path, "checkpoint shard");
   if (!file.ok()) return file.status();
   const std::string& b = *file;
   auto corrupt = [&](const std::string& what) { return corrupt_data("checkpoint shard " + path + " is corrupt: " + what); };
@@ -228,7 +156,7 @@ Expected<ShardData> read_shard_file(const std::string& path) {
 }
 
 Status verify_shard_file(const std::string& path, uint64_t bytes, const std::string& checksum) {
-  auto file = read_all(path);
+  auto file = read_whole_file(path, "checkpoint shard");
   if (!file.ok()) return file.status();
   if (file->size() != bytes) {
     return corrupt_data("checkpoint shard " + path + " has " + std::to_string(file->size()) +
