@@ -63,6 +63,8 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
       if (!o.device.is_cpu()) return report_error("train", invalid_argument("--strategy pipeline trains on the CPU"));
       if (o.precision != DType::f32)
         return report_error("train", invalid_argument("--precision: pipeline stages compute in f32 for now"));
+      if (!o.save_path.empty() || !o.init_from.empty())
+        return report_error("train", invalid_argument("--save and --init-from: not with --strategy pipeline yet"));
       auto data = load_train_data(o);
       if (!data.ok()) return report_error("train", data.status());
       auto run = pipeline::train_local_pipeline(o, *po, *data->train, *data->test, on_progress);

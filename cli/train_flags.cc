@@ -3,6 +3,7 @@
 #include "data/dataset_spec.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 namespace troupe::cli {
@@ -49,6 +50,11 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
   cmd->add_option("--target", o.target, "The field to predict (default: the one named label, labels, y, target, class or cls)");
   cmd->add_option("--token-dtype", o.token_dtype, "Raw .bin token files: u8, u16 or u32")
       ->check(CLI::IsMember({"u8", "u16", "u32"}))->capture_default_str();
+  cmd->add_option("--save", o.save_path, "Write the trained model here (safetensors) when the job ends");
+  cmd->add_option("--save-dtype", f.save_dtype, "The saved tensors' type: f32, bf16 or f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  cmd->add_option("--init-from", o.init_from, "Start from this safetensors model's parameters (fine-tuning)");
+  cmd->add_flag("--init-partial", o.init_partial, "--init-from: keep the blocks the file lacks as initialised");
   cmd->add_option("--epochs", o.epochs, "Passes over the training set")->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--batch-size", o.batch_size, batch_help)->check(CLI::Range(1, 65536))->capture_default_str();
@@ -91,9 +97,13 @@ Status finish_train_flags(TrainFlags& f) {
   f.options.hidden = *hidden;
   if (!parse_dtype(f.precision, &f.options.precision))
     return invalid_argument("--precision '" + f.precision + "' is not one of f32, bf16, f16");
+  if (!parse_dtype(f.save_dtype, &f.options.save_dtype))
+    return invalid_argument("--save-dtype '" + f.save_dtype + "' is not one of f32, bf16, f16");
   // Jobs read the data on other processes, in other folders: paths from here on are absolute.
   f.options.data = data::absolute_spec(f.options.data);
   f.options.val = data::absolute_spec(f.options.val);
+  if (!f.options.init_from.empty()) f.options.init_from = std::filesystem::absolute(f.options.init_from).string();
+  if (!f.options.save_path.empty()) f.options.save_path = std::filesystem::absolute(f.options.save_path).string();
   return {};
 }
 

@@ -18,6 +18,7 @@ struct TrainFlags {
   TrainOptions options;
   std::string hidden = "256,128";
   std::string precision = "f32";
+  std::string save_dtype = "f32";
   std::string lib;
   bool json = false;
   bool no_progress = false;

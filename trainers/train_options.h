@@ -31,6 +31,13 @@ struct TrainOptions {
   std::vector<std::string> inputs;
   std::string target;
   std::string token_dtype = "u16";  // raw .bin token files
+  // The model in and out (trainers/model_file.h): start from a safetensors file's parameters
+  // (--init-from; --init-partial keeps blocks the file lacks), and write the final parameters
+  // there when the job ends (--save, as --save-dtype f32|bf16|f16).
+  std::string init_from;
+  bool init_partial = false;
+  std::string save_path;
+  DType save_dtype = DType::f32;
   int epochs = 10;
   int batch_size = 128;
   std::string optimizer = "adam";   // sgd, adam, adamw

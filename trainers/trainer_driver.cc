@@ -19,6 +19,7 @@
 #include "trainers/local_trainer.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/micro_batches.h"
+#include "trainers/model_file.h"
 #include "trainers/loss_scale.h"
 #include "trainers/optimizer.h"
 #include "trainers/param_init.h"
@@ -159,6 +160,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // all-reduce, so a step costs one collective.
   std::vector<float> params(space.size()), grads(space.size() + 2);
   init_parameters(space, o.seed, params.data());
+  if (!o.init_from.empty() && !replica.resume) {  // every replica loads the same file: identical start
+    TROUPE_RETURN_IF_ERROR(load_model_into(o.init_from, space, o.model, o.init_partial, params.data()));
+    if (rank == 0) spdlog::info("parameters from {}{}", o.init_from, o.init_partial ? " (the blocks it has)" : "");
+  }
   int64_t step = 0;           // steps done
   int first_epoch = 1;        // a resumed job goes on in the checkpoint's epoch
   int64_t skip_steps = 0;     //   after the steps of it already done
@@ -308,6 +313,13 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   if (replica.resume && train_seconds > 0)  // the throughput of the steps this run trained
     result.samples_per_second = static_cast<double>(step - replica.resume->step) * o.batch_size / train_seconds;
   result.wall_seconds = seconds_since(job_start);
+  if (rank == 0 && !o.save_path.empty()) {
+    const int epochs_done = result.history.empty() ? 0 : result.history.back().epoch;
+    TROUPE_RETURN_IF_ERROR(save_model(o.save_path, space, params.data(), o.save_dtype,
+                                      model_metadata(o, setup->model, step, epochs_done, result.test_accuracy))
+                               .with_context("--save"));
+    spdlog::info("model written to {}", o.save_path);
+  }
   if (final_params) *final_params = std::move(params);
   return result;
 }

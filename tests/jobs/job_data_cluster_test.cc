@@ -1,7 +1,8 @@
 // Jobs on the user's own data on a real local cluster (issue 21): `troupe submit --data` with
 // .npy files written by NumPy — a sync job of 4 workers whose worker node is killed (every example
-// accounted exactly once, within half a point of the same job without the fault), an async job,
-// and data a node cannot read failing the job naming the node and the path.
+// accounted exactly once, within half a point of the same job without the fault; the fault-free
+// run saves its model with --save), an async job, and data a node cannot read failing the job
+// naming the node and the path.
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -23,8 +24,17 @@ TEST_CASE("data: sync and async jobs train from .npy files, and a sync job rides
   const std::string ckpt = c.home() + "/ckpt";
   const std::string job_args = "--strategy sync --workers 4 --epochs 3 --batch-size 128 --checkpoint-every 100 "
                                "--checkpoint-dir " + ckpt + " --data " + data;
-  const double baseline = fault_free_accuracy(c, job_args);
+  const std::string model = c.home() + "/model.safetensors";
+  const double baseline = fault_free_accuracy(c, job_args + " --save " + model);
   CHECK(baseline >= 0.86);  // 3 epochs of the MLP (10 reach 0.885+)
+  // The job's model came out (issue 22): written by rank 0 when the job ended.
+  auto inspect = c.troupe("model inspect --json " + model, 30);
+  INFO(inspect.both());
+  REQUIRE(inspect.exit_code == 0);
+  Json m = Json::parse(inspect.last_line());
+  CHECK(m.at("parameters") == 235146);
+  CHECK(m.at("metadata").at("troupe.trainer") == "mlp");
+  CHECK(m.at("metadata").at("troupe.step") == "1404");
 
   const std::string id = submit_detached(c, job_args);
   Json view = wait_for_step(c, id, 600);

@@ -121,6 +121,11 @@ const std::map<std::string, Field>& fields() {
     f["val_fraction"] = field<double>([](JobSpec& s) { return &s.train.val_fraction; });
     f["target"] = field<std::string>([](JobSpec& s) { return &s.train.target; });
     f["token_dtype"] = field<std::string>([](JobSpec& s) { return &s.train.token_dtype; });
+    f["init_from"] = field<std::string>([](JobSpec& s) { return &s.train.init_from; });
+    f["init_partial"] = field<bool>([](JobSpec& s) { return &s.train.init_partial; });
+    f["save_path"] = field<std::string>([](JobSpec& s) { return &s.train.save_path; });
+    f["save_dtype"] = {[](const JobSpec& s) { return std::string(dtype_name(s.train.save_dtype)); },
+                       [](const std::string& v, JobSpec& s) { return parse_dtype(v, &s.train.save_dtype); }};
     f["inputs"] = {[](const JobSpec& s) { return join(s.train.inputs, ','); },
                    [](const std::string& v, JobSpec& s) {
                      s.train.inputs = split(v, ',');
@@ -224,6 +229,11 @@ Status validate(const JobSpec& s) {
   }
   if (s.strategy == "pipeline" && s.train.precision != DType::f32)
     return invalid_argument("--precision: pipeline stages compute in f32 for now");
+  if (s.strategy != "sync" && (!s.train.save_path.empty() || !s.train.init_from.empty()))
+    return invalid_argument("--save and --init-from are for sync jobs and troupe train for now (" + s.strategy +
+                            " keeps its parameters in parameter servers or stages)");
+  if (s.gpus_per_worker > 0 && (!s.train.save_path.empty() || !s.train.init_from.empty()))
+    return invalid_argument("--save and --init-from train on CPU workers for now (drop --gpus-per-worker)");
   if ((s.strategy == "async" || s.strategy == "central") && s.train.precision == DType::f16) {
     return invalid_argument("--precision f16 needs dynamic loss scaling, which " + s.strategy +
                             " workers do not do yet; use --precision bf16 (f32's range, no scaling)");

@@ -1,0 +1,104 @@
+#include "trainers/model_file.h"
+
+#include <cstring>
+#include <set>
+
+#include "core/version.h"
+#include "data/safetensors.h"
+
+namespace troupe {
+
+namespace {
+std::string dtype_tag(DType t) { return t == DType::bf16 ? "BF16" : t == DType::f16 ? "F16" : "F32"; }
+}  // namespace
+
+Status save_model(const std::string& path, const ParameterSpace& space, const float* params, DType dtype,
+                  const std::map<std::string, std::string>& metadata) {
+  data::TensorFile file;
+  file.metadata = metadata;
+  for (const ParamBlock& b : space.blocks()) {
+    data::NamedTensor t;
+    t.name = b.name;
+    t.dtype = dtype_tag(dtype);
+    t.shape = b.shape;
+    const float* p = params + b.param.offset;
+    if (dtype == DType::f32) {
+      t.bytes.resize(b.param.numel * 4);
+      std::memcpy(t.bytes.data(), p, t.bytes.size());
+    } else {
+      t.bytes.resize(b.param.numel * 2);
+      for (size_t i = 0; i < b.param.numel; ++i) {
+        const uint16_t h = dtype == DType::bf16 ? f32_to_bf16(p[i]) : f32_to_f16(p[i]);
+        std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+      }
+    }
+    file.tensors.push_back(std::move(t));
+  }
+  return write_safetensors(path, file);
+}
+
+Status load_model_into(const std::string& path, const ParameterSpace& space, const std::string& trainer, bool partial,
+                       float* params) {
+  auto file = data::read_safetensors(path);
+  if (!file.ok()) return file.status().with_context("--init-from");
+  auto it = file->metadata.find(kModelTrainer);
+  if (it != file->metadata.end() && it->second != trainer && !partial)
+    return invalid_argument("--init-from " + path + ": a model of trainer '" + it->second + "', not '" + trainer +
+                            "' (--init-partial loads the blocks that match)");
+  std::vector<std::pair<const ParamBlock*, std::vector<float>>> loads;
+  std::set<std::string> used;
+  for (const ParamBlock& b : space.blocks()) {
+    const data::NamedTensor* t = file->find(b.name);
+    if (!t) {
+      if (partial) continue;
+      return invalid_argument("--init-from " + path + ": no tensor '" + b.name + "' for the block of that name (" +
+                              "--init-partial keeps the blocks the file lacks as initialised)");
+    }
+    if (t->shape != b.shape) {
+      std::string want, got;
+      for (int64_t d : b.shape) want += (want.empty() ? "" : ",") + std::to_string(d);
+      for (int64_t d : t->shape) got += (got.empty() ? "" : ",") + std::to_string(d);
+      return invalid_argument("--init-from " + path + ": tensor '" + b.name + "' is [" + got + "], the block is [" +
+                              want + "] (other layer sizes?)");
+    }
+    auto values = data::tensor_as_f32(*t, "--init-from " + path);
+    if (!values.ok()) return values.status();
+    loads.emplace_back(&b, std::move(*values));
+    used.insert(b.name);
+  }
+  if (!partial) {
+    for (const data::NamedTensor& t : file->tensors)
+      if (!used.count(t.name))
+        return invalid_argument("--init-from " + path + ": tensor '" + t.name + "' is no block of trainer '" + trainer +
+                                "' (a model file of another trainer? --init-partial ignores it)");
+  }
+  if (loads.empty()) return invalid_argument("--init-from " + path + ": no tensor matches a block of trainer '" + trainer + "'");
+  for (const auto& [b, v] : loads) std::memcpy(params + b->param.offset, v.data(), v.size() * sizeof(float));
+  return {};
+}
+
+std::map<std::string, std::string> model_metadata(const TrainOptions& o, const std::string& description,
+                                                  int64_t step, int epoch, double test_accuracy) {
+  std::string args;
+  for (const auto& a : o.trainer_args) args += (args.empty() ? "" : ";") + a;
+  std::string hidden;
+  for (int h : o.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+  std::map<std::string, std::string> m{{kModelTrainer, o.model},
+                                       {"troupe.description", description},
+                                       {"troupe.trainer_args", args},
+                                       {"troupe.hidden", hidden},
+                                       {"troupe.data", o.data.empty() ? o.dataset : o.data},
+                                       {"troupe.inputs", [&] {
+                                          std::string s;
+                                          for (const auto& i : o.inputs) s += (s.empty() ? "" : ",") + i;
+                                          return s;
+                                        }()},
+                                       {"troupe.target", o.target},
+                                       {"troupe.step", std::to_string(step)},
+                                       {"troupe.epoch", std::to_string(epoch)},
+                                       {"troupe.version", TROUPE_VERSION_STRING}};
+  if (test_accuracy >= 0) m["troupe.test_accuracy"] = std::to_string(test_accuracy);
+  return m;
+}
+
+}  // namespace troupe

@@ -1,0 +1,38 @@
+// A trained model as a safetensors file (data/safetensors.h): one tensor per parameter block the
+// trainer declared, under the block's name and shape, f32 (or bf16 / f16 rounded to nearest even);
+// metadata names the trainer and how it was trained. `--save PATH` writes it when a job ends;
+// `--init-from PATH` starts a job from it.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "trainers/api/trainer.h"
+#include "trainers/train_options.h"
+
+namespace troupe {
+
+// Metadata keys troupe writes (all strings, as the format requires).
+inline constexpr const char* kModelTrainer = "troupe.trainer";  // the registered trainer's name
+
+// Writes `params` (space.size() floats) as the blocks of `space`.
+Status save_model(const std::string& path, const ParameterSpace& space, const float* params, DType dtype,
+                  const std::map<std::string, std::string>& metadata);
+
+// Loads the file's tensors into `params` by block name. Every block must be in the file with its
+// shape, and every tensor must be a block (a model file of another trainer is refused, naming the
+// trainer it was written by); with `partial`, blocks missing from the file keep their values and
+// tensors no block has are ignored (a new head on a trained body). `trainer` is checked against
+// the file's troupe.trainer when it has one. Nothing is written into `params` unless all of it
+// checks out.
+Status load_model_into(const std::string& path, const ParameterSpace& space, const std::string& trainer, bool partial,
+                       float* params);
+
+// The metadata a job's model file carries: trainer, its description and arguments, the data, the
+// step and epoch reached, the test accuracy, troupe's version.
+std::map<std::string, std::string> model_metadata(const TrainOptions& o, const std::string& description,
+                                                  int64_t step, int epoch, double test_accuracy);
+
+}  // namespace troupe
