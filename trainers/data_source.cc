@@ -181,8 +181,6 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
       d.cols = static_cast<int>(s[1]);
     }
   }
-  float scale[256];
-  for (int v = 0; v < 256; ++v) scale[v] = static_cast<float>(v) / 255.0f;  // as the built-in loader
   d.images.resize(static_cast<size_t>(d.count * features));
   d.labels.resize(static_cast<size_t>(d.count));
   float* out = d.images.data();
@@ -191,7 +189,10 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
       const int64_t n = f->array.example_elements();
       const uint8_t* p = f->array.example(i);
       if (f->array.type == data::ElemType::u8) {
-        for (int64_t k = 0; k < n; ++k) *out++ = scale[p[k]];
+        // x / 255 in f32, correctly rounded as the built-in loader's table (a loop the compiler
+        // vectorises: about twice a table lookup's speed)
+        for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(p[k]) / 255.0f;
+        out += n;
       } else if (f->array.type == data::ElemType::f32) {
         std::memcpy(out, p, static_cast<size_t>(n) * 4);
         out += n;
@@ -202,7 +203,9 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
     }
     d.labels[static_cast<size_t>(i)] = static_cast<int32_t>((*y)->array.value(static_cast<size_t>(i)));
   }
-  for (size_t i = 0; i < d.images.size(); ++i) {
+  bool floats = false;  // integers are finite: only floating inputs need the check
+  for (const Field* f : *xs) floats = floats || !data::is_integer(f->array.type);
+  for (size_t i = 0; floats && i < d.images.size(); ++i) {
     if (!std::isfinite(d.images[i])) {
       const int64_t example = static_cast<int64_t>(i) / features;
       return invalid_argument(where + ": example " + std::to_string(example) + " has a NaN or infinite input (" +

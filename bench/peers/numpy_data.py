@@ -50,11 +50,14 @@ def main():
     out["npy_batches"] = {"mb_per_s": a.batches * a.batch * row / s / 1e6, "examples_per_s": a.batches * a.batch / s}
 
     def load():
-        xx = np.load(os.path.join(a.dir, "x_train.npy"))
-        yy = np.load(os.path.join(a.dir, "y_train.npy"))
-        return xx.reshape(len(xx), -1).astype(np.float32) / 255.0, yy.astype(np.int32)
+        out = []
+        for split in ("train", "test"):
+            xx = np.load(os.path.join(a.dir, "x_%s.npy" % split))
+            yy = np.load(os.path.join(a.dir, "y_%s.npy" % split))
+            out.append((xx.reshape(len(xx), -1).astype(np.float32) / np.float32(255), yy.astype(np.int32)))
+        return out
     s = timed(load, a.runs)
-    out["npy_load_convert"] = {"mb_per_s": x.shape[0] * row / s / 1e6, "examples_per_s": x.shape[0] / s}
+    out["npy_load_convert"] = {"mb_per_s": 70000 * row / s / 1e6, "examples_per_s": 70000 / s}
 
     t = np.load(os.path.join(a.dir, "tokens.npy"), mmap_mode="r")
     starts = rng.integers(0, t.shape[0] - a.seq_len - 1, (a.batches, a.batch))
