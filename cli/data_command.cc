@@ -27,7 +27,7 @@ Runner add_data_command(CLI::App& app, GlobalOptions&) {
     if (!opened.ok()) return report_error("data inspect", opened.status());
     const auto stats = data::inspect(*opened);
     if (*json) {
-      std::printf("%s\n", data::to_json(stats, *opened).dump().c_str());
+      std::printf("%s\n", data::to_json(stats, *opened).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::fputs(data::to_text(stats, *opened).c_str(), stdout);
     }

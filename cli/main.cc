@@ -1,6 +1,8 @@
 // troupe — the command-line entry point: parse flags, fill the settings, run one subcommand.
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <new>
 
 #include "cli/commands.h"
 #include "cli/session.h"
@@ -71,5 +73,12 @@ int main(int argc, char** argv) {
     if (st.code() == Code::invalid_argument) return cli::report_error(command, st);
     std::fprintf(stderr, "troupe: warning: %s; logging to stderr only\n", st.message().c_str());
   }
-  return runners.at(command)();
+  try {
+    return runners.at(command)();
+  } catch (const std::bad_alloc&) {
+    return cli::report_error(command, unavailable("out of memory (a dataset or file larger than this machine holds?)"));
+  } catch (const std::exception& e) {  // a bug: say so rather than abort
+    return cli::report_error(command, internal_error(std::string("unexpected exception: ") + e.what() +
+                                                     " (a bug in troupe: please report it with the command)"));
+  }
 }

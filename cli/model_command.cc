@@ -31,7 +31,9 @@ Runner add_model_command(CLI::App& app, GlobalOptions&) {
     }
     if (*json) {
       std::printf("%s\n", nlohmann::json{{"file", *path}, {"tensors", tensors}, {"parameters", total},
-                                         {"metadata", f->metadata}}.dump().c_str());
+                                         {"metadata", f->metadata}}
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                             .c_str());
       return 0;
     }
     std::printf("%s: %zu tensors, %lld parameters\n", path->c_str(), f->tensors.size(), static_cast<long long>(total));

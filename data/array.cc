@@ -6,19 +6,40 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
 namespace troupe::data {
 
 int64_t shape_product(const std::vector<int64_t>& shape) {
+  constexpr int64_t kMax = int64_t{1} << 56;
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return -1;
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+    if (d != 0 && n > kMax / d) return -1;
     n *= d;
   }
   return n;
+}
+
+Status read_claimed(const std::function<Expected<size_t>(uint8_t*, size_t)>& read, uint64_t claimed,
+                    std::vector<uint8_t>* out, const std::string& where) {
+  constexpr size_t kStep = size_t{8} << 20;
+  out->clear();
+  while (out->size() < claimed) {
+    const size_t at = out->size();
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kStep, claimed - at));
+    out->resize(at + want);
+    auto got = read(out->data() + at, want);
+    if (!got.ok()) return got.status();
+    out->resize(at + *got);
+    if (*got == 0) break;
+  }
+  if (out->size() < claimed)
+    return corrupt_data(where + ": truncated: " + std::to_string(out->size()) + " of the " + std::to_string(claimed) +
+                        " bytes its header claims");
+  return {};
 }
 
 int64_t Array::elements() const { return shape_product(shape); }

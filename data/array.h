@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +47,14 @@ struct MappedFile {
 };
 Expected<MappedFile> map_file(const std::string& path);
 
-// The product of `shape`, or -1 when a dimension is negative or the product overflows int64.
+// The product of `shape`, or -1 when a dimension is negative or the product is over 2^56 elements
+// (so that times any element size it fits a size_t: a header claiming more is damaged).
 int64_t shape_product(const std::vector<int64_t>& shape);
+
+// Reads `claimed` bytes through `read` (which returns how many it read, 0 at the end) into `out`,
+// growing it as bytes arrive — never allocating what a damaged header claims before the data is
+// there. corrupt_data naming `where` when fewer arrive.
+Status read_claimed(const std::function<Expected<size_t>(uint8_t*, size_t)>& read, uint64_t claimed,
+                    std::vector<uint8_t>* out, const std::string& where);
 
 }  // namespace troupe::data

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <dirent.h>
+#include <new>
 #include <regex>
+#include <stdexcept>
 
 #include "data/readers/csv_reader.h"
 #include "data/readers/hdf5_reader.h"
@@ -298,7 +300,23 @@ std::string absolute_spec(const std::string& spec) {
   return out;
 }
 
+namespace {
+Expected<OpenedDataset> open_dataset_unguarded(const std::string& spec, const SpecOptions& options);
+}  // namespace
+
 Expected<OpenedDataset> open_dataset(const std::string& spec, const SpecOptions& options) {
+  try {
+    return open_dataset_unguarded(spec, options);
+  } catch (const std::bad_alloc&) {
+    return unavailable(spec + ": too large to load into this process's memory (or a damaged file claiming more than "
+                       "it holds); troupe reads datasets whole for now");
+  } catch (const std::length_error&) {
+    return corrupt_data(spec + ": a file claims a size no buffer can hold (damaged?)");
+  }
+}
+
+namespace {
+Expected<OpenedDataset> open_dataset_unguarded(const std::string& spec, const SpecOptions& options) {
   if (spec.empty()) return invalid_argument("--data: empty");
   if (ends_with(spec, ".yaml") || ends_with(spec, ".yml")) return open_yaml(spec, options);
   if (is_dir(spec) && exists(spec + "/dataset.yaml")) return open_yaml(spec + "/dataset.yaml", options);
@@ -317,5 +335,7 @@ Expected<OpenedDataset> open_dataset(const std::string& spec, const SpecOptions&
   for (const auto& [name, t] : out.splits) TROUPE_RETURN_IF_ERROR(t.check(spec + ", split " + name));
   return out;
 }
+
+}  // namespace
 
 }  // namespace troupe::data

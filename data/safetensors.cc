@@ -52,7 +52,7 @@ Status write_safetensors(const std::string& path, const TensorFile& file) {
     header[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
     offset += t->bytes.size();
   }
-  std::string h = header.dump();
+  std::string h = header.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   while (h.size() % 8 != 0) h += ' ';
   std::string out(8, '\0');
   const uint64_t len = h.size();

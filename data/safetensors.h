@@ -42,7 +42,8 @@ Status write_safetensors(const std::string& path, const TensorFile& file);
 // Reads and checks the whole file.
 Expected<TensorFile> read_safetensors(const std::string& path);
 
-// The tensor's values as f32 (F32, F16, BF16, F64 and the integer types converted).
+// The tensor's values as f32 (F32, F16, BF16 and F64 converted); integer and bool tensors are
+// refused (parameters are floating point).
 Expected<std::vector<float>> tensor_as_f32(const NamedTensor& t, const std::string& where);
 
 }  // namespace troupe::data

@@ -18,6 +18,8 @@ namespace {
 using data::Field;
 using data::Table;
 
+constexpr int64_t kMaxClasses = int64_t{1} << 20;
+
 Expected<const Field*> pick_target(const Table& t, const std::string& target, const std::string& where) {
   if (!target.empty()) {
     const Field* f = t.find(target);
@@ -70,6 +72,10 @@ Expected<int64_t> max_label(const Field& y, const std::string& where) {
                               std::to_string(i) + " in '" + y.name + "' (" + y.source + ") is negative; classes are 0..K-1");
     hi = std::max(hi, static_cast<int64_t>(v));
   }
+  if (hi >= kMaxClasses)
+    return invalid_argument(where + ": label " + std::to_string(hi) + " in '" + y.name + "' (" + y.source +
+                            ") is over the " + std::to_string(kMaxClasses) + " classes troupe's models classify: " +
+                            "is it an id rather than a class? (name the target with --target)");
   return hi;
 }
 
@@ -148,6 +154,7 @@ std::string field_list(const std::vector<const Field*>& fs) {
 Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>& inputs, const std::string& target,
                              int classes, const std::string& where) {
   TROUPE_RETURN_IF_ERROR(table.check(where));
+  if (table.count() == 0) return invalid_argument(where + ": no examples");
   auto y = pick_target(table, target, where);
   if (!y.ok()) return y.status();
   auto xs = pick_inputs(table, inputs, *y, where);
@@ -260,9 +267,27 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
   auto hi = max_label(**y, o.data);
   if (!hi.ok()) return hi.status();
   int classes = (*y)->classes.empty() ? static_cast<int>(*hi + 1) : static_cast<int>((*y)->classes.size());
+  // The inputs by name from the training table: the validation set is read the same way, field by
+  // field, whatever order its file lists them in.
+  auto xs = pick_inputs(*train_table, o.inputs, *y, o.data);
+  if (!xs.ok()) return xs.status();
+  std::vector<std::string> input_names;
+  for (const Field* f : *xs) input_names.push_back(f->name);
   if (val_table) {
     auto vy = pick_target(*val_table, (*y)->name, val_from);
     if (!vy.ok()) return vy.status();
+    for (const Field* f : *xs) {
+      const Field* v = val_table->find(f->name);
+      if (!v) return invalid_argument(val_from + ": no field '" + f->name + "' (an input of the training set)");
+      if (v->array.type != f->array.type || v->array.example_shape() != f->array.example_shape())
+        return invalid_argument(val_from + ": field '" + f->name + "' is " +
+                                data::describe(v->array.type, v->array.example_shape()) + " (" + v->source +
+                                "), the training set's is " + data::describe(f->array.type, f->array.example_shape()) +
+                                " (" + f->source + "): they would be read differently");
+    }
+    if ((*y)->classes.empty() && !(*vy)->classes.empty())
+      return invalid_argument(val_from + ": the validation set's labels are text (" + data::join((*vy)->classes) +
+                              "), the training set's are numbers");
     if (!(*y)->classes.empty()) {
       if ((*vy)->classes.empty())
         return invalid_argument(val_from + ": the training set's labels are text (" + data::join((*y)->classes) +
@@ -277,11 +302,11 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
       classes = std::max<int>(classes, static_cast<int>(*vhi + 1));
     }
   }
-  auto train = to_dataset(*train_table, o.inputs, (*y)->name, classes, o.data);
+  auto train = to_dataset(*train_table, input_names, (*y)->name, classes, o.data);
   if (!train.ok()) return train.status();
   Dataset test;
   if (val_table) {
-    auto t = to_dataset(*val_table, o.inputs, (*y)->name, classes, val_from);
+    auto t = to_dataset(*val_table, input_names, (*y)->name, classes, val_from);
     if (!t.ok()) return t.status();
     if (t->features() != train->features())
       return invalid_argument(val_from + ": " + std::to_string(t->features()) + " input values per example, the training set has " +
@@ -299,7 +324,6 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
     test = std::move(va);
     val_from = std::to_string(o.val_fraction) + " of the training split (seeded, stratified)";
   }
-  auto xs = pick_inputs(*train_table, o.inputs, *y, o.data);
   out.description = o.data + ": " + std::to_string(train->count) + " training examples, inputs " + field_list(*xs) +
                     ", target " + (*y)->name + " (" + std::to_string(classes) + " classes); evaluated on " +
                     std::to_string(test.count) + " from " + val_from;

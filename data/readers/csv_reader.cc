@@ -102,6 +102,10 @@ Expected<Table> read_csv(const std::string& path, const CsvOptions& options) {
   size_t ln;
   if (!next_line(&lp, &ln)) return invalid_argument(path + ": empty CSV file (it needs a header row)");
   size_t bad = 0;
+  if (ln >= 3 && std::memcmp(lp, "\xEF\xBB\xBF", 3) == 0) {  // a UTF-8 byte order mark (Excel's CSV)
+    lp += 3;
+    ln -= 3;
+  }
   if (!split_line(lp, ln, &cells, &bad)) return invalid_argument(at(bad) + ": unterminated quote in the header");
   std::vector<std::string> header;
   for (const Cell& c : cells) header.push_back(trim(c.text));
@@ -130,6 +134,7 @@ Expected<Table> read_csv(const std::string& path, const CsvOptions& options) {
   std::vector<std::string> labels;
   std::vector<double> label_values;
   bool all_bytes = true, label_numeric = true, label_integer = true;
+  std::string label_kind_changed;  // where a text label first met a numeric one (or the reverse)
   int64_t rows = 0;
   while (next_line(&lp, &ln)) {
     if (!split_line(lp, ln, &cells, &bad)) return invalid_argument(at(bad) + ": unterminated quote");
@@ -146,6 +151,10 @@ Expected<Table> read_csv(const std::string& path, const CsvOptions& options) {
       const bool numeric = parse_number(v, &d);
       if (static_cast<int>(c) == target) {
         labels.push_back(v);
+        if (rows > 0 && label_kind_changed.empty() && numeric != (label_values.size() == static_cast<size_t>(rows)))
+          label_kind_changed = at(cells[c].column) + ": '" + v + "' in the label column '" + header[c] + "', whose " +
+                               (numeric ? "first labels are text" : "first labels are numbers") +
+                               ": a label column holds classes of one kind (fix or drop the row)";
         if (numeric) {
           label_values.push_back(d);
           if (d != std::floor(d) || std::fabs(d) > 2147483647.0) label_integer = false;
@@ -162,6 +171,7 @@ Expected<Table> read_csv(const std::string& path, const CsvOptions& options) {
     }
     ++rows;
   }
+  if (!label_kind_changed.empty()) return invalid_argument(label_kind_changed);
   Table t;
   std::vector<std::string> feature_names;
   for (size_t c = 0; c < width; ++c)

@@ -3,7 +3,9 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 namespace troupe::data {
@@ -114,7 +116,10 @@ Expected<std::vector<std::pair<std::string, Array>>> read_hdf5(const std::string
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become Status, not prints
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return not_found(path + ": no such file");
+    if (!f) {
+      if (errno == ENOENT) return not_found(path + ": no such file");
+      return io_error(path + ": cannot open: " + std::strerror(errno));
+    }
     std::fclose(f);
     return corrupt_data(path + ": not an HDF5 file (or a damaged one)");
   }
@@ -146,6 +151,7 @@ Expected<std::vector<std::pair<std::string, Array>>> read_hdf5(const std::string
       if (a.status().code() == Code::invalid_argument) continue;  // a string or compound dataset: not a field
       return a.status();
     }
+    if (a->shape.empty()) continue;  // a 0-d value ("version"): metadata, not one value per example
     out.emplace_back(name, std::move(*a));
   }
   if (out.empty()) return invalid_argument(path + ": no numeric datasets in the file");

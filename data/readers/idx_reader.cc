@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <regex>
@@ -61,9 +62,11 @@ Expected<Array> read_idx(const std::string& path) {
     case 0x0C: type = ElemType::i32; break;
     case 0x0D: type = ElemType::f32; break;
     case 0x0E: type = ElemType::f64; break;
-    default:
-      return corrupt_data(path + ": IDX type code 0x" + std::to_string(head[2]) +
-                          " is not one of 0x08 0x09 0x0B 0x0C 0x0D 0x0E");
+    default: {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02X", head[2]);
+      return corrupt_data(path + ": IDX type code " + code + " is not one of 0x08 0x09 0x0B 0x0C 0x0D 0x0E");
+    }
   }
   const int rank = head[3];
   if (rank < 1) return corrupt_data(path + ": an IDX file of rank 0");
@@ -77,14 +80,11 @@ Expected<Array> read_idx(const std::string& path) {
     shape.push_back((int64_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3]);
   }
   const int64_t elements = shape_product(shape);
-  if (elements < 0 || elements > (int64_t{1} << 34)) return corrupt_data(path + ": IDX dimensions too large");
+  if (elements < 0) return corrupt_data(path + ": IDX dimensions too large");
   const size_t w = elem_size(type), need = static_cast<size_t>(elements) * w;
-  std::vector<uint8_t> data(need);
-  got = read_some(f.get(), data.data(), need, path);
-  if (!got.ok()) return got.status();
-  if (*got < need)
-    return corrupt_data(path + ": truncated: " + std::to_string(*got) + " bytes of data, the dimensions " +
-                        describe(type, shape) + " need " + std::to_string(need));
+  std::vector<uint8_t> data;
+  TROUPE_RETURN_IF_ERROR(read_claimed([&](uint8_t* dst, size_t n) { return read_some(f.get(), dst, n, path); }, need,
+                                      &data, path + " (dimensions " + describe(type, shape) + ")"));
   uint8_t extra;
   got = read_some(f.get(), &extra, 1, path);
   if (!got.ok()) return got.status();

@@ -47,16 +47,17 @@ Expected<std::vector<std::pair<std::string, Array>>> read_npz(const std::string&
     const std::string where = path + "[" + name + "]";
     std::unique_ptr<zip_file_t, FileCloser> f(zip_fopen_index(z.get(), static_cast<zip_uint64_t>(i), 0));
     if (!f) return corrupt_data(where + ": cannot open the member: " + zip_strerror(z.get()));
-    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(st.size));
-    zip_uint64_t got = 0;
-    while (got < st.size) {
-      const zip_int64_t r = zip_fread(f.get(), buf->data() + got, st.size - got);
+    auto buf = std::make_shared<std::vector<uint8_t>>();
+    auto read = [&](uint8_t* dst, size_t n) -> Expected<size_t> {
+      const zip_int64_t r = zip_fread(f.get(), dst, n);
       if (r < 0) return corrupt_data(where + ": cannot decompress: " + zip_file_strerror(f.get()));
-      if (r == 0) break;
-      got += static_cast<zip_uint64_t>(r);
-    }
-    if (got != st.size)
-      return corrupt_data(where + ": truncated: " + std::to_string(got) + " of " + std::to_string(st.size) + " bytes");
+      return static_cast<size_t>(r);
+    };
+    TROUPE_RETURN_IF_ERROR(read_claimed(read, st.size, buf.get(), where));
+    uint8_t extra;  // libzip checks the member's CRC when a read meets its end: make one
+    auto end = read(&extra, 1);
+    if (!end.ok()) return end.status().with_context("checking the CRC");
+    if (*end != 0) return corrupt_data(where + ": longer than the archive's directory says");
     auto a = parse_npy(buf, buf->data(), buf->size(), where);
     if (!a.ok()) return a.status();
     out.emplace_back(name.substr(0, name.size() - 4), std::move(*a));

@@ -15,8 +15,14 @@ Expected<Image> decode_png(const uint8_t* bytes, size_t size, const std::string&
     png_image_free(&img);
     return corrupt_data(where + ": not a readable PNG: " + why);
   }
+  if (static_cast<uint64_t>(img.width) * img.height > kMaxPixels) {
+    const std::string dims = std::to_string(img.width) + " x " + std::to_string(img.height);
+    png_image_free(&img);
+    return corrupt_data(where + ": a PNG of " + dims + " pixels, over the " + std::to_string(kMaxPixels) + " troupe decodes");
+  }
   Image out;
   const bool color = img.format & PNG_FORMAT_FLAG_COLOR;
+  img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;  // 16-bit samples are sRGB values scaled down, not linear light
   const bool alpha = img.format & PNG_FORMAT_FLAG_ALPHA;
   img.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
   out.height = static_cast<int>(img.height);

@@ -11,6 +11,9 @@
 
 namespace troupe::data {
 
+// Larger images are refused before any pixel is allocated (a damaged header).
+inline constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
+
 struct Image {
   int height = 0, width = 0, channels = 0;
   std::vector<uint8_t> pixels;  // height * width * channels, row-major, channels last (HWC)

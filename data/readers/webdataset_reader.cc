@@ -20,6 +20,11 @@ struct ArchiveCloser {
   void operator()(archive* a) const { archive_read_free(a); }
 };
 
+std::string error_of(archive* a) {
+  const char* s = archive_error_string(a);
+  return s ? s : "unknown error";
+}
+
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -140,13 +145,14 @@ Expected<Table> read_webdataset(const std::vector<std::string>& shards) {
     archive_read_support_filter_all(a.get());
     archive_read_support_format_tar(a.get());
     archive_read_support_format_gnutar(a.get());
-    if (archive_read_open_filename(a.get(), shard.c_str(), size_t{1} << 20) != ARCHIVE_OK)
-      return corrupt_data(shard + ": not a readable tar shard: " + archive_error_string(a.get()));
+    const int opened = archive_read_open_filename(a.get(), shard.c_str(), size_t{1} << 20);
+    if (opened != ARCHIVE_OK && opened != ARCHIVE_WARN)
+      return corrupt_data(shard + ": not a readable tar shard: " + error_of(a.get()));
     archive_entry* e = nullptr;
     while (true) {
       const int r = archive_read_next_header(a.get(), &e);
       if (r == ARCHIVE_EOF) break;
-      if (r != ARCHIVE_OK) return corrupt_data(shard + ": damaged tar shard: " + archive_error_string(a.get()));
+      if (r != ARCHIVE_OK && r != ARCHIVE_WARN) return corrupt_data(shard + ": damaged tar shard: " + error_of(a.get()));
       if (archive_entry_filetype(e) != AE_IFREG) continue;
       const std::string path = archive_entry_pathname(e);
       const size_t slash = path.find_last_of('/');
@@ -161,15 +167,14 @@ Expected<Table> read_webdataset(const std::vector<std::string>& shards) {
         current_where = shard;
       }
       const la_int64_t size = archive_entry_size(e);
-      std::vector<uint8_t> data(size > 0 ? static_cast<size_t>(size) : 0);
-      size_t got = 0;
-      while (got < data.size()) {
-        const la_ssize_t n = archive_read_data(a.get(), data.data() + got, data.size() - got);
-        if (n < 0) return corrupt_data(shard + ": cannot read member " + path + ": " + archive_error_string(a.get()));
-        if (n == 0) break;
-        got += static_cast<size_t>(n);
-      }
-      if (got != data.size()) return corrupt_data(shard + ": member " + path + " is truncated");
+      std::vector<uint8_t> data;
+      TROUPE_RETURN_IF_ERROR(read_claimed(
+          [&](uint8_t* dst, size_t n) -> Expected<size_t> {
+            const la_ssize_t r = archive_read_data(a.get(), dst, n);
+            if (r < 0) return corrupt_data(shard + ": cannot read member " + path + ": " + error_of(a.get()));
+            return static_cast<size_t>(r);
+          },
+          size > 0 ? static_cast<uint64_t>(size) : 0, &data, shard + "[" + path + "]"));
       if (current.count(ext))
         return invalid_argument(shard + ": two ." + ext + " members for example '" + k + "'");
       auto v = decode(kind, data, shard + "[" + path + "]");

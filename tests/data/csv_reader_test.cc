@@ -44,6 +44,11 @@ TEST_CASE("csv: features, the label column and type inference", "[data][csv]") {
   CHECK(s.array.value(1) == 1);
   CHECK(s.array.value(2) == 0);
 
+  write_text(dir.file("bom.csv"), "\xEF\xBB\xBFlabel,x\n1,2\n");  // Excel's byte order mark
+  auto bom = read_csv(dir.file("bom.csv"));
+  REQUIRE(bom.ok());
+  CHECK(bom->find("label"));
+
   write_text(dir.file("quoted.csv"), "name,label\n\"1,5\",1\n");  // a quoted comma is part of the value
   auto q = read_csv(dir.file("quoted.csv"));
   REQUIRE_FALSE(q.ok());
@@ -64,6 +69,7 @@ TEST_CASE("csv: bad rows are refused at file:line:column", "[data][csv][errors]"
       {"a,b,label\n\"1,2,0\n", "ragged.csv:2:1: unterminated quote"},
       {"", "empty CSV file"},
       {"a,b,label\n", "no data rows"},
+      {"a,label\n1,0\n2,1\n3,n/a\n", "ragged.csv:4:3: 'n/a' in the label column 'label', whose first labels are numbers"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);

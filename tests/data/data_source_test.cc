@@ -178,7 +178,22 @@ TEST_CASE("data source: inputs, target and validation", "[data][source]") {
 TEST_CASE("data source: labels out of range, text labels and non-finite inputs are refused", "[data][source][errors]") {
   TempDir dir;
   run_numpy(dir.path(), "np.savez('neg.npz', x=np.zeros((4, 2), 'f4'), y=np.array([0, 1, -1, 0]))\n"
-                        "np.savez('nan.npz', x=np.array([[0, 1], [np.nan, 2]], 'f4'), y=np.array([0, 1]))\n");
+                        "np.savez('nan.npz', x=np.array([[0, 1], [np.nan, 2]], 'f4'), y=np.array([0, 1]))\n"
+                        "np.savez('ids.npz', x=np.zeros((2, 2), 'f4'), y=np.array([0, 5000000]))\n"
+                        "np.savez('tr.npz', x=np.zeros((4, 2), 'u1'), y=np.array([0, 1, 0, 1]))\n"
+                        "np.savez('va.npz', x=np.zeros((2, 2), 'f4'), y=np.array([0, 1]))\n");
+  TrainOptions ids;
+  ids.data = dir.file("ids.npz");
+  ids.val_fraction = 0.5;
+  auto huge = load_train_data(ids);
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.status().message().find("label 5000000 in 'y'") != std::string::npos);
+  TrainOptions kinds;  // u8 inputs for training, f32 for validation: scaled differently, refused
+  kinds.data = dir.file("tr.npz");
+  kinds.val = dir.file("va.npz");
+  auto mixed = load_train_data(kinds);
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.status().message().find("field 'x' is f32[2]") != std::string::npos);
   TrainOptions o;
   o.data = dir.file("neg.npz");
   auto neg = load_train_data(o);

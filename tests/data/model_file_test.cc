@@ -121,6 +121,14 @@ TEST_CASE("model file: other shapes, other trainers and missing blocks are refus
   CHECK(partial.ok());
   CHECK(p[0] == 0.25f);       // w0, rounded to bf16 and back: 0.25 exactly
   CHECK(p.back() == 0.0f);    // b1 kept
+
+  // A --save into a folder that does not exist fails before training, not after.
+  TrainOptions nowhere;
+  nowhere.max_steps = 5;
+  nowhere.save_path = dir.file("no/such/folder/m.safetensors");
+  auto early = train_local(nowhere, {});
+  REQUIRE_FALSE(early.ok());
+  CHECK(early.status().message().find("cannot write into") != std::string::npos);
 }
 
 }  // namespace

@@ -143,6 +143,9 @@ TEST_CASE("npy: malformed files are refused naming the file and what is wrong", 
   bad_tuple.replace(bad_tuple.find("(3, 4)"), 6, "(3, x)");
   write_text(dir.file("bad_tuple.npy"), bad_tuple);
   write_text(dir.file("not_npy.npy"), "hello, world");
+  std::string huge = good;  // (3, 4) -> a shape whose byte count wraps a 64-bit size
+  huge.replace(huge.find("(3, 4)"), 6, "(1073741824, 2147483648)");
+  write_text(dir.file("huge.npy"), huge.substr(0, huge.find('\n') + 1));
   struct Case {
     const char* file;
     Code code;
@@ -154,6 +157,7 @@ TEST_CASE("npy: malformed files are refused naming the file and what is wrong", 
                         {"garbled.npy", Code::corrupt_data, "needs 'descr'"},
                         {"bad_tuple.npy", Code::corrupt_data, "garbled .npy header"},
                         {"not_npy.npy", Code::corrupt_data, "not a .npy file"},
+                        {"huge.npy", Code::corrupt_data, "overflows"},
                         {"fortran.npy", Code::invalid_argument, "fortran_order"},
                         {"complex.npy", Code::invalid_argument, "(complex) is not supported"},
                         {"strings.npy", Code::invalid_argument, "(strings) is not supported"},
@@ -169,12 +173,16 @@ TEST_CASE("npy: malformed files are refused naming the file and what is wrong", 
     CHECK(a.status().message().find(c.says) != std::string::npos);
     CHECK(a.status().message().find(dir.file(c.file)) != std::string::npos);
   }
-  // An archive with a damaged member, and one that is not an archive at all.
+  // An archive with a damaged member, a flipped byte in a stored member (its CRC), and one that is
+  // not an archive at all.
   run_numpy(dir.path(), "np.savez('two.npz', a=np.zeros(1000, 'f4'), b=np.ones(3, 'i4'))\n");
   std::string zip = read_bytes(dir.file("two.npz"));
   write_text(dir.file("cut.npz"), zip.substr(0, zip.size() / 2));
   write_text(dir.file("text.npz"), "not a zip");
-  for (const char* f : {"cut.npz", "text.npz"}) {
+  std::string flipped = zip;
+  flipped[flipped.find(std::string(16, '\0')) + 8] = 1;  // inside a's zeros
+  write_text(dir.file("flipped.npz"), flipped);
+  for (const char* f : {"cut.npz", "text.npz", "flipped.npz"}) {
     CAPTURE(f);
     auto m = read_npz(dir.file(f));
     REQUIRE_FALSE(m.ok());

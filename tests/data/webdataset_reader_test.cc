@@ -80,6 +80,8 @@ with tarfile.open('sizes.tar', 'w') as t:
     put(t, 'x0.png', png(a)); put(t, 'x0.cls', b'1'); put(t, 'x1.png', png(np.zeros((5, 4), np.uint8))); put(t, 'x1.cls', b'0')
 with tarfile.open('corrupt.tar', 'w') as t:
     put(t, 'x0.png', png(a)[:30]); put(t, 'x0.cls', b'1')
+with tarfile.open('cutjpeg.tar', 'w') as t:
+    j = jpg(rng.integers(0, 256, (32, 32), dtype=np.uint8)); put(t, 'x0.jpg', j[:len(j) // 2]); put(t, 'x0.cls', b'1')
 with tarfile.open('badcls.tar', 'w') as t:
     put(t, 'x0.png', png(a)); put(t, 'x0.cls', b'cat')
 open('notatar.tar', 'wb').write(b'hello' * 100)
@@ -92,6 +94,7 @@ open('notatar.tar', 'wb').write(b'hello' * 100)
                         {"sizes.tar", "x1.png is u8[5,4,1]"},
                         {"corrupt.tar", "[x0.png]: not a readable PNG"},
                         {"badcls.tar", "'cat' is not a class number"},
+                        {"cutjpeg.tar", "[x0.jpg]: damaged JPEG"},
                         {"notatar.tar", "notatar.tar"}};
   for (const Case& c : cases) {
     CAPTURE(c.shard);
