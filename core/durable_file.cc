@@ -43,12 +43,12 @@ Status fsync_directory(const std::string& dir) {
   return {};
 }
 
-Status write_file_durably(const std::string& path, const std::string& bytes, const std::string& what) {
+Status write_file_durably(const std::string& path, const std::string& bytes, const std::string& what, unsigned mode) {
   // Beside the final file (same file system, so the rename is atomic).
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
                           std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
-    UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode)));
     if (f.fd < 0) return io_error("cannot create " + what + " " + tmp + ": " + errno_text());
     Status st = write_all(f.fd, bytes, what, tmp);
     if (st.ok() && ::fsync(f.fd) != 0) st = io_error("flushing " + what + " " + tmp + " failed: " + errno_text());

@@ -22,9 +22,10 @@ struct UniqueFd {
   UniqueFd& operator=(const UniqueFd&) = delete;
 };
 
-// `bytes` into `path`, durably (above). The temporary name carries the process and thread, so
-// writers of different files in one directory never collide.
-Status write_file_durably(const std::string& path, const std::string& bytes, const std::string& what);
+// `bytes` into `path`, durably (above), with permissions `mode` (0755 for a shared library). The
+// temporary name carries the process and thread, so writers in one directory never collide.
+Status write_file_durably(const std::string& path, const std::string& bytes, const std::string& what,
+                          unsigned mode = 0644);
 
 // The whole file: not_found "<what> <path> does not exist", io_error, or corrupt_data when it is
 // longer than `limit` bytes.

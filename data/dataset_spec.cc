@@ -11,6 +11,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "data/path_names.h"
 #include "data/readers/csv_reader.h"
 #include "data/readers/hdf5_reader.h"
 #include "data/readers/idx_reader.h"
@@ -23,17 +24,6 @@ namespace troupe::data {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-std::string base_name(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-std::string dir_name(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
 bool is_dir(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -173,13 +163,7 @@ struct Reader {
 
 Expected<std::vector<std::string>> files_of(const std::string& spec) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t comma = spec.find(',', start);
-    if (comma == std::string::npos) comma = spec.size();
-    const std::string part = spec.substr(start, comma - start);
-    start = comma + 1;
-    if (part.empty()) continue;
+  for (const std::string& part : comma_parts(spec)) {
     if (part.find_first_of("*?[") != std::string::npos) {
       auto g = expand_glob(part);
       if (!g.ok()) return g.status();
@@ -287,16 +271,8 @@ std::string absolute_spec(const std::string& spec) {
   char buf[4096];
   const std::string cwd = ::getcwd(buf, sizeof buf) ? buf : ".";
   std::string out;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t comma = spec.find(',', start);
-    if (comma == std::string::npos) comma = spec.size();
-    std::string part = spec.substr(start, comma - start);
-    start = comma + 1;
-    if (part.empty()) continue;
-    if (part[0] != '/') part = cwd + "/" + part;
-    out += (out.empty() ? "" : ",") + part;
-  }
+  for (const std::string& part : comma_parts(spec))
+    out += (out.empty() ? "" : ",") + (part[0] == '/' ? part : cwd + "/" + part);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "data/table.h"
 
+#include <cstring>
+#include <map>
 #include <set>
 
 namespace troupe::data {
@@ -14,6 +16,19 @@ std::vector<std::string> Table::names() const {
   std::vector<std::string> out;
   for (const Field& f : fields) out.push_back(f.name);
   return out;
+}
+
+Array text_classes(const std::vector<std::string>& labels, std::vector<std::string>* names) {
+  std::map<std::string, int32_t> index;
+  for (const auto& l : labels) index.emplace(l, 0);
+  names->clear();
+  for (auto& [name, id] : index) {
+    id = static_cast<int32_t>(names->size());
+    names->push_back(name);
+  }
+  std::vector<uint8_t> b(labels.size() * 4);
+  for (size_t i = 0; i < labels.size(); ++i) std::memcpy(b.data() + 4 * i, &index[labels[i]], 4);
+  return owned_array(ElemType::i32, {static_cast<int64_t>(labels.size())}, std::move(b));
 }
 
 std::string join(const std::vector<std::string>& names) {

@@ -30,6 +30,10 @@ struct Table {
   Status check(const std::string& where) const;
 };
 
+// Text labels as classes: the distinct labels in sorted order become classes 0..K-1 (their names in
+// `names`); the result is an i32 field of one class per label (CSV and WebDataset .txt labels).
+Array text_classes(const std::vector<std::string>& labels, std::vector<std::string>* names);
+
 // "image, label" for messages.
 std::string join(const std::vector<std::string>& names);
 

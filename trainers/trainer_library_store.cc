@@ -1,7 +1,5 @@
 #include "trainers/trainer_library_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <cerrno>
@@ -12,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "core/version.h"
 #include "gcs/tables.h"
 #include "trainers/trainer_library.h"
@@ -28,36 +27,6 @@ Expected<std::string> read_file(const std::string& path) {
   bytes << in.rdbuf();
   if (in.bad()) return io_error("reading trainer library " + path + " failed");
   return bytes.str();
-}
-
-// Writes `bytes` to `path` through a temporary file in the same directory and a rename, with an
-// fsync in between, so `path` is either absent or complete.
-Status write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-  if (fd < 0) return io_error("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return io_error("writing " + tmp + " failed: " + why);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return io_error("flushing " + tmp + " failed: " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return io_error("renaming " + tmp + " to " + path + " failed: " + why);
-  }
-  return {};
 }
 
 int64_t now_ms() {
@@ -135,7 +104,7 @@ Expected<std::string> fetch_trainer_library(gcs::Store& store, const std::string
   }
   fs::create_directories(dir, ec);
   if (ec) return io_error("cannot create the trainer library cache " + dir.string() + ": " + ec.message());
-  TROUPE_RETURN_IF_ERROR(write_atomically(path, **bytes));
+  TROUPE_RETURN_IF_ERROR(write_file_durably(path, **bytes, "trainer library", 0755));
   return path;
 }
 

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <map>
 
 namespace troupe::data {
 
@@ -198,7 +197,7 @@ Expected<Table> read_csv(const std::string& path, const CsvOptions& options) {
     fy.name = header[target];
     fy.source = path;
     fy.columns = {header[target]};
-    std::vector<uint8_t> b(static_cast<size_t>(rows) * 4);
+    std::vector<uint8_t> b(label_numeric ? static_cast<size_t>(rows) * 4 : 0);
     if (label_numeric && label_integer) {
       for (int64_t i = 0; i < rows; ++i) {
         const int32_t v = static_cast<int32_t>(label_values[i]);
@@ -212,15 +211,7 @@ Expected<Table> read_csv(const std::string& path, const CsvOptions& options) {
       }
       fy.array = owned_array(ElemType::f32, {rows}, std::move(b));
     } else {  // text labels: classes in sorted order
-      std::map<std::string, int32_t> index;
-      for (const auto& l : labels) index.emplace(l, 0);
-      int32_t k = 0;
-      for (auto& [name, id] : index) {
-        id = k++;
-        fy.classes.push_back(name);
-      }
-      for (int64_t i = 0; i < rows; ++i) std::memcpy(b.data() + 4 * i, &index[labels[i]], 4);
-      fy.array = owned_array(ElemType::i32, {rows}, std::move(b));
+      fy.array = text_classes(labels, &fy.classes);
     }
     t.fields.push_back(std::move(fy));
   }

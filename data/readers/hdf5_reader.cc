@@ -8,6 +8,8 @@
 #include <cstring>
 #include <map>
 
+#include "data/path_names.h"
+
 namespace troupe::data {
 
 namespace {
@@ -24,9 +26,6 @@ struct Handle {
   Handle& operator=(const Handle&) = delete;
 };
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // Every dataset's path, depth first in creation order.
 herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {

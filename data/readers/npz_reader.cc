@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "data/path_names.h"
 #include "data/readers/npy_reader.h"
 
 namespace troupe::data {
@@ -15,9 +16,6 @@ struct ZipCloser {
 struct FileCloser {
   void operator()(zip_file_t* f) const { zip_fclose(f); }
 };
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 }  // namespace
 
 Expected<std::vector<std::pair<std::string, Array>>> read_npz(const std::string& path) {

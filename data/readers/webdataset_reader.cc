@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 
+#include "data/path_names.h"
 #include "data/readers/jpeg_decoder.h"
 #include "data/readers/npy_reader.h"
 #include "data/readers/png_decoder.h"
@@ -25,16 +26,14 @@ std::string error_of(archive* a) {
   return s ? s : "unknown error";
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // One field's values, example by example, as bytes of one type and per-example shape.
 struct Column {
   ElemType type = ElemType::u8;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
-  std::vector<std::string> text;  // .txt labels before they become classes
+  bool is_text = false;            // a .txt field: labels gathered as text, classes at the end
+  std::vector<std::string> text;
   std::string first;              // the member that set type and shape
 };
 
@@ -44,6 +43,7 @@ struct Value {
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
   std::string text;
+  bool is_text = false;
 };
 
 Expected<Value> decode(const std::string& ext, const std::vector<uint8_t>& data, const std::string& where) {
@@ -69,6 +69,7 @@ Expected<Value> decode(const std::string& ext, const std::vector<uint8_t>& data,
     return v;
   }
   if (ext == "txt") {
+    v.is_text = true;
     v.type = ElemType::i32;
     v.text.assign(data.begin(), data.end());
     while (!v.text.empty() && (v.text.back() == '\n' || v.text.back() == '\r')) v.text.pop_back();
@@ -114,6 +115,7 @@ Expected<Table> read_webdataset(const std::vector<std::string>& shards) {
         c.type = v.type;
         c.shape = v.shape;
         c.first = current_where + "/" + key + "." + ext;
+        c.is_text = v.is_text;
       }
     }
     for (const auto& ext : order) {
@@ -130,7 +132,7 @@ Expected<Table> read_webdataset(const std::vector<std::string>& shards) {
       if (v.type != c.type || v.shape != c.shape)
         return invalid_argument(current_where + ": " + key + "." + ext + " is " + describe(v.type, v.shape) + ", " +
                                 c.first + " was " + describe(c.type, c.shape) + " (every example must match)");
-      if (ext == "txt" || ends_with(ext, ".txt")) {
+      if (c.is_text) {
         c.text.push_back(std::move(v.text));
       } else {
         c.bytes.insert(c.bytes.end(), v.bytes.begin(), v.bytes.end());
@@ -193,18 +195,7 @@ Expected<Table> read_webdataset(const std::vector<std::string>& shards) {
     f.source = shards.size() == 1 ? shards.front() : shards.front() + " (+" + std::to_string(shards.size() - 1) + " shards)";
     std::vector<int64_t> shape{examples};
     shape.insert(shape.end(), c.shape.begin(), c.shape.end());
-    if (!c.text.empty() || ext == "txt" || ends_with(ext, ".txt")) {
-      std::map<std::string, int32_t> index;
-      for (const auto& s : c.text) index.emplace(s, 0);
-      int32_t n = 0;
-      for (auto& [name, id] : index) {
-        id = n++;
-        f.classes.push_back(name);
-      }
-      c.bytes.resize(c.text.size() * 4);
-      for (size_t i = 0; i < c.text.size(); ++i) std::memcpy(c.bytes.data() + 4 * i, &index[c.text[i]], 4);
-    }
-    f.array = owned_array(c.type, std::move(shape), std::move(c.bytes));
+    f.array = c.is_text ? text_classes(c.text, &f.classes) : owned_array(c.type, std::move(shape), std::move(c.bytes));
     t.fields.push_back(std::move(f));
   }
   return t;
