@@ -57,7 +57,7 @@ class EndlessShards final : public IndexSource {
 };
 
 // A batch's rows must be the dataset rows of its indices: first and last pixel of each.
-bool check(const Batch& b) {
+bool check(const data::Batch& b) {
   const Dataset& d = fashion_shaped();
   for (int64_t r = 0; r < b.size; r += 17) {
     const int64_t idx = b.indices[static_cast<size_t>(r)];

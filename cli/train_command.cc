@@ -82,8 +82,12 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
     const TrainResult& r = *result;
     std::printf("model %s on %s: %d epochs, %lld steps\n", r.model.c_str(), r.device.c_str(), r.epochs,
                 static_cast<long long>(r.steps));
-    std::printf("test accuracy %.4f, final loss %.4f, %s samples/s, %.1f s\n", r.test_accuracy, r.final_loss,
-                format_count(r.samples_per_second).c_str(), r.wall_seconds);
+    if (r.test_accuracy >= 0)
+      std::printf("test accuracy %.4f, final loss %.4f, %s samples/s, %.1f s\n", r.test_accuracy, r.final_loss,
+                  format_count(r.samples_per_second).c_str(), r.wall_seconds);
+    else  // a model that does not classify (a regression): its test loss
+      std::printf("test loss %.6g, final loss %.6g, %s samples/s, %.1f s\n", r.test_loss, r.final_loss,
+                  format_count(r.samples_per_second).c_str(), r.wall_seconds);
     if (r.precision != "f32") {
       std::printf("precision %s (f32 master weights)", r.precision.c_str());
       if (r.loss_scale > 0)

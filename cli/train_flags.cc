@@ -50,6 +50,11 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
   cmd->add_option("--target", o.target, "The field to predict (default: the one named label, labels, y, target, class or cls)");
   cmd->add_option("--token-dtype", o.token_dtype, "Raw .bin token files: u8, u16 or u32")
       ->check(CLI::IsMember({"u8", "u16", "u32"}))->capture_default_str();
+  cmd->add_option("--seq-len", o.seq_len,
+                  "Language-model windows: cut the token stream into windows of this many ids (targets: the next ids)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--loss", o.loss, "xent (the target is classes) or mse (the target is values: regression)")
+      ->check(CLI::IsMember({"xent", "mse"}))->capture_default_str();
   cmd->add_option("--save", o.save_path, "Write the trained model here (safetensors) when the job ends");
   cmd->add_option("--save-dtype", f.save_dtype, "The saved tensors' type: f32, bf16 or f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
@@ -112,9 +117,13 @@ void draw_progress(ProgressBar& bar, const TrainProgress& p) {
   std::snprintf(label, sizeof label, "epoch %d/%d", p.epoch, p.epochs);
   if (p.epoch_done) {
     const EpochStats& e = p.last_epoch;
-    std::snprintf(status, sizeof status, "%s: loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %.1f s", label,
-                  e.train_loss, e.train_accuracy, e.test_accuracy, format_count(e.samples_per_second).c_str(),
-                  e.seconds);
+    if (e.test_accuracy >= 0)
+      std::snprintf(status, sizeof status, "%s: loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %.1f s", label,
+                    e.train_loss, e.train_accuracy, e.test_accuracy, format_count(e.samples_per_second).c_str(),
+                    e.seconds);
+    else
+      std::snprintf(status, sizeof status, "%s: loss %.5g  test loss %.5g  %s samples/s  %.1f s", label, e.train_loss,
+                    e.test_loss, format_count(e.samples_per_second).c_str(), e.seconds);
     bar.println(status);
     return;
   }

@@ -14,7 +14,9 @@ SliceFeed::SliceFeed(const Dataset& data, uint64_t seed, int64_t global_batch, i
       steps_(global_batch > 0 ? data.count / global_batch : 0),
       rank_(rank),
       x_(static_cast<size_t>(local_batch_) * data.features()),
-      y_(static_cast<size_t>(local_batch_)) {}
+      y_(data.classifies() ? static_cast<size_t>(local_batch_ * data.target_width) : 0),
+      t_(data.classifies() ? 0 : static_cast<size_t>(local_batch_ * data.target_width)),
+      spec_(data.spec()) {}
 
 Status SliceFeed::begin_epoch(int epoch) {
   order_ = epoch_permutation(data_.count, seed_, epoch);
@@ -24,14 +26,16 @@ Status SliceFeed::begin_epoch(int epoch) {
 
 Expected<bool> SliceFeed::next(Batch* out) {
   if (step_ >= steps_ || order_.empty()) return false;
-  const int64_t features = data_.features();
+  const int64_t features = data_.features(), w = data_.target_width;
   for (int64_t r = 0; r < local_batch_; ++r) {
     const int32_t idx = order_[static_cast<size_t>(step_ * global_batch_ + rank_ * local_batch_ + r)];
-    std::copy_n(data_.images.data() + idx * features, features, x_.data() + r * features);
-    y_[static_cast<size_t>(r)] = data_.labels[static_cast<size_t>(idx)];
+    copy_example(data_, idx, x_.data() + r * features, y_.data() + r * w, t_.data() + r * w);
   }
   ++step_;
-  *out = Batch{x_.data(), y_.data(), local_batch_, features};
+  *out = Batch{x_.data(), data_.classifies() ? y_.data() : nullptr, local_batch_, features};
+  out->targets = data_.classifies() ? nullptr : t_.data();
+  out->target_width = w;
+  fields_.bind(spec_, out);
   return true;
 }
 

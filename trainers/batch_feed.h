@@ -86,6 +86,9 @@ class SliceFeed final : public BatchFeed {
   int64_t step_ = 0;
   std::vector<float> x_;
   std::vector<int32_t> y_;
+  std::vector<float> t_;
+  DataSpec spec_;
+  BatchFields fields_;
 };
 
 }  // namespace troupe

@@ -10,6 +10,7 @@
 #include "data/dataset_spec.h"
 #include "data/readers/csv_reader.h"
 #include "trainers/dataset_cache.h"
+#include "trainers/token_windows.h"
 
 namespace troupe {
 
@@ -62,7 +63,7 @@ Expected<int64_t> max_label(const Field& y, const std::string& where) {
   if (!data::is_integer(y.array.type) || y.array.example_elements() != 1) {
     return invalid_argument(where + ": the target '" + y.name + "' is " +
                             data::describe(y.array.type, y.array.example_shape()) + " (" + y.source +
-                            "): the built-in models classify, so it must hold one integer class per example");
+                            "): a class target holds one integer class per example (for values to regress on, train with --loss mse)");
   }
   int64_t hi = 0;
   for (int64_t i = 0; i < y.array.count(); ++i) {
@@ -99,40 +100,6 @@ Expected<Field> remap_classes(const Field& val, const Field& train, const std::s
   return out;
 }
 
-// Rows `keep` of `d`, in that order.
-Dataset select_rows(const Dataset& d, const std::vector<int64_t>& keep) {
-  Dataset out;
-  out.rows = d.rows;
-  out.cols = d.cols;
-  out.classes = d.classes;
-  out.count = static_cast<int64_t>(keep.size());
-  const int64_t f = d.features();
-  out.images.resize(static_cast<size_t>(out.count * f));
-  out.labels.resize(keep.size());
-  for (size_t i = 0; i < keep.size(); ++i) {
-    std::memcpy(out.images.data() + i * f, d.images.data() + keep[i] * f, static_cast<size_t>(f) * sizeof(float));
-    out.labels[i] = d.labels[static_cast<size_t>(keep[i])];
-  }
-  return out;
-}
-
-// A seeded, stratified split: from each class, round(fraction x its examples) go to validation.
-std::pair<Dataset, Dataset> split_fraction(const Dataset& d, double fraction, uint64_t seed) {
-  std::map<int32_t, std::vector<int64_t>> by_class;
-  for (int64_t i = 0; i < d.count; ++i) by_class[d.labels[static_cast<size_t>(i)]].push_back(i);
-  std::mt19937_64 rng(seed ^ 0x7661'6c5f'7370'6c74ull);  // "val_splt"
-  std::vector<int64_t> train, val;
-  for (auto& [_, idx] : by_class) {
-    std::shuffle(idx.begin(), idx.end(), rng);
-    const auto k = static_cast<size_t>(std::llround(fraction * static_cast<double>(idx.size())));
-    val.insert(val.end(), idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k));
-    train.insert(train.end(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end());
-  }
-  std::sort(train.begin(), train.end());
-  std::sort(val.begin(), val.end());
-  return {select_rows(d, train), select_rows(d, val)};
-}
-
 Expected<Table> training_split(const data::OpenedDataset& d, const std::string& spec) {
   auto it = d.splits.find("train");
   if (it != d.splits.end()) return it->second;
@@ -149,28 +116,67 @@ std::string field_list(const std::vector<const Field*>& fs) {
   return s;
 }
 
+ValueType value_type(data::ElemType t) {
+  static_assert(static_cast<int>(data::ElemType::f64) == static_cast<int>(ValueType::f64), "the same order");
+  return static_cast<ValueType>(t);
+}
+
+// Example i's values of `f` into out[0, n) as f32: u8 as x / 255 (correctly rounded, as the
+// built-in loader's table: a loop the compiler vectorises, twice a lookup's speed) when `scale_u8`.
+void convert_example(const Field& f, int64_t i, bool scale_u8, float* out) {
+  const int64_t n = f.array.example_elements();
+  const uint8_t* p = f.array.example(i);
+  if (f.array.type == data::ElemType::u8 && scale_u8) {
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(p[k]) / 255.0f;
+  } else if (f.array.type == data::ElemType::f32) {
+    std::memcpy(out, p, static_cast<size_t>(n) * 4);
+  } else {
+    const size_t w = data::elem_size(f.array.type);
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(data::elem_value(f.array.type, p + k * w));
+  }
+}
+
+// The first non-finite value of `v` (n values of `width` per example) as an error, naming its example.
+Status check_finite(const std::vector<float>& v, int64_t width, const std::string& what, const std::string& where) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i]))
+      return invalid_argument(where + ": example " + std::to_string(static_cast<int64_t>(i) / width) + " has a NaN or infinite " +
+                              what + "; nothing is trained on it — clean the data first");
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>& inputs, const std::string& target,
-                             int classes, const std::string& where) {
+                             int classes, const std::string& where, bool values) {
   TROUPE_RETURN_IF_ERROR(table.check(where));
   if (table.count() == 0) return invalid_argument(where + ": no examples");
   auto y = pick_target(table, target, where);
   if (!y.ok()) return y.status();
   auto xs = pick_inputs(table, inputs, *y, where);
   if (!xs.ok()) return xs.status();
-  auto hi = max_label(**y, where);
-  if (!hi.ok()) return hi.status();
+  const Field& yf = **y;
   Dataset d;
   d.count = table.count();
-  d.classes = classes > 0 ? classes : static_cast<int>(*hi + 1);
-  if (!(*y)->classes.empty() && classes == 0) d.classes = static_cast<int>((*y)->classes.size());
-  if (*hi >= d.classes) {
-    for (int64_t i = 0; i < d.count; ++i) {
-      if ((*y)->array.value(static_cast<size_t>(i)) >= d.classes)
-        return invalid_argument(where + ": label " + std::to_string(static_cast<int64_t>((*y)->array.value(i))) +
-                                " of example " + std::to_string(i) + " in '" + (*y)->name + "' (" + (*y)->source +
-                                ") is out of range: the training set has classes 0.." + std::to_string(d.classes - 1));
+  if (values) {
+    d.classes = 0;
+    d.target_width = std::max<int64_t>(1, yf.array.example_elements());
+    if (!yf.classes.empty())
+      return invalid_argument(where + ": the target '" + yf.name + "' (" + yf.source + ") holds text labels; --loss mse " +
+                              "needs numbers (for classes leave --loss at xent)");
+  } else {
+    auto hi = max_label(yf, where);
+    if (!hi.ok()) return hi.status();
+    d.classes = classes > 0 ? classes : static_cast<int>(*hi + 1);
+    if (!yf.classes.empty() && classes == 0) d.classes = static_cast<int>(yf.classes.size());
+    if (*hi >= d.classes) {
+      for (int64_t i = 0; i < d.count; ++i) {
+        if (yf.array.value(static_cast<size_t>(i)) >= d.classes)
+          return invalid_argument(where + ": label " + std::to_string(static_cast<int64_t>(yf.array.value(i))) +
+                                  " of example " + std::to_string(i) + " in '" + yf.name + "' (" + yf.source +
+                                  ") is out of range: the training set has classes 0.." + std::to_string(d.classes - 1));
+      }
     }
   }
   int64_t features = 0;
@@ -188,37 +194,26 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
       d.cols = static_cast<int>(s[1]);
     }
   }
+  for (const Field* f : *xs)
+    d.schema.push_back(FieldSpec{f->name, ValueType::f32, value_type(f->array.type), f->array.example_shape(), false});
+  d.schema.push_back(FieldSpec{yf.name, values ? ValueType::f32 : ValueType::i32, value_type(yf.array.type),
+                               yf.array.example_shape(), true});
   d.images.resize(static_cast<size_t>(d.count * features));
-  d.labels.resize(static_cast<size_t>(d.count));
+  if (values) d.targets.resize(static_cast<size_t>(d.count * d.target_width));
+  else d.labels.resize(static_cast<size_t>(d.count));
   float* out = d.images.data();
   for (int64_t i = 0; i < d.count; ++i) {
     for (const Field* f : *xs) {
-      const int64_t n = f->array.example_elements();
-      const uint8_t* p = f->array.example(i);
-      if (f->array.type == data::ElemType::u8) {
-        // x / 255 in f32, correctly rounded as the built-in loader's table (a loop the compiler
-        // vectorises: about twice a table lookup's speed)
-        for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(p[k]) / 255.0f;
-        out += n;
-      } else if (f->array.type == data::ElemType::f32) {
-        std::memcpy(out, p, static_cast<size_t>(n) * 4);
-        out += n;
-      } else {
-        const size_t w = data::elem_size(f->array.type);
-        for (int64_t k = 0; k < n; ++k) *out++ = static_cast<float>(data::elem_value(f->array.type, p + k * w));
-      }
+      convert_example(*f, i, true, out);
+      out += f->array.example_elements();
     }
-    d.labels[static_cast<size_t>(i)] = static_cast<int32_t>((*y)->array.value(static_cast<size_t>(i)));
+    if (values) convert_example(yf, i, false, d.targets.data() + i * d.target_width);
+    else d.labels[static_cast<size_t>(i)] = static_cast<int32_t>(yf.array.value(static_cast<size_t>(i)));
   }
   bool floats = false;  // integers are finite: only floating inputs need the check
   for (const Field* f : *xs) floats = floats || !data::is_integer(f->array.type);
-  for (size_t i = 0; floats && i < d.images.size(); ++i) {
-    if (!std::isfinite(d.images[i])) {
-      const int64_t example = static_cast<int64_t>(i) / features;
-      return invalid_argument(where + ": example " + std::to_string(example) + " has a NaN or infinite input (" +
-                              field_list(*xs) + "); nothing is trained on it — clean the data first");
-    }
-  }
+  if (floats) TROUPE_RETURN_IF_ERROR(check_finite(d.images, features, "input (" + field_list(*xs) + ")", where));
+  if (values) TROUPE_RETURN_IF_ERROR(check_finite(d.targets, d.target_width, "target value ('" + yf.name + "')", where));
   return d;
 }
 
@@ -262,11 +257,25 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
       }
     }
   }
+  if (o.loss != "xent" && o.loss != "mse") return invalid_argument("--loss " + o.loss + ": xent or mse");
+  if (o.seq_len > 0) {
+    if (o.loss != "xent") return invalid_argument("--seq-len trains next-token classes: --loss mse does not apply");
+    auto w = token_window_data(*train_table, val_table ? &*val_table : nullptr, o, val_from);
+    if (!w.ok()) return w.status();
+    out.train = std::make_shared<const Dataset>(std::move(w->train));
+    out.test = std::make_shared<const Dataset>(std::move(w->test));
+    out.description = o.data + ": " + w->description;
+    return out;
+  }
+  const bool values = o.loss == "mse";
   auto y = pick_target(*train_table, target, o.data);
   if (!y.ok()) return y.status();
-  auto hi = max_label(**y, o.data);
-  if (!hi.ok()) return hi.status();
-  int classes = (*y)->classes.empty() ? static_cast<int>(*hi + 1) : static_cast<int>((*y)->classes.size());
+  int classes = 0;
+  if (!values) {
+    auto hi = max_label(**y, o.data);
+    if (!hi.ok()) return hi.status();
+    classes = (*y)->classes.empty() ? static_cast<int>(*hi + 1) : static_cast<int>((*y)->classes.size());
+  }
   // The inputs by name from the training table: the validation set is read the same way, field by
   // field, whatever order its file lists them in.
   auto xs = pick_inputs(*train_table, o.inputs, *y, o.data);
@@ -285,10 +294,15 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
                                 "), the training set's is " + data::describe(f->array.type, f->array.example_shape()) +
                                 " (" + f->source + "): they would be read differently");
     }
-    if ((*y)->classes.empty() && !(*vy)->classes.empty())
+    if (values) {
+      if ((*vy)->array.example_shape() != (*y)->array.example_shape())
+        return invalid_argument(val_from + ": the target '" + (*vy)->name + "' is " +
+                                data::describe((*vy)->array.type, (*vy)->array.example_shape()) +
+                                ", the training set's is " + data::describe((*y)->array.type, (*y)->array.example_shape()));
+    } else if ((*y)->classes.empty() && !(*vy)->classes.empty())
       return invalid_argument(val_from + ": the validation set's labels are text (" + data::join((*vy)->classes) +
                               "), the training set's are numbers");
-    if (!(*y)->classes.empty()) {
+    if (!values && !(*y)->classes.empty()) {
       if ((*vy)->classes.empty())
         return invalid_argument(val_from + ": the training set's labels are text (" + data::join((*y)->classes) +
                                 "), the validation set's are numbers");
@@ -296,17 +310,17 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
       if (!remapped.ok()) return remapped.status();
       for (Field& f : val_table->fields)
         if (f.name == remapped->name) f = std::move(*remapped);
-    } else {
+    } else if (!values) {
       auto vhi = max_label(**vy, val_from);
       if (!vhi.ok()) return vhi.status();
       classes = std::max<int>(classes, static_cast<int>(*vhi + 1));
     }
   }
-  auto train = to_dataset(*train_table, input_names, (*y)->name, classes, o.data);
+  auto train = to_dataset(*train_table, input_names, (*y)->name, classes, o.data, values);
   if (!train.ok()) return train.status();
   Dataset test;
   if (val_table) {
-    auto t = to_dataset(*val_table, input_names, (*y)->name, classes, val_from);
+    auto t = to_dataset(*val_table, input_names, (*y)->name, classes, val_from, values);
     if (!t.ok()) return t.status();
     if (t->features() != train->features())
       return invalid_argument(val_from + ": " + std::to_string(t->features()) + " input values per example, the training set has " +
@@ -322,10 +336,12 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
                               std::to_string(train->count) + " examples leaves an empty set");
     *train = std::move(tr);
     test = std::move(va);
-    val_from = std::to_string(o.val_fraction) + " of the training split (seeded, stratified)";
+    val_from = std::to_string(o.val_fraction) + " of the training split (seeded" + (values ? ")" : ", stratified)");
   }
+  const std::string target_text = values ? std::to_string(train->target_width) + " value(s), --loss mse"
+                                         : std::to_string(classes) + " classes";
   out.description = o.data + ": " + std::to_string(train->count) + " training examples, inputs " + field_list(*xs) +
-                    ", target " + (*y)->name + " (" + std::to_string(classes) + " classes); evaluated on " +
+                    ", target " + (*y)->name + " (" + target_text + "); evaluated on " +
                     std::to_string(test.count) + " from " + val_from;
   out.train = std::make_shared<const Dataset>(std::move(*train));
   out.test = std::make_shared<const Dataset>(std::move(test));

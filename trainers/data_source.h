@@ -8,6 +8,8 @@
 // and concatenated per example, u8 scaled to [0, 1] (x / 255, as the built-in dataset), any other
 // type converted to f32. An input field of per-example shape [H, W], [H, W, 1] or [1, H, W] keeps
 // its rows and columns (the cnn's image); otherwise an example is one row of all its values.
+// With --loss mse the target holds values (f32, any per-example shape): regression. With --seq-len
+// the data is a token stream cut into language-model windows (trainers/token_windows.h).
 // Evaluation: --val SPEC's training split, else the dataset's split "val" (or "test"), else a
 // seeded, stratified --val-fraction of the training split.
 #pragma once
@@ -32,7 +34,8 @@ struct TrainData {
 Expected<TrainData> load_train_data(const TrainOptions& o);
 
 // One table's examples as a Dataset (the fields chosen as above; `classes` 0: from the labels).
+// With `values` the target is read as f32 values of any per-example shape (--loss mse: regression).
 Expected<Dataset> to_dataset(const data::Table& table, const std::vector<std::string>& inputs,
-                             const std::string& target, int classes, const std::string& where);
+                             const std::string& target, int classes, const std::string& where, bool values = false);
 
 }  // namespace troupe

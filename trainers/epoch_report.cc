@@ -56,6 +56,7 @@ void finish_result(TrainResult* result, int64_t steps, int batch_size, double tr
   result->steps = steps;
   if (!result->history.empty()) {
     result->test_accuracy = result->history.back().test_accuracy;
+    result->test_loss = result->history.back().test_loss;
     result->final_loss = result->history.back().train_loss;
   }
   result->samples_per_second = train_seconds > 0 ? steps * batch_size / train_seconds : 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "trainers/dataset.h"
 
 namespace troupe {
 
@@ -21,16 +22,6 @@ struct IdxArray {
 // Errors: not_found (missing file), io_error (unreadable), corrupt_data (truncated or corrupt gzip,
 // wrong magic, wrong rank, sizes that do not match the bytes present, trailing bytes).
 Expected<IdxArray> read_idx_gz(const std::string& path, int expected_rank);
-
-struct Dataset {
-  int64_t count = 0;            // examples
-  int rows = 0, cols = 0;       // pixels per image side
-  int classes = 10;
-  std::vector<float> images;    // count * rows * cols, scaled to [0, 1], row-major
-  std::vector<int32_t> labels;  // count labels in [0, classes)
-
-  int64_t features() const { return static_cast<int64_t>(rows) * cols; }
-};
 
 enum class Split { train, test };
 const char* split_name(Split split);  // "train" or "t10k" (the IDX file prefix)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/ops.h"
+#include "trainers/dataset.h"
 
 namespace troupe {
 
@@ -19,11 +20,11 @@ Expected<BatchStats> forward_backward_parts(Trainer& trainer, const Batch& batch
   scratch.resize(grads.size());
   Gradients part_grads(scratch.data(), scratch.size(), nullptr, grads.first());
   BatchStats sum{0.0f, 0};
+  std::vector<FieldView> views;
   int64_t at = 0;
   for (int64_t m = 0; m < n; ++m) {
     const int64_t rows = base + (m < extra ? 1 : 0);
-    const Batch micro{batch.inputs + static_cast<size_t>(at * batch.features), batch.labels + at, rows, batch.features,
-                      batch.loss_scale};
+    const Batch micro = batch_rows(batch, at, rows, &views);
     at += rows;
     std::fill(scratch.begin(), scratch.end(), 0.0f);  // the API promises zeroed gradients
     auto part = trainer.forward_backward(micro, params, part_grads);

@@ -99,6 +99,11 @@ const float* MlpCpu::forward(const float* params, const float* x, int batch) {
   return params;
 }
 
+const float* MlpCpu::logits(const float* params, const float* x, int batch) {
+  forward(params, x, batch);
+  return acts_.back().data();
+}
+
 float MlpCpu::evaluate(const float* params, const float* x, const int32_t* labels, int batch, int64_t* correct) {
   forward(params, x, batch);
   return cpu::softmax_xent(acts_.back().data(), labels, batch, layout_.dims.back(), nullptr, correct);

@@ -65,9 +65,12 @@ class MlpCpu {
                          float loss_scale = 1.0f);
   // Forward only; returns the mean loss and the number of rows classified right in `correct`.
   float evaluate(const float* params, const float* x, const int32_t* labels, int batch, int64_t* correct);
+  // Forward only: the logits [batch x classes], valid until the next call.
+  const float* logits(const float* params, const float* x, int batch);
 
  private:
-  // The parameters and input the matmuls read: themselves in f32, else rounded copies.
+  // The forward pass into acts_; returns the parameters the matmuls read (themselves in f32, else
+  // rounded copies).
   const float* forward(const float* params, const float* x, int batch);
   void round(float* x, size_t n) const;  // to precision_, in place (f32: nothing)
   MlpLayout layout_;

@@ -1,5 +1,8 @@
 // The built-in MLP as a Trainer over the public API (trainers/api/trainer.h), registered as "mlp":
 // the same interface a user's library implements. Setting: hidden (layer sizes, "256,128").
+// Classification (softmax cross-entropy over DataSpec::classes) or, when the data's target holds
+// values (`--loss mse`), regression: target_width outputs scored by the mean squared error over
+// every output, computed in f32 through the layers. predict() gives the logits or the values.
 //
 // Parameters are declared W_0, b_0, W_1, b_1, ... with uniform(+-1/sqrt(in)) initialisation, which
 // lays them out exactly as MlpLayout and fills them exactly as mlp_init does from the same seed (the
@@ -7,6 +10,7 @@
 // checkpoints keep reading the same flat buffer.
 //
 // It is also a LayerModel (one layer per dense layer), so `--strategy pipeline` can split it.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
@@ -31,7 +35,15 @@ class MlpTrainer final : public Trainer, public LayerModel {
       }
       dims.push_back(static_cast<int>(h));
     }
-    dims.push_back(ctx.data.classes);
+    if (ctx.data.classes > 0 && ctx.data.target_width != 1)
+      return invalid_argument("the mlp predicts one class per example; this data's target holds " +
+                              std::to_string(ctx.data.target_width) + " labels per example (a sequence: token "
+                              "windows need a sequence model)");
+    regression_ = ctx.data.classes <= 0;
+    if (regression_ && ctx.precision != DType::f32)
+      return invalid_argument(std::string("--precision ") + dtype_name(ctx.precision) +
+                              ": the mlp's regression (--loss mse) computes in f32");
+    dims.push_back(regression_ ? static_cast<int>(ctx.data.target_width) : ctx.data.classes);
     auto layout = MlpLayout::make(dims);
     if (!layout.ok()) return layout.status();
     for (int l = 0; l < layout->layers(); ++l) {
@@ -45,6 +57,7 @@ class MlpTrainer final : public Trainer, public LayerModel {
   }
 
   Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
+    if (regression_) return regress(batch, params, &grads);
     BatchStats s;
     s.correct = 0;
     // Each block is announced as soon as backward finished it (b_l, then W_l, last layer first), so
@@ -57,6 +70,7 @@ class MlpTrainer final : public Trainer, public LayerModel {
   }
 
   Expected<BatchStats> evaluate(const Batch& batch, const Parameters& params) override {
+    if (regression_) return regress(batch, params, nullptr);
     BatchStats s;
     s.correct = 0;
     s.loss = model_->evaluate(params.data(), batch.inputs, batch.labels, static_cast<int>(batch.size), &s.correct);
@@ -65,7 +79,21 @@ class MlpTrainer final : public Trainer, public LayerModel {
 
   std::string describe() const override { return model_ ? model_->layout().to_string() : std::string(); }
 
-  bool supports_precision(DType) const override { return true; }  // mlp.h's rounding, all three
+  bool supports_precision(DType) const override { return true; }  // mlp.h's rounding, all three (classes)
+
+  int64_t prediction_width() const override { return model_ ? model_->layout().dims.back() : 0; }
+
+  Status predict(const Batch& batch, const Parameters& params, float* out) override {
+    const int64_t width = prediction_width();
+    if (regression_) {
+      forward_layers(batch.inputs, batch.size, params);
+      std::copy_n(acts_.back().data(), static_cast<size_t>(batch.size * width), out);
+    } else {
+      const float* logits = model_->logits(params.data(), batch.inputs, static_cast<int>(batch.size));
+      std::copy_n(logits, static_cast<size_t>(batch.size * width), out);
+    }
+    return {};
+  }
 
   // A pipeline's layers compute in f32 (the runtime refuses --precision with --strategy pipeline).
   LayerModel* layers() override { return this; }
@@ -103,6 +131,55 @@ class MlpTrainer final : public Trainer, public LayerModel {
   }
 
  private:
+  // Every layer's output for `rows` examples into acts_ (f32).
+  void forward_layers(const float* x, int64_t rows, const Parameters& params) {
+    const MlpLayout& m = model_->layout();
+    acts_.resize(static_cast<size_t>(m.layers()));
+    for (int l = 0; l < m.layers(); ++l) {
+      acts_[l].resize(static_cast<size_t>(rows * m.out(l)));
+      dense(l).forward(l == 0 ? x : acts_[l - 1].data(), rows, params[weights_[l]], params[biases_[l]], acts_[l].data());
+    }
+  }
+
+  // Regression: the mean squared error over every output of the batch and, when `grads` is given,
+  // its gradient (times the loss scale), each block announced as backward finishes it.
+  Expected<BatchStats> regress(const Batch& batch, const Parameters& params, Gradients* grads) {
+    if (!batch.targets) return invalid_argument("the mlp's regression needs target values (Batch::targets)");
+    const MlpLayout& m = model_->layout();
+    const int64_t rows = batch.size, width = m.dims.back(), n = rows * width;
+    forward_layers(batch.inputs, rows, params);
+    const float* y = acts_.back().data();
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(y[i]) - batch.targets[i];
+      sum += d * d;
+    }
+    BatchStats s;
+    s.correct = -1;
+    s.loss = n > 0 ? static_cast<float>(sum / static_cast<double>(n)) : 0.0f;
+    if (!grads) return s;
+    dout_.resize(static_cast<size_t>(n));
+    const float k = 2.0f * batch.loss_scale / static_cast<float>(std::max<int64_t>(n, 1));
+    for (int64_t i = 0; i < n; ++i) dout_[i] = k * (y[i] - batch.targets[i]);
+    float* dy = dout_.data();
+    for (int l = m.layers() - 1; l >= 0; --l) {
+      float* dx = nullptr;
+      if (l > 0) {
+        din_.resize(static_cast<size_t>(rows * m.in(l)));
+        dx = din_.data();
+      }
+      dense(l).backward(l == 0 ? batch.inputs : acts_[l - 1].data(), acts_[l].data(), dy, rows, params[weights_[l]],
+                        (*grads)[weights_[l]], (*grads)[biases_[l]], dx, bias_sum_);
+      grads->ready(biases_[l]);
+      grads->ready(weights_[l]);
+      if (dx) {
+        dout_.swap(din_);
+        dy = dout_.data();
+      }
+    }
+    return s;
+  }
+
   DenseLayer dense(int l) const {
     const MlpLayout& m = model_->layout();
     return DenseLayer{m.in(l), m.out(l), l + 1 < m.layers()};
@@ -111,6 +188,9 @@ class MlpTrainer final : public Trainer, public LayerModel {
   std::unique_ptr<MlpCpu> model_;
   std::vector<Param> weights_, biases_;  // per layer
   std::vector<float> bias_sum_;          // one micro-batch's bias gradient before it is added
+  bool regression_ = false;              // the target holds values: mean squared error
+  std::vector<std::vector<float>> acts_;  // regression and predict: every layer's output
+  std::vector<float> dout_, din_;         // regression: the gradient flowing back
 };
 
 }  // namespace

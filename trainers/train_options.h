@@ -31,6 +31,11 @@ struct TrainOptions {
   std::vector<std::string> inputs;
   std::string target;
   std::string token_dtype = "u16";  // raw .bin token files
+  // Language-model windows (--seq-len T > 0): the token stream cut into windows of T ids, inputs
+  // ids[t, t+T) and targets ids[t+1, t+T+1) (trainers/token_windows.h).
+  int64_t seq_len = 0;
+  // The loss (--loss): xent (the target is classes) or mse (the target is values: regression).
+  std::string loss = "xent";
   // The model in and out (trainers/model_file.h): start from a safetensors file's parameters
   // (--init-from; --init-partial keeps blocks the file lacks), and write the final parameters
   // there when the job ends (--save, as --save-dtype f32|bf16|f16).
@@ -83,7 +88,8 @@ struct EpochStats {
   int epoch = 0;                 // 1-based
   double train_loss = 0;         // mean over the epoch's steps
   double train_accuracy = 0;
-  double test_accuracy = -1;     // -1 when not evaluated
+  double test_accuracy = -1;     // -1 when not evaluated, or the model does not classify
+  double test_loss = -1;         // mean loss over the test set; -1 when not evaluated
   double seconds = 0;
   double samples_per_second = 0;
 };
@@ -104,7 +110,8 @@ struct TrainResult {
   std::string device;            // "cpu" or "cuda:0 (NVIDIA H100 ...)"
   int epochs = 0;
   int64_t steps = 0;
-  double test_accuracy = 0;
+  double test_accuracy = 0;      // -1 when the model does not classify
+  double test_loss = -1;         // mean test loss of the last evaluation (-1: none measured)
   double final_loss = 0;         // mean training loss of the last epoch
   double samples_per_second = 0; // training samples per second, excluding evaluation
   double wall_seconds = 0;       // whole job: loading, training, evaluation

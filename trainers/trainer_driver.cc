@@ -34,13 +34,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Test accuracy over all replicas: each counts its slice of the rows, then one all-reduce sums them.
-Expected<double> evaluate_split(Trainer& trainer, const Parameters& params, const Dataset& data,
-                                const Replica& replica) {
+// Test accuracy and loss over all replicas: each evaluates its slice of the rows, then one
+// all-reduce sums them.
+Expected<SplitScore> evaluate_split(Trainer& trainer, const Parameters& params, const Dataset& data,
+                                    const Replica& replica) {
   const int rank = replica.comm ? replica.comm->rank() : 0, world = replica.comm ? replica.comm->size() : 1;
-  auto correct = count_correct(trainer, params, data, data.count * rank / world, data.count * (rank + 1) / world);
-  if (!correct.ok()) return correct.status();
-  return replicas_accuracy(*correct, data.count, replica.comm, replica.timeout);
+  auto mine = evaluate_rows(trainer, params, data, data.count * rank / world, data.count * (rank + 1) / world);
+  if (!mine.ok()) return mine.status();
+  return replicas_score(*mine, data.count, replica.comm, replica.timeout);
 }
 
 // Every replica's parameter checksum; an error naming the first replica that differs from rank 0.
@@ -143,7 +144,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
   }
-  auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, rank, world);
+  auto setup = set_up_trainer(o, train.spec(), rank, world);
   if (!setup.ok()) return setup.status();
   Trainer& trainer = *setup->trainer;
   const ParameterSpace& space = setup->space;
@@ -251,7 +252,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.steps) replica.steps->phase(StepPhase::forward_backward);  // step timeline
       std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
       if (buckets) buckets->begin_step(grads.data(), epoch, s + 1, weight);
-      const Batch whole{batch.inputs, batch.labels, batch.size, features, scaled ? scaler.scale() : 1.0f};
+      Batch whole = batch;
+      whole.features = features;
+      whole.loss_scale = scaled ? scaler.scale() : 1.0f;
       auto stats = forward_backward_parts(trainer, whole, param_view, grad_view, o.accumulate, micro_grads);
       if (!stats.ok()) {
         return stats.status().with_context(where + ": forward_backward at epoch " + std::to_string(epoch) +
@@ -305,9 +308,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
     if (!counted) es.train_accuracy = -1;
     if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
-      auto acc = evaluate_split(trainer, param_view, test, replica);
-      if (!acc.ok()) return acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
-      es.test_accuracy = *acc;
+      auto score = evaluate_split(trainer, param_view, test, replica);
+      if (!score.ok()) return score.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
+      es.test_accuracy = score->accuracy;
+      es.test_loss = score->loss;
     }
     report_epoch(es, o, steps_per_epoch, &result, progress);
   }

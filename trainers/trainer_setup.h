@@ -24,6 +24,10 @@ struct TrainerSetup {
   std::string model;  // "mlp 784-256-128-10", or "<name> (<n> parameters)" when describe() is empty
 };
 
+// The fields `trainer` needs with `config` (Trainer::required_fields) against the data's: ok, or
+// invalid_argument naming the missing or mistyped field and what the data has.
+Status check_required_fields(const Trainer& trainer, const JobConfig& config, const DataSpec& data);
+
 // Creates the trainer registered as options.model and runs setup() for replica `rank` of `world`
 // on examples of shape `data`. Errors: invalid_argument (unknown trainer, a bad --trainer-arg, a
 // setup() error or a bad declaration, no parameters declared).
@@ -32,10 +36,32 @@ Expected<TrainerSetup> set_up_trainer(const TrainOptions& options, DataSpec data
 // The optimizer a job's options ask for: name, effective rate, momentum, weight decay.
 OptimizerOptions optimizer_options(const TrainOptions& options);
 
-// Correct predictions over rows [first, last) of `data` (-1 when the trainer does not count them),
-// in chunks so a trainer's activations stay small.
+// Rows [first, first + rows) of `data` as a Batch (its fields bound through *fields).
+Batch rows_batch(const Dataset& data, int64_t first, int64_t rows, BatchFields* fields, const DataSpec& spec);
+
+// Evaluation of rows [first, last) of `data`, in chunks so a trainer's activations stay small:
+// correct predictions (-1 when the trainer does not count them) and the sum of the batches' mean
+// losses weighted by their rows.
+struct EvalTotals {
+  int64_t correct = 0;
+  double loss_sum = 0;
+  int64_t rows = 0;
+  bool counted = true;
+};
+Expected<EvalTotals> evaluate_rows(Trainer& trainer, const Parameters& params, const Dataset& data, int64_t first,
+                                   int64_t last);
+// Its correct count alone.
 Expected<int64_t> count_correct(Trainer& trainer, const Parameters& params, const Dataset& data, int64_t first,
                                 int64_t last);
+
+// The test accuracy (-1 when any replica could not count) and mean loss of replicas that each
+// evaluated their own slice of `examples` rows: one all-reduce over `comm` (null: alone).
+struct SplitScore {
+  double accuracy = -1;
+  double loss = 0;
+};
+Expected<SplitScore> replicas_score(const EvalTotals& mine, int64_t examples, collectives::Communicator* comm,
+                                    std::chrono::milliseconds timeout);
 
 // Test accuracy of replicas that each counted their own slice of `examples` test rows (`correct`,
 // -1 when the trainer does not count): one all-reduce over `comm` (null: this replica alone) sums

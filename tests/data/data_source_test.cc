@@ -159,7 +159,7 @@ TEST_CASE("data source: inputs, target and validation", "[data][source]") {
       {{"nope"}, "", dir.file("t.npz"), "no field 'nope' for --inputs"},
       {{"a"}, "missing", dir.file("t.npz"), "no field 'missing' for --target"},
       {{"label"}, "", dir.file("t.npz"), "'label' is the target"},
-      {{}, "a", dir.file("t.npz"), "must hold one integer class per example"},
+      {{}, "a", dir.file("t.npz"), "holds one integer class per example"},
       {{}, "", dir.file("two.npz"), "several fields could be the target"},
   };
   for (const Case& c : cases) {

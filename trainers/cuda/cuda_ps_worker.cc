@@ -23,7 +23,7 @@ Expected<TrainResult> train_ps_worker_cuda(const TrainOptions& o, const Dataset&
                                          "do not: --precision bf16, not f16")
                       : check_gpu_worker_options(o);
   if (!usable.ok()) return fail(usable);
-  auto spec = cuda_model_spec(o, DataSpec{train.features(), train.classes});
+  auto spec = cuda_model_spec(o, train.spec());
   if (!spec.ok()) return fail(spec.status());
   if (worker.workers < 1 || o.batch_size % worker.workers != 0 || o.batch_size < worker.workers)
     return fail(invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "

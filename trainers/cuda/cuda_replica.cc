@@ -31,7 +31,7 @@ using cuda_detail::kEvalRows;  // rows per evaluation pass, as the one-device GP
 // The model to train on the GPU (cuda_model_spec), with what this path does not take refused.
 Expected<ModelSpec> model_for(const TrainOptions& o, const Dataset& train) {
   TROUPE_RETURN_IF_ERROR(check_gpu_worker_options(o));
-  return cuda_model_spec(o, DataSpec{train.features(), train.classes});
+  return cuda_model_spec(o, train.spec());
 }
 
 // The replica's device state: parameters, gradients (+ two slots: the step's loss and correct

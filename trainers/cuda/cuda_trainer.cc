@@ -159,7 +159,7 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
 
 Expected<TrainResult> train_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
                                  const ProgressFn& progress) {
-  auto spec = cuda_model_spec(o, DataSpec{train.features(), train.classes});
+  auto spec = cuda_model_spec(o, train.spec());
   if (!spec.ok()) return spec.status();
   return train_model_cuda(o, std::move(*spec), train, test, progress);
 }

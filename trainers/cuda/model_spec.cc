@@ -7,6 +7,7 @@
 namespace troupe {
 
 Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
+  TROUPE_RETURN_IF_ERROR(require_one_class(data, "the GPU (--device cuda)"));
   ModelSpec spec;
   spec.features = data.features;
   spec.classes = data.classes;

@@ -112,8 +112,10 @@ void InputPipeline::produce() {
     if (got) {
       // Gather the rows: the work the background threads take off the training loop.
       b.size = static_cast<int64_t>(b.indices.size());
+      const int64_t w = dataset_.target_width;
       b.inputs.resize(static_cast<size_t>(b.size * features));
-      b.labels.resize(static_cast<size_t>(b.size));
+      if (dataset_.classifies()) b.labels.resize(static_cast<size_t>(b.size * w));
+      else b.targets.resize(static_cast<size_t>(b.size * w));
       for (int64_t r = 0; r < b.size; ++r) {
         const int64_t idx = b.indices[static_cast<size_t>(r)];
         if (idx < 0 || idx >= dataset_.count) {
@@ -122,9 +124,7 @@ void InputPipeline::produce() {
                                 " (a plan made for another dataset?)");
           break;
         }
-        std::memcpy(b.inputs.data() + r * features, dataset_.images.data() + idx * features,
-                    static_cast<size_t>(features) * sizeof(float));
-        b.labels[static_cast<size_t>(r)] = dataset_.labels[static_cast<size_t>(idx)];
+        copy_example(dataset_, idx, b.inputs.data() + r * features, b.labels.data() + r * w, b.targets.data() + r * w);
       }
       if (st.ok() && options_.transform) {
         st = options_.transform(b);

@@ -72,7 +72,8 @@ struct Batch {
   int64_t sequence = 0;                // 0, 1, 2 ... in source order
   int64_t size = 0;                    // examples (rows)
   std::vector<float> inputs;           // [size, features] row-major, contiguous
-  std::vector<int32_t> labels;         // [size]
+  std::vector<int32_t> labels;         // [size, target_width] when the dataset classifies
+  std::vector<float> targets;          // [size, target_width] when it holds values
   std::vector<int32_t> indices;        // the dataset index of every row
   std::vector<ChunkProgress> progress; // every chunk this batch took examples from, in order
 };

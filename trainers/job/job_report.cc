@@ -11,10 +11,10 @@ nlohmann::json train_result_json(const TrainResult& r) {
   nlohmann::json history = nlohmann::json::array();
   for (const EpochStats& e : r.history) {
     history.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"train_accuracy", e.train_accuracy},
-                       {"test_accuracy", e.test_accuracy}, {"seconds", e.seconds},
+                       {"test_accuracy", e.test_accuracy}, {"test_loss", e.test_loss}, {"seconds", e.seconds},
                        {"samples_per_second", e.samples_per_second}});
   }
-  return {{"test_accuracy", r.test_accuracy}, {"final_loss", r.final_loss},
+  return {{"test_accuracy", r.test_accuracy}, {"test_loss", r.test_loss}, {"final_loss", r.final_loss},
           {"samples_per_second", r.samples_per_second}, {"epochs", r.epochs}, {"steps", r.steps},
           {"wall_seconds", r.wall_seconds}, {"model", r.model}, {"device", r.device}, {"precision", r.precision},
           {"overflow_steps", r.overflow_steps}, {"loss_scale", r.loss_scale}, {"history", history}};
@@ -28,6 +28,7 @@ void ProgressReporter::on_progress(const TrainProgress& p) {
     record_job_metric(store_, job_, -1, "train_loss", p.last_epoch.train_loss);
     record_job_metric(store_, job_, -1, "train_accuracy", p.last_epoch.train_accuracy);
     if (p.last_epoch.test_accuracy >= 0) record_job_metric(store_, job_, -1, "test_accuracy", p.last_epoch.test_accuracy);
+    if (p.last_epoch.test_loss >= 0) record_job_metric(store_, job_, -1, "test_loss", p.last_epoch.test_loss);
     record_job_metric(store_, job_, -1, "samples_per_second", p.last_epoch.samples_per_second);
   } else if (now - last_ < interval_) {
     return;

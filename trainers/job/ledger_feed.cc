@@ -47,7 +47,8 @@ LedgerFeed::LedgerFeed(const Dataset& data, gcs::Store& store, JobId job, Worker
       job_(job),
       worker_(worker),
       options_(options),
-      ledger_(store, job, data::ShardLedgerOptions{options.plan.shards}) {}
+      ledger_(store, job, data::ShardLedgerOptions{options.plan.shards}),
+      spec_(data.spec()) {}
 
 LedgerFeed::~LedgerFeed() = default;
 
@@ -56,7 +57,7 @@ Status LedgerFeed::begin_epoch(int epoch) {
     if (lane.pipeline) wait_ms_done_ += lane.pipeline->stats().wait_ms;
   lanes_.clear();
   epoch_ = epoch;
-  auto plan = data::plan_epoch(data_.count, data_.labels, data_.classes, options_.plan, epoch);
+  auto plan = data::plan_epoch(data_.count, data_.class_labels(), data_.classes, options_.plan, epoch);
   if (!plan.ok()) return plan.status();
   plan_ = std::move(*plan);
   TROUPE_RETURN_IF_ERROR(ledger_.create_epoch(epoch, plan_.shard_sizes()));
@@ -93,19 +94,28 @@ Expected<bool> LedgerFeed::next(Batch* out) {
       if (std::find(lane.held.begin(), lane.held.end(), p.tag) == lane.held.end()) lane.held.push_back(p.tag);
     }
   }
+  const bool classes = data_.classifies();
   if (lanes_.size() == 1) {
     const data::Batch& b = *lanes_[0].current;
-    *out = Batch{b.inputs.data(), b.labels.data(), b.size, data_.features()};
-    return true;
+    *out = Batch{b.inputs.data(), classes ? b.labels.data() : nullptr, b.size, data_.features()};
+    out->targets = classes ? nullptr : b.targets.data();
+  } else {
+    joined_inputs_.clear();
+    joined_labels_.clear();
+    joined_targets_.clear();
+    int64_t rows = 0;
+    for (const Lane& lane : lanes_) {
+      const data::Batch& b = *lane.current;
+      joined_inputs_.insert(joined_inputs_.end(), b.inputs.begin(), b.inputs.end());
+      joined_labels_.insert(joined_labels_.end(), b.labels.begin(), b.labels.end());
+      joined_targets_.insert(joined_targets_.end(), b.targets.begin(), b.targets.end());
+      rows += b.size;
+    }
+    *out = Batch{joined_inputs_.data(), classes ? joined_labels_.data() : nullptr, rows, data_.features()};
+    out->targets = classes ? nullptr : joined_targets_.data();
   }
-  joined_inputs_.clear();
-  joined_labels_.clear();
-  for (const Lane& lane : lanes_) {
-    joined_inputs_.insert(joined_inputs_.end(), lane.current->inputs.begin(), lane.current->inputs.end());
-    joined_labels_.insert(joined_labels_.end(), lane.current->labels.begin(), lane.current->labels.end());
-  }
-  *out = Batch{joined_inputs_.data(), joined_labels_.data(), static_cast<int64_t>(joined_labels_.size()),
-               data_.features()};
+  out->target_width = data_.target_width;
+  fields_.bind(spec_, out);
   return true;
 }
 

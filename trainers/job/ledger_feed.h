@@ -91,6 +91,9 @@ class LedgerFeed final : public BatchFeed {
   std::vector<Lane> lanes_;
   std::vector<float> joined_inputs_;  // several lanes: the step's batch, lane by lane
   std::vector<int32_t> joined_labels_;
+  std::vector<float> joined_targets_;
+  DataSpec spec_;
+  BatchFields fields_;
   double wait_ms_done_ = 0;         // data wait of finished epochs
   std::map<int, data::ShardPlan> tag_plans_;  // rows_of's plans, by epoch
 };

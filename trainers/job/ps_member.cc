@@ -216,7 +216,7 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   auto setup = prepare(env, a.job);
   if (!setup.ok()) return setup.status().with_context(who);
   const JobSpec& spec = setup->spec;
-  auto shard = ps::make_job_shard(spec.train, DataSpec{setup->train().features(), setup->train().classes},
+  auto shard = ps::make_job_shard(spec.train, setup->train().spec(),
                                   job_shape(spec, setup->train().count), a.index);
   if (!shard.ok()) return shard.status().with_context(who);
   // Where the shard starts. Central: the job's own newest intact checkpoint after a restart, else

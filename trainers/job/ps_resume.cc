@@ -55,7 +55,7 @@ Expected<int64_t> catch_up_shard(ps::ParameterShard& shard, int index, const che
       const int64_t n = std::min(batch_rows, most - from);
       const DataTag tag{DataSpan{key.first, key.second, from, n}};
       if (!trainer) {
-        auto setup = set_up_trainer(options, DataSpec{train.features(), train.classes}, 0, workers);
+        auto setup = set_up_trainer(options, train.spec(), 0, workers);
         if (!setup.ok()) return setup.status().with_context(who + " catching up");
         if (setup->space.size() != state.params.size())
           return invalid_argument(who + ": the checkpoint holds " + std::to_string(state.params.size()) +
@@ -86,7 +86,7 @@ Status seed_ledger(gcs::Store& store, const JobId& job, const ResumedData& data,
                    const data::ShardPlanOptions& plan) {
   data::ShardLedger ledger(store, job, data::ShardLedgerOptions{plan.shards});
   for (int e = 1; e <= data.last_epoch; ++e) {
-    auto p = data::plan_epoch(train.count, train.labels, train.classes, plan, e);
+    auto p = data::plan_epoch(train.count, train.class_labels(), train.classes, plan, e);
     if (!p.ok()) return p.status().with_context("planning epoch " + std::to_string(e));
     const std::vector<int64_t> sizes = p->shard_sizes();
     std::vector<int64_t> trained(sizes.size(), 0);

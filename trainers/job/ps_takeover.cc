@@ -15,7 +15,7 @@ namespace {
 // The worker's trainer, to recompute pushes, checked against what the servers hold.
 Expected<TrainerSetup> recomputing_trainer(const ps::PsClient& client, const TrainOptions& options,
                                            const Dataset& train, int rank, int workers) {
-  auto setup = set_up_trainer(options, DataSpec{train.features(), train.classes}, rank, workers);
+  auto setup = set_up_trainer(options, train.spec(), rank, workers);
   if (!setup.ok()) return setup.status();
   if (client.parameters() != setup->space.size())
     return invalid_argument("the parameter servers hold " + std::to_string(client.parameters()) + " parameters but " +

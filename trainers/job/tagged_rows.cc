@@ -10,7 +10,7 @@ Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& pl
   for (const DataSpan& d : tag) {
     auto it = plans->find(d.epoch);
     if (it == plans->end()) {
-      auto plan = data::plan_epoch(train.count, train.labels, train.classes, plan_options, d.epoch);
+      auto plan = data::plan_epoch(train.count, train.class_labels(), train.classes, plan_options, d.epoch);
       if (!plan.ok()) return plan.status().with_context("planning epoch " + std::to_string(d.epoch));
       it = plans->emplace(d.epoch, std::move(*plan)).first;
     }

@@ -34,6 +34,7 @@ Status validate(const PipelineOptions& o, int batch_size) {
 }
 
 Status check_pipeline_model(const TrainOptions& o, const PipelineOptions& po, DataSpec data) {
+  TROUPE_RETURN_IF_ERROR(require_one_class(data, "a pipeline (--strategy pipeline)"));
   auto setup = set_up_trainer(o, data, 0, po.replicas());
   if (!setup.ok()) return setup.status();
   LayerModel* model = setup->trainer->layers();

@@ -71,10 +71,10 @@ Expected<StageResult> Loop::run() {
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
 
-  auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, replica, replicas);
+  auto setup = set_up_trainer(o, train.spec(), replica, replicas);
   if (!setup.ok()) return setup.status();
   const std::string& where = setup->where;
-  TROUPE_RETURN_IF_ERROR(check_pipeline_model(o, po, DataSpec{train.features(), train.classes}));
+  TROUPE_RETURN_IF_ERROR(check_pipeline_model(o, po, train.spec()));
   LayerModel* model = setup->trainer->layers();  // not null: checked
   const std::vector<LayerInfo> layers = model->layer_infos();
   std::vector<int> explicit_layers;

@@ -75,7 +75,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
                                       PsWorkerReport* report, std::vector<float>* final_params) {
   TROUPE_RETURN_IF_ERROR(check_worker_options(o, train, w));
   PsClient& client = *w.client;
-  auto setup = set_up_trainer(o, DataSpec{train.features(), train.classes}, w.rank, w.workers);
+  auto setup = set_up_trainer(o, train.spec(), w.rank, w.workers);
   if (!setup.ok()) return finish_on_error(client, setup.status());
   const std::string& where = setup->where;
   const size_t n = setup->space.size();

@@ -23,6 +23,6 @@ test -f "$work/cmake/libuser_trainer.so"
 # pkg-config troupe.
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --exists --print-errors troupe
 # shellcheck disable=SC2046
-"$cxx" -O2 -shared -o "$work/libuser_trainer_pc.so" "$example/user_trainer.cc" \
+"$cxx" -O2 -shared -o "$work/libuser_trainer_pc.so" "$example/user_trainer.cc" "$example/next_token.cc" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs troupe)
 echo "built $work/cmake/libuser_trainer.so and $work/libuser_trainer_pc.so against $prefix"
