@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     }
 #ifdef TROUPE_WITH_CUDNN
     // ---- the cnn (28x28, conv3x3 32-64, dense 256-10): its convolutions and memory-bound kernels ----
-    auto layout = CnnLayout::make(784, 10, {32, 64}, 3, {256});
+    auto layout = CnnLayout::make(28, 28, 1, ImageOrder::chw, 10, {32, 64}, 3, {256});
     if (!layout.ok()) return 1;
     kc::CudnnHandle cudnn;
     if (!cudnn.create(s).ok()) {

@@ -1,5 +1,6 @@
 #include "trainers/cnn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -23,28 +24,74 @@ Expected<std::vector<int>> checked_sizes(const std::vector<int64_t>& sizes, cons
 
 }  // namespace
 
-Expected<CnnLayout> CnnLayout::make(int64_t features, int classes, const std::vector<int64_t>& channels,
-                                    int64_t kernel, const std::vector<int64_t>& hidden) {
+Status CnnLayout::image_of(const std::vector<int64_t>& shape, const std::string& order, CnnLayout* out) {
+  if (order != "" && order != "hwc" && order != "chw")
+    return invalid_argument("order=" + order + ": hwc (height, width, channels) or chw (channels, height, width)");
+  auto fits = [](int64_t v) { return v >= 1 && v <= (1 << 16); };
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
+  text += "]";
+  const std::string takes = "the cnn takes images: [H, W], [H, W, C] or [C, H, W] per example (or a square number of "
+                            "values, e.g. 784 = 28 x 28); use the mlp trainer for other data";
+  if (shape.size() == 1) {
+    const auto side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(shape[0]))));
+    if (shape[0] <= 0 || side * side != shape[0] || !fits(side))
+      return invalid_argument("the examples have " + std::to_string(shape[0]) + " values, which is not a square image; " + takes);
+    out->height = out->width = static_cast<int>(side);
+    out->in_channels = 1;
+    out->order = ImageOrder::chw;
+    return {};
+  }
+  for (int64_t d : shape)
+    if (!fits(d)) return invalid_argument("an example of shape " + text + ": every side must be in [1, 65536]; " + takes);
+  if (shape.size() == 2) {
+    out->height = static_cast<int>(shape[0]);
+    out->width = static_cast<int>(shape[1]);
+    out->in_channels = 1;
+    out->order = ImageOrder::chw;
+    return {};
+  }
+  if (shape.size() != 3) return invalid_argument("an example of shape " + text + ": " + takes);
+  bool hwc;
+  if (!order.empty()) hwc = order == "hwc";
+  else if (shape[2] <= 4 && shape[0] > 4) hwc = true;
+  else if (shape[0] <= 4 && shape[2] > 4) hwc = false;
+  else
+    return invalid_argument("an image of shape " + text + ": which side holds the channels? Say it with "
+                            "--trainer-arg order=hwc or order=chw");
+  out->in_channels = static_cast<int>(hwc ? shape[2] : shape[0]);
+  out->height = static_cast<int>(hwc ? shape[0] : shape[1]);
+  out->width = static_cast<int>(hwc ? shape[1] : shape[2]);
+  out->order = hwc ? ImageOrder::hwc : ImageOrder::chw;
+  return {};
+}
+
+Expected<CnnLayout> CnnLayout::make(int height, int width, int in_channels, ImageOrder order, int classes,
+                                    const std::vector<int64_t>& channels, int64_t kernel,
+                                    const std::vector<int64_t>& hidden) {
   CnnLayout l;
-  l.side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(features))));
-  if (features <= 0 || static_cast<int64_t>(l.side) * l.side != features)
-    return invalid_argument("the examples have " + std::to_string(features) +
-                            " features, which is not a square image; the cnn trainer takes side x side one-channel "
-                            "images (784 = 28 x 28 for Fashion-MNIST): use the mlp trainer for other data");
+  l.height = height;
+  l.width = width;
+  l.in_channels = in_channels;
+  l.order = order;
+  if (height < 1 || width < 1 || in_channels < 1)
+    return invalid_argument("an image of " + std::to_string(height) + "x" + std::to_string(width) + " with " +
+                            std::to_string(in_channels) + " channels");
   if (classes < 2) return invalid_argument("the data has " + std::to_string(classes) + " classes; it needs >= 2");
   l.classes = classes;
-  if (kernel < 1 || kernel % 2 == 0 || kernel > l.side)
-    return invalid_argument("kernel=" + std::to_string(kernel) + " must be odd and at most the image side " +
-                            std::to_string(l.side) + " (e.g. kernel=3 or kernel=5)");
+  const int shorter = std::min(height, width);
+  if (kernel < 1 || kernel % 2 == 0 || kernel > shorter)
+    return invalid_argument("kernel=" + std::to_string(kernel) + " must be odd and at most the image's shorter side " +
+                            std::to_string(shorter) + " (e.g. kernel=3 or kernel=5)");
   l.kernel = static_cast<int>(kernel);
   auto ch = checked_sizes(channels, "channels", 4096);
   if (!ch.ok()) return ch.status();
   if (ch->empty()) return invalid_argument("channels is empty; give one filter count per conv block, e.g. 32,64");
-  int most = 0;  // conv blocks that fit: each halves the side, which must stay >= 1
-  while ((l.side >> (most + 1)) >= 1) ++most;
+  int most = 0;  // conv blocks that fit: each halves the sides, which must stay >= 1
+  while ((shorter >> (most + 1)) >= 1) ++most;
   if (static_cast<int>(ch->size()) > most)
     return invalid_argument("channels lists " + std::to_string(ch->size()) + " conv blocks, but each halves the " +
-                            std::to_string(l.side) + "x" + std::to_string(l.side) + " image: at most " +
+                            std::to_string(height) + "x" + std::to_string(width) + " image: at most " +
                             std::to_string(most) + " fit");
   l.channels = *ch;
   auto hid = checked_sizes(hidden, "hidden", 1 << 16);
@@ -55,9 +102,9 @@ Expected<CnnLayout> CnnLayout::make(int64_t features, int classes, const std::ve
 
 Expected<CnnLayout> CnnLayout::from_config(const JobConfig& config, const DataSpec& data) {
   for (const auto& kv : config.values()) {
-    if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden")
+    if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden" && kv.first != "order")
       return invalid_argument("unknown setting '" + kv.first + "'; the cnn takes channels (e.g. 32,64), "
-                              "kernel (odd, e.g. 3) and hidden (e.g. 256)");
+                              "kernel (odd, e.g. 3), hidden (e.g. 256) and order (hwc or chw)");
   }
   auto channels = config.get_int_list("channels", {32, 64});
   if (!channels.ok()) return channels.status();
@@ -65,14 +112,23 @@ Expected<CnnLayout> CnnLayout::from_config(const JobConfig& config, const DataSp
   if (!kernel.ok()) return kernel.status();
   auto hidden = config.get_int_list("hidden", {256});
   if (!hidden.ok()) return hidden.status();
-  return make(data.features, data.classes, *channels, *kernel, *hidden);
+  std::vector<int64_t> shape = data.input_shape();
+  if (shape.empty() || data.fields.empty()) shape = {data.features};
+  CnnLayout image;
+  TROUPE_RETURN_IF_ERROR(image_of(shape, config.get("order"), &image));
+  if (static_cast<int64_t>(image.height) * image.width * image.in_channels != data.features)
+    return invalid_argument("the image " + std::to_string(image.height) + "x" + std::to_string(image.width) + "x" +
+                            std::to_string(image.in_channels) + " does not hold the examples' " +
+                            std::to_string(data.features) + " values");
+  return make(image.height, image.width, image.in_channels, image.order, data.classes, *channels, *kernel, *hidden);
 }
 
 cpu::Conv2dShape CnnLayout::conv(int b, int64_t rows) const {
   cpu::Conv2dShape s;
   s.batch = static_cast<int>(rows);
-  s.in_channels = b == 0 ? 1 : channels[b - 1];
-  s.height = s.width = side >> b;
+  s.in_channels = b == 0 ? in_channels : channels[b - 1];
+  s.height = height >> b;
+  s.width = width >> b;
   s.out_channels = channels[b];
   s.kernel = kernel;
   s.pad = kernel / 2;
@@ -83,7 +139,8 @@ cpu::Conv2dShape CnnLayout::conv(int b, int64_t rows) const {
 cpu::PoolShape CnnLayout::pool(int b, int64_t rows) const {
   cpu::PoolShape p;
   p.planes = static_cast<int>(rows) * channels[b];
-  p.height = p.width = side >> b;
+  p.height = height >> b;
+  p.width = width >> b;
   p.window = 2;
   return p;
 }
@@ -95,13 +152,12 @@ DenseLayer CnnLayout::dense(int d) const {
 }
 
 int64_t CnnLayout::in_features(int layer) const {
-  return layer == 0 ? static_cast<int64_t>(side) * side : out_features(layer - 1);
+  return layer == 0 ? static_cast<int64_t>(height) * width * in_channels : out_features(layer - 1);
 }
 
 int64_t CnnLayout::out_features(int layer) const {
   if (layer < conv_blocks()) {
-    const int64_t s = (side >> layer) / 2;
-    return channels[layer] * s * s;
+    return static_cast<int64_t>(channels[layer]) * ((height >> layer) / 2) * ((width >> layer) / 2);
   }
   return dense(layer - conv_blocks()).out;
 }
@@ -125,7 +181,9 @@ double CnnLayout::flops_per_example(int layer) const {
 
 std::string CnnLayout::to_string() const {
   std::ostringstream os;
-  os << side << "x" << side << " conv" << kernel << "x" << kernel;
+  os << height << "x" << width;
+  if (in_channels > 1) os << "x" << in_channels << (order == ImageOrder::hwc ? " hwc" : " chw");
+  os << " conv" << kernel << "x" << kernel;
   for (size_t b = 0; b < channels.size(); ++b) os << (b ? "-" : " ") << channels[b];
   os << " dense";
   for (int d = 0; d < dense_layers(); ++d) os << (d ? "-" : " ") << dense(d).out;

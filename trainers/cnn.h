@@ -1,10 +1,10 @@
-// The shape of the built-in convolutional network (trainer "cnn", cnn_trainer.cc): square
-// one-channel images through conv blocks, then a dense head.
+// The shape of the built-in convolutional network (trainer "cnn", cnn_trainer.cc): images of C
+// channels through conv blocks, then a dense head.
 //
-//   image [1 x side x side]
+//   image [C x H x W] (an HWC image is transposed to it first)
 //     -> block b = 0 .. B-1: conv kernel x kernel, "same" zero padding (kernel / 2), stride 1,
-//        channels[b] filters + bias -> ReLU -> 2 x 2 max pooling (the side halves, rounding down)
-//     -> flatten [channels[B-1] x s x s] (NCHW order)
+//        channels[b] filters + bias -> ReLU -> 2 x 2 max pooling (each side halves, rounding down)
+//     -> flatten [channels[B-1] x h x w] (NCHW order)
 //     -> dense hidden[0] -> ReLU -> ... -> dense classes (logits for softmax cross-entropy)
 //
 // Layers, as the trainer's LayerModel counts them: the B conv blocks, then the dense layers.
@@ -21,23 +21,38 @@
 
 namespace troupe {
 
+// How an example's values lay out an image.
+enum class ImageOrder : uint8_t { chw, hwc };
+
 struct CnnLayout {
-  int side = 0;                // input images are side x side, one channel
+  int height = 0, width = 0;   // the input image
+  int in_channels = 1;
+  ImageOrder order = ImageOrder::chw;  // of the input rows (the convolutions compute in CHW)
   int kernel = 0;              // odd
   std::vector<int> channels;   // filters per conv block
   std::vector<int> hidden;     // dense hidden layer widths
   int classes = 0;
 
-  // Checks every size and says which one is wrong and what would do: features must be a square,
-  // the kernel odd and at most the side, each block must leave an image of at least 1 x 1. (The
-  // runtime prefixes "trainer 'cnn': setup: ".)
-  static Expected<CnnLayout> make(int64_t features, int classes, const std::vector<int64_t>& channels,
-                                  int64_t kernel, const std::vector<int64_t>& hidden);
+  // Checks every size and says which one is wrong and what would do: the kernel odd and at most
+  // the image's shorter side, each block must leave an image of at least 1 x 1. (The runtime
+  // prefixes "trainer 'cnn': setup: ".)
+  static Expected<CnnLayout> make(int height, int width, int in_channels, ImageOrder order, int classes,
+                                  const std::vector<int64_t>& channels, int64_t kernel,
+                                  const std::vector<int64_t>& hidden);
+
+  // The image of examples of per-example `shape` (DataSpec::input_shape): [H, W] (one channel),
+  // [H, W, C] or [C, H, W] (C of 1 to 4 tells which; `order` "hwc" or "chw" says it for other
+  // channel counts), or [F] with F a square (one channel, as a flat Fashion-MNIST row).
+  // invalid_argument saying what the cnn takes otherwise.
+  static Status image_of(const std::vector<int64_t>& shape, const std::string& order, CnnLayout* out);
 
   // The layout the trainer's settings ask for (--trainer-arg channels=32,64,kernel=3,hidden=256;
-  // those are the defaults) on examples of shape `data`. An unknown setting is invalid_argument
-  // naming the ones there are. Shared by the CPU trainer and the GPU model, so both build the same.
+  // those are the defaults; order=hwc|chw) on examples of shape `data`. An unknown setting is
+  // invalid_argument naming the ones there are. Shared by the CPU trainer and the GPU model, so
+  // both build the same.
   static Expected<CnnLayout> from_config(const JobConfig& config, const DataSpec& data);
+
+  int side() const { return height == width ? height : 0; }  // square images (the GPU model's)
 
   int conv_blocks() const { return static_cast<int>(channels.size()); }
   int dense_layers() const { return static_cast<int>(hidden.size()) + 1; }
@@ -58,7 +73,7 @@ struct CnnLayout {
   // gradient and (except for layer 0) input gradient.
   double flops_per_example(int layer) const;
 
-  // "28x28 conv3x3 32-64 dense 256-10 (824458 parameters)"
+  // "28x28 conv3x3 32-64 dense 256-10 (824458 parameters)"; "32x32x3 ..." with channels
   std::string to_string() const;
 };
 

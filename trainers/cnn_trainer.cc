@@ -1,7 +1,10 @@
 // The built-in convolutional network (trainers/cnn.h) as a Trainer over the public API, registered
 // as "cnn". Settings (--trainer-arg key=value): channels (filters per conv block, "32,64"), kernel
 // (odd, 3), hidden (dense hidden widths, also --hidden, whose default 256,128 applies when neither
-// is given). The data must be square one-channel images (Fashion-MNIST's 784 = 28 x 28).
+// is given), order (hwc or chw, when the channel count does not tell). The data: images of
+// [H, W], [H, W, C] or [C, H, W] per example (u8 in the files are fed scaled to [0, 1]), or rows
+// of a square number of values (Fashion-MNIST's 784 = 28 x 28). HWC images are transposed to CHW
+// as a conv block's first step (forward and backward alike).
 //
 // Parameters, per layer in order: conv blocks conv<b>.w [out x in x k x k] (OIHW) and conv<b>.b,
 // then dense<d>.w [in x out] and dense<d>.b. Weights start uniform in +-sqrt(6 / fan_in) (He's
@@ -142,6 +145,7 @@ class CnnTrainer final : public Trainer, public LayerModel {
     return {};
   }
 
+
   Status backward_layer(int l, const float* in, const float* out, float* dout, int64_t rows, const Parameters& params,
                         Gradients& grads, float* din) override {
     // A conv block recomputes its ReLU output and arg-max (see the top of this file).
@@ -210,6 +214,7 @@ class CnnTrainer final : public Trainer, public LayerModel {
     }
     const cpu::Conv2dShape c = layout_.conv(l, rows);
     const size_t conv_out = static_cast<size_t>(rows) * c.out_channels * c.pixels();
+    if (l == 0) in = chw(in, rows);
     float* act = sized(relu[l], conv_out);
     cpu::conv2d_forward(c, in, params[weights_[l]], params[biases_[l]], true, act, workspace(c));
     cpu::max_pool_forward(layout_.pool(l, rows), act, out, sized(argmax[l], rows * layout_.out_features(l)));
@@ -226,10 +231,25 @@ class CnnTrainer final : public Trainer, public LayerModel {
     }
     const cpu::Conv2dShape c = layout_.conv(l, rows);
     const size_t conv_out = static_cast<size_t>(rows) * c.out_channels * c.pixels();
+    if (l == 0) in = chw(in, rows);  // (din is never asked of the first layer)
     float* dconv = sized(dconv_, conv_out);
     cpu::max_pool_backward(layout_.pool(l, rows), dout, argmax[l].data(), dconv);
     cpu::relu_backward(dconv, relu[l].data(), conv_out);
     cpu::conv2d_backward(c, in, params[weights_[l]], dconv, grads[weights_[l]], grads[biases_[l]], din, workspace(c));
+  }
+
+  // `rows` input images in CHW: themselves, or HWC ones transposed into chw_.
+  const float* chw(const float* in, int64_t rows) {
+    if (layout_.order != ImageOrder::hwc || layout_.in_channels == 1) return in;
+    const int64_t h = layout_.height, w = layout_.width, c = layout_.in_channels, plane = h * w;
+    float* out = sized(chw_, static_cast<size_t>(rows * plane * c));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = in + r * plane * c;
+      float* y = out + r * plane * c;
+      for (int64_t p = 0; p < plane; ++p)
+        for (int64_t k = 0; k < c; ++k) y[k * plane + p] = x[p * c + k];
+    }
+    return out;
   }
 
   float* workspace(const cpu::Conv2dShape& c) { return sized(workspace_, cpu::conv2d_workspace_floats(c)); }
@@ -239,7 +259,7 @@ class CnnTrainer final : public Trainer, public LayerModel {
   Floats outputs_;                       // per layer: [rows x out_features]
   Floats relu_outputs_;                  // per conv block: ReLU output before pooling
   Indices argmax_;                       // per conv block: the pooling's arg-max
-  std::vector<float> grad_a_, grad_b_, dconv_, workspace_, bias_sum_;
+  std::vector<float> grad_a_, grad_b_, dconv_, workspace_, bias_sum_, chw_;
   DType precision_ = DType::f32;
   std::vector<float> low_params_, low_input_;  // rounded copies (bf16 / f16)
   // LayerModel calls (pipeline stages) keep their own, so they never clobber forward_backward's.

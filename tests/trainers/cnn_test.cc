@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
+#include "tests/core/temp_dir.h"
+#include "trainers/local_trainer.h"
 #include "trainers/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
@@ -237,10 +241,10 @@ TEST_CASE("cnn refuses data and settings it cannot take, saying what to do", "[c
     CHECK(s.status().code() == Code::invalid_argument);
     return s.status().message();
   };
-  CHECK_THAT(error({}, 785), Catch::Contains("785 features, which is not a square image") &&
+  CHECK_THAT(error({}, 785), Catch::Contains("785 values, which is not a square image") &&
                                  Catch::Contains("use the mlp trainer"));
   CHECK_THAT(error({"kernel=4"}, 784), Catch::Contains("kernel=4 must be odd"));
-  CHECK_THAT(error({"kernel=29"}, 784), Catch::Contains("at most the image side 28"));
+  CHECK_THAT(error({"kernel=29"}, 784), Catch::Contains("at most the image's shorter side 28"));
   CHECK_THAT(error({"channels=8,8,8,8,8"}, 784), Catch::Contains("5 conv blocks") && Catch::Contains("at most 4 fit"));
   CHECK_THAT(error({"channels="}, 784), Catch::Contains("channels is empty"));
   CHECK_THAT(error({"channels=32,0"}, 784), Catch::Contains("channels: size 0 must be in [1, 4096]"));
@@ -260,4 +264,104 @@ TEST_CASE("cnn trains on small synthetic images through the runtime", "[cnn][tra
   CHECK(r->model == "cnn 8x8 conv3x3 4-8 dense 16-4 (932 parameters)");
   CHECK(r->history.back().train_loss < r->history.front().train_loss);
   CHECK(r->test_accuracy > 0.95);
+}
+
+namespace {
+
+// DataSpec of images of per-example `shape` (f32 as fed), 3 classes.
+DataSpec image_spec(std::vector<int64_t> shape) {
+  DataSpec d;
+  d.features = 1;
+  for (int64_t v : shape) d.features *= v;
+  d.classes = 3;
+  d.fields = {FieldSpec{"image", ValueType::f32, ValueType::u8, shape, false},
+              FieldSpec{"label", ValueType::i32, ValueType::i64, {}, true}};
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("cnn takes HWC and CHW images of several channels, not square, alike", "[cnn]") {
+  const int h = 6, w = 5, c = 3, batch = 4;
+  auto hwc = set_up_trainer(cnn_job({"channels=4", "kernel=3", "hidden=5"}), image_spec({h, w, c}), 0, 1);
+  auto chw = set_up_trainer(cnn_job({"channels=4", "kernel=3", "hidden=5"}), image_spec({c, h, w}), 0, 1);
+  REQUIRE(hwc.ok());
+  REQUIRE(chw.ok());
+  CHECK(hwc->model == "cnn 6x5x3 hwc conv3x3 4 dense 5-3 (" + std::to_string(hwc->space.size()) + " parameters)");
+  REQUIRE(hwc->space.size() == chw->space.size());
+  std::vector<float> params(hwc->space.size());
+  init_parameters(hwc->space, 3, params.data());
+  const Parameters view(params.data(), params.size());
+  const auto x_chw = random_floats(static_cast<size_t>(batch) * h * w * c, 9, 0.0f, 1.0f);
+  std::vector<float> x_hwc(x_chw.size());
+  for (int n = 0; n < batch; ++n)
+    for (int k = 0; k < c; ++k)
+      for (int p = 0; p < h * w; ++p) x_hwc[(n * h * w + p) * c + k] = x_chw[(n * c + k) * h * w + p];
+  const std::vector<int32_t> y = {0, 2, 1, 2};
+  std::vector<float> g_hwc(params.size()), g_chw(params.size()), g_layers(params.size(), 0.0f);
+  Gradients gh(g_hwc.data(), g_hwc.size()), gc(g_chw.data(), g_chw.size()), gl(g_layers.data(), g_layers.size());
+  auto a = hwc->trainer->forward_backward(Batch{x_hwc.data(), y.data(), batch, h * w * c}, view, gh);
+  auto b = chw->trainer->forward_backward(Batch{x_chw.data(), y.data(), batch, h * w * c}, view, gc);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->loss == b->loss);
+  CHECK(g_hwc == g_chw);  // the same CHW input after the transposition: bit for bit
+
+  // The pipeline's path over HWC rows transposes in forward_layer and backward_layer alike.
+  LayerModel& m = *hwc->trainer->layers();
+  const std::vector<LayerInfo> layers = m.layer_infos();
+  std::vector<std::vector<float>> outs;
+  const float* in = x_hwc.data();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    outs.emplace_back(static_cast<size_t>(batch) * layers[l].out_features);
+    REQUIRE(m.forward_layer(static_cast<int>(l), in, batch, view, outs[l].data()).ok());
+    in = outs[l].data();
+  }
+  std::vector<float> dout(outs.back().size());
+  REQUIRE(m.output_loss(outs.back().data(), y.data(), batch, dout.data()).ok());
+  for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
+    std::vector<float> din(l == 0 ? 0 : outs[l - 1].size());
+    REQUIRE(m.backward_layer(l, l == 0 ? x_hwc.data() : outs[l - 1].data(), outs[l].data(), dout.data(), batch, view, gl,
+                             l == 0 ? nullptr : din.data()).ok());
+    dout = din;
+  }
+  CHECK(first_difference(g_layers, g_hwc, 1e-6, 1e-7) == "");
+
+  auto error = [](std::vector<int64_t> shape, std::vector<std::string> args = {}) {
+    auto s = set_up_trainer(cnn_job(std::move(args)), image_spec(std::move(shape)), 0, 1);
+    REQUIRE_FALSE(s.ok());
+    return s.status().message();
+  };
+  CHECK_THAT(error({3, 8, 4}), Catch::Contains("which side holds the channels? Say it with --trainer-arg order=hwc"));
+  CHECK_THAT(error({2, 3, 4, 5}), Catch::Contains("[H, W], [H, W, C] or [C, H, W]"));
+  CHECK_THAT(error({8, 8, 3}, {"order=nhwc"}), Catch::Contains("order=nhwc: hwc"));
+  auto told = set_up_trainer(cnn_job({"order=chw", "channels=2"}), image_spec({3, 8, 4}), 0, 1);
+  REQUIRE(told.ok());
+  CHECK(told->model.rfind("cnn 8x4x3 chw", 0) == 0);
+}
+
+TEST_CASE("cnn learns RGB images from .npy files (u8, HWC)", "[cnn][train][data]") {
+  troupe::testing::TempDir dir;
+  // Class k: a bright square in channel k at a random place, on noise in every channel.
+  const std::string script = dir.file("make.py");
+  {
+    std::ofstream f(script);
+    f << "import numpy as np\nrng = np.random.default_rng(2)\n"
+         "for split, n in (('train', 900), ('val', 300)):\n"
+         "    y = rng.integers(0, 3, n); x = rng.integers(0, 90, (n, 12, 10, 3)).astype(np.uint8)\n"
+         "    for i in range(n):\n"
+         "        r, c = rng.integers(0, 8), rng.integers(0, 6); x[i, r:r+4, c:c+4, y[i]] = 230\n"
+         "    np.save('" << dir.path() << "/x_%s.npy' % split, x); np.save('" << dir.path() << "/y_%s.npy' % split, y)\n";
+  }
+  REQUIRE(std::system(("/usr/bin/python3 " + script).c_str()) == 0);
+  TrainOptions o = cnn_job({"channels=8", "kernel=3", "hidden=16"});
+  o.data = dir.path();
+  o.epochs = 4;
+  o.batch_size = 30;
+  o.lr = 0.01f;
+  auto r = train_local(o, {});
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  CHECK(r->model.rfind("cnn 12x10x3 hwc", 0) == 0);
+  CHECK(r->test_accuracy > 0.9);
 }
