@@ -1,5 +1,8 @@
 #include "trainers/model_file.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <set>
 
@@ -35,6 +38,17 @@ Status save_model(const std::string& path, const ParameterSpace& space, const fl
     file.tensors.push_back(std::move(t));
   }
   return write_safetensors(path, file);
+}
+
+Status check_save_target(const std::string& path, const std::string& flag) {
+  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  if (::access((dir.empty() ? "." : dir).c_str(), W_OK) != 0) {
+    const int e = errno;
+    return invalid_argument(flag + " " + path + ": cannot write into " + (dir.empty() ? "." : dir) + " (" +
+                            std::strerror(e) + "); " +
+                            (e == ENOENT ? "create the folder first" : "choose a folder this user can write"));
+  }
+  return {};
 }
 
 Status load_model_into(const std::string& path, const ParameterSpace& space, const std::string& trainer, bool partial,

@@ -21,6 +21,11 @@ inline constexpr const char* kModelTrainer = "troupe.trainer";  // the registere
 Status save_model(const std::string& path, const ParameterSpace& space, const float* params, DType dtype,
                   const std::map<std::string, std::string>& metadata);
 
+// Whether a model file can be written at `path` later (its folder exists and is writable): checked
+// before training, so a --save that cannot be written fails the job at its start, not at its end.
+// invalid_argument naming `flag`, the folder and the reason.
+Status check_save_target(const std::string& path, const std::string& flag = "--save");
+
 // Loads the file's tensors into `params` by block name. Every block must be in the file with its
 // shape, and every tensor must be a block (a model file of another trainer is refused, naming the
 // trainer it was written by); with `partial`, blocks missing from the file keep their values and

@@ -1,9 +1,6 @@
 #include "trainers/trainer_driver.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <chrono>
 #include <cmath>
@@ -165,12 +162,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // all-reduce, so a step costs one collective.
   std::vector<float> params(space.size()), grads(space.size() + 2);
   init_parameters(space, o.seed, params.data());
-  if (rank == 0 && !o.save_path.empty()) {  // a --save that cannot be written fails now, not after training
-    const std::string dir = o.save_path.substr(0, o.save_path.find_last_of('/') + 1);
-    if (::access((dir.empty() ? "." : dir).c_str(), W_OK) != 0)
-      return invalid_argument("--save " + o.save_path + ": cannot write into " + (dir.empty() ? "." : dir) + " (" +
-                              std::strerror(errno) + "); create the folder first");
-  }
+  if (rank == 0 && !o.save_path.empty())  // a --save that cannot be written fails now, not after training
+    TROUPE_RETURN_IF_ERROR(check_save_target(o.save_path));
   if (!o.init_from.empty() && !replica.resume) {  // every replica loads the same file: identical start
     TROUPE_RETURN_IF_ERROR(load_model_into(o.init_from, space, o.model, o.init_partial, params.data()));
     if (rank == 0) spdlog::info("parameters from {}{}", o.init_from, o.init_partial ? " (the blocks it has)" : "");
