@@ -2,8 +2,11 @@
 
 #include <filesystem>
 
+#include "core/version.h"
 #include "gcs/tables.h"
 #include "trainers/data_source.h"
+#include "trainers/job/job_checkpoint.h"
+#include "trainers/job/job_file.h"
 #include "trainers/trainer_library.h"
 #include "trainers/trainer_library_store.h"
 
@@ -19,12 +22,14 @@ Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job)
   auto spec = from_settings(record->spec);
   if (!spec.ok()) return spec.status().with_context("the job's spec");
   s.spec = std::move(*spec);
+  std::string library_file;
   if (!s.spec.library.empty()) {
     const std::string cache = (std::filesystem::temp_directory_path() / "troupe-trainer-libs").string();
     auto path = fetch_trainer_library(*s.store, s.spec.library, cache);
     if (!path.ok()) return path.status().with_context("fetching the job's trainer library");
     auto lib = load_trainer_library(*path);
     if (!lib.ok()) return lib.status().with_context("loading the job's trainer library");
+    library_file = std::filesystem::path(*path).filename().string();
   }
   if (s.spec.train.dataset_dir.empty()) s.spec.train.dataset_dir = env.config.dataset_dir;
   s.spec.train.cpu_threads = static_cast<int>(env.config.cpu_threads);
@@ -33,6 +38,12 @@ Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job)
   if (!data.ok()) return data.status().with_context("loading the data on node " + env.node.short_hex());
   s.train_set = std::move(data->train);
   s.test_set = std::move(data->test);
+  if (s.spec.checkpoint_every > 0 && !s.spec.checkpoint_dir.empty()) {
+    // What `troupe export` needs to turn the checkpoints back into a model (job_file.h).
+    JobFile f{job, TROUPE_VERSION_STRING, DataSpec{s.train().features(), s.train().classes}, library_file, record->spec};
+    TROUPE_RETURN_IF_ERROR(ensure_job_file(checkpoint_dir(s.spec, job), f)
+                               .with_context("describing the job beside its checkpoints"));
+  }
   return s;
 }
 
