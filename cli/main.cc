@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   runners["bench-rank"] = cli::add_bench_rank_command(app, global);
   runners["data"] = cli::add_data_command(app, global);
   runners["model"] = cli::add_model_command(app, global);
+  runners["export"] = cli::add_export_command(app, global);
 
   try {
     app.parse(argc, argv);
