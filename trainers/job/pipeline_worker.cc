@@ -5,7 +5,9 @@
 #include "collectives/group_rendezvous.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
+#include "trainers/job/pipeline_model.h"
 #include "trainers/job/sync_recovery.h"
+#include "trainers/model_file.h"
 #include "trainers/pipeline/schedule.h"
 #include "trainers/pipeline/stage_checkpoint.h"
 #include "trainers/pipeline/stage_trainer.h"
@@ -102,6 +104,8 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   comms.cancel = &cancel;
   const bool reporter = replica == 0 && stage == stages - 1;
   const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
+  const bool saves = replica == 0 && !spec.train.save_path.empty();  // --save: replica 0's stages
+  if (reporter && saves) TROUPE_RETURN_IF_ERROR(check_save_target(spec.train.save_path));
 
   // Where to start: the job's newest intact checkpoint after a restart, each stage its own part.
   auto choice = agree_start(*s.store, spec, a, stage, pipe.get(), peers.get(), comms.timeout);
@@ -150,6 +154,7 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   auto result = pipeline::train_stage(spec.train, po, s.train(), s.test(), comms, progress, ckpt);
   if (!result.ok()) return result.status().with_context("stage " + std::to_string(stage) + " of replica " +
                                                         std::to_string(replica));
+  if (saves) TROUPE_RETURN_IF_ERROR(save_pipeline_model(s, *result, pipe.get(), reporter, comms.timeout));
   const pipeline::StageReport& r = result->report;
   const double rate = result->train.samples_per_second / replicas;
   record_job_metric(*s.store, a.job, a.index, "samples_per_second", rate);

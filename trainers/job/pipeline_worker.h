@@ -8,7 +8,9 @@
 //   group's transport, the stage's gradients all-reduced over the stage group
 //   -> every stage's report gathered over the pipe group; the last stage of replica 0 records
 //   progress, per-worker metrics (bubble_fraction, memory_bytes, memory_fraction) and the summary
-//   (per-stage layers, memory, measured bubble and the GPipe estimate (K-1)/(M+K-1)).
+//   (per-stage layers, memory, measured bubble and the GPipe estimate (K-1)/(M+K-1)); with --save,
+//   replica 0's stages first gather their ranges and the last one writes the model
+//   (pipeline_model.h).
 #pragma once
 
 #include <atomic>

@@ -8,6 +8,7 @@
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/micro_batches.h"
+#include "trainers/model_file.h"
 #include "trainers/ps/worker_common.h"
 #include "trainers/ps/worker_loop.h"
 #include "trainers/trainer_setup.h"
@@ -87,10 +88,23 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   kernels::cpu::set_blas_threads(o.cpu_threads);
   kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
 
+  // --save: rank 0 writes the parameters it evaluated last, once every worker finished.
+  const bool saves = w.rank == 0 && !o.save_path.empty();
+  if (saves) TROUPE_RETURN_IF_ERROR(finish_on_error(client, check_save_target(o.save_path)));
+  std::vector<float> saved;
+  if (saves && !final_params) final_params = &saved;
+
   TrainerDevice device(*setup, train.features(), o.accumulate);
   PsWorkerReport measured;
   auto result = run_worker_loop(device, where, o, train, test, feed, w, progress, &measured, final_params);
   if (!result.ok()) return result;
+  if (saves) {
+    const int epochs_done = result->history.empty() ? 0 : result->history.back().epoch;
+    TROUPE_RETURN_IF_ERROR(save_model(o.save_path, setup->space, final_params->data(), o.save_dtype,
+                                      model_metadata(o, setup->model, result->steps, epochs_done, result->test_accuracy))
+                               .with_context("--save"));
+    spdlog::info("model written to {}", o.save_path);
+  }
   if (report) *report = measured;
   spdlog::info("worker {} done: {} steps, pull {:.0f} ms, compute {:.0f} ms, push {:.0f} ms; staleness {}", w.rank,
                result->steps, measured.pull_ms, measured.compute_ms, measured.push_ms, measured.staleness.describe());

@@ -76,7 +76,9 @@ struct PsWorkerReport {
 // push from its tag with this worker's trainer, on its current parameters, with the rows the feed
 // names (BatchFeed::rows_of). The TrainResult is this worker's: its batches' loss and accuracy, its
 // own samples/s (sum over workers for the job's); test accuracy on rank 0 only (-1 elsewhere).
-// `final_params` (if given) receives the parameters once every worker finished. On an error the
+// `final_params` (if given) receives the parameters once every worker finished (rank 0: those it
+// evaluated last). With options.save_path (--save) rank 0 writes them as a model file
+// (trainers/model_file.h), its folder checked before the first step. On an error the
 // worker also tells the shards it finished, so the others are not held up. Errors:
 // invalid_argument (bad options, a global batch that does not divide among the workers x
 // --accumulate micro-batches, shards holding another number of parameters than the trainer declares),

@@ -46,6 +46,7 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
   const int64_t total_steps =
       o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
   int cur = 0;  // the parameter slot of the last whole pull
+  bool final_in_cur = false;  // rank 0 evaluated the final parameters: they are in slot `cur`
   TrainResult result;
   result.model = device.model();
   result.device = device.name();
@@ -144,6 +145,7 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       auto got = last ? client.pull_final(into) : client.pull(clock, into);
       if (!got.ok()) return fail(got.status().with_context("worker 0 pulling parameters to evaluate" + at_epoch));
       cur = 1 - cur;
+      final_in_cur = last;
       auto acc = accuracy(device, cur, test);
       if (!acc.ok()) return fail(acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch)));
       es.test_accuracy = *acc;
@@ -155,12 +157,14 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
     finished = true;
   }
   if (w.wait_for_all && !final_params && !(w.rank == 0 && w.evaluate)) wait_for_all_workers(client, w.rank);
-  if (final_params) {
-    float* into = device.pull_buffer(1 - cur);
-    auto got = client.pull_final(into);
-    if (!got.ok()) return got.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");
-    cur = 1 - cur;
-    final_params->assign(into, into + n);
+  if (final_params) {  // those rank 0 evaluated, or pulled now (once every worker finished)
+    if (!final_in_cur) {
+      auto got = client.pull_final(device.pull_buffer(1 - cur));
+      if (!got.ok()) return got.status().with_context("worker " + std::to_string(w.rank) + ": final parameters");
+      cur = 1 - cur;
+    }
+    const float* from = device.pull_buffer(cur);
+    final_params->assign(from, from + n);
   }
   auto staleness = client.staleness();
   if (staleness.ok()) m.staleness = staleness->stats();

@@ -1,0 +1,59 @@
+#include "trainers/job/pipeline_model.h"
+
+#include <spdlog/spdlog.h>
+
+#include "trainers/model_file.h"
+#include "trainers/trainer_setup.h"
+
+namespace troupe::job {
+
+Status save_pipeline_model(const JobSetup& s, const pipeline::StageResult& result, collectives::Communicator* pipe,
+                           bool writer, std::chrono::milliseconds timeout) {
+  const pipeline::StageReport& r = result.report;
+  if (result.params.size() != r.end - r.begin)
+    return internal_error("stage " + std::to_string(r.stage) + " holds " + std::to_string(result.params.size()) +
+                          " parameters for its range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")");
+  const int stages = pipe ? pipe->size() : 1;
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  // Every stage's range, as two doubles (exact) each travelling as four opaque f32 words.
+  const double mine[2] = {static_cast<double>(r.begin), static_cast<double>(r.end)};
+  std::vector<double> ranges(2 * static_cast<size_t>(stages));
+  if (pipe) {
+    TROUPE_RETURN_IF_ERROR(pipe->allgather(mine, ranges.data(), 4, DType::f32, co)
+                               .with_context("--save: gathering the stages' parameter ranges"));
+  } else {
+    ranges.assign(mine, mine + 2);
+  }
+  for (int i = 0; i < stages; ++i) {
+    const double begin = ranges[2 * i], end = ranges[2 * i + 1];
+    const double expected_begin = i == 0 ? 0.0 : ranges[2 * i - 1];
+    if (begin != expected_begin || end < begin)
+      return internal_error("--save: stage " + std::to_string(i) + "'s range [" + std::to_string(begin) + ", " +
+                            std::to_string(end) + ") does not follow the stage before it");
+  }
+  const size_t total = static_cast<size_t>(ranges.back());
+  std::vector<float> params(total);
+  std::copy(result.params.begin(), result.params.end(), params.begin() + static_cast<std::ptrdiff_t>(r.begin));
+  for (int i = 0; pipe && i < stages; ++i) {
+    const size_t begin = static_cast<size_t>(ranges[2 * i]), end = static_cast<size_t>(ranges[2 * i + 1]);
+    TROUPE_RETURN_IF_ERROR(pipe->broadcast(params.data() + begin, end - begin, DType::f32, i, co)
+                               .with_context("--save: stage " + std::to_string(i) + " sending its parameters"));
+  }
+  if (!writer) return {};
+  const TrainOptions& o = s.spec.train;
+  auto setup = set_up_trainer(o, DataSpec{s.train().features(), s.train().classes}, 0, 1);
+  if (!setup.ok()) return setup.status().with_context("--save");
+  if (setup->space.size() != total)
+    return internal_error("--save: the stages hold " + std::to_string(total) + " parameters, trainer '" + o.model +
+                          "' declares " + std::to_string(setup->space.size()));
+  const TrainResult& t = result.train;
+  const int epochs_done = t.history.empty() ? 0 : t.history.back().epoch;
+  TROUPE_RETURN_IF_ERROR(save_model(o.save_path, setup->space, params.data(), o.save_dtype,
+                                    model_metadata(o, setup->model, t.steps, epochs_done, t.test_accuracy))
+                             .with_context("--save"));
+  spdlog::info("model written to {}", o.save_path);
+  return {};
+}
+
+}  // namespace troupe::job
