@@ -2,7 +2,8 @@
 // and prints the test accuracy; with --json the last line of stdout is one JSON object.
 // `--strategy pipeline --stages K [--workers N] [--microbatches M] [--schedule gpipe|1f1b]` runs a
 // pipeline-parallel job in this process instead: one thread per stage actor over in-process
-// transports (trainers/pipeline/local_pipeline.h), the same stages `troupe submit` runs on nodes.
+// transports (trainers/pipeline/local_pipeline.h), the same stages `troupe submit` runs on nodes;
+// its --save writes the stages' parameters assembled.
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -13,9 +14,11 @@
 #include "trainers/data_source.h"
 #include "trainers/job/job_report.h"
 #include "trainers/local_trainer.h"
+#include "trainers/model_file.h"
 #include "trainers/pipeline/local_pipeline.h"
 #include "trainers/pipeline/schedule.h"
 #include "trainers/trainer_library.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe::cli {
 
@@ -63,14 +66,24 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
       if (!o.device.is_cpu()) return report_error("train", invalid_argument("--strategy pipeline trains on the CPU"));
       if (o.precision != DType::f32)
         return report_error("train", invalid_argument("--precision: pipeline stages compute in f32 for now"));
-      if (!o.save_path.empty() || !o.init_from.empty())
-        return report_error("train", invalid_argument("--save and --init-from: not with --strategy pipeline yet"));
+      if (!o.init_from.empty())
+        return report_error("train", invalid_argument("--init-from: not with --strategy pipeline yet"));
+      if (!o.save_path.empty()) TROUPE_RETURN_IF_ERROR_CLI(check_save_target(o.save_path), "train");
       auto data = load_train_data(o);
       if (!data.ok()) return report_error("train", data.status());
       auto run = pipeline::train_local_pipeline(o, *po, *data->train, *data->test, on_progress);
       if (run.ok()) {
         result = run->train;
         stages = run->stages;
+        if (!o.save_path.empty()) {  // --save: the stages' parameters, assembled, under the trainer's blocks
+          auto setup = set_up_trainer(o, DataSpec{data->train->features(), data->train->classes}, 0, 1);
+          const int epochs_done = run->train.history.empty() ? 0 : run->train.history.back().epoch;
+          Status saved = setup.ok() ? save_model(o.save_path, setup->space, run->params.data(), o.save_dtype,
+                                                 model_metadata(o, setup->model, run->train.steps, epochs_done,
+                                                                run->train.test_accuracy))
+                                    : setup.status();
+          if (!saved.ok()) result = saved.with_context("--save");
+        }
       } else {
         result = run.status();
       }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/device.h"
+#include "tests/core/temp_dir.h"
 #include "tests/support/run_command.h"
 
 using troupe::testing::CommandResult;
@@ -225,8 +226,9 @@ TEST_CASE("troupe train --lib and --trainer name what is wrong", "[cli][train][l
 }
 
 TEST_CASE("troupe train --strategy pipeline trains stage threads and reports each stage", "[cli][train][pipeline]") {
+  troupe::testing::TempDir dir;
   CommandResult r = train("--strategy pipeline --stages 3 --workers 6 --microbatches 2 --hidden 64,32 --epochs 1 "
-                          "--json");
+                          "--json --save " + dir.file("pipe.safetensors"));
   INFO(r.both());
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.last_line());
@@ -234,6 +236,16 @@ TEST_CASE("troupe train --strategy pipeline trains stage threads and reports eac
   CHECK(j.at("steps") == 60000 / 128);
   for (int s = 0; s < 3; ++s) CHECK(r.out.find("stage " + std::to_string(s) + ": layers [") != std::string::npos);
   CHECK(r.out.find("(GPipe estimate 0.500)") != std::string::npos);
+  // --save: the three stages' layers assembled into the whole model.
+  CommandResult inspect = run_command(troupe_binary() + " model inspect --json " + dir.file("pipe.safetensors"));
+  INFO(inspect.both());
+  REQUIRE(inspect.exit_code == 0);
+  auto m = nlohmann::json::parse(inspect.last_line());
+  CHECK(m.at("parameters") == 784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10);
+  CHECK(m.at("tensors").size() == 6);
+  CHECK(m.at("metadata").at("troupe.step") == "468");
+  CHECK(std::stod(m.at("metadata").at("troupe.test_accuracy").get<std::string>()) ==
+        Approx(j.at("test_accuracy").get<double>()).margin(1e-6));
 
   CommandResult bad = train("--strategy pipeline --stages 3 --hidden 64 --epochs 1");
   CHECK(bad.exit_code != 0);
