@@ -48,8 +48,10 @@ struct FakeJob {
 
   std::string dir() const { return job::checkpoint_dir(spec, job); }
 
-  void describe() const {
-    REQUIRE(job::ensure_job_file(dir(), job::JobFile{job, TROUPE_VERSION_STRING, data, "", job::to_settings(spec)}).ok());
+  // Its JOB.json (`library`: the trainer library's file name, "" for a built-in trainer).
+  void describe(const std::string& library = "") const {
+    REQUIRE(job::ensure_job_file(dir(), job::JobFile{job, TROUPE_VERSION_STRING, data, library, job::to_settings(spec)})
+                .ok());
   }
 
   // Writes the checkpoint of `step` as shards over [cuts[i], cuts[i + 1]) and commits it (mirror).

@@ -6,6 +6,8 @@
 //     and the parameters the job held at its end);
 //   - once the cluster is down, `troupe export CHECKPOINT_DIR --step S` of an older checkpoint
 //     writes the tensors one process's save_model writes for those shard files put together.
+// And a job of a user's trainer library: export JOB fetches the library from the GCS; a directory
+// needs it given with --lib.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -165,4 +167,33 @@ TEST_CASE("export and --save: an async job's server ranges and final model", "[e
 
 TEST_CASE("export and --save: a pipeline's stage shards and final model", "[export][cluster][pipeline]") {
   model_leaves_the_cluster("pipeline", "--stages 2 --workers 2 --microbatches 2");
+}
+
+TEST_CASE("export: a job of a user's trainer (--lib): export JOB fetches the library from the GCS, a directory needs "
+          "--lib", "[export][cluster][lib]") {
+  const std::string lib = std::string(TROUPE_TEST_FIXTURE_DIR) + "/libtest_constant_trainer.so";  // "fixture-mean"
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 2");
+  const std::string ckpt = c.home() + "/ckpt", saved = c.home() + "/saved.safetensors";
+  auto run = c.troupe("submit --lib " + lib + " --trainer fixture-mean --workers 2 --epochs 1 --max-steps 20 "
+                      "--batch-size 64 --checkpoint-every 10 --checkpoint-dir " + ckpt + " --save " + saved +
+                      " --json --no-progress", 240);
+  INFO(run.both() << c.logs_tail());
+  REQUIRE(run.exit_code == 0);
+  const std::string job = Json::parse(run.last_line()).at("job_id").get<std::string>();
+  const std::string exported = c.home() + "/exported.safetensors";
+  auto e = c.troupe("export " + job.substr(0, 8) + " --out " + exported + " --json", 60);
+  INFO(e.both());
+  REQUIRE(e.exit_code == 0);
+  CHECK(Json::parse(e.last_line()).at("trainer") == "fixture-mean");
+  require_same_tensors(exported, saved);
+
+  auto unnamed = c.troupe("export " + ckpt + "/" + job + " --out " + exported, 60);
+  CHECK(unnamed.exit_code == 2);
+  CHECK(unnamed.err.find("comes from library libtest_constant_trainer.so (xxh64 ") != std::string::npos);
+  CHECK(unnamed.err.find("give that library with --lib PATH") != std::string::npos);
+  auto given = c.troupe("export " + ckpt + "/" + job + " --lib " + lib + " --out " + exported, 60);
+  INFO(given.both());
+  CHECK(given.exit_code == 0);
+  require_same_tensors(exported, saved);
 }

@@ -4,6 +4,7 @@
 // errors naming what and where. The real jobs' checkpoints: export_cluster_test.cc.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -230,6 +231,37 @@ TEST_CASE("export: bad input is an error naming what and where", "[export][error
   CHECK(nowhere.status().code() == Code::invalid_argument);
   CHECK(contains(nowhere.status(), "--out " + tmp.file("no/such/folder/m.safetensors") + ": cannot write into"));
   CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("export: a user's trainer comes from its library (--lib), and without it the library is named",
+          "[export][lib]") {
+  TempDir tmp;
+  FakeJob j(tmp.path());
+  j.spec.train.model = "fixture-mean";  // tests/trainers/fixtures/constant_trainer.cc: one block "bias" [classes]
+  j.spec.library = "00112233aabbccdd";
+  j.total = 10;
+  j.describe("libtest_constant_trainer.so");
+  j.checkpoint(10, {0, 10});
+  auto src = exporting::source_from_directory(j.dir());
+  REQUIRE(src.ok());
+  exporting::ExportOptions o;
+  o.out = tmp.file("m.safetensors");
+  auto unnamed = exporting::export_model(*src, o);
+  CHECK(unnamed.status().code() == Code::invalid_argument);
+  CHECK(contains(unnamed.status(), "trainer 'fixture-mean' of " + j.dir() + " comes from library "
+                                   "libtest_constant_trainer.so (xxh64 00112233aabbccdd): give that library with --lib PATH"));
+  o.library = std::string(TROUPE_TEST_FIXTURE_DIR) + "/libtest_constant_trainer.so";
+  auto r = exporting::export_model(*src, o);
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  CHECK(r->trainer == "fixture-mean");
+  auto f = data::read_safetensors(o.out);
+  REQUIRE(f.ok());
+  REQUIRE(f->tensors.size() == 1);
+  CHECK(f->tensors[0].name == "bias");
+  CHECK(f->tensors[0].shape == std::vector<int64_t>{10});
+  const std::vector<float> want = testing::step_params(10, 10);
+  CHECK(std::memcmp(f->tensors[0].bytes.data(), want.data(), 40) == 0);
 }
 
 TEST_CASE("troupe export CHECKPOINT_DIR needs no cluster: the file, its JSON report, and errors on stderr",

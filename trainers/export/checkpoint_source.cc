@@ -88,6 +88,10 @@ CheckpointEntry entry_from_mirror(const fs::path& dir, const JobId& job) {
 
 // The spec and data shape of the job whose checkpoints are under `job_dir`.
 Status read_description(const std::string& job_dir, CheckpointSource* src, std::vector<std::string>* settings) {
+  std::error_code ec;
+  if (!fs::is_directory(job_dir, ec))
+    return not_found("the job's checkpoint directory " + job_dir + " is not on this machine: export where it is "
+                     "(the nodes' file system), or copy it here and give the directory");
   auto f = job::read_job_file(job_dir);
   if (!f.ok()) {
     if (f.status().code() == Code::not_found)
