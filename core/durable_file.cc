@@ -1,6 +1,7 @@
 #include "core/durable_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -72,6 +73,9 @@ Expected<std::string> read_whole_file(const std::string& path, const std::string
     return io_error("cannot open " + what + " " + path + ": " + errno_text());
   }
   std::string bytes;
+  struct stat st {};
+  if (::fstat(f.fd, &st) == 0 && st.st_size > 0 && static_cast<uint64_t>(st.st_size) <= limit)
+    bytes.reserve(static_cast<size_t>(st.st_size) + 1);  // one allocation: no regrowth copies of a large file
   char buf[1 << 16];
   while (true) {
     const ssize_t n = ::read(f.fd, buf, sizeof buf);

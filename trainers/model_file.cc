@@ -26,8 +26,8 @@ Status save_model(const std::string& path, const ParameterSpace& space, const fl
     t.shape = b.shape;
     const float* p = params + b.param.offset;
     if (dtype == DType::f32) {
-      t.bytes.resize(b.param.numel * 4);
-      std::memcpy(t.bytes.data(), p, t.bytes.size());
+      const uint8_t* raw = reinterpret_cast<const uint8_t*>(p);
+      t.bytes.assign(raw, raw + b.param.numel * 4);  // no zero-filling pass first
     } else {
       t.bytes.resize(b.param.numel * 2);
       for (size_t i = 0; i < b.param.numel; ++i) {
@@ -59,7 +59,14 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
   if (it != file->metadata.end() && it->second != trainer && !partial)
     return invalid_argument("--init-from " + path + ": a model of trainer '" + it->second + "', not '" + trainer +
                             "' (--init-partial loads the blocks that match)");
-  std::vector<std::pair<const ParamBlock*, std::vector<float>>> loads;
+  // What goes where once everything checked out: f32 tensors straight from the file's bytes, others
+  // converted first.
+  struct Load {
+    const ParamBlock* block;
+    const uint8_t* f32 = nullptr;
+    std::vector<float> converted;
+  };
+  std::vector<Load> loads;
   std::set<std::string> used;
   for (const ParamBlock& b : space.blocks()) {
     const data::NamedTensor* t = file->find(b.name);
@@ -75,9 +82,13 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
       return invalid_argument("--init-from " + path + ": tensor '" + b.name + "' is [" + got + "], the block is [" +
                               want + "] (other layer sizes?)");
     }
-    auto values = data::tensor_as_f32(*t, "--init-from " + path);
-    if (!values.ok()) return values.status();
-    loads.emplace_back(&b, std::move(*values));
+    if (t->dtype == "F32") {
+      loads.push_back({&b, t->bytes.data(), {}});
+    } else {
+      auto values = data::tensor_as_f32(*t, "--init-from " + path);
+      if (!values.ok()) return values.status();
+      loads.push_back({&b, nullptr, std::move(*values)});
+    }
     used.insert(b.name);
   }
   if (!partial) {
@@ -87,7 +98,9 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
                                 "' (a model file of another trainer? --init-partial ignores it)");
   }
   if (loads.empty()) return invalid_argument("--init-from " + path + ": no tensor matches a block of trainer '" + trainer + "'");
-  for (const auto& [b, v] : loads) std::memcpy(params + b->param.offset, v.data(), v.size() * sizeof(float));
+  for (const Load& l : loads)
+    std::memcpy(params + l.block->param.offset, l.f32 ? static_cast<const void*>(l.f32) : l.converted.data(),
+                l.block->param.numel * sizeof(float));
   return {};
 }
 
