@@ -241,7 +241,7 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
     // A pipeline of K stages and no --workers runs one replica.
     if (spec.strategy == "pipeline" && spec.stages > 0 && f->workers_flag->count() == 0) spec.workers = spec.stages;
     TROUPE_RETURN_IF_ERROR_CLI(job::validate(spec), "submit");
-    if (spec.strategy == "pipeline" && spec.library.empty() && spec.train.dataset == "fashion-mnist") {
+    if (spec.strategy == "pipeline" && spec.library.empty() && spec.train.data.empty() && spec.train.dataset == "fashion-mnist") {
       // Built-in trainers can be checked here: layers to cut, and enough of them for the stages.
       TROUPE_RETURN_IF_ERROR_CLI(pipeline::check_pipeline_model(spec.train, job::pipeline_options(spec),
                                                                 DataSpec{28 * 28, 10}), "submit");

@@ -76,7 +76,7 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
         result = run->train;
         stages = run->stages;
         if (!o.save_path.empty()) {  // --save: the stages' parameters, assembled, under the trainer's blocks
-          auto setup = set_up_trainer(o, DataSpec{data->train->features(), data->train->classes}, 0, 1);
+          auto setup = set_up_trainer(o, data->train->spec(), 0, 1);
           const int epochs_done = run->train.history.empty() ? 0 : run->train.history.back().epoch;
           Status saved = setup.ok() ? save_model(o.save_path, setup->space, run->params.data(), o.save_dtype,
                                                  model_metadata(o, setup->model, run->train.steps, epochs_done,

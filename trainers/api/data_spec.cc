@@ -21,6 +21,16 @@ const char* value_type_name(ValueType t) {
   return "?";
 }
 
+bool parse_value_type(const std::string& name, ValueType* out) {
+  for (int i = 0; i <= static_cast<int>(ValueType::f64); ++i) {
+    if (name == value_type_name(static_cast<ValueType>(i))) {
+      *out = static_cast<ValueType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string FieldSpec::describe() const {
   std::string s = name + ": " + value_type_name(type) + "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);

@@ -94,6 +94,7 @@ class JobConfig {
 // type converted) and class or token targets as i32; DataSpec::fields also says what the files hold.
 enum class ValueType : uint8_t { u8, i8, u16, i16, u32, i32, i64, f16, f32, f64 };
 const char* value_type_name(ValueType t);  // "u8", ..., "f64"
+bool parse_value_type(const std::string& name, ValueType* out);  // false for a name it does not give
 
 // One field of the examples: `image: u8[28,28]` in the files, fed as f32[28,28].
 struct FieldSpec {

@@ -15,7 +15,12 @@ std::string encode_job_file(const JobFile& f) {
   j["format"] = kJobFileFormat;
   j["job"] = f.job.hex();
   j["troupe_version"] = f.troupe_version;
-  j["data"] = {{"features", f.data.features}, {"classes", f.data.classes}};
+  nlohmann::ordered_json fields = nlohmann::ordered_json::array();
+  for (const FieldSpec& x : f.data.fields)
+    fields.push_back({{"name", x.name}, {"type", value_type_name(x.type)}, {"stored", value_type_name(x.stored)},
+                      {"shape", x.shape}, {"target", x.target}});
+  j["data"] = {{"features", f.data.features}, {"classes", f.data.classes}, {"target_width", f.data.target_width},
+               {"fields", fields}};
   j["library"] = f.library;
   j["spec"] = f.spec;
   return j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
@@ -48,9 +53,21 @@ Expected<JobFile> read_job_file(const std::string& job_dir) {
     f.troupe_version = j.at("troupe_version").get<std::string>();
     f.data.features = j.at("data").at("features").get<int64_t>();
     f.data.classes = j.at("data").at("classes").get<int>();
+    // (the schema since trainer ABI 5; absent in files of before: one class per example)
+    f.data.target_width = j.at("data").value("target_width", int64_t{1});
+    for (const auto& x : j.at("data").value("fields", nlohmann::json::array())) {
+      FieldSpec s;
+      s.name = x.at("name").get<std::string>();
+      if (!parse_value_type(x.at("type").get<std::string>(), &s.type) ||
+          !parse_value_type(x.at("stored").get<std::string>(), &s.stored))
+        return bad("field " + x.dump() + ": an unknown value type");
+      s.shape = x.at("shape").get<std::vector<int64_t>>();
+      s.target = x.at("target").get<bool>();
+      f.data.fields.push_back(std::move(s));
+    }
     f.library = j.at("library").get<std::string>();
     f.spec = j.at("spec").get<std::vector<std::string>>();
-    if (f.data.features < 1 || f.data.classes < 1) return bad("examples of " + j.at("data").dump() + " cannot be");
+    if (f.data.features < 1 || f.data.classes < 0 || f.data.target_width < 1) return bad("examples of " + j.at("data").dump() + " cannot be");
     return f;
   } catch (const nlohmann::json::exception& e) {
     return bad(std::string("a field is missing or of the wrong type (") + e.what() + ")");

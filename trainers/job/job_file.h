@@ -6,7 +6,8 @@
 // the cluster is gone, still has.
 //
 //   {"format": 1, "job": "<32 hex>", "troupe_version": "0.1.0",
-//    "data": {"features": 784, "classes": 10},
+//    "data": {"features": 784, "classes": 10, "target_width": 1,   (the job's DataSpec)
+//             "fields": [{"name": "image", "type": "f32", "stored": "u8", "shape": [28, 28], "target": false}, ...]},
 //    "library": "libuser_trainer.so",            ("" for a built-in trainer)
 //    "spec": ["strategy=sync", "workers=2", ...]}   (the job's settings as submitted: job_spec.h)
 //

@@ -42,7 +42,7 @@ Status save_pipeline_model(const JobSetup& s, const pipeline::StageResult& resul
   }
   if (!writer) return {};
   const TrainOptions& o = s.spec.train;
-  auto setup = set_up_trainer(o, DataSpec{s.train().features(), s.train().classes}, 0, 1);
+  auto setup = set_up_trainer(o, s.train().spec(), 0, 1);
   if (!setup.ok()) return setup.status().with_context("--save");
   if (setup->space.size() != total)
     return internal_error("--save: the stages hold " + std::to_string(total) + " parameters, trainer '" + o.model +
