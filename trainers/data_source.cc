@@ -10,6 +10,7 @@
 #include "data/dataset_spec.h"
 #include "data/readers/csv_reader.h"
 #include "trainers/dataset_cache.h"
+#include "trainers/streamed_inputs.h"
 #include "trainers/token_windows.h"
 
 namespace troupe {
@@ -121,21 +122,6 @@ ValueType value_type(data::ElemType t) {
   return static_cast<ValueType>(t);
 }
 
-// Example i's values of `f` into out[0, n) as f32: u8 as x / 255 (correctly rounded, as the
-// built-in loader's table: a loop the compiler vectorises, twice a lookup's speed) when `scale_u8`.
-void convert_example(const Field& f, int64_t i, bool scale_u8, float* out) {
-  const int64_t n = f.array.example_elements();
-  const uint8_t* p = f.array.example(i);
-  if (f.array.type == data::ElemType::u8 && scale_u8) {
-    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(p[k]) / 255.0f;
-  } else if (f.array.type == data::ElemType::f32) {
-    std::memcpy(out, p, static_cast<size_t>(n) * 4);
-  } else {
-    const size_t w = data::elem_size(f.array.type);
-    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(data::elem_value(f.array.type, p + k * w));
-  }
-}
-
 // The first non-finite value of `v` (n values of `width` per example) as an error, naming its example.
 Status check_finite(const std::vector<float>& v, int64_t width, const std::string& what, const std::string& where) {
   for (size_t i = 0; i < v.size(); ++i) {
@@ -149,7 +135,7 @@ Status check_finite(const std::vector<float>& v, int64_t width, const std::strin
 }  // namespace
 
 Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>& inputs, const std::string& target,
-                             int classes, const std::string& where, bool values) {
+                             int classes, const std::string& where, bool values, bool stream) {
   TROUPE_RETURN_IF_ERROR(table.check(where));
   if (table.count() == 0) return invalid_argument(where + ": no examples");
   auto y = pick_target(table, target, where);
@@ -198,21 +184,42 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
     d.schema.push_back(FieldSpec{f->name, ValueType::f32, value_type(f->array.type), f->array.example_shape(), false});
   d.schema.push_back(FieldSpec{yf.name, values ? ValueType::f32 : ValueType::i32, value_type(yf.array.type),
                                yf.array.example_shape(), true});
-  d.images.resize(static_cast<size_t>(d.count * features));
   if (values) d.targets.resize(static_cast<size_t>(d.count * d.target_width));
   else d.labels.resize(static_cast<size_t>(d.count));
-  float* out = d.images.data();
   for (int64_t i = 0; i < d.count; ++i) {
-    for (const Field* f : *xs) {
-      convert_example(*f, i, true, out);
-      out += f->array.example_elements();
-    }
     if (values) convert_example(yf, i, false, d.targets.data() + i * d.target_width);
     else d.labels[static_cast<size_t>(i)] = static_cast<int32_t>(yf.array.value(static_cast<size_t>(i)));
   }
   bool floats = false;  // integers are finite: only floating inputs need the check
   for (const Field* f : *xs) floats = floats || !data::is_integer(f->array.type);
-  if (floats) TROUPE_RETURN_IF_ERROR(check_finite(d.images, features, "input (" + field_list(*xs) + ")", where));
+  if (stream) {
+    // The inputs stay in the files; floating ones are checked there, a pass without a copy.
+    for (const Field* f : *xs) {
+      if (data::is_integer(f->array.type)) continue;
+      const int64_t n = f->array.example_elements();
+      for (int64_t i = 0; i < d.count; ++i) {
+        for (int64_t k = 0; k < n; ++k) {
+          if (!std::isfinite(f->array.value(static_cast<size_t>(i * n + k))))
+            return invalid_argument(where + ": example " + std::to_string(i) + " has a NaN or infinite input ('" +
+                                    f->name + "', " + f->source + "); nothing is trained on it — clean the data first");
+        }
+      }
+    }
+    auto shared = std::make_shared<const Table>(table);
+    std::vector<size_t> inputs;
+    for (const Field* f : *xs) inputs.push_back(static_cast<size_t>(f - table.fields.data()));
+    d.stream = std::make_shared<const StreamedInputs>(shared, std::move(inputs), features);
+  } else {
+    d.images.resize(static_cast<size_t>(d.count * features));
+    float* out = d.images.data();
+    for (int64_t i = 0; i < d.count; ++i) {
+      for (const Field* f : *xs) {
+        convert_example(*f, i, true, out);
+        out += f->array.example_elements();
+      }
+    }
+    if (floats) TROUPE_RETURN_IF_ERROR(check_finite(d.images, features, "input (" + field_list(*xs) + ")", where));
+  }
   if (values) TROUPE_RETURN_IF_ERROR(check_finite(d.targets, d.target_width, "target value ('" + yf.name + "')", where));
   return d;
 }
@@ -260,6 +267,7 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
   if (o.loss != "xent" && o.loss != "mse") return invalid_argument("--loss " + o.loss + ": xent or mse");
   if (o.seq_len > 0) {
     if (o.loss != "xent") return invalid_argument("--seq-len trains next-token classes: --loss mse does not apply");
+    if (o.stream) return invalid_argument("--stream with --seq-len: token windows are kept in memory (8 bytes a token) for now");
     auto w = token_window_data(*train_table, val_table ? &*val_table : nullptr, o, val_from);
     if (!w.ok()) return w.status();
     out.train = std::make_shared<const Dataset>(std::move(w->train));
@@ -316,7 +324,7 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
       classes = std::max<int>(classes, static_cast<int>(*vhi + 1));
     }
   }
-  auto train = to_dataset(*train_table, input_names, (*y)->name, classes, o.data, values);
+  auto train = to_dataset(*train_table, input_names, (*y)->name, classes, o.data, values, o.stream);
   if (!train.ok()) return train.status();
   Dataset test;
   if (val_table) {
@@ -335,12 +343,13 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
       return invalid_argument(o.data + ": --val-fraction " + std::to_string(o.val_fraction) + " of " +
                               std::to_string(train->count) + " examples leaves an empty set");
     *train = std::move(tr);
-    test = std::move(va);
+    test = materialize(va);
     val_from = std::to_string(o.val_fraction) + " of the training split (seeded" + (values ? ")" : ", stratified)");
   }
   const std::string target_text = values ? std::to_string(train->target_width) + " value(s), --loss mse"
                                          : std::to_string(classes) + " classes";
-  out.description = o.data + ": " + std::to_string(train->count) + " training examples, inputs " + field_list(*xs) +
+  out.description = o.data + ": " + std::to_string(train->count) + " training examples" +
+                    (o.stream ? " (streamed from the files)" : "") + ", inputs " + field_list(*xs) +
                     ", target " + (*y)->name + " (" + target_text + "); evaluated on " +
                     std::to_string(test.count) + " from " + val_from;
   out.train = std::make_shared<const Dataset>(std::move(*train));

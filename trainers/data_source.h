@@ -8,6 +8,8 @@
 // and concatenated per example, u8 scaled to [0, 1] (x / 255, as the built-in dataset), any other
 // type converted to f32. An input field of per-example shape [H, W], [H, W, 1] or [1, H, W] keeps
 // its rows and columns (the cnn's image); otherwise an example is one row of all its values.
+// With `stream` (--stream) the inputs stay in the files and are converted as batches are cut
+// (trainers/streamed_inputs.h); the evaluation set is read whole either way.
 // With --loss mse the target holds values (f32, any per-example shape): regression. With --seq-len
 // the data is a token stream cut into language-model windows (trainers/token_windows.h).
 // Evaluation: --val SPEC's training split, else the dataset's split "val" (or "test"), else a
@@ -36,6 +38,7 @@ Expected<TrainData> load_train_data(const TrainOptions& o);
 // One table's examples as a Dataset (the fields chosen as above; `classes` 0: from the labels).
 // With `values` the target is read as f32 values of any per-example shape (--loss mse: regression).
 Expected<Dataset> to_dataset(const data::Table& table, const std::vector<std::string>& inputs,
-                             const std::string& target, int classes, const std::string& where, bool values = false);
+                             const std::string& target, int classes, const std::string& where, bool values = false,
+                             bool stream = false);
 
 }  // namespace troupe

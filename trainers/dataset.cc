@@ -1,5 +1,7 @@
 #include "trainers/dataset.h"
 
+#include "trainers/streamed_inputs.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -34,7 +36,8 @@ DataSpec Dataset::spec() const {
 
 void copy_example(const Dataset& d, int64_t idx, float* x, int32_t* y, float* t) {
   const int64_t f = d.features();
-  std::memcpy(x, d.images.data() + idx * f, static_cast<size_t>(f) * sizeof(float));
+  if (d.stream) d.stream->copy(idx, x);
+  else std::memcpy(x, d.images.data() + idx * f, static_cast<size_t>(f) * sizeof(float));
   const auto w = static_cast<size_t>(d.target_width);
   if (d.classifies()) std::memcpy(y, d.labels.data() + idx * d.target_width, w * sizeof(int32_t));
   else std::memcpy(t, d.targets.data() + idx * d.target_width, w * sizeof(float));
@@ -50,12 +53,37 @@ Dataset select_rows(const Dataset& d, const std::vector<int64_t>& keep) {
   out.count = static_cast<int64_t>(keep.size());
   const int64_t f = d.features();
   const auto w = static_cast<size_t>(d.target_width);
-  out.images.resize(static_cast<size_t>(out.count * f));
   if (d.classifies()) out.labels.resize(keep.size() * w);
   else out.targets.resize(keep.size() * w);
+  if (d.stream) {  // a view: the labels or targets copied, the inputs left in the files
+    out.stream = d.stream->select(keep);
+    for (size_t i = 0; i < keep.size(); ++i) {
+      const auto k = static_cast<size_t>(keep[i]);
+      if (d.classifies()) std::copy_n(d.labels.data() + k * w, w, out.labels.data() + i * w);
+      else std::copy_n(d.targets.data() + k * w, w, out.targets.data() + i * w);
+    }
+    return out;
+  }
+  out.images.resize(static_cast<size_t>(out.count * f));
   for (size_t i = 0; i < keep.size(); ++i)
     copy_example(d, keep[i], out.images.data() + i * f, out.labels.data() + i * w, out.targets.data() + i * w);
   return out;
+}
+
+Dataset materialize(const Dataset& d) {
+  if (!d.stream) return d;
+  Dataset out = d;
+  out.stream.reset();
+  const int64_t f = d.features();
+  out.images.resize(static_cast<size_t>(d.count * f));
+  for (int64_t i = 0; i < d.count; ++i) d.stream->copy(i, out.images.data() + i * f);
+  return out;
+}
+
+Status require_in_memory(const Dataset& d, const std::string& what) {
+  if (!d.stream) return {};
+  return invalid_argument(what + " needs the training set in memory; it was opened with --stream: leave --stream out "
+                                 "(or train it on CPU workers)");
 }
 
 // A seeded split: from each class (stratified; one group when the target is not one class),

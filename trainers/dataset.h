@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,12 +15,17 @@
 
 namespace troupe {
 
+class StreamedInputs;  // trainers/streamed_inputs.h
+
 struct Dataset {
   int64_t count = 0;            // examples
   int rows = 0, cols = 0;       // an image's sides (1 x features when the inputs are not an image)
   int classes = 10;             // 0: the target holds values (regression)
   int64_t target_width = 1;     // labels (or target values) per example
-  std::vector<float> images;    // count * features inputs, row-major (u8 data scaled to [0, 1])
+  std::vector<float> images;    // count * features inputs, row-major (u8 data scaled to [0, 1]); empty when streamed
+  // --stream: the inputs are read from the files example by example as batches are cut
+  // (copy_example); labels and targets stay in memory.
+  std::shared_ptr<const StreamedInputs> stream;
   std::vector<int32_t> labels;  // count * target_width labels in [0, classes), when classes > 0
   std::vector<float> targets;   // count * target_width values, when classes == 0
   // The fields as fed (inputs in order, then the target); empty: an image "image" f32[rows, cols]
@@ -40,8 +46,14 @@ struct Dataset {
 // classifies, else its values into t[0, target_width).
 void copy_example(const Dataset& d, int64_t idx, float* x, int32_t* y, float* t);
 
-// Rows `keep` of `d`, in that order (the same schema).
+// Rows `keep` of `d`, in that order (the same schema; a streamed dataset gives a streamed view).
 Dataset select_rows(const Dataset& d, const std::vector<int64_t>& keep);
+
+// `d` with its inputs in memory (a streamed dataset read whole: an evaluation set).
+Dataset materialize(const Dataset& d);
+
+// ok, or invalid_argument saying `what` needs the training set in memory (not --stream).
+Status require_in_memory(const Dataset& d, const std::string& what);
 
 // A seeded split into (training, validation): from each class (stratified; one group when the
 // target is not one class per example), round(fraction x its examples) go to validation.

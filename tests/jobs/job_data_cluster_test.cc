@@ -2,7 +2,8 @@
 // .npy files written by NumPy — a sync job of 4 workers whose worker node is killed (every example
 // accounted exactly once, within half a point of the same job without the fault; the fault-free
 // run saves its model with --save), an async job, and data a node cannot read failing the job
-// naming the node and the path.
+// naming the node and the path; central (its inputs streamed from the files), pipeline and elastic
+// jobs on the same files, each accounted exactly once.
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -45,11 +46,37 @@ TEST_CASE("data: sync and async jobs train from .npy files, and a sync job rides
   INFO(c.logs_tail());
   check_recovered(c, end, id, baseline, true);
 
+  // The async workers stream the inputs from the files (--stream): each converts only the examples
+  // of the shards it claims, in the input pipeline's threads.
   auto async = c.troupe("submit --strategy async --workers 2 --ps 2 --epochs 3 --batch-size 128 --json --no-progress "
-                        "--data " + data, 240);
+                        "--stream --data " + data, 240);
   INFO(async.both() << c.logs_tail());
   REQUIRE(async.exit_code == 0);
   CHECK(Json::parse(async.last_line()).at("test_accuracy").get<double>() >= 0.85);
+}
+
+TEST_CASE("data: central, pipeline and elastic jobs train from .npy files, accounted exactly once",
+          "[jobs][cluster][data]") {
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  const std::string data = c.home() + "/data";
+  std::filesystem::create_directories(data);
+  write_fashion_npy(data);
+  struct Case {
+    const char* what;
+    std::string args;
+  };
+  for (const Case& k : {Case{"central, streamed", "--strategy central --workers 2 --stream"},
+                        Case{"pipeline of 2 stages", "--strategy pipeline --stages 2 --workers 2"},
+                        Case{"elastic sync", "--strategy sync --workers 2 --elastic"}}) {
+    INFO(k.what);
+    auto r = c.troupe("submit " + k.args + " --epochs 2 --batch-size 128 --json --no-progress --data " + data, 300);
+    INFO(r.both() << c.logs_tail());
+    REQUIRE(r.exit_code == 0);
+    const Json summary = Json::parse(r.last_line());
+    CHECK(summary.at("test_accuracy").get<double>() >= 0.84);  // 2 epochs of the MLP
+    accounted_event(c, summary.at("job_id").get<std::string>());
+  }
 }
 
 TEST_CASE("data: data a node cannot read fails the job naming the node and the path", "[jobs][cluster][data][errors]") {

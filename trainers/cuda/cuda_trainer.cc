@@ -25,6 +25,8 @@ Status check_inputs(const TrainOptions& o, const ModelSpec& spec, const Dataset&
   if (!o.device.is_cuda()) {
     return invalid_argument("training on the GPU: device is " + o.device.to_string() + "; pass cuda or cuda:N");
   }
+  // The one-device trainer keeps the whole training set on the GPU.
+  TROUPE_RETURN_IF_ERROR(require_in_memory(train, "troupe train --device cuda"));
   if (spec.features != train.features() || spec.classes != train.classes) {
     return invalid_argument("model " + spec.name + " does not map the data set's " + std::to_string(train.features()) +
                             " features to its " + std::to_string(train.classes) + " classes");

@@ -22,9 +22,10 @@ Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& pl
     const auto& indices = shards[static_cast<size_t>(d.shard)];
     for (int64_t r = d.offset; r < d.offset + d.rows; ++r) {
       const int32_t idx = indices[static_cast<size_t>(r)];
-      out->inputs.insert(out->inputs.end(), train.images.begin() + idx * features,
-                         train.images.begin() + (idx + 1) * features);
-      out->labels.push_back(train.labels[static_cast<size_t>(idx)]);
+      const size_t at = out->inputs.size();
+      out->inputs.resize(at + static_cast<size_t>(features));
+      out->labels.emplace_back();
+      copy_example(train, idx, out->inputs.data() + at, &out->labels.back(), nullptr);  // one class per example
     }
   }
   return {};

@@ -1,0 +1,39 @@
+// A training set's inputs read from its files as batches are cut (--stream), for datasets larger
+// than memory: the fields stay as the readers left them — .npy files (and stored .npz members)
+// memory-mapped, other formats as read — and an example is converted to f32 (u8 scaled to [0, 1])
+// only when a feed copies it: in the input pipeline's threads in jobs, so a worker reads only the
+// examples of the shards it claims. No f32 copy of the dataset is made; the mapped pages belong to
+// the page cache, which the kernel reclaims under memory pressure.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "data/table.h"
+
+namespace troupe {
+
+// Example `i` of field `f` as f32 into out[0, f's example elements): u8 as x / 255 when
+// `scale_u8` (correctly rounded, as the built-in loader), f32 copied, any other type converted.
+void convert_example(const data::Field& f, int64_t i, bool scale_u8, float* out);
+
+class StreamedInputs {
+ public:
+  // The input fields `inputs` (indices into table.fields, concatenated per example in that order).
+  StreamedInputs(std::shared_ptr<const data::Table> table, std::vector<size_t> inputs, int64_t features);
+
+  // Example `example` of this view's rows, converted, into x[0, features).
+  void copy(int64_t example, float* x) const;
+  int64_t count() const { return rows_.empty() ? table_->count() : static_cast<int64_t>(rows_.size()); }
+  // A view of rows `keep` of this one, in that order (the table shared, not copied).
+  std::shared_ptr<const StreamedInputs> select(const std::vector<int64_t>& keep) const;
+
+ private:
+  std::shared_ptr<const data::Table> table_;
+  std::vector<size_t> inputs_;
+  int64_t features_ = 0;
+  std::vector<int64_t> rows_;  // the table's row of each example; empty: all of them, in order
+};
+
+}  // namespace troupe
