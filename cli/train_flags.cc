@@ -53,6 +53,9 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
   cmd->add_option("--seq-len", o.seq_len,
                   "Language-model windows: cut the token stream into windows of this many ids (targets: the next ids)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--normalize", o.normalize,
+                  "Normalise each input field to zero mean, unit variance: standard (the training split's statistics) "
+                  "or a file of `troupe data inspect --stats-out`");
   cmd->add_flag("--stream", o.stream,
                 "Read the training inputs from the files as batches are cut (datasets larger than memory)");
   cmd->add_option("--loss", o.loss, "xent (the target is classes) or mse (the target is values: regression)")

@@ -17,7 +17,7 @@ FieldStats stats_of(const Field& f) {
   s.source = f.source;
   s.class_names = f.classes;
   const size_t n = static_cast<size_t>(f.array.elements());
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sum_sq = 0;
   const bool scalar_ints = is_integer(f.array.type) && f.array.example_elements() == 1;
   bool labels = scalar_ints;
   for (size_t i = 0; i < n; ++i) {
@@ -29,6 +29,7 @@ FieldStats stats_of(const Field& f) {
     lo = std::min(lo, v);
     hi = std::max(hi, v);
     sum += v;
+    sum_sq += v * v;
     if (labels) {
       ++s.classes[static_cast<int64_t>(v)];
       if (s.classes.size() > 1000) labels = false;
@@ -39,6 +40,7 @@ FieldStats stats_of(const Field& f) {
   s.min = finite ? lo : 0;
   s.max = finite ? hi : 0;
   s.mean = finite ? sum / static_cast<double>(finite) : 0;
+  s.std = finite ? std::sqrt(std::max(0.0, sum_sq / static_cast<double>(finite) - s.mean * s.mean)) : 0;
   return s;
 }
 
@@ -56,6 +58,15 @@ std::vector<SplitStats> inspect(const OpenedDataset& d) {
   return out;
 }
 
+nlohmann::json normalization_stats(const std::vector<SplitStats>& stats, const std::string& split) {
+  nlohmann::json j{{"format", 1}, {"split", split}, {"fields", nlohmann::json::object()}};
+  for (const auto& s : stats) {
+    if (s.name != split) continue;
+    for (const auto& f : s.fields) j["fields"][f.name] = {{"type", f.type}, {"mean", f.mean}, {"std", f.std}};
+  }
+  return j;
+}
+
 nlohmann::json to_json(const std::vector<SplitStats>& stats, const OpenedDataset& d) {
   nlohmann::json j;
   j["files"] = d.files;
@@ -65,7 +76,7 @@ nlohmann::json to_json(const std::vector<SplitStats>& stats, const OpenedDataset
     nlohmann::json js{{"name", s.name}, {"examples", s.examples}, {"fields", nlohmann::json::array()}};
     for (const auto& f : s.fields) {
       nlohmann::json jf{{"name", f.name}, {"dtype", f.type}, {"shape", f.dims}, {"source", f.source},
-                        {"min", f.min},   {"max", f.max},    {"mean", f.mean},   {"non_finite", f.non_finite}};
+                        {"min", f.min},   {"max", f.max},    {"mean", f.mean},   {"std", f.std},   {"non_finite", f.non_finite}};
       if (!f.classes.empty()) {
         nlohmann::json c = nlohmann::json::object();
         for (const auto& [v, n] : f.classes) c[std::to_string(v)] = n;

@@ -10,6 +10,7 @@
 #include "data/dataset_spec.h"
 #include "data/readers/csv_reader.h"
 #include "trainers/dataset_cache.h"
+#include "trainers/normalization.h"
 #include "trainers/streamed_inputs.h"
 #include "trainers/token_windows.h"
 
@@ -227,6 +228,8 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
 Expected<TrainData> load_train_data(const TrainOptions& o) {
   TrainData out;
   if (o.data.empty()) {
+    if (!o.normalize.empty() && o.normalize != "none")
+      return invalid_argument("--normalize applies to --data; the built-in dataset is fed as it is (pixels / 255)");
     auto train = cached_fashion_mnist(o.dataset_dir, Split::train);
     if (!train.ok()) return train.status().with_context("loading the training set");
     auto test = cached_fashion_mnist(o.dataset_dir, Split::test);
@@ -268,6 +271,8 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
   if (o.seq_len > 0) {
     if (o.loss != "xent") return invalid_argument("--seq-len trains next-token classes: --loss mse does not apply");
     if (o.stream) return invalid_argument("--stream with --seq-len: token windows are kept in memory (8 bytes a token) for now");
+    if (!o.normalize.empty() && o.normalize != "none")
+      return invalid_argument("--normalize with --seq-len: token ids are classes, not values to normalise");
     auto w = token_window_data(*train_table, val_table ? &*val_table : nullptr, o, val_from);
     if (!w.ok()) return w.status();
     out.train = std::make_shared<const Dataset>(std::move(w->train));
@@ -326,6 +331,8 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
   }
   auto train = to_dataset(*train_table, input_names, (*y)->name, classes, o.data, values, o.stream);
   if (!train.ok()) return train.status();
+  auto norm = make_normalization(o.normalize, *xs);
+  if (!norm.ok()) return norm.status();
   Dataset test;
   if (val_table) {
     auto t = to_dataset(*val_table, input_names, (*y)->name, classes, val_from, values);
@@ -346,11 +353,19 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
     test = materialize(va);
     val_from = std::to_string(o.val_fraction) + " of the training split (seeded" + (values ? ")" : ", stratified)");
   }
+  if (!norm->empty()) {  // the training split's statistics, on both sets alike
+    for (Dataset* d : {&*train, &test}) {
+      d->normalization = norm->to_json();
+      if (d->stream) d->stream = d->stream->normalized(*norm);
+      for (int64_t i = 0; !d->stream && i < d->count; ++i) norm->apply(d->images.data() + i * d->features());
+    }
+  }
   const std::string target_text = values ? std::to_string(train->target_width) + " value(s), --loss mse"
                                          : std::to_string(classes) + " classes";
   out.description = o.data + ": " + std::to_string(train->count) + " training examples" +
                     (o.stream ? " (streamed from the files)" : "") + ", inputs " + field_list(*xs) +
-                    ", target " + (*y)->name + " (" + target_text + "); evaluated on " +
+                    (norm->empty() ? "" : ", normalised (" + o.normalize + ")") + ", target " + (*y)->name + " (" +
+                    target_text + "); evaluated on " +
                     std::to_string(test.count) + " from " + val_from;
   out.train = std::make_shared<const Dataset>(std::move(*train));
   out.test = std::make_shared<const Dataset>(std::move(test));

@@ -50,6 +50,7 @@ Dataset select_rows(const Dataset& d, const std::vector<int64_t>& keep) {
   out.classes = d.classes;
   out.target_width = d.target_width;
   out.schema = d.schema;
+  out.normalization = d.normalization;
   out.count = static_cast<int64_t>(keep.size());
   const int64_t f = d.features();
   const auto w = static_cast<size_t>(d.target_width);

@@ -26,6 +26,9 @@ struct Dataset {
   // --stream: the inputs are read from the files example by example as batches are cut
   // (copy_example); labels and targets stay in memory.
   std::shared_ptr<const StreamedInputs> stream;
+  // --normalize: the statistics the inputs were normalised by, as JSON (trainers/normalization.h);
+  // "" when they were not.
+  std::string normalization;
   std::vector<int32_t> labels;  // count * target_width labels in [0, classes), when classes > 0
   std::vector<float> targets;   // count * target_width values, when classes == 0
   // The fields as fed (inputs in order, then the target); empty: an image "image" f32[rows, cols]

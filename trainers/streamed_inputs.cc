@@ -23,15 +23,24 @@ StreamedInputs::StreamedInputs(std::shared_ptr<const data::Table> table, std::ve
 
 void StreamedInputs::copy(int64_t example, float* x) const {
   const int64_t row = rows_.empty() ? example : rows_[static_cast<size_t>(example)];
+  float* first = x;
   for (size_t i : inputs_) {
     const data::Field& f = table_->fields[i];
     convert_example(f, row, true, x);
     x += f.array.example_elements();
   }
+  if (!norm_.empty()) norm_.apply(first);
+}
+
+std::shared_ptr<const StreamedInputs> StreamedInputs::normalized(Normalization n) const {
+  auto out = std::make_shared<StreamedInputs>(*this);
+  out->norm_ = std::move(n);
+  return out;
 }
 
 std::shared_ptr<const StreamedInputs> StreamedInputs::select(const std::vector<int64_t>& keep) const {
   auto out = std::make_shared<StreamedInputs>(table_, inputs_, features_);
+  out->norm_ = norm_;
   out->rows_.reserve(keep.size());
   for (int64_t k : keep) out->rows_.push_back(rows_.empty() ? k : rows_[static_cast<size_t>(k)]);
   return out;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/table.h"
+#include "trainers/normalization.h"
 
 namespace troupe {
 
@@ -28,12 +29,15 @@ class StreamedInputs {
   int64_t count() const { return rows_.empty() ? table_->count() : static_cast<int64_t>(rows_.size()); }
   // A view of rows `keep` of this one, in that order (the table shared, not copied).
   std::shared_ptr<const StreamedInputs> select(const std::vector<int64_t>& keep) const;
+  // The same rows, normalised as they are converted.
+  std::shared_ptr<const StreamedInputs> normalized(Normalization n) const;
 
  private:
   std::shared_ptr<const data::Table> table_;
   std::vector<size_t> inputs_;
   int64_t features_ = 0;
   std::vector<int64_t> rows_;  // the table's row of each example; empty: all of them, in order
+  Normalization norm_;
 };
 
 }  // namespace troupe

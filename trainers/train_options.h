@@ -34,6 +34,9 @@ struct TrainOptions {
   // Language-model windows (--seq-len T > 0): the token stream cut into windows of T ids, inputs
   // ids[t, t+T) and targets ids[t+1, t+T+1) (trainers/token_windows.h).
   int64_t seq_len = 0;
+  // --normalize: "" (none), "standard" (the training split's mean and std per input field), or a
+  // statistics file of `troupe data inspect --stats-out` (trainers/normalization.h).
+  std::string normalize;
   // --stream: the training inputs are read from the files as batches are cut instead of converted
   // into memory first (datasets larger than memory; trainers/streamed_inputs.h).
   bool stream = false;

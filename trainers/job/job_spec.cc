@@ -124,6 +124,7 @@ const std::map<std::string, Field>& fields() {
     f["seq_len"] = field<int64_t>([](JobSpec& s) { return &s.train.seq_len; });
     f["loss"] = field<std::string>([](JobSpec& s) { return &s.train.loss; });
     f["stream"] = field<bool>([](JobSpec& s) { return &s.train.stream; });
+    f["normalize"] = field<std::string>([](JobSpec& s) { return &s.train.normalize; });
     f["init_from"] = field<std::string>([](JobSpec& s) { return &s.train.init_from; });
     f["init_partial"] = field<bool>([](JobSpec& s) { return &s.train.init_partial; });
     f["save_path"] = field<std::string>([](JobSpec& s) { return &s.train.save_path; });

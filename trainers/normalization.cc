@@ -1,0 +1,82 @@
+#include "trainers/normalization.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "core/durable_file.h"
+
+namespace troupe {
+
+void Normalization::apply(float* example) const {
+  for (size_t k = 0; k < shift.size(); ++k) example[k] = (example[k] - shift[k]) * scale[k];
+}
+
+std::string Normalization::to_json() const {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const FieldNorm& f : fields) j[f.name] = {{"mean", f.mean}, {"std", f.std}};
+  return j.dump();
+}
+
+namespace {
+
+// Mean and std of every element of `f` as fed (u8 / 255).
+FieldNorm measured(const data::Field& f) {
+  const auto n = static_cast<size_t>(f.array.elements());
+  double sum = 0, sum_sq = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double v = f.array.value(i);
+    sum += v;
+    sum_sq += v * v;
+  }
+  const double k = f.array.type == data::ElemType::u8 ? 1.0 / 255 : 1.0;
+  const double mean = n ? sum / static_cast<double>(n) : 0;
+  const double var = n ? std::max(0.0, sum_sq / static_cast<double>(n) - mean * mean) : 0;
+  return {f.name, mean * k, std::sqrt(var) * k};
+}
+
+Expected<std::vector<FieldNorm>> from_file(const std::string& path, const std::vector<const data::Field*>& inputs) {
+  auto bytes = read_whole_file(path, "normalization statistics", 16u << 20);
+  if (!bytes.ok()) return bytes.status().with_context("--normalize");
+  const nlohmann::json j = nlohmann::json::parse(*bytes, nullptr, false);
+  const std::string where = "--normalize " + path;
+  if (j.is_discarded() || !j.is_object() || !j.contains("fields") || !j["fields"].is_object())
+    return corrupt_data(where + ": not statistics `troupe data inspect --stats-out` wrote (no \"fields\" object)");
+  std::vector<FieldNorm> out;
+  for (const data::Field* f : inputs) {
+    if (!j["fields"].contains(f->name))
+      return invalid_argument(where + " has no statistics of the input field '" + f->name + "'");
+    const auto& s = j["fields"][f->name];
+    if (!s.is_object() || !s.contains("mean") || !s["mean"].is_number() || !s.contains("std") || !s["std"].is_number())
+      return corrupt_data(where + ": field '" + f->name + "' needs numbers mean and std");
+    if (s.contains("type") && s["type"] != data::elem_name(f->array.type))
+      return invalid_argument(where + ": its statistics of '" + f->name + "' are of " + s["type"].get<std::string>() +
+                              " values; the data's field is " + data::elem_name(f->array.type));
+    const double k = f->array.type == data::ElemType::u8 ? 1.0 / 255 : 1.0;  // stored unscaled
+    out.push_back({f->name, s["mean"].get<double>() * k, s["std"].get<double>() * k});
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<Normalization> make_normalization(const std::string& how, const std::vector<const data::Field*>& inputs) {
+  Normalization n;
+  if (how.empty() || how == "none") return n;
+  if (how == "standard") {
+    for (const data::Field* f : inputs) n.fields.push_back(measured(*f));
+  } else {
+    auto fields = from_file(how, inputs);
+    if (!fields.ok()) return fields.status();
+    n.fields = std::move(*fields);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const FieldNorm& f = n.fields[i];
+    const float scale = f.std > 0 && std::isfinite(f.std) ? static_cast<float>(1.0 / f.std) : 1.0f;
+    n.shift.insert(n.shift.end(), static_cast<size_t>(inputs[i]->array.example_elements()), static_cast<float>(f.mean));
+    n.scale.insert(n.scale.end(), static_cast<size_t>(inputs[i]->array.example_elements()), scale);
+  }
+  return n;
+}
+
+}  // namespace troupe
