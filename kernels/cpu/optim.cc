@@ -1,4 +1,7 @@
 // Optimizer steps over one flat parameter buffer: SGD (momentum, Nesterov, L2) and Adam / AdamW.
+// Built with -ffp-contract=off (kernels/CMakeLists.txt): each element's update is the same bits
+// whichever vectorised or scalar path the loop takes, on every instruction set, so the replicas of
+// a sync job stay identical.
 #include <cmath>
 
 #include "kernels/cpu/ops.h"

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/ops.h"
 #include "tests/support/numeric_test_util.h"
@@ -137,6 +138,74 @@ TEST_CASE("AdamW decays parameters even where the gradient is zero", "[optim]") 
   for (int s = 1; s <= 3; ++s) cpu::adam_step(p.data(), g.data(), m.data(), v.data(), 2, s, hp);
   REQUIRE(p[0] == Approx(2.0 * std::pow(0.95, 3)).epsilon(1e-6));
   REQUIRE(p[1] == Approx(-4.0 * std::pow(0.95, 3)).epsilon(1e-6));
+}
+
+namespace {
+
+// `steps` updates of n parameters from the same start and gradients as `step_all` applies them to
+// buffers `stride` floats apart (stride < 16: closer than a 64-byte vector, as malloc places small
+// vectors). Returns params then each state vector.
+template <typename Step>
+std::vector<float> run_steps(size_t n, size_t stride, int states, int steps, Step step_all) {
+  std::vector<float> storage((2 + states) * stride + n);
+  float* p = storage.data();
+  float* g = p + stride;
+  float* s1 = p + 2 * stride;
+  float* s2 = states > 1 ? p + 3 * stride : nullptr;
+  const auto start = random_floats(n, 5);
+  std::memcpy(p, start.data(), n * sizeof(float));
+  std::fill(s1, s1 + n, 0.0f);
+  if (s2) std::fill(s2, s2 + n, 0.0f);
+  for (int s = 1; s <= steps; ++s) {
+    const auto grads = random_floats(n, 2000 + s, -0.05f, 0.05f);
+    std::memcpy(g, grads.data(), n * sizeof(float));
+    step_all(p, g, s1, s2, n, s);
+  }
+  std::vector<float> out(p, p + n);
+  out.insert(out.end(), s1, s1 + n);
+  if (s2) out.insert(out.end(), s2, s2 + n);
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+// Every replica of a sync job applies the same all-reduced gradients with its own buffers, so the
+// update must not depend on where they lie: the vectorised loops pick a path by the buffers'
+// distance (overlap checks) and by what is left of n, and every path must round alike (no FMA
+// in one and a separate multiply and add in another).
+TEST_CASE("sgd_step and adam_step give the same bits wherever their buffers lie", "[optim]") {
+  cpu::AdamParams adam;
+  adam.lr = 0.002f;
+  cpu::SgdParams sgd;
+  sgd.lr = 0.05f;
+  sgd.momentum = 0.9f;
+  sgd.weight_decay = 0.01f;
+  auto adam_all = [&](float* p, const float* g, float* m, float* v, size_t n, int s) {
+    cpu::adam_step(p, g, m, v, n, s, adam);
+  };
+  auto adam_one_by_one = [&](float* p, const float* g, float* m, float* v, size_t n, int s) {
+    for (size_t i = 0; i < n; ++i) cpu::adam_step(p + i, g + i, m + i, v + i, 1, s, adam);
+  };
+  auto sgd_all = [&](float* p, const float* g, float* v, float*, size_t n, int) { cpu::sgd_step(p, g, v, n, sgd); };
+  auto sgd_one_by_one = [&](float* p, const float* g, float* v, float*, size_t n, int) {
+    for (size_t i = 0; i < n; ++i) cpu::sgd_step(p + i, g + i, v + i, 1, sgd);
+  };
+  constexpr int kMany = 40;  // enough steps for a rounding difference to show
+  for (size_t n : {size_t{10}, size_t{13}, size_t{40}}) {
+    CAPTURE(n);
+    // The reference: one element at a time (the scalar path), buffers far apart.
+    const auto adam_ref = run_steps(n, 1024, 2, kMany, adam_one_by_one);
+    const auto sgd_ref = run_steps(n, 1024, 1, kMany, sgd_one_by_one);
+    for (size_t stride : {size_t{1024}, n + 2, n + 3}) {
+      CAPTURE(stride);
+      CHECK(same_bits(run_steps(n, stride, 2, kMany, adam_all), adam_ref));
+      CHECK(same_bits(run_steps(n, stride, 1, kMany, sgd_all), sgd_ref));
+    }
+  }
 }
 
 TEST_CASE("optimizer steps with n = 0 do nothing", "[optim]") {
