@@ -21,6 +21,7 @@ SliceFeed::SliceFeed(const Dataset& data, uint64_t seed, int64_t global_batch, i
 Status SliceFeed::begin_epoch(int epoch) {
   order_ = epoch_permutation(data_.count, seed_, epoch);
   step_ = 0;
+  epoch_ = epoch;
   return {};
 }
 
@@ -30,6 +31,7 @@ Expected<bool> SliceFeed::next(Batch* out) {
   for (int64_t r = 0; r < local_batch_; ++r) {
     const int32_t idx = order_[static_cast<size_t>(step_ * global_batch_ + rank_ * local_batch_ + r)];
     copy_example(data_, idx, x_.data() + r * features, y_.data() + r * w, t_.data() + r * w);
+    if (transform_) transform_(epoch_, idx, x_.data() + r * features);
   }
   ++step_;
   *out = Batch{x_.data(), data_.classifies() ? y_.data() : nullptr, local_batch_, features};
@@ -37,6 +39,24 @@ Expected<bool> SliceFeed::next(Batch* out) {
   out->target_width = w;
   fields_.bind(spec_, out);
   return true;
+}
+
+uint64_t example_seed(uint64_t seed, int epoch, int64_t example) {
+  // splitmix64 of the three, mixed in turn: nearby examples and epochs get unrelated streams
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(example));
+}
+
+ExampleTransform trainer_transform(const Trainer& trainer, uint64_t seed) {
+  if (!trainer.transforms_inputs()) return {};
+  return [&trainer, seed](int epoch, int64_t example, float* inputs) {
+    trainer.transform_example(example_seed(seed, epoch, example), inputs);
+  };
 }
 
 std::string describe(const DataTag& tag) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,23 @@ static_assert(sizeof(DataSpan) == 24, "DataSpan is sent on the parameter-server 
 using DataTag = std::vector<DataSpan>;
 std::string describe(const DataTag& tag);  // "epoch 2 shard 5 [64, 96) + shard 6 [0, 32)"
 
+// A training example's inputs transformed in place (augmentation, Trainer::transform_example),
+// given the epoch and the example's index in the dataset.
+using ExampleTransform = std::function<void(int epoch, int64_t example, float* inputs)>;
+
+// The seed of example `example`'s transform in epoch `epoch` of a job seeded `seed`.
+uint64_t example_seed(uint64_t seed, int epoch, int64_t example);
+
+// `trainer`'s transform_example as a feed's transform (empty when it transforms nothing); the
+// trainer must outlive the feed's use of it.
+ExampleTransform trainer_transform(const Trainer& trainer, uint64_t seed);
+
 class BatchFeed {
  public:
   virtual ~BatchFeed() = default;
+  // Training batches' examples are transformed by `t` from the next begin_epoch() on (also the
+  // rows rows_of() gathers); empty: none.
+  virtual void set_transform(ExampleTransform t) { transform_ = std::move(t); }
   // Prepares epoch `epoch` (1-based).
   virtual Status begin_epoch(int epoch) = 0;
   // The next batch of the epoch in *out (its pointers stay valid until the next call); false at
@@ -64,6 +79,9 @@ class BatchFeed {
     (void)labels;
     return invalid_argument("this data feed does not tag its batches, so it cannot gather " + describe(tag));
   }
+
+ protected:
+  ExampleTransform transform_;
 };
 
 // Replica `rank` of `replicas`: rows [rank * b, (rank + 1) * b) of every global batch of
@@ -84,6 +102,7 @@ class SliceFeed final : public BatchFeed {
   int rank_;
   std::vector<int32_t> order_;
   int64_t step_ = 0;
+  int epoch_ = 0;
   std::vector<float> x_;
   std::vector<int32_t> y_;
   std::vector<float> t_;

@@ -102,9 +102,11 @@ Expected<CnnLayout> CnnLayout::make(int height, int width, int in_channels, Imag
 
 Expected<CnnLayout> CnnLayout::from_config(const JobConfig& config, const DataSpec& data) {
   for (const auto& kv : config.values()) {
-    if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden" && kv.first != "order")
+    if (kv.first != "channels" && kv.first != "kernel" && kv.first != "hidden" && kv.first != "order" &&
+        kv.first != "flip" && kv.first != "crop")
       return invalid_argument("unknown setting '" + kv.first + "'; the cnn takes channels (e.g. 32,64), "
-                              "kernel (odd, e.g. 3), hidden (e.g. 256) and order (hwc or chw)");
+                              "kernel (odd, e.g. 3), hidden (e.g. 256), order (hwc or chw), flip (0 or 1) and crop "
+                              "(padding in pixels)");
   }
   auto channels = config.get_int_list("channels", {32, 64});
   if (!channels.ok()) return channels.status();
@@ -120,7 +122,18 @@ Expected<CnnLayout> CnnLayout::from_config(const JobConfig& config, const DataSp
     return invalid_argument("the image " + std::to_string(image.height) + "x" + std::to_string(image.width) + "x" +
                             std::to_string(image.in_channels) + " does not hold the examples' " +
                             std::to_string(data.features) + " values");
-  return make(image.height, image.width, image.in_channels, image.order, data.classes, *channels, *kernel, *hidden);
+  auto layout = make(image.height, image.width, image.in_channels, image.order, data.classes, *channels, *kernel, *hidden);
+  if (!layout.ok()) return layout;
+  auto flip = config.get_int("flip", 0);
+  if (!flip.ok()) return flip.status();
+  auto crop = config.get_int("crop", 0);
+  if (!crop.ok()) return crop.status();
+  if (*flip != 0 && *flip != 1) return invalid_argument("flip=" + std::to_string(*flip) + ": 0 or 1");
+  if (*crop < 0 || *crop >= std::min(layout->height, layout->width))
+    return invalid_argument("crop=" + std::to_string(*crop) + ": the padding must be in [0, the image's shorter side)");
+  layout->flip = *flip == 1;
+  layout->crop = static_cast<int>(*crop);
+  return layout;
 }
 
 cpu::Conv2dShape CnnLayout::conv(int b, int64_t rows) const {

@@ -32,6 +32,10 @@ struct CnnLayout {
   std::vector<int> channels;   // filters per conv block
   std::vector<int> hidden;     // dense hidden layer widths
   int classes = 0;
+  // Augmentation of training images (trainer settings flip=1, crop=P): a horizontal flip half the
+  // time; a random crop of the image zero-padded by P pixels on every side.
+  bool flip = false;
+  int crop = 0;
 
   // Checks every size and says which one is wrong and what would do: the kernel odd and at most
   // the image's shorter side, each block must leave an image of at least 1 x 1. (The runtime

@@ -1,7 +1,9 @@
 // The built-in convolutional network (trainers/cnn.h) as a Trainer over the public API, registered
 // as "cnn". Settings (--trainer-arg key=value): channels (filters per conv block, "32,64"), kernel
 // (odd, 3), hidden (dense hidden widths, also --hidden, whose default 256,128 applies when neither
-// is given), order (hwc or chw, when the channel count does not tell). The data: images of
+// is given), order (hwc or chw, when the channel count does not tell), flip=1 and crop=P (training
+// images mirrored half the time, and cut from the image zero-padded by P pixels: augmentation run by
+// the runtime in the input pipeline's threads, seeded per (job seed, epoch, example)). The data: images of
 // [H, W], [H, W, C] or [C, H, W] per example (u8 in the files are fed scaled to [0, 1]), or rows
 // of a square number of values (Fashion-MNIST's 784 = 28 x 28). HWC images are transposed to CHW
 // as a conv block's first step (forward and backward alike).
@@ -125,6 +127,28 @@ class CnnTrainer final : public Trainer, public LayerModel {
   }
 
   std::string describe() const override { return layout_.to_string(); }
+
+  bool transforms_inputs() const override { return layout_.flip || layout_.crop > 0; }
+
+  // flip / crop (CnnLayout): out(c, y, x) = in(c, y + dy, x' + dx), x' mirrored when flipped, zero
+  // outside the image; in the rows' own order (HWC or CHW).
+  void transform_example(uint64_t seed, float* x) const override {
+    const int h = layout_.height, w = layout_.width, c = layout_.in_channels, p = layout_.crop;
+    const bool flip = layout_.flip && (seed & 1);
+    const int dy = p > 0 ? static_cast<int>((seed >> 8) % static_cast<uint64_t>(2 * p + 1)) - p : 0;
+    const int dx = p > 0 ? static_cast<int>((seed >> 32) % static_cast<uint64_t>(2 * p + 1)) - p : 0;
+    if (!flip && dy == 0 && dx == 0) return;
+    const bool hwc = layout_.order == ImageOrder::hwc;
+    auto at = [&](int ch, int y, int xx) { return hwc ? (static_cast<size_t>(y) * w + xx) * c + ch
+                                                       : (static_cast<size_t>(ch) * h + y) * w + xx; };
+    std::vector<float> in(x, x + static_cast<size_t>(h) * w * c);
+    for (int ch = 0; ch < c; ++ch)
+      for (int y = 0; y < h; ++y)
+        for (int xx = 0; xx < w; ++xx) {
+          const int sy = y + dy, sx = (flip ? w - 1 - xx : xx) + dx;
+          x[at(ch, y, xx)] = sy >= 0 && sy < h && sx >= 0 && sx < w ? in[at(ch, sy, sx)] : 0.0f;
+        }
+  }
 
   LayerModel* layers() override { return this; }
 

@@ -206,6 +206,12 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const int64_t features = train.features();
   SliceFeed slices(train, o.seed, o.batch_size, rank, world);
   BatchFeed& feed = replica.feed ? *replica.feed : slices;
+  // Augmentation: the trainer's transform of each training example, in the feed (its threads).
+  feed.set_transform(trainer_transform(trainer, o.seed));
+  struct ClearTransform {  // the transform refers to this frame's trainer
+    BatchFeed& f;
+    ~ClearTransform() { f.set_transform({}); }
+  } clear_transform{feed};
   std::vector<float> micro_grads;  // one micro-batch's gradients (--accumulate)
   collectives::CollectiveOptions sync;
   sync.timeout = replica.timeout;

@@ -57,7 +57,7 @@
 #define TROUPE_TRAINER_ABI 5  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
                               // 4: mixed precision (TrainerContext::precision, Batch::loss_scale);
                               // 5: the data's schema and fields by name, targets of any width,
-                              //    required_fields(), predict()
+                              //    required_fields(), predict(), transform_example()
 
 namespace troupe {
 
@@ -359,6 +359,18 @@ class Trainer {
   // default) when the trainer cannot be split, and `--strategy pipeline` refuses it saying so.
   // Owned by the trainer; called after setup().
   virtual LayerModel* layers() { return nullptr; }
+
+  // Augmentation (optional): whether transform_example() changes training inputs (false: never called).
+  virtual bool transforms_inputs() const { return false; }
+  // One training example's inputs (DataSpec::features f32, after conversion and normalisation)
+  // changed in place — a random crop, a flip — drawing its randomness from `seed` alone, which the
+  // runtime derives from (the job's seed, the epoch, the example), so runs, restarts and replays
+  // see the same example. Called from the input pipeline's threads, several at once: it must not
+  // change the trainer. Never called on evaluation or prediction data.
+  virtual void transform_example(uint64_t seed, float* inputs) const {
+    (void)seed;
+    (void)inputs;
+  }
 
   // The fields this trainer reads by name (Batch::field), given its settings: checked against the
   // dataset before setup(), so a dataset without them is refused at once, naming the field. None

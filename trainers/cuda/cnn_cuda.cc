@@ -32,6 +32,9 @@ Expected<CnnCudaSetup> cnn_cuda_setup(const TrainOptions& options, DataSpec data
   auto layout = CnnLayout::from_config(*config, data);
   if (!layout.ok()) return layout.status();
   // What the GPU path was measured on (2026-11-27); other images train on the CPU.
+  if (layout->flip || layout->crop > 0)
+    return invalid_argument("flip and crop augment in the CPU input pipeline; the GPU cnn does not: train without "
+                            "them on the GPU, or with them on the CPU");
   if (layout->in_channels != 1 || layout->side() == 0)
     return invalid_argument("the GPU cnn takes square one-channel images; this data's are " + layout->to_string() +
                             ": train it on the CPU (without --device cuda)");

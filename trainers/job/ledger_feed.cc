@@ -71,6 +71,12 @@ Status LedgerFeed::begin_epoch(int epoch) {
     po.threads = lanes > 1 ? 1 : options_.threads;  // lanes: one producer each is plenty
     po.depth = options_.depth;
     po.partial = options_.keep_partial ? data::PartialBatch::keep : data::PartialBatch::drop;
+    if (transform_) {  // augmentation, in the pipeline's threads
+      po.transform = [t = transform_, epoch, features = data_.features()](data::Batch& b) -> Status {
+        for (int64_t r = 0; r < b.size; ++r) t(epoch, b.indices[static_cast<size_t>(r)], b.inputs.data() + r * features);
+        return {};
+      };
+    }
     auto pipeline = data::InputPipeline::start(data_, std::move(source), po);
     if (!pipeline.ok()) return pipeline.status();
     lane.pipeline = std::move(*pipeline);
@@ -156,7 +162,7 @@ DataTag LedgerFeed::position() const {
 
 Status LedgerFeed::rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) {
   TaggedRows rows;
-  TROUPE_RETURN_IF_ERROR(gather_tagged_rows(data_, options_.plan, tag, &tag_plans_, &rows));
+  TROUPE_RETURN_IF_ERROR(gather_tagged_rows(data_, options_.plan, tag, &tag_plans_, &rows, transform_));
   *inputs = std::move(rows.inputs);
   *labels = std::move(rows.labels);
   return {};

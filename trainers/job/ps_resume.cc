@@ -63,7 +63,8 @@ Expected<int64_t> catch_up_shard(ps::ParameterShard& shard, int index, const che
         trainer = std::move(setup->trainer);
         grads.resize(state.params.size());
       }
-      TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, tag, &plans, &rows).with_context(who + " catching up"));
+      TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, tag, &plans, &rows, trainer_transform(*trainer, options.seed))
+                                 .with_context(who + " catching up"));
       std::fill(grads.begin(), grads.end(), 0.0f);
       Gradients g(grads.data(), grads.size());
       auto stats = trainer->forward_backward(rows.batch(train.features()),

@@ -28,10 +28,10 @@ Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset
                 const data::ShardPlanOptions& plan, int rank, int workers, int64_t clock, const DataTag& tag,
                 const std::vector<int>& lagging) {
   std::map<int, data::ShardPlan> plans;
-  TaggedRows rows;
-  TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, tag, &plans, &rows));
   auto setup = recomputing_trainer(client, options, train, rank, workers);
   if (!setup.ok()) return setup.status();
+  TaggedRows rows;
+  TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, tag, &plans, &rows, trainer_transform(*setup->trainer, options.seed)));
   const size_t n = setup->space.size();
   std::vector<float> params(n), grads(n, 0.0f);
   auto versions = client.pull(clock, params.data());
@@ -72,7 +72,8 @@ Expected<int> replay_lost(ps::PsClient& client, const TrainOptions& options, con
   for (const ps::TaggedPush& p : history->pushes) {
     if (p.clock > last) break;
     TaggedRows rows;
-    TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, p.tag, &plans, &rows));
+    TROUPE_RETURN_IF_ERROR(
+        gather_tagged_rows(train, plan, p.tag, &plans, &rows, trainer_transform(*setup->trainer, options.seed)));
     std::fill(grads.begin(), grads.end(), 0.0f);
     Gradients grad_view(grads.data(), n);
     if (!p.tag.empty()) {

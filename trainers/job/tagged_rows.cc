@@ -3,9 +3,10 @@
 namespace troupe::job {
 
 Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& plan_options, const DataTag& tag,
-                          std::map<int, data::ShardPlan>* plans, TaggedRows* out) {
+                          std::map<int, data::ShardPlan>* plans, TaggedRows* out, const ExampleTransform& transform) {
   out->inputs.clear();
   out->labels.clear();
+  out->origin.clear();
   const int64_t features = train.features();
   for (const DataSpan& d : tag) {
     auto it = plans->find(d.epoch);
@@ -26,6 +27,8 @@ Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& pl
       out->inputs.resize(at + static_cast<size_t>(features));
       out->labels.emplace_back();
       copy_example(train, idx, out->inputs.data() + at, &out->labels.back(), nullptr);  // one class per example
+      if (transform) transform(d.epoch, idx, out->inputs.data() + at);
+      out->origin.emplace_back(d.epoch, idx);
     }
   }
   return {};

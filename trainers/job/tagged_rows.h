@@ -18,6 +18,7 @@ namespace troupe::job {
 struct TaggedRows {
   std::vector<float> inputs;
   std::vector<int32_t> labels;
+  std::vector<std::pair<int, int32_t>> origin;  // every row's (epoch, example index)
   Batch batch(int64_t features) const {
     return Batch{inputs.data(), labels.data(), static_cast<int64_t>(labels.size()), features};
   }
@@ -25,7 +26,9 @@ struct TaggedRows {
 
 // The rows of `tag` of `train`, its epochs planned with `plan` (planned once each into *plans).
 // internal_error when a span lies outside its epoch's plan (servers of another dataset?).
+// With `transform` (the job's augmentation), every row transformed as the training batch was.
 Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& plan, const DataTag& tag,
-                          std::map<int, data::ShardPlan>* plans, TaggedRows* out);
+                          std::map<int, data::ShardPlan>* plans, TaggedRows* out,
+                          const ExampleTransform& transform = {});
 
 }  // namespace troupe::job

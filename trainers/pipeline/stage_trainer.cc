@@ -155,6 +155,7 @@ Expected<StageResult> Loop::run() {
                setup->space.size(), schedule_name(schedule), po.microbatches, micro_rows);
 
   SliceFeed feed(train, o.seed, o.batch_size, replica, replicas);
+  feed.set_transform(trainer_transform(*setup->trainer, o.seed));  // augmentation (the first stage's inputs)
   collectives::CollectiveOptions sync;
   sync.timeout = comms.timeout;
   const auto job_start = Clock::now();
