@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   runners["data"] = cli::add_data_command(app, global);
   runners["model"] = cli::add_model_command(app, global);
   runners["export"] = cli::add_export_command(app, global);
+  runners["predict"] = cli::add_predict_command(app, global);
 
   try {
     app.parse(argc, argv);

@@ -104,8 +104,9 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
   return {};
 }
 
-std::map<std::string, std::string> model_metadata(const TrainOptions& o, const std::string& description,
-                                                  int64_t step, int epoch, double test_accuracy) {
+std::map<std::string, std::string> model_metadata(const TrainOptions& o, const DataSpec& data,
+                                                  const std::string& description, int64_t step, int epoch,
+                                                  double test_accuracy) {
   std::string args;
   for (const auto& a : o.trainer_args) args += (args.empty() ? "" : ";") + a;
   std::string hidden;
@@ -125,6 +126,14 @@ std::map<std::string, std::string> model_metadata(const TrainOptions& o, const s
                                        {"troupe.epoch", std::to_string(epoch)},
                                        {"troupe.version", TROUPE_VERSION_STRING}};
   if (test_accuracy >= 0) m["troupe.test_accuracy"] = std::to_string(test_accuracy);
+  m["troupe.features"] = std::to_string(data.features);
+  m["troupe.classes"] = std::to_string(data.classes);
+  m["troupe.target_width"] = std::to_string(data.target_width);
+  m["troupe.loss"] = o.loss;
+  if (o.seq_len > 0) m["troupe.seq_len"] = std::to_string(o.seq_len);
+  std::string schema;
+  for (const FieldSpec& f : data.fields) schema += (schema.empty() ? "" : "; ") + f.describe() + (f.target ? " (target)" : "");
+  m["troupe.schema"] = schema;
   return m;
 }
 

@@ -35,9 +35,12 @@ Status check_save_target(const std::string& path, const std::string& flag = "--s
 Status load_model_into(const std::string& path, const ParameterSpace& space, const std::string& trainer, bool partial,
                        float* params);
 
-// The metadata a job's model file carries: trainer, its description and arguments, the data, the
-// step and epoch reached, the test accuracy, troupe's version.
-std::map<std::string, std::string> model_metadata(const TrainOptions& o, const std::string& description,
-                                                  int64_t step, int epoch, double test_accuracy);
+// The metadata a job's model file carries: trainer, its description and arguments, the data and
+// its schema (troupe.classes, troupe.target_width, troupe.schema: what `troupe predict` sets the
+// trainer up with), the loss and token windows, the step and epoch reached, the test accuracy,
+// troupe's version.
+std::map<std::string, std::string> model_metadata(const TrainOptions& o, const DataSpec& data,
+                                                  const std::string& description, int64_t step, int epoch,
+                                                  double test_accuracy);
 
 }  // namespace troupe

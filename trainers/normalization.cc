@@ -60,6 +60,35 @@ Expected<std::vector<FieldNorm>> from_file(const std::string& path, const std::v
 
 }  // namespace
 
+namespace {
+
+Normalization expanded(std::vector<FieldNorm> fields, const std::vector<const data::Field*>& inputs) {
+  Normalization n;
+  n.fields = std::move(fields);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const FieldNorm& f = n.fields[i];
+    const float scale = f.std > 0 && std::isfinite(f.std) ? static_cast<float>(1.0 / f.std) : 1.0f;
+    n.shift.insert(n.shift.end(), static_cast<size_t>(inputs[i]->array.example_elements()), static_cast<float>(f.mean));
+    n.scale.insert(n.scale.end(), static_cast<size_t>(inputs[i]->array.example_elements()), scale);
+  }
+  return n;
+}
+
+}  // namespace
+
+Expected<Normalization> normalization_from_json(const std::string& json, const std::vector<const data::Field*>& inputs) {
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return corrupt_data("the model's troupe.normalization is not a JSON object");
+  std::vector<FieldNorm> fields;
+  for (const data::Field* f : inputs) {
+    if (!j.contains(f->name) || !j[f->name].contains("mean") || !j[f->name].contains("std"))
+      return invalid_argument("the model was trained on inputs normalised per field, and its statistics lack the "
+                              "input field '" + f->name + "'");
+    fields.push_back({f->name, j[f->name]["mean"].get<double>(), j[f->name]["std"].get<double>()});
+  }
+  return expanded(std::move(fields), inputs);
+}
+
 Expected<Normalization> make_normalization(const std::string& how, const std::vector<const data::Field*>& inputs) {
   Normalization n;
   if (how.empty() || how == "none") return n;
@@ -70,13 +99,7 @@ Expected<Normalization> make_normalization(const std::string& how, const std::ve
     if (!fields.ok()) return fields.status();
     n.fields = std::move(*fields);
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const FieldNorm& f = n.fields[i];
-    const float scale = f.std > 0 && std::isfinite(f.std) ? static_cast<float>(1.0 / f.std) : 1.0f;
-    n.shift.insert(n.shift.end(), static_cast<size_t>(inputs[i]->array.example_elements()), static_cast<float>(f.mean));
-    n.scale.insert(n.scale.end(), static_cast<size_t>(inputs[i]->array.example_elements()), scale);
-  }
-  return n;
+  return expanded(std::move(n.fields), inputs);
 }
 
 }  // namespace troupe

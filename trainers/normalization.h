@@ -36,3 +36,11 @@ struct Normalization {
 Expected<Normalization> make_normalization(const std::string& how, const std::vector<const data::Field*>& inputs);
 
 }  // namespace troupe
+
+namespace troupe {
+
+// The normalisation a saved model's metadata carries (Normalization::to_json: statistics of the
+// values as fed) for the input fields `inputs`; invalid_argument naming the field it lacks.
+Expected<Normalization> normalization_from_json(const std::string& json, const std::vector<const data::Field*>& inputs);
+
+}  // namespace troupe

@@ -12,6 +12,7 @@
 #include "tests/data/numpy_fixture.h"
 #include "trainers/local_trainer.h"
 #include "trainers/model_file.h"
+#include "trainers/predict.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {
@@ -51,6 +52,7 @@ for l in range(3):
     a = a @ get('w%d' % l) + get('b%d' % l)
     if l < 2: a = np.maximum(a, 0)
 open('numpy_accuracy.txt', 'w').write(repr(float((a.argmax(1) == y).mean())))
+np.save('numpy_logits.npy', a); np.save('x_test.npy', idx(src + '/t10k-images-idx3-ubyte.gz')); np.save('y_test.npy', y)
 )PY");
   std::ifstream acc(dir.file("numpy_accuracy.txt"));
   double numpy_accuracy = -1;
@@ -58,6 +60,28 @@ open('numpy_accuracy.txt', 'w').write(repr(float((a.argmax(1) == y).mean())))
   WARN("troupe test accuracy " << trained->test_accuracy << ", NumPy's forward pass on the saved file "
                                << numpy_accuracy);
   CHECK(std::fabs(numpy_accuracy - trained->test_accuracy) <= 2e-4);  // at most 2 of 10,000 images (summation order)
+
+  // troupe predict over the same test set as .npy files: troupe's accuracy exactly, NumPy's logits.
+  PredictOptions po;
+  po.model = o.save_path;
+  po.data = dir.file("x_test.npy") + "," + dir.file("y_test.npy");
+  po.out = dir.file("predicted.npy");
+  auto predicted = predict_local(po);
+  INFO(predicted.status().to_string());
+  REQUIRE(predicted.ok());
+  CHECK(predicted->rows == 10000);
+  CHECK(predicted->outputs == 10);
+  CHECK(predicted->accuracy == trained->test_accuracy);
+  run_numpy(dir.path(), R"PY(
+p = np.load('predicted.npy'); a = np.load('numpy_logits.npy')
+assert p.dtype == np.float32 and p.shape == (10000, 10), (p.dtype, p.shape)
+open('logit_difference.txt', 'w').write(repr(float(np.abs(p - a).max() / np.abs(a).max())))
+)PY");
+  std::ifstream diff(dir.file("logit_difference.txt"));
+  double logit_difference = 1;
+  diff >> logit_difference;
+  WARN("troupe predict's logits vs NumPy's forward pass: max |difference| / max |logit| = " << logit_difference);
+  CHECK(logit_difference < 1e-5);
 
   // Fine-tuning: one more epoch from the file starts where the first ended, far above a fresh epoch.
   TrainOptions tune;
@@ -89,7 +113,7 @@ TEST_CASE("model file: other shapes, other trainers and missing blocks are refus
   REQUIRE(setup.ok());
   std::vector<float> params(setup->space.size(), 0.25f);
   REQUIRE(save_model(dir.file("small.safetensors"), setup->space, params.data(), DType::bf16,
-                     model_metadata(o, setup->model, 10, 1, 0.5)).ok());
+                     model_metadata(o, DataSpec{784, 10}, setup->model, 10, 1, 0.5)).ok());
   auto f = data::read_safetensors(dir.file("small.safetensors"));
   REQUIRE(f.ok());
   CHECK(f->find("w0")->dtype == "BF16");

@@ -106,7 +106,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   if (saves) {
     const int epochs_done = result->history.empty() ? 0 : result->history.back().epoch;
     TROUPE_RETURN_IF_ERROR(save_model(o.save_path, setup->space, final_params->data(), o.save_dtype,
-                                      model_metadata(o, setup->model, result->steps, epochs_done, result->test_accuracy))
+                                      model_metadata(o, train.spec(), setup->model, result->steps, epochs_done, result->test_accuracy))
                                .with_context("--save"));
     spdlog::info("model written to {}", o.save_path);
   }
