@@ -51,6 +51,7 @@ Runner add_predict_command(CLI::App& app, GlobalOptions&) {
                        {"seconds", r->seconds}, {"rows_per_second", r->rows_per_second}};
       if (r->accuracy >= 0) j["accuracy"] = r->accuracy;
       if (r->mse >= 0) j["mse"] = r->mse;
+      if (!r->note.empty()) j["note"] = r->note;
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       return 0;
     }
@@ -59,6 +60,7 @@ Runner add_predict_command(CLI::App& app, GlobalOptions&) {
                 format_count(r->rows_per_second).c_str(), r->seconds);
     if (r->accuracy >= 0) std::printf("accuracy %.4f\n", r->accuracy);
     if (r->mse >= 0) std::printf("mean squared error %.6g\n", r->mse);
+    if (!r->note.empty()) std::printf("note: %s\n", r->note.c_str());
     return 0;
   };
 }

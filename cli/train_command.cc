@@ -79,7 +79,7 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
           auto setup = set_up_trainer(o, data->train->spec(), 0, 1);
           const int epochs_done = run->train.history.empty() ? 0 : run->train.history.back().epoch;
           Status saved = setup.ok() ? save_model(o.save_path, setup->space, run->params.data(), o.save_dtype,
-                                                 model_metadata(o, data->train->spec(), setup->model, run->train.steps, epochs_done,
+                                                 model_metadata(o, data->train->spec(), data->train->normalization, setup->model, run->train.steps, epochs_done,
                                                                 run->train.test_accuracy))
                                     : setup.status();
           if (!saved.ok()) result = saved.with_context("--save");

@@ -114,6 +114,8 @@ Status finish_train_flags(TrainFlags& f) {
   f.options.val = data::absolute_spec(f.options.val);
   if (!f.options.init_from.empty()) f.options.init_from = std::filesystem::absolute(f.options.init_from).string();
   if (!f.options.save_path.empty()) f.options.save_path = std::filesystem::absolute(f.options.save_path).string();
+  const std::string& n = f.options.normalize;
+  if (!n.empty() && n != "none" && n != "standard") f.options.normalize = std::filesystem::absolute(n).string();
   return {};
 }
 

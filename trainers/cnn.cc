@@ -114,6 +114,16 @@ Expected<CnnLayout> CnnLayout::from_config(const JobConfig& config, const DataSp
   if (!kernel.ok()) return kernel.status();
   auto hidden = config.get_int_list("hidden", {256});
   if (!hidden.ok()) return hidden.status();
+  if (data.classes <= 0 || data.target_width != 1)
+    return invalid_argument(std::string("the cnn classifies an image into one class; this data's target holds ") +
+                            (data.classes <= 0 ? "values (--loss mse)" : std::to_string(data.target_width) +
+                                                                             " labels per example (a sequence)") +
+                            ": train it with the mlp or a trainer of yours");
+  int image_fields = 0;
+  for (const FieldSpec& f : data.fields) image_fields += f.target ? 0 : 1;
+  if (image_fields > 1)
+    return invalid_argument("the cnn reads one image field; the data has " + std::to_string(image_fields) +
+                            " input fields: name the image with --inputs");
   std::vector<int64_t> shape = data.input_shape();
   if (shape.empty() || data.fields.empty()) shape = {data.features};
   CnnLayout image;

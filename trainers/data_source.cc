@@ -1,6 +1,7 @@
 #include "trainers/data_source.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -168,7 +169,10 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
   }
   int64_t features = 0;
   for (const Field* f : *xs) features += f->array.example_elements();
-  if (features <= 0 || features > (int64_t{1} << 31))
+  if (table.count() > INT32_MAX)
+    return invalid_argument(where + ": " + std::to_string(table.count()) + " examples; troupe's shard plans and "
+                            "shuffles index up to 2^31 - 1 of them: split the data into several datasets");
+  if (features <= 0 || features > INT32_MAX)
     return invalid_argument(where + ": inputs of " + std::to_string(features) + " values per example");
   d.rows = 1;
   d.cols = static_cast<int>(features);
@@ -230,6 +234,9 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
   if (o.data.empty()) {
     if (!o.normalize.empty() && o.normalize != "none")
       return invalid_argument("--normalize applies to --data; the built-in dataset is fed as it is (pixels / 255)");
+    if (o.loss != "xent") return invalid_argument("--loss " + o.loss + " applies to --data; the built-in dataset holds classes");
+    if (o.seq_len > 0) return invalid_argument("--seq-len applies to a token stream given with --data");
+    if (o.stream) return invalid_argument("--stream applies to --data; the built-in dataset is small and kept in memory");
     auto train = cached_fashion_mnist(o.dataset_dir, Split::train);
     if (!train.ok()) return train.status().with_context("loading the training set");
     auto test = cached_fashion_mnist(o.dataset_dir, Split::test);

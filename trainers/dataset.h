@@ -67,10 +67,17 @@ std::pair<Dataset, Dataset> split_fraction(const Dataset& d, double fraction, ui
 // live here until the next bind().
 class BatchFields {
  public:
+  // The views' names point into `spec`, which must outlive them.
   void bind(const DataSpec& spec, Batch* b);
+  // The same with a copy of `spec` kept here (for a spec made on the spot: Dataset::spec()).
+  void bind_copy(const DataSpec& spec, Batch* b) {
+    owned_ = spec;
+    bind(owned_, b);
+  }
 
  private:
   std::vector<FieldView> views_;
+  DataSpec owned_;
 };
 
 // Rows [first, first + rows) of `b` (a micro-batch): its inputs, target and fields (views kept in

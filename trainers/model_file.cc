@@ -105,8 +105,8 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
 }
 
 std::map<std::string, std::string> model_metadata(const TrainOptions& o, const DataSpec& data,
-                                                  const std::string& description, int64_t step, int epoch,
-                                                  double test_accuracy) {
+                                                  const std::string& normalization, const std::string& description,
+                                                  int64_t step, int epoch, double test_accuracy) {
   std::string args;
   for (const auto& a : o.trainer_args) args += (args.empty() ? "" : ";") + a;
   std::string hidden;
@@ -134,6 +134,8 @@ std::map<std::string, std::string> model_metadata(const TrainOptions& o, const D
   std::string schema;
   for (const FieldSpec& f : data.fields) schema += (schema.empty() ? "" : "; ") + f.describe() + (f.target ? " (target)" : "");
   m["troupe.schema"] = schema;
+  if (!o.normalize.empty() && o.normalize != "none") m["troupe.normalize"] = o.normalize;
+  if (!normalization.empty()) m["troupe.normalization"] = normalization;
   return m;
 }
 

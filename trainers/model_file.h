@@ -39,8 +39,9 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
 // its schema (troupe.classes, troupe.target_width, troupe.schema: what `troupe predict` sets the
 // trainer up with), the loss and token windows, the step and epoch reached, the test accuracy,
 // troupe's version.
+// `normalization`: the statistics the inputs were normalised by (Dataset::normalization; "" none).
 std::map<std::string, std::string> model_metadata(const TrainOptions& o, const DataSpec& data,
-                                                  const std::string& description, int64_t step, int epoch,
-                                                  double test_accuracy);
+                                                  const std::string& normalization, const std::string& description,
+                                                  int64_t step, int epoch, double test_accuracy);
 
 }  // namespace troupe

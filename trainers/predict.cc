@@ -69,11 +69,25 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   if (meta.count("troupe.trainer_args")) t.trainer_args = split_list(meta.at("troupe.trainer_args"), ';');
   if (meta.count("troupe.hidden")) {
     t.hidden.clear();
-    for (const auto& h : split_list(meta.at("troupe.hidden"), ',')) t.hidden.push_back(std::stoi(h));
+    for (const auto& h : split_list(meta.at("troupe.hidden"), ',')) {
+      try {
+        t.hidden.push_back(std::stoi(h));
+      } catch (...) {
+        return corrupt_data(o.model + ": metadata troupe.hidden = '" + meta.at("troupe.hidden") + "' is not a list of sizes");
+      }
+    }
   }
   t.loss = meta.count("troupe.loss") ? meta.at("troupe.loss") : "xent";
   auto classes = int_of(meta, "troupe.classes", o.model);
   if (!classes.ok()) return classes.status();
+  auto target_width = int_of(meta, "troupe.target_width", o.model);
+  if (!target_width.ok()) return target_width.status();
+  if (meta.count("troupe.seq_len"))
+    return invalid_argument(o.model + " was trained on --seq-len " + meta.at("troupe.seq_len") +
+                            " token windows; troupe predict does not cut windows yet (generation comes with the gpt)");
+  if (meta.count("troupe.normalize") && !meta.count("troupe.normalization"))
+    return invalid_argument(o.model + " was trained with --normalize " + meta.at("troupe.normalize") +
+                            " but does not carry the statistics (troupe.normalization): save it again with this troupe");
   const bool values = t.loss == "mse";
 
   data::SpecOptions so;
@@ -90,16 +104,32 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   if (target.empty())
     for (const auto& n : data::conventional_target_names())
       if (table->find(n)) target = n;
-  const bool scored = !target.empty() && table->find(target) != nullptr;
+  bool scored = !target.empty() && table->find(target) != nullptr;
+  std::string note;
+  if (scored && !table->find(target)->classes.empty()) {
+    // Text labels: their classes are this file's sorted names, which need not be the training
+    // set's (the model file does not record those), so nothing is scored against them.
+    scored = false;
+    note = "the data's labels are text; the model does not record the training classes' names, so they are not scored";
+    if (inputs.empty())
+      for (const auto& f : table->fields)
+        if (f.name != target) inputs.push_back(f.name);
+  }
   if (!scored) {
-    if (!target.empty() && !o.target.empty())
+    if (!o.target.empty() && !table->find(o.target))
       return invalid_argument(o.data + ": no field '" + target + "' for --target (fields: " + data::join(table->names()) + ")");
+    if (inputs.empty())
+      for (const auto& f : table->fields)
+        if (f.name != target) inputs.push_back(f.name);
     target = "__troupe_no_target";
-    data::Field none;
+    data::Field none;  // a stand-in of the trained target's type and width: zeros, never scored
     none.name = target;
     none.source = "(none: the data has no target)";
-    none.array = data::owned_array(data::ElemType::i32, {table->count()},
-                                   std::vector<uint8_t>(static_cast<size_t>(table->count()) * 4, 0));
+    const int64_t w = values ? *target_width : 1;
+    std::vector<int64_t> shape{table->count()};
+    if (values && w > 1) shape.push_back(w);
+    none.array = data::owned_array(values ? data::ElemType::f32 : data::ElemType::i32, shape,
+                                   std::vector<uint8_t>(static_cast<size_t>(table->count() * w) * 4, 0));
     table->fields.push_back(std::move(none));
   }
   if (inputs.empty())
@@ -110,7 +140,12 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   if (meta.count("troupe.normalization")) {
     std::vector<const data::Field*> xs;
     for (const auto& n : inputs) xs.push_back(table->find(n));
-    auto norm = normalization_from_json(meta.at("troupe.normalization"), xs);
+    Expected<Normalization> norm = invalid_argument("");
+    try {
+      norm = normalization_from_json(meta.at("troupe.normalization"), xs);
+    } catch (const std::exception& e) {
+      return corrupt_data(o.model + ": metadata troupe.normalization is malformed (" + e.what() + ")");
+    }
     if (!norm.ok()) return norm.status().with_context(o.model);
     for (int64_t i = 0; i < d->count; ++i) norm->apply(d->images.data() + i * d->features());
   }
@@ -123,6 +158,7 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
 
   PredictResult r;
   r.model = setup->model;
+  r.note = note;
   r.rows = d->count;
   r.outputs = width;
   std::vector<float> out(static_cast<size_t>(d->count * width));

@@ -32,6 +32,7 @@ struct PredictResult {
   double seconds = 0, rows_per_second = 0;
   double accuracy = -1;    // when the data has the classes
   double mse = -1;         // when the data has a regression's values
+  std::string note;        // why the outputs were not scored although the data has a target
 };
 
 using PredictProgress = std::function<void(int64_t done, int64_t total)>;

@@ -328,8 +328,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   result.wall_seconds = seconds_since(job_start);
   if (rank == 0 && !o.save_path.empty()) {
     const int epochs_done = result.history.empty() ? 0 : result.history.back().epoch;
-    auto metadata = model_metadata(o, train.spec(), setup->model, step, epochs_done, result.test_accuracy);
-    if (!train.normalization.empty()) metadata["troupe.normalization"] = train.normalization;
+    auto metadata =
+        model_metadata(o, train.spec(), train.normalization, setup->model, step, epochs_done, result.test_accuracy);
     TROUPE_RETURN_IF_ERROR(save_model(o.save_path, space, params.data(), o.save_dtype, metadata).with_context("--save"));
     spdlog::info("model written to {}", o.save_path);
   }

@@ -113,7 +113,7 @@ TEST_CASE("model file: other shapes, other trainers and missing blocks are refus
   REQUIRE(setup.ok());
   std::vector<float> params(setup->space.size(), 0.25f);
   REQUIRE(save_model(dir.file("small.safetensors"), setup->space, params.data(), DType::bf16,
-                     model_metadata(o, DataSpec{784, 10}, setup->model, 10, 1, 0.5)).ok());
+                     model_metadata(o, DataSpec{784, 10}, "", setup->model, 10, 1, 0.5)).ok());
   auto f = data::read_safetensors(dir.file("small.safetensors"));
   REQUIRE(f.ok());
   CHECK(f->find("w0")->dtype == "BF16");

@@ -45,7 +45,7 @@ std::pair<double, double> moments(const Dataset& d, int64_t from, int64_t width)
   return {m, std::sqrt(s2 / n - m * m)};
 }
 
-TEST_CASE("--normalize standard gives the training split zero mean and unit variance per field", "[data][normalize]") {
+TEST_CASE("normalize: --normalize standard gives the training split zero mean and unit variance per field", "[data][normalize]") {
   TempDir dir;
   write_fields(dir.path());
   TrainOptions o;
@@ -93,7 +93,7 @@ TEST_CASE("--normalize standard gives the training split zero mean and unit vari
   }
 }
 
-TEST_CASE("--normalize FILE takes the statistics troupe data inspect --stats-out wrote, and names what is wrong",
+TEST_CASE("normalize: --normalize FILE takes the statistics troupe data inspect --stats-out wrote, and names what is wrong",
           "[data][normalize]") {
   TempDir dir;
   write_fields(dir.path());

@@ -66,6 +66,19 @@ assert p.shape == (700, 2), p.shape
 assert float(((p - y) ** 2).mean()) < 0.3
 )PY");
 
+  SECTION("data without the target: outputs of the trained width, nothing scored") {
+    run_numpy(dir.path(), "os.mkdir('bare'); np.save('bare/x.npy', np.load('data/x_val.npy')[:50])");
+    PredictOptions bare = p;
+    bare.data = dir.file("bare");
+    bare.split.clear();
+    auto b = predict_local(bare);
+    INFO(b.status().to_string());
+    REQUIRE(b.ok());
+    CHECK(b->rows == 50);
+    CHECK(b->outputs == 2);
+    CHECK(b->mse == -1);
+    CHECK(b->accuracy == -1);
+  }
   SECTION("refusals name what is wrong") {
     PredictOptions bad = p;
     bad.split = "test";

@@ -22,7 +22,7 @@ using troupe::testing::run_command;
 using troupe::testing::run_numpy;
 using troupe::testing::TempDir;
 
-TEST_CASE("--stream trains the same steps as the data in memory, bit for bit", "[data][stream]") {
+TEST_CASE("stream: --stream trains the same steps as the data in memory, bit for bit", "[data][stream]") {
   TempDir dir;
   run_numpy(dir.path(), R"PY(
 rng = np.random.default_rng(4)
@@ -81,7 +81,7 @@ std::string memory_cgroup(const std::string& name, int64_t bytes) {
   return dir;
 }
 
-TEST_CASE("--stream goes through an epoch of a dataset several times its process's memory limit", "[data][stream]") {
+TEST_CASE("stream: --stream goes through an epoch of a dataset several times its process's memory limit", "[data][stream]") {
   TempDir dir;
   // 1,000,000 examples of 784 u8 (784 MB: 3.1 GB once converted to f32); the class is whether
   // the first pixel is bright, so the model has something to learn. A small separate val split.

@@ -34,7 +34,7 @@ for split, n in (('train', 4000), ('val', 800)):
 )PY");
 }
 
-TEST_CASE("--loss mse regresses on value targets, and a class target refuses floats naming the flag", "[data][targets]") {
+TEST_CASE("regression: --loss mse learns value targets, and a class target refuses floats naming the flag", "[data][targets]") {
   TempDir dir;
   write_regression(dir.path());
   TrainOptions o;
@@ -76,7 +76,7 @@ TEST_CASE("--loss mse regresses on value targets, and a class target refuses flo
   }
 }
 
-TEST_CASE("token windows: inputs are ids [t, t+T), targets the next ids, and bad streams are named", "[data][targets]") {
+TEST_CASE("token windows: inputs are the ids from t, targets the ids one on, and bad streams are named", "[data][targets]") {
   data::Field f;
   f.name = "tokens";
   f.source = "train.bin";
@@ -115,7 +115,7 @@ TEST_CASE("token windows: inputs are ids [t, t+T), targets the next ids, and bad
   CHECK(not_ids.status().message().find("not a flat stream of integer token ids") != std::string::npos);
 }
 
-TEST_CASE("--seq-len on a .bin stream with a val split, and the refusals around it", "[data][targets]") {
+TEST_CASE("windows: --seq-len on a .bin stream with a val split, and the refusals around it", "[data][targets]") {
   TempDir dir;
   run_numpy(dir.path(), R"PY(
 np.arange(0, 1001, dtype=np.uint16).__mod__(50).astype(np.uint16).tofile('train.bin')

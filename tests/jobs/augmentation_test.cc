@@ -158,7 +158,7 @@ TEST_CASE("training batches are augmented per (seed, epoch, example), and replay
     job::LedgerFeed feed(d, store, JobId::random(), WorkerId::random(), fo);
     feed.set_transform(t);
     REQUIRE(feed.begin_epoch(1).ok());
-    int batches = 0;
+    int batches = 0, changed = 0;
     while (true) {
       Batch b;
       auto more = feed.next(&b);
@@ -170,10 +170,23 @@ TEST_CASE("training batches are augmented per (seed, epoch, example), and replay
       REQUIRE(feed.rows_of(tag, &inputs, &labels).ok());
       CHECK(inputs == std::vector<float>(b.inputs, b.inputs + b.size * f));
       CHECK(labels == std::vector<int32_t>(b.labels, b.labels + b.size));
+      // ... and those rows are transformed: none is its example as stored (values are distinct)
+      for (int64_t r = 0; r < b.size; ++r) {
+        const float* row = b.inputs + r * f;
+        bool stored = false;
+        for (int64_t i = 0; i < d.count && !stored; ++i)
+          stored = std::equal(row, row + f, d.images.begin() + i * f);
+        changed += stored ? 0 : 1;
+      }
       REQUIRE(feed.trained().ok());
       ++batches;
     }
     CHECK(batches == 8);
+    CHECK(changed > 48);  // of 64: flip and crop leave about 1 in 50 unchanged
     REQUIRE(feed.end_epoch().ok());
+    // Clearing the transform (a loop returning) stops the pipeline threads that ran it.
+    feed.set_transform({});
+    CHECK_FALSE(feed.next(nullptr).ok());  // until the next epoch begins
+    REQUIRE(feed.begin_epoch(2).ok());
   }
 }

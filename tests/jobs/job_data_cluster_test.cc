@@ -48,11 +48,20 @@ TEST_CASE("data: sync and async jobs train from .npy files, and a sync job rides
 
   // The async workers stream the inputs from the files (--stream): each converts only the examples
   // of the shards it claims, in the input pipeline's threads.
+  // Its inputs normalised (--normalize standard), its model saved by worker 0 with the statistics,
+  // which troupe predict applies: the job's own test accuracy, from the file alone.
+  const std::string async_model = c.home() + "/async.safetensors";
   auto async = c.troupe("submit --strategy async --workers 2 --ps 2 --epochs 3 --batch-size 128 --json --no-progress "
-                        "--stream --data " + data, 240);
+                        "--stream --normalize standard --save " + async_model + " --data " + data, 240);
   INFO(async.both() << c.logs_tail());
   REQUIRE(async.exit_code == 0);
-  CHECK(Json::parse(async.last_line()).at("test_accuracy").get<double>() >= 0.85);
+  const double async_accuracy = Json::parse(async.last_line()).at("test_accuracy").get<double>();
+  CHECK(async_accuracy >= 0.85);
+  auto predicted = c.troupe("predict --model " + async_model + " --data " + data + " --split test --out " + c.home() +
+                            "/p.npy --json", 120);
+  INFO(predicted.both());
+  REQUIRE(predicted.exit_code == 0);
+  CHECK(Json::parse(predicted.last_line()).at("accuracy").get<double>() == async_accuracy);
 }
 
 TEST_CASE("data: central, pipeline and elastic jobs train from .npy files, accounted exactly once",

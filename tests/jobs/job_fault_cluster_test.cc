@@ -323,7 +323,7 @@ TEST_CASE("faults: an async job whose node held a worker and a parameter server 
   // and submitted again (the next placement starts further round).
   std::string id, victim;
   pid_t pid = 0;
-  for (int tries = 0; tries < 6 && victim.empty(); ++tries) {
+  for (int tries = 0; tries < 12 && victim.empty(); ++tries) {
     id = submit_detached(c, job_args);
     Json view = wait_for_step(c, id, 20);
     std::tie(victim, pid) = node_with_worker_and_server(view, id);

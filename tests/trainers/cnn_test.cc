@@ -335,6 +335,16 @@ TEST_CASE("cnn takes HWC and CHW images of several channels, not square, alike",
   CHECK_THAT(error({3, 8, 4}), Catch::Contains("which side holds the channels? Say it with --trainer-arg order=hwc"));
   CHECK_THAT(error({2, 3, 4, 5}), Catch::Contains("[H, W], [H, W, C] or [C, H, W]"));
   CHECK_THAT(error({8, 8, 3}, {"order=nhwc"}), Catch::Contains("order=nhwc: hwc"));
+  DataSpec windows = image_spec({64});
+  windows.target_width = 64;  // --seq-len 64: a label per position
+  CHECK(set_up_trainer(cnn_job({}), windows, 0, 1).status().message().find("64 labels per example") != std::string::npos);
+  DataSpec values = image_spec({8, 8});
+  values.classes = 0;  // --loss mse
+  CHECK(set_up_trainer(cnn_job({}), values, 0, 1).status().message().find("values (--loss mse)") != std::string::npos);
+  DataSpec two = image_spec({8, 8});
+  two.fields.insert(two.fields.begin(), FieldSpec{"extra", ValueType::f32, ValueType::f32, {4}, false});
+  two.features += 4;
+  CHECK(set_up_trainer(cnn_job({}), two, 0, 1).status().message().find("name the image with --inputs") != std::string::npos);
   auto told = set_up_trainer(cnn_job({"order=chw", "channels=2"}), image_spec({3, 8, 4}), 0, 1);
   REQUIRE(told.ok());
   CHECK(told->model.rfind("cnn 8x4x3 chw", 0) == 0);

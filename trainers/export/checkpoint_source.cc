@@ -103,6 +103,7 @@ Status read_description(const std::string& job_dir, CheckpointSource* src, std::
   }
   src->job = f->job;
   src->data = f->data;
+  src->normalization = f->normalization;
   src->library_file = f->library;
   if (settings) *settings = f->spec;
   return {};

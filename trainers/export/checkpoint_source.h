@@ -37,6 +37,7 @@ struct CheckpointSource {
   std::string job_dir;                    // <checkpoint dir>/<job>
   job::JobSpec spec;                      // the job's settings as submitted
   DataSpec data;                          // the shape of its examples
+  std::string normalization;              // --normalize's statistics (JOB.json), or ""
   std::string library_file;               // its trainer library's file name ("" built in)
   std::vector<CheckpointEntry> checkpoints;  // newest step first
   int64_t only_step = -1;                 // a step directory was given: its step

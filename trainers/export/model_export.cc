@@ -50,7 +50,7 @@ Expected<ExportResult> export_model(const CheckpointSource& src, const ExportOpt
   if (!chosen.ok()) return chosen.status();
   const checkpoint::TrainingState& state = chosen->state;
   std::map<std::string, std::string> metadata =
-      model_metadata(train, src.data, setup->model, state.step, static_cast<int>(state.epoch), -1);
+      model_metadata(train, src.data, src.normalization, setup->model, state.step, static_cast<int>(state.epoch), -1);
   metadata["troupe.job"] = src.job.hex();
   metadata["troupe.strategy"] = src.spec.strategy;
   metadata["troupe.checkpoint"] = chosen->dir;

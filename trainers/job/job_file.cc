@@ -23,6 +23,7 @@ std::string encode_job_file(const JobFile& f) {
                {"fields", fields}};
   j["library"] = f.library;
   j["spec"] = f.spec;
+  if (!f.normalization.empty()) j["normalization"] = f.normalization;
   return j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
@@ -67,6 +68,7 @@ Expected<JobFile> read_job_file(const std::string& job_dir) {
     }
     f.library = j.at("library").get<std::string>();
     f.spec = j.at("spec").get<std::vector<std::string>>();
+    f.normalization = j.value("normalization", std::string());
     if (f.data.features < 1 || f.data.classes < 0 || f.data.target_width < 1) return bad("examples of " + j.at("data").dump() + " cannot be");
     return f;
   } catch (const nlohmann::json::exception& e) {

@@ -35,6 +35,7 @@ struct JobFile {
   DataSpec data;
   std::string library;             // the trainer library's file name; "" for a built-in trainer
   std::vector<std::string> spec;   // the job's settings (JobRecord::spec)
+  std::string normalization;       // the statistics --normalize computed (Dataset::normalization), or ""
 };
 
 // <job_dir>/JOB.json

@@ -40,7 +40,7 @@ Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job)
   s.test_set = std::move(data->test);
   if (s.spec.checkpoint_every > 0 && !s.spec.checkpoint_dir.empty()) {
     // What `troupe export` needs to turn the checkpoints back into a model (job_file.h).
-    JobFile f{job, TROUPE_VERSION_STRING, s.train().spec(), library_file, record->spec};
+    JobFile f{job, TROUPE_VERSION_STRING, s.train().spec(), library_file, record->spec, s.train().normalization};
     TROUPE_RETURN_IF_ERROR(ensure_job_file(checkpoint_dir(s.spec, job), f)
                                .with_context("describing the job beside its checkpoints"));
   }

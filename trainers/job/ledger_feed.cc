@@ -52,6 +52,15 @@ LedgerFeed::LedgerFeed(const Dataset& data, gcs::Store& store, JobId job, Worker
 
 LedgerFeed::~LedgerFeed() = default;
 
+void LedgerFeed::set_transform(ExampleTransform t) {
+  for (Lane& lane : lanes_) {
+    if (!lane.pipeline) continue;
+    wait_ms_done_ += lane.pipeline->stats().wait_ms;
+    lane.pipeline.reset();  // joins its producers
+  }
+  transform_ = std::move(t);
+}
+
 Status LedgerFeed::begin_epoch(int epoch) {
   for (Lane& lane : lanes_)
     if (lane.pipeline) wait_ms_done_ += lane.pipeline->stats().wait_ms;
@@ -88,6 +97,7 @@ Status LedgerFeed::begin_epoch(int epoch) {
 Expected<bool> LedgerFeed::next(Batch* out) {
   if (lanes_.empty()) return internal_error("LedgerFeed::next before begin_epoch");
   for (Lane& lane : lanes_) {
+    if (!lane.pipeline) return internal_error("LedgerFeed::next after set_transform stopped the epoch's pipeline");
     lane.current.reset();
     auto batch = lane.pipeline->next();
     if (!batch.ok()) return batch.status();

@@ -60,6 +60,9 @@ class LedgerFeed final : public BatchFeed {
   LedgerFeed(const Dataset& data, gcs::Store& store, JobId job, WorkerId worker, LedgerFeedOptions options);
   ~LedgerFeed() override;
 
+  // Stops the lanes' producer threads first: they run the old transform, which may refer to a
+  // trainer about to go (a loop clears it as it returns).
+  void set_transform(ExampleTransform t) override;
   Status begin_epoch(int epoch) override;
   Expected<bool> next(Batch* out) override;
   Status trained() override;

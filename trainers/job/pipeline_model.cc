@@ -50,7 +50,7 @@ Status save_pipeline_model(const JobSetup& s, const pipeline::StageResult& resul
   const TrainResult& t = result.train;
   const int epochs_done = t.history.empty() ? 0 : t.history.back().epoch;
   TROUPE_RETURN_IF_ERROR(save_model(o.save_path, setup->space, params.data(), o.save_dtype,
-                                    model_metadata(o, s.train().spec(), setup->model, t.steps, epochs_done, t.test_accuracy))
+                                    model_metadata(o, s.train().spec(), s.train().normalization, setup->model, t.steps, epochs_done, t.test_accuracy))
                              .with_context("--save"));
   spdlog::info("model written to {}", o.save_path);
   return {};

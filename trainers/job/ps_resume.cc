@@ -49,6 +49,7 @@ Expected<int64_t> catch_up_shard(ps::ParameterShard& shard, int index, const che
   std::vector<float> grads;
   std::map<int, data::ShardPlan> plans;
   TaggedRows rows;
+  BatchFields fields;
   int64_t batches = 0, examples = 0;
   for (const auto& [key, most] : data.applied) {
     for (int64_t from = mine.count(key) ? mine[key] : 0; from < most;) {
@@ -67,7 +68,7 @@ Expected<int64_t> catch_up_shard(ps::ParameterShard& shard, int index, const che
                                  .with_context(who + " catching up"));
       std::fill(grads.begin(), grads.end(), 0.0f);
       Gradients g(grads.data(), grads.size());
-      auto stats = trainer->forward_backward(rows.batch(train.features()),
+      auto stats = trainer->forward_backward(rows.batch(train, &fields),
                                              Parameters(state.params.data(), state.params.size()), g);
       if (!stats.ok()) return stats.status().with_context(who + " catching up " + describe(tag));
       auto v = shard.catch_up(grads.data() + shard.range().begin, tag);

@@ -31,13 +31,14 @@ Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset
   auto setup = recomputing_trainer(client, options, train, rank, workers);
   if (!setup.ok()) return setup.status();
   TaggedRows rows;
+  BatchFields fields;
   TROUPE_RETURN_IF_ERROR(gather_tagged_rows(train, plan, tag, &plans, &rows, trainer_transform(*setup->trainer, options.seed)));
   const size_t n = setup->space.size();
   std::vector<float> params(n), grads(n, 0.0f);
   auto versions = client.pull(clock, params.data());
   if (!versions.ok()) return versions.status().with_context("pulling the parameters to recompute it");
   Gradients grad_view(grads.data(), n);
-  auto stats = setup->trainer->forward_backward(rows.batch(train.features()), Parameters(params.data(), n), grad_view);
+  auto stats = setup->trainer->forward_backward(rows.batch(train, &fields), Parameters(params.data(), n), grad_view);
   if (!stats.ok()) return stats.status().with_context(setup->where + ": forward_backward");
   return client.push_to(lagging, clock, grads.data(), *versions, tag);
 }
@@ -72,12 +73,13 @@ Expected<int> replay_lost(ps::PsClient& client, const TrainOptions& options, con
   for (const ps::TaggedPush& p : history->pushes) {
     if (p.clock > last) break;
     TaggedRows rows;
+    BatchFields fields;
     TROUPE_RETURN_IF_ERROR(
         gather_tagged_rows(train, plan, p.tag, &plans, &rows, trainer_transform(*setup->trainer, options.seed)));
     std::fill(grads.begin(), grads.end(), 0.0f);
     Gradients grad_view(grads.data(), n);
     if (!p.tag.empty()) {
-      auto stats = setup->trainer->forward_backward(rows.batch(train.features()), Parameters(params.data(), n), grad_view);
+      auto stats = setup->trainer->forward_backward(rows.batch(train, &fields), Parameters(params.data(), n), grad_view);
       if (!stats.ok()) return stats.status().with_context(setup->where + ": forward_backward of clock " + std::to_string(p.clock));
     }
     TROUPE_RETURN_IF_ERROR(client.replay_on(i, p.clock, grads.data(), p.tag)

@@ -19,8 +19,11 @@ struct TaggedRows {
   std::vector<float> inputs;
   std::vector<int32_t> labels;
   std::vector<std::pair<int, int32_t>> origin;  // every row's (epoch, example index)
-  Batch batch(int64_t features) const {
-    return Batch{inputs.data(), labels.data(), static_cast<int64_t>(labels.size()), features};
+  // The rows as a Batch of `train`'s (its fields bound through *fields, which must outlive it).
+  Batch batch(const Dataset& train, BatchFields* fields) const {
+    Batch b{inputs.data(), labels.data(), static_cast<int64_t>(labels.size()), train.features()};
+    fields->bind_copy(train.spec(), &b);
+    return b;
   }
 };
 

@@ -22,8 +22,9 @@ namespace {
 // replay recomputes a push the same way.
 class TrainerDevice final : public StepDevice {
  public:
-  TrainerDevice(const TrainerSetup& setup, int64_t features, int accumulate)
-      : setup_(setup), n_(setup.space.size()), features_(features), parts_(accumulate), grad_view_(grads_.data(), n_) {}
+  TrainerDevice(const TrainerSetup& setup, DataSpec spec, int accumulate)
+      : setup_(setup), n_(setup.space.size()), features_(spec.features), parts_(accumulate), spec_(std::move(spec)),
+        grad_view_(grads_.data(), n_) {}
 
   size_t parameters() const override { return n_; }
   std::string name() const override { return "cpu"; }
@@ -45,8 +46,9 @@ class TrainerDevice final : public StepDevice {
   Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override {
     std::fill(out, out + n_, 0.0f);  // the API promises zeroed gradients
     Gradients g(out, n_);
-    return forward_backward_parts(*setup_.trainer, Batch{inputs, labels, rows, features_}, params(slot), g, parts_,
-                                  scratch_).status();
+    Batch b{inputs, labels, rows, features_};
+    replay_fields_.bind(spec_, &b);
+    return forward_backward_parts(*setup_.trainer, b, params(slot), g, parts_, scratch_).status();
   }
   Expected<int64_t> count_correct(int slot, const Dataset& data) override {
     return troupe::count_correct(*setup_.trainer, params(slot), data, 0, data.count);
@@ -59,6 +61,8 @@ class TrainerDevice final : public StepDevice {
   const size_t n_;
   const int64_t features_;
   const int parts_;             // --accumulate
+  const DataSpec spec_;
+  BatchFields replay_fields_;
   // Two parameter buffers: a pull fills one while the other keeps the last whole pull, on which a
   // replay is computed should a shard fail in the middle of the pull (ps_client.h).
   std::vector<float> pulled_[2] = {std::vector<float>(n_), std::vector<float>(n_)};
@@ -94,7 +98,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   std::vector<float> saved;
   if (saves && !final_params) final_params = &saved;
 
-  TrainerDevice device(*setup, train.features(), o.accumulate);
+  TrainerDevice device(*setup, train.spec(), o.accumulate);
   feed.set_transform(trainer_transform(*setup->trainer, o.seed));  // augmentation (replays too: rows_of)
   struct ClearTransform {  // the transform refers to this frame's trainer
     BatchFeed& f;
@@ -106,7 +110,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   if (saves) {
     const int epochs_done = result->history.empty() ? 0 : result->history.back().epoch;
     TROUPE_RETURN_IF_ERROR(save_model(o.save_path, setup->space, final_params->data(), o.save_dtype,
-                                      model_metadata(o, train.spec(), setup->model, result->steps, epochs_done, result->test_accuracy))
+                                      model_metadata(o, train.spec(), train.normalization, setup->model, result->steps, epochs_done, result->test_accuracy))
                                .with_context("--save"));
     spdlog::info("model written to {}", o.save_path);
   }
