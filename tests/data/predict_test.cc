@@ -6,6 +6,8 @@
 #include "tests/data/numpy_fixture.h"
 #include "tests/support/run_command.h"
 #include "trainers/local_trainer.h"
+#include "trainers/model_file.h"
+#include "trainers/trainer_setup.h"
 #include "trainers/predict.h"
 
 namespace troupe {
@@ -100,6 +102,24 @@ open('foreign.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b'\0\0\0
     bad = p;
     bad.model = dir.file("foreign.safetensors");
     CHECK(predict_local(bad).status().message().find("not a model troupe saved") != std::string::npos);
+    // A model of token windows (its metadata says --seq-len): refused, not fed one id per example.
+    TrainOptions windows = o;
+    windows.seq_len = 8;
+    auto setup = set_up_trainer(o, DataSpec{3, 0, 2}, 0, 1);
+    REQUIRE(setup.ok());
+    std::vector<float> params(setup->space.size(), 0.0f);
+    REQUIRE(save_model(dir.file("windows.safetensors"), setup->space, params.data(), DType::f32,
+                       model_metadata(windows, DataSpec{3, 0, 2}, "", setup->model, 1, 1, -1))
+                .ok());
+    bad = p;
+    bad.model = dir.file("windows.safetensors");
+    CHECK(predict_local(bad).status().message().find("--seq-len 8 token windows") != std::string::npos);
+    // A model trained on normalised inputs whose file lost the statistics: refused.
+    auto meta = model_metadata(o, DataSpec{3, 0, 2}, "", setup->model, 1, 1, -1);
+    REQUIRE(meta.count("troupe.normalize") == 1);
+    REQUIRE(save_model(dir.file("unnormalised.safetensors"), setup->space, params.data(), DType::f32, meta).ok());
+    bad.model = dir.file("unnormalised.safetensors");
+    CHECK(predict_local(bad).status().message().find("does not carry the statistics") != std::string::npos);
   }
 }
 
