@@ -6,9 +6,7 @@
 
 namespace troupe::data {
 
-namespace {
-
-FieldStats stats_of(const Field& f) {
+FieldStats field_stats(const Field& f) {
   FieldStats s;
   s.name = f.name;
   s.type = elem_name(f.array.type);
@@ -44,7 +42,6 @@ FieldStats stats_of(const Field& f) {
   return s;
 }
 
-}  // namespace
 
 std::vector<SplitStats> inspect(const OpenedDataset& d) {
   std::vector<SplitStats> out;
@@ -52,7 +49,7 @@ std::vector<SplitStats> inspect(const OpenedDataset& d) {
     SplitStats s;
     s.name = name;
     s.examples = t.count();
-    for (const Field& f : t.fields) s.fields.push_back(stats_of(f));
+    for (const Field& f : t.fields) s.fields.push_back(field_stats(f));
     out.push_back(std::move(s));
   }
   return out;

@@ -30,6 +30,8 @@ struct SplitStats {
 };
 
 std::vector<SplitStats> inspect(const OpenedDataset& d);
+// One field's statistics (every element read; non-finite ones counted, not summed).
+FieldStats field_stats(const Field& f);
 nlohmann::json to_json(const std::vector<SplitStats>& stats, const OpenedDataset& d);
 std::string to_text(const std::vector<SplitStats>& stats, const OpenedDataset& d);
 

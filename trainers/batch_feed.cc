@@ -59,6 +59,12 @@ ExampleTransform trainer_transform(const Trainer& trainer, uint64_t seed) {
   };
 }
 
+ScopedTransform::ScopedTransform(BatchFeed& feed, const Trainer& trainer, uint64_t seed) : feed_(feed) {
+  feed_.set_transform(trainer_transform(trainer, seed));
+}
+
+ScopedTransform::~ScopedTransform() { feed_.set_transform({}); }
+
 std::string describe(const DataTag& tag) {
   if (tag.empty()) return "no data position";
   std::string s = "epoch " + std::to_string(tag.front().epoch);

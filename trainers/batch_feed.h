@@ -50,6 +50,21 @@ uint64_t example_seed(uint64_t seed, int epoch, int64_t example);
 // trainer must outlive the feed's use of it.
 ExampleTransform trainer_transform(const Trainer& trainer, uint64_t seed);
 
+class BatchFeed;
+
+// Sets `trainer`'s transform on `feed` for the life of this object, then clears it (the transform
+// refers to the trainer, which a training loop owns only while it runs).
+class ScopedTransform {
+ public:
+  ScopedTransform(BatchFeed& feed, const Trainer& trainer, uint64_t seed);
+  ~ScopedTransform();
+  ScopedTransform(const ScopedTransform&) = delete;
+  ScopedTransform& operator=(const ScopedTransform&) = delete;
+
+ private:
+  BatchFeed& feed_;
+};
+
 class BatchFeed {
  public:
   virtual ~BatchFeed() = default;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/durable_file.h"
+#include "data/inspect.h"
 
 namespace troupe {
 
@@ -20,19 +21,12 @@ std::string Normalization::to_json() const {
 
 namespace {
 
-// Mean and std of every element of `f` as fed (u8 / 255).
+// Mean and std of every element of `f` as fed (u8 / 255): the statistics `troupe data inspect
+// --stats-out` writes, scaled as from_file scales them.
 FieldNorm measured(const data::Field& f) {
-  const auto n = static_cast<size_t>(f.array.elements());
-  double sum = 0, sum_sq = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double v = f.array.value(i);
-    sum += v;
-    sum_sq += v * v;
-  }
+  const data::FieldStats s = data::field_stats(f);
   const double k = f.array.type == data::ElemType::u8 ? 1.0 / 255 : 1.0;
-  const double mean = n ? sum / static_cast<double>(n) : 0;
-  const double var = n ? std::max(0.0, sum_sq / static_cast<double>(n) - mean * mean) : 0;
-  return {f.name, mean * k, std::sqrt(var) * k};
+  return {f.name, s.mean * k, s.std * k};
 }
 
 Expected<std::vector<FieldNorm>> from_file(const std::string& path, const std::vector<const data::Field*>& inputs) {

@@ -6,6 +6,7 @@
 
 #include "data/dataset_spec.h"
 #include "data/npy_writer.h"
+#include "data/path_names.h"
 #include "data/readers/csv_reader.h"
 #include "data/safetensors.h"
 #include "trainers/data_source.h"
@@ -17,6 +18,7 @@ namespace troupe {
 
 namespace {
 
+// "a;b" -> {"a", "b"} (trainer arguments, which may hold commas themselves).
 std::vector<std::string> split_list(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -69,7 +71,7 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   if (meta.count("troupe.trainer_args")) t.trainer_args = split_list(meta.at("troupe.trainer_args"), ';');
   if (meta.count("troupe.hidden")) {
     t.hidden.clear();
-    for (const auto& h : split_list(meta.at("troupe.hidden"), ',')) {
+    for (const auto& h : data::comma_parts(meta.at("troupe.hidden"))) {
       try {
         t.hidden.push_back(std::stoi(h));
       } catch (...) {
@@ -97,13 +99,16 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   auto table = chosen_split(*opened, o);
   if (!table.ok()) return table.status();
   std::vector<std::string> inputs = o.inputs;
-  if (inputs.empty() && meta.count("troupe.inputs")) inputs = split_list(meta.at("troupe.inputs"), ',');
+  if (inputs.empty() && meta.count("troupe.inputs")) inputs = data::comma_parts(meta.at("troupe.inputs"));
   // The target: the one named (here or in the model), else a conventionally named field; when the
   // data has none, a stand-in of zeros (nothing is scored).
   std::string target = !o.target.empty() ? o.target : (meta.count("troupe.target") ? meta.at("troupe.target") : "");
   if (target.empty())
     for (const auto& n : data::conventional_target_names())
       if (table->find(n)) target = n;
+  if (inputs.empty())  // (as in training: every field but the target)
+    for (const auto& f : table->fields)
+      if (f.name != target) inputs.push_back(f.name);
   bool scored = !target.empty() && table->find(target) != nullptr;
   std::string note;
   if (scored && !table->find(target)->classes.empty()) {
@@ -111,16 +116,10 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
     // set's (the model file does not record those), so nothing is scored against them.
     scored = false;
     note = "the data's labels are text; the model does not record the training classes' names, so they are not scored";
-    if (inputs.empty())
-      for (const auto& f : table->fields)
-        if (f.name != target) inputs.push_back(f.name);
   }
   if (!scored) {
     if (!o.target.empty() && !table->find(o.target))
       return invalid_argument(o.data + ": no field '" + target + "' for --target (fields: " + data::join(table->names()) + ")");
-    if (inputs.empty())
-      for (const auto& f : table->fields)
-        if (f.name != target) inputs.push_back(f.name);
     target = "__troupe_no_target";
     data::Field none;  // a stand-in of the trained target's type and width: zeros, never scored
     none.name = target;
@@ -132,9 +131,6 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
                                    std::vector<uint8_t>(static_cast<size_t>(table->count() * w) * 4, 0));
     table->fields.push_back(std::move(none));
   }
-  if (inputs.empty())
-    for (const auto& f : table->fields)
-      if (f.name != target) inputs.push_back(f.name);
   auto d = to_dataset(*table, inputs, target, values ? 0 : static_cast<int>(*classes), o.data, values);
   if (!d.ok()) return d.status();
   if (meta.count("troupe.normalization")) {

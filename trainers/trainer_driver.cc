@@ -207,11 +207,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   SliceFeed slices(train, o.seed, o.batch_size, rank, world);
   BatchFeed& feed = replica.feed ? *replica.feed : slices;
   // Augmentation: the trainer's transform of each training example, in the feed (its threads).
-  feed.set_transform(trainer_transform(trainer, o.seed));
-  struct ClearTransform {  // the transform refers to this frame's trainer
-    BatchFeed& f;
-    ~ClearTransform() { f.set_transform({}); }
-  } clear_transform{feed};
+  const ScopedTransform augment(feed, trainer, o.seed);
   std::vector<float> micro_grads;  // one micro-batch's gradients (--accumulate)
   collectives::CollectiveOptions sync;
   sync.timeout = replica.timeout;

@@ -99,11 +99,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   if (saves && !final_params) final_params = &saved;
 
   TrainerDevice device(*setup, train.spec(), o.accumulate);
-  feed.set_transform(trainer_transform(*setup->trainer, o.seed));  // augmentation (replays too: rows_of)
-  struct ClearTransform {  // the transform refers to this frame's trainer
-    BatchFeed& f;
-    ~ClearTransform() { f.set_transform({}); }
-  } clear_transform{feed};
+  const ScopedTransform augment(feed, *setup->trainer, o.seed);  // augmentation (replays too: rows_of)
   PsWorkerReport measured;
   auto result = run_worker_loop(device, where, o, train, test, feed, w, progress, &measured, final_params);
   if (!result.ok()) return result;
