@@ -200,13 +200,21 @@ int main(int argc, char** argv) {
                                                               ws.bytes()); }, "conv backward-filter");
       row(("cnn conv" + std::to_string(blk) + " dW").c_str(), shape, us, flops, "TFLOP/s", f32_peak,
           finite_on_device(b.f.get(), 256));
-      // What the cnn runs in strict f32: the filter gradient as one cuBLAS product (conv_filter_grad.h).
-      kc::DeviceBuffer<char> gemm_ws;
-      if (!gemm_ws.allocate(kc::conv_filter_grad_workspace_bytes(cs), "workspace").ok()) return 1;
-      us = time_us(s, reps, [&] { return kc::conv_filter_grad(blas, cs, a.f.get(), c.f.get(), b.f.get(), gemm_ws.get(),
-                                                              gemm_ws.bytes()); }, "conv_filter_grad");
-      row(("cnn conv" + std::to_string(blk) + " dW gemm").c_str(), shape, us, flops, "TFLOP/s", f32_peak,
-          finite_on_device(b.f.get(), 256));
+      // What the cnn runs in strict f32: the filter gradient as cuBLAS products over groups of images
+      // (conv_filter_grad.h), at the default split (the row without a count) and at other splits.
+      const int chosen = kc::conv_filter_grad_parts(cs);
+      for (int parts : {0, 1, 8, 32, 128, cs.batch}) {
+        if (parts > 0 && (parts == chosen || cs.batch % parts != 0 || (parts == 128 && cs.batch == 128))) continue;
+        kc::DeviceBuffer<char> gemm_ws;
+        if (!gemm_ws.allocate(kc::conv_filter_grad_workspace_bytes(cs, parts), "workspace").ok()) return 1;
+        us = time_us(s, reps, [&] { return kc::conv_filter_grad(blas, cs, a.f.get(), c.f.get(), b.f.get(),
+                                                                gemm_ws.get(), gemm_ws.bytes(), parts); },
+                     "conv_filter_grad");
+        const std::string split = " /" + std::to_string(parts == 0 ? chosen : parts);
+        const std::string label =
+            "cnn conv" + std::to_string(blk) + " dW gemm" + split + (parts == 0 ? " (default)" : "");
+        row(label.c_str(), shape, us, flops, "TFLOP/s", f32_peak, finite_on_device(b.f.get(), 256));
+      }
       if (blk > 0) {
         us = time_us(s, reps, [&] { return plan.backward_data(cudnn, a.f.get(), c.f.get(), b.f.get(), ws.get(),
                                                               ws.bytes()); }, "conv backward-data");

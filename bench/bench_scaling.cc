@@ -5,7 +5,8 @@
 //   sync:  samples/s for 1, 2, 4, 8 workers over shared memory (train_replica, gradients bucketed
 //          as the job default) and efficiency = throughput(N) / (N x throughput(1)); beside it, in the
 //          same invocation, PyTorch DDP over Gloo on the same model and batch (bench/peers/ddp_mlp.py,
-//          when python3 can import torch), and the ratio.
+//          when python3 can import torch), and the ratio; and the host's own ceiling: n processes
+//          training alone, without communication (--no-alone skips it).
 //   async: updates/s (pushes applied by the parameter servers) and the mean staleness of the applied
 //          updates for 4 and 8 workers with --ps servers (processes too; TCP loopback).
 //
@@ -55,6 +56,7 @@ struct Flags {
   std::string peer = TROUPE_SOURCE_DIR "/bench/peers/ddp_mlp.py";
   std::string python = "/usr/bin/python3";  // Debian's (python3-torch), not a virtualenv's that may lack torch
   int64_t bucket_bytes = -1;  // as a job: -1 = 256 KiB with 2 cores per worker, else 0
+  bool alone = true;           // sync: also n processes without communication (the host's ceiling)
   bool json = false;
 };
 
@@ -144,6 +146,22 @@ Expected<double> sync_run(const Flags& f, const Dataset& train, const Dataset& t
   }, std::chrono::seconds(600));
   if (!lines.ok()) return lines.status();
   return std::stod((*lines)[0]);
+}
+
+// The host's own ceiling for `n` workers: `n` processes each training its own replica at the
+// per-worker batch with no communication at all; the sum of their samples/s. What n processes
+// get beside each other (shared caches, memory bandwidth, the all-core clock) bounds any
+// data-parallel job of n workers, troupe's and DDP's alike.
+Expected<double> alone_run(const Flags& f, const Dataset& train, const Dataset& test, int n) {
+  auto lines = fork_all(n, [&](int) -> std::string {
+    auto r = train_replica(options(f, 1), train, test, Replica{});
+    if (!r.ok()) _exit(2);
+    return std::to_string(r->samples_per_second);
+  }, std::chrono::seconds(600));
+  if (!lines.ok()) return lines.status();
+  double sum = 0;
+  for (const std::string& l : *lines) sum += std::stod(l);
+  return sum;
 }
 
 struct AsyncFigures {
@@ -255,6 +273,7 @@ int main(int argc, char** argv) {
   app.add_option("--peer", f.peer, "sync: the DDP peer script, or none");
   app.add_option("--python", f.python, "sync: the python3 that runs the peer (it must import torch)");
   app.add_option("--bucket-bytes", f.bucket_bytes, "sync: gradient bucket size (0: one all-reduce after backward)");
+  app.add_flag("!--no-alone", f.alone, "sync: skip the n processes without communication (the host's ceiling)");
   app.add_flag("--json", f.json, "One JSON line at the end");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
@@ -268,7 +287,7 @@ int main(int argc, char** argv) {
   }
   nlohmann::json rows = nlohmann::json::array();
   if (f.strategy == "sync") {
-    std::map<int, std::vector<double>> ours, ddp;
+    std::map<int, std::vector<double>> ours, ddp, alone;
     for (int run = 0; run < f.runs; ++run) {
       for (int n : f.workers) {
         auto s = sync_run(f, *train, *test, n, run);
@@ -279,7 +298,17 @@ int main(int argc, char** argv) {
         ours[n].push_back(*s);
         double d = ddp_run(f, n);
         if (d > 0) ddp[n].push_back(d);
-        std::fprintf(stderr, "run %d, %d workers: troupe %.0f samples/s, DDP %.0f\n", run + 1, n, *s, d);
+        double a = -1;
+        if (f.alone) {
+          auto c = alone_run(f, *train, *test, n);
+          if (!c.ok()) {
+            std::fprintf(stderr, "%d workers alone: %s\n", n, c.status().to_string().c_str());
+            return 1;
+          }
+          a = *c;
+          alone[n].push_back(a);
+        }
+        std::fprintf(stderr, "run %d, %d workers: troupe %.0f samples/s, DDP %.0f, alone %.0f\n", run + 1, n, *s, d, a);
       }
     }
     const double base = median(ours[f.workers.front()]) / f.workers.front();
@@ -287,17 +316,25 @@ int main(int argc, char** argv) {
     std::printf("sync weak scaling, MLP 784-256-128-10, batch %d per worker, %d steps, buckets of %lld bytes (-1: auto), "
                 "medians of %d, %u cores\n", f.batch, f.steps, static_cast<long long>(f.bucket_bytes), f.runs,
                 std::thread::hardware_concurrency());
-    std::printf("%8s %14s %11s %14s %11s %10s\n", "workers", "troupe smp/s", "efficiency", "DDP smp/s", "efficiency",
-                "troupe/DDP");
+    const double alone_base = alone.count(f.workers.front()) ? median(alone[f.workers.front()]) / f.workers.front() : 0;
+    std::printf("%8s %14s %11s %14s %11s %10s %14s %11s %13s\n", "workers", "troupe smp/s", "efficiency", "DDP smp/s",
+                "efficiency", "troupe/DDP", "alone smp/s", "host ceil.", "troupe/alone");
     for (int n : f.workers) {
       const double m = median(ours[n]);
       const double d = ddp.count(n) ? median(ddp[n]) : 0;
-      std::printf("%8d %14.0f %10.0f%% %14s %10s %10s\n", n, m, 100 * m / (n * base),
+      const double a = alone.count(n) ? median(alone[n]) : 0;
+      // alone: n processes without communication (alone_run); "host ceil." is their efficiency, the
+      // most any n-worker job gets on this host; troupe/alone what troupe's communication leaves of it.
+      std::printf("%8d %14.0f %10.0f%% %14s %10s %10s %14s %10s %13s\n", n, m, 100 * m / (n * base),
                   d > 0 ? std::to_string(static_cast<int64_t>(d)).c_str() : "-",
                   d > 0 ? (std::to_string(static_cast<int>(100 * d / (n * ddp_base))) + "%").c_str() : "-",
-                  d > 0 ? (std::to_string(m / d).substr(0, 4) + "x").c_str() : "-");
+                  d > 0 ? (std::to_string(m / d).substr(0, 4) + "x").c_str() : "-",
+                  a > 0 ? std::to_string(static_cast<int64_t>(a)).c_str() : "-",
+                  a > 0 ? (std::to_string(static_cast<int>(100 * a / (n * alone_base))) + "%").c_str() : "-",
+                  a > 0 ? (std::to_string(static_cast<int>(100 * m / a)) + "%").c_str() : "-");
       rows.push_back({{"workers", n}, {"samples_per_second", m}, {"efficiency", m / (n * base)},
-                      {"ddp_samples_per_second", d > 0 ? nlohmann::json(d) : nlohmann::json()}});
+                      {"ddp_samples_per_second", d > 0 ? nlohmann::json(d) : nlohmann::json()},
+                      {"alone_samples_per_second", a > 0 ? nlohmann::json(a) : nlohmann::json()}});
     }
   } else {
     std::map<int, std::vector<double>> ups, stale;

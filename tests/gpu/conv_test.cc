@@ -171,8 +171,10 @@ TEST_CASE("cuDNN convolutions match cpu conv2d_forward and conv2d_backward", "[g
   Status made = h.create(stream.get());
   INFO(made.to_string());
   REQUIRE(made.ok());
-  // The cnn's two blocks at batch 5, a 5x5 kernel, no padding with stride 2, one image.
-  const cpu::Conv2dShape shapes[] = {{5, 1, 28, 28, 32, 3, 1, 1}, {5, 32, 14, 14, 64, 3, 1, 1},
+  // The cnn's two blocks at batch 5 (the second also at 16: split into up to 16 groups), a 5x5
+  // kernel, no padding with stride 2, one image.
+  const cpu::Conv2dShape shapes[] = {{5, 1, 28, 28, 32, 3, 1, 1},  {5, 32, 14, 14, 64, 3, 1, 1},
+                                     {16, 32, 14, 14, 64, 3, 1, 1},
                                      {3, 2, 11, 11, 4, 5, 2, 1},  {2, 3, 9, 9, 5, 3, 0, 2},
                                      {1, 1, 4, 4, 1, 1, 0, 1}};
   for (const cpu::Conv2dShape& s : shapes) {
@@ -224,6 +226,33 @@ TEST_CASE("cuDNN convolutions match cpu conv2d_forward and conv2d_backward", "[g
     REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
     CHECK(gemm_dw.host() == first);
     CHECK(kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), gemm_ws.get(), gemm_ws.bytes() - 1)
+              .code() == Code::invalid_argument);
+    // Split into groups of images (one product per group, the partials summed in a fixed order):
+    // every split a batch allows is the same gradient within f32 rounding and deterministic.
+    INFO("default split: " << kc::conv_filter_grad_parts(s) << " groups of a batch of " << s.batch);
+    for (int parts = 1; parts <= s.batch; ++parts) {
+      if (s.batch % parts != 0) continue;
+      kc::DeviceBuffer<char> split_ws;
+      REQUIRE(split_ws.allocate(kc::conv_filter_grad_workspace_bytes(s, parts), "test workspace").ok());
+      INFO(parts << " groups");
+      REQUIRE(
+          kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), split_ws.get(), split_ws.bytes(), parts)
+              .ok());
+      REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
+      const std::vector<float> split = gemm_dw.host();
+      check_f32(split, edw);
+      REQUIRE(
+          kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), split_ws.get(), split_ws.bytes(), parts)
+              .ok());
+      REQUIRE(cudaStreamSynchronize(stream.get()) == cudaSuccess);
+      CHECK(gemm_dw.host() == split);
+    }
+    if (s.batch > 1) {
+      CHECK(kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), gemm_ws.get(), gemm_ws.bytes(),
+                                 s.batch + 1)
+                .code() == Code::invalid_argument);
+    }
+    CHECK(kc::conv_filter_grad(blas, s, gx.get(), gdy.get(), gemm_dw.get(), gemm_ws.get(), gemm_ws.bytes(), -1)
               .code() == Code::invalid_argument);
 
     // With TF32 allowed: any algorithm, ~10 mantissa bits per product; still the same convolution
