@@ -2,6 +2,8 @@
 // per-example shape), counts, per-field min/max/mean/std and class balance, every file read to its
 // end and checked; --stats-out FILE keeps the training split's mean and std for --normalize FILE.
 // SPEC is what --data takes (data/dataset_spec.h).
+// `troupe data tokenize --vocab N FILE... --out DIR`: a SentencePiece tokenizer trained on the text
+// and the text as token shards with a dataset.yaml, for --data DIR --seq-len T (data/tokenize.h).
 #include <cstdio>
 #include <memory>
 
@@ -9,8 +11,49 @@
 #include "core/durable_file.h"
 #include "data/dataset_spec.h"
 #include "data/inspect.h"
+#include "data/tokenize.h"
 
 namespace troupe::cli {
+
+namespace {
+
+// Adds `data tokenize`; its runner.
+Runner add_tokenize(CLI::App* cmd) {
+  auto* tok = cmd->add_subcommand("tokenize", "Train a SentencePiece tokenizer on text files and write them as token shards");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>();
+  auto options = std::make_shared<data::TokenizeOptions>();
+  auto json = std::make_shared<bool>(false);
+  tok->add_option("files", *files, "Text files (one sentence or line per line); names with train/val/test go to that split")
+      ->required()->check(CLI::ExistingFile);
+  tok->add_option("--vocab", options->training.vocab, "Pieces in the vocabulary, the special ones included")->required();
+  tok->add_option("--out", *out, "Directory for tokenizer.model, the .bin shards and dataset.yaml")->required();
+  tok->add_option("--model-type", options->training.model_type, "bpe, unigram, char or word")
+      ->check(CLI::IsMember({"bpe", "unigram", "char", "word"}))->capture_default_str();
+  tok->add_option("--val-fraction", options->val_fraction, "Move the last fraction of the training lines to val.bin")
+      ->check(CLI::Range(0.0, 0.99));
+  tok->add_flag("--byte-fallback", options->training.byte_fallback,
+                "Unknown characters as their UTF-8 bytes (needs --vocab > 259)");
+  tok->add_flag("--json", *json, "Print one JSON object");
+  return [files, out, options, json]() {
+    auto report = data::tokenize_files(*files, *options, *out);
+    if (!report.ok()) return report_error("data tokenize", report.status());
+    if (*json) {
+      nlohmann::json j{{"vocab", report->vocab}, {"token_dtype", report->token_dtype}, {"tokenizer", report->model},
+                       {"dataset", report->yaml}, {"tokens", report->tokens}, {"lines", report->lines}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("tokenizer %s: %d pieces; tokens as %s\n", report->model.c_str(), report->vocab,
+                  report->token_dtype.c_str());
+      for (const auto& [split, n] : report->tokens)
+        std::printf("  %-6s %12zu tokens  %10zu lines\n", split.c_str(), n, report->lines.at(split));
+      std::printf("train with: --data %s --seq-len T\n", out->c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace
 
 Runner add_data_command(CLI::App& app, GlobalOptions&) {
   auto* cmd = app.add_subcommand("data", "Look at a dataset before training on it");
@@ -27,7 +70,9 @@ Runner add_data_command(CLI::App& app, GlobalOptions&) {
   auto stats_out = std::make_shared<std::string>();
   inspect->add_option("--stats-out", *stats_out,
                       "Also write the training split's per-field mean and std here, for --normalize FILE");
-  return [spec, json, options, stats_out]() {
+  Runner tokenize = add_tokenize(cmd);
+  return [inspect, tokenize, spec, json, options, stats_out]() {
+    if (!inspect->parsed()) return tokenize();
     auto opened = data::open_dataset(*spec, *options);
     if (!opened.ok()) return report_error("data inspect", opened.status());
     const auto stats = data::inspect(*opened);

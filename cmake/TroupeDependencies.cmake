@@ -17,6 +17,7 @@ pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)  # WebDataset 
 find_package(PNG REQUIRED)                       # PNG members of shards (libpng-dev)
 find_package(JPEG REQUIRED)                      # JPEG members (libjpeg62-turbo-dev: libjpeg-turbo)
 pkg_check_modules(HDF5 REQUIRED IMPORTED_TARGET hdf5)        # HDF5 datasets (libhdf5-dev, serial)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)  # troupe data tokenize (libsentencepiece-dev)
 # cpp-httplib (libcpp-httplib-dev): Debian builds it as a shared library, with OpenSSL, zlib and
 # brotli support compiled in; its pkg-config file carries the matching CPPHTTPLIB_* defines, which
 # every user of httplib.h must see (they change the classes' layout).

@@ -24,6 +24,9 @@ namespace troupe::data {
 
 namespace {
 
+// `text:FILE` in a spec: any file's bytes as a u8 token stream (byte-level language models).
+const std::string kTextPrefix = "text:";
+
 bool is_dir(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -120,6 +123,19 @@ struct Reader {
       f.source = source;
       (*splits)[split].fields.push_back(std::move(f));
     };
+    if (path.rfind(kTextPrefix, 0) == 0) {  // text:FILE, its bytes as u8 tokens
+      const std::string file = path.substr(kTextPrefix.size());
+      auto a = read_tokens(file, ElemType::u8);
+      if (!a.ok()) return a.status();
+      // Always the field `tokens` (whatever the file is called), in the split its name carries.
+      const std::string split = names_carry_splits ? split_of(stem(file)).split : "";
+      Field f;
+      f.name = rename("tokens", "tokens");
+      f.array = std::move(*a);
+      f.source = file;
+      (*splits)[split].fields.push_back(std::move(f));
+      return {};
+    }
     const std::string st = stem(path);
     if (ends_with(path, ".npy")) {
       auto a = read_npy(path);
@@ -163,7 +179,22 @@ struct Reader {
 
 Expected<std::vector<std::string>> files_of(const std::string& spec) {
   std::vector<std::string> out;
-  for (const std::string& part : comma_parts(spec)) {
+  for (std::string part : comma_parts(spec)) {
+    if (part.rfind(kTextPrefix, 0) == 0) {  // text:FILE or text:GLOB: each file keeps the prefix
+      part = part.substr(kTextPrefix.size());
+      std::vector<std::string> named{part};
+      if (part.find_first_of("*?[") != std::string::npos) {
+        auto g = expand_glob(part);
+        if (!g.ok()) return g.status();
+        named = *g;
+      }
+      for (const std::string& f : named) {
+        if (!exists(f)) return not_found(f + ": no such text file (text:FILE)");
+        if (is_dir(f)) return invalid_argument("text:" + f + ": a directory; text: names files (or a glob)");
+        out.push_back(std::string(kTextPrefix) + f);
+      }
+      continue;
+    }
     if (part.find_first_of("*?[") != std::string::npos) {
       auto g = expand_glob(part);
       if (!g.ok()) return g.status();
@@ -203,6 +234,10 @@ Expected<OpenedDataset> open_yaml(const std::string& path, SpecOptions options) 
     if (root["target"]) out.target = root["target"].as<std::string>();
     if (root["token_dtype"]) options.token_dtype = root["token_dtype"].as<std::string>();
     if (root["datasets"]) options.hdf5_datasets = root["datasets"].as<std::vector<std::string>>();
+    if (root["tokenizer"]) {
+      out.tokenizer = root["tokenizer"].as<std::string>();
+      if (!out.tokenizer.empty() && out.tokenizer[0] != '/') out.tokenizer = dir_name(path) + "/" + out.tokenizer;
+    }
     if (options.target.empty()) options.target = out.target;
     if (root["fields"]) {
       if (!root["fields"].IsMap()) return invalid_argument(path + ": 'fields' must map names to new names");
@@ -212,8 +247,11 @@ Expected<OpenedDataset> open_yaml(const std::string& path, SpecOptions options) 
       return invalid_argument(path + ": a dataset.yaml needs 'splits:' mapping split names to lists of files");
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
-      if (key != "splits" && key != "fields" && key != "target" && key != "token_dtype" && key != "datasets")
-        return invalid_argument(path + ": unknown key '" + key + "' (keys: splits, fields, target, token_dtype, datasets)");
+      if (key != "splits" && key != "fields" && key != "target" && key != "token_dtype" && key != "datasets" &&
+          key != "tokenizer") {
+        return invalid_argument(path + ": unknown key '" + key +
+                                "' (keys: splits, fields, target, token_dtype, datasets, tokenizer)");
+      }
     }
     const Reader reader{options, renames, false};
     for (const auto& kv : root["splits"]) {
@@ -271,8 +309,14 @@ std::string absolute_spec(const std::string& spec) {
   char buf[4096];
   const std::string cwd = ::getcwd(buf, sizeof buf) ? buf : ".";
   std::string out;
-  for (const std::string& part : comma_parts(spec))
-    out += (out.empty() ? "" : ",") + (part[0] == '/' ? part : cwd + "/" + part);
+  for (std::string part : comma_parts(spec)) {
+    std::string prefix;
+    if (part.rfind(kTextPrefix, 0) == 0) {
+      prefix = kTextPrefix;
+      part = part.substr(kTextPrefix.size());
+    }
+    out += (out.empty() ? "" : ",") + prefix + (part[0] == '/' ? part : cwd + "/" + part);
+  }
   return out;
 }
 

@@ -5,11 +5,13 @@
 //     an IDX file (*-idxN-ubyte[.gz]), a raw token stream (.bin, --token-dtype), WebDataset tar
 //     shards (.tar[.gz|.xz|.zst]: a field per member extension, shards of a split read together),
 //     HDF5 files (.h5 .hdf5: a field per numeric dataset, by path; a yaml's datasets: names them);
+//   - text:FILE (or text:GLOB): any file's bytes as a u8 token stream, field `tokens` (byte-level
+//     language models: no tokenizer, a vocabulary of 256);
 //   - several files separated by commas, or a glob (data/*.npy);
 //   - a directory: its dataset.yaml if it has one, else every file of those kinds in it;
 //   - a dataset.yaml (or .yml): { splits: { train: [files or globs], val: [...] },
-//     fields: { stem: new_name }, target: name, token_dtype: u16, datasets: [hdf5 names] } — paths
-//     relative to the yaml.
+//     fields: { stem: new_name }, target: name, token_dtype: u16, datasets: [hdf5 names],
+//     tokenizer: tokenizer.model } — paths relative to the yaml (troupe data tokenize writes one).
 // Without a yaml, a file or array name holding the word train, val/valid/validation or test/t10k
 // (as in x_train.npy, y_test.npy, train.bin, t10k-images-idx3-ubyte.gz) belongs to that split and
 // its field is the rest of the name (x, y, tokens; IDX "images"/"labels" become image/label);
@@ -35,6 +37,7 @@ struct OpenedDataset {
   std::map<std::string, Table> splits;  // "train", "val", "test", or a yaml's own names
   std::vector<std::string> files;       // every file read, in order
   std::string target;                   // a yaml's default target ("" when none)
+  std::string tokenizer;                // a yaml's tokenizer model, absolute ("" when none)
 };
 
 Expected<OpenedDataset> open_dataset(const std::string& spec, const SpecOptions& options = {});

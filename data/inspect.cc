@@ -6,6 +6,8 @@
 
 namespace troupe::data {
 
+constexpr size_t kClassesListed = 64;  // the text lists class balance up to this many values
+
 FieldStats field_stats(const Field& f) {
   FieldStats s;
   s.name = f.name;
@@ -106,7 +108,10 @@ std::string to_text(const std::vector<SplitStats>& stats, const OpenedDataset& d
         std::snprintf(line, sizeof line, "    %lld values are NaN or infinite\n", static_cast<long long>(f.non_finite));
         out += line;
       }
-      if (!f.classes.empty()) {
+      if (f.classes.size() > kClassesListed) {  // token ids and the like: a count, the list in --json
+        std::snprintf(line, sizeof line, "    %zu distinct values (the balance of each in --json)\n", f.classes.size());
+        out += line;
+      } else if (!f.classes.empty()) {
         out += "    classes:";
         for (const auto& [v, n] : f.classes) {
           const std::string label = v >= 0 && static_cast<size_t>(v) < f.class_names.size()
