@@ -92,7 +92,12 @@ void JobSupervisor::members_failed(Job& job, const Failed& given, const std::str
   const std::string cause = describe_members(failed) + " failed: " + why;
   spdlog::warn("job {}: {}", job.id.short_hex(), cause);
   const bool lost_a_server = is_server_actor(failed.front()->actor);  // servers come first
-  if (!job.whole_gang && lost_a_server && !job.restore_servers) {
+  if (!job.whole_gang && !job.replace.empty() && (!lost_a_server || job.restore_servers)) {
+    // The job has not recovered from the last failure yet (replacements still to be placed): the
+    // same fault reaching it again (two nodes killed together are declared dead one by one), not a
+    // new failure. These slots join that restart; the budget is not charged twice.
+    join_restart(job, failed, cause);
+  } else if (!job.whole_gang && lost_a_server && !job.restore_servers) {
     // Without checkpoints an async job's server holds the only copy of its parameter shard: a new
     // one would start from the initial parameters.
     end_job(job, gcs::JobState::failed,
@@ -192,6 +197,18 @@ void JobSupervisor::begin_restart(Job& job, const Failed& failed, const std::str
                   std::to_string(backoff) + " ms while the others go on (" + which + ")");
     note(*host_.store, job.id, which + " after: " + cause);
   }
+}
+
+void JobSupervisor::join_restart(Job& job, const Failed& failed, const std::string& cause) {
+  for (const Member* m : failed) job.replace.push_back(m->slot);
+  // Servers first, as in every restart: the workers wait for the servers they cannot reach.
+  std::stable_partition(job.replace.begin(), job.replace.end(),
+                        [&](size_t slot) { return is_server_actor(job.actors[slot]); });
+  const std::string which = "restart " + std::to_string(job.attempt - job.free_attempts);
+  job_event(*host_.store, "job_restart_joined", job.id,
+            "job " + job.id.short_hex() + ": " + cause + " before " + which +
+                " had replaced everything it lost; replaced in that restart (one failure of the job)");
+  note(*host_.store, job.id, which + " also replaces: " + describe_members(failed));
 }
 
 void JobSupervisor::place_gang_again(Job& job) {

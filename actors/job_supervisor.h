@@ -196,6 +196,8 @@ class JobSupervisor {
   std::string choose_restart_nodes(Job& job, const Failed& failed);
   void place_gang_again(Job& job);
   bool try_replace(Job& job);
+  // More actors of a job lost while its last restart still has replacements to place: they join it.
+  void join_restart(Job& job, const Failed& failed, const std::string& cause);
   void after_success(Job& job);
   // job_gcs_loss.cc: writes `job`'s checkpoints back from disk and restarts it from them (its record
   // `rec` written back RUNNING); "" when it does, else why it cannot.

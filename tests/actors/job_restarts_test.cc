@@ -213,6 +213,33 @@ TEST_CASE("job restarts: a dead node that held an async job's worker and server 
   CHECK_FALSE(h.supervisor.restarting());
 }
 
+TEST_CASE("job restarts: an async job's second loss before its restart placed anything joins that restart, one of the "
+          "budget", "[jobs][supervisor][restarts]") {
+  // Two nodes killed together reach the supervisor one by one: the second must not cost a restart
+  // of its own (with a budget of 1 it would fail the job).
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 1, false);
+  s.restore_servers = true;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  h.all_asks.clear();
+  h.supervisor.on_down(h.addr(*reply, 0), to_error(internal_error("its node is gone")), "killed");
+  h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("its node is gone")), "killed");  // the server
+  CHECK(h.job(id).state == gcs::JobState::running);
+  CHECK(count_events(h.store, "job_restarting") == 1);
+  CHECK(count_events(h.store, "job_restart_joined") == 1);
+  CHECK_FALSE(h.supervisor.retry_pending());
+  REQUIRE(h.all_asks.size() == 2u);
+  CHECK(h.all_asks[0][0].actor.name == "ps0-a1");  // the joined server still placed first
+  CHECK(h.all_asks[1][0].actor.name == "w0-a1");
+  CHECK_FALSE(h.supervisor.restarting());
+  // Once the replacements are placed, a new loss is a new failure: the budget of 1 is spent.
+  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("killed")), "killed");
+  CHECK(h.job(id).state == gcs::JobState::failed);
+  CHECK(h.job(id).message.find("no restarts left") != std::string::npos);
+}
+
 TEST_CASE("job restarts: a dead node that held an async job's worker and server, without checkpoints, fails the job "
           "at once naming the server", "[jobs][supervisor][restarts]") {
   Harness h;

@@ -169,6 +169,8 @@ void settle_cell(ClusterFixture& c, const Cell& cell, const std::string& fault, 
   Json restarting = event_of(end, "job_restarting", id);
   REQUIRE_FALSE(restarting.is_null());
   const int restarts = static_cast<int>(event_messages(end, "job_restarting", id).size());
+  // One fault is one failure of the job, one restart of its budget, however many nodes it took.
+  CHECK(restarts == 1);
   const double acc = accuracy_of(end, id);
   CHECK(within_half_point(acc, baseline));
   Json accounting = accounted_event(c, id);
