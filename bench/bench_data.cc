@@ -30,6 +30,7 @@
 #include "data/readers/webdataset_reader.h"
 #include "kernels/cpu/blas_info.h"
 #include "trainers/data_source.h"
+#include "trainers/streamed_inputs.h"
 
 using namespace troupe;
 namespace fs = std::filesystem;
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
         float* out = batch.data();
         for (int r = 0; r < kBatch; ++r) {
           const uint8_t* p = x->example(idx[static_cast<size_t>(b) * kBatch + r]);
-          for (int64_t k = 0; k < row; ++k) out[k] = static_cast<float>(p[k]) / 255.0f;  // as data_source.cc
+          bytes_to_unit_floats(p, row, out);  // as the feeds convert u8 inputs (trainers/streamed_inputs.h)
           out += row;
         }
         sink = sink + batch[0];

@@ -15,6 +15,10 @@
 
 namespace troupe {
 
+// n bytes as f32 x / 255 (float(x) / 255.0f, the built-in dataset's values), vectorised as wide
+// as the CPU allows.
+void bytes_to_unit_floats(const uint8_t* p, int64_t n, float* out);
+
 // Example `i` of field `f` as f32 into out[0, f's example elements): u8 as x / 255 when
 // `scale_u8` (correctly rounded, as the built-in loader), f32 copied, any other type converted.
 void convert_example(const data::Field& f, int64_t i, bool scale_u8, float* out);

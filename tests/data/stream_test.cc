@@ -22,6 +22,17 @@ using troupe::testing::run_command;
 using troupe::testing::run_numpy;
 using troupe::testing::TempDir;
 
+TEST_CASE("stream: every byte converts to exactly float(x) / 255, the built-in dataset's value", "[data][stream]") {
+  std::vector<uint8_t> bytes(256 * 3);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + i / 256);  // every value, 3 times
+  std::vector<float> got(bytes.size());
+  bytes_to_unit_floats(bytes.data(), static_cast<int64_t>(bytes.size()), got.data());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    INFO("byte " << int(bytes[i]));
+    REQUIRE(got[i] == static_cast<float>(bytes[i]) / 255.0f);
+  }
+}
+
 TEST_CASE("stream: --stream trains the same steps as the data in memory, bit for bit", "[data][stream]") {
   TempDir dir;
   run_numpy(dir.path(), R"PY(
