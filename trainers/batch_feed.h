@@ -83,6 +83,10 @@ class BatchFeed {
   virtual Status end_epoch() { return {}; }
   // Total milliseconds next() waited for data so far (the data-wait metric).
   virtual double data_wait_ms() const { return 0; }
+  // Examples of the epoch begin_epoch() started that were trained before this feed took it up (by
+  // other workers, or by a failed predecessor whose work this one finishes): where the epoch's
+  // progress starts. 0 for feeds that always start an epoch at its beginning.
+  virtual int64_t examples_done_at_start() const { return 0; }
   // Where the rows of the batch last returned by next() came from; empty when the feed does not
   // know (SliceFeed: nothing is accounted).
   virtual DataTag position() const { return {}; }

@@ -181,6 +181,14 @@ void settle_cell(ClusterFixture& c, const Cell& cell, const std::string& fault, 
                      << " vs " << baseline << "; " << accounting.at("message").get<std::string>());
 }
 
+// The job's step once the fault struck: the view the victims were picked from can be a few
+// progress reports old (the job trains on until the kill), and "resumed" means 20 steps past the
+// last step the failed attempt recorded, not past an older one. `before` when status is down.
+int64_t step_at_fault(ClusterFixture& c, const std::string& id, int64_t before) {
+  const Json now = c.try_status(1);
+  return now.is_null() ? before : std::max(before, job_of(now, id).value("step", int64_t{0}));
+}
+
 // The cell's job on its cluster: fault-free first, then faulted with SIGKILL of the victims' node
 // processes, all at once.
 void run_kill_cell(const Cell& cell, const std::string& fault) {
@@ -197,9 +205,10 @@ void run_kill_cell(const Cell& cell, const std::string& fault) {
     return !victims.empty();
   });
   INFO("placement " << cell.placement << " on " << view.at("actors").dump());
-  const int64_t step = job_of(view, id).value("step", int64_t{0});
+  int64_t step = job_of(view, id).value("step", int64_t{0});
   const int64_t t0 = now_ms();
   for (const auto& [node, pid] : victims) REQUIRE(::kill(pid, SIGKILL) == 0);
+  if (cell.victims) step = step_at_fault(c, id, step);
   if (!cell.victims) {  // the head: started again at once
     const pid_t head = victims.begin()->second;
     REQUIRE(poll_until([&] { return process_gone(head); }, std::chrono::seconds(10)));
@@ -259,10 +268,12 @@ void run_two_jobs_cell(const Cell& cell) {
     return !victims.empty();
   });
   INFO("placement on " << view.at("actors").dump());
-  const int64_t step_one = job_of(view, one).value("step", int64_t{0});
-  const int64_t step_two = job_of(view, two).value("step", int64_t{0});
+  int64_t step_one = job_of(view, one).value("step", int64_t{0});
+  int64_t step_two = job_of(view, two).value("step", int64_t{0});
   const int64_t t0 = now_ms();
   for (const auto& [node, pid] : victims) REQUIRE(::kill(pid, SIGKILL) == 0);
+  step_one = step_at_fault(c, one, step_one);
+  step_two = step_at_fault(c, two, step_two);
   auto resumed = when_resumed(c, {{one, step_one}, {two, step_two}});
   settle_cell(c, cell, "kill -9 node (job 1 of 2)", one, step_one, t0, baseline, resumed[one]);
   settle_cell(c, cell, "kill -9 node (job 2 of 2)", two, step_two, t0, baseline, resumed[two]);

@@ -70,6 +70,13 @@ Status LedgerFeed::begin_epoch(int epoch) {
   if (!plan.ok()) return plan.status();
   plan_ = std::move(*plan);
   TROUPE_RETURN_IF_ERROR(ledger_.create_epoch(epoch, plan_.shard_sizes()));
+  done_at_start_ = 0;
+  if (auto records = ledger_.epoch_status(epoch); records.ok()) {  // for progress only: 0 when unreadable
+    for (const gcs::ShardRecord& r : *records) {
+      done_at_start_ += r.state == gcs::ShardState::done ? r.examples
+                                                          : std::min(r.examples, std::max(r.progress, r.resume_at));
+    }
+  }
   const int lanes = std::max(1, options_.shards_per_step);
   lanes_.resize(static_cast<size_t>(lanes));
   for (Lane& lane : lanes_) {

@@ -68,6 +68,9 @@ class LedgerFeed final : public BatchFeed {
   Status trained() override;
   Status end_epoch() override;
   double data_wait_ms() const override;
+  // From the ledger when the epoch began: DONE shards whole, others as far as their owners
+  // reported or a resumed claim starts (resume_at).
+  int64_t examples_done_at_start() const override { return done_at_start_; }
   // The shards and offsets of the batch last returned (one lane: an async or central worker's);
   // empty with several lanes (an elastic sync worker: its data is accounted by steps).
   DataTag position() const override;
@@ -82,6 +85,7 @@ class LedgerFeed final : public BatchFeed {
   LedgerFeedOptions options_;
   data::ShardLedger ledger_;
   int epoch_ = 0;
+  int64_t done_at_start_ = 0;
   data::ShardPlan plan_;
   // One shard at a time per lane (a sync job's worker at full size has one lane).
   struct Lane {

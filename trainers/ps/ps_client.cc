@@ -22,6 +22,7 @@ using wire::Header;
 using wire::Op;
 
 constexpr int64_t kReconnectTry = 2000;  // ms: one dial and hello while reconnecting
+constexpr int64_t kResolvedDialMs = 250;  // ms: refusals retried at a published address
 
 struct Connection {
   std::string address;
@@ -47,7 +48,8 @@ struct Welcome {
   int64_t last_push = -1;  // and its clock
 };
 
-Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome);
+Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome,
+                               std::chrono::milliseconds dial_window = std::chrono::milliseconds::max());
 Expected<wire::ShardInfo> dial_resolved(size_t i, Connection* c, const PsClientOptions& o, int64_t my_clock,
                                         Clock::time_point deadline, Welcome* welcome, bool* dialled);
 
@@ -438,10 +440,12 @@ class TcpPsClient final : public PsClient {
   Status broken_;
 };
 
-// Dials c->address, says hello (with this worker's clock) and reads its ShardInfo.
-Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome) {
+// Dials c->address, says hello (with this worker's clock) and reads its ShardInfo. The dial
+// (refusals retried) gets `dial_window` of o.connect_timeout when given, the hello all of it.
+Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t my_clock, Welcome* welcome,
+                               std::chrono::milliseconds dial_window) {
   const auto deadline = Clock::now() + o.connect_timeout;
-  auto socket = wire::dial(c->address, deadline);
+  auto socket = wire::dial(c->address, std::min(deadline, Clock::now() + std::min(dial_window, o.connect_timeout)));
   if (!socket.ok()) return socket.status();
   c->socket = std::move(*socket);
   const int fd = c->socket.fd();
@@ -486,7 +490,10 @@ Expected<wire::ShardInfo> dial_resolved(size_t i, Connection* c, const PsClientO
   PsClientOptions shorter = o;
   shorter.connect_timeout = std::min({o.connect_timeout, std::chrono::milliseconds(kReconnectTry),
                                       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())});
-  return join(c, shorter, my_clock, welcome);
+  // A server publishes its address once it listens: a published address that refuses is stale (its
+  // server died and the replacement has not published yet), so the caller's loop asks again soon
+  // rather than this dial retrying the refusal.
+  return join(c, shorter, my_clock, welcome, std::chrono::milliseconds(kResolvedDialMs));
 }
 
 // A join that failed for want of the server (refused, reset, closed, silent), not by its answer.
@@ -530,10 +537,20 @@ Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& a
   std::vector<WorkerPosition> positions(addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) {
     shards[i].address = addresses[i];
-    const std::string where = self + " connecting to shard " + std::to_string(i) + " at " + addresses[i];
     Welcome welcome;
-    auto info = join(&shards[i], o, 0, &welcome);
+    Expected<wire::ShardInfo> info = unavailable("not dialled");
+    bool dialled = false;
+    if (o.resolve) {
+      // Where the shard is now: a replacement worker's addresses may name a server that died with
+      // its predecessor (dialling it would retry the refusals for the whole connect timeout).
+      info = dial_resolved(i, &shards[i], o, 0, Clock::now() + o.connect_timeout, &welcome, &dialled);
+    }
+    if (!dialled) {
+      shards[i].address = addresses[i];
+      info = join(&shards[i], o, 0, &welcome);
+    }
     if (!info.ok() && o.resolve && reachable_later(info.status())) info = join_when_back(i, &shards[i], o, &welcome, info.status());
+    const std::string where = self + " connecting to shard " + std::to_string(i) + " at " + shards[i].address;
     positions[i] = WorkerPosition{welcome.clock, welcome.last, welcome.last_push};
     shards[i].version = welcome.version;
     shards[i].acked = shards[i].last_push = welcome.last_push;

@@ -79,6 +79,9 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
     TROUPE_RETURN_IF_ERROR(fail(feed.begin_epoch(epoch).with_context(where + ": starting epoch " + std::to_string(epoch))));
     EpochTally tally;
     const int64_t skipped = epoch == first_epoch ? skip_steps : 0;
+    // The epoch's progress starts where the job's data stood when this worker took it up (a
+    // replacement finishing its predecessor's epoch does not count it again from 0).
+    const int64_t steps_before = std::min(steps_per_epoch, feed.examples_done_at_start() / o.batch_size);
     for (int64_t s = 0; s < skipped; ++s) {
       Batch batch;
       auto more = feed.next(&batch);
@@ -124,8 +127,12 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       ++clock;
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
-      if (progress)
-        progress(step_progress(mine, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000, total_steps - clock));
+      if (progress) {
+        TrainProgress p = step_progress(mine, epoch, steps_per_epoch, tally, ms_since(epoch_start) / 1000,
+                                        total_steps - clock);
+        p.step = std::min(steps_per_epoch, steps_before + p.step);
+        progress(p);
+      }
       if (o.max_steps > 0 && clock >= o.max_steps) stop = true;
     }
     TROUPE_RETURN_IF_ERROR(fail(feed.end_epoch().with_context(where + ": ending epoch " + std::to_string(epoch))));
