@@ -174,3 +174,46 @@ TEST_CASE("async job data: workers taking stratified shards as they get to them 
     }
   }
 }
+
+TEST_CASE("async job data: a replacement's epoch starts its progress where the ledger says the epoch stood",
+          "[jobs][feed][async]") {
+  // The job's progress is what its workers report: a worker that takes over a half-trained epoch
+  // (its predecessor died) must not report the epoch from 0 again.
+  Dataset part, test_set;
+  load_prefix(4096, &part, &test_set);
+  gcs::InMemoryStore store;
+  const JobId job = JobId::random();
+  job::LedgerFeedOptions fo;
+  fo.plan.shards = 4;
+  fo.plan.seed = 3;
+  fo.batch_size = 64;
+  fo.keep_partial = true;
+  const WorkerId first = WorkerId::random();
+  {
+    job::LedgerFeed feed(part, store, job, first, fo);
+    REQUIRE(feed.begin_epoch(1).ok());
+    CHECK(feed.examples_done_at_start() == 0);  // a fresh epoch
+    // It trains one whole shard and a part of the next, then dies.
+    for (int i = 0; i < 1024 / 64 + 5; ++i) {
+      Batch b;
+      auto more = feed.next(&b);
+      REQUIRE(more.ok());
+      REQUIRE(*more);
+      REQUIRE(feed.trained().ok());
+    }
+  }
+  data::ShardLedger ledger(store, job, data::ShardLedgerOptions{4});
+  auto released = ledger.release_worker(first, [](const gcs::ShardRecord& r) { return r.progress; });
+  REQUIRE(released.ok());
+  auto records = ledger.epoch_status(1);
+  REQUIRE(records.ok());
+  int64_t done = 0;
+  for (const gcs::ShardRecord& r : *records) done += r.state == gcs::ShardState::done ? r.examples : r.resume_at;
+  INFO("the ledger after the release: " << done << " examples of epoch 1 done");
+  REQUIRE(done >= 1024);  // a shard is 1024 examples: the first one whole, and some of the second
+  job::LedgerFeed next(part, store, job, WorkerId::random(), fo);
+  REQUIRE(next.begin_epoch(1).ok());
+  CHECK(next.examples_done_at_start() == done);
+  REQUIRE(next.begin_epoch(2).ok());
+  CHECK(next.examples_done_at_start() == 0);
+}
