@@ -78,6 +78,55 @@ Victims two_nodes() {
   };
 }
 
+// Two nodes (not the head) that each hold at least two of the job's workers.
+Victims two_nodes_several_workers() {
+  return [](const Json& view, const std::string& job) {
+    std::map<std::string, pid_t> out;
+    for (const auto& [id, h] : holdings(view, job)) {
+      if (h.workers >= 2 && out.size() < 2) out[id] = h.pid;
+    }
+    if (out.size() < 2) out.clear();
+    return out;
+  };
+}
+
+// Every node that holds a server of the job, when those are two or more nodes besides the head and
+// they hold all of the job's servers: the job loses every server at once, on two nodes.
+Victims every_server_on_two_nodes() {
+  return [](const Json& view, const std::string& job) {
+    int servers = 0;
+    for (const Json& a : view.at("actors"))
+      if (a.value("job", "") == job && a.at("state") == "ALIVE" && a.at("type") == "troupe.ps") ++servers;
+    std::map<std::string, pid_t> out;
+    int held = 0;
+    for (const auto& [id, h] : holdings(view, job)) {
+      if (h.servers > 0) {
+        out[id] = h.pid;
+        held += h.servers;
+      }
+    }
+    if (out.size() < 2 || held != servers) out.clear();
+    return out;
+  };
+}
+
+// Two nodes that together hold the job's server and at least two of its workers.
+Victims two_nodes_server_and_workers() {
+  return [](const Json& view, const std::string& job) {
+    const auto held = holdings(view, job);
+    std::map<std::string, pid_t> out;
+    for (auto i = held.begin(); i != held.end() && out.empty(); ++i) {
+      for (auto k = std::next(i); k != held.end(); ++k) {
+        if (i->second.servers + k->second.servers >= 1 && i->second.workers + k->second.workers >= 2) {
+          out = {{i->first, i->second.pid}, {k->first, k->second.pid}};
+          break;
+        }
+      }
+    }
+    return out;
+  };
+}
+
 // The head process itself (its own node's actors die with it); the runner starts it again with
 // `troupe up --restart-head`, as whatever supervises the head's host would.
 Victims the_head(ClusterFixture& c) {
@@ -100,6 +149,8 @@ struct Cell {
   Victims victims;        // empty: the head (the_head)
   int64_t at_step = 600;  // the fault comes once the job is this far (and has a checkpoint)
   double fill_head = 0;   // cpus of the head's own node taken first (the job's actors go elsewhere)
+  std::string env;        // for `troupe up` (TROUPE_SCHEDULER_POLICY=pack: a gang fills node by node)
+  double fill_a = 0;      // cut cells: cpus of host A taken while the job is placed (it goes to B)
 };
 
 // Takes `cpus` of the head's own node with an actor pinned there, so a job's actors go elsewhere.
@@ -193,7 +244,9 @@ int64_t step_at_fault(ClusterFixture& c, const std::string& id, int64_t before) 
 // processes, all at once.
 void run_kill_cell(const Cell& cell, const std::string& fault) {
   ClusterFixture c;
-  c.up(cell.up);
+  auto up = c.troupe("up " + cell.up, 90, cell.env);
+  INFO(up.both() << c.logs_tail());
+  REQUIRE(up.exit_code == 0);
   if (cell.fill_head > 0) fill_head(c, cell.fill_head);
   const Victims pick = cell.victims ? cell.victims : the_head(c);
   const std::string job_args = cell.job + " --checkpoint-dir " + c.home() + "/ckpt";
@@ -223,21 +276,44 @@ void run_kill_cell(const Cell& cell, const std::string& fault) {
 // host B: one node of 2 cpus), its link to host B cut once the job is this far with actors on B.
 // The nodes on B never exit: the head finds B's node silent, declares it DEAD and the job restarts
 // on host A.
-void run_cut_cell(const Cell& cell) {
+//
+// Cross cells (cell.fill_a > 0) decide what B holds: while the job is placed, actors taking
+// cell.fill_a cpus of host A's head leave the job only B's room for its last actors; once the job
+// runs they are stopped, so host A has room for the restart. cell.on_b then says what B must hold.
+void run_cut_cell(const Cell& cell, const std::function<bool(const Holding&)>& on_b = nullptr) {
   auto hosts = two_hosts("10.231.11.1", "10.231.11.2", "m", cell.up);
   if (!hosts) return;  // skipped, saying why
   ClusterFixture& a = hosts->a;
   const std::string job_args = cell.job + " --checkpoint-dir " + a.home() + "/ckpt";
   const double baseline = fault_free_accuracy(a, job_args);
+  std::string filler;
+  if (cell.fill_a > 0) {
+    std::string head;
+    for (const Json& n : a.status().at("nodes"))
+      if (n.value("is_head", false)) head = n.at("id");
+    auto spawned = a.troupe("spawn echo --json --cpus " + std::to_string(cell.fill_a) + " --node " + head);
+    INFO(spawned.both());
+    REQUIRE(spawned.exit_code == 0);
+    filler = Json::parse(spawned.out).at("actor_ids").at(0).get<std::string>();
+  }
   const std::string id = submit_detached(a, job_args);
-  const Json view = when_placed(a, cell, id, [&](const Json& v) {  // some actor of the job on host B
+  const Json view = when_placed(a, cell, id, [&](const Json& v) {  // what the cell wants on host B
     std::string remote;
     for (const Json& n : v.at("nodes"))
       if (n.at("address").get<std::string>().rfind(hosts->b_prefix(), 0) == 0) remote = n.at("id");
-    for (const Json& x : v.at("actors"))
-      if (x.value("job", "") == id && x.at("state") == "ALIVE" && x.at("node") == remote) return true;
-    return false;
+    Holding b;
+    for (const Json& x : v.at("actors")) {
+      if (x.value("job", "") != id || x.at("state") != "ALIVE" || x.at("node") != remote) continue;
+      (x.at("type") == "troupe.ps" ? b.servers : b.workers) += 1;
+    }
+    return on_b ? on_b(b) : b.workers + b.servers > 0;
   });
+  INFO("placement " << cell.placement << " on " << view.at("actors").dump());
+  if (!filler.empty()) {
+    auto stopped = a.troupe("stop " + filler);
+    INFO(stopped.both());
+    REQUIRE(stopped.exit_code == 0);
+  }
   const int64_t step = job_of(view, id).value("step", int64_t{0});
   const int64_t t0 = now_ms();
   hosts->cut_b();
@@ -383,6 +459,62 @@ TEST_CASE("matrix: central, the link to a node with an actor cut", "[matrix][net
 }
 TEST_CASE("matrix: pipeline, the link to a node with a stage cut", "[matrix][netns]") {
   run_cut_cell({"pipeline", "one node's actors cut off", "--nodes 1 --cpus 2", kPipeline, nullptr});
+}
+
+// ---- cross cells: the placements of one node's cells under two nodes at once and a cut link ----
+
+TEST_CASE("matrix: sync, two nodes killed at once, each with several workers", "[matrix]") {
+  run_kill_cell({"sync", "two nodes, several workers each", "--nodes 4 --cpus 2", kSync, two_nodes_several_workers(),
+                 600, 2, "TROUPE_SCHEDULER_POLICY=pack"},
+                "kill -9 two nodes");
+}
+TEST_CASE("matrix: elastic sync, two nodes killed at once, each with several workers", "[matrix]") {
+  run_kill_cell({"elastic sync", "two nodes, several workers each", "--nodes 4 --cpus 2", kElastic,
+                 two_nodes_several_workers(), 600, 2, "TROUPE_SCHEDULER_POLICY=pack"},
+                "kill -9 two nodes");
+}
+TEST_CASE("matrix: async, two nodes killed at once, holding every server", "[matrix]") {
+  run_kill_cell({"async", "two nodes holding every server", "--nodes 5 --cpus 2", kAsync, every_server_on_two_nodes(),
+                 1000, 2},
+                "kill -9 two nodes");
+}
+TEST_CASE("matrix: central, two nodes killed at once, holding the server and several workers", "[matrix]") {
+  run_kill_cell({"central", "two nodes, the server and workers", "--nodes 5 --cpus 2", kCentral,
+                 two_nodes_server_and_workers(), 600, 2, "TROUPE_SCHEDULER_POLICY=pack"},
+                "kill -9 two nodes");
+}
+TEST_CASE("matrix: pipeline, two nodes killed at once, each with two stages", "[matrix]") {
+  run_kill_cell({"pipeline", "two nodes, two stages each", "--nodes 4 --cpus 2", kPipeline,
+                 two_nodes_several_workers(), 600, 2, "TROUPE_SCHEDULER_POLICY=pack"},
+                "kill -9 two nodes");
+}
+TEST_CASE("matrix: sync, the link cut to a node with several workers", "[matrix][netns]") {
+  Cell cell{"sync", "several workers cut off", "--nodes 1 --cpus 2", kSync, nullptr};
+  cell.fill_a = 2;  // host A keeps room for 2 of the 4 workers: B gets the other 2
+  run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
+}
+TEST_CASE("matrix: elastic sync, the link cut to a node with several workers", "[matrix][netns]") {
+  Cell cell{"elastic sync", "several workers cut off", "--nodes 1 --cpus 2", kElastic, nullptr};
+  cell.fill_a = 2;
+  run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
+}
+TEST_CASE("matrix: async, the link cut to a node with a worker and every server", "[matrix][netns]") {
+  // The whole job on B (1 worker, 1 server): everything it has is cut off at once.
+  Cell cell{"async (1+1)", "a worker and every server cut off", "--nodes 1 --cpus 2",
+            "--strategy async --workers 1 --ps 1 --epochs 4 --batch-size 64 --checkpoint-every 100", nullptr, 1000};
+  cell.fill_a = 4;
+  run_cut_cell(cell, [](const Holding& b) { return b.workers >= 1 && b.servers >= 1; });
+}
+TEST_CASE("matrix: central, the link cut to a node with the server and a worker", "[matrix][netns]") {
+  Cell cell{"central (2 workers)", "the server and a worker cut off", "--nodes 1 --cpus 2",
+            "--strategy central --workers 2 --epochs 4 --batch-size 128 --checkpoint-every 100", nullptr};
+  cell.fill_a = 3;  // A keeps room for 1 of the 3 actors
+  run_cut_cell(cell, [](const Holding& b) { return b.workers >= 1 && b.servers >= 1; });
+}
+TEST_CASE("matrix: pipeline, the link cut to a node with two stages", "[matrix][netns]") {
+  Cell cell{"pipeline", "two stages cut off", "--nodes 1 --cpus 2", kPipeline, nullptr};
+  cell.fill_a = 2;
+  run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
 }
 
 // ---- the servers of two jobs on the victim ----

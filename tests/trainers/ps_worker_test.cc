@@ -89,10 +89,16 @@ TEST_CASE("ps worker: central mode in process holds one process's parameters, as
   CHECK(std::sqrt(diff / norm) <= 1e-5);
   CHECK(central.results[0].test_accuracy == Approx(single->test_accuracy).margin(0.01));
   CHECK(central.results[1].test_accuracy == -1);  // only rank 0 evaluates
+  // The test loss too, from the same parameters (it was reported by troupe train and sync only).
+  REQUIRE(single->test_loss > 0);
+  CHECK(central.results[0].test_loss == Approx(single->test_loss).epsilon(1e-3));
+  CHECK(central.results[1].test_loss == -1);
 
   WorkerRuns async = run_local(o, train, test, tiny_shape(PsMode::async, 2, 2, 0, train));
   for (int r = 0; r < 2; ++r) REQUIRE(async.status[r].ok());
   CHECK(async.results[0].test_accuracy > 0.9);
+  CHECK(async.results[0].test_loss > 0);
+  CHECK(async.results[0].test_loss < std::log(4.0));  // below a uniform guess over the 4 blobs
   CHECK(async.reports[0].staleness.count == 2 * 2 * 80);
   CHECK(async.reports[0].staleness.max <= 1);  // lockstep: at most the other worker's update of the clock
 }

@@ -32,7 +32,8 @@ class PsCudaDevice final : public ps::StepDevice {
   Status compute(int slot) override;
   Expected<BatchStats> wait_gradient() override;
   Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override;
-  Expected<int64_t> count_correct(int slot, const Dataset& data) override;
+  // The correct count (the loss is not summed on the device: rows = 0).
+  Expected<EvalTotals> evaluate(int slot, const Dataset& data) override;
 
  private:
   Status check_slot(int slot, const char* what) const;
@@ -241,9 +242,9 @@ Status PsCudaDevice::replay(int slot, const float* inputs, const int32_t* labels
   return {};
 }
 
-Expected<int64_t> PsCudaDevice::count_correct(int slot, const Dataset& data) {
-  TROUPE_RETURN_IF_ERROR(check_idle("count_correct()"));
-  TROUPE_RETURN_IF_ERROR(check_slot(slot, "count_correct"));
+Expected<EvalTotals> PsCudaDevice::evaluate(int slot, const Dataset& data) {
+  TROUPE_RETURN_IF_ERROR(check_idle("evaluate()"));
+  TROUPE_RETURN_IF_ERROR(check_slot(slot, "evaluate"));
   if (data.features() != features_)
     return invalid_argument("evaluating " + std::to_string(data.features()) + " features on a model of " +
                             std::to_string(features_));
@@ -268,7 +269,9 @@ Expected<int64_t> PsCudaDevice::count_correct(int slot, const Dataset& data) {
   TROUPE_RETURN_IF_ERROR(copy(host_correct_.get(), correct_.get(), sizeof(unsigned long long),
                               cudaMemcpyDeviceToHost, ks));
   TROUPE_RETURN_IF_ERROR(finish_compute("the test-set evaluation on " + name()));
-  return static_cast<int64_t>(host_correct_[0]);
+  EvalTotals t;
+  t.correct = static_cast<int64_t>(host_correct_[0]);
+  return t;
 }
 
 // On every way out, queued work finishes before the buffers it uses are freed.

@@ -50,8 +50,8 @@ class TrainerDevice final : public StepDevice {
     replay_fields_.bind(spec_, &b);
     return forward_backward_parts(*setup_.trainer, b, params(slot), g, parts_, scratch_).status();
   }
-  Expected<int64_t> count_correct(int slot, const Dataset& data) override {
-    return troupe::count_correct(*setup_.trainer, params(slot), data, 0, data.count);
+  Expected<EvalTotals> evaluate(int slot, const Dataset& data) override {
+    return evaluate_rows(*setup_.trainer, params(slot), data, 0, data.count);
   }
 
  private:

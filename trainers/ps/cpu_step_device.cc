@@ -97,10 +97,10 @@ Status CpuStepDevice::replay(int slot, const float* inputs, const int32_t* label
   return {};
 }
 
-Expected<int64_t> CpuStepDevice::count_correct(int slot, const Dataset& data) {
-  TROUPE_RETURN_IF_ERROR(check_idle("count_correct()"));
-  if (slot != 0 && slot != 1) return internal_error("count_correct(" + std::to_string(slot) + "): the slots are 0 and 1");
-  return troupe::count_correct(*setup_.trainer, Parameters(params_[slot].data(), n_), data, 0, data.count);
+Expected<EvalTotals> CpuStepDevice::evaluate(int slot, const Dataset& data) {
+  TROUPE_RETURN_IF_ERROR(check_idle("evaluate()"));
+  if (slot != 0 && slot != 1) return internal_error("evaluate(" + std::to_string(slot) + "): the slots are 0 and 1");
+  return evaluate_rows(*setup_.trainer, Parameters(params_[slot].data(), n_), data, 0, data.count);
 }
 
 }  // namespace troupe::ps

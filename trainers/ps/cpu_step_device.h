@@ -30,7 +30,7 @@ class CpuStepDevice final : public StepDevice {
   Status compute(int slot) override;
   Expected<BatchStats> wait_gradient() override;
   Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override;
-  Expected<int64_t> count_correct(int slot, const Dataset& data) override;
+  Expected<EvalTotals> evaluate(int slot, const Dataset& data) override;
 
   int64_t computed() const { return computed_; }  // gradients waited for
   int64_t replayed() const { return replayed_; }

@@ -30,6 +30,7 @@
 #include "core/status.h"
 #include "trainers/api/trainer.h"
 #include "trainers/fashion_mnist.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe::ps {
 
@@ -60,9 +61,10 @@ class StepDevice {
   // were pulled) into out[0, parameters()), synchronously: a push recomputed for a restored
   // parameter server (ps_client.h). Only between steps: no computation in flight.
   virtual Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) = 0;
-  // Correctly classified rows of `data` with the parameters in pull_buffer(slot), synchronously
-  // (-1 when the model does not classify). Only between steps.
-  virtual Expected<int64_t> count_correct(int slot, const Dataset& data) = 0;
+  // `data` scored with the parameters in pull_buffer(slot), synchronously: correctly classified
+  // rows (-1 when the model does not classify) and the loss summed over rows (rows = 0 when the
+  // device does not compute the loss). Only between steps.
+  virtual Expected<EvalTotals> evaluate(int slot, const Dataset& data) = 0;
 };
 
 }  // namespace troupe::ps

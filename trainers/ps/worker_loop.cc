@@ -17,12 +17,14 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// Test accuracy of the parameters in `slot` over the whole split (-1 when the model does not count).
-Expected<double> accuracy(StepDevice& device, int slot, const Dataset& test) {
-  auto correct = device.count_correct(slot, test);
-  if (!correct.ok()) return correct.status();
-  if (*correct < 0) return -1.0;
-  return test.count ? static_cast<double>(*correct) / test.count : 0.0;
+// The parameters in `slot` scored over the whole split into es: test accuracy (-1 when the model
+// does not count) and mean test loss (-1 when the device does not compute it).
+Status score(StepDevice& device, int slot, const Dataset& test, EpochStats* es) {
+  auto t = device.evaluate(slot, test);
+  if (!t.ok()) return t.status();
+  es->test_accuracy = t->correct < 0 ? -1.0 : test.count ? static_cast<double>(t->correct) / test.count : 0.0;
+  es->test_loss = t->rows > 0 ? t->loss_sum / static_cast<double>(t->rows) : -1.0;
+  return {};
 }
 
 }  // namespace
@@ -153,9 +155,8 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
       if (!got.ok()) return fail(got.status().with_context("worker 0 pulling parameters to evaluate" + at_epoch));
       cur = 1 - cur;
       final_in_cur = last;
-      auto acc = accuracy(device, cur, test);
-      if (!acc.ok()) return fail(acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch)));
-      es.test_accuracy = *acc;
+      TROUPE_RETURN_IF_ERROR(
+          fail(score(device, cur, test, &es).with_context(where + ": evaluate after epoch " + std::to_string(epoch))));
     }
     report_epoch(es, mine, steps_per_epoch, &result, progress);
   }
