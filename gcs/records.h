@@ -138,7 +138,8 @@ struct GroupRecord {
 //                                          ^                                                         |
 //                                          +--(release_worker: owner presumed dead; progress kept,   |
 //                                              resume_at 0, or where the servers applied up to)------+
-//   ASSIGNED --(the owner completes it: progress = examples)--> DONE      DONE is final for that epoch.
+//   ASSIGNED --(the owner completes it: progress = examples)--> DONE      DONE is final for that epoch (but
+//   for ShardLedger::reopen: an async job that lost every server's copy of a completed shard's tail).
 enum class ShardState : uint8_t { unassigned = 0, assigned = 1, done = 2 };
 const char* shard_state_name(ShardState s);  // "UNASSIGNED", "ASSIGNED", "DONE"
 

@@ -150,7 +150,7 @@ struct Cell {
   int64_t at_step = 600;  // the fault comes once the job is this far (and has a checkpoint)
   double fill_head = 0;   // cpus of the head's own node taken first (the job's actors go elsewhere)
   std::string env;        // for `troupe up` (TROUPE_SCHEDULER_POLICY=pack: a gang fills node by node)
-  double fill_a = 0;      // cut cells: cpus of host A taken while the job is placed (it goes to B)
+  std::vector<double> fill_a;  // cut cells: cpus of host A's nodes (the head first) taken while the job is placed
 };
 
 // Takes `cpus` of the head's own node with an actor pinned there, so a job's actors go elsewhere.
@@ -277,24 +277,35 @@ void run_kill_cell(const Cell& cell, const std::string& fault) {
 // The nodes on B never exit: the head finds B's node silent, declares it DEAD and the job restarts
 // on host A.
 //
-// Cross cells (cell.fill_a > 0) decide what B holds: while the job is placed, actors taking
-// cell.fill_a cpus of host A's head leave the job only B's room for its last actors; once the job
-// runs they are stopped, so host A has room for the restart. cell.on_b then says what B must hold.
+// Cross cells (cell.fill_a) decide what B holds: while the job is placed, actors taking
+// cell.fill_a[i] cpus of host A's i-th node (the head first) leave the job only B's room for its last
+// actors; once the job runs they are stopped, so host A has room for the restart. on_b then says
+// what B must hold.
 void run_cut_cell(const Cell& cell, const std::function<bool(const Holding&)>& on_b = nullptr) {
   auto hosts = two_hosts("10.231.11.1", "10.231.11.2", "m", cell.up);
   if (!hosts) return;  // skipped, saying why
   ClusterFixture& a = hosts->a;
   const std::string job_args = cell.job + " --checkpoint-dir " + a.home() + "/ckpt";
   const double baseline = fault_free_accuracy(a, job_args);
-  std::string filler;
-  if (cell.fill_a > 0) {
-    std::string head;
-    for (const Json& n : a.status().at("nodes"))
-      if (n.value("is_head", false)) head = n.at("id");
-    auto spawned = a.troupe("spawn echo --json --cpus " + std::to_string(cell.fill_a) + " --node " + head);
-    INFO(spawned.both());
-    REQUIRE(spawned.exit_code == 0);
-    filler = Json::parse(spawned.out).at("actor_ids").at(0).get<std::string>();
+  std::vector<std::string> fillers;
+  if (!cell.fill_a.empty()) {
+    std::vector<std::string> on_a;  // host A's nodes, the head first
+    const Json nodes = a.status().at("nodes");
+    for (const Json& n : nodes) {
+      if (n.at("address").get<std::string>().rfind(hosts->b_prefix(), 0) == 0) continue;
+      if (n.value("is_head", false)) on_a.insert(on_a.begin(), n.at("id").get<std::string>());
+      else on_a.push_back(n.at("id").get<std::string>());
+    }
+    REQUIRE(on_a.size() >= cell.fill_a.size());
+    for (size_t i = 0; i < cell.fill_a.size(); ++i) {
+      if (cell.fill_a[i] <= 0) continue;
+      auto spawned = a.troupe("spawn echo --json --cpus " + std::to_string(cell.fill_a[i]) + " --node " + on_a[i]);
+      INFO(nodes.dump(1) << spawned.both());
+      REQUIRE(spawned.exit_code == 0);
+      const Json reply = Json::parse(spawned.out);
+      REQUIRE(reply.value("started", 0) == 1);  // placed, not left pending
+      fillers.push_back(reply.at("actor_ids").at(0).get<std::string>());
+    }
   }
   const std::string id = submit_detached(a, job_args);
   const Json view = when_placed(a, cell, id, [&](const Json& v) {  // what the cell wants on host B
@@ -309,14 +320,15 @@ void run_cut_cell(const Cell& cell, const std::function<bool(const Holding&)>& o
     return on_b ? on_b(b) : b.workers + b.servers > 0;
   });
   INFO("placement " << cell.placement << " on " << view.at("actors").dump());
-  if (!filler.empty()) {
+  for (const std::string& filler : fillers) {
     auto stopped = a.troupe("stop " + filler);
     INFO(stopped.both());
     REQUIRE(stopped.exit_code == 0);
   }
-  const int64_t step = job_of(view, id).value("step", int64_t{0});
+  int64_t step = job_of(view, id).value("step", int64_t{0});
   const int64_t t0 = now_ms();
   hosts->cut_b();
+  step = step_at_fault(a, id, step);  // the job trained on while the filler was stopped
   settle_cell(a, cell, "link cut", id, step, t0, baseline);
 }
 
@@ -490,30 +502,30 @@ TEST_CASE("matrix: pipeline, two nodes killed at once, each with two stages", "[
 }
 TEST_CASE("matrix: sync, the link cut to a node with several workers", "[matrix][netns]") {
   Cell cell{"sync", "several workers cut off", "--nodes 1 --cpus 2", kSync, nullptr};
-  cell.fill_a = 2;  // host A keeps room for 2 of the 4 workers: B gets the other 2
+  cell.fill_a = {2};  // host A keeps room for 2 of the 4 workers (on its second node): B gets the other 2
   run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
 }
 TEST_CASE("matrix: elastic sync, the link cut to a node with several workers", "[matrix][netns]") {
   Cell cell{"elastic sync", "several workers cut off", "--nodes 1 --cpus 2", kElastic, nullptr};
-  cell.fill_a = 2;
+  cell.fill_a = {2};
   run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
 }
 TEST_CASE("matrix: async, the link cut to a node with a worker and every server", "[matrix][netns]") {
   // The whole job on B (1 worker, 1 server): everything it has is cut off at once.
   Cell cell{"async (1+1)", "a worker and every server cut off", "--nodes 1 --cpus 2",
             "--strategy async --workers 1 --ps 1 --epochs 4 --batch-size 64 --checkpoint-every 100", nullptr, 1000};
-  cell.fill_a = 4;
+  cell.fill_a = {2, 2};  // no room on host A
   run_cut_cell(cell, [](const Holding& b) { return b.workers >= 1 && b.servers >= 1; });
 }
 TEST_CASE("matrix: central, the link cut to a node with the server and a worker", "[matrix][netns]") {
   Cell cell{"central (2 workers)", "the server and a worker cut off", "--nodes 1 --cpus 2",
             "--strategy central --workers 2 --epochs 4 --batch-size 128 --checkpoint-every 100", nullptr};
-  cell.fill_a = 3;  // A keeps room for 1 of the 3 actors
+  cell.fill_a = {2, 1};  // host A keeps room for 1 of the 3 actors
   run_cut_cell(cell, [](const Holding& b) { return b.workers >= 1 && b.servers >= 1; });
 }
 TEST_CASE("matrix: pipeline, the link cut to a node with two stages", "[matrix][netns]") {
   Cell cell{"pipeline", "two stages cut off", "--nodes 1 --cpus 2", kPipeline, nullptr};
-  cell.fill_a = 2;
+  cell.fill_a = {2};
   run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
 }
 

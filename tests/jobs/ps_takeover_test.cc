@@ -234,6 +234,53 @@ TEST_CASE("ps takeover: a worker and a server that die together (one node) lose 
   CHECK(s.shards[0]->version() == s.shards[1]->version());  // every push applied on both
 }
 
+TEST_CASE("ps takeover: a worker and every server lost together: the shard it completed after the checkpoint is "
+          "trained again from where the servers' records end", "[jobs][ps][accounting]") {
+  // One node held the worker and both servers (or a cut link took them together). The servers
+  // come back from the checkpoint of version 4 (pushes 0-3: shard 0's first 256 examples); the
+  // worker had gone on to finish shard 0 (325 examples) and start shard 1. No one can replay the
+  // lost pushes: shard 0 must be reopened at 256, shard 1 released at 0, nothing applied twice.
+  Scenario s;
+  troupe::testing::PsCheckpointFiles files;
+  const WorkerId me = WorkerId::random();
+  for (int i = 0; i < 2; ++i) REQUIRE(s.shards[i]->enable_checkpoints(files.every(4, i, s.job.hex())).ok());
+  predecessor(s, me, 7);
+  data::ShardLedger ledger(s.store, s.job, data::ShardLedgerOptions{kLedgerShards});
+  auto before = ledger.epoch_status(1);
+  REQUIRE(before.ok());
+  REQUIRE((*before)[0].state == gcs::ShardState::done);  // completed after the checkpoint of version 4
+  for (int i = 0; i < 2; ++i) {
+    auto restored = s.make_shard(i);
+    REQUIRE(restored->restore(files.load(4, s.job.hex())).ok());
+    REQUIRE(restored->rejoin_worker(0).ok());  // the replacement's hello
+    s.shards[i] = std::move(restored);
+  }
+  auto client = ps::local_ps_client(s.raw(), 0);
+  auto t = job::take_over(*client, s.o, s.train, s.fo.plan, ledger, me, 0, 1);
+  REQUIRE(t.ok());
+  INFO(t->summary);
+  CHECK(t->reopened == 1);
+  CHECK(t->summary.find("epoch 1 shard 0 at 256/325") != std::string::npos);
+  auto after = ledger.epoch_status(1);
+  REQUIRE(after.ok());
+  CHECK((*after)[0].state == gcs::ShardState::unassigned);
+  CHECK((*after)[0].resume_at == 256);
+  job::LedgerFeed feed(s.train, s.store, s.job, me, s.fo);
+  ps::PsWorker w{client.get(), 0, 1};
+  w.evaluate = false;
+  w.start_clock = client->start_clock();
+  auto result = ps::train_ps_worker(s.o, s.train, s.test, feed, w);
+  INFO(result.status().to_string());
+  REQUIRE(result.ok());
+  for (int i = 0; i < 2; ++i) REQUIRE(job::publish_applied(s.store, s.job, i, 1, *s.shards[i]).ok());
+  REQUIRE(job::wait_for_applied(s.store, s.job, 2, std::chrono::milliseconds(100)).ok());
+  auto report = gcs::account_async_job(s.store, s.job, 1, kLedgerShards, 2);
+  REQUIRE(report.ok());
+  INFO(report->summary());
+  CHECK(report->exactly_once);
+  CHECK(report->examples == 1300);
+}
+
 TEST_CASE("ps takeover: without it (release to 0, no catch-up) the accounting names the doubled examples",
           "[jobs][ps][accounting]") {
   Scenario s;

@@ -204,6 +204,21 @@ Status ShardLedger::complete(int epoch, int shard, WorkerId worker) {
   });
 }
 
+Expected<bool> ShardLedger::reopen(int epoch, int shard, WorkerId owner, int64_t at) {
+  bool changed = false;
+  TROUPE_RETURN_IF_ERROR(modify(epoch, shard, [&](ShardRecord& r) -> Expected<bool> {
+    if (r.state != ShardState::done || r.owner != owner) return changed = false;
+    if (at < 0 || at >= r.examples)
+      return invalid_argument("reopening " + where(epoch, shard) + " at example " + std::to_string(at) + " of " +
+                              std::to_string(r.examples));
+    r.state = ShardState::unassigned;
+    r.owner = WorkerId();
+    r.resume_at = at;
+    return changed = true;
+  }));
+  return changed;
+}
+
 Expected<std::vector<ShardRecord>> ShardLedger::release_worker(WorkerId worker, const ResumeAt& resume_at) {
   auto rows = store_.get_all(table());
   if (!rows.ok()) return rows.status().with_context("releasing the shards of worker " + worker.short_hex());

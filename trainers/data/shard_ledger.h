@@ -63,6 +63,12 @@ class ShardLedger {
   // gives an offset outside [0, examples] (nothing is released after that one).
   using ResumeAt = std::function<int64_t(const gcs::ShardRecord&)>;
   Expected<std::vector<gcs::ShardRecord>> release_worker(WorkerId worker, const ResumeAt& resume_at = {});
+  // DONE by `owner` -> UNASSIGNED (owner nil) with resume_at = `at`: an async job whose every
+  // parameter server came back from a checkpoint, its worker lost with them, lost the gradients of
+  // what that worker trained since, shards it completed included; they are trained again from `at`.
+  // Returns false (nothing changed) when the shard is not DONE by `owner`. invalid_argument for `at`
+  // outside [0, examples); not_found when the epoch or shard was not created.
+  Expected<bool> reopen(int epoch, int shard, WorkerId owner, int64_t at);
 
   // Returns every shard of epochs >= `from_epoch` that is ASSIGNED or DONE to UNASSIGNED (owner
   // nil): a restarted sync job rolled its parameters back to a checkpoint taken in `from_epoch`,

@@ -89,6 +89,57 @@ Expected<int> replay_lost(ps::PsClient& client, const TrainOptions& options, con
   return replayed;
 }
 
+// Where each shard of `tag` ends (the last example of it the tag covers, + 1).
+std::map<std::pair<int, int>, int64_t> shard_ends(const DataTag& tag) {
+  std::map<std::pair<int, int>, int64_t> ends;
+  for (const DataSpan& d : tag) {
+    int64_t& e = ends[{d.epoch, d.shard}];
+    e = std::max(e, d.offset + d.rows);
+  }
+  return ends;
+}
+
+// The shards `me` completed whose examples after the push `last` no server applied: the rest of
+// each shard of `last`, and every shard it completed after them (a worker claims the lowest free
+// shard, so in `last`'s epoch those numbered above it, and any in a later epoch), reopened at their
+// claims' start. Returns "epoch E shard S at N/M" for each reopened.
+Expected<std::vector<std::string>> reopen_lost(data::ShardLedger& ledger, WorkerId me, const DataTag& last,
+                                               const std::map<std::pair<int, int>, int64_t>& ends) {
+  int first_epoch = 0, last_shard = -1;
+  for (const DataSpan& d : last) {
+    if (d.epoch > first_epoch) {
+      first_epoch = d.epoch;
+      last_shard = d.shard;
+    } else if (d.epoch == first_epoch) {
+      last_shard = std::max(last_shard, d.shard);
+    }
+  }
+  std::vector<std::string> out;
+  for (int epoch = first_epoch;; ++epoch) {
+    auto records = ledger.epoch_status(epoch);
+    if (!records.ok()) {
+      if (records.status().code() == Code::not_found) break;  // no later epoch was begun
+      return records.status();
+    }
+    for (const gcs::ShardRecord& r : *records) {
+      if (r.state != gcs::ShardState::done || r.owner != me) continue;
+      int64_t from = r.resume_at;  // where its claim started
+      if (auto e = ends.find({epoch, r.shard}); e != ends.end()) {
+        from = e->second;
+      } else if (epoch == first_epoch && r.shard < last_shard) {
+        continue;  // completed before the last push (and applied)
+      }
+      if (from >= r.examples) continue;  // the last push ended it
+      auto reopened = ledger.reopen(epoch, r.shard, me, from);
+      if (!reopened.ok()) return reopened.status();
+      if (*reopened)
+        out.push_back("epoch " + std::to_string(epoch) + " shard " + std::to_string(r.shard) + " at " +
+                      std::to_string(from) + "/" + std::to_string(r.examples));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, const Dataset& train,
@@ -144,10 +195,21 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
     if (*replayed > 0) ++t.servers_replayed;
   }
   // Where each shard of the last push ends; its other shards resume where their claims started.
-  std::map<std::pair<int, int>, int64_t> ends;
-  for (const DataSpan& d : last) {
-    int64_t& e = ends[{d.epoch, d.shard}];
-    e = std::max(e, d.offset + d.rows);
+  const std::map<std::pair<int, int>, int64_t> ends = shard_ends(last);
+  // Every server came back from a checkpoint (each one's clock for the rank, said by this
+  // replacement, is below its record's last push) and none applied more of the rank than the
+  // others: what the predecessor trained after that push is lost on all of them alike and nobody
+  // can replay it, so it is trained again — the rest of the last push's shard and every later
+  // shard the predecessor completed (those it still held are released below).
+  const bool all_restored =
+      !at.empty() && !last.empty() && std::all_of(at.begin(), at.end(), [&](const ps::WorkerPosition& p) {
+        return p.last_clock > 0 && p.clock < p.last_clock && p.last == last;
+      });
+  if (all_restored) {
+    auto reopened = reopen_lost(ledger, me, last, ends);
+    if (!reopened.ok()) return reopened.status().with_context(who + ": giving back the shards its servers lost");
+    t.reopened = static_cast<int>(reopened->size());
+    for (const std::string& w : *reopened) t.reopened_where += (t.reopened_where.empty() ? "" : ", ") + w;
   }
   auto released = ledger.release_worker(me, [&](const gcs::ShardRecord& r) {
     auto it = ends.find({r.epoch, r.shard});
@@ -173,6 +235,10 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
                            : std::string()) +
               (t.replayed ? "; " + std::to_string(t.replayed) + " of its pushes replayed to " +
                                 std::to_string(t.servers_replayed) + " server(s) restored without them"
+                          : std::string()) +
+              (t.reopened ? "; every server restored without what it trained after " + describe(last) + ": " +
+                                std::to_string(t.reopened) + " shard(s) it had completed trained again (" +
+                                t.reopened_where + ")"
                           : std::string());
   return t;
 }

@@ -12,6 +12,10 @@
 //      claim started (a worker trains its shards in order, completing each before it pushes a batch
 //      of the next, so it applied nothing of those). The next claim of each starts there.
 //
+// When every server was restored (no server applied more of the rank than the checkpoint held),
+// nobody can replay: the predecessor's shards completed after its last applied push are reopened
+// in the ledger at that push's end (or their claim's start) and trained again (ShardLedger::reopen).
+//
 // A server whose record of the rank ends earlier was restored from a checkpoint meanwhile: its node
 // died with the predecessor's (one node held both), and the pushes it lost died with the
 // predecessor, which would have replayed them (ps_client.h). A server that applied them all keeps
@@ -40,6 +44,8 @@ struct TakeOver {
   int caught_up = 0;          // servers the last push was pushed to again
   int replayed = 0;           // pushes replayed to servers restored without them
   int servers_replayed = 0;   // such servers
+  int reopened = 0;           // shards it completed, trained again: every server lost their tails
+  std::string reopened_where;
   std::string summary;        // one line for the log and the shards_moved event
 };
 
