@@ -6,13 +6,9 @@
 
 namespace troupe::data {
 
-std::string npy_bytes(const float* values, const std::vector<int64_t>& shape) {
+std::string npy_header(const std::vector<int64_t>& shape) {
   std::string dims;
-  int64_t n = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    dims += (i ? ", " : "") + std::to_string(shape[i]);
-    n *= shape[i];
-  }
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) dims += ",";  // "(3,)", as Python writes a 1-tuple
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
   const size_t unpadded = 10 + header.size() + 1;  // magic, version, length, header, newline
@@ -25,9 +21,16 @@ std::string npy_bytes(const float* values, const std::vector<int64_t>& shape) {
   out += static_cast<char>(len & 0xff);
   out += static_cast<char>(len >> 8);
   out += header;
+  return out;
+}
+
+std::string npy_bytes(const float* values, const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::string out = npy_header(shape);
   const size_t at = out.size();
   out.resize(at + static_cast<size_t>(n) * sizeof(float));
-  std::memcpy(&out[at], values, static_cast<size_t>(n) * sizeof(float));
+  if (n > 0) std::memcpy(&out[at], values, static_cast<size_t>(n) * sizeof(float));
   return out;
 }
 

@@ -11,6 +11,9 @@
 
 namespace troupe::data {
 
+// The header of an f32 .npy file of shape `shape` (what precedes the data; a multiple of 64 bytes).
+std::string npy_header(const std::vector<int64_t>& shape);
+
 // The bytes of a .npy file of `values` (product(shape) of them) of shape `shape`.
 std::string npy_bytes(const float* values, const std::vector<int64_t>& shape);
 

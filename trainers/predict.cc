@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <sstream>
 
 #include "data/dataset_spec.h"
@@ -54,11 +55,49 @@ Expected<data::Table> chosen_split(const data::OpenedDataset& d, const PredictOp
   return invalid_argument(o.data + " has splits " + data::join(names) + ": say which to predict with --split");
 }
 
+// Rows [first, first + rows) of every field: views into the same (mapped) bytes.
+data::Table slice(const data::Table& t, int64_t first, int64_t rows) {
+  data::Table out = t;
+  for (data::Field& f : out.fields) {
+    if (f.array.shape.empty()) continue;
+    f.array.bytes += static_cast<size_t>(first) * f.array.example_bytes();
+    f.array.shape[0] = rows;
+  }
+  return out;
+}
+
 }  // namespace
 
-Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProgress& progress) {
-  const auto start = std::chrono::steady_clock::now();
+struct PredictSession::State {
+  PredictOptions o;
+  TrainOptions t;
+  data::Table table;               // the split, with a stand-in target when it has none
+  std::vector<std::string> inputs;
+  std::string target;
+  int classes = 0;
+  bool values = false, scored = false;
+  std::string note;
+  std::optional<Normalization> norm;
+  std::optional<TrainerSetup> setup;
+  std::vector<float> params;
+  DataSpec spec;
+  int64_t width = 0;
+  BatchFields fields;
+};
+
+PredictSession::PredictSession(std::unique_ptr<State> s) : s_(std::move(s)) {}
+PredictSession::~PredictSession() = default;
+int64_t PredictSession::rows() const { return s_->table.count(); }
+int64_t PredictSession::width() const { return s_->width; }
+const std::string& PredictSession::model() const { return s_->setup->model; }
+bool PredictSession::scored() const { return s_->scored; }
+bool PredictSession::values() const { return s_->values; }
+const std::string& PredictSession::note() const { return s_->note; }
+
+Expected<std::unique_ptr<PredictSession>> PredictSession::open(const PredictOptions& o) {
   if (o.batch_size < 1) return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " must be at least 1");
+  auto st = std::make_unique<State>();
+  st->o = o;
   auto file = data::read_safetensors(o.model);
   if (!file.ok()) return file.status().with_context("--model");
   const auto& meta = file->metadata;
@@ -66,7 +105,7 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   if (trainer == meta.end())
     return invalid_argument(o.model + " names no trainer (metadata " + std::string(kModelTrainer) +
                             "): not a model troupe saved");
-  TrainOptions t;
+  TrainOptions& t = st->t;
   t.model = trainer->second;
   if (meta.count("troupe.trainer_args")) t.trainer_args = split_list(meta.at("troupe.trainer_args"), ';');
   if (meta.count("troupe.hidden")) {
@@ -90,7 +129,8 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   if (meta.count("troupe.normalize") && !meta.count("troupe.normalization"))
     return invalid_argument(o.model + " was trained with --normalize " + meta.at("troupe.normalize") +
                             " but does not carry the statistics (troupe.normalization): save it again with this troupe");
-  const bool values = t.loss == "mse";
+  st->values = t.loss == "mse";
+  const bool values = st->values;
 
   data::SpecOptions so;
   so.token_dtype = o.token_dtype;
@@ -110,12 +150,11 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
     for (const auto& f : table->fields)
       if (f.name != target) inputs.push_back(f.name);
   bool scored = !target.empty() && table->find(target) != nullptr;
-  std::string note;
   if (scored && !table->find(target)->classes.empty()) {
     // Text labels: their classes are this file's sorted names, which need not be the training
     // set's (the model file does not record those), so nothing is scored against them.
     scored = false;
-    note = "the data's labels are text; the model does not record the training classes' names, so they are not scored";
+    st->note = "the data's labels are text; the model does not record the training classes' names, so they are not scored";
   }
   if (!scored) {
     if (!o.target.empty() && !table->find(o.target))
@@ -131,11 +170,18 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
                                    std::vector<uint8_t>(static_cast<size_t>(table->count() * w) * 4, 0));
     table->fields.push_back(std::move(none));
   }
-  auto d = to_dataset(*table, inputs, target, values ? 0 : static_cast<int>(*classes), o.data, values);
-  if (!d.ok()) return d.status();
+  st->scored = scored;
+  st->classes = values ? 0 : static_cast<int>(*classes);
+  st->inputs = inputs;
+  st->target = target;
+  st->table = std::move(*table);
+  // The trainer is set up from the first row's shapes (every row has the same).
+  auto probe = to_dataset(slice(st->table, 0, std::min<int64_t>(1, st->table.count())), inputs, target, st->classes,
+                          o.data, values);
+  if (!probe.ok()) return probe.status();
   if (meta.count("troupe.normalization")) {
     std::vector<const data::Field*> xs;
-    for (const auto& n : inputs) xs.push_back(table->find(n));
+    for (const auto& n : inputs) xs.push_back(st->table.find(n));
     Expected<Normalization> norm = invalid_argument("");
     try {
       norm = normalization_from_json(meta.at("troupe.normalization"), xs);
@@ -143,47 +189,88 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
       return corrupt_data(o.model + ": metadata troupe.normalization is malformed (" + e.what() + ")");
     }
     if (!norm.ok()) return norm.status().with_context(o.model);
-    for (int64_t i = 0; i < d->count; ++i) norm->apply(d->images.data() + i * d->features());
+    st->norm = std::move(*norm);
   }
-  auto setup = set_up_trainer(t, d->spec(), 0, 1);
+  st->spec = probe->spec();
+  auto setup = set_up_trainer(t, st->spec, 0, 1);
   if (!setup.ok()) return setup.status().with_context("setting up " + o.model + "'s trainer");
-  std::vector<float> params(setup->space.size());
-  TROUPE_RETURN_IF_ERROR(load_model_into(o.model, setup->space, t.model, false, params.data()));
-  const int64_t width = setup->trainer->prediction_width();
-  if (width <= 0) return invalid_argument(setup->where + " does not predict (Trainer::predict)");
+  st->setup = std::move(*setup);
+  st->params.resize(st->setup->space.size());
+  TROUPE_RETURN_IF_ERROR(load_model_into(o.model, st->setup->space, t.model, false, st->params.data()));
+  st->width = st->setup->trainer->prediction_width();
+  if (st->width <= 0) return invalid_argument(st->setup->where + " does not predict (Trainer::predict)");
+  return std::unique_ptr<PredictSession>(new PredictSession(std::move(st)));
+}
 
-  PredictResult r;
-  r.model = setup->model;
-  r.note = note;
-  r.rows = d->count;
-  r.outputs = width;
-  std::vector<float> out(static_cast<size_t>(d->count * width));
-  const Parameters view(params.data(), params.size());
-  BatchFields fields;
-  const DataSpec spec = d->spec();
-  int64_t right = 0;
-  double sq = 0;
-  for (int64_t first = 0; first < d->count; first += o.batch_size) {
-    const int64_t rows = std::min(o.batch_size, d->count - first);
-    TROUPE_RETURN_IF_ERROR(setup->trainer->predict(rows_batch(*d, first, rows, &fields, spec), view,
-                                                   out.data() + first * width)
-                               .with_context(setup->where + ": predict of rows " + std::to_string(first)));
-    for (int64_t i = first; scored && i < first + rows; ++i) {
-      const float* y = out.data() + i * width;
-      if (values) {
-        for (int64_t k = 0; k < width; ++k) {
-          const double e = static_cast<double>(y[k]) - d->targets[static_cast<size_t>(i * width + k)];
-          sq += e * e;
+Status PredictSession::run(int64_t first, int64_t rows, float* out, PredictScore* score,
+                           const std::function<void(int64_t done)>& progress) {
+  State& s = *s_;
+  if (first < 0 || rows < 0 || first + rows > s.table.count())
+    return invalid_argument("rows " + std::to_string(first) + " + " + std::to_string(rows) + " are outside the " +
+                            std::to_string(s.table.count()) + " rows of " + s.o.data);
+  const int64_t width = s.width;
+  const Parameters view(s.params.data(), s.params.size());
+  // Converted a chunk at a time (whole batches), so memory stays small whatever the range.
+  const int64_t chunk = std::max<int64_t>(1, 16384 / s.o.batch_size) * s.o.batch_size;
+  for (int64_t c = first; c < first + rows; c += chunk) {
+    const int64_t n = std::min(chunk, first + rows - c);
+    const std::string range = "rows " + std::to_string(c) + "-" + std::to_string(c + n - 1);
+    auto d = to_dataset(slice(s.table, c, n), s.inputs, s.target, s.classes, s.o.data, s.values);
+    if (!d.ok()) return d.status().with_context(range);
+    if (s.norm)
+      for (int64_t i = 0; i < d->count; ++i) s.norm->apply(d->images.data() + i * d->features());
+    for (int64_t b = 0; b < n; b += s.o.batch_size) {
+      const int64_t m = std::min(s.o.batch_size, n - b);
+      float* y0 = out + (c - first + b) * width;
+      TROUPE_RETURN_IF_ERROR(s.setup->trainer->predict(rows_batch(*d, b, m, &s.fields, s.spec), view, y0)
+                                 .with_context(s.setup->where + ": predict of rows " + std::to_string(c + b)));
+      for (int64_t i = b; s.scored && i < b + m; ++i) {
+        const float* y = y0 + (i - b) * width;
+        if (s.values) {
+          for (int64_t k = 0; k < width; ++k) {
+            const double e = static_cast<double>(y[k]) - d->targets[static_cast<size_t>(i * width + k)];
+            score->squared += e * e;
+          }
+          ++score->scored;
+        } else if (d->one_class_per_example()) {
+          score->right += (std::max_element(y, y + width) - y) == d->labels[static_cast<size_t>(i)];
+          ++score->scored;
         }
-      } else if (d->one_class_per_example()) {
-        right += (std::max_element(y, y + width) - y) == d->labels[static_cast<size_t>(i)];
       }
+      if (progress) progress(c - first + b + m);
     }
-    if (progress) progress(first + rows, d->count);
   }
-  if (scored && values) r.mse = sq / static_cast<double>(std::max<int64_t>(1, d->count * width));
-  if (scored && !values && d->one_class_per_example()) r.accuracy = static_cast<double>(right) / std::max<int64_t>(1, d->count);
-  TROUPE_RETURN_IF_ERROR(data::write_npy(o.out, out.data(), {d->count, width}).with_context("--out"));
+  return {};
+}
+
+double PredictSession::accuracy(const PredictScore& score) const {
+  if (!s_->scored || s_->values || score.scored == 0) return -1;
+  return static_cast<double>(score.right) / static_cast<double>(score.scored);
+}
+
+double PredictSession::mse(const PredictScore& score) const {
+  if (!s_->scored || !s_->values) return -1;
+  return score.squared / static_cast<double>(std::max<int64_t>(1, score.scored * s_->width));
+}
+
+Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProgress& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  auto session = PredictSession::open(o);
+  if (!session.ok()) return session.status();
+  PredictSession& p = **session;
+  PredictResult r;
+  r.model = p.model();
+  r.note = p.note();
+  r.rows = p.rows();
+  r.outputs = p.width();
+  std::vector<float> out(static_cast<size_t>(r.rows * r.outputs));
+  PredictScore score;
+  TROUPE_RETURN_IF_ERROR(p.run(0, r.rows, out.data(), &score, [&](int64_t done) {
+    if (progress) progress(done, r.rows);
+  }));
+  r.accuracy = p.accuracy(score);
+  r.mse = p.mse(score);
+  TROUPE_RETURN_IF_ERROR(data::write_npy(o.out, out.data(), {r.rows, r.outputs}).with_context("--out"));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.rows_per_second = r.seconds > 0 ? static_cast<double>(r.rows) / r.seconds : 0;
   return r;

@@ -4,11 +4,19 @@
 // the input normalisation come from the model file's metadata; the data is read the way its
 // training data was (the same input fields, in order). When the data holds the target, a
 // classifier's accuracy (or a regression's mean squared error) is reported beside rows/s.
+//
+// A PredictSession is the model loaded once over the opened (mapped) data: any range of rows can
+// be predicted from it, converting only those rows. `predict_local` runs it over every row; a
+// prediction job's predictors (trainers/job/predict_worker.h) over the rows of the shards they
+// claim. Batches start at multiples of batch_size from row 0 in both, so the outputs are the same
+// bit for bit.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "trainers/train_options.h"
@@ -33,6 +41,43 @@ struct PredictResult {
   double accuracy = -1;    // when the data has the classes
   double mse = -1;         // when the data has a regression's values
   std::string note;        // why the outputs were not scored although the data has a target
+};
+
+// What predicting some rows scored against the data's target (sums, so ranges add up).
+struct PredictScore {
+  int64_t right = 0;       // classifier: rows whose largest output is the label
+  int64_t scored = 0;      // rows scored
+  double squared = 0;      // regression: sum of squared errors over every output
+};
+
+class PredictSession {
+ public:
+  // Reads the model, opens the data (mapped: nothing is converted yet), sets the trainer up and
+  // loads the parameters. Errors name the file, the split, the field or the metadata at fault.
+  static Expected<std::unique_ptr<PredictSession>> open(const PredictOptions& o);
+  ~PredictSession();
+
+  int64_t rows() const;
+  int64_t width() const;          // outputs per row
+  const std::string& model() const;
+  bool scored() const;            // the data holds the target
+  bool values() const;            // a regression (scores are squared errors)
+  const std::string& note() const;
+
+  // Predicts rows [first, first + rows) into `out` (rows x width() floats) in batches of
+  // batch_size that start at `first`, adding to `score`. `first` should be a multiple of
+  // batch_size for outputs equal to one pass over every row. invalid_argument outside the data.
+  Status run(int64_t first, int64_t rows, float* out, PredictScore* score,
+             const std::function<void(int64_t done)>& progress = {});
+
+  // The accuracy / mean squared error of `score` (-1 when not that kind of model or not scored).
+  double accuracy(const PredictScore& score) const;
+  double mse(const PredictScore& score) const;
+
+ private:
+  struct State;
+  explicit PredictSession(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
 };
 
 using PredictProgress = std::function<void(int64_t done, int64_t total)>;
