@@ -8,6 +8,7 @@
 #include "actors/job_supervisor.h"
 #include "gcs/async_accounting.h"
 #include "gcs/data_accounting.h"
+#include "gcs/predict_accounting.h"
 #include "gcs/events.h"
 #include "gcs/job_table.h"
 #include "gcs/tables.h"
@@ -293,13 +294,26 @@ void JobSupervisor::check_progress() {
 }
 
 void JobSupervisor::after_success(Job& job) {
-  // A sync, central or pipeline job's data accounting, proven from the GCS: every shard (a
+  // A sync, central or pipeline job's data accounting, proven from the GCS (a prediction job's: every
+  // row predicted once, gcs/predict_accounting.h): every shard (a
   // pipeline: every step's batch, taken by step from the seeded order) of every epoch trained once. An async job's:
   // every example of every shard applied once on every parameter server (gcs/async_accounting.h).
   auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex());
   if (!rec.ok() || rec->state != gcs::JobState::succeeded) return;
   if (rec->strategy == "async") {
     account_async(job, rec->result);
+    return;
+  }
+  if (rec->strategy == "predict") {  // every row predicted once, from the shards and their parts
+    auto summary = nlohmann::json::parse(rec->result, nullptr, false);
+    if (summary.is_discarded()) return;
+    auto report = gcs::account_predict_job(*host_.store, job.id, summary.value("shards", 0), summary.value("rows", int64_t{0}));
+    if (!report.ok()) {
+      spdlog::warn("job {}: prediction accounting: {}", job.id.short_hex(), report.status().to_string());
+      return;
+    }
+    job_event(*host_.store, report->exactly_once ? "data_accounted" : "data_accounting_failed", job.id,
+              "job " + job.id.short_hex() + ": " + report->summary());
     return;
   }
   if (rec->strategy != "sync" && rec->strategy != "pipeline" && rec->strategy != "central") return;
