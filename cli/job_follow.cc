@@ -14,12 +14,30 @@
 namespace troupe::cli {
 namespace {
 
+// A prediction job's summary: what `troupe predict` prints in one process, plus the job.
+void print_predict_summary(const gcs::JobRecord& j, nlohmann::json r, bool json) {
+  r["job_id"] = j.id.hex();
+  if (json) {
+    std::printf("%s\n", r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::printf("job %s: %s: %lld rows x %lld outputs into %s, %s rows/s with %d workers, %.2f s\n",
+              j.id.short_hex().c_str(), r.value("model", std::string("?")).c_str(),
+              static_cast<long long>(r.value("rows", int64_t{0})), static_cast<long long>(r.value("outputs", int64_t{0})),
+              r.value("out", std::string("?")).c_str(), format_count(r.value("rows_per_second", 0.0)).c_str(), j.workers,
+              r.value("wall_seconds", 0.0));
+  if (r.contains("accuracy")) std::printf("accuracy %.4f\n", r.value("accuracy", 0.0));
+  if (r.contains("mse")) std::printf("mean squared error %.6g\n", r.value("mse", 0.0));
+  if (r.contains("note")) std::printf("note: %s\n", r.value("note", std::string()).c_str());
+}
+
 void print_summary(const gcs::JobRecord& j, bool json) {
   nlohmann::json r = nlohmann::json::parse(j.result, nullptr, false);
   if (r.is_discarded() || !r.is_object()) {
     std::printf("job %s succeeded: %s\n", j.id.short_hex().c_str(), j.message.c_str());
     return;
   }
+  if (j.strategy == "predict") return print_predict_summary(j, r, json);
   std::printf("job %s: %s with %d workers, model %s: %d epochs, %lld steps\n", j.id.short_hex().c_str(),
               j.strategy.c_str(), j.workers, r.value("model", std::string("?")).c_str(), r.value("epochs", 0),
               static_cast<long long>(r.value("steps", int64_t{0})));
@@ -89,7 +107,12 @@ int follow_job(gcs::Store& store, const JobId& id, const FollowOptions& o) {
       return report_error("submit", Status(Code::unavailable, "job " + id.short_hex() + " " +
                                                                   gcs::job_state_name(j.state) + ": " + j.message));
     }
-    if (j.state == gcs::JobState::running && j.steps > 0) {
+    if (j.state == gcs::JobState::running && j.steps > 0 && j.strategy == "predict") {
+      char status[160];
+      std::snprintf(status, sizeof status, "%s rows  %s rows/s  ETA %s", format_count(static_cast<double>(j.step)).c_str(),
+                    format_count(j.samples_per_second).c_str(), format_duration(j.eta_seconds).c_str());
+      bar.update("predict", j.step, j.steps, status);
+    } else if (j.state == gcs::JobState::running && j.steps > 0) {
       char label[32], status[160];
       std::snprintf(label, sizeof label, "epoch %d/%d", std::max(1, j.epoch), j.epochs);
       std::snprintf(status, sizeof status, "loss %.4f  %s samples/s  ETA %s", j.loss,

@@ -1,7 +1,8 @@
 // `troupe predict --model FILE --data SPEC --out FILE.npy`: a saved model run over a dataset in
 // this process (trainers/predict.h), its outputs written as an .npy in the data's order, with a
 // progress bar and a summary (rows/s; the accuracy, or the mean squared error, when the data holds
-// the target); --json prints one JSON object.
+// the target); --json prints one JSON object. With --workers N the same runs on the cluster as a job
+// of N predictor actors (cli/predict_job.h): --detach, troupe status/logs/stop as for training jobs.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -9,13 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/predict_job.h"
 #include "cli/progress_bar.h"
 #include "trainers/predict.h"
 #include "trainers/trainer_library.h"
 
 namespace troupe::cli {
 
-Runner add_predict_command(CLI::App& app, GlobalOptions&) {
+Runner add_predict_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand("predict", "Run a saved model over a dataset; its outputs into an .npy file");
   auto o = std::make_shared<PredictOptions>();
   auto json = std::make_shared<bool>(false);
@@ -34,7 +36,38 @@ Runner add_predict_command(CLI::App& app, GlobalOptions&) {
   cmd->add_option("--lib", *lib, "Trainer library (.so) of a user's trainer to load first");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_flag("--no-progress", *no_progress, "No progress bar");
-  return [o, json, no_progress, lib]() {
+  auto job = std::make_shared<PredictJobFlags>();
+  auto* workers = cmd->add_option("--workers", job->spec.workers,
+                                  "Run on the cluster (troupe up) as a job of N predictor actors, each taking shards "
+                                  "of the rows from the ledger; the output is the same");
+  cmd->add_option("--cpus-per-worker", job->spec.cpus_per_worker, "--workers: CPUs each predictor needs")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--shard-rows", job->spec.shard_rows,
+                  "--workers: rows per shard, a multiple of --batch-size (default: about 8 shards per predictor)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-restarts", job->spec.max_restarts, "--workers: replacements of failed predictors before the job fails")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
+  cmd->add_option("--restart-backoff", job->spec.restart_backoff_ms, "--workers: milliseconds before a replacement")
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}))->capture_default_str();
+  cmd->add_option("--name", job->spec.name, "--workers: a name for the job (shown by troupe status)");
+  cmd->add_flag("--detach", job->detach, "--workers: print the job id and return at once");
+  cmd->add_option("--pending-timeout", job->pending_timeout, "--workers: seconds to wait for a PENDING job to start")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  return [o, json, no_progress, lib, job, workers, &global]() {
+    if (workers->count() > 0) {
+      if (job->spec.workers < 1)
+        return report_error("predict", invalid_argument("--workers " + std::to_string(job->spec.workers) +
+                                                        ": a prediction job needs at least 1 predictor (leave "
+                                                        "--workers out to predict in this process)"));
+      if (!lib->empty())
+        return report_error("predict", invalid_argument("--lib with --workers: prediction jobs run the built-in "
+                                                        "trainers for now; predict a --lib model in this process"));
+      job->spec.predict = *o;
+      job->json = *json;
+      job->no_progress = *no_progress;
+      return run_predict_job(*job, global);
+    }
+    if (job->detach) return report_error("predict", invalid_argument("--detach needs --workers N (a job on the cluster)"));
     if (!lib->empty()) {
       auto loaded = load_trainer_library(*lib);
       if (!loaded.ok()) return report_error("predict", loaded.status().with_context("--lib"));

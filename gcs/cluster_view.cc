@@ -206,11 +206,17 @@ std::string render_cluster_view(const json& v) {
     const double acc = j.at("test_accuracy").get<double>();
     char accuracy[32] = "-";
     if (acc >= 0) std::snprintf(accuracy, sizeof accuracy, "%.4f", acc);
-    std::snprintf(line, sizeof line, "  %-8s %-10s %-8s %2d workers  epoch %d/%d  %5.1f%%  acc %s  %s\n",
+    // A prediction job's progress is in rows (step of steps), not epochs.
+    char where[64];
+    if (j.at("strategy") == "predict")
+      std::snprintf(where, sizeof where, "rows %lld/%lld", static_cast<long long>(j.at("step").get<int64_t>()),
+                    static_cast<long long>(j.at("steps").get<int64_t>()));
+    else
+      std::snprintf(where, sizeof where, "epoch %d/%d", j.at("epoch").get<int>(), j.at("epochs").get<int>());
+    std::snprintf(line, sizeof line, "  %-8s %-10s %-8s %2d workers  %s  %5.1f%%  acc %s  %s\n",
                   j.at("id").get<std::string>().substr(0, 8).c_str(), j.at("state").get<std::string>().c_str(),
-                  j.at("strategy").get<std::string>().c_str(), j.at("workers").get<int>(), j.at("epoch").get<int>(),
-                  j.at("epochs").get<int>(), 100.0 * j.at("progress").get<double>(), accuracy,
-                  j.at("message").get<std::string>().c_str());
+                  j.at("strategy").get<std::string>().c_str(), j.at("workers").get<int>(), where,
+                  100.0 * j.at("progress").get<double>(), accuracy, j.at("message").get<std::string>().c_str());
     os << line;
   }
   const auto& events = v.at("events");

@@ -11,6 +11,7 @@
 #include "actors/actor_system.h"
 #include "caf/all.hpp"
 #include "trainers/job/job_worker.h"
+#include "trainers/job/predict_worker.h"
 #include "trainers/job/ps_member.h"
 
 namespace troupe::job {
@@ -116,7 +117,8 @@ actors::ActorFactory member_factory(std::shared_ptr<actors::NodeEnvironmentSlot>
 
 Status add_job_actor_types(actors::Registry& registry, std::shared_ptr<actors::NodeEnvironmentSlot> env) {
   TROUPE_RETURN_IF_ERROR(registry.add(kWorkerActorType, member_factory(env, "worker", run_worker)));
-  return registry.add(kServerActorType, member_factory(env, "parameter server", run_server));
+  TROUPE_RETURN_IF_ERROR(registry.add(kServerActorType, member_factory(env, "parameter server", run_server)));
+  return registry.add(kPredictorActorType, member_factory(env, "predictor", run_predictor));
 }
 
 }  // namespace troupe::job

@@ -2,6 +2,8 @@
 //
 //   troupe.worker   a trainer replica: args {job id, rank, actor id} (trainers/job/job_worker.h)
 //   troupe.ps       a parameter-server shard of an async job: args {job id, shard, actor id}
+//   troupe.predictor  a prediction job's predictor: args {job id, index, actor id}
+//                   (trainers/job/predict_worker.h)
 //
 // Each is a detached CAF actor that runs its job on a thread of its own, so a long training loop
 // never holds a scheduler thread. The actor exits normally when its part of the job is done and
@@ -21,7 +23,7 @@ namespace troupe::job {
 constexpr const char* kWorkerActorType = "troupe.worker";
 constexpr const char* kServerActorType = "troupe.ps";
 
-// Adds both types to `registry`; their actors read the node's environment from `env`, and in it the
+// Adds the three types to `registry`; their actors read the node's environment from `env`, and in it the
 // GPUs their node manager gave them (NodeEnvironment::gpus, looked up by their actor id, args[2]).
 Status add_job_actor_types(actors::Registry& registry, std::shared_ptr<actors::NodeEnvironmentSlot> env);
 
