@@ -1,0 +1,224 @@
+// Prediction as a cluster job (issue 22, `troupe predict --workers N`) on a real local cluster with
+// a real redis-server: the job's output equals one process's byte for byte; a predictor's node
+// SIGKILLed while shards remain is replaced by the supervisor and every row is still predicted
+// exactly once, in input order (the accounting event); status, logs, stop and bad input.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <string>
+
+#include "gcs/predict_accounting.h"
+#include "gcs/redis_store.h"
+#include "gcs/tables.h"
+#include "tests/cluster/cluster_fixture.h"
+#include "tests/data/numpy_fixture.h"
+#include "tests/jobs/job_fault_helpers.h"
+
+using namespace troupe::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A model to predict with: 300 steps of the MLP on the .npy files (a trained model's accuracy, in
+// about a second).
+std::string train_model(ClusterFixture& c, const std::string& data) {
+  const std::string model = c.home() + "/model.safetensors";
+  auto r = c.troupe("train --data " + data + " --epochs 1 --max-steps 300 --no-progress --save " + model, 120);
+  INFO(r.both());
+  REQUIRE(r.exit_code == 0);
+  return model;
+}
+
+Json predict_json(ClusterFixture& c, const std::string& args) {
+  auto r = c.troupe("predict --json --no-progress " + args, 240);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  return Json::parse(r.last_line());
+}
+
+// The supervisor's accounting of the prediction job: data_accounted, every row exactly once.
+std::string predict_accounting(ClusterFixture& c, const std::string& id) {
+  Json e = accounting_of(c, id);
+  INFO(e.dump());
+  REQUIRE_FALSE(e.is_null());
+  REQUIRE(e.at("kind") == "data_accounted");
+  const std::string message = e.at("message").get<std::string>();
+  CHECK(message.find("predicted exactly once and assembled in input order") != std::string::npos);
+  return message;
+}
+
+bool parts_left(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".parts-") != std::string::npos) return true;
+  return false;
+}
+
+std::unique_ptr<troupe::gcs::RedisStore> gcs_of(ClusterFixture& c) {
+  const Json info = c.cluster_file();
+  troupe::gcs::RedisStoreOptions o;
+  o.redis.host = info.at("redis_host").get<std::string>();
+  o.redis.port = info.at("redis_port").get<int>();
+  o.redis.password = info.at("redis_password").get<std::string>();
+  auto store = troupe::gcs::RedisStore::connect(o);
+  REQUIRE(store.ok());
+  return std::move(*store);
+}
+
+}  // namespace
+
+TEST_CASE("predict job: 2 predictors write the one-process outputs byte for byte, shown like a training job",
+          "[jobs][cluster][predict]") {
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 2");
+  const std::string data = c.home() + "/data";
+  fs::create_directories(data);
+  write_fashion_npy(data);
+  const std::string model = train_model(c, data);
+  const Json one = predict_json(c, "--model " + model + " --data " + data + " --split test --out " + c.home() + "/one.npy");
+  const Json job = predict_json(c, "--model " + model + " --data " + data + " --split test --out " + c.home() +
+                                       "/job.npy --workers 2 --shard-rows 1024");
+  CHECK(job.at("rows") == 10000);
+  CHECK(job.at("shards") == 10);
+  CHECK(job.at("workers") == 2);
+  CHECK(job.at("kind") == "predict");
+  CHECK(job.at("accuracy").get<double>() == one.at("accuracy").get<double>());
+  CHECK(job.at("rows_per_second").get<double>() > 0);
+  const std::string a = read_bytes(c.home() + "/one.npy"), b = read_bytes(c.home() + "/job.npy");
+  REQUIRE(a.size() == 128 + 10000 * 10 * 4);
+  CHECK(a == b);
+  CHECK_FALSE(parts_left(c.home()));
+  const std::string id = job.at("job_id").get<std::string>();
+  CHECK(predict_accounting(c, id).find("10 shards") != std::string::npos);
+
+  // troupe status (and /api/jobs, the same documents): the job with kind "predict" and its rows.
+  Json view = c.status();
+  Json j = job_of(view, id);
+  REQUIRE_FALSE(j.is_null());
+  CHECK(j.at("strategy") == "predict");
+  CHECK(j.at("state") == "SUCCEEDED");
+  CHECK(j.at("step") == 10000);
+  CHECK(j.at("steps") == 10000);
+  CHECK(j.at("result").at("kind") == "predict");
+  auto text = c.troupe("status", 30);
+  CHECK(text.out.find("rows 10000/10000") != std::string::npos);
+  auto logs = c.troupe("logs " + id.substr(0, 8), 30);
+  INFO(logs.both());
+  CHECK(logs.exit_code == 0);
+  CHECK(logs.both().find("predictor") != std::string::npos);
+
+  // --detach returns the id; troupe stop cancels the job (it waits PENDING: no node has 3 cpus).
+  auto detached = c.troupe("predict --detach --model " + model + " --data " + data + " --split test --out " + c.home() +
+                               "/never.npy --workers 1 --cpus-per-worker 3",
+                           60);
+  INFO(detached.both());
+  REQUIRE(detached.exit_code == 0);
+  const std::string pending = detached.last_line();
+  REQUIRE(pending.size() == 32);
+  auto stopped = c.troupe("stop " + pending.substr(0, 8), 60);
+  INFO(stopped.both());
+  CHECK(stopped.exit_code == 0);
+  CHECK(job_of(c.status(), pending).at("state") == "CANCELLED");
+  CHECK_FALSE(fs::exists(c.home() + "/never.npy"));
+}
+
+TEST_CASE("predict job: a predictor's node SIGKILLed midway over 240k rows, every row predicted exactly once in order",
+          "[jobs][cluster][predict]") {
+  ClusterFixture c;
+  c.up("--nodes 3 --cpus 2");
+  const std::string data = c.home() + "/data", big = c.home() + "/big";
+  fs::create_directories(data);
+  fs::create_directories(big);
+  write_fashion_npy(data);
+  // 240,000 Fashion-MNIST-like rows: the training images four times over, as NumPy writes them.
+  run_numpy(big, "x = np.load('../data/x_train.npy'); y = np.load('../data/y_train.npy')\n"
+                 "np.save('x.npy', np.tile(x, (4, 1, 1))); np.save('y.npy', np.tile(y, 4))");
+  const std::string model = train_model(c, data);
+  const Json one = predict_json(c, "--model " + model + " --data " + big + " --out " + c.home() + "/one.npy");
+  REQUIRE(one.at("rows") == 240000);
+
+  auto detached = c.troupe("predict --detach --model " + model + " --data " + big + " --out " + c.home() +
+                               "/job.npy --workers 4 --shard-rows 4096",
+                           60);
+  INFO(detached.both());
+  REQUIRE(detached.exit_code == 0);
+  const std::string id = detached.last_line();
+  const auto job = troupe::JobId::from_hex(id);
+  REQUIRE(job.ok());
+  // Midway: some rows done, and a predictor on a node other than the head holding a shard.
+  Json view = wait_for_step(c, id, 24000);
+  REQUIRE(job_of(view, id).at("step").get<int64_t>() < 240000);
+  auto store = gcs_of(c);
+  auto rec = troupe::gcs::Table<troupe::gcs::JobRecord>(*store).get(id);
+  REQUIRE(rec.ok());
+  auto shards = troupe::gcs::Table<troupe::gcs::ShardRecord>(*store).list();
+  REQUIRE(shards.ok());
+  pid_t victim = 0;
+  for (const auto& s : *shards) {
+    if (s.job != *job || s.state != troupe::gcs::ShardState::assigned) continue;
+    for (size_t slot = 0; slot < rec->actors.size() && victim == 0; ++slot) {
+      if (troupe::gcs::predictor_identity(*job, static_cast<int>(slot)) != s.owner) continue;
+      for (const Json& a : view.at("actors")) {
+        if (a.at("id") != rec->actors[slot]) continue;
+        for (const Json& n : view.at("nodes"))
+          if (n.at("id") == a.at("node") && !n.value("is_head", false)) victim = n.at("pid").get<pid_t>();
+      }
+    }
+    if (victim) break;
+  }
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);  // nothing here restarts it: the supervisor must
+
+  Json end = wait_for_end(c, id, std::chrono::seconds(180));
+  INFO(c.logs_tail());
+  Json j = job_of(end, id);
+  INFO(j.dump(1));
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK(j.at("result").at("accuracy").get<double>() == one.at("accuracy").get<double>());
+  CHECK_FALSE(event_of(end, "job_restarting", id).is_null());
+  CHECK_FALSE(event_of(end, "job_restarted", id).is_null());
+  Json moved = event_of(end, "shards_moved", id);
+  REQUIRE_FALSE(moved.is_null());
+  CHECK(moved.at("message").get<std::string>().find("gave back 0 ") == std::string::npos);
+  const std::string accounted = predict_accounting(c, id);
+  CHECK(accounted.find("0 shard claims repeated") == std::string::npos);  // the dead one's shard again
+  // In input order, every row once: the very bytes of one process.
+  const std::string a = read_bytes(c.home() + "/one.npy"), b = read_bytes(c.home() + "/job.npy");
+  REQUIRE(a.size() == 128 + size_t{240000} * 10 * 4);
+  CHECK(a == b);
+  CHECK_FALSE(parts_left(c.home()));
+}
+
+TEST_CASE("predict job: --workers 0, a missing model and an unwritable --out are refused naming them",
+          "[jobs][cluster][predict][errors]") {
+  ClusterFixture c;
+  const std::string data = c.home() + "/data";
+  fs::create_directories(data);
+  run_numpy(data, "np.save('x.npy', np.zeros((4, 3), np.float32))");
+  auto zero = c.troupe("predict --model " + c.home() + "/m.safetensors --data " + data + " --out " + c.home() +
+                           "/p.npy --workers 0",
+                       30);
+  CHECK(zero.exit_code != 0);
+  CHECK(zero.both().find("--workers 0: a prediction job needs at least 1 predictor") != std::string::npos);
+  auto missing = c.troupe("predict --model " + c.home() + "/absent.safetensors --data " + data + " --out " + c.home() +
+                              "/p.npy --workers 2",
+                          30);
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.both().find("--model " + c.home() + "/absent.safetensors does not exist") != std::string::npos);
+  write_text(c.home() + "/m.safetensors", "not read before the paths are checked");
+  // A directory nobody may write: read-only for a user; root writes anywhere but sysfs.
+  std::string locked = c.home() + "/locked";
+  fs::create_directories(locked);
+  ::chmod(locked.c_str(), 0555);
+  if (::geteuid() == 0) locked = "/sys";
+  auto unwritable = c.troupe("predict --model " + c.home() + "/m.safetensors --data " + data + " --out " + locked +
+                                 "/p.npy --workers 2",
+                             30);
+  INFO(unwritable.both());
+  CHECK(unwritable.exit_code != 0);
+  CHECK(unwritable.both().find("the directory " + locked + " is not writable") != std::string::npos);
+  ::chmod((c.home() + "/locked").c_str(), 0755);
+}
