@@ -66,8 +66,6 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
       if (!o.device.is_cpu()) return report_error("train", invalid_argument("--strategy pipeline trains on the CPU"));
       if (o.precision != DType::f32)
         return report_error("train", invalid_argument("--precision: pipeline stages compute in f32 for now"));
-      if (!o.init_from.empty())
-        return report_error("train", invalid_argument("--init-from: not with --strategy pipeline yet"));
       if (!o.save_path.empty()) TROUPE_RETURN_IF_ERROR_CLI(check_save_target(o.save_path), "train");
       auto data = load_train_data(o);
       if (!data.ok()) return report_error("train", data.status());

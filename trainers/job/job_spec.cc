@@ -233,9 +233,6 @@ Status validate(const JobSpec& s) {
   }
   if (s.strategy == "pipeline" && s.train.precision != DType::f32)
     return invalid_argument("--precision: pipeline stages compute in f32 for now");
-  if (s.strategy != "sync" && !s.train.init_from.empty())
-    return invalid_argument("--init-from is for sync jobs and troupe train for now (" + s.strategy +
-                            " starts its parameter servers or stages from the seed)");
   if (s.gpus_per_worker > 0 && (!s.train.save_path.empty() || !s.train.init_from.empty()))
     return invalid_argument("--save and --init-from train on CPU workers for now (drop --gpus-per-worker)");
   if ((s.strategy == "async" || s.strategy == "central") && s.train.precision == DType::f16) {

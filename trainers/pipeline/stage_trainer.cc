@@ -1,5 +1,7 @@
 #include "trainers/pipeline/stage_trainer.h"
 
+#include "trainers/model_file.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -11,6 +13,7 @@
 #include "trainers/batch_feed.h"
 #include "trainers/epoch_report.h"
 #include "trainers/lr_schedule.h"
+#include "trainers/model_file.h"
 #include "trainers/optimizer.h"
 #include "trainers/param_init.h"
 #include "trainers/pipeline/partition.h"
@@ -123,6 +126,16 @@ Expected<StageResult> Loop::run() {
     skip_steps = at.skip_steps;
     spdlog::info("pipeline stage {}/{} of replica {}/{}: resuming from the checkpoint of step {} (epoch {} after {} "
                  "of its steps)", stage, stages, replica, replicas, step, first_epoch, skip_steps);
+  }
+  if (!resume && !o.init_from.empty()) {
+    // --init-from: the whole model initialised as one process would (blocks the file lacks keep
+    // that under --init-partial), the file loaded over it, the stage's range kept.
+    std::vector<float> all(setup->space.size());
+    init_parameter_range(setup->space, o.seed, 0, all.size(), all.data());
+    TROUPE_RETURN_IF_ERROR(load_model_into(o.init_from, setup->space, o.model, o.init_partial, all.data())
+                               .with_context(where + ": stage " + std::to_string(stage) + ": --init-from"));
+    std::copy(all.begin() + static_cast<std::ptrdiff_t>(plan.begin), all.begin() + static_cast<std::ptrdiff_t>(plan.end),
+              params.begin());
   }
   if (ckpt.every > 0 && !ckpt.write) return invalid_argument("pipeline checkpoints need a writer");
   const Parameters param_view(params.data(), n, plan.begin);

@@ -1,5 +1,6 @@
 #include "trainers/ps/ps_job.h"
 
+#include "trainers/model_file.h"
 #include "trainers/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
@@ -23,6 +24,10 @@ Expected<std::unique_ptr<ParameterShard>> make_job_shard(const TrainOptions& o, 
   if (!ranges.ok()) return ranges.status();
   std::vector<float> all(setup->space.size());
   init_parameters(setup->space, o.seed, all.data());
+  // --init-from: every server takes its range of the file (a checkpoint restored later wins).
+  if (!o.init_from.empty())
+    TROUPE_RETURN_IF_ERROR(load_model_into(o.init_from, setup->space, o.model, o.init_partial, all.data())
+                               .with_context("--init-from, parameter server " + std::to_string(index)));
   const ShardRange range = (*ranges)[static_cast<size_t>(index)];
   auto so = shard_options(o, shape.mode, shape.workers, shape.staleness, steps_per_epoch);
   if (!so.ok()) return so.status();
