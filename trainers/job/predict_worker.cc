@@ -9,12 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/npy_writer.h"
 #include "gcs/events.h"
 #include "gcs/job_table.h"
 #include "gcs/predict_accounting.h"
 #include "gcs/redis_store.h"
 #include "gcs/tables.h"
-#include "data/npy_writer.h"
 #include "trainers/data/shard_ledger.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/predict_assembly.h"
@@ -36,7 +36,8 @@ void event(gcs::Store& store, const JobId& job, const std::string& kind, const s
   if (!st.ok()) spdlog::warn("{}: recording {}: {}", e.message, kind, st.to_string());
 }
 
-// Rows of DONE shards (and reported progress of held ones) into the job's record; best effort.
+// The rows of DONE shards into the job's record (step of steps, rows/s since submission); best
+// effort: progress is information.
 void record_progress(gcs::Store& store, const JobId& job, data::ShardLedger& ledger, int64_t rows) {
   auto shards = ledger.epoch_status(kEpoch);
   if (!shards.ok()) return;
