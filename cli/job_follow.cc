@@ -71,7 +71,7 @@ int follow_job(gcs::Store& store, const JobId& id, const FollowOptions& o) {
       }
       if (!outage || Clock::now() - away_since > o.outage_grace) {
         bar.finish();
-        return report_error("submit", rec.status().with_context("following job " + id.short_hex()));
+        return report_error(o.command, rec.status().with_context("following job " + id.short_hex()));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
@@ -104,7 +104,7 @@ int follow_job(gcs::Store& store, const JobId& id, const FollowOptions& o) {
         print_summary(j, o.json);
         return 0;
       }
-      return report_error("submit", Status(Code::unavailable, "job " + id.short_hex() + " " +
+      return report_error(o.command, Status(Code::unavailable, "job " + id.short_hex() + " " +
                                                                   gcs::job_state_name(j.state) + ": " + j.message));
     }
     if (j.state == gcs::JobState::running && j.steps > 0 && j.strategy == "predict") {
@@ -122,14 +122,14 @@ int follow_job(gcs::Store& store, const JobId& id, const FollowOptions& o) {
     const auto quiet = Clock::now() - last_change;
     if (j.state == gcs::JobState::pending && quiet > o.pending_timeout) {
       bar.finish();
-      return report_error("submit", Status(Code::timeout, "job " + id.short_hex() + " is still PENDING after " +
+      return report_error(o.command, Status(Code::timeout, "job " + id.short_hex() + " is still PENDING after " +
                                                               std::to_string(o.pending_timeout.count() / 1000) +
                                                               " s (" + j.message + "); it stays queued: `troupe stop " +
                                                               id.short_hex() + "` drops it"));
     }
     if (j.state == gcs::JobState::running && quiet > o.stall_timeout) {
       bar.finish();
-      return report_error("submit", Status(Code::timeout, "job " + id.short_hex() + " recorded nothing for " +
+      return report_error(o.command, Status(Code::timeout, "job " + id.short_hex() + " recorded nothing for " +
                                                               std::to_string(o.stall_timeout.count() / 1000) +
                                                               " s; see `troupe logs " + id.short_hex() + "`"));
     }

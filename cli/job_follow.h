@@ -22,6 +22,7 @@ struct FollowOptions {
   // setting outage_grace_ms), with a line saying so, before following gives up.
   std::chrono::milliseconds outage_grace{60000};
   bool json = false;
+  std::string command = "submit";  // whose errors they are ("troupe submit: error: ...")
 };
 
 // Returns the exit code: 0 when the job SUCCEEDED (summary printed), 1 when it FAILED, was

@@ -144,6 +144,7 @@ int run_predict_job(PredictJobFlags f, GlobalOptions& global) {
   fo.pending_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.pending_timeout * 1000));
   fo.stall_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.stall_timeout * 1000));
   fo.json = f.json;
+  fo.command = "predict";
   fo.outage_grace = std::chrono::milliseconds(global.config.outage_grace_ms);
   return follow_job(**store, job.id, fo);
 }

@@ -122,6 +122,16 @@ TEST_CASE("predict job: 2 predictors write the one-process outputs byte for byte
   CHECK(logs.exit_code == 0);
   CHECK(logs.both().find("predictor") != std::string::npos);
 
+  // A file that is no model: the predictor fails, the job FAILS naming the node and the file.
+  auto broken = c.troupe("predict --no-progress --max-restarts 0 --model " + data + "/y_test.npy --data " + data +
+                             " --split test --out " + c.home() + "/broken.npy --workers 1",
+                         120);
+  INFO(broken.both());
+  CHECK(broken.exit_code != 0);
+  CHECK(broken.err.find("troupe predict: error:") != std::string::npos);
+  CHECK(broken.err.find("loading the model and data on node") != std::string::npos);
+  CHECK(broken.err.find("y_test.npy") != std::string::npos);
+
   // --detach returns the id; troupe stop cancels the job (it waits PENDING: no node has 3 cpus).
   auto detached = c.troupe("predict --detach --model " + model + " --data " + data + " --split test --out " + c.home() +
                                "/never.npy --workers 1 --cpus-per-worker 3",
