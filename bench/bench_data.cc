@@ -2,7 +2,8 @@
 // NumPy doing the same on the same files in the same invocation (bench/peers/numpy_data.py):
 //
 //   npy batches:    the training images as an .npy, memory-mapped; random batches of 128 rows
-//                   gathered and converted to f32 / 255 (what a feed does per step);
+//                   gathered and converted to f32 / 255 (what a feed does per step); and again with
+//                   the conversion built for SSE2 only (npy_batches_sse2: what the dispatch gains);
 //   token windows:  a 50M-token u16 stream (.npy), mapped; random windows of seq-len + 1 ids to i32;
 //   csv:            the training set as CSV (60,000 rows x 785 columns): read and parsed whole;
 //   png shards:     WebDataset tar shards of the training images as PNG: read and decoded whole;
@@ -36,6 +37,11 @@ using namespace troupe;
 namespace fs = std::filesystem;
 
 namespace {
+
+// bytes_to_unit_floats as the baseline build compiles it (no wider vectors): the dispatch's gain.
+__attribute__((noinline)) void baseline_unit_floats(const uint8_t* p, int64_t n, float* out) {
+  for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(p[k]) / 255.0f;
+}
 
 constexpr int kBatch = 128;
 
@@ -116,6 +122,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(1);
   std::vector<std::pair<std::string, Figure>> ours;
 
+  double vectors_gain = 0;  // npy batches: the dispatched conversion against the SSE2 build of it
   {  // npy batches
     auto x = data::read_npy(dir + "/x_train.npy");
     if (!x.ok()) return std::fprintf(stderr, "%s\n", x.status().to_string().c_str()), 1;
@@ -124,19 +131,26 @@ int main(int argc, char** argv) {
     for (auto& i : idx) i = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
     std::vector<float> batch(static_cast<size_t>(kBatch * row));
     volatile float sink = 0;
-    const double s = median_seconds(runs, [&] {
-      for (int b = 0; b < batches; ++b) {
-        float* out = batch.data();
-        for (int r = 0; r < kBatch; ++r) {
-          const uint8_t* p = x->example(idx[static_cast<size_t>(b) * kBatch + r]);
-          bytes_to_unit_floats(p, row, out);  // as the feeds convert u8 inputs (trainers/streamed_inputs.h)
-          out += row;
+    auto gather = [&](void (*convert)(const uint8_t*, int64_t, float*)) {
+      return median_seconds(runs, [&] {
+        for (int b = 0; b < batches; ++b) {
+          float* out = batch.data();
+          for (int r = 0; r < kBatch; ++r) {
+            convert(x->example(idx[static_cast<size_t>(b) * kBatch + r]), row, out);
+            out += row;
+          }
+          sink = sink + batch[0];
         }
-        sink = sink + batch[0];
-      }
-    });
+      });
+    };
+    // As the feeds convert u8 inputs (trainers/streamed_inputs.h: the widest vectors the CPU has),
+    // and beside it the same loop built for the baseline x86-64 (SSE2) alone.
+    const double s = gather(bytes_to_unit_floats);
+    const double base = gather(baseline_unit_floats);
     const double ex = static_cast<double>(batches) * kBatch;
     ours.push_back({"npy_batches", {ex * row / s / 1e6, ex / s}});
+    ours.push_back({"npy_batches_sse2", {ex * row / base / 1e6, ex / base}});
+    vectors_gain = base / s;
   }
   {  // token windows
     auto t = data::read_npy(dir + "/tokens.npy");
@@ -215,5 +229,6 @@ int main(int argc, char** argv) {
                 np_ex > 0 ? std::to_string(static_cast<int64_t>(np_ex)).c_str() : "-",
                 np_mb > 0 ? (std::to_string(f.mb_per_s / np_mb).substr(0, 5) + "x").c_str() : "-");
   }
+  std::printf("# npy batches: the conversion at this CPU's widest vectors / its SSE2 build = %.2fx\n", vectors_gain);
   return 0;
 }
