@@ -94,6 +94,12 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
   cmd->add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str();
   cmd->add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")
       ->capture_default_str();
+  cmd->add_option("--weight-decay-params", o.weight_decay_params,
+                  "adamw: decay all blocks, or matrices only (rank >= 2: weights, embeddings; not biases, norms)")
+      ->check(CLI::IsMember({"all", "matrices"}))->capture_default_str();
+  cmd->add_option("--clip-grad-norm", o.clip_grad_norm,
+                  "Scale the whole model's gradient down to this global L2 norm before each update (0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of initialisation and shuffling")->capture_default_str();
   cmd->add_option("--max-steps", o.max_steps, "Stop after this many steps (0: run all epochs)")
       ->check(CLI::NonNegativeNumber);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "kernels/cpu/ops.h"
+#include "trainers/api/trainer.h"
 
 namespace troupe {
 namespace {
@@ -43,6 +44,17 @@ class Sgd final : public Optimizer {
 class Adam final : public Optimizer {
  public:
   Adam(const OptimizerOptions& o, size_t n, bool decoupled) : n_(n), m_(n, 0.0f), v_(n, 0.0f) {
+    if (decoupled && o.decay_matrices_only) {
+      // Alternating ranges without and with decay cover [0, n): the step runs once per range.
+      size_t at = 0;
+      for (const auto& r : o.decay_ranges) {
+        const size_t b = std::min(r.first, n), e = std::min(r.second, n);
+        if (b > at) ranges_.push_back({at, b, false});
+        if (e > b) ranges_.push_back({b, e, true});
+        at = std::max(at, e);
+      }
+      if (at < n) ranges_.push_back({at, n, false});
+    }
     hp_.lr = o.lr;
     hp_.beta1 = o.beta1;
     hp_.beta2 = o.beta2;
@@ -52,18 +64,32 @@ class Adam final : public Optimizer {
   }
   void step(float* params, const float* grads) override {
     ++steps_;
-    kernels::cpu::adam_step(params, grads, m_.data(), v_.data(), n_, steps_, hp_);
+    if (ranges_.empty()) {
+      kernels::cpu::adam_step(params, grads, m_.data(), v_.data(), n_, steps_, hp_);
+      return;
+    }
+    kernels::cpu::AdamParams hp = hp_;
+    for (const Range& r : ranges_) {
+      hp.weight_decay = r.decay ? hp_.weight_decay : 0.0f;
+      kernels::cpu::adam_step(params + r.begin, grads + r.begin, m_.data() + r.begin, v_.data() + r.begin,
+                              r.end - r.begin, steps_, hp);
+    }
   }
   void set_lr(float lr) override { hp_.lr = lr; }
   std::string name() const override { return hp_.decoupled ? "adamw" : "adam"; }
   std::string describe() const override {
     std::ostringstream os;
     os << (hp_.decoupled ? "adamw" : "adam") << "(lr=" << hp_.lr << ", betas=(" << hp_.beta1 << ", " << hp_.beta2
-       << "), weight_decay=" << hp_.weight_decay << ")";
+       << "), weight_decay=" << hp_.weight_decay << (ranges_.empty() ? "" : " on matrices") << ")";
     return os.str();
   }
 
  private:
+  struct Range {
+    size_t begin, end;
+    bool decay;
+  };
+  std::vector<Range> ranges_;  // empty: one step over everything
   std::vector<std::vector<float>*> state_vectors() override { return {&m_, &v_}; }
   size_t size() const override { return n_; }
   size_t n_;
@@ -112,6 +138,17 @@ Status Optimizer::load_state(const OptimizerState& state, size_t begin) {
   return {};
 }
 
+std::vector<std::pair<size_t, size_t>> matrix_ranges(const ParameterSpace& space) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const ParamBlock& b : space.blocks()) {
+    if (b.shape.size() < 2) continue;
+    const size_t begin = b.param.offset, end = b.param.offset + b.param.numel;
+    if (!out.empty() && out.back().second == begin) out.back().second = end;
+    else out.push_back({begin, end});
+  }
+  return out;
+}
+
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, size_t n) {
   if (!(o.lr > 0.0f) || !std::isfinite(o.lr)) {
     return invalid_argument("learning rate " + std::to_string(o.lr) + " must be a positive finite number");
@@ -130,6 +167,9 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, s
     if (!(o.eps > 0.0f) || !std::isfinite(o.eps)) {  // eps = 0 makes 0 / 0 where a gradient is still 0
       return invalid_argument("adam eps " + std::to_string(o.eps) + " must be a positive finite number");
     }
+    if (o.name == "adamw" && o.decay_matrices_only && !o.decay_ranges_set)
+      return invalid_argument("--weight-decay-params matrices: this strategy cannot tell matrices from biases yet; "
+                              "use --weight-decay-params all, or the local or sync strategy");
     return std::unique_ptr<Optimizer>(new Adam(o, n, o.name == "adamw"));
   }
   return invalid_argument("optimizer '" + o.name + "' is not one of sgd, adam, adamw");

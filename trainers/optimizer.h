@@ -5,11 +5,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
 
 namespace troupe {
+
+class ParameterSpace;  // trainers/api/trainer.h
 
 struct OptimizerOptions {
   std::string name = "sgd";   // sgd, adam, adamw
@@ -17,6 +20,13 @@ struct OptimizerOptions {
   float momentum = 0.9f;      // sgd
   float weight_decay = 0.0f;  // sgd and adam: L2 on the gradient; adamw: decoupled
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
+  // adamw with decay_matrices_only (`--weight-decay-params matrices`): the decoupled decay applies
+  // to the ranges [first, second) of decay_ranges only (the blocks of rank >= 2: see
+  // matrix_ranges), which the runtime fills from the model's blocks; make_optimizer refuses the
+  // setting while decay_ranges_set is false (a path that cannot tell the blocks apart yet).
+  bool decay_matrices_only = false;
+  bool decay_ranges_set = false;
+  std::vector<std::pair<size_t, size_t>> decay_ranges;
 };
 
 // An optimizer's state, or a slice [begin, begin + length) of it, for checkpoints: the step count
@@ -51,6 +61,10 @@ class Optimizer {
   virtual size_t size() const = 0;
   int64_t steps_ = 0;
 };
+
+// The flat ranges of `space`'s blocks of rank >= 2 (weight matrices and embeddings), merged where
+// adjacent: what `--weight-decay-params matrices` decays. Biases and LayerNorm gains are rank 1.
+std::vector<std::pair<size_t, size_t>> matrix_ranges(const ParameterSpace& space);
 
 // Builds an optimizer for `n` parameters. Unknown names or out-of-range values are invalid_argument.
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& options, size_t n);

@@ -40,6 +40,14 @@ Status TrainOptions::validate() const {
   }
   if (!(momentum >= 0.0f && momentum < 1.0f)) return invalid_argument("--momentum must be in [0, 1)");
   if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay)) return invalid_argument("--weight-decay must be >= 0");
+  if (weight_decay_params != "all" && weight_decay_params != "matrices")
+    return invalid_argument("--weight-decay-params '" + weight_decay_params + "' is not one of all, matrices");
+  if (!(clip_grad_norm >= 0.0f) || !std::isfinite(clip_grad_norm))
+    return invalid_argument("--clip-grad-norm must be a finite number >= 0 (0: off; got " +
+                            std::to_string(clip_grad_norm) + ")");
+  if (device.is_cuda() && (clip_grad_norm > 0.0f || weight_decay_params != "all"))
+    return invalid_argument("--clip-grad-norm and --weight-decay-params matrices run on the CPU path only for now; "
+                            "drop them with --device " + device.to_string());
   if (cpu_threads < 1 || cpu_threads > 1024) return invalid_argument("cpu_threads must be in [1, 1024]");
   if (loss_check_every < 1) return invalid_argument("loss_check_every must be >= 1");
   if (max_steps < 0) return invalid_argument("--max-steps must be >= 0");

@@ -70,6 +70,12 @@ struct TrainOptions {
   std::string lr_schedule = "cosine";  // constant, or cosine decay to 0 over the job (trainers/lr_schedule.h)
   float momentum = 0.9f;            // sgd only
   float weight_decay = 0.0f;
+  // adamw's decoupled decay on every block ("all") or on the blocks of rank >= 2 only
+  // ("matrices": weights and embeddings, not biases or LayerNorm gains; trainers/optimizer.h).
+  std::string weight_decay_params = "all";
+  // > 0: before each update the gradient is scaled down to this global L2 norm when it is longer
+  // (the whole model's gradient; in a sync job the averaged one, after the all-reduce). 0: off.
+  float clip_grad_norm = 0.0f;
   uint64_t seed = 1;
   Device device = Device::cpu();
   int cpu_threads = 1;              // BLAS threads

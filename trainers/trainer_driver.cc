@@ -17,6 +17,7 @@
 #include "kernels/cpu/ops.h"
 #include "trainers/checkpoint/collective_write.h"
 #include "trainers/epoch_report.h"
+#include "trainers/grad_clip.h"
 #include "trainers/local_trainer.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/micro_batches.h"
@@ -150,7 +151,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   kernels::cpu::set_blas_threads(o.cpu_threads);
   kernels::cpu::ScopedFlushDenormals flush_denormals;  // see kernels/cpu/denormals.h
 
-  const OptimizerOptions oo = optimizer_options(o);
+  OptimizerOptions oo = optimizer_options(o);
+  oo.decay_ranges = matrix_ranges(space);  // --weight-decay-params matrices
+  oo.decay_ranges_set = true;
   auto opt = make_optimizer(oo, space.size());
   if (!opt.ok()) return opt.status();
 
@@ -280,6 +283,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                                                           std::to_string(s + 1));
       if (*apply) {
         if (scaled) kernels::cpu::scale(grads.data(), space.size(), 1.0f / used_scale);
+        if (o.clip_grad_norm > 0)  // after the all-reduce: the averaged gradient, the same on every replica
+          clip_grad_norm(grads.data(), space.size(), o.clip_grad_norm);
         (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
         (*opt)->step(params.data(), grads.data());
       }

@@ -59,6 +59,7 @@ OptimizerOptions optimizer_options(const TrainOptions& o) {
   oo.lr = o.effective_lr();
   oo.momentum = o.momentum;
   oo.weight_decay = o.weight_decay;
+  oo.decay_matrices_only = o.weight_decay_params == "matrices";
   return oo;
 }
 

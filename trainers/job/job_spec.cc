@@ -146,6 +146,8 @@ const std::map<std::string, Field>& fields() {
     f["lr_schedule"] = field<std::string>([](JobSpec& s) { return &s.train.lr_schedule; });
     f["momentum"] = field<float>([](JobSpec& s) { return &s.train.momentum; });
     f["weight_decay"] = field<float>([](JobSpec& s) { return &s.train.weight_decay; });
+    f["weight_decay_params"] = field<std::string>([](JobSpec& s) { return &s.train.weight_decay_params; });
+    f["clip_grad_norm"] = field<float>([](JobSpec& s) { return &s.train.clip_grad_norm; });
     f["seed"] = field<uint64_t>([](JobSpec& s) { return &s.train.seed; });
     f["max_steps"] = field<int64_t>([](JobSpec& s) { return &s.train.max_steps; });
     f["loss_check_every"] = field<int64_t>([](JobSpec& s) { return &s.train.loss_check_every; });

@@ -29,6 +29,9 @@ Expected<ShardOptions> shard_options(const TrainOptions& o, PsMode mode, int wor
   so.mode = mode;
   so.workers = workers;
   so.staleness = staleness;
+  if (o.clip_grad_norm > 0)
+    return invalid_argument("--clip-grad-norm: not with the parameter-server strategies yet (the norm would span the "
+                            "shards); drop it, or train with the local or sync strategy");
   so.optimizer = optimizer_options(o);
   if (!parse_lr_schedule(o.lr_schedule, &so.schedule))
     return invalid_argument("unknown --lr-schedule '" + o.lr_schedule + "'");
