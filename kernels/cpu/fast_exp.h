@@ -4,14 +4,16 @@
 // [-87, 88]; arguments outside are clamped (exp(-87) ~ 1.6e-38, exp(88) ~ 1.6e38).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 namespace troupe::kernels::cpu {
 
 inline float exp_f32(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (pure arithmetic: floorf is a call without SSE4.1).
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts: the first product is exact
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
