@@ -1,0 +1,206 @@
+#include "models/gpt/gpt_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+
+namespace troupe::models {
+namespace {
+
+namespace cpu = kernels::cpu;
+constexpr float kLnEps = 1e-5f;
+
+// y [rows x out] = x [rows x in] W [in x out] (+ y when accumulate).
+void linear(const float* x, const float* w, int64_t rows, int64_t in, int64_t out, float* y, bool accumulate = false) {
+  cpu::matmul(false, false, static_cast<int>(rows), static_cast<int>(out), static_cast<int>(in), 1.0f, x, w,
+              accumulate ? 1.0f : 0.0f, y);
+}
+// dW [in x out] += x^T dy; dx [rows x in] = dy W^T (when dx is not null).
+void linear_backward(const float* x, const float* w, const float* dy, int64_t rows, int64_t in, int64_t out, float* dw,
+                     float* dx) {
+  cpu::matmul(true, false, static_cast<int>(in), static_cast<int>(out), static_cast<int>(rows), 1.0f, x, dy, 1.0f, dw);
+  if (dx) cpu::matmul(false, true, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out), 1.0f, dy, w, 0.0f, dx);
+}
+
+}  // namespace
+
+void GptModel::declare(ParameterSpace& space) {
+  const int64_t D = c_.dim;
+  const Init w = Init::normal(0.02f);
+  const Init residual = Init::normal(0.02f / std::sqrt(2.0f * static_cast<float>(c_.layers)));
+  wte_ = space.declare("wte", {c_.vocab, D}, w);
+  wpe_ = space.declare("wpe", {c_.context, D}, w);
+  blocks_.clear();
+  for (int64_t l = 0; l < c_.layers; ++l) {
+    const std::string p = "h" + std::to_string(l) + ".";
+    BlockParams b;
+    b.ln1_g = space.declare(p + "ln1.g", {D}, Init::constant(1.0f));
+    b.ln1_b = space.declare(p + "ln1.b", {D}, Init::zeros());
+    b.attn_w = space.declare(p + "attn.w", {D, 3 * D}, w);
+    b.attn_b = space.declare(p + "attn.b", {3 * D}, Init::zeros());
+    b.proj_w = space.declare(p + "proj.w", {D, D}, residual);
+    b.proj_b = space.declare(p + "proj.b", {D}, Init::zeros());
+    b.ln2_g = space.declare(p + "ln2.g", {D}, Init::constant(1.0f));
+    b.ln2_b = space.declare(p + "ln2.b", {D}, Init::zeros());
+    b.fc_w = space.declare(p + "fc.w", {D, 4 * D}, w);
+    b.fc_b = space.declare(p + "fc.b", {4 * D}, Init::zeros());
+    b.fc2_w = space.declare(p + "fc2.w", {4 * D, D}, residual);
+    b.fc2_b = space.declare(p + "fc2.b", {D}, Init::zeros());
+    blocks_.push_back(b);
+  }
+  lnf_g_ = space.declare("lnf.g", {D}, Init::constant(1.0f));
+  lnf_b_ = space.declare("lnf.b", {D}, Init::zeros());
+  head_ = c_.tie ? wte_ : space.declare("head", {c_.vocab, D}, w);
+}
+
+double GptModel::flops_per_token() const {
+  const double D = static_cast<double>(c_.dim);
+  const double matrices = c_.layers * 12.0 * D * D + static_cast<double>(c_.vocab) * D;  // the head's product
+  return 6.0 * matrices + 12.0 * c_.layers * D * static_cast<double>(c_.context);
+}
+
+void GptModel::resize(int64_t batch, int64_t seq) {
+  const size_t N = static_cast<size_t>(batch * seq), D = static_cast<size_t>(c_.dim);
+  batch_ = batch;
+  seq_ = seq;
+  acts_.resize(static_cast<size_t>(c_.layers));
+  for (BlockActs& a : acts_) {
+    for (auto* v : {&a.x, &a.ln1, &a.att, &a.mid, &a.ln2}) v->resize(N * D);
+    for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->resize(N);
+    a.qkv.resize(N * 3 * D);
+    a.fc.resize(N * 4 * D);
+    a.act.resize(N * 4 * D);
+    a.probs.resize(static_cast<size_t>(batch * c_.heads * seq * seq));
+  }
+  final_.resize(N * D);
+  lnf_.resize(N * D);
+  lnf_mean_.resize(N);
+  lnf_rstd_.resize(N);
+  logits_.resize(N * static_cast<size_t>(c_.vocab));
+}
+
+Expected<float> GptModel::forward(const std::vector<int32_t>& tokens, const int32_t* targets, int64_t batch,
+                                  int64_t seq, const Parameters& params) {
+  if (seq > c_.context)
+    return invalid_argument("a window of " + std::to_string(seq) + " tokens is longer than the model's context of " +
+                            std::to_string(c_.context) + " positions (--seq-len must not exceed --trainer-arg context)");
+  const int64_t N = batch * seq, D = c_.dim, V = c_.vocab;
+  for (int64_t i = 0; i < N; ++i)
+    if (tokens[i] < 0 || tokens[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
+      return invalid_argument("token id " + std::to_string(tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i]) +
+                              " of window " + std::to_string(i / seq) + " is outside the model's vocabulary of " +
+                              std::to_string(V) + " (--trainer-arg vocab)");
+  resize(batch, seq);
+  tokens_ = tokens;
+  if (targets) targets_.assign(targets, targets + N);
+  const cpu::AttentionShape shape{batch, seq, c_.heads, D};
+  // Embeddings.
+  float* x = c_.layers > 0 ? acts_[0].x.data() : final_.data();
+  for (int64_t i = 0; i < N; ++i) {
+    const float* te = params[wte_] + tokens[i] * D;
+    const float* pe = params[wpe_] + (i % seq) * D;
+    for (int64_t c = 0; c < D; ++c) x[i * D + c] = te[c] + pe[c];
+  }
+  for (int64_t l = 0; l < c_.layers; ++l) {
+    const BlockParams& p = blocks_[l];
+    BlockActs& a = acts_[l];
+    float* out = l + 1 < c_.layers ? acts_[l + 1].x.data() : final_.data();
+    cpu::layernorm_forward(a.x.data(), params[p.ln1_g], params[p.ln1_b], N, D, kLnEps, a.ln1.data(), a.ln1_mean.data(),
+                           a.ln1_rstd.data());
+    linear(a.ln1.data(), params[p.attn_w], N, D, 3 * D, a.qkv.data());
+    cpu::bias_act(a.qkv.data(), params[p.attn_b], static_cast<int>(N), static_cast<int>(3 * D), false);
+    cpu::attention_forward(a.qkv.data(), shape, a.probs.data(), a.att.data());
+    std::copy(a.x.begin(), a.x.end(), a.mid.begin());
+    linear(a.att.data(), params[p.proj_w], N, D, D, a.mid.data(), true);
+    cpu::bias_act(a.mid.data(), params[p.proj_b], static_cast<int>(N), static_cast<int>(D), false);
+    cpu::layernorm_forward(a.mid.data(), params[p.ln2_g], params[p.ln2_b], N, D, kLnEps, a.ln2.data(), a.ln2_mean.data(),
+                           a.ln2_rstd.data());
+    linear(a.ln2.data(), params[p.fc_w], N, D, 4 * D, a.fc.data());
+    cpu::bias_act(a.fc.data(), params[p.fc_b], static_cast<int>(N), static_cast<int>(4 * D), false);
+    cpu::gelu_forward(a.fc.data(), a.act.data(), a.fc.size());
+    std::copy(a.mid.begin(), a.mid.end(), out);
+    linear(a.act.data(), params[p.fc2_w], N, 4 * D, D, out, true);
+    cpu::bias_act(out, params[p.fc2_b], static_cast<int>(N), static_cast<int>(D), false);
+  }
+  cpu::layernorm_forward(final_.data(), params[lnf_g_], params[lnf_b_], N, D, kLnEps, lnf_.data(), lnf_mean_.data(),
+                         lnf_rstd_.data());
+  cpu::matmul(false, true, static_cast<int>(N), static_cast<int>(V), static_cast<int>(D), 1.0f, lnf_.data(),
+              params[head_], 0.0f, logits_.data());
+  if (!targets) return 0.0f;
+  // The loss's gradient replaces the logits (the backward's first input).
+  return cpu::softmax_xent(logits_.data(), targets_.data(), static_cast<int>(N), static_cast<int>(V), logits_.data(),
+                           nullptr);
+}
+
+void GptModel::backward(const Parameters& params, Gradients& grads, float loss_scale) {
+  const int64_t N = batch_ * seq_, D = c_.dim, V = c_.vocab;
+  const cpu::AttentionShape shape{batch_, seq_, c_.heads, D};
+  float* dlogits = logits_.data();
+  if (loss_scale != 1.0f) cpu::scale(dlogits, logits_.size(), loss_scale);
+  dx_.assign(static_cast<size_t>(N * D), 0.0f);
+  dln_.resize(static_cast<size_t>(N * D));
+  dwide_.resize(static_cast<size_t>(N * 4 * D));
+  dqkv_.resize(static_cast<size_t>(N * 3 * D));
+  datt_.resize(static_cast<size_t>(N * D));
+  scratch_.resize(static_cast<size_t>(seq_ * seq_));
+  // Head: logits = lnf head^T.
+  cpu::matmul(false, false, static_cast<int>(N), static_cast<int>(D), static_cast<int>(V), 1.0f, dlogits, params[head_],
+              0.0f, dln_.data());
+  cpu::matmul(true, false, static_cast<int>(V), static_cast<int>(D), static_cast<int>(N), 1.0f, dlogits, lnf_.data(), 1.0f,
+              grads[head_]);
+  if (!c_.tie) grads.ready(head_);
+  cpu::layernorm_backward(dln_.data(), final_.data(), params[lnf_g_], lnf_mean_.data(), lnf_rstd_.data(), N, D,
+                          dx_.data(), grads[lnf_g_], grads[lnf_b_]);
+  grads.ready(lnf_b_);
+  grads.ready(lnf_g_);
+  for (int64_t l = c_.layers - 1; l >= 0; --l) {
+    const BlockParams& p = blocks_[l];
+    const BlockActs& a = acts_[l];
+    // x_out = mid + fc2(gelu(fc(ln2(mid)))): dx holds d x_out.
+    cpu::bias_grad_add(dx_.data(), N, D, grads[p.fc2_b]);
+    linear_backward(a.act.data(), params[p.fc2_w], dx_.data(), N, 4 * D, D, grads[p.fc2_w], dwide_.data());
+    grads.ready(p.fc2_b);
+    grads.ready(p.fc2_w);
+    cpu::gelu_backward(a.fc.data(), dwide_.data(), dwide_.data(), dwide_.size());
+    cpu::bias_grad_add(dwide_.data(), N, 4 * D, grads[p.fc_b]);
+    linear_backward(a.ln2.data(), params[p.fc_w], dwide_.data(), N, D, 4 * D, grads[p.fc_w], dln_.data());
+    grads.ready(p.fc_b);
+    grads.ready(p.fc_w);
+    cpu::layernorm_backward(dln_.data(), a.mid.data(), params[p.ln2_g], a.ln2_mean.data(), a.ln2_rstd.data(), N, D,
+                            dx_.data(), grads[p.ln2_g], grads[p.ln2_b]);  // dx: d mid
+    grads.ready(p.ln2_b);
+    grads.ready(p.ln2_g);
+    // mid = x + proj(attention(qkv(ln1(x)))).
+    cpu::bias_grad_add(dx_.data(), N, D, grads[p.proj_b]);
+    linear_backward(a.att.data(), params[p.proj_w], dx_.data(), N, D, D, grads[p.proj_w], datt_.data());
+    grads.ready(p.proj_b);
+    grads.ready(p.proj_w);
+    cpu::attention_backward(a.qkv.data(), a.probs.data(), datt_.data(), shape, dqkv_.data(), scratch_.data());
+    cpu::bias_grad_add(dqkv_.data(), N, 3 * D, grads[p.attn_b]);
+    linear_backward(a.ln1.data(), params[p.attn_w], dqkv_.data(), N, D, 3 * D, grads[p.attn_w], dln_.data());
+    grads.ready(p.attn_b);
+    grads.ready(p.attn_w);
+    cpu::layernorm_backward(dln_.data(), a.x.data(), params[p.ln1_g], a.ln1_mean.data(), a.ln1_rstd.data(), N, D,
+                            dx_.data(), grads[p.ln1_g], grads[p.ln1_b]);  // dx: d x
+    grads.ready(p.ln1_b);
+    grads.ready(p.ln1_g);
+  }
+  // Embeddings: every position's gradient into its token's and its position's rows.
+  float* dwte = grads[wte_];
+  float* dwpe = grads[wpe_];
+  for (int64_t i = 0; i < N; ++i) {
+    const float* d = dx_.data() + i * D;
+    float* te = dwte + tokens_[i] * D;
+    float* pe = dwpe + (i % seq_) * D;
+    for (int64_t c = 0; c < D; ++c) {
+      te[c] += d[c];
+      pe[c] += d[c];
+    }
+  }
+  grads.ready(wpe_);
+  grads.ready(wte_);
+}
+
+}  // namespace troupe::models

@@ -1,0 +1,72 @@
+// The GPT-style decoder's parameters and its forward and backward on the CPU.
+//
+//   x = wte[token] + wpe[position]
+//   per block:  x = x + proj(attention(qkv(ln1(x))))       causal, multi-head
+//               x = x + fc2(gelu(fc(ln2(x))))              4 x dim hidden units
+//   logits = lnf(x) head^T                                 head = wte when tied
+//   loss = mean cross-entropy of the next token over every position of every window
+//
+// Blocks are declared (and so laid out and initialised) in this order: wte [vocab x dim], wpe
+// [context x dim], then per block l "h<l>.ln1.g", ".ln1.b", ".attn.w" [dim x 3dim], ".attn.b",
+// ".proj.w" [dim x dim], ".proj.b", ".ln2.g", ".ln2.b", ".fc.w" [dim x 4dim], ".fc.b",
+// ".fc2.w" [4dim x dim], ".fc2.b", then "lnf.g", "lnf.b" and, untied, "head" [vocab x dim].
+// Matrices start normal(0.02) (the residual projections 0.02 / sqrt(2 layers), GPT-2's scaling),
+// LayerNorm gains 1, biases 0. The runtime's AdamW decays the blocks of rank 2 (trainers/
+// optimizer.h): the matrices and the two embeddings, as GPT-2 and nanoGPT do.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/transformer.h"
+#include "models/gpt/gpt_config.h"
+#include "trainers/api/trainer.h"
+
+namespace troupe::models {
+
+class GptModel {
+ public:
+  explicit GptModel(const GptConfig& c) : c_(c) {}
+  const GptConfig& config() const { return c_; }
+
+  void declare(ParameterSpace& space);
+
+  // Forward over `batch` windows of `seq` ids (tokens[b * seq + t]); keeps what the backward
+  // needs. Returns the mean loss over every position when `targets` is given (else 0: logits()
+  // holds the outputs). invalid_argument for a window longer than the context or an id outside
+  // the vocabulary, naming it.
+  Expected<float> forward(const std::vector<int32_t>& tokens, const int32_t* targets, int64_t batch, int64_t seq,
+                          const Parameters& params);
+  // The backward of the last forward (with targets): writes every block's gradient (the loss's,
+  // times loss_scale) into grads, announcing each block when it is final.
+  void backward(const Parameters& params, Gradients& grads, float loss_scale);
+  // [batch * seq x vocab] of the last forward (the loss's gradient after backward).
+  const float* logits() const { return logits_.data(); }
+
+  // Model FLOPs of one training token: 6 x the matrices' parameters (forward 2, backward 4) plus
+  // the attention's 12 x layers x dim x context (scores and weighted values, forward and backward,
+  // counted for the full context as PaLM's appendix does).
+  double flops_per_token() const;
+
+ private:
+  struct BlockParams {
+    Param ln1_g, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_g, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
+  };
+  struct BlockActs {
+    std::vector<float> x, ln1, ln1_mean, ln1_rstd, qkv, probs, att, mid, ln2, ln2_mean, ln2_rstd, fc, act;
+  };
+  void resize(int64_t batch, int64_t seq);
+
+  GptConfig c_;
+  Param wte_, wpe_, lnf_g_, lnf_b_, head_;
+  std::vector<BlockParams> blocks_;
+  // The last forward's shapes and activations.
+  int64_t batch_ = 0, seq_ = 0;
+  std::vector<int32_t> tokens_, targets_;
+  std::vector<BlockActs> acts_;
+  std::vector<float> final_, lnf_, lnf_mean_, lnf_rstd_, logits_;
+  // Backward scratch.
+  std::vector<float> dx_, dln_, dwide_, dqkv_, datt_, scratch_;
+};
+
+}  // namespace troupe::models

@@ -1,0 +1,81 @@
+// The GPT-style decoder as a built-in trainer, registered as "gpt" (`troupe train --model gpt
+// --seq-len T --data TOKENS`): it reads the token windows' fields "tokens" and "targets"
+// (trainers/token_windows.h) and scores the next token at every position. Settings: gpt_config.h.
+// predict() gives the next token's logits after each window's last position.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "models/gpt/gpt_model.h"
+
+namespace troupe::models {
+namespace {
+
+class GptTrainer final : public Trainer {
+ public:
+  std::vector<FieldNeed> required_fields(const JobConfig&) const override {
+    return {{"tokens", {ValueType::f32}, 1}, {"targets", {ValueType::i32}, 1}};
+  }
+
+  Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
+    const FieldSpec* tokens = ctx.data.field("tokens");
+    const int64_t seq = tokens && tokens->shape.size() == 1 ? tokens->shape[0] : 0;
+    auto config = GptConfig::from(ctx.config, seq, ctx.data.classes);
+    if (!config.ok()) return config.status();
+    model_ = std::make_unique<GptModel>(*config);
+    model_->declare(space);
+    return {};
+  }
+
+  Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
+    auto loss = run(batch, params, true);
+    if (!loss.ok()) return loss.status();
+    model_->backward(params, grads, batch.loss_scale);
+    return BatchStats{*loss, -1};
+  }
+
+  Expected<BatchStats> evaluate(const Batch& batch, const Parameters& params) override {
+    auto loss = run(batch, params, true);
+    if (!loss.ok()) return loss.status();
+    return BatchStats{*loss, -1};  // it scores positions, not examples
+  }
+
+  std::string describe() const override { return model_ ? model_->config().describe() : std::string(); }
+
+  int64_t prediction_width() const override { return model_ ? model_->config().vocab : 0; }
+
+  Status predict(const Batch& batch, const Parameters& params, float* out) override {
+    auto ran = run(batch, params, false);
+    if (!ran.ok()) return ran.status();
+    const int64_t V = model_->config().vocab, T = tokens_.size() / static_cast<size_t>(batch.size);
+    for (int64_t b = 0; b < batch.size; ++b) std::copy_n(model_->logits() + ((b + 1) * T - 1) * V, V, out + b * V);
+    return {};
+  }
+
+ private:
+  // The batch's windows into tokens_ (ids, checked to be integers) and the forward.
+  Expected<float> run(const Batch& batch, const Parameters& params, bool with_targets) {
+    const FieldView* tokens = batch.field("tokens");
+    const FieldView* targets = batch.field("targets");
+    if (!tokens || !tokens->f32() || tokens->rank != 2 || (with_targets && (!targets || !targets->i32())))
+      return invalid_argument("the gpt reads the fields 'tokens' (f32 ids) and 'targets' (i32): train with --seq-len");
+    const int64_t T = tokens->shape[1];
+    tokens_.resize(static_cast<size_t>(batch.size * T));
+    targets_.resize(with_targets ? tokens_.size() : 0);
+    for (int64_t b = 0; b < batch.size; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const float id = tokens->f32()[b * tokens->row_stride + t];
+        tokens_[b * T + t] = id == std::floor(id) && std::fabs(id) < (1 << 24) ? static_cast<int32_t>(id) : -1;
+        if (with_targets) targets_[b * T + t] = targets->i32()[b * targets->row_stride + t];
+      }
+    return model_->forward(tokens_, with_targets ? targets_.data() : nullptr, batch.size, T, params);
+  }
+
+  std::unique_ptr<GptModel> model_;
+  std::vector<int32_t> tokens_, targets_;
+};
+
+}  // namespace
+}  // namespace troupe::models
+
+TROUPE_REGISTER_TRAINER("gpt", troupe::models::GptTrainer);

@@ -1,0 +1,190 @@
+// The gpt through the runtime: it learns an order-2 Markov chain's token stream down to the
+// chain's entropy rate (the floor no model beats) through `troupe train`'s own path (files,
+// --seq-len windows, adamw with decay on matrices, warm-up and cosine, --clip-grad-norm); two sync
+// replicas hold what one process training on the global batch holds; --save and --init-from carry
+// its blocks and configuration; bad settings are refused naming the flag.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <ctime>
+#include <thread>
+
+#include "collectives/inproc_transport.h"
+#include "tests/core/temp_dir.h"
+#include "tests/models/markov_tokens.h"
+#include "tests/support/numeric_test_util.h"
+#include "trainers/local_trainer.h"
+#include "data/safetensors.h"
+#include "trainers/trainer_driver.h"
+
+using namespace troupe;
+using troupe::testing::MarkovChain2;
+using troupe::testing::relative_difference;
+
+namespace {
+
+TrainOptions gpt_job() {
+  TrainOptions o;
+  o.model = "gpt";
+  o.trainer_args = {"layers=1", "heads=2", "dim=32"};
+  o.seq_len = 16;
+  o.batch_size = 16;
+  o.optimizer = "adamw";
+  o.lr = 0.01f;
+  o.weight_decay = 0.01f;
+  o.weight_decay_params = "matrices";
+  o.warmup_steps = 20;
+  o.clip_grad_norm = 1.0f;
+  o.seed = 3;
+  return o;
+}
+
+}  // namespace
+
+// An order-1 chain: every position's next token depends on the current one only, so the floor
+// is the entropy rate at every position of every window.
+TEST_CASE("the gpt learns a Markov chain to within 0.05 nats of its entropy rate", "[models][gpt][train]") {
+  const MarkovChain2 chain(16, 3, 5, 1);
+  const double rate = chain.entropy_rate();
+  REQUIRE(rate > 0.5);  // far from trivial, and far below log(16) = 2.77 (what a unigram model gets near)
+  troupe::testing::TempDir dir;
+  troupe::testing::write_u16(dir.file("train.bin"), chain.sample(120000, 1));
+  const std::vector<uint16_t> val = chain.sample(30000, 2);
+  troupe::testing::write_u16(dir.file("val.bin"), val);
+  TrainOptions o = gpt_job();
+  o.data = dir.path();
+  o.seq_len = 32;
+  o.epochs = 2;
+  o.evaluate_each_epoch = false;
+  o.save_path = dir.file("gpt.safetensors");
+  const std::clock_t cpu_start = std::clock();
+  auto r = train_local(o, {});
+  const double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  INFO("validation loss " << r->test_loss << " nats/token, entropy rate " << rate << ", the chain's own loss on "
+                          << "these windows " << chain.window_loss(val, o.seq_len) << "; " << cpu_seconds << " s of CPU");
+  CHECK(r->model == "gpt L1 H2 D32 T32 V16");
+  CHECK(r->test_accuracy == -1);
+  CHECK(r->test_loss < rate + 0.05);
+  CHECK(r->test_loss > rate - 0.05);  // a sample of 30,000 tokens: its own rate is within a few hundredths
+  CHECK(cpu_seconds < 20);           // about 1.5 s on one core of the build host (docs/models.md)
+
+  SECTION("the saved model carries its configuration, and --init-from starts where it ended") {
+    auto file = data::read_safetensors(o.save_path);
+    REQUIRE(file.ok());
+    CHECK(file->metadata.at("troupe.description").find("gpt L1 H2 D32 T32 V16") != std::string::npos);
+    CHECK(file->metadata.at("troupe.trainer_args") == "layers=1;heads=2;dim=32");
+    TrainOptions again = o;
+    again.save_path.clear();
+    again.init_from = o.save_path;
+    again.max_steps = 1;
+    again.lr = 1e-6f;
+    auto r2 = train_local(again, {});
+    INFO(r2.status().to_string());
+    REQUIRE(r2.ok());
+    CHECK(r2->test_loss < rate + 0.05);  // one tiny step from the trained parameters
+  }
+}
+
+// An order-2 chain: the next token depends on the last two, so only a model whose attention finds
+// the previous position gets below H(next | last token) (2.5 nats here); the chain's rate is 0.97.
+// Each window's first target has one token of context, so the windowed floor is ~0.99 at --seq-len
+// 64; the model gets within 0.15 of the rate in 5 epochs (about 1.07).
+TEST_CASE("the gpt's attention learns an order-2 Markov chain", "[models][gpt][train]") {
+  const MarkovChain2 chain(16, 3, 5, 2);
+  const double rate = chain.entropy_rate(), last_only = chain.entropy_given_last();
+  REQUIRE(last_only > rate + 1.0);
+  troupe::testing::TempDir dir;
+  troupe::testing::write_u16(dir.file("train.bin"), chain.sample(120000, 1));
+  const std::vector<uint16_t> val = chain.sample(30000, 2);
+  troupe::testing::write_u16(dir.file("val.bin"), val);
+  TrainOptions o = gpt_job();
+  o.data = dir.path();
+  o.seq_len = 64;
+  o.batch_size = 8;
+  o.lr = 0.02f;
+  o.epochs = 5;
+  o.evaluate_each_epoch = false;
+  auto r = train_local(o, {});
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  INFO("validation loss " << r->test_loss << ", entropy rate " << rate << ", the chain's own loss on these windows "
+                          << chain.window_loss(val, o.seq_len) << ", given the last token only " << last_only);
+  CHECK(r->test_loss < rate + 0.15);
+}
+
+TEST_CASE("two sync gpt replicas hold what one process holds at the same global batch", "[models][gpt][sync]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 30 + 1, 3), 8, 12);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  TrainOptions o = gpt_job();
+  o.seq_len = 8;
+  o.trainer_args = {"layers=2", "heads=2", "dim=16", "tie=1"};
+  o.batch_size = 16;
+  o.epochs = 1;
+  o.max_steps = 25;
+  o.clip_grad_norm = 0.05f;  // small enough to clip every step: the norm must be the global one
+  std::vector<float> want;
+  auto one = train_with_trainer(o, train, test, {}, &want);
+  INFO(one.status().to_string());
+  REQUIRE(one.ok());
+  const size_t bucket_bytes = GENERATE(size_t{0}, size_t{4096});  // one all-reduce, or buckets overlapping backward
+  auto transports = collectives::make_inproc_group(2);
+  std::vector<std::vector<float>> got(2);
+  std::vector<Status> status(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      collectives::Communicator comm(std::move(transports[r]));
+      Replica replica;
+      replica.comm = &comm;
+      replica.timeout = std::chrono::seconds(30);
+      replica.bucket_bytes = bucket_bytes;
+      auto result = train_replica(o, train, test, replica, {}, &got[r]);
+      if (!result.ok()) status[r] = result.status();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO("replica " << r << ": " << status[r].to_string());
+    REQUIRE(status[r].ok());
+  }
+  CHECK(got[0] == got[1]);
+  INFO("bucket bytes " << bucket_bytes);
+  CHECK(relative_difference(got[0], want) < 1e-5);
+  // Clipping mattered: without it the same job ends elsewhere.
+  TrainOptions unclipped = o;
+  unclipped.clip_grad_norm = 0;
+  std::vector<float> free;
+  REQUIRE(train_with_trainer(unclipped, train, test, {}, &free).ok());
+  CHECK(relative_difference(free, want) > 1e-3);
+}
+
+TEST_CASE("gpt jobs with bad settings are refused naming the flag", "[models][gpt][errors]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(8 * 40 + 1, 3), 8, 12);
+  auto refusal = [&](const std::function<void(TrainOptions&)>& change) {
+    TrainOptions o = gpt_job();
+    o.seq_len = 8;
+    o.max_steps = 1;
+    change(o);
+    auto r = train_with_trainer(o, train, train);
+    REQUIRE_FALSE(r.ok());
+    return r.status().message();
+  };
+  CHECK_THAT(refusal([](TrainOptions& o) { o.trainer_args = {"heads=3", "dim=32"}; }),
+             Catch::Contains("--trainer-arg heads=3 does not divide dim=32"));
+  CHECK_THAT(refusal([](TrainOptions& o) { o.trainer_args = {"context=4"}; }),
+             Catch::Contains("--seq-len 8 is longer than the model's context of 4 positions (--trainer-arg context)"));
+  CHECK_THAT(refusal([](TrainOptions& o) { o.trainer_args = {"vocab=8"}; }),
+             Catch::Contains("the data's token ids reach 11, outside --trainer-arg vocab=8"));
+  CHECK_THAT(refusal([](TrainOptions& o) { o.clip_grad_norm = -1; }), Catch::Contains("--clip-grad-norm must be"));
+  Dataset images = train;
+  images.schema.clear();  // an image and a class: no token windows
+  images.target_width = 1;
+  images.labels.resize(static_cast<size_t>(images.count));
+  TrainOptions o = gpt_job();
+  auto r = train_with_trainer(o, images, images);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("needs a field 'tokens'"));
+}
