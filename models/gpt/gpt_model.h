@@ -48,10 +48,17 @@ class GptModel {
   // counted for the full context as PaLM's appendix does).
   double flops_per_token() const;
 
- private:
+  // The declared blocks (after declare()), for the decoder (gpt_decoder.h).
   struct BlockParams {
     Param ln1_g, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_g, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
   };
+  struct Params {
+    Param wte, wpe, lnf_g, lnf_b, head;  // head is wte when tied
+    std::vector<BlockParams> blocks;
+  };
+  Params params() const { return {wte_, wpe_, lnf_g_, lnf_b_, head_, blocks_}; }
+
+ private:
   struct BlockActs {
     std::vector<float> x, ln1, ln1_mean, ln1_rstd, qkv, probs, att, mid, ln2, ln2_mean, ln2_rstd, fc, act;
   };
