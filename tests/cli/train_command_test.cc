@@ -211,7 +211,7 @@ TEST_CASE("troupe train --lib and --trainer name what is wrong", "[cli][train][l
   CommandResult unknown = train("--trainer nosuch --epochs 1");
   INFO(unknown.both());
   CHECK(unknown.exit_code == 2);
-  CHECK(unknown.err.find("--model 'nosuch' is not a known trainer; known: cnn, mlp") != std::string::npos);
+  CHECK(unknown.err.find("--model 'nosuch' is not a known trainer; known: cnn, gpt, mlp") != std::string::npos);
 
   // A library trainer that says nothing of precision computes in f32 only.
   CommandResult f32_only = train("--lib " + std::string(TROUPE_TEST_FIXTURE_DIR) +
