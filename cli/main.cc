@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   runners["model"] = cli::add_model_command(app, global);
   runners["export"] = cli::add_export_command(app, global);
   runners["predict"] = cli::add_predict_command(app, global);
+  runners["generate"] = cli::add_generate_command(app, global);
 
   try {
     app.parse(argc, argv);

@@ -1,5 +1,7 @@
 #include "models/gpt/gpt_config.h"
 
+#include <cstdio>
+
 namespace troupe::models {
 
 std::string GptConfig::describe() const {
@@ -46,6 +48,19 @@ Expected<GptConfig> GptConfig::from(const JobConfig& config, int64_t seq_len, in
     if (!ok)
       return invalid_argument("--trainer-arg " + kv.first + ": the gpt knows layers, heads, dim, context, vocab, tie");
   }
+  return c;
+}
+
+Expected<GptConfig> GptConfig::parse(const std::string& description) {
+  GptConfig c;
+  long long l = 0, h = 0, d = 0, t = 0, v = 0;
+  char tied[8] = {};
+  // A saved model's description starts with the trainer's name: "gpt L2 H2 ...".
+  const char* text = description.c_str() + (description.rfind("gpt ", 0) == 0 ? 4 : 0);
+  const int got = std::sscanf(text, "L%lld H%lld D%lld T%lld V%lld %7s", &l, &h, &d, &t, &v, tied);
+  if (got < 5 || l < 1 || h < 1 || d < 1 || d % h != 0 || t < 1 || v < 2 || (got == 6 && std::string(tied) != "tied"))
+    return invalid_argument("'" + description + "' is not a gpt configuration (\"L2 H2 D64 T32 V16 [tied]\")");
+  c.layers = l, c.heads = h, c.dim = d, c.context = t, c.vocab = v, c.tie = got == 6;
   return c;
 }
 

@@ -28,6 +28,9 @@ struct GptConfig {
   // The configuration of a job over token windows of `seq_len` ids whose vocabulary is
   // `data_vocab`; invalid_argument naming the --trainer-arg or flag that is wrong.
   static Expected<GptConfig> from(const JobConfig& config, int64_t seq_len, int64_t data_vocab);
+  // The configuration describe() gave, or a saved model's troupe.description ("gpt " + it); invalid_argument
+  // naming the text when it is not one.
+  static Expected<GptConfig> parse(const std::string& description);
 };
 
 }  // namespace troupe::models

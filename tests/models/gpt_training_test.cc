@@ -15,6 +15,7 @@
 #include "tests/support/numeric_test_util.h"
 #include "trainers/local_trainer.h"
 #include "data/safetensors.h"
+#include "models/gpt/gpt_generate.h"
 #include "trainers/trainer_driver.h"
 
 using namespace troupe;
@@ -84,6 +85,33 @@ TEST_CASE("the gpt learns a Markov chain to within 0.05 nats of its entropy rate
     INFO(r2.status().to_string());
     REQUIRE(r2.ok());
     CHECK(r2->test_loss < rate + 0.05);  // one tiny step from the trained parameters
+  }
+  SECTION("troupe generate continues a prompt with transitions the chain can make") {
+    models::GenerateOptions g;
+    g.model = o.save_path;
+    g.prompt = {0, chain.sample(1, 7)[0]};
+    g.tokens = 29;  // 31 of the 32 positions
+    g.temperature = 0;
+    auto out = models::generate(g);
+    INFO(out.status().to_string());
+    REQUIRE(out.ok());
+    CHECK(out->model == "gpt L1 H2 D32 T32 V16");
+    REQUIRE(out->ids.size() == 31);
+    for (size_t i = 2; i < out->ids.size(); ++i) {
+      INFO("token " << i << ": " << out->ids[i - 1] << " -> " << out->ids[i]);
+      CHECK(chain.next[(0 * 16 + out->ids[i - 1]) * 16 + out->ids[i]] > 0);  // order 1: any a, here 0
+    }
+    g.temperature = 0.8;
+    g.top_k = 3;
+    auto sampled = models::generate(g);
+    REQUIRE(sampled.ok());
+    CHECK(sampled->ids != out->ids);  // sampling, not the arg-max (seeded: the same every run)
+    CHECK(models::generate(g)->ids == sampled->ids);
+    g.tokens = 31;
+    CHECK_THAT(models::generate(g).status().message(), Catch::Contains("exceed the model's context of 32 positions"));
+    g.tokens = 3;
+    g.prompt = {16};
+    CHECK_THAT(models::generate(g).status().message(), Catch::Contains("id 16 is outside the model's vocabulary of 16"));
   }
 }
 
