@@ -28,16 +28,24 @@ class GptTrainer final : public Trainer {
   }
 
   Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
-    auto loss = run(batch, params, true);
+    auto loss = run(batch, params, true, 0, batch.size);
     if (!loss.ok()) return loss.status();
     model_->backward(params, grads, batch.loss_scale);
     return BatchStats{*loss, -1};
   }
 
+  // In slices of about kEvalTokens tokens: the runtime evaluates 1000 windows at a time, whose
+  // activations (attention probabilities: windows x heads x T^2 per layer) would not fit.
   Expected<BatchStats> evaluate(const Batch& batch, const Parameters& params) override {
-    auto loss = run(batch, params, true);
-    if (!loss.ok()) return loss.status();
-    return BatchStats{*loss, -1};  // it scores positions, not examples
+    const int64_t step = slice_windows(batch);
+    double sum = 0;
+    for (int64_t first = 0; first < batch.size; first += step) {
+      const int64_t count = std::min(step, batch.size - first);
+      auto loss = run(batch, params, true, first, count);
+      if (!loss.ok()) return loss.status();
+      sum += static_cast<double>(*loss) * static_cast<double>(count);
+    }
+    return BatchStats{static_cast<float>(sum / static_cast<double>(batch.size)), -1};  // positions, not examples
   }
 
   std::string describe() const override { return model_ ? model_->config().describe() : std::string(); }
@@ -45,30 +53,43 @@ class GptTrainer final : public Trainer {
   int64_t prediction_width() const override { return model_ ? model_->config().vocab : 0; }
 
   Status predict(const Batch& batch, const Parameters& params, float* out) override {
-    auto ran = run(batch, params, false);
-    if (!ran.ok()) return ran.status();
-    const int64_t V = model_->config().vocab, T = tokens_.size() / static_cast<size_t>(batch.size);
-    for (int64_t b = 0; b < batch.size; ++b) std::copy_n(model_->logits() + ((b + 1) * T - 1) * V, V, out + b * V);
+    const int64_t step = slice_windows(batch), V = model_->config().vocab;
+    for (int64_t first = 0; first < batch.size; first += step) {
+      const int64_t count = std::min(step, batch.size - first);
+      auto ran = run(batch, params, false, first, count);
+      if (!ran.ok()) return ran.status();
+      const int64_t T = static_cast<int64_t>(tokens_.size()) / count;
+      for (int64_t b = 0; b < count; ++b)
+        std::copy_n(model_->logits() + ((b + 1) * T - 1) * V, V, out + (first + b) * V);
+    }
     return {};
   }
 
  private:
-  // The batch's windows into tokens_ (ids, checked to be integers) and the forward.
-  Expected<float> run(const Batch& batch, const Parameters& params, bool with_targets) {
+  static constexpr int64_t kEvalTokens = 8192;
+  static int64_t slice_windows(const Batch& batch) {
+    const FieldView* tokens = batch.field("tokens");
+    const int64_t T = tokens && tokens->rank == 2 ? std::max<int64_t>(1, tokens->shape[1]) : 1;
+    return std::max<int64_t>(1, kEvalTokens / T);
+  }
+
+  // Windows [first, first + count) of the batch into tokens_ (ids, checked to be integers) and
+  // the forward.
+  Expected<float> run(const Batch& batch, const Parameters& params, bool with_targets, int64_t first, int64_t count) {
     const FieldView* tokens = batch.field("tokens");
     const FieldView* targets = batch.field("targets");
     if (!tokens || !tokens->f32() || tokens->rank != 2 || (with_targets && (!targets || !targets->i32())))
       return invalid_argument("the gpt reads the fields 'tokens' (f32 ids) and 'targets' (i32): train with --seq-len");
     const int64_t T = tokens->shape[1];
-    tokens_.resize(static_cast<size_t>(batch.size * T));
+    tokens_.resize(static_cast<size_t>(count * T));
     targets_.resize(with_targets ? tokens_.size() : 0);
-    for (int64_t b = 0; b < batch.size; ++b)
+    for (int64_t b = 0; b < count; ++b)
       for (int64_t t = 0; t < T; ++t) {
-        const float id = tokens->f32()[b * tokens->row_stride + t];
+        const float id = tokens->f32()[(first + b) * tokens->row_stride + t];
         tokens_[b * T + t] = id == std::floor(id) && std::fabs(id) < (1 << 24) ? static_cast<int32_t>(id) : -1;
-        if (with_targets) targets_[b * T + t] = targets->i32()[b * targets->row_stride + t];
+        if (with_targets) targets_[b * T + t] = targets->i32()[(first + b) * targets->row_stride + t];
       }
-    return model_->forward(tokens_, with_targets ? targets_.data() : nullptr, batch.size, T, params);
+    return model_->forward(tokens_, with_targets ? targets_.data() : nullptr, count, T, params);
   }
 
   std::unique_ptr<GptModel> model_;

@@ -17,6 +17,7 @@
 #include "data/safetensors.h"
 #include "models/gpt/gpt_generate.h"
 #include "trainers/trainer_driver.h"
+#include "trainers/trainer_setup.h"
 
 using namespace troupe;
 using troupe::testing::MarkovChain2;
@@ -215,4 +216,39 @@ TEST_CASE("gpt jobs with bad settings are refused naming the flag", "[models][gp
   auto r = train_with_trainer(o, images, images);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains("needs a field 'tokens'"));
+}
+
+// The runtime evaluates 1000 windows per call; the gpt cuts a call into slices of ~8192 tokens so
+// the attention's probabilities stay small. The slices must add up to what separate calls give.
+TEST_CASE("the gpt evaluates and predicts a large batch in slices that add up", "[models][gpt]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const int64_t T = 8, windows = 2500;  // 1024 windows a slice: three slices, the last one partial
+  const Dataset data = troupe::testing::token_window_dataset(chain.sample(T * windows + 1, 5), T, 12);
+  TrainOptions o = gpt_job();
+  o.seq_len = T;
+  auto setup = set_up_trainer(o, data.spec(), 0, 1);
+  REQUIRE(setup.ok());
+  std::vector<float> params(setup->space.size());
+  init_parameters(setup->space, 3, params.data());
+  const Parameters p(params.data(), params.size());
+  Trainer& trainer = *setup->trainer;
+  BatchFields fields;
+  const DataSpec spec = data.spec();
+  auto whole = trainer.evaluate(rows_batch(data, 0, windows, &fields, spec), p);
+  REQUIRE(whole.ok());
+  double sum = 0;
+  for (int64_t first = 0; first < windows; first += 100) {
+    BatchFields part_fields;
+    auto part = trainer.evaluate(rows_batch(data, first, 100, &part_fields, spec), p);
+    REQUIRE(part.ok());
+    sum += static_cast<double>(part->loss) * 100;
+  }
+  CHECK(whole->loss == Approx(sum / windows).epsilon(1e-5));
+  const int64_t V = trainer.prediction_width();
+  REQUIRE(V == 12);
+  std::vector<float> all(static_cast<size_t>(windows * V)), last(static_cast<size_t>(100 * V));
+  REQUIRE(trainer.predict(rows_batch(data, 0, windows, &fields, spec), p, all.data()).ok());
+  BatchFields last_fields;
+  REQUIRE(trainer.predict(rows_batch(data, windows - 100, 100, &last_fields, spec), p, last.data()).ok());
+  CHECK(troupe::testing::first_difference(last.data(), all.data() + (windows - 100) * V, last.size(), 1e-5, 1e-6) == "");
 }
