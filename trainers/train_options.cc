@@ -42,6 +42,9 @@ Status TrainOptions::validate() const {
   if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay)) return invalid_argument("--weight-decay must be >= 0");
   if (weight_decay_params != "all" && weight_decay_params != "matrices")
     return invalid_argument("--weight-decay-params '" + weight_decay_params + "' is not one of all, matrices");
+  if (weight_decay_params == "matrices" && optimizer != "adamw")
+    return invalid_argument("--weight-decay-params matrices chooses the blocks of adamw's decoupled decay; --optimizer " +
+                            optimizer + " adds its L2 term to every block: use --optimizer adamw, or drop it");
   if (!(clip_grad_norm >= 0.0f) || !std::isfinite(clip_grad_norm))
     return invalid_argument("--clip-grad-norm must be a finite number >= 0 (0: off; got " +
                             std::to_string(clip_grad_norm) + ")");

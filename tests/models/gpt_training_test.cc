@@ -208,6 +208,8 @@ TEST_CASE("gpt jobs with bad settings are refused naming the flag", "[models][gp
   CHECK_THAT(refusal([](TrainOptions& o) { o.trainer_args = {"vocab=8"}; }),
              Catch::Contains("the data's token ids reach 11, outside --trainer-arg vocab=8"));
   CHECK_THAT(refusal([](TrainOptions& o) { o.clip_grad_norm = -1; }), Catch::Contains("--clip-grad-norm must be"));
+  CHECK_THAT(refusal([](TrainOptions& o) { o.optimizer = "adam"; }),
+             Catch::Contains("--weight-decay-params matrices chooses the blocks of adamw's decoupled decay"));
   Dataset images = train;
   images.schema.clear();  // an image and a class: no token windows
   images.target_width = 1;
