@@ -1,6 +1,6 @@
 // CPU kernels of a decoder-only transformer (models/gpt/): LayerNorm, GELU and causal multi-head
-// self-attention, forward and backward, on contiguous row-major f32 buffers. The vocabulary's
-// cross-entropy is ops.h's softmax_xent (one row per position). Same conventions as ops.h: raw
+// self-attention, forward and backward, and the cross-entropy over a vocabulary, on contiguous
+// row-major f32 buffers. Same conventions as ops.h: raw
 // pointers, no allocation except where a contract says so, callers own all memory, distinct
 // arguments do not overlap unless a contract says so.
 #pragma once
@@ -48,6 +48,15 @@ void attention_forward(const float* qkv, const AttentionShape& s, float* probs, 
 // `scratch` holds seq*seq floats.
 void attention_backward(const float* qkv, const float* probs, const float* dout, const AttentionShape& s,
                         float* dqkv, float* scratch);
+
+// ---- cross-entropy over a vocabulary (vocab_xent.cc) ----
+
+// The mean over rows of -log softmax(logits[r])[targets[r]], each row max-subtracted; dlogits
+// [rows x vocab] receives the gradient of that mean times grad_scale (a loss scale):
+// (softmax - onehot) * grad_scale / rows. dlogits may be logits (in place). A target outside
+// [0, vocab) makes the loss NaN (the runtime's finiteness check then stops training).
+float vocab_xent(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab, float grad_scale,
+                 float* dlogits);
 
 // ---- helpers of the model's backward (bias_grad_add.cc) ----
 

@@ -129,9 +129,8 @@ Expected<float> GptModel::forward(const std::vector<int32_t>& tokens, const int3
   cpu::matmul(false, true, static_cast<int>(N), static_cast<int>(V), static_cast<int>(D), 1.0f, lnf_.data(),
               params[head_], 0.0f, logits_.data());
   if (!targets) return 0.0f;
-  // The loss's gradient replaces the logits (the backward's first input).
-  return cpu::softmax_xent(logits_.data(), targets_.data(), static_cast<int>(N), static_cast<int>(V), logits_.data(),
-                           nullptr);
+  // The loss's gradient replaces the logits (the backward's first input; scaled there).
+  return cpu::vocab_xent(logits_.data(), targets_.data(), N, V, 1.0f, logits_.data());
 }
 
 void GptModel::backward(const Parameters& params, Gradients& grads, float loss_scale) {
