@@ -37,6 +37,7 @@ class GptTrainer final : public Trainer {
   // In slices of about kEvalTokens tokens: the runtime evaluates 1000 windows at a time, whose
   // activations (attention probabilities: windows x heads x T^2 per layer) would not fit.
   Expected<BatchStats> evaluate(const Batch& batch, const Parameters& params) override {
+    if (batch.size <= 0) return BatchStats{0.0f, -1};
     const int64_t step = slice_windows(batch);
     double sum = 0;
     for (int64_t first = 0; first < batch.size; first += step) {
