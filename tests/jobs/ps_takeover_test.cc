@@ -9,6 +9,7 @@
 // both servers; without the pushes kept for replays it fails, naming what the restored one lacks.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <mutex>
 
 #include "gcs/async_accounting.h"
@@ -61,6 +62,22 @@ void predecessor(Scenario& s, WorkerId me, int pushes) {
   }
 }
 
+// The replacement (`client`, ledger identity `me`) trains the rest of the epoch; every shard then
+// publishes its applied data (at the attempt `attempt_of` gives it) and the job is accounted.
+Expected<gcs::AsyncAccountingReport> finish_and_account(Scenario& s, WorkerId me, ps::PsClient& client,
+                                                        const std::function<int(int)>& attempt_of) {
+  job::LedgerFeed feed(s.train, s.store, s.job, me, s.fo);
+  ps::PsWorker w{&client, 0, 1};
+  w.evaluate = false;
+  w.start_clock = client.start_clock();
+  auto result = ps::train_ps_worker(s.o, s.train, s.test, feed, w);
+  INFO(result.status().to_string());
+  REQUIRE(result.ok());
+  for (int i = 0; i < 2; ++i) REQUIRE(job::publish_applied(s.store, s.job, i, attempt_of(i), *s.shards[i]).ok());
+  REQUIRE(job::wait_for_applied(s.store, s.job, 2, std::chrono::milliseconds(100)).ok());
+  return gcs::account_async_job(s.store, s.job, 1, kLedgerShards, 2);
+}
+
 // The replacement trains the rest of the epoch and finishes; every shard records its applied data.
 // The takeover either pushes the predecessor's last push again to shard 1 (it died between the
 // servers), or, with `replays` > 0, replays that many of its pushes to shard 1 (restored from a
@@ -79,17 +96,7 @@ Expected<gcs::AsyncAccountingReport> replace_and_finish(Scenario& s, WorkerId me
   } else {
     REQUIRE(ledger.release_worker(me).ok());  // the old way: from example 0, the last push half-done
   }
-  job::LedgerFeed feed(s.train, s.store, s.job, me, s.fo);
-  ps::PsWorker w{client.get(), 0, 1};
-  w.evaluate = false;
-  w.start_clock = client->start_clock();
-  auto result = ps::train_ps_worker(s.o, s.train, s.test, feed, w);
-  INFO(result.status().to_string());
-  REQUIRE(result.ok());
-  for (int i = 0; i < 2; ++i)
-    REQUIRE(job::publish_applied(s.store, s.job, i, i == 1 && replays > 0 ? 1 : 0, *s.shards[i]).ok());
-  REQUIRE(job::wait_for_applied(s.store, s.job, 2, std::chrono::milliseconds(100)).ok());
-  return gcs::account_async_job(s.store, s.job, 1, kLedgerShards, 2);
+  return finish_and_account(s, me, *client, [&](int i) { return i == 1 && replays > 0 ? 1 : 0; });
 }
 
 // One node held the worker and parameter server 1, and both die together: the worker after 9 whole
@@ -265,16 +272,7 @@ TEST_CASE("ps takeover: a worker and every server lost together: the shard it co
   REQUIRE(after.ok());
   CHECK((*after)[0].state == gcs::ShardState::unassigned);
   CHECK((*after)[0].resume_at == 256);
-  job::LedgerFeed feed(s.train, s.store, s.job, me, s.fo);
-  ps::PsWorker w{client.get(), 0, 1};
-  w.evaluate = false;
-  w.start_clock = client->start_clock();
-  auto result = ps::train_ps_worker(s.o, s.train, s.test, feed, w);
-  INFO(result.status().to_string());
-  REQUIRE(result.ok());
-  for (int i = 0; i < 2; ++i) REQUIRE(job::publish_applied(s.store, s.job, i, 1, *s.shards[i]).ok());
-  REQUIRE(job::wait_for_applied(s.store, s.job, 2, std::chrono::milliseconds(100)).ok());
-  auto report = gcs::account_async_job(s.store, s.job, 1, kLedgerShards, 2);
+  auto report = finish_and_account(s, me, *client, [](int) { return 1; });  // both restored: attempt 1
   REQUIRE(report.ok());
   INFO(report->summary());
   CHECK(report->exactly_once);
