@@ -97,7 +97,7 @@ struct Reader {
     std::map<std::string, std::vector<std::string>> shards;  // by split
     for (const auto& f : files) {
       if (looks_like_tar(f)) {
-        shards[names_carry_splits ? split_of(stem(f)).split : ""].push_back(f);
+        shards[names_carry_splits ? split_of_file(f).split : ""].push_back(f);
       } else {
         TROUPE_RETURN_IF_ERROR(add(f, splits));
       }
@@ -128,7 +128,7 @@ struct Reader {
       auto a = read_tokens(file, ElemType::u8);
       if (!a.ok()) return a.status();
       // Always the field `tokens` (whatever the file is called), in the split its name carries.
-      const std::string split = names_carry_splits ? split_of(stem(file)).split : "";
+      const std::string split = names_carry_splits ? split_of_file(file).split : "";
       Field f;
       f.name = rename("tokens", "tokens");
       f.array = std::move(*a);
@@ -303,6 +303,8 @@ SplitName split_of(const std::string& name) {
   }
   return {"", name};
 }
+
+SplitName split_of_file(const std::string& path) { return split_of(stem(path)); }
 
 std::string absolute_spec(const std::string& spec) {
   if (spec.empty()) return spec;

@@ -50,5 +50,7 @@ struct SplitName {
   std::string split, rest;
 };
 SplitName split_of(const std::string& name);
+// The same for a file: split_of its name without folder and extension (.gz and tar suffixes too).
+SplitName split_of_file(const std::string& path);
 
 }  // namespace troupe::data

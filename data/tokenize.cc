@@ -9,7 +9,6 @@
 
 #include "core/durable_file.h"
 #include "data/dataset_spec.h"
-#include "data/path_names.h"
 
 namespace troupe::data {
 
@@ -19,12 +18,6 @@ struct SplitTokens {
   std::vector<uint32_t> ids;
   std::vector<size_t> line_ends;  // ids.size() after each line
 };
-
-std::string file_stem(const std::string& file) {
-  const std::string b = base_name(file);
-  const size_t dot = b.find_last_of('.');
-  return dot == std::string::npos || dot == 0 ? b : b.substr(0, dot);
-}
 
 // `ids` as little-endian u16 or u32.
 std::string token_bytes(const std::vector<uint32_t>& ids, size_t begin, size_t end, bool wide) {
@@ -59,7 +52,7 @@ Expected<TokenizeReport> tokenize_files(const std::vector<std::string>& files, c
     return invalid_argument("--val-fraction " + std::to_string(options.val_fraction) + ": must be in [0, 1)");
   std::map<std::string, std::vector<std::string>> by_split;
   for (const std::string& f : files) {
-    std::string split = split_of(file_stem(f)).split;
+    std::string split = split_of_file(f).split;
     by_split[split.empty() ? "train" : split].push_back(f);
   }
   if (options.val_fraction > 0 && by_split.count("val"))
