@@ -395,7 +395,9 @@ TEST_CASE("matrix: async, the victim holds one worker, kill -9", "[matrix]") {
   run_kill_cell({"async", "one worker", "--nodes 3 --cpus 2", kAsync, one_worker(), 1000}, "kill -9 node");
 }
 TEST_CASE("matrix: async, the victim holds a worker and a server, kill -9", "[matrix]") {
-  run_kill_cell({"async", "a worker and a server", "--nodes 2 --cpus 4", kAsync, worker_and_server(), 1000},
+  // The head's cpus taken: spread deals w0, w1, s0, s1 over the two nodes in turn, so each holds a
+  // worker and a server (with the head in the deal, the head's node could take the pair instead).
+  run_kill_cell({"async", "a worker and a server", "--nodes 2 --cpus 4", kAsync, worker_and_server(), 1000, 4},
                 "kill -9 node");
 }
 TEST_CASE("matrix: async, the victim holds every server, kill -9", "[matrix]") {

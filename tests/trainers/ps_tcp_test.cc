@@ -145,6 +145,44 @@ TEST_CASE("ps tcp: a worker of another job is refused with the reason", "[ps][tc
   }
 }
 
+TEST_CASE("ps tcp: a later attempt of a rank supersedes the connection its predecessor left open",
+          "[ps][tcp][errors]") {
+  // Worker 0 of attempt 0 is cut off with its host: the server's end of its connection stays open
+  // (no FIN, no RST ever comes; here: a client that simply goes quiet). The supervisor places
+  // worker 0 of attempt 1; it must be admitted in the predecessor's place at once, with the
+  // predecessor's clock, and the predecessor (should its link come back) is refused by name.
+  TinyJob job = tiny_job(2, 10, PsMode::async, 2);
+  auto predecessor = connect_ps(job.addresses, client_options(0));
+  REQUIRE(predecessor.ok());
+  std::vector<float> p(10), g(10, 1.0f);
+  auto v = (*predecessor)->pull(0, p.data());
+  REQUIRE(v.ok());
+  REQUIRE((*predecessor)->push(0, g.data(), *v).ok());
+  REQUIRE((*predecessor)->push(1, g.data(), *v).ok());
+
+  PsClientOptions later = client_options(0);
+  later.attempt = 1;
+  const auto began = std::chrono::steady_clock::now();
+  auto replacement = connect_ps(job.addresses, later);
+  REQUIRE(replacement.ok());
+  CHECK(std::chrono::steady_clock::now() - began < 1s);  // not the keepalive's 5 s
+  CHECK((*replacement)->start_clock() == 2);             // where the predecessor's pushes stood
+  REQUIRE((*replacement)->pull(2, p.data()).ok());
+  REQUIRE((*replacement)->push(2, g.data(), *v).ok());
+
+  // The superseded connection was closed by the server: the predecessor's next request fails.
+  auto stale_pull = (*predecessor)->pull(2, p.data());
+  CHECK_FALSE(stale_pull.ok());
+  auto stale = connect_ps(job.addresses, client_options(0));
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.status().code() == Code::invalid_argument);
+  CHECK_THAT(stale.status().message(), Catch::Contains("of attempt 0 was replaced by its attempt 1"));
+  // The same attempt twice is still a duplicate, refused.
+  auto twice = connect_ps(job.addresses, later);
+  REQUIRE_FALSE(twice.ok());
+  CHECK_THAT(twice.status().message(), Catch::Contains("is already connected"));
+}
+
 TEST_CASE("ps tcp: a peer that closes mid-frame or sends garbage loses its connection, not the server",
           "[ps][tcp][errors]") {
   TinyJob job = tiny_job(1, 8, PsMode::async, 3, /*staleness=*/0);

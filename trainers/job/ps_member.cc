@@ -303,6 +303,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   ps::PsClientOptions co;
   co.job = a.job.hex();
   co.rank = a.index;
+  co.attempt = a.attempt;  // supersedes a connection its predecessor left open (ps_server.h)
   co.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   if (spec.strategy == "async") {  // a failed server comes back (restored) under its key
     co.reconnect_timeout = kServerReturnWait;

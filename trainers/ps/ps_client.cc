@@ -453,6 +453,7 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t 
   hello.op = Op::hello;
   hello.worker = o.rank;
   hello.clock = my_clock;
+  hello.version = o.attempt;
   hello.payload = o.job.size();
   TROUPE_RETURN_IF_ERROR(wire::write_frame(fd, hello, o.job.data(), deadline).with_context("sending hello"));
   Header h;

@@ -101,6 +101,10 @@ class PsClient {
 struct PsClientOptions {
   std::string job;  // the job id the servers were started with
   int rank = 0;     // this worker
+  // This worker's attempt (the job's restart count when it was placed): a server still holding a
+  // connection of the rank from an earlier attempt (a predecessor cut off with its host) closes
+  // that one and admits this worker; a worker of an earlier attempt than the holder's is refused.
+  int64_t attempt = 0;
   std::chrono::milliseconds connect_timeout{10000};  // dialling (refusals are retried until then) and hello
   // Any reply, a pull's wait included: keep it above the shards' wait_timeout, so their error
   // (naming the slow worker) arrives rather than a bare timeout.
@@ -121,8 +125,9 @@ struct PsClientOptions {
 // died and the supervisor is restoring it: a replacement worker placed beside a replacement
 // server) is dialled again where resolve says, with backoff, until reconnect_timeout or cancel.
 // Errors name the shard and address: unavailable (refused, closed),
-// timeout, invalid_argument (refused by the server: another job, a rank out of range or already
-// connected; shards of different partitions), corrupt_data (not a parameter server).
+// timeout, invalid_argument (refused by the server: another job, a rank out of range, connected
+// already by this attempt or by a later one; shards of different partitions), corrupt_data (not a
+// parameter server).
 Expected<std::unique_ptr<PsClient>> connect_ps(const std::vector<std::string>& addresses,
                                                const PsClientOptions& options);
 

@@ -37,12 +37,15 @@ PsServer::PsServer(std::unique_ptr<ParameterShard> shard, const PsServerOptions&
       options_(options),
       listener_(std::move(listener)),
       port_(port),
-      connected_(static_cast<size_t>(shard_->options().workers), false) {}
+      connected_(static_cast<size_t>(shard_->options().workers), false),
+      holder_fd_(connected_.size(), -1),
+      holder_attempt_(connected_.size(), 0) {}
 
 PsServer::~PsServer() { stop(); }
 
 void PsServer::stop() {
   if (stopping_.exchange(true)) return;
+  released_.notify_all();  // a hello waiting for a superseded connection to let go
   shard_->shut_down("the parameter server at " + address() + " stopped");
   if (acceptor_.joinable()) acceptor_.join();
   std::vector<std::thread> threads;
@@ -79,7 +82,7 @@ void PsServer::accept_loop() {
 }
 
 int PsServer::admit(int fd) {
-  const auto deadline = Clock::now() + options_.io_timeout;
+  auto deadline = Clock::now() + options_.io_timeout;
   Header h;
   Status st = wire::read_header(fd, &h, deadline);
   if (st.ok() && (h.op != Op::hello || h.payload > wire::kMaxJobId))
@@ -92,28 +95,35 @@ int PsServer::admit(int fd) {
     return -1;
   }
   const int worker = h.worker;
-  std::string refusal;
+  Status refusal;
   if (job != options_.job)
-    refusal = "worker " + std::to_string(worker) + " of job '" + job + "' reached the parameter server of job '" +
-              options_.job + "' at " + address() + "; check the job's shard addresses";
+    refusal = invalid_argument("worker " + std::to_string(worker) + " of job '" + job +
+                               "' reached the parameter server of job '" + options_.job + "' at " + address() +
+                               "; check the job's shard addresses");
   else if (worker < 0 || worker >= shard_->options().workers)
-    refusal = "worker rank " + std::to_string(worker) + " is outside 0.." +
-              std::to_string(shard_->options().workers - 1) + " of job '" + job + "'";
+    refusal = invalid_argument("worker rank " + std::to_string(worker) + " is outside 0.." +
+                               std::to_string(shard_->options().workers - 1) + " of job '" + job + "'");
   int64_t clock = 0;
-  if (refusal.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (connected_[static_cast<size_t>(worker)]) {
-      refusal = "worker " + std::to_string(worker) + " of job '" + job + "' is already connected to " + address();
-    } else if (auto rejoined = shard_->rejoin_worker(worker, h.clock); !rejoined.ok()) {
-      refusal = rejoined.status().message();
-    } else {
-      connected_[static_cast<size_t>(worker)] = true;
-      clock = *rejoined;
+  const int64_t attempt = h.version;  // the worker's attempt (0 before any restart)
+  if (refusal.ok()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    refusal = take_rank(lock, worker, attempt, deadline);
+    if (refusal.ok()) {
+      auto rejoined = shard_->rejoin_worker(worker, h.clock);
+      if (!rejoined.ok()) {
+        refusal = rejoined.status();
+      } else {
+        connected_[static_cast<size_t>(worker)] = true;
+        holder_fd_[static_cast<size_t>(worker)] = fd;
+        holder_attempt_[static_cast<size_t>(worker)] = attempt;
+        clock = *rejoined;
+      }
     }
   }
-  if (!refusal.empty()) {
-    spdlog::warn("parameter server {}: refused a connection: {}", address(), refusal);
-    (void)wire::write_frame(fd, wire::error_header(invalid_argument(refusal)), refusal.data(), deadline);
+  deadline = Clock::now() + options_.io_timeout;  // the reply's (take_rank may have waited)
+  if (!refusal.ok()) {
+    spdlog::warn("parameter server {}: refused a connection: {}", address(), refusal.message());
+    (void)wire::write_frame(fd, wire::error_header(refusal), refusal.message().data(), deadline);
     return -1;
   }
   wire::ShardInfo info;
@@ -139,10 +149,42 @@ int PsServer::admit(int fd) {
   w.payload = sizeof info + tail;
   if (!wire::write_frame(fd, w, &info, deadline, last.data(), tail).ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    connected_[static_cast<size_t>(worker)] = false;
+    release_rank(worker);
     return -1;
   }
   return worker;
+}
+
+Status PsServer::take_rank(std::unique_lock<std::mutex>& lock, int worker, int64_t attempt,
+                           Clock::time_point deadline) {
+  const size_t w = static_cast<size_t>(worker);
+  if (!connected_[w]) return {};
+  const std::string who = "worker " + std::to_string(worker) + " of job '" + options_.job + "'";
+  const int64_t held = holder_attempt_[w];
+  if (attempt == held)
+    return invalid_argument(who + " is already connected to " + address() + " (attempt " + std::to_string(attempt) +
+                            ")");
+  if (attempt < held)
+    return invalid_argument(who + " of attempt " + std::to_string(attempt) + " was replaced by its attempt " +
+                            std::to_string(held) + ", which holds the rank at " + address() +
+                            "; this worker is stale and must stop");
+  // A later attempt: its predecessor was declared lost (its node dead or cut off) while this
+  // server still holds a connection of it that nothing closed. The newcomer wins.
+  spdlog::warn("parameter server {}: {} of attempt {} supersedes the connection of attempt {}; closing that one",
+               address(), who, attempt, held);
+  ::shutdown(holder_fd_[w], SHUT_RDWR);  // wakes its thread, which removes the worker and lets go
+  if (!released_.wait_until(lock, deadline, [&] { return !connected_[w] || stopping_; }) || stopping_)
+    return unavailable(who + " of attempt " + std::to_string(attempt) + ": the connection of attempt " +
+                       std::to_string(held) + " still holds the rank at " + address() +
+                       " (a request of it still waits in the shard); try again");
+  return {};
+}
+
+void PsServer::release_rank(int worker) {
+  const size_t w = static_cast<size_t>(worker);
+  connected_[w] = false;
+  holder_fd_[w] = -1;
+  released_.notify_all();
 }
 
 void PsServer::serve(int fd) {
@@ -172,7 +214,7 @@ void PsServer::serve(int fd) {
     }
     if (!finished && options_.remove_on_disconnect && !stopping_) shard_->remove_worker(worker, why);
     std::lock_guard<std::mutex> lock(mu_);
-    connected_[static_cast<size_t>(worker)] = false;
+    release_rank(worker);
   }
   std::lock_guard<std::mutex> lock(mu_);
   open_fds_.erase(fd);

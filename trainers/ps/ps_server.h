@@ -9,14 +9,19 @@
 //   ... (*server)->shard().pull_final(...) for the result; (*server)->stop() (or destroy it).
 //
 // Threads: one accepting, one per connection (a job has few workers). A connection must say
-// hello (job id, worker rank) within io_timeout; another job's id, a rank out of range or a rank
-// already connected is refused with an error frame naming the reason. A malformed frame closes
+// hello (job id, worker rank, the worker's attempt) within io_timeout; another job's id or a rank
+// out of range is refused with an error frame naming the reason. A rank holds one connection: a
+// hello of a later attempt supersedes the one that holds it (a replaced worker's connection the
+// server cannot yet know is dead: its host cut off, no FIN ever comes), which is closed first and
+// its worker removed, then the newcomer admitted in its place; a hello of the same attempt is
+// refused as already connected, one of an earlier attempt as replaced. A malformed frame closes
 // only that connection, logged. A worker whose connection drops before it said finish is removed
 // from the shard (remove_on_disconnect), so it does not block the others.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -59,6 +64,13 @@ class PsServer {
   void serve(int fd);
   // The worker a hello on `fd` names, or -1 after refusing it.
   int admit(int fd);
+  // Under mu_: makes rank `worker` free for a hello of `attempt` on `fd` — closes a connection of
+  // an earlier attempt that holds it and waits (until `deadline`) for its thread to let go.
+  // Returns the refusal (unavailable: the holder did not let go in time, try again) or ok.
+  Status take_rank(std::unique_lock<std::mutex>& lock, int worker, int64_t attempt,
+                   wire::Clock::time_point deadline);
+  // Under mu_: rank `worker`'s connection is gone.
+  void release_rank(int worker);
   // Answers one request. An error means the connection must close (a malformed frame, a failed
   // read or reply); a failed request itself is answered with an error frame and returns ok.
   Status answer(int fd, int worker, const wire::Header& h, std::vector<float>* buffer, bool* finished);
@@ -73,7 +85,11 @@ class PsServer {
   std::mutex mu_;
   std::vector<std::thread> connections_;
   std::set<int> open_fds_;      // to wake their threads on stop()
-  std::vector<bool> connected_; // per worker rank
+  // Per worker rank: whether a connection holds it, that connection's fd and its worker's attempt.
+  std::vector<bool> connected_;
+  std::vector<int> holder_fd_;
+  std::vector<int64_t> holder_attempt_;
+  std::condition_variable released_;  // a rank let go
 };
 
 }  // namespace troupe::ps

@@ -5,8 +5,8 @@
 // process of a job runs on the same, little-endian, kind of host).
 //
 //   client -> server                          server -> client
-//   hello   worker=rank, clock, payload=job   welcome  clock, version, spans, payload=ShardInfo
-//                                                      + spans DataSpans (or error, then close)
+//   hello   worker=rank, clock, version=      welcome  clock, version, spans, payload=ShardInfo
+//           attempt, payload=job                       + spans DataSpans (or error, then close)
 //   pull    worker, clock                     params   version, payload=range floats
 //   pull_final                                params   (once every worker finished)
 //   push    worker, clock, version pulled,    pushed   version after the push
