@@ -2,6 +2,7 @@
 // destruction, so that every test that writes files starts clean and leaves nothing behind.
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -19,7 +20,12 @@ class TempDir {
     if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
     path_ = pattern;
   }
+  // TROUPE_TEST_KEEP=1 keeps every directory (logs of a cluster test, to read after it) and names it.
   ~TempDir() {
+    if (const char* keep = std::getenv("TROUPE_TEST_KEEP"); keep && *keep && std::string(keep) != "0") {
+      std::fprintf(stderr, "TROUPE_TEST_KEEP: kept %s\n", path_.c_str());
+      return;
+    }
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

@@ -64,12 +64,14 @@ void predecessor(Scenario& s, WorkerId me, int pushes) {
 
 // The replacement (`client`, ledger identity `me`) trains the rest of the epoch; every shard then
 // publishes its applied data (at the attempt `attempt_of` gives it) and the job is accounted.
+// `start_clock`: the takeover's (every server restored), as the job's worker takes it.
 Expected<gcs::AsyncAccountingReport> finish_and_account(Scenario& s, WorkerId me, ps::PsClient& client,
-                                                        const std::function<int(int)>& attempt_of) {
+                                                        const std::function<int(int)>& attempt_of,
+                                                        int64_t start_clock = 0) {
   job::LedgerFeed feed(s.train, s.store, s.job, me, s.fo);
   ps::PsWorker w{&client, 0, 1};
   w.evaluate = false;
-  w.start_clock = client.start_clock();
+  w.start_clock = std::max(client.start_clock(), start_clock);
   auto result = ps::train_ps_worker(s.o, s.train, s.test, feed, w);
   INFO(result.status().to_string());
   REQUIRE(result.ok());
@@ -267,12 +269,53 @@ TEST_CASE("ps takeover: a worker and every server lost together: the shard it co
   REQUIRE(t.ok());
   INFO(t->summary);
   CHECK(t->reopened == 1);
+  CHECK(t->start_clock == 4);  // after the records' last push (clock 3), not at 0
   CHECK(t->summary.find("epoch 1 shard 0 at 256/325") != std::string::npos);
   auto after = ledger.epoch_status(1);
   REQUIRE(after.ok());
   CHECK((*after)[0].state == gcs::ShardState::unassigned);
   CHECK((*after)[0].resume_at == 256);
-  auto report = finish_and_account(s, me, *client, [](int) { return 1; });  // both restored: attempt 1
+  auto report = finish_and_account(s, me, *client, [](int) { return 1; }, t->start_clock);  // both restored
+  REQUIRE(report.ok());
+  INFO(report->summary());
+  CHECK(report->exactly_once);
+  CHECK(report->examples == 1300);
+  for (int i = 0; i < 2; ++i) CHECK(s.shards[i]->position(0).last_clock > 4);  // the clocks went on from there
+}
+
+TEST_CASE("ps takeover: every server restored with the rank one push apart: the server behind gets that push, the "
+          "rest is trained again", "[jobs][ps][accounting]") {
+  // Checkpoints of one version catch a rank one push apart on different servers when several
+  // workers push at once (each server applies their pushes in its own order). Here: server 0 comes
+  // back from version 5 (clocks 0-4), server 1 from version 4 (clocks 0-3). The replacement must
+  // give server 1 the push of clock 4 (the batch server 0's record names) and go on at clock 5;
+  // the old takeover stopped the job: "the parameter servers disagree on its predecessor's last push".
+  Scenario s;
+  troupe::testing::PsCheckpointFiles files;
+  const WorkerId me = WorkerId::random();
+  for (int i = 0; i < 2; ++i) REQUIRE(s.shards[i]->enable_checkpoints(files.every(1, i, s.job.hex())).ok());
+  predecessor(s, me, 7);
+  data::ShardLedger ledger(s.store, s.job, data::ShardLedgerOptions{kLedgerShards});
+  const int64_t from[2] = {5, 4};
+  for (int i = 0; i < 2; ++i) {
+    auto restored = s.make_shard(i);
+    REQUIRE(restored->restore(files.load(from[i], s.job.hex())).ok());
+    REQUIRE(restored->rejoin_worker(0).ok());  // the replacement's hello
+    s.shards[i] = std::move(restored);
+  }
+  auto client = ps::local_ps_client(s.raw(), 0);
+  auto t = job::take_over(*client, s.o, s.train, s.fo.plan, ledger, me, 0, 1);
+  INFO(t.status().to_string());
+  REQUIRE(t.ok());
+  INFO(t->summary);
+  CHECK(t->caught_up == 1);
+  CHECK(t->start_clock == 5);
+  CHECK(s.shards[1]->replayed() == 1);
+  CHECK(s.shards[0]->version() == s.shards[1]->version());
+  CHECK(s.shards[0]->position(0).last == s.shards[1]->position(0).last);
+  CHECK(t->reopened == 1);  // shard 0, completed after clock 4's batch (examples 256-319)
+  CHECK(t->summary.find("epoch 1 shard 0 at 320/325") != std::string::npos);
+  auto report = finish_and_account(s, me, *client, [](int) { return 1; }, t->start_clock);
   REQUIRE(report.ok());
   INFO(report->summary());
   CHECK(report->exactly_once);

@@ -88,7 +88,7 @@ class RecordingClient final : public PsClient {
     auto at = replay_at.find(pushes_++);
     if (at != replay_at.end() && replay_) {  // a replay of push `at->second`, on this step's parameters
       std::vector<float> out(parameters(), 7.0f);
-      TROUPE_RETURN_IF_ERROR(replay_(push_tags_.at(static_cast<size_t>(at->second)), out.data()));
+      TROUPE_RETURN_IF_ERROR(replay_(push_tags_.at(static_cast<size_t>(at->second)), Fresh{}, out.data()));
       replays.push_back(std::move(out));
     }
     push_tags_.push_back(tag);

@@ -323,6 +323,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   if (!feed_options.ok()) return feed_options.status();
   const LedgerFeedOptions& fo = *feed_options;
   const WorkerId me = worker_identity(a.job, a.index);
+  int64_t takeover_clock = 0;  // every server restored: where the rank goes on
   if (a.attempt > 0 && spec.strategy == "async") {
     // A replacement: its predecessor's last push completed on every server, and what it held back
     // to the ledger where the servers' applied data ends (ps_takeover.h).
@@ -330,6 +331,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
     auto taken = take_over(**client, spec.train, s.train(), fo.plan, ledger, me, a.index, spec.workers);
     if (!taken.ok()) return taken.status().with_context("taking over from the failed worker");
     spdlog::info("job {} {}", a.job.short_hex(), taken->summary);
+    takeover_clock = taken->start_clock;
     // Recorded whether or not the predecessor held shards: the takeover itself is what users look for.
     gcs::Event e;
     e.kind = "shards_moved";
@@ -346,7 +348,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   TrainOptions options = spec.train;
   ps::PsWorker worker{client->get(), a.index, spec.workers};
   worker.whole_global_batches = spec.strategy == "central";
-  if (spec.strategy == "async") worker.start_clock = (*client)->start_clock();
+  if (spec.strategy == "async") worker.start_clock = std::max((*client)->start_clock(), takeover_clock);
   worker.wait_for_all = spec.strategy == "async" && spec.checkpoint_every > 0;
   if (spec.strategy == "async" && !spec.resume_job.empty()) {  // epochs the resumed job trained are done
     auto first = first_open_epoch(*s.store, a.job, fo.plan.shards, spec.train.epochs);

@@ -23,10 +23,12 @@ Expected<TrainerSetup> recomputing_trainer(const ps::PsClient& client, const Tra
   return setup;
 }
 
-// Pushes the batch `tag` names again, at `clock`, to `lagging` only, from freshly pulled parameters.
+// Pushes the batch `tag` names again, at `clock`, to `lagging` only, from freshly pulled parameters:
+// as a push to live servers one clock behind, as a replay to restored ones (their clock for the
+// rank is past it already: take_over moved it).
 Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset& train,
                 const data::ShardPlanOptions& plan, int rank, int workers, int64_t clock, const DataTag& tag,
-                const std::vector<int>& lagging) {
+                const std::vector<int>& lagging, bool restored) {
   std::map<int, data::ShardPlan> plans;
   auto setup = recomputing_trainer(client, options, train, rank, workers);
   if (!setup.ok()) return setup.status();
@@ -40,12 +42,14 @@ Status catch_up(ps::PsClient& client, const TrainOptions& options, const Dataset
   Gradients grad_view(grads.data(), n);
   auto stats = setup->trainer->forward_backward(rows.batch(train, &fields), Parameters(params.data(), n), grad_view);
   if (!stats.ok()) return stats.status().with_context(setup->where + ": forward_backward");
-  return client.push_to(lagging, clock, grads.data(), *versions, tag);
+  if (!restored) return client.push_to(lagging, clock, grads.data(), *versions, tag);
+  for (int i : lagging) TROUPE_RETURN_IF_ERROR(client.replay_on(i, clock, grads.data(), tag));
+  return {};
 }
 
 // Server `i` came back restored from a checkpoint without the predecessor's pushes after
 // `after` (up to `last`, the newest any server applied): asks server `ahead` (which applied them
-// all) for their tags and replays each, recomputed from freshly pulled parameters, to `i` alone.
+// all) for their tags and replays each, recomputed from parameters pulled just before it, to `i` alone.
 // The pull at `clock` (the predecessor's) first has `i` count the rank's pushes up to there, so
 // the replays lie between what it applied and the rank's clock. Returns the pushes replayed; a
 // history the ahead server no longer holds is logged and left to the job's accounting.
@@ -66,12 +70,15 @@ Expected<int> replay_lost(ps::PsClient& client, const TrainOptions& options, con
   if (!setup.ok()) return setup.status();
   const size_t n = setup->space.size();
   std::vector<float> params(n), grads(n);
-  auto versions = client.pull(clock, params.data());
-  if (!versions.ok()) return versions.status().with_context("pulling the parameters to recompute them");
   std::map<int, data::ShardPlan> plans;
   int replayed = 0;
   for (const ps::TaggedPush& p : history->pushes) {
     if (p.clock > last) break;
+    // Each from the parameters as the replays so far left them (one stale point for them all
+    // costs accuracy: ps_client.h).
+    auto versions = client.pull(clock, params.data());
+    if (!versions.ok()) return versions.status().with_context("pulling the parameters to recompute clock " +
+                                                              std::to_string(p.clock));
     TaggedRows rows;
     BatchFields fields;
     TROUPE_RETURN_IF_ERROR(
@@ -147,18 +154,37 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
                              int workers) {
   const std::string who = "worker " + std::to_string(rank) + " (replacing a failed one)";
   const std::vector<ps::WorkerPosition> at = client.positions();
-  int64_t top = 0;
-  for (const ps::WorkerPosition& p : at) top = std::max(top, p.clock);
+  TakeOver t;
+  int64_t top = 0, record_top = 0;
+  for (const ps::WorkerPosition& p : at) {
+    top = std::max(top, p.clock);
+    record_top = std::max(record_top, p.last_clock + 1);
+  }
+  // Every server came back from a checkpoint: their clocks for the rank start again at 0, their
+  // records end where each one's checkpoint caught the predecessor. The rank goes on after the
+  // newest of those records: a pull at that clock moves every server's clock for it there.
+  const bool all_restored = record_top > top;
+  if (all_restored) {
+    std::vector<float> params(client.parameters());
+    auto raised = client.pull(record_top, params.data());
+    if (!raised.ok())
+      return raised.status().with_context(who + ": moving its clock on every restored server to " +
+                                          std::to_string(record_top));
+    top = record_top;
+    t.start_clock = top;
+  }
   // The predecessor's last push has clock top - 1. A server whose record of the rank ends one push
-  // before it, at that clock, lacks only that push (the predecessor died between servers): it is
-  // pushed again there. A server whose record ends earlier, or whose clock for the rank is not
-  // where its record ends, came back restored from a checkpoint (its node died with the
-  // predecessor's): it gets every push after its record replayed.
+  // before it lacks only that push: the predecessor died between servers, or (every server
+  // restored) the checkpoints of one version caught the rank one push apart on different servers
+  // (a push is in flight to all of them at once). It gets that push again. A server whose record
+  // ends earlier came back restored from a checkpoint (its node died with the predecessor's) while
+  // another server applied them all: it gets every push after its record replayed.
   const ps::WorkerPosition* ahead = nullptr;
   int ahead_index = -1;
   std::vector<int> lagging, restored;
   for (size_t i = 0; i < at.size(); ++i) {
-    if (at[i].clock == top) {
+    const int64_t clock = all_restored ? top : at[i].clock;
+    if (at[i].last_clock == top - 1 && (clock == top || all_restored)) {
       if (ahead && !(ahead->last == at[i].last))
         return internal_error(who + ": the parameter servers at clock " + std::to_string(top) +
                               " disagree on its predecessor's last push (" + describe(ahead->last) + " against " +
@@ -166,16 +192,15 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
                               "cannot go on. Report this with the servers' logs");
       ahead = &at[i];
       ahead_index = static_cast<int>(i);
-    } else if (at[i].clock == top - 1 && at[i].last_clock == top - 2) {
+    } else if (at[i].last_clock == top - 2 && (clock == top - 1 || all_restored)) {
       lagging.push_back(static_cast<int>(i));
     } else if (at[i].last_clock < top - 1) {
       restored.push_back(static_cast<int>(i));
     }
   }
-  TakeOver t;
   const DataTag last = ahead ? ahead->last : DataTag{};
   if (!lagging.empty() && !last.empty()) {
-    TROUPE_RETURN_IF_ERROR(catch_up(client, options, train, plan, rank, workers, top - 1, last, lagging)
+    TROUPE_RETURN_IF_ERROR(catch_up(client, options, train, plan, rank, workers, top - 1, last, lagging, all_restored)
                                .with_context(who + ": pushing its predecessor's last push (clock " +
                                              std::to_string(top - 1) + ", " + describe(last) + ") to the " +
                                              std::to_string(lagging.size()) + " server(s) that lack it"));
@@ -196,16 +221,11 @@ Expected<TakeOver> take_over(ps::PsClient& client, const TrainOptions& options, 
   }
   // Where each shard of the last push ends; its other shards resume where their claims started.
   const std::map<std::pair<int, int>, int64_t> ends = shard_ends(last);
-  // Every server came back from a checkpoint (each one's clock for the rank, said by this
-  // replacement, is below its record's last push) and none applied more of the rank than the
-  // others: what the predecessor trained after that push is lost on all of them alike and nobody
-  // can replay it, so it is trained again — the rest of the last push's shard and every later
+  // Every server came back from a checkpoint and (caught up above) none applied more of the rank
+  // than the others: what the predecessor trained after that push is lost on all of them alike and
+  // nobody can replay it, so it is trained again — the rest of the last push's shard and every later
   // shard the predecessor completed (those it still held are released below).
-  const bool all_restored =
-      !at.empty() && !last.empty() && std::all_of(at.begin(), at.end(), [&](const ps::WorkerPosition& p) {
-        return p.last_clock > 0 && p.clock < p.last_clock && p.last == last;
-      });
-  if (all_restored) {
+  if (all_restored && !last.empty()) {
     auto reopened = reopen_lost(ledger, me, last, ends);
     if (!reopened.ok()) return reopened.status().with_context(who + ": giving back the shards its servers lost");
     t.reopened = static_cast<int>(reopened->size());

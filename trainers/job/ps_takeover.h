@@ -12,9 +12,12 @@
 //      claim started (a worker trains its shards in order, completing each before it pushes a batch
 //      of the next, so it applied nothing of those). The next claim of each starts there.
 //
-// When every server was restored (no server applied more of the rank than the checkpoint held),
-// nobody can replay: the predecessor's shards completed after its last applied push are reopened
-// in the ledger at that push's end (or their claim's start) and trained again (ShardLedger::reopen).
+// When every server was restored (their clocks for the rank back at 0), the rank goes on after the
+// newest record of it (every server's clock moved there); the checkpoints of one version can catch
+// the rank one push apart on different servers (its push was in flight to all of them), and a
+// server one push behind gets that push as in step 2 (a replay). Nobody can replay more: the
+// predecessor's shards completed after its last applied push are reopened in the ledger at that
+// push's end (or their claim's start) and trained again (ShardLedger::reopen).
 //
 // A server whose record of the rank ends earlier was restored from a checkpoint meanwhile: its node
 // died with the predecessor's (one node held both), and the pushes it lost died with the
@@ -46,6 +49,9 @@ struct TakeOver {
   int servers_replayed = 0;   // such servers
   int reopened = 0;           // shards it completed, trained again: every server lost their tails
   std::string reopened_where;
+  // Every server was restored: the clock the rank goes on at (after the newest record of it on
+  // any server; the servers were moved there). 0: the clients' start_clock() stands.
+  int64_t start_clock = 0;
   std::string summary;        // one line for the log and the shards_moved event
 };
 

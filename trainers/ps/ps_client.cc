@@ -360,11 +360,19 @@ class TcpPsClient final : public PsClient {
     if (it->clock != after + 1)  // the rest is still worth replaying: the accounting names the gap
       spdlog::error("worker {}: {}; those before clock {} are no longer kept, so they stay lost to it", options_.rank,
                     lost, it->clock);
-    std::vector<float> grads(total_);
+    std::vector<float> grads(total_), fresh(shards_[i].range.size());
     int64_t count = 0, first = it->clock, done = first - 1;
     for (; it != history_.end() && it->clock <= until; ++it) {
+      Status read = read_back(i, fresh.data());
+      if (!read.ok() && read.code() == Code::internal) {  // the shard refused the pull (not the connection)
+        spdlog::error("worker {}: {}; reading its parameters back before the replay of clock {} failed, so it and "
+                      "those after it stay lost to it: {}", options_.rank, lost, it->clock, read.to_string());
+        break;
+      }
+      TROUPE_RETURN_IF_ERROR(read.with_context("reading parameter server " + std::to_string(i) +
+                                               "'s parameters before replaying clock " + std::to_string(it->clock)));
       std::fill(grads.begin(), grads.end(), 0.0f);
-      Status computed = replay_(it->tag, grads.data());
+      Status computed = replay_(it->tag, Fresh{shards_[i].range, fresh.data()}, grads.data());
       if (!computed.ok()) {
         spdlog::error("worker {}: {}; recomputing the push of clock {} ({}) failed, so it and those after it stay "
                       "lost to it: {}", options_.rank, lost, it->clock, describe(it->tag), computed.to_string());
@@ -391,6 +399,24 @@ class TcpPsClient final : public PsClient {
       spdlog::warn("worker {}: replayed {} push(es) (clocks {}..{}) to parameter server {}, restored from a checkpoint "
                    "without them{}", options_.rank, count, first, done, i,
                    first == after + 1 && done == until ? ": every batch applied there once" : "");
+    return {};
+  }
+
+  // Shard i's parameters as they stand (a pull of clock 0, which never waits for other workers
+  // nor moves this one's clock), into out[0, range size). A refusal is internal_error; a failed
+  // connection is returned as it is (the caller dials again).
+  Status read_back(size_t i, float* out) {
+    deadline_ = Clock::now() + options_.timeout;
+    Header h;
+    h.op = Op::pull;
+    h.worker = options_.rank;
+    h.clock = 0;
+    TROUPE_RETURN_IF_ERROR(wire::write_frame(shards_[i].socket.fd(), h, nullptr, deadline_));
+    Status refused;
+    TROUPE_RETURN_IF_ERROR(read_reply(i, "reading parameters back", Op::params, [&](size_t k, const Header&) -> Status {
+      return wire::read_exact(shards_[k].socket.fd(), out, shards_[k].range.size() * sizeof(float), deadline_);
+    }, nullptr, &refused));
+    if (!refused.ok()) return internal_error(refused.message());
     return {};
   }
 

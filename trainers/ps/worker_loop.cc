@@ -55,10 +55,13 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
   spdlog::info("worker {}/{} training {} on {}, {} parameter server(s) in {} mode, {} rows per step", w.rank,
                w.workers, result.model, result.device, client.shards(), mode_name(client.mode()), local_batch);
 
-  // Pushes a restored shard lost, recomputed on the device with the last whole pull (ps_client.h).
+  // Pushes a restored shard lost, recomputed on the device with the last whole pull, the shard's
+  // slice of it replaced by what the shard holds before each replay (ps_client.h).
   std::vector<float> replay_inputs;
   std::vector<int32_t> replay_labels;
-  client.set_replay([&](const DataTag& tag, float* out) -> Status {
+  client.set_replay([&](const DataTag& tag, const PsClient::Fresh& fresh, float* out) -> Status {
+    if (fresh.values)
+      std::copy(fresh.values, fresh.values + fresh.range.size(), device.pull_buffer(cur) + fresh.range.begin);
     TROUPE_RETURN_IF_ERROR(feed.rows_of(tag, &replay_inputs, &replay_labels));
     return device.replay(cur, replay_inputs.data(), replay_labels.data(),
                          static_cast<int64_t>(replay_labels.size()), out);
