@@ -221,6 +221,14 @@ Expected<std::vector<std::string>> files_of(const std::string& spec) {
   return out;
 }
 
+// A yaml's tokenizer: its path made absolute against the yaml's folder ("" when it names none).
+std::string yaml_tokenizer(const YAML::Node& root, const std::string& path) {
+  if (!root["tokenizer"]) return "";
+  std::string t = root["tokenizer"].as<std::string>();
+  if (!t.empty() && t[0] != '/') t = dir_name(path) + "/" + t;
+  return t;
+}
+
 Expected<OpenedDataset> open_yaml(const std::string& path, SpecOptions options) {
   YAML::Node root;
   try {
@@ -234,10 +242,7 @@ Expected<OpenedDataset> open_yaml(const std::string& path, SpecOptions options) 
     if (root["target"]) out.target = root["target"].as<std::string>();
     if (root["token_dtype"]) options.token_dtype = root["token_dtype"].as<std::string>();
     if (root["datasets"]) options.hdf5_datasets = root["datasets"].as<std::vector<std::string>>();
-    if (root["tokenizer"]) {
-      out.tokenizer = root["tokenizer"].as<std::string>();
-      if (!out.tokenizer.empty() && out.tokenizer[0] != '/') out.tokenizer = dir_name(path) + "/" + out.tokenizer;
-    }
+    out.tokenizer = yaml_tokenizer(root, path);
     if (options.target.empty()) options.target = out.target;
     if (root["fields"]) {
       if (!root["fields"].IsMap()) return invalid_argument(path + ": 'fields' must map names to new names");
@@ -334,6 +339,18 @@ Expected<OpenedDataset> open_dataset(const std::string& spec, const SpecOptions&
                        "it holds); troupe reads datasets whole for now");
   } catch (const std::length_error&) {
     return corrupt_data(spec + ": a file claims a size no buffer can hold (damaged?)");
+  }
+}
+
+Expected<std::string> tokenizer_of(const std::string& spec) {
+  std::string yaml;
+  if (ends_with(spec, ".yaml") || ends_with(spec, ".yml")) yaml = spec;
+  else if (is_dir(spec) && exists(spec + "/dataset.yaml")) yaml = spec + "/dataset.yaml";
+  if (yaml.empty()) return std::string();
+  try {
+    return yaml_tokenizer(YAML::LoadFile(yaml), yaml);
+  } catch (const std::exception& e) {
+    return invalid_argument(yaml + ": not a readable dataset.yaml: " + e.what());
   }
 }
 

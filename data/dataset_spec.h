@@ -42,6 +42,10 @@ struct OpenedDataset {
 
 Expected<OpenedDataset> open_dataset(const std::string& spec, const SpecOptions& options = {});
 
+// The tokenizer model the dataset.yaml of `spec` names (a yaml, or a directory holding one), made
+// absolute; "" for any other spec or a yaml naming none. Reads only the yaml.
+Expected<std::string> tokenizer_of(const std::string& spec);
+
 // The spec with every comma-separated path made absolute against the current directory ("" stays).
 std::string absolute_spec(const std::string& spec);
 

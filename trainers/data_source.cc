@@ -10,6 +10,7 @@
 
 #include "data/dataset_spec.h"
 #include "data/readers/csv_reader.h"
+#include "data/tokenizer.h"
 #include "trainers/dataset_cache.h"
 #include "trainers/normalization.h"
 #include "trainers/streamed_inputs.h"
@@ -280,7 +281,15 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
     if (o.stream) return invalid_argument("--stream with --seq-len: token windows are kept in memory (8 bytes a token) for now");
     if (!o.normalize.empty() && o.normalize != "none")
       return invalid_argument("--normalize with --seq-len: token ids are classes, not values to normalise");
-    auto w = token_window_data(*train_table, val_table ? &*val_table : nullptr, o, val_from);
+    // The tokenizer's pieces when the dataset names one (troupe data tokenize); every byte for
+    // text:FILE (a byte-level model reads any text).
+    int min_vocab = o.data.rfind("text:", 0) == 0 ? 256 : 0;
+    if (!opened->tokenizer.empty()) {
+      auto tokenizer = data::Tokenizer::load(opened->tokenizer);
+      if (!tokenizer.ok()) return tokenizer.status().with_context("--data " + o.data + ": its dataset.yaml's tokenizer");
+      min_vocab = tokenizer->vocab();
+    }
+    auto w = token_window_data(*train_table, val_table ? &*val_table : nullptr, o, val_from, min_vocab);
     if (!w.ok()) return w.status();
     out.train = std::make_shared<const Dataset>(std::move(w->train));
     out.test = std::make_shared<const Dataset>(std::move(w->test));

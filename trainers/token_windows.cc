@@ -76,7 +76,7 @@ Expected<Dataset> token_windows(const data::Field& tokens, int64_t seq_len, int 
 }
 
 Expected<WindowData> token_window_data(const data::Table& train, const data::Table* val, const TrainOptions& o,
-                                       const std::string& val_from) {
+                                       const std::string& val_from, int min_vocab) {
   auto f = stream_field(train, o, o.data);
   if (!f.ok()) return f.status();
   auto hi = max_id(**f, o.data);
@@ -90,7 +90,7 @@ Expected<WindowData> token_window_data(const data::Table& train, const data::Tab
     if (!vhi.ok()) return vhi.status();
     hi = std::max(*hi, *vhi);
   }
-  const int vocab = static_cast<int>(*hi + 1);
+  const int vocab = std::max(static_cast<int>(*hi + 1), min_vocab);
   WindowData out;
   auto windows = token_windows(**f, o.seq_len, vocab, o.data);
   if (!windows.ok()) return windows.status();

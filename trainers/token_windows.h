@@ -29,8 +29,10 @@ struct WindowData {
 
 // The training and evaluation windows: `train`'s stream (its one field, or the one --inputs
 // names), evaluated on `val`'s (the same field) when given, else on a seeded --val-fraction of
-// the training windows.
+// the training windows. The vocabulary: the highest id in the streams + 1, at least `min_vocab`
+// (the tokenizer's pieces, when the dataset names one: a model must know every id its tokenizer
+// can produce, or a prompt with a piece the data never used could not be read).
 Expected<WindowData> token_window_data(const data::Table& train, const data::Table* val, const TrainOptions& o,
-                                       const std::string& val_from);
+                                       const std::string& val_from, int min_vocab = 0);
 
 }  // namespace troupe
