@@ -158,8 +158,10 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--ps", s.ps, "Parameter-server actors (async)")->check(CLI::Range(0, 1024));
   cmd->add_option("--staleness", s.staleness, "async: steps a worker may run ahead of the slowest (default: unbounded)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--shard-policy", s.shard_policy, "How async workers' shards are cut: contiguous, stratified, interleaved")
-      ->check(CLI::IsMember({"contiguous", "stratified", "interleaved"}))->capture_default_str();
+  cmd->add_option("--shard-policy", s.shard_policy,
+                  "How async workers' shards are cut: auto (stratified for one class per example, else interleaved), "
+                  "contiguous, stratified, interleaved")
+      ->check(CLI::IsMember({"auto", "contiguous", "stratified", "interleaved"}))->capture_default_str();
   cmd->add_option("--cpus-per-worker", s.cpus_per_worker, "CPUs each worker needs")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--gpus-per-worker", s.gpus_per_worker, "GPUs each worker needs")->check(CLI::NonNegativeNumber);

@@ -65,6 +65,24 @@ class ScopedTransform {
   BatchFeed& feed_;
 };
 
+// The rows a data tag names, gathered again (BatchFeed::rows_of): their inputs and their target as
+// the dataset holds it — classes (target_width per row) or values — so a recomputed batch is the
+// trained one, row for row, for any model (one class per example, token windows, regression).
+struct GatheredRows {
+  std::vector<float> inputs;    // rows x features
+  std::vector<int32_t> labels;  // rows x width, when the dataset classifies
+  std::vector<float> targets;   // rows x width, when it holds values
+  int64_t rows = 0;
+  int64_t width = 1;            // the dataset's target_width
+  // The rows as a Batch of `features` inputs each (no fields bound: the device binds its own).
+  Batch batch(int64_t features) const {
+    Batch b{inputs.data(), labels.empty() ? nullptr : labels.data(), rows, features};
+    b.targets = targets.empty() ? nullptr : targets.data();
+    b.target_width = width;
+    return b;
+  }
+};
+
 class BatchFeed {
  public:
   virtual ~BatchFeed() = default;
@@ -90,12 +108,11 @@ class BatchFeed {
   // Where the rows of the batch last returned by next() came from; empty when the feed does not
   // know (SliceFeed: nothing is accounted).
   virtual DataTag position() const { return {}; }
-  // The rows a tag of this feed names (position()'s, of any epoch), into *inputs and *labels: to
-  // recompute a push a restored parameter server lost (trainers/ps/ps_client.h). invalid_argument
-  // from a feed that does not tag its batches.
-  virtual Status rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) {
-    (void)inputs;
-    (void)labels;
+  // The rows a tag of this feed names (position()'s, of any epoch), into *out: to recompute a push
+  // a restored parameter server lost (trainers/ps/ps_client.h). invalid_argument from a feed that
+  // does not tag its batches.
+  virtual Status rows_of(const DataTag& tag, GatheredRows* out) {
+    (void)out;
     return invalid_argument("this data feed does not tag its batches, so it cannot gather " + describe(tag));
   }
 

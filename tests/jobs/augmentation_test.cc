@@ -165,11 +165,11 @@ TEST_CASE("training batches are augmented per (seed, epoch, example), and replay
       REQUIRE(more.ok());
       if (!*more) break;
       const DataTag tag = feed.position();
-      std::vector<float> inputs;
-      std::vector<int32_t> labels;
-      REQUIRE(feed.rows_of(tag, &inputs, &labels).ok());
-      CHECK(inputs == std::vector<float>(b.inputs, b.inputs + b.size * f));
-      CHECK(labels == std::vector<int32_t>(b.labels, b.labels + b.size));
+      GatheredRows rows;
+      REQUIRE(feed.rows_of(tag, &rows).ok());
+      CHECK(rows.rows == b.size);
+      CHECK(rows.inputs == std::vector<float>(b.inputs, b.inputs + b.size * f));
+      CHECK(rows.labels == std::vector<int32_t>(b.labels, b.labels + b.size));
       // ... and those rows are transformed: none is its example as stored (values are distinct)
       for (int64_t r = 0; r < b.size; ++r) {
         const float* row = b.inputs + r * f;

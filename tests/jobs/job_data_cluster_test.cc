@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <fstream>
 #include <string>
 
 #include "tests/cluster/cluster_fixture.h"
@@ -86,6 +87,63 @@ TEST_CASE("data: central, pipeline and elastic jobs train from .npy files, accou
     CHECK(summary.at("test_accuracy").get<double>() >= 0.84);  // 2 epochs of the MLP
     accounted_event(c, summary.at("job_id").get<std::string>());
   }
+}
+
+TEST_CASE("data: an async job trains the gpt on tokenized text through a worker node killed, and generate reads it",
+          "[jobs][cluster][data][gpt]") {
+  // Token windows: every example's target is its next 32 tokens. The killed node held a worker
+  // (and maybe a server): its replacement takes over with the windows' whole targets, and every
+  // window is accounted exactly once; the saved model continues a text prompt through the
+  // tokenizer its data names.
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  const std::string text = c.home() + "/story.txt";
+  {
+    std::ofstream out(text);
+    static const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "while", "dogs", "ran", "and", "slept"};
+    unsigned x = 7;
+    for (int line = 0; line < 6000; ++line) {
+      for (int w = 0; w < 6; ++w) {
+        x = x * 1103515245u + 12345u;
+        out << (w ? " " : "") << words[(x >> 16) % 11];
+      }
+      out << "\n";
+    }
+  }
+  const std::string tok = c.home() + "/tok";
+  auto made = c.troupe("data tokenize --vocab 48 --val-fraction 0.1 " + text + " --out " + tok, 120);
+  INFO(made.both());
+  REQUIRE(made.exit_code == 0);
+  const std::string model = c.home() + "/gpt.safetensors";
+  const std::string id = submit_detached(
+      c, "--strategy async --workers 2 --ps 2 --model gpt --trainer-arg layers=1 --trainer-arg heads=2 "
+         "--trainer-arg dim=32 --seq-len 32 --batch-size 16 --epochs 4 --lr 0.003 --checkpoint-every 50 "
+         "--checkpoint-dir " + c.home() + "/ckpt --save " + model + " --data " + tok);
+  Json view;  // mid-epoch 2, after a checkpoint (a server on the victim comes back from it)
+  REQUIRE(poll_until([&] {
+    view = c.try_status(300);
+    if (view.is_null() || event_of(view, "checkpoint_written", id).is_null()) return false;
+    const Json j = job_of(view, id);
+    return j.value("epoch", 0) >= 2 && j.value("step", int64_t{0}) >= 20;
+  }, std::chrono::seconds(240), std::chrono::milliseconds(50)));
+  const auto [victim, pid] = node_hosting(view, id);
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  Json end = wait_for_end(c, id, std::chrono::seconds(300));
+  INFO(c.logs_tail());
+  Json j = job_of(end, id);
+  INFO(j.dump(1));
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK_FALSE(event_of(end, "job_restarting", id).is_null());
+  accounted_event(c, id);
+  const double loss = j.at("result").value("test_loss", -1.0);
+  CHECK(loss > 0);
+  CHECK(loss < 2.0);  // log(48) = 3.87 for a model that learned nothing
+
+  auto generated = c.troupe("generate --model " + model + " --prompt \"the cat\" --tokens 8 --temperature 0", 60);
+  INFO(generated.both());
+  REQUIRE(generated.exit_code == 0);
+  CHECK(generated.out.rfind("the cat", 0) == 0);
 }
 
 TEST_CASE("data: data a node cannot read fails the job naming the node and the path", "[jobs][cluster][data][errors]") {

@@ -225,7 +225,7 @@ TEST_CASE("device worker: a loop that breaks the device's rules, and jobs it doe
   REQUIRE(dev.compute(1).ok());
   CHECK_THAT(dev.compute(1).message(), Catch::Contains("called again before wait_gradient()"));
   std::vector<float> out(dev.parameters());
-  CHECK_THAT(dev.replay(0, b.inputs, b.labels, b.size, out.data()).message(), Catch::Contains("in flight"));
+  CHECK_THAT(dev.replay(0, b, out.data()).message(), Catch::Contains("in flight"));
   (void)dev.pull_buffer(1);  // a pull into the parameters the step in flight reads
   auto stats = dev.wait_gradient();
   REQUIRE_FALSE(stats.ok());

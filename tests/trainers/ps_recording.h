@@ -40,11 +40,14 @@ class TaggedFeed final : public BatchFeed {
     return {};
   }
   DataTag position() const override { return tag_; }
-  Status rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) override {
+  Status rows_of(const DataTag& tag, GatheredRows* out) override {
     auto it = kept_.find(key(tag));
     if (it == kept_.end()) return not_found("no batch " + describe(tag));
-    *inputs = it->second.first;
-    *labels = it->second.second;
+    out->inputs = it->second.first;
+    out->labels = it->second.second;
+    out->targets.clear();
+    out->rows = static_cast<int64_t>(out->labels.size());
+    out->width = 1;
     return {};
   }
   std::vector<DataTag> emitted;

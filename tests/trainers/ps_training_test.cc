@@ -1,11 +1,13 @@
 // Parameter-server training end to end (trainers/ps/async_worker.h) over real TCP: two shard
 // servers and four worker threads. Central mode is synchronous averaging, so it must hold the
 // parameters of one process training on the global batch; async and central both train the MLP
-// on Fashion-MNIST to the accuracy of local training.
+// on Fashion-MNIST to the accuracy of local training, and central holds one process's parameters
+// for value targets (a regression) too.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "tests/trainers/blobs.h"
 #include "tests/trainers/ps_fixture.h"
@@ -86,6 +88,53 @@ TEST_CASE("ps training: the cnn in central mode holds the parameters of one proc
   const double diff = relative_difference(run.params[0], want);
   INFO("relative difference " << diff);
   CHECK(diff <= 1e-5);
+}
+
+// y = x A + b: 4 inputs, 2 values per example (a regression, --loss mse).
+Dataset linear_values(int count, uint64_t seed) {
+  Dataset d;
+  d.count = count;
+  d.rows = 1;
+  d.cols = 4;
+  d.classes = 0;
+  d.target_width = 2;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  const float a[4][2] = {{0.5f, -1.0f}, {1.5f, 0.25f}, {-0.75f, 0.5f}, {0.1f, 2.0f}};
+  for (int i = 0; i < count; ++i) {
+    float x[4];
+    for (float& v : x) d.images.push_back(v = unit(rng));
+    for (int k = 0; k < 2; ++k) d.targets.push_back(x[0] * a[0][k] + x[1] * a[1][k] + x[2] * a[2][k] + x[3] * a[3][k]);
+  }
+  return d;
+}
+
+TEST_CASE("ps training: central mode holds one process's parameters for value targets (--loss mse)",
+          "[ps][central][equivalence]") {
+  const Dataset train = linear_values(480, 1), test = linear_values(80, 2);
+  TrainOptions o;
+  o.loss = "mse";
+  o.hidden = {16};
+  o.epochs = 1;
+  o.batch_size = 32;
+  o.seed = 7;
+  o.lr = 0.01f;
+  std::vector<float> want;
+  auto one = train_with_trainer(o, train, test, {}, &want);
+  INFO(one.status().to_string());
+  REQUIRE(one.ok());
+  PsJob job = start_ps_job(o, train.spec(), shape(PsMode::central, train.count));
+  WorkerRuns run = run_ps_workers(job, 4, o, train, test, /*want_params=*/true);
+  for (int r = 0; r < 4; ++r) {
+    INFO("worker " << r << ": " << run.status[r].to_string());
+    REQUIRE(run.status[r].ok());
+    CHECK(run.params[r] == run.params[0]);
+  }
+  const double diff = relative_difference(run.params[0], want);
+  INFO("relative difference " << diff);
+  CHECK(diff <= 1e-5);
+  CHECK(run.results[0].test_accuracy == -1);
+  CHECK(run.results[0].test_loss == Approx(one->test_loss).epsilon(1e-4));
 }
 
 TEST_CASE("ps training: async (staleness bound 4) and central reach 0.885 test accuracy on Fashion-MNIST",

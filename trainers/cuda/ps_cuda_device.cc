@@ -31,7 +31,7 @@ class PsCudaDevice final : public ps::StepDevice {
   Status upload_batch(const Batch& batch) override;
   Status compute(int slot) override;
   Expected<BatchStats> wait_gradient() override;
-  Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override;
+  Status replay(int slot, const Batch& batch, float* out) override;
   // The correct count (the loss is not summed on the device: rows = 0).
   Expected<EvalTotals> evaluate(int slot, const Dataset& data) override;
 
@@ -216,7 +216,14 @@ Status PsCudaDevice::finish_compute(const std::string& what) {
   return kc::wait_event(compute_done_.get(), o_.wait_seconds, what);
 }
 
-Status PsCudaDevice::replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) {
+Status PsCudaDevice::replay(int slot, const Batch& batch, float* out) {
+  // One class per example (model_spec.h refuses other data for the GPU).
+  const float* inputs = batch.inputs;
+  const int32_t* labels = batch.labels;
+  const int64_t rows = batch.size;
+  if (!labels || batch.target_width != 1)
+    return invalid_argument(name() + ": a replay of values or of several classes per example; GPU workers train "
+                            "one class per example");
   TROUPE_RETURN_IF_ERROR(check_idle("replay()"));
   TROUPE_RETURN_IF_ERROR(check_slot(slot, "replay"));
   if (rows < 1 || rows > o_.max_rows)

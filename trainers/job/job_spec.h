@@ -7,7 +7,8 @@
 //                  ps: parameter-server actors (async)
 //   stages, microbatches, schedule, stage_layers   pipeline (trainers/pipeline/pipeline_options.h)
 //   staleness      async: how many steps a worker may run ahead of the slowest (-1: unbounded)
-//   shard_policy   contiguous | stratified | interleaved (sync always uses interleaved: see below)
+//   shard_policy   auto | contiguous | stratified | interleaved (auto: stratified when every example
+//                  has one class, else interleaved; sync always uses interleaved: see below)
 //   library        checksum of the trainer library in the GCS ("" for built-in trainers)
 //   cpus_per_worker, gpus_per_worker, transport (auto | shm | tcp | hierarchical), checksum_every,
 //   collective_timeout_ms, checkpoint_every / checkpoint_dir / checkpoint_keep (sync: sharded
@@ -32,7 +33,7 @@ struct JobSpec {
   int workers = 1;
   int ps = 0;
   int staleness = -1;
-  std::string shard_policy = "stratified";
+  std::string shard_policy = "auto";
   std::string library;             // checksum; empty: the trainer is built in
   double cpus_per_worker = 1;
   double gpus_per_worker = 0;

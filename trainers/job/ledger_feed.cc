@@ -177,11 +177,10 @@ DataTag LedgerFeed::position() const {
   return tag;
 }
 
-Status LedgerFeed::rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) {
+Status LedgerFeed::rows_of(const DataTag& tag, GatheredRows* out) {
   TaggedRows rows;
   TROUPE_RETURN_IF_ERROR(gather_tagged_rows(data_, options_.plan, tag, &tag_plans_, &rows, transform_));
-  *inputs = std::move(rows.inputs);
-  *labels = std::move(rows.labels);
+  *out = std::move(static_cast<GatheredRows&>(rows));
   return {};
 }
 

@@ -75,7 +75,7 @@ class LedgerFeed final : public BatchFeed {
   // empty with several lanes (an elastic sync worker: its data is accounted by steps).
   DataTag position() const override;
   // Gathered from the epochs' plans (trainers/job/tagged_rows.h).
-  Status rows_of(const DataTag& tag, std::vector<float>* inputs, std::vector<int32_t>* labels) override;
+  Status rows_of(const DataTag& tag, GatheredRows* out) override;
 
  private:
   const Dataset& data_;

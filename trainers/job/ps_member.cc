@@ -61,8 +61,9 @@ ps::PsJobShape job_shape(const JobSpec& spec, int64_t train_examples) {
   return shape;
 }
 
-// The data feed of a worker of `spec` (an async or central job); the ledger's plan comes from it.
-Expected<LedgerFeedOptions> ps_feed_options(const JobSpec& spec) {
+// The data feed of a worker of `spec` (an async or central job) training `train`; the ledger's
+// plan comes from it.
+Expected<LedgerFeedOptions> ps_feed_options(const JobSpec& spec, const Dataset& train) {
   LedgerFeedOptions fo;
   fo.batch_size = spec.train.batch_size / spec.workers;
   fo.plan.seed = spec.train.seed;
@@ -75,8 +76,17 @@ Expected<LedgerFeedOptions> ps_feed_options(const JobSpec& spec) {
   }
   // Taken as workers get to them: a fast worker trains more of the epoch.
   fo.plan.shards = 4 * spec.workers;
-  auto policy = data::parse_shard_policy(spec.shard_policy);
+  // auto: every class in every shard when each example has one class, else interleaved blocks
+  // (token windows, values: nothing to stratify by).
+  const std::string named = spec.shard_policy != "auto" ? spec.shard_policy
+                            : train.one_class_per_example() ? "stratified" : "interleaved";
+  auto policy = data::parse_shard_policy(named);
   if (!policy.ok()) return policy.status();
+  if (*policy == data::ShardPolicy::stratified && !train.one_class_per_example())
+    return invalid_argument("--shard-policy stratified deals each class into every shard, but this data's examples " +
+                            std::string(train.classifies() ? "have " + std::to_string(train.target_width) + " classes each"
+                                                           : "hold values") +
+                            "; use interleaved or contiguous (or leave it out)");
   fo.plan.policy = *policy;
   fo.plan.block = fo.batch_size;
   fo.keep_partial = true;  // every example applied exactly once (gcs/async_accounting.h)
@@ -193,7 +203,7 @@ ps::ShardCheckpointing server_checkpointing(gcs::Store& store, const JobSpec& sp
 // Steps 1-3 of ps_resume.h for a server of an async job resumed from another job's checkpoint.
 Status resume_async_server(gcs::Store& store, const JobSpec& spec, const MemberArgs& a, ps::ParameterShard& shard,
                            const checkpoint::TrainingState& state, const Dataset& train) {
-  auto fo = ps_feed_options(spec);
+  auto fo = ps_feed_options(spec, train);
   if (!fo.ok()) return fo.status();
   auto resumed = resumed_data(state, spec.ps, spec.workers);
   if (!resumed.ok()) return resumed.status();
@@ -319,7 +329,7 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   auto client = ps::connect_ps(*addresses, co);
   if (!client.ok()) return client.status().with_context("connecting to the parameter servers");
 
-  auto feed_options = ps_feed_options(spec);
+  auto feed_options = ps_feed_options(spec, s.train());
   if (!feed_options.ok()) return feed_options.status();
   const LedgerFeedOptions& fo = *feed_options;
   const WorkerId me = worker_identity(a.job, a.index);

@@ -6,8 +6,12 @@ Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& pl
                           std::map<int, data::ShardPlan>* plans, TaggedRows* out, const ExampleTransform& transform) {
   out->inputs.clear();
   out->labels.clear();
+  out->targets.clear();
   out->origin.clear();
+  out->rows = 0;
+  out->width = train.target_width;
   const int64_t features = train.features();
+  const size_t width = static_cast<size_t>(train.target_width);
   for (const DataSpan& d : tag) {
     auto it = plans->find(d.epoch);
     if (it == plans->end()) {
@@ -25,8 +29,12 @@ Status gather_tagged_rows(const Dataset& train, const data::ShardPlanOptions& pl
       const int32_t idx = indices[static_cast<size_t>(r)];
       const size_t at = out->inputs.size();
       out->inputs.resize(at + static_cast<size_t>(features));
-      out->labels.emplace_back();
-      copy_example(train, idx, out->inputs.data() + at, &out->labels.back(), nullptr);  // one class per example
+      const size_t y = static_cast<size_t>(out->rows) * width;
+      if (train.classifies()) out->labels.resize(y + width);
+      else out->targets.resize(y + width);
+      copy_example(train, idx, out->inputs.data() + at, train.classifies() ? out->labels.data() + y : nullptr,
+                   train.classifies() ? nullptr : out->targets.data() + y);
+      ++out->rows;
       if (transform) transform(d.epoch, idx, out->inputs.data() + at);
       out->origin.emplace_back(d.epoch, idx);
     }

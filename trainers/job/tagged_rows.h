@@ -15,13 +15,11 @@
 
 namespace troupe::job {
 
-struct TaggedRows {
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
+struct TaggedRows : GatheredRows {
   std::vector<std::pair<int, int32_t>> origin;  // every row's (epoch, example index)
   // The rows as a Batch of `train`'s (its fields bound through *fields, which must outlive it).
   Batch batch(const Dataset& train, BatchFields* fields) const {
-    Batch b{inputs.data(), labels.data(), static_cast<int64_t>(labels.size()), train.features()};
+    Batch b = GatheredRows::batch(train.features());
     fields->bind_copy(train.spec(), &b);
     return b;
   }

@@ -43,10 +43,10 @@ class TrainerDevice final : public StepDevice {
     std::fill(grads_.begin(), grads_.end(), 0.0f);  // the API promises zeroed gradients
     return forward_backward_parts(*setup_.trainer, batch_, params(slot_), grad_view_, parts_, scratch_);
   }
-  Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override {
+  Status replay(int slot, const Batch& rows, float* out) override {
     std::fill(out, out + n_, 0.0f);  // the API promises zeroed gradients
     Gradients g(out, n_);
-    Batch b{inputs, labels, rows, features_};
+    Batch b = rows;
     replay_fields_.bind(spec_, &b);
     return forward_backward_parts(*setup_.trainer, b, params(slot), g, parts_, scratch_).status();
   }

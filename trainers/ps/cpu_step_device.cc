@@ -15,6 +15,7 @@ Expected<std::unique_ptr<CpuStepDevice>> CpuStepDevice::make(const TrainOptions&
   kernels::cpu::set_blas_threads(options.cpu_threads);
   std::unique_ptr<CpuStepDevice> d(new CpuStepDevice(std::move(*setup), max_rows));
   d->features_ = data.features;
+  d->spec_ = std::move(data);
   return d;
 }
 
@@ -45,8 +46,14 @@ Status CpuStepDevice::upload_batch(const Batch& batch) {
   int slot = static_cast<int>(uploads_++ % 2);
   if (slot == flight_batch_) slot = 1 - slot;
   Rows& r = batches_[slot];
+  const int64_t ys = batch.size * batch.target_width;
   r.inputs.assign(batch.inputs, batch.inputs + batch.size * batch.features);
-  r.labels.assign(batch.labels, batch.labels + batch.size);
+  if (batch.labels) r.labels.assign(batch.labels, batch.labels + ys);
+  else r.labels.clear();
+  if (batch.targets) r.targets.assign(batch.targets, batch.targets + ys);
+  else r.targets.clear();
+  r.size = batch.size;
+  r.width = batch.target_width;
   last_batch_ = slot;
   return {};
 }
@@ -67,7 +74,10 @@ Expected<BatchStats> CpuStepDevice::wait_gradient() {
   flight_slot_ = flight_batch_ = -1;
   if (!broken_.ok()) return broken_;
   const Rows& r = batches_[b];
-  const Batch batch{r.inputs.data(), r.labels.data(), static_cast<int64_t>(r.labels.size()), features_};
+  Batch batch{r.inputs.data(), r.labels.empty() ? nullptr : r.labels.data(), r.size, features_};
+  batch.targets = r.targets.empty() ? nullptr : r.targets.data();
+  batch.target_width = r.width;
+  fields_.bind(spec_, &batch);
   std::fill(grads_.begin(), grads_.end(), 0.0f);  // the API promises zeroed gradients
   Gradients g(grads_.data(), n_);
   auto stats = setup_.trainer->forward_backward(batch, Parameters(params_[slot].data(), n_), g);
@@ -81,13 +91,15 @@ Status CpuStepDevice::check_idle(const char* what) const {
   return broken_;
 }
 
-Status CpuStepDevice::replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) {
+Status CpuStepDevice::replay(int slot, const Batch& rows_batch, float* out) {
+  const int64_t rows = rows_batch.size;
   TROUPE_RETURN_IF_ERROR(check_idle("replay()"));
   if (slot != 0 && slot != 1) return internal_error("replay(" + std::to_string(slot) + "): the slots are 0 and 1");
   if (rows < 1 || rows > max_rows_)  // as a GPU device, whose replay buffers hold max_rows
     return invalid_argument("a replay of " + std::to_string(rows) + " rows; " + name() + " takes up to " +
                             std::to_string(max_rows_));
-  const Batch batch{inputs, labels, rows, features_};
+  Batch batch = rows_batch;
+  fields_.bind(spec_, &batch);
   std::fill(out, out + n_, 0.0f);
   Gradients g(out, n_);
   TROUPE_RETURN_IF_ERROR(

@@ -29,7 +29,7 @@ class CpuStepDevice final : public StepDevice {
   Status upload_batch(const Batch& batch) override;
   Status compute(int slot) override;
   Expected<BatchStats> wait_gradient() override;
-  Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) override;
+  Status replay(int slot, const Batch& rows, float* out) override;
   Expected<EvalTotals> evaluate(int slot, const Dataset& data) override;
 
   int64_t computed() const { return computed_; }  // gradients waited for
@@ -45,10 +45,14 @@ class CpuStepDevice final : public StepDevice {
   size_t n_;
   int64_t max_rows_;
   int64_t features_ = 0;
+  DataSpec spec_;         // the batches' fields are bound from it
+  BatchFields fields_;
   std::vector<float> params_[2], grads_;
-  struct Rows {  // an uploaded batch
+  struct Rows {  // an uploaded batch: classes or values, `width` per row
     std::vector<float> inputs;
     std::vector<int32_t> labels;
+    std::vector<float> targets;
+    int64_t size = 0, width = 1;
   };
   Rows batches_[2];
   int64_t uploads_ = 0;

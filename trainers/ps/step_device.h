@@ -57,10 +57,11 @@ class StepDevice {
   // loss and correct count. Errors: timeout naming the device, the device's errors.
   virtual Expected<BatchStats> wait_gradient() = 0;
 
-  // The gradient of `rows` rows on the parameters in pull_buffer(slot) (not written since they
-  // were pulled) into out[0, parameters()), synchronously: a push recomputed for a restored
-  // parameter server (ps_client.h). Only between steps: no computation in flight.
-  virtual Status replay(int slot, const float* inputs, const int32_t* labels, int64_t rows, float* out) = 0;
+  // The gradient of the batch `rows` (inputs and labels or targets, at most the rows the device
+  // was made for; the device binds its fields) on the parameters in pull_buffer(slot) into
+  // out[0, parameters()), synchronously: a push recomputed for a restored parameter server
+  // (ps_client.h). Only between steps: no computation in flight.
+  virtual Status replay(int slot, const Batch& rows, float* out) = 0;
   // `data` scored with the parameters in pull_buffer(slot), synchronously: correctly classified
   // rows (-1 when the model does not classify) and the loss summed over rows (rows = 0 when the
   // device does not compute the loss). Only between steps.

@@ -12,7 +12,6 @@ namespace {
 
 Status refusal(const TrainOptions& o, const Dataset& train, const PsWorker& w) {
   TROUPE_RETURN_IF_ERROR(o.validate());
-  TROUPE_RETURN_IF_ERROR(require_one_class(train.spec(), "a parameter-server job (async, central)"));
   if (w.workers < 1 || w.rank < 0 || w.rank >= w.workers)
     return invalid_argument("worker rank " + std::to_string(w.rank) + " of " + std::to_string(w.workers));
   const int parts = w.workers * o.accumulate;

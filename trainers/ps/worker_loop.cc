@@ -57,14 +57,12 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
 
   // Pushes a restored shard lost, recomputed on the device with the last whole pull, the shard's
   // slice of it replaced by what the shard holds before each replay (ps_client.h).
-  std::vector<float> replay_inputs;
-  std::vector<int32_t> replay_labels;
+  GatheredRows replay_rows;
   client.set_replay([&](const DataTag& tag, const PsClient::Fresh& fresh, float* out) -> Status {
     if (fresh.values)
       std::copy(fresh.values, fresh.values + fresh.range.size(), device.pull_buffer(cur) + fresh.range.begin);
-    TROUPE_RETURN_IF_ERROR(feed.rows_of(tag, &replay_inputs, &replay_labels));
-    return device.replay(cur, replay_inputs.data(), replay_labels.data(),
-                         static_cast<int64_t>(replay_labels.size()), out);
+    TROUPE_RETURN_IF_ERROR(feed.rows_of(tag, &replay_rows));
+    return device.replay(cur, replay_rows.batch(train.features()), out);
   });
   struct ClearReplay {  // the function refers to this frame
     PsClient& c;
