@@ -117,17 +117,4 @@ Expected<SplitScore> replicas_score(const EvalTotals& mine, int64_t examples, co
   return s;
 }
 
-Expected<double> replicas_accuracy(int64_t correct, int64_t examples, collectives::Communicator* comm,
-                                   std::chrono::milliseconds timeout) {
-  float counts[2] = {static_cast<float>(std::max<int64_t>(correct, 0)), correct < 0 ? 1.0f : 0.0f};
-  if (comm) {
-    collectives::CollectiveOptions co;
-    co.timeout = timeout;
-    TROUPE_RETURN_IF_ERROR(comm->allreduce(counts, counts, 2, DType::f32, collectives::ReduceOp::sum, co)
-                               .with_context("summing the replicas' test counts"));
-  }
-  if (counts[1] > 0) return -1.0;
-  return examples ? static_cast<double>(counts[0]) / examples : 0.0;
-}
-
 }  // namespace troupe

@@ -63,10 +63,5 @@ struct SplitScore {
 Expected<SplitScore> replicas_score(const EvalTotals& mine, int64_t examples, collectives::Communicator* comm,
                                     std::chrono::milliseconds timeout);
 
-// Test accuracy of replicas that each counted their own slice of `examples` test rows (`correct`,
-// -1 when the trainer does not count): one all-reduce over `comm` (null: this replica alone) sums
-// them. -1 when any replica could not count.
-Expected<double> replicas_accuracy(int64_t correct, int64_t examples, collectives::Communicator* comm,
-                                   std::chrono::milliseconds timeout);
 
 }  // namespace troupe

@@ -278,6 +278,9 @@ TEST_CASE("pipeline: a user's trainer that declares its layers is pipelined and 
     INFO("relative difference " << diff);
     CHECK(diff <= 1e-5);
     CHECK(run->train.test_accuracy == Approx(local->test_accuracy).margin(0.01));
+    // The test loss too, summed over the replicas' last stages (one process's, to float rounding).
+    CHECK(run->train.test_loss > 0);
+    CHECK(run->train.test_loss == Approx(local->test_loss).epsilon(1e-3));
   }
 }
 
@@ -408,6 +411,7 @@ TEST_CASE("pipeline: stopped after its checkpoint and resumed from it, a pipelin
       CHECK(rest->train.steps == 60);
       CHECK(rest->params == whole->params);
       CHECK(rest->train.test_accuracy == whole->train.test_accuracy);
+      CHECK(rest->train.test_loss == whole->train.test_loss);
     }
   }
 

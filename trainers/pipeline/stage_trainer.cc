@@ -39,19 +39,25 @@ struct Loop {
   const StageCheckpoints& ckpt;
 
   Expected<StageResult> run();
-  // The last stages' test counts summed over the replicas: accuracy (-1 when not counted).
-  Expected<double> evaluate(StageExecutor& exec, const Parameters& params, int epoch, int replica, int replicas);
+  // The last stages' test counts and losses summed over the replicas: accuracy (-1 when not
+  // counted) and mean loss; other stages' accuracy is -1.
+  Expected<SplitScore> evaluate(StageExecutor& exec, const Parameters& params, int epoch, int replica, int replicas);
 };
 
-Expected<double> Loop::evaluate(StageExecutor& exec, const Parameters& params, int epoch, int replica, int replicas) {
+Expected<SplitScore> Loop::evaluate(StageExecutor& exec, const Parameters& params, int epoch, int replica,
+                                    int replicas) {
   const int64_t first = test.count * replica / replicas, last = test.count * (replica + 1) / replicas;
   StepTotals t;
   TROUPE_RETURN_IF_ERROR(exec.forward_only(test.images.data() + static_cast<size_t>(first) * test.features(),
                                            test.labels.data() + first, last - first, test.features(), kEvalChunk,
                                            params, kEvalSequence + epoch, &t));
   const bool is_last = !comms.pipe || comms.pipe->rank() == comms.pipe->size() - 1;
-  if (!is_last) return -1.0;
-  return replicas_accuracy(t.correct, test.count, comms.replicas, comms.timeout);
+  if (!is_last) return SplitScore{};
+  EvalTotals mine;
+  mine.correct = t.correct;
+  mine.loss_sum = t.loss_sum;
+  mine.rows = last - first;
+  return replicas_score(mine, test.count, comms.replicas, comms.timeout);
 }
 
 Expected<StageResult> Loop::run() {
@@ -236,9 +242,10 @@ Expected<StageResult> Loop::run() {
     train_seconds += epoch_seconds;
     EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
     if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
-      auto acc = evaluate(exec, param_view, epoch, replica, replicas);
-      if (!acc.ok()) return acc.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
-      es.test_accuracy = *acc;
+      auto score = evaluate(exec, param_view, epoch, replica, replicas);
+      if (!score.ok()) return score.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
+      es.test_accuracy = score->accuracy;
+      es.test_loss = score->loss;
     }
     if (last) report_epoch(es, o, steps_per_epoch, &result, progress);
     else result.history.push_back(es);
