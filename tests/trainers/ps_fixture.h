@@ -7,12 +7,25 @@
 #include <functional>
 #include <thread>
 
+#include "tests/support/numeric_test_util.h"
 #include "trainers/batch_feed.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_job.h"
 #include "trainers/ps/ps_server.h"
 
 namespace troupe::ps {
+
+// A job of `workers` workers over 2 shards, with a generous wait (tests run beside each other).
+inline PsJobShape ps_shape(PsMode mode, int workers, int64_t train_examples, int64_t staleness = -1) {
+  PsJobShape s;
+  s.mode = mode;
+  s.workers = workers;
+  s.shards = 2;
+  s.staleness = staleness;
+  s.train_examples = train_examples;
+  s.wait_timeout = std::chrono::seconds(120);
+  return s;
+}
 
 struct PsJob {
   std::vector<std::unique_ptr<PsServer>> servers;
@@ -71,6 +84,19 @@ inline WorkerRuns run_ps_workers(const PsJob& job, int workers, const TrainOptio
     });
   for (auto& t : threads) t.join();
   return run;
+}
+
+// Central mode's promise: every worker ended with the same parameters, within `tolerance`
+// (relative) of `want`, one process's on the global batch.
+inline void check_central_equivalence(const WorkerRuns& run, const std::vector<float>& want, double tolerance = 1e-5) {
+  for (size_t r = 0; r < run.status.size(); ++r) {
+    INFO("worker " << r << ": " << run.status[r].to_string());
+    REQUIRE(run.status[r].ok());
+    CHECK(run.params[r] == run.params[0]);
+  }
+  const double diff = troupe::testing::relative_difference(run.params[0], want);
+  INFO("relative difference " << diff);
+  CHECK(diff <= tolerance);
 }
 
 }  // namespace troupe::ps

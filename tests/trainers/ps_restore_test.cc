@@ -92,6 +92,54 @@ std::string file_bytes(const std::string& path) {
   return s.str();
 }
 
+// A job of two shards over floats 0..9 for one worker on loopback servers, each shard
+// checkpointing every `every` versions into dir; clients find each shard where `addresses` says as
+// the test replaces servers.
+struct RestorableJob {
+  TempDir dir;
+  Written written;
+  std::mutex mu;
+  std::vector<std::string> addresses;
+  std::vector<std::unique_ptr<PsServer>> servers;
+  PsServerOptions so;
+
+  explicit RestorableJob(int64_t every) {
+    so.job = "job-r";
+    so.io_timeout = 2s;
+    for (int i = 0; i < 2; ++i) {
+      auto shard = make_shard(i, 2, 10, 1);
+      REQUIRE(shard->enable_checkpoints(written.every(every, dir.path(), 2)).ok());
+      auto server = PsServer::start(std::move(shard), so);
+      REQUIRE(server.ok());
+      addresses.push_back((*server)->address());
+      servers.push_back(std::move(*server));
+    }
+  }
+  PsClientOptions client_options() {
+    PsClientOptions co;
+    co.job = "job-r";
+    co.rank = 0;
+    co.timeout = 5s;
+    co.reconnect_timeout = 10s;
+    co.resolve = [this](int i) -> Expected<std::string> {
+      std::lock_guard<std::mutex> lock(mu);
+      return addresses.at(static_cast<size_t>(i));
+    };
+    return co;
+  }
+  // Shard 1's server replaced by one restored from `state`, published after `delay`.
+  void replace_shard_1(const TrainingState& state, std::chrono::milliseconds delay = 0ms) {
+    auto shard = make_shard(1, 2, 10, 1);
+    REQUIRE(shard->restore(state).ok());
+    auto server = PsServer::start(std::move(shard), so);
+    REQUIRE(server.ok());
+    std::this_thread::sleep_for(delay);
+    std::lock_guard<std::mutex> lock(mu);
+    addresses[1] = (*server)->address();
+    servers[1] = std::move(*server);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("ps restore: an async shard checkpoints every K versions, and a restored one takes the workers' clocks",
@@ -158,31 +206,9 @@ TEST_CASE("ps restore: an async shard checkpoints every K versions, and a restor
 
 TEST_CASE("ps restore: a client reconnects to a replaced server at its clock while the other shard keeps its state",
           "[ps][tcp][restore]") {
-  TempDir dir;
-  Written written;
-  std::mutex mu;
-  std::vector<std::string> addresses;
-  std::vector<std::unique_ptr<PsServer>> servers;
-  PsServerOptions so;
-  so.job = "job-r";
-  so.io_timeout = 2s;
-  for (int i = 0; i < 2; ++i) {
-    auto shard = make_shard(i, 2, 10, 1);
-    REQUIRE(shard->enable_checkpoints(written.every(1, dir.path(), 2)).ok());
-    auto server = PsServer::start(std::move(shard), so);
-    REQUIRE(server.ok());
-    addresses.push_back((*server)->address());
-    servers.push_back(std::move(*server));
-  }
-  PsClientOptions co;
-  co.job = "job-r";
-  co.rank = 0;
-  co.timeout = 5s;
-  co.reconnect_timeout = 10s;
-  co.resolve = [&](int i) -> Expected<std::string> {
-    std::lock_guard<std::mutex> lock(mu);
-    return addresses.at(static_cast<size_t>(i));
-  };
+  RestorableJob job(1);
+  auto& [dir, written, mu, addresses, servers, so] = job;
+  PsClientOptions co = job.client_options();
   auto client = connect_ps(addresses, co);
   REQUIRE(client.ok());
   PsClient& c = **client;
@@ -198,16 +224,7 @@ TEST_CASE("ps restore: a client reconnects to a replaced server at its clock whi
   // Server 1 dies; its replacement, restored from version 1, publishes a new address 300 ms later
   // (until then the client dials the dead one's and is refused).
   servers[1]->stop();
-  auto replace = [&] {
-    auto shard = make_shard(1, 2, 10, 1);
-    REQUIRE(shard->restore(*state).ok());
-    auto server = PsServer::start(std::move(shard), so);
-    REQUIRE(server.ok());
-    std::this_thread::sleep_for(300ms);
-    std::lock_guard<std::mutex> lock(mu);
-    addresses[1] = (*server)->address();
-    servers[1] = std::move(*server);
-  };
+  auto replace = [&] { job.replace_shard_1(*state, 300ms); };
   std::thread replacer(replace);
   auto v = c.pull(2, params.data());
   replacer.join();
@@ -310,32 +327,10 @@ TEST_CASE("ps restore: each lost push is recomputed on the restored shard's para
   // replays clocks 2, 3 and 4 to it: before each, the replay function must be handed shard 1's
   // parameters as they stand then (initial - 2, - 3, - 4), not the worker's stale copy (initial - 5)
   // for all three: gradients from one stale point cost real jobs 1-3 points of accuracy.
-  TempDir dir;
-  Written written;
-  std::mutex mu;
-  std::vector<std::string> addresses;
-  std::vector<std::unique_ptr<PsServer>> servers;
-  PsServerOptions so;
-  so.job = "job-r";
-  so.io_timeout = 2s;
-  for (int i = 0; i < 2; ++i) {
-    auto shard = make_shard(i, 2, 10, 1);
-    REQUIRE(shard->enable_checkpoints(written.every(2, dir.path(), 2)).ok());
-    auto server = PsServer::start(std::move(shard), so);
-    REQUIRE(server.ok());
-    addresses.push_back((*server)->address());
-    servers.push_back(std::move(*server));
-  }
-  PsClientOptions co;
-  co.job = "job-r";
-  co.timeout = 5s;
-  co.reconnect_timeout = 10s;
+  RestorableJob job(2);
+  PsClientOptions co = job.client_options();
   co.checkpoint_versions = 2;
-  co.resolve = [&](int i) -> Expected<std::string> {
-    std::lock_guard<std::mutex> lock(mu);
-    return addresses.at(static_cast<size_t>(i));
-  };
-  auto client = connect_ps(addresses, co);
+  auto client = connect_ps(job.addresses, co);
   REQUIRE(client.ok());
   PsClient& c = **client;
   std::vector<float> params(10), ones(10, 1.0f);
@@ -354,18 +349,10 @@ TEST_CASE("ps restore: each lost push is recomputed on the restored shard's para
     REQUIRE(v.ok());
     REQUIRE(c.push(clock, ones.data(), *v, {DataSpan{1, 0, 8 * clock, 8}}).ok());
   }
-  auto state = load_checkpoint(written.manifest(2, dir.path()), 10);
+  auto state = load_checkpoint(job.written.manifest(2, job.dir.path()), 10);
   REQUIRE(state.ok());
-  servers[1]->stop();
-  {
-    auto shard = make_shard(1, 2, 10, 1);
-    REQUIRE(shard->restore(*state).ok());
-    auto server = PsServer::start(std::move(shard), so);
-    REQUIRE(server.ok());
-    std::lock_guard<std::mutex> lock(mu);
-    addresses[1] = (*server)->address();
-    servers[1] = std::move(*server);
-  }
+  job.servers[1]->stop();
+  job.replace_shard_1(*state);
   auto v = c.pull(5, params.data());
   INFO(v.status().to_string());
   REQUIRE(v.ok());

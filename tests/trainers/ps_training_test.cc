@@ -28,14 +28,7 @@ const Dataset& fashion(Split split) {
 }
 
 PsJobShape shape(PsMode mode, int64_t train_examples, int64_t staleness = -1) {
-  PsJobShape s;
-  s.mode = mode;
-  s.workers = 4;
-  s.shards = 2;
-  s.staleness = staleness;
-  s.train_examples = train_examples;
-  s.wait_timeout = std::chrono::seconds(120);
-  return s;
+  return ps_shape(mode, 4, train_examples, staleness);
 }
 
 }  // namespace
@@ -80,14 +73,7 @@ TEST_CASE("ps training: the cnn in central mode holds the parameters of one proc
   REQUIRE(train_with_trainer(o, train, test, {}, &want).ok());
   PsJob job = start_ps_job(o, DataSpec{train.features(), train.classes}, shape(PsMode::central, train.count));
   WorkerRuns run = run_ps_workers(job, 4, o, train, test, /*want_params=*/true);
-  for (int r = 0; r < 4; ++r) {
-    INFO("worker " << r << ": " << run.status[r].to_string());
-    REQUIRE(run.status[r].ok());
-    CHECK(run.params[r] == run.params[0]);
-  }
-  const double diff = relative_difference(run.params[0], want);
-  INFO("relative difference " << diff);
-  CHECK(diff <= 1e-5);
+  check_central_equivalence(run, want);
 }
 
 // y = x A + b: 4 inputs, 2 values per example (a regression, --loss mse).
@@ -125,14 +111,7 @@ TEST_CASE("ps training: central mode holds one process's parameters for value ta
   REQUIRE(one.ok());
   PsJob job = start_ps_job(o, train.spec(), shape(PsMode::central, train.count));
   WorkerRuns run = run_ps_workers(job, 4, o, train, test, /*want_params=*/true);
-  for (int r = 0; r < 4; ++r) {
-    INFO("worker " << r << ": " << run.status[r].to_string());
-    REQUIRE(run.status[r].ok());
-    CHECK(run.params[r] == run.params[0]);
-  }
-  const double diff = relative_difference(run.params[0], want);
-  INFO("relative difference " << diff);
-  CHECK(diff <= 1e-5);
+  check_central_equivalence(run, want);
   CHECK(run.results[0].test_accuracy == -1);
   CHECK(run.results[0].test_loss == Approx(one->test_loss).epsilon(1e-4));
 }
