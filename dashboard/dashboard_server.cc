@@ -13,6 +13,7 @@
 #include "dashboard/api.h"
 #include "dashboard/api_params.h"
 #include "dashboard/auth.h"
+#include "dashboard/prometheus.h"
 #include "dashboard/live_stream.h"
 #include "dashboard/page.h"
 
@@ -105,6 +106,17 @@ void add_routes(Impl& s) {
     res.set_content(dashboard_page(), "text/html; charset=utf-8");
   });
   http.Get("/api/stream", [&s](const httplib::Request& req, httplib::Response& res) { serve_stream(s, req, res); });
+  // Prometheus scrapes (dashboard/prometheus.h); the token rule is the API's.
+  http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
+    auto text = prometheus_metrics(*s.options.store);
+    if (!text.ok()) {
+      res.status = 503;
+      res.set_content("# the GCS did not answer: " + text.status().to_string() + "\n", "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
+  });
   http.Get(R"(/api/.*)", [&s](const httplib::Request& req, httplib::Response& res) {
     send_json(res, handle_api(*s.options.store, {req.path, params_of(req)}, s.context));
   });
@@ -113,7 +125,7 @@ void add_routes(Impl& s) {
     if (!res.body.empty()) return;
     const std::string what = res.status == 404 ? "no such page or endpoint: " + req.method + " " +
                                                      (req.path.size() > 128 ? req.path.substr(0, 128) + "..." : req.path) +
-                                                     " (the dashboard serves GET / and GET /api/...)"
+                                                     " (the dashboard serves GET /, GET /api/... and GET /metrics)"
                                                : "HTTP " + std::to_string(res.status);
     send_json(res, error_response(res.status, what));
   });

@@ -11,7 +11,7 @@ packages=(
   libcpp-httplib-dev libzip-dev libarchive-dev libpng-dev libjpeg62-turbo-dev libhdf5-dev libsentencepiece-dev
   python3-numpy python3-pil python3-h5py
   dataset-fashion-mnist
-  libgloo-dev libopenmpi-dev openmpi-bin iperf3
+  libgloo-dev libopenmpi-dev openmpi-bin iperf3 prometheus
   chromium nodejs
 )
 # The dashboard's browser test (tests/dashboard/e2e) runs Debian's chromium through playwright-core,

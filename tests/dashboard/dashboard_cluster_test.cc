@@ -1,11 +1,16 @@
 // The dashboard of a real cluster (`troupe up` through ClusterFixture): the URL `troupe up` prints
 // serves the same nodes, actors and jobs as `troupe status --json`, and a node killed with SIGKILL
-// shows DEAD through the API within the failure detector's bound.
+// shows DEAD through the API within the failure detector's bound; Debian's Prometheus scrapes the
+// head's /metrics and finds a job's samples/s and a killed node down.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include <httplib.h>
 
@@ -90,4 +95,95 @@ TEST_CASE("dashboard_port -1 turns the dashboard off and troupe up says so", "[c
   INFO(up.both() << c.logs_tail());
   REQUIRE(up.exit_code == 0);
   CHECK(up.out.find("dashboard:  off") != std::string::npos);
+}
+
+namespace {
+
+// One instant query to the Prometheus HTTP API at `port`: the result vector (empty on any error).
+Json prometheus_query(int port, const std::string& query) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5, 0);
+  auto r = client.Get("/api/v1/query", httplib::Params{{"query", query}}, httplib::Headers{});
+  if (!r || r->status != 200) return Json::array();
+  Json j = Json::parse(r->body, nullptr, false);
+  if (j.is_discarded() || j.value("status", "") != "success") return Json::array();
+  return j.at("data").at("result");
+}
+
+// The value of the first sample of a query's result, or NaN.
+double first_value(const Json& result) {
+  if (!result.is_array() || result.empty()) return std::nan("");
+  return std::stod(result.at(0).at("value").at(1).get<std::string>());
+}
+
+}  // namespace
+
+TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s, and a killed node down",
+          "[cluster][prometheus]") {
+  if (!std::filesystem::exists("/usr/bin/prometheus")) {
+    WARN("SKIPPED: /usr/bin/prometheus is not installed (Debian's `prometheus` package; scripts/install-deps.sh "
+         "installs it)");
+    return;
+  }
+  ClusterFixture c;
+  auto up = c.up("--nodes 1 --cpus 2");
+  const DashboardUrl url = dashboard_url(up.out);
+  // Prometheus on a free port, scraping the head every second (its storage in the test's home).
+  const int port = free_loopback_port();
+  const std::string dir = c.home() + "/prometheus";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream config(dir + "/prometheus.yml");
+    config << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+           << "  - job_name: troupe\n    metrics_path: /metrics\n    static_configs:\n"
+           << "      - targets: ['" << url.host << ":" << url.port << "']\n";
+  }
+  auto started = run_command("prometheus --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" + dir +
+                             "/data --web.listen-address=127.0.0.1:" + std::to_string(port) + " > " + dir +
+                             "/prometheus.log 2>&1 & echo $!");
+  INFO(started.both());
+  REQUIRE(started.exit_code == 0);
+  const pid_t prometheus = static_cast<pid_t>(std::stol(started.last_line()));
+  c.track(prometheus);
+  auto log = [&] {
+    std::ifstream f(dir + "/prometheus.log");
+    std::stringstream s;
+    s << f.rdbuf();
+    const std::string all = s.str();
+    return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+  };
+  // Its own view of the target: up{job="troupe"} = 1 once a scrape succeeded.
+  REQUIRE(poll_until([&] { return first_value(prometheus_query(port, "up{job=\"troupe\"}")) == 1; },
+                     std::chrono::seconds(60)));
+  INFO(log());
+
+  // A job: its samples/s reaches Prometheus, labelled by its id.
+  auto job = c.troupe("submit --workers 1 --epochs 2 --batch-size 128 --json --no-progress", 180);
+  INFO(job.both());
+  REQUIRE(job.exit_code == 0);
+  const std::string id = Json::parse(job.last_line()).at("job_id");
+  double rate = 0;
+  CHECK(poll_until([&] {
+    rate = first_value(prometheus_query(port, "troupe_job_samples_per_second{job_id=\"" + id + "\"}"));
+    return rate > 0;
+  }, std::chrono::seconds(30)));
+  CHECK(poll_until([&] {  // the next scrape after the job ended
+    return first_value(prometheus_query(port, "troupe_job_info{job_id=\"" + id + "\",state=\"SUCCEEDED\"}")) == 1;
+  }, std::chrono::seconds(30)));
+  CHECK(first_value(prometheus_query(port, "troupe_nodes{state=\"ALIVE\"}")) == 2);
+
+  // kill -9 the node: down (0) in Prometheus within the detection bound and a scrape or two.
+  const Json status = c.status();
+  const pid_t victim = c.pid_of("node-1");
+  REQUIRE(victim > 0);
+  std::string victim_id;
+  for (const Json& n : status.at("nodes"))
+    if (n.at("pid").get<int64_t>() == victim) victim_id = n.at("id");
+  REQUIRE_FALSE(victim_id.empty());
+  REQUIRE(first_value(prometheus_query(port, "troupe_node_up{node=\"" + victim_id + "\"}")) == 1);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  CHECK(poll_until([&] {
+    return first_value(prometheus_query(port, "troupe_node_up{node=\"" + victim_id + "\"}")) == 0;
+  }, std::chrono::seconds(30)));
+  CHECK(first_value(prometheus_query(port, "troupe_nodes{state=\"DEAD\"}")) == 1);
 }

@@ -1,0 +1,170 @@
+#include "dashboard/prometheus.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+#include "gcs/records.h"
+#include "gcs/tables.h"
+
+namespace troupe::dashboard {
+namespace {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+std::string escaped(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// One metric family: its HELP and TYPE lines, then its samples.
+class Family {
+ public:
+  Family(std::string* out, const std::string& name, const std::string& type, const std::string& help)
+      : out_(out), name_(name) {
+    *out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void sample(const Labels& labels, double value) {
+    *out_ += name_;
+    if (!labels.empty()) {
+      *out_ += '{';
+      for (size_t i = 0; i < labels.size(); ++i)
+        *out_ += (i ? "," : "") + labels[i].first + "=\"" + escaped(labels[i].second) + "\"";
+      *out_ += '}';
+    }
+    *out_ += " " + number(value) + "\n";
+  }
+
+ private:
+  std::string* out_;
+  std::string name_;
+};
+
+double node_up(gcs::NodeState s) {
+  return s == gcs::NodeState::alive ? 1.0 : s == gcs::NodeState::suspect ? 0.5 : 0.0;
+}
+
+}  // namespace
+
+Expected<std::string> prometheus_metrics(gcs::Store& store) {
+  const auto began = std::chrono::steady_clock::now();
+  auto nodes = gcs::Table<gcs::NodeRecord>(store).list();
+  if (!nodes.ok()) return nodes.status();
+  auto actors = gcs::Table<gcs::ActorRecord>(store).list();
+  if (!actors.ok()) return actors.status();
+  auto jobs = gcs::Table<gcs::JobRecord>(store).list();
+  if (!jobs.ok()) return jobs.status();
+  const double read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+
+  std::string out;
+  Family(&out, "troupe_up", "gauge", "1: the head answered this scrape and read the GCS").sample({}, 1);
+  Family(&out, "troupe_gcs_read_seconds", "gauge", "Seconds this scrape's reads of the GCS took")
+      .sample({}, read_seconds);
+
+  // Nodes: counts by state over all; per-node series for the newest kMaxNodeSeries.
+  std::map<std::string, int> node_states{{"ALIVE", 0}, {"SUSPECT", 0}, {"DEAD", 0}};
+  for (const gcs::NodeRecord& n : *nodes) ++node_states[gcs::node_state_name(n.state)];
+  Family by_state(&out, "troupe_nodes", "gauge", "Nodes by state");
+  for (const auto& [state, count] : node_states) by_state.sample({{"state", state}}, count);
+  std::sort(nodes->begin(), nodes->end(),
+            [](const gcs::NodeRecord& a, const gcs::NodeRecord& b) { return a.started_ms > b.started_ms; });
+  if (nodes->size() > kMaxNodeSeries) nodes->resize(kMaxNodeSeries);
+  Family up(&out, "troupe_node_up", "gauge", "1 ALIVE, 0.5 SUSPECT, 0 DEAD");
+  for (const gcs::NodeRecord& n : *nodes)
+    up.sample({{"node", n.id.hex()}, {"hostname", n.hostname}, {"head", n.is_head ? "1" : "0"}}, node_up(n.state));
+  struct PerNode {
+    const char* name;
+    const char* help;
+    double (*total)(const gcs::NodeRecord&);
+    double (*used)(const gcs::NodeRecord&);
+  };
+  const PerNode per_node[] = {
+      {"troupe_node_cpus", "A node's cpus: total, and used by its actors",
+       [](const gcs::NodeRecord& n) { return n.total.cpus; }, [](const gcs::NodeRecord& n) { return n.used.cpus; }},
+      {"troupe_node_gpus", "A node's gpus: total, and used by its actors",
+       [](const gcs::NodeRecord& n) { return n.total.gpus; }, [](const gcs::NodeRecord& n) { return n.used.gpus; }},
+      {"troupe_node_memory_bytes", "A node's memory: total, and reserved by its actors",
+       [](const gcs::NodeRecord& n) { return static_cast<double>(n.total.memory_bytes); },
+       [](const gcs::NodeRecord& n) { return static_cast<double>(n.used.memory_bytes); }},
+  };
+  for (const PerNode& p : per_node) {  // each family's samples together, as the format requires
+    Family f(&out, p.name, "gauge", p.help);
+    for (const gcs::NodeRecord& n : *nodes) {
+      f.sample({{"node", n.id.hex()}, {"kind", "total"}}, p.total(n));
+      f.sample({{"node", n.id.hex()}, {"kind", "used"}}, p.used(n));
+    }
+  }
+
+  // Actors: by state and type, and restarts by type (types are few: troupe.worker, troupe.ps, ...).
+  std::map<std::pair<std::string, std::string>, int> actor_counts;
+  std::map<std::string, int64_t> restarts_by_type;
+  std::map<std::string, int64_t> restarts_by_job;
+  for (const gcs::ActorRecord& a : *actors) {
+    ++actor_counts[{gcs::actor_state_name(a.state), a.type_name}];
+    restarts_by_type[a.type_name] += a.restarts;
+    if (!a.job.nil()) restarts_by_job[a.job.hex()] += a.restarts;
+  }
+  Family actor_family(&out, "troupe_actors", "gauge", "Actors by state and type");
+  for (const auto& [key, count] : actor_counts) actor_family.sample({{"state", key.first}, {"type", key.second}}, count);
+  Family actor_restarts(&out, "troupe_actor_restarts_total", "counter", "Restarts of the actors of a type");
+  for (const auto& [type, count] : restarts_by_type) actor_restarts.sample({{"type", type}}, static_cast<double>(count));
+
+  // Jobs: counts by state and strategy over all; per-job series for the newest kMaxJobSeries.
+  std::map<std::pair<std::string, std::string>, int> job_counts;
+  for (const gcs::JobRecord& j : *jobs) ++job_counts[{gcs::job_state_name(j.state), j.strategy}];
+  Family job_family(&out, "troupe_jobs", "gauge", "Jobs by state and strategy");
+  for (const auto& [key, count] : job_counts) job_family.sample({{"state", key.first}, {"strategy", key.second}}, count);
+  std::sort(jobs->begin(), jobs->end(),
+            [](const gcs::JobRecord& a, const gcs::JobRecord& b) { return a.submitted_ms > b.submitted_ms; });
+  if (jobs->size() > kMaxJobSeries) jobs->resize(kMaxJobSeries);
+  Family info(&out, "troupe_job_info", "gauge", "1 per job, its name, strategy and state as labels");
+  for (const gcs::JobRecord& j : *jobs)
+    info.sample({{"job_id", j.id.hex()}, {"name", j.name}, {"strategy", j.strategy},
+                 {"state", gcs::job_state_name(j.state)}}, 1);
+  struct PerJob {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const gcs::JobRecord&);
+  };
+  const PerJob per_job[] = {
+      {"troupe_job_step", "gauge", "Steps the job trained (its rank 0's count)",
+       [](const gcs::JobRecord& j) { return static_cast<double>(j.step); }},
+      {"troupe_job_epoch", "gauge", "The epoch the job trains", [](const gcs::JobRecord& j) { return double(j.epoch); }},
+      {"troupe_job_progress", "gauge", "The job's progress, 0 to 1", [](const gcs::JobRecord& j) { return j.progress; }},
+      {"troupe_job_loss", "gauge", "The running mean training loss of the current epoch",
+       [](const gcs::JobRecord& j) { return j.loss; }},
+      {"troupe_job_samples_per_second", "gauge", "Training examples per second, the whole job",
+       [](const gcs::JobRecord& j) { return j.samples_per_second; }},
+      {"troupe_job_test_accuracy", "gauge", "Test accuracy after the last evaluated epoch (-1: none yet)",
+       [](const gcs::JobRecord& j) { return j.test_accuracy; }},
+      {"troupe_job_workers", "gauge", "The job's workers", [](const gcs::JobRecord& j) { return double(j.workers); }},
+  };
+  for (const PerJob& p : per_job) {
+    Family f(&out, p.name, p.type, p.help);
+    for (const gcs::JobRecord& j : *jobs) f.sample({{"job_id", j.id.hex()}}, p.value(j));
+  }
+  Family job_restarts(&out, "troupe_job_restarts_total", "counter", "Restarts of the job's actors");
+  for (const gcs::JobRecord& j : *jobs) {
+    auto it = restarts_by_job.find(j.id.hex());
+    job_restarts.sample({{"job_id", j.id.hex()}}, it == restarts_by_job.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  return out;
+}
+
+}  // namespace troupe::dashboard

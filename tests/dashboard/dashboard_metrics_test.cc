@@ -1,0 +1,126 @@
+// GET /metrics (dashboard/prometheus.h) over HTTP against a seeded InMemoryStore: the Prometheus
+// text format (HELP and TYPE before each family's samples), nodes, actors and jobs counted by state,
+// per-node and per-job series with the records' values, label values escaped, the token rule of
+// the API, and 503 naming the GCS when it cannot be read.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <sstream>
+
+#include "tests/dashboard/dashboard_fixture.h"
+
+using namespace troupe;
+using namespace troupe::testing;
+
+namespace {
+
+// name{labels} -> value of every sample line, and the families whose TYPE was declared.
+struct Exposition {
+  std::map<std::string, double> samples;
+  std::map<std::string, std::string> types;
+};
+
+Exposition parse(const std::string& text) {
+  Exposition e;
+  std::istringstream in(text);
+  std::string line;
+  std::string declared;  // the family whose TYPE came last
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream t(line.substr(7));
+      std::string name, type;
+      t >> name >> type;
+      e.types[name] = type;
+      declared = name;
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    REQUIRE(space != std::string::npos);
+    const std::string key = line.substr(0, space);
+    const std::string family = key.substr(0, key.find('{'));
+    INFO(line);
+    CHECK(family == declared);  // every sample follows its own family's TYPE line
+    e.samples[key] = std::stod(line.substr(space + 1));
+  }
+  return e;
+}
+
+std::string scrape(DashboardFixture& f, int* status, std::string* content_type, const std::string& path = "/metrics") {
+  auto client = f.client();
+  auto r = client->Get(path);
+  REQUIRE(r);
+  *status = r->status;
+  *content_type = r->get_header_value("Content-Type");
+  return r->body;
+}
+
+}  // namespace
+
+TEST_CASE("/metrics: the cluster in the Prometheus text format", "[dashboard][metrics]") {
+  DashboardFixture f;
+  SeededCluster c = seed_cluster(f.store());
+  c.running.name = "quote\" back\\slash\nline";  // label values the format must escape
+  c.running.samples_per_second = 1234.5;
+  c.running.step = 77;
+  REQUIRE(gcs::Table<gcs::JobRecord>(f.store()).put(c.running).ok());
+  c.actors[5].restarts = 2;  // a worker of the running job, restarted twice
+  REQUIRE(gcs::Table<gcs::ActorRecord>(f.store()).put(c.actors[5]).ok());
+  f.start();
+  int status = 0;
+  std::string type;
+  const std::string text = scrape(f, &status, &type);
+  INFO(text);
+  REQUIRE(status == 200);
+  CHECK(type.rfind("text/plain; version=0.0.4", 0) == 0);
+  const Exposition e = parse(text);
+
+  CHECK(e.samples.at("troupe_up") == 1);
+  CHECK(e.samples.at("troupe_nodes{state=\"ALIVE\"}") == 2);
+  CHECK(e.samples.at("troupe_nodes{state=\"DEAD\"}") == 1);
+  CHECK(e.samples.at("troupe_nodes{state=\"SUSPECT\"}") == 0);
+  CHECK(e.samples.at("troupe_node_up{node=\"" + c.dead.id.hex() + "\",hostname=\"host\",head=\"0\"}") == 0);
+  CHECK(e.samples.at("troupe_node_up{node=\"" + c.head.id.hex() + "\",hostname=\"host\",head=\"1\"}") == 1);
+  CHECK(e.samples.at("troupe_node_cpus{node=\"" + c.worker.id.hex() + "\",kind=\"total\"}") == 4);
+  CHECK(e.samples.at("troupe_node_cpus{node=\"" + c.worker.id.hex() + "\",kind=\"used\"}") == 1);
+  CHECK(e.samples.at("troupe_node_memory_bytes{node=\"" + c.worker.id.hex() + "\",kind=\"total\"}") ==
+        static_cast<double>(int64_t{8} << 30));
+
+  CHECK(e.samples.at("troupe_actors{state=\"ALIVE\",type=\"echo\"}") == 3);
+  CHECK(e.samples.at("troupe_actors{state=\"DEAD\",type=\"counter\"}") == 1);
+  CHECK(e.samples.at("troupe_actors{state=\"PENDING\",type=\"echo\"}") == 1);
+  CHECK(e.samples.at("troupe_actors{state=\"ALIVE\",type=\"troupe.worker\"}") == 2);
+  CHECK(e.samples.at("troupe_actor_restarts_total{type=\"troupe.worker\"}") == 2);
+  CHECK(e.types.at("troupe_actor_restarts_total") == "counter");
+  CHECK(e.types.at("troupe_nodes") == "gauge");
+
+  CHECK(e.samples.at("troupe_jobs{state=\"RUNNING\",strategy=\"sync\"}") == 1);
+  CHECK(e.samples.at("troupe_jobs{state=\"SUCCEEDED\",strategy=\"sync\"}") == 1);
+  const std::string job = "{job_id=\"" + c.running.id.hex() + "\"}";
+  CHECK(e.samples.at("troupe_job_samples_per_second" + job) == 1234.5);
+  CHECK(e.samples.at("troupe_job_step" + job) == 77);
+  CHECK(e.samples.at("troupe_job_progress" + job) == 0.25);
+  CHECK(e.samples.at("troupe_job_restarts_total" + job) == 2);
+  CHECK(e.samples.at("troupe_job_restarts_total{job_id=\"" + c.done.id.hex() + "\"}") == 0);
+  CHECK(e.samples.count("troupe_job_info{job_id=\"" + c.running.id.hex() +
+                        "\",name=\"quote\\\" back\\\\slash\\nline\",strategy=\"sync\",state=\"RUNNING\"}") == 1);
+  CHECK(e.samples.count("troupe_gcs_read_seconds") == 1);
+}
+
+TEST_CASE("/metrics keeps the API's token rule, and a GCS that does not answer is a 503 naming it",
+          "[dashboard][metrics]") {
+  DashboardFixture f;
+  seed_cluster(f.store());
+  f.start([](dashboard::DashboardOptions& o) { o.auth = dashboard::DashboardOptions::Auth::always; });
+  int status = 0;
+  std::string type;
+  scrape(f, &status, &type);
+  CHECK(status == 401);
+  const std::string text = scrape(f, &status, &type, "/metrics?token=secret-token");
+  CHECK(status == 200);
+  CHECK(text.find("troupe_up 1") != std::string::npos);
+  f.store().set_down(true);
+  const std::string down = scrape(f, &status, &type, "/metrics?token=secret-token");
+  CHECK(status == 503);
+  CHECK(down.find("the GCS did not answer") != std::string::npos);
+}
