@@ -4,7 +4,9 @@
 // the API, and 503 naming the GCS when it cannot be read.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "tests/dashboard/dashboard_fixture.h"
@@ -123,4 +125,38 @@ TEST_CASE("/metrics keeps the API's token rule, and a GCS that does not answer i
   const std::string down = scrape(f, &status, &type, "/metrics?token=secret-token");
   CHECK(status == 503);
   CHECK(down.find("the GCS did not answer") != std::string::npos);
+}
+
+TEST_CASE("examples/monitoring: the Grafana dashboard asks only for metrics /metrics serves, the Prometheus config "
+          "scrapes /metrics", "[dashboard][metrics]") {
+  DashboardFixture f;
+  seed_cluster(f.store());
+  f.start();
+  int status = 0;
+  std::string type;
+  const Exposition served = parse(scrape(f, &status, &type));
+  REQUIRE(status == 200);
+  std::set<std::string> families;
+  for (const auto& [name, kind] : served.types) families.insert(name);
+
+  std::ifstream in(TROUPE_SOURCE_DIR "/examples/monitoring/grafana-dashboard.json");
+  REQUIRE(in);
+  const Json dashboard = Json::parse(in);
+  int queries = 0;
+  const std::regex metric(R"(troupe_[a-z_]+)");
+  for (const Json& panel : dashboard.at("panels")) {
+    for (const Json& target : panel.at("targets")) {
+      const std::string expr = target.at("expr");
+      ++queries;
+      for (auto m = std::sregex_iterator(expr.begin(), expr.end(), metric); m != std::sregex_iterator(); ++m) {
+        INFO(panel.at("title") << ": " << expr);
+        CHECK(families.count(m->str()) == 1);
+      }
+    }
+  }
+  CHECK(queries >= 10);
+  std::ifstream config(TROUPE_SOURCE_DIR "/examples/monitoring/prometheus.yml");
+  std::stringstream text;
+  text << config.rdbuf();
+  CHECK(text.str().find("metrics_path: /metrics") != std::string::npos);
 }
