@@ -29,6 +29,12 @@ function row(cells, cls) {
 }
 function wrap(node) { const td = el("td"); td.appendChild(node); return td; }
 function state(s) { return el("span", s, "state " + s); }
+// An actor that ended without failing (its body returned, or it was stopped or shut down) reads
+// FINISHED, in grey: DEAD, in red, is kept for failures (a crash, a kill, its node lost).
+function actorState(a) {
+  const ended = a.state === "DEAD" && /^(exited normally|stopped|shut down)/.test(a.death_reason || "");
+  return state(ended ? "FINISHED" : a.state);
+}
 function fill(id, rows) { $(id).replaceChildren(...rows); }
 function num(v, digits) { return Number(v).toFixed(digits); }
 function gib(b) { return (b / 1073741824).toFixed(1); }
@@ -108,7 +114,7 @@ function searchActors(force) {
       fill("actors", r.actors.map(a => row([
         el("span", short(a.id), "mono"), a.type, a.name, a.job ? jobLink(a.job) : "",
         el("span", nodeAndGpus(a), "mono"),
-        state(a.state), a.restarts, el("span", a.pending_reason || a.death_reason)])));
+        actorState(a), a.restarts, el("span", a.pending_reason || a.death_reason)])));
     })
     .catch(e => { $("actor-note").textContent = e.message; })
     .finally(() => { searching = false; });

@@ -41,7 +41,7 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
   .ALIVE, .RUNNING, .SUCCEEDED { background: #d9f5e3; color: #126b33; }
   .SUSPECT, .PENDING, .RESTARTING { background: #fdf0cf; color: #8a5a00; }
   .DEAD, .FAILED { background: #fbd9da; color: #b4161b; }
-  .CANCELLED { background: #e6e8ec; color: #4b5260; }
+  .CANCELLED, .FINISHED { background: #e6e8ec; color: #4b5260; }
   tr.dead td { background: #fff3f3; }
   .bar { width: 120px; height: 8px; background: #eef0f3; border-radius: 4px; display: inline-block; vertical-align: middle; }
   .bar > div { height: 8px; background: #3b82f6; border-radius: 4px; }

@@ -88,7 +88,7 @@ function renderJob(id, d, t, events) {
   fill("group-members", grp ? grp.members.map(m => row([m.rank, el("span", short(m.node), "mono"),
                                                          el("span", short(m.actor), "mono"), m.address])) : []);
   fill("job-actors", d.actors.map(a => row([el("span", short(a.id), "mono"), a.type, el("span", short(a.node), "mono"),
-                                            state(a.state), a.restarts, el("span", a.pending_reason || a.death_reason)])));
+                                            actorState(a), a.restarts, el("span", a.pending_reason || a.death_reason)])));
   const all = events.concat(d.collective_group.failures).sort((a, b) => b.time_ms - a.time_ms);
   fill("job-events", all.map(e => row([clock(e.time_ms), e.kind, e.message])));
 }

@@ -5,7 +5,8 @@
 // E2E_SHOTS. Every wait has a deadline; the whole script gives up after E2E_DEADLINE_S.
 //
 // Environment: E2E_URL (the dashboard), E2E_JOB (job id), E2E_KILL_PID (a node's pid),
-// E2E_KILL_NODE (that node's id), E2E_SHOTS (directory), E2E_MODULES (node_modules with
+// E2E_KILL_NODE (that node's id), E2E_FINISHED_ACTOR (an actor stopped by the user: it must read
+// FINISHED in grey, not DEAD in red), E2E_SHOTS (directory), E2E_MODULES (node_modules with
 // playwright-core), E2E_CHROMIUM (the browser).
 "use strict";
 const path = require("path");
@@ -13,6 +14,7 @@ const { chromium } = require(path.join(process.env.E2E_MODULES, "playwright-core
 
 const url = process.env.E2E_URL, job = process.env.E2E_JOB, shots = process.env.E2E_SHOTS;
 const killPid = Number(process.env.E2E_KILL_PID), killNode = process.env.E2E_KILL_NODE;
+const finishedActor = process.env.E2E_FINISHED_ACTOR || "";
 const deadline = Number(process.env.E2E_DEADLINE_S || 300);
 setTimeout(() => { console.error("e2e: FAILED: the whole test ran past " + deadline + " s"); process.exit(1); },
            deadline * 1000).unref();
@@ -46,6 +48,11 @@ async function main() {
     step("nodes listed: " + alive + " ALIVE");
     if (alive < 3) throw new Error("expected 3 ALIVE nodes (head + 2), saw " + alive);
     await page.locator("#jobs tr", { hasText: job.slice(0, 8) }).waitFor({ timeout: 20000 });
+    if (!finishedActor) throw new Error("run_e2e.sh passed no E2E_FINISHED_ACTOR");
+    const ended = page.locator("#actors tr", { hasText: finishedActor.slice(0, 8) });
+    await ended.locator(".state.FINISHED").waitFor({ timeout: 20000 });
+    if (await ended.locator(".state.DEAD").count() !== 0) throw new Error("the stopped actor reads DEAD");
+    step("the actor stopped by the user reads FINISHED (grey)");
     await page.screenshot({ path: path.join(shots, "dashboard-overview.png"), fullPage: true });
 
     step("job page of " + job);
