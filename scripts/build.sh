@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds troupe into build/ (Release, ccache, -j2 by default). CUDA sources are
 # compiled when nvcc is found at /usr/local/cuda. Extra arguments go to cmake's configure step.
-#   TROUPE_JOBS=N  parallel compile jobs (default 2)
+#   TROUPE_JOBS=N          parallel compile jobs (default 2)
+#   TROUPE_TARGETS="a b"   only these targets (default: everything, the tests included)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${TROUPE_JOBS:-2}
@@ -10,4 +11,6 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
 grep -E "^-- troupe:" build-configure.log || true
-cmake --build build -j"$jobs"
+targets=()
+for t in ${TROUPE_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build build -j"$jobs" "${targets[@]}"
