@@ -6,6 +6,7 @@
 // jobs on the same files, each accounted exactly once.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <fstream>
 #include <string>
@@ -89,14 +90,11 @@ TEST_CASE("data: central, pipeline and elastic jobs train from .npy files, accou
   }
 }
 
-TEST_CASE("data: an async job trains the gpt on tokenized text through a worker node killed, and generate reads it",
-          "[jobs][cluster][data][gpt]") {
-  // Token windows: every example's target is its next 32 tokens. The killed node held a worker
-  // (and maybe a server): its replacement takes over with the windows' whole targets, and every
-  // window is accounted exactly once; the saved model continues a text prompt through the
-  // tokenizer its data names.
-  ClusterFixture c;
-  c.up("--nodes 2 --cpus 2");
+namespace {
+
+// 6,000 lines of a made-up text, tokenized by `troupe data tokenize` (48 pieces, a tenth held out
+// for validation): the directory --data takes.
+std::string tokenized_story(ClusterFixture& c) {
   const std::string text = c.home() + "/story.txt";
   {
     std::ofstream out(text);
@@ -114,18 +112,39 @@ TEST_CASE("data: an async job trains the gpt on tokenized text through a worker 
   auto made = c.troupe("data tokenize --vocab 48 --val-fraction 0.1 " + text + " --out " + tok, 120);
   INFO(made.both());
   REQUIRE(made.exit_code == 0);
-  const std::string model = c.home() + "/gpt.safetensors";
-  const std::string id = submit_detached(
-      c, "--strategy async --workers 2 --ps 2 --model gpt --trainer-arg layers=1 --trainer-arg heads=2 "
-         "--trainer-arg dim=32 --seq-len 32 --batch-size 16 --epochs 4 --lr 0.003 --checkpoint-every 50 "
-         "--checkpoint-dir " + c.home() + "/ckpt --save " + model + " --data " + tok);
-  Json view;  // mid-epoch 2, after a checkpoint (a server on the victim comes back from it)
+  return tok;
+}
+
+// The job's view once it is in epoch >= 2, step >= 20, with a checkpoint written.
+Json in_epoch_2_after_a_checkpoint(ClusterFixture& c, const std::string& id) {
+  Json view;
   REQUIRE(poll_until([&] {
     view = c.try_status(300);
     if (view.is_null() || event_of(view, "checkpoint_written", id).is_null()) return false;
     const Json j = job_of(view, id);
     return j.value("epoch", 0) >= 2 && j.value("step", int64_t{0}) >= 20;
   }, std::chrono::seconds(240), std::chrono::milliseconds(50)));
+  return view;
+}
+
+}  // namespace
+
+TEST_CASE("data: an async job trains the gpt on tokenized text through a worker node killed, and generate reads it",
+          "[jobs][cluster][data][gpt]") {
+  // Token windows: every example's target is its next 32 tokens. The killed node held a worker
+  // (and maybe a server): its replacement takes over with the windows' whole targets, and every
+  // window is accounted exactly once; the saved model continues a text prompt through the
+  // tokenizer its data names.
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  const std::string tok = tokenized_story(c);
+  const std::string model = c.home() + "/gpt.safetensors";
+  const std::string id = submit_detached(
+      c, "--strategy async --workers 2 --ps 2 --model gpt --trainer-arg layers=1 --trainer-arg heads=2 "
+         "--trainer-arg dim=32 --seq-len 32 --batch-size 16 --epochs 4 --lr 0.003 --checkpoint-every 50 "
+         "--checkpoint-dir " + c.home() + "/ckpt --save " + model + " --data " + tok);
+  // Mid-epoch 2, after a checkpoint (a server on the victim comes back from it).
+  const Json view = in_epoch_2_after_a_checkpoint(c, id);
   const auto [victim, pid] = node_hosting(view, id);
   REQUIRE(pid > 0);
   REQUIRE(::kill(pid, SIGKILL) == 0);
@@ -144,6 +163,38 @@ TEST_CASE("data: an async job trains the gpt on tokenized text through a worker 
   INFO(generated.both());
   REQUIRE(generated.exit_code == 0);
   CHECK(generated.out.rfind("the cat", 0) == 0);
+}
+
+TEST_CASE("data: a sync gpt job on tokenized text rides out a worker node killed, resumed from its checkpoint",
+          "[jobs][cluster][data][gpt]") {
+  ClusterFixture c;
+  c.up("--nodes 2 --cpus 2");
+  const std::string tok = tokenized_story(c);
+  // Two layers of width 64 for 8 epochs: long enough (~15 s here) to be killed mid-way.
+  const std::string job_args = "--strategy sync --workers 2 --model gpt --trainer-arg layers=2 --trainer-arg heads=2 "
+                               "--trainer-arg dim=64 --seq-len 32 --batch-size 16 --epochs 8 --lr 0.003 "
+                               "--checkpoint-every 50 --checkpoint-dir " + c.home() + "/ckpt --data " + tok;
+  auto base = c.troupe("submit " + job_args + " --json --no-progress", 300);
+  INFO(base.both() << c.logs_tail());
+  REQUIRE(base.exit_code == 0);
+  const double baseline = Json::parse(base.last_line()).at("test_loss").get<double>();
+  const std::string id = submit_detached(c, job_args);
+  const Json view = in_epoch_2_after_a_checkpoint(c, id);
+  const auto [victim, pid] = node_hosting(view, id);
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  Json end = wait_for_end(c, id, std::chrono::seconds(300));
+  INFO(c.logs_tail());
+  Json j = job_of(end, id);
+  INFO(j.dump(1));
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK_FALSE(event_of(end, "job_restarting", id).is_null());
+  CHECK_FALSE(event_of(end, "job_resumed", id).is_null());
+  accounted_event(c, id);
+  const double loss = j.at("result").value("test_loss", -1.0);
+  INFO("test loss " << loss << " against " << baseline << " without the fault");
+  CHECK(loss > 0);
+  CHECK(std::abs(loss - baseline) < 0.1);  // the same job, restarted from a checkpoint of the same run
 }
 
 TEST_CASE("data: data a node cannot read fails the job naming the node and the path", "[jobs][cluster][data][errors]") {
