@@ -115,8 +115,9 @@ std::string tokenized_story(ClusterFixture& c) {
   return tok;
 }
 
-// The job's view once it is in epoch >= 2, step >= 20, with a checkpoint written.
-Json in_epoch_2_after_a_checkpoint(ClusterFixture& c, const std::string& id) {
+// The job's node (not the head's) SIGKILLed once it is in epoch >= 2, step >= 20, with a
+// checkpoint written; then the job must SUCCEED after a restart, accounted exactly once. Its record.
+Json killed_mid_job_and_finished(ClusterFixture& c, const std::string& id) {
   Json view;
   REQUIRE(poll_until([&] {
     view = c.try_status(300);
@@ -124,7 +125,18 @@ Json in_epoch_2_after_a_checkpoint(ClusterFixture& c, const std::string& id) {
     const Json j = job_of(view, id);
     return j.value("epoch", 0) >= 2 && j.value("step", int64_t{0}) >= 20;
   }, std::chrono::seconds(240), std::chrono::milliseconds(50)));
-  return view;
+  const auto [victim, pid] = node_hosting(view, id);
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  Json end = wait_for_end(c, id, std::chrono::seconds(300));
+  INFO(c.logs_tail());
+  Json j = job_of(end, id);
+  INFO(j.dump(1));
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK_FALSE(event_of(end, "job_restarting", id).is_null());
+  accounted_event(c, id);
+  j["resumed"] = !event_of(end, "job_resumed", id).is_null();
+  return j;
 }
 
 }  // namespace
@@ -144,17 +156,7 @@ TEST_CASE("data: an async job trains the gpt on tokenized text through a worker 
          "--trainer-arg dim=32 --seq-len 32 --batch-size 16 --epochs 4 --lr 0.003 --checkpoint-every 50 "
          "--checkpoint-dir " + c.home() + "/ckpt --save " + model + " --data " + tok);
   // Mid-epoch 2, after a checkpoint (a server on the victim comes back from it).
-  const Json view = in_epoch_2_after_a_checkpoint(c, id);
-  const auto [victim, pid] = node_hosting(view, id);
-  REQUIRE(pid > 0);
-  REQUIRE(::kill(pid, SIGKILL) == 0);
-  Json end = wait_for_end(c, id, std::chrono::seconds(300));
-  INFO(c.logs_tail());
-  Json j = job_of(end, id);
-  INFO(j.dump(1));
-  REQUIRE(j.at("state") == "SUCCEEDED");
-  CHECK_FALSE(event_of(end, "job_restarting", id).is_null());
-  accounted_event(c, id);
+  const Json j = killed_mid_job_and_finished(c, id);
   const double loss = j.at("result").value("test_loss", -1.0);
   CHECK(loss > 0);
   CHECK(loss < 2.0);  // log(48) = 3.87 for a model that learned nothing
@@ -179,18 +181,8 @@ TEST_CASE("data: a sync gpt job on tokenized text rides out a worker node killed
   REQUIRE(base.exit_code == 0);
   const double baseline = Json::parse(base.last_line()).at("test_loss").get<double>();
   const std::string id = submit_detached(c, job_args);
-  const Json view = in_epoch_2_after_a_checkpoint(c, id);
-  const auto [victim, pid] = node_hosting(view, id);
-  REQUIRE(pid > 0);
-  REQUIRE(::kill(pid, SIGKILL) == 0);
-  Json end = wait_for_end(c, id, std::chrono::seconds(300));
-  INFO(c.logs_tail());
-  Json j = job_of(end, id);
-  INFO(j.dump(1));
-  REQUIRE(j.at("state") == "SUCCEEDED");
-  CHECK_FALSE(event_of(end, "job_restarting", id).is_null());
-  CHECK_FALSE(event_of(end, "job_resumed", id).is_null());
-  accounted_event(c, id);
+  const Json j = killed_mid_job_and_finished(c, id);
+  CHECK(j.at("resumed") == true);
   const double loss = j.at("result").value("test_loss", -1.0);
   INFO("test loss " << loss << " against " << baseline << " without the fault");
   CHECK(loss > 0);
