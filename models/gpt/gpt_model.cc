@@ -24,6 +24,16 @@ void linear_backward(const float* x, const float* w, const float* dy, int64_t ro
   if (dx) cpu::matmul(false, true, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out), 1.0f, dy, w, 0.0f, dx);
 }
 
+// Backward of y = x W + b over `rows` rows: db and dW accumulated, then marked ready (the gradient
+// buckets may send them during backward); dx = dy W^T when dx is not null.
+void dense_backward(const float* x, const Parameters& params, Gradients& grads, const Param& w, const Param& b,
+                    const float* dy, int64_t rows, int64_t in, int64_t out, float* dx) {
+  cpu::bias_grad_add(dy, rows, out, grads[b]);
+  linear_backward(x, params[w], dy, rows, in, out, grads[w], dx);
+  grads.ready(b);
+  grads.ready(w);
+}
+
 }  // namespace
 
 void GptModel::declare(ParameterSpace& space) {
@@ -158,29 +168,17 @@ void GptModel::backward(const Parameters& params, Gradients& grads, float loss_s
     const BlockParams& p = blocks_[l];
     const BlockActs& a = acts_[l];
     // x_out = mid + fc2(gelu(fc(ln2(mid)))): dx holds d x_out.
-    cpu::bias_grad_add(dx_.data(), N, D, grads[p.fc2_b]);
-    linear_backward(a.act.data(), params[p.fc2_w], dx_.data(), N, 4 * D, D, grads[p.fc2_w], dwide_.data());
-    grads.ready(p.fc2_b);
-    grads.ready(p.fc2_w);
+    dense_backward(a.act.data(), params, grads, p.fc2_w, p.fc2_b, dx_.data(), N, 4 * D, D, dwide_.data());
     cpu::gelu_backward(a.fc.data(), dwide_.data(), dwide_.data(), dwide_.size());
-    cpu::bias_grad_add(dwide_.data(), N, 4 * D, grads[p.fc_b]);
-    linear_backward(a.ln2.data(), params[p.fc_w], dwide_.data(), N, D, 4 * D, grads[p.fc_w], dln_.data());
-    grads.ready(p.fc_b);
-    grads.ready(p.fc_w);
+    dense_backward(a.ln2.data(), params, grads, p.fc_w, p.fc_b, dwide_.data(), N, D, 4 * D, dln_.data());
     cpu::layernorm_backward(dln_.data(), a.mid.data(), params[p.ln2_g], a.ln2_mean.data(), a.ln2_rstd.data(), N, D,
                             dx_.data(), grads[p.ln2_g], grads[p.ln2_b]);  // dx: d mid
     grads.ready(p.ln2_b);
     grads.ready(p.ln2_g);
     // mid = x + proj(attention(qkv(ln1(x)))).
-    cpu::bias_grad_add(dx_.data(), N, D, grads[p.proj_b]);
-    linear_backward(a.att.data(), params[p.proj_w], dx_.data(), N, D, D, grads[p.proj_w], datt_.data());
-    grads.ready(p.proj_b);
-    grads.ready(p.proj_w);
+    dense_backward(a.att.data(), params, grads, p.proj_w, p.proj_b, dx_.data(), N, D, D, datt_.data());
     cpu::attention_backward(a.qkv.data(), a.probs.data(), datt_.data(), shape, dqkv_.data(), scratch_.data());
-    cpu::bias_grad_add(dqkv_.data(), N, 3 * D, grads[p.attn_b]);
-    linear_backward(a.ln1.data(), params[p.attn_w], dqkv_.data(), N, D, 3 * D, grads[p.attn_w], dln_.data());
-    grads.ready(p.attn_b);
-    grads.ready(p.attn_w);
+    dense_backward(a.ln1.data(), params, grads, p.attn_w, p.attn_b, dqkv_.data(), N, D, 3 * D, dln_.data());
     cpu::layernorm_backward(dln_.data(), a.x.data(), params[p.ln1_g], a.ln1_mean.data(), a.ln1_rstd.data(), N, D,
                             dx_.data(), grads[p.ln1_g], grads[p.ln1_b]);  // dx: d x
     grads.ready(p.ln1_b);
