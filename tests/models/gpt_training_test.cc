@@ -41,6 +41,15 @@ TrainOptions gpt_job() {
   return o;
 }
 
+// The chain's streams as --data files in `dir`: train.bin (120,000 tokens) and val.bin (30,000,
+// returned).
+std::vector<uint16_t> write_chain_streams(const MarkovChain2& chain, const troupe::testing::TempDir& dir) {
+  troupe::testing::write_u16(dir.file("train.bin"), chain.sample(120000, 1));
+  std::vector<uint16_t> val = chain.sample(30000, 2);
+  troupe::testing::write_u16(dir.file("val.bin"), val);
+  return val;
+}
+
 }  // namespace
 
 // An order-1 chain: every position's next token depends on the current one only, so the floor
@@ -50,9 +59,7 @@ TEST_CASE("the gpt learns a Markov chain to within 0.05 nats of its entropy rate
   const double rate = chain.entropy_rate();
   REQUIRE(rate > 0.5);  // far from trivial, and far below log(16) = 2.77 (what a unigram model gets near)
   troupe::testing::TempDir dir;
-  troupe::testing::write_u16(dir.file("train.bin"), chain.sample(120000, 1));
-  const std::vector<uint16_t> val = chain.sample(30000, 2);
-  troupe::testing::write_u16(dir.file("val.bin"), val);
+  const std::vector<uint16_t> val = write_chain_streams(chain, dir);
   TrainOptions o = gpt_job();
   o.data = dir.path();
   o.seq_len = 32;
@@ -125,9 +132,7 @@ TEST_CASE("the gpt's attention learns an order-2 Markov chain", "[models][gpt][t
   const double rate = chain.entropy_rate(), last_only = chain.entropy_given_last();
   REQUIRE(last_only > rate + 1.0);
   troupe::testing::TempDir dir;
-  troupe::testing::write_u16(dir.file("train.bin"), chain.sample(120000, 1));
-  const std::vector<uint16_t> val = chain.sample(30000, 2);
-  troupe::testing::write_u16(dir.file("val.bin"), val);
+  const std::vector<uint16_t> val = write_chain_streams(chain, dir);
   TrainOptions o = gpt_job();
   o.data = dir.path();
   o.seq_len = 64;
