@@ -113,15 +113,17 @@ np.save('x_val.npy', v); np.save('y_val.npy', (v[:, 0] > 127).astype(np.int64))
   if (cgroup.empty())
     WARN("no memory cgroup could be made here (needs root and a writable /sys/fs/cgroup/memory): the epoch runs "
          "without the 256 MiB limit, its peak anonymous memory still measured and checked");
-  // The train process joins the cgroup, then its RssAnon (memory that is not the page cache's)
-  // is sampled every 20 ms until it ends.
+  // The train process alone joins the cgroup (a shell that joins, then execs it), and its RssAnon
+  // (memory that is not the page cache's) is sampled every 20 ms until it ends by a loop outside
+  // the cgroup: the sampling's own forks must not be charged to the limit, or the OOM that the
+  // in-memory run meets could fail them instead of the train process.
   const std::string script = dir.file("run.sh");
   auto run = [&](const std::string& flags) {
     std::ofstream(script) << "#!/bin/sh\n"
-                          << (cgroup.empty() ? "" : "echo $$ > " + cgroup + "/cgroup.procs\n")
-                          << troupe::testing::troupe_binary() << " train --data " << dir.path() << " " << flags
-                          << " --epochs 1 --batch-size 256 --hidden 16 --json --no-progress > " << dir.file("out")
-                          << " 2> " << dir.file("err") << " &\n"
+                          << "sh -c '" << (cgroup.empty() ? "" : "echo $$ > " + cgroup + "/cgroup.procs && ")
+                          << "exec " << troupe::testing::troupe_binary() << " train --data " << dir.path() << " "
+                          << flags << " --epochs 1 --batch-size 256 --hidden 16 --json --no-progress' > "
+                          << dir.file("out") << " 2> " << dir.file("err") << " &\n"
                           << "p=$!; peak=0\n"
                           << "while kill -0 $p 2>/dev/null; do\n"
                           << "  a=$(awk '/^RssAnon:/ {print $2}' /proc/$p/status 2>/dev/null)\n"
@@ -130,6 +132,7 @@ np.save('x_val.npy', v); np.save('y_val.npy', (v[:, 0] > 127).astype(np.int64))
                           << "done\n"
                           << "wait $p; rc=$?; echo \"$rc $peak\" > " << dir.file("peak") << "\n";
     auto r = run_command("sh " + script, 600);
+    INFO("the sampling script: " << r.both());
     REQUIRE(r.exit_code == 0);
     std::istringstream is(troupe::testing::slurp(dir.file("peak")));
     int rc = -1;
@@ -149,7 +152,8 @@ np.save('x_val.npy', v); np.save('y_val.npy', (v[:, 0] > 127).astype(np.int64))
   if (!cgroup.empty()) {
     // The limit is real: the same data read into memory first does not fit under it.
     const auto [rc_memory, peak_memory_kb] = run("");
-    INFO("in memory: exit " << rc_memory << ", peak RssAnon " << peak_memory_kb << " KiB");
+    INFO("in memory: exit " << rc_memory << ", peak RssAnon " << peak_memory_kb << " KiB\n"
+                            << troupe::testing::slurp(dir.file("err")));
     CHECK(rc_memory != 0);
     ::rmdir(cgroup.c_str());
   }
