@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -68,6 +69,10 @@ class GradBucketSync final : public GradientHook {
     // What the buckets travel as (collectives' wire formats: bf16 / f16 halve the bytes, sums stay
     // f32); the loss and correct count always go in f32.
     DType wire = DType::f32;
+    // If set, called on the comm thread for each bucket instead of the averaging all-reduce (the
+    // bucket's floats weighted already; `co` carries the deadline and the bucket as tag): sharded
+    // replicas reduce-scatter (trainers/sharded/sharded_state.h). Its error is the bucket's.
+    std::function<Status(size_t bucket, float* data, size_t count, const collectives::CollectiveOptions& co)> reduce;
   };
 
   // Starts the comm thread. `comm` and `space` must outlive this object.

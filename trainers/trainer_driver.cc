@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 
 #include <xxhash.h>
@@ -65,13 +66,17 @@ Status compare_checksums(const std::vector<float>& params, const Replica& replic
 
 // Writes this replica's shard of the checkpoint of `step` (slice rank of world) and, once every
 // replica's is durable, rank 0 commits the manifest. See Replica::checkpoints.
-Status write_checkpoint(const std::vector<float>& params, size_t n, const Optimizer& opt, const Replica& replica,
+// `state` gives the optimizer state of a slice (a sharded replica's assembles it from every rank's).
+using SliceState = std::function<Expected<OptimizerState>(size_t begin, size_t end)>;
+Status write_checkpoint(const std::vector<float>& params, size_t n, const SliceState& state, const Replica& replica,
                         int64_t step, int epoch, int64_t epoch_step) {
   const checkpoint::ReplicaPoint at{replica.checkpoints.tag, step, epoch, epoch_step};
   auto fill = [&](size_t begin, size_t end, checkpoint::ShardData* d) -> Status {
     d->params.assign(params.begin() + static_cast<std::ptrdiff_t>(begin),
                      params.begin() + static_cast<std::ptrdiff_t>(end));
-    d->optimizer = opt.save_state(begin, end);
+    auto st = state(begin, end);
+    if (!st.ok()) return st.status();
+    d->optimizer = std::move(*st);
     return {};
   };
   return checkpoint::write_replica_checkpoint(at, n, fill, replica.checkpoints.dir, replica.comm, replica.timeout,
@@ -132,6 +137,13 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " (the global batch) does not divide "
                             "among " + parts + "; use a multiple of " + std::to_string(world * o.accumulate));
   }
+  const bool sharded = replica.comm && replica.shard != ShardStage::none;
+  if (sharded && replica.shard == ShardStage::parameters)
+    return invalid_argument("--shard parameters (each replica holding 1/N of the parameters) is not built yet; "
+                            "use --shard optimizer or --shard gradients");
+  if (sharded && replica.shard == ShardStage::gradients && o.accumulate > 1)
+    return invalid_argument("--shard gradients with --accumulate " + std::to_string(o.accumulate) +
+                            " would hold every micro-batch's full gradient; use --shard optimizer with --accumulate");
   const int local_batch = elastic ? replica.local_rows : o.batch_size / world;
   // This replica's share of the global batch relative to an even one (1 unless elastic and uneven).
   const float weight = elastic ? static_cast<float>(static_cast<double>(local_batch) * world / o.batch_size) : 1.0f;
@@ -154,8 +166,24 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   OptimizerOptions oo = optimizer_options(o);
   oo.decay_ranges = matrix_ranges(space);  // --weight-decay-params matrices
   oo.decay_ranges_set = true;
-  auto opt = make_optimizer(oo, space.size());
-  if (!opt.ok()) return opt.status();
+  // One optimizer over every parameter, or (sharded) the state of this replica's chunks only.
+  std::unique_ptr<Optimizer> opt;
+  std::unique_ptr<ShardedState> zero;
+  const std::vector<GradBucket> bucket_plan = plan_grad_buckets(space.blocks(), replica.bucket_bytes);
+  if (sharded) {
+    ShardedState::Options so;
+    so.stage = replica.shard;
+    so.timeout = replica.timeout;
+    so.wire = replica.grad_wire;
+    so.measure = replica.shard_memory != nullptr;
+    auto made = ShardedState::create(*replica.comm, bucket_plan, space.size(), oo, so);
+    if (!made.ok()) return made.status();
+    zero = std::move(*made);
+  } else {
+    auto made = make_optimizer(oo, space.size());
+    if (!made.ok()) return made.status();
+    opt = std::move(*made);
+  }
 
   LrSchedule schedule = LrSchedule::constant;
   parse_lr_schedule(o.lr_schedule, &schedule);  // validated above
@@ -163,7 +191,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       o.max_steps > 0 ? std::min<int64_t>(o.max_steps, steps_per_epoch * o.epochs) : steps_per_epoch * o.epochs;
   // Two slots after the gradients carry this replica's loss and correct count through the same
   // all-reduce, so a step costs one collective.
-  std::vector<float> params(space.size()), grads(space.size() + 2);
+  // (sharded: the gradients live in the ShardedState's page buffer, the slots apart)
+  std::vector<float> params(space.size()), grads(zero ? 0 : space.size() + 2);
+  float zero_slots[2] = {0, 0};
+  float* const grad = zero ? zero->grads() : grads.data();
+  float* const slots = zero ? zero_slots : grads.data() + space.size();
   init_parameters(space, o.seed, params.data());
   if (rank == 0 && !o.save_path.empty())  // a --save that cannot be written fails now, not after training
     TROUPE_RETURN_IF_ERROR(check_save_target(o.save_path));
@@ -180,8 +212,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       return invalid_argument("the checkpoint holds " + std::to_string(r.params.size()) + " parameters; " + where +
                               " has " + std::to_string(params.size()) + " (another model or trainer settings?)");
     }
-    TROUPE_RETURN_IF_ERROR((*opt)->load_state(r.optimizer, 0).with_context("restoring the checkpoint of step " +
-                                                                           std::to_string(r.step)));
+    TROUPE_RETURN_IF_ERROR((zero ? zero->load_optimizer(r.optimizer) : opt->load_state(r.optimizer, 0))
+                               .with_context("restoring the checkpoint of step " + std::to_string(r.step)));
     params = r.params;
     step = r.step;
     const checkpoint::ResumeAt at = checkpoint::resume_at(r, steps_per_epoch);
@@ -193,10 +225,17 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   TROUPE_RETURN_IF_ERROR(replica.checkpoints.check());
   const Parameters param_view(params.data(), params.size());
   std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
-  if (replica.comm && replica.bucket_bytes > 0)
-    buckets = std::make_unique<GradBucketSync>(*replica.comm, space,
-                                               GradBucketSync::Options{replica.bucket_bytes, replica.timeout, replica.grad_wire});
-  Gradients grad_view(grads.data(), space.size(), buckets.get());
+  if (replica.comm && (replica.bucket_bytes > 0 || zero)) {  // sharded: always by buckets (0: one bucket)
+    GradBucketSync::Options bo{replica.bucket_bytes, replica.timeout, replica.grad_wire, {}};
+    if (zero) {
+      ShardedState* z = zero.get();
+      bo.reduce = [z](size_t b, float* data, size_t count, const collectives::CollectiveOptions& co) {
+        return z->reduce_bucket(b, data, count, co);
+      };
+    }
+    buckets = std::make_unique<GradBucketSync>(*replica.comm, space, bo);
+  }
+  Gradients grad_view(grad, space.size(), buckets.get());
   TrainResult result;
   result.model = setup->model;
   result.device = "cpu";
@@ -204,8 +243,12 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const bool scaled = o.precision == DType::f16;  // dynamic loss scaling (trainers/loss_scale.h)
   LossScaler scaler(o.loss_scale_options());
   spdlog::info("training {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))", result.model,
-               (*opt)->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
+               zero ? zero->describe() : opt->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);
 
+  const SliceState slice_state = [&](size_t begin, size_t end) -> Expected<OptimizerState> {
+    if (zero) return zero->optimizer_state(begin, end);
+    return opt->save_state(begin, end);
+  };
   const int64_t features = train.features();
   SliceFeed slices(train, o.seed, o.batch_size, rank, world);
   BatchFeed& feed = replica.feed ? *replica.feed : slices;
@@ -248,8 +291,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         continue;
       }
       if (replica.steps) replica.steps->phase(StepPhase::forward_backward);  // step timeline
-      std::fill(grads.begin(), grads.end(), 0.0f);  // the API promises zeroed gradients
-      if (buckets) buckets->begin_step(grads.data(), epoch, s + 1, weight);
+      // The API promises zeroed gradients.
+      if (zero) zero->zero_grads(); else std::fill(grads.begin(), grads.end(), 0.0f);
+      slots[0] = slots[1] = 0.0f;
+      if (buckets) buckets->begin_step(grad, epoch, s + 1, weight);
       Batch whole = batch;
       whole.features = features;
       whole.loss_scale = scaled ? scaler.scale() : 1.0f;
@@ -261,15 +306,14 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       ++step;
       if (replica.steps) replica.steps->phase(StepPhase::communication);  // step timeline
       if (replica.comm) {
-        if (!buckets && weight != 1.0f) kernels::cpu::scale(grads.data(), space.size(), weight);
-        grads[space.size()] = stats->loss * weight;
-        grads[space.size() + 1] = static_cast<float>(stats->correct);
-        Status st = buckets ? buckets->finish_step(&grads[space.size()])
-                            : allreduce_unbucketed(grads, replica, sync);
+        if (!buckets && weight != 1.0f) kernels::cpu::scale(grad, space.size(), weight);
+        slots[0] = stats->loss * weight;
+        slots[1] = static_cast<float>(stats->correct);
+        Status st = buckets ? buckets->finish_step(slots) : allreduce_unbucketed(grads, replica, sync);
         if (!st.ok()) return st.with_context(where + ": all-reducing gradients at epoch " + std::to_string(epoch) +
                                              ", step " + std::to_string(s + 1));
-        stats->loss = grads[space.size()];
-        stats->correct = stats->correct < 0 ? -1 : std::llround(grads[space.size() + 1] * world);
+        stats->loss = slots[0];
+        stats->correct = stats->correct < 0 ? -1 : std::llround(slots[1] * world);
       }
       if (step % o.loss_check_every == 0 && !std::isfinite(stats->loss)) {
         return nonfinite_loss(stats->loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
@@ -278,15 +322,27 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       // f16: the gradients (all-reduced: every replica decides alike) carry the loss scale; an
       // overflow skips the update, else the scale is divided out.
       const float used_scale = scaler.scale();
-      auto apply = scaled ? scaler.update(kernels::cpu::all_finite(grads.data(), space.size())) : Expected<bool>(true);
-      if (!apply.ok()) return apply.status().with_context(where + " at epoch " + std::to_string(epoch) + ", step " +
-                                                          std::to_string(s + 1));
-      if (*apply) {
-        if (scaled) kernels::cpu::scale(grads.data(), space.size(), 1.0f / used_scale);
+      const std::string at_step = " at epoch " + std::to_string(epoch) + ", step " + std::to_string(s + 1);
+      Expected<bool> finite = true;
+      if (scaled) finite = zero ? zero->all_finite() : Expected<bool>(kernels::cpu::all_finite(grad, space.size()));
+      if (!finite.ok()) return finite.status().with_context(where + at_step);
+      auto apply = scaled ? scaler.update(*finite) : Expected<bool>(true);
+      if (!apply.ok()) return apply.status().with_context(where + at_step);
+      const float lr = scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps);
+      if (*apply && zero) {  // this replica's chunks: unscaled, clipped by the norm over all of them, updated
+        if (scaled) zero->scale(1.0f / used_scale);
+        if (o.clip_grad_norm > 0) {
+          auto norm = zero->clip_grad_norm(o.clip_grad_norm);
+          if (!norm.ok()) return norm.status().with_context(where + at_step);
+        }
+        zero->step(params.data(), lr);
+        TROUPE_RETURN_IF_ERROR(zero->gather(params.data()).with_context(where + at_step));
+      } else if (*apply) {
+        if (scaled) kernels::cpu::scale(grad, space.size(), 1.0f / used_scale);
         if (o.clip_grad_norm > 0)  // after the all-reduce: the averaged gradient, the same on every replica
-          clip_grad_norm(grads.data(), space.size(), o.clip_grad_norm);
-        (*opt)->set_lr(scheduled_lr(schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
-        (*opt)->step(params.data(), grads.data());
+          clip_grad_norm(grad, space.size(), o.clip_grad_norm);
+        opt->set_lr(lr);
+        opt->step(params.data(), grad);
       }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       if (replica.steps) replica.steps->end(local_batch, stats->loss, buckets ? buckets->stats().comm_seconds : 0);
@@ -295,7 +351,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.comm && replica.checksum_every > 0 && step % replica.checksum_every == 0)
         TROUPE_RETURN_IF_ERROR(compare_checksums(params, replica, step).with_context(where));
       if (replica.checkpoints.every > 0 && step % replica.checkpoints.every == 0)
-        TROUPE_RETURN_IF_ERROR(write_checkpoint(params, space.size(), **opt, replica, step, epoch, s + 1).with_context(where));
+        TROUPE_RETURN_IF_ERROR(write_checkpoint(params, space.size(), slice_state, replica, step, epoch, s + 1)
+                                   .with_context(where));
       if (progress) progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
       if (o.max_steps > 0 && step >= o.max_steps) {
         stop = true;
@@ -319,6 +376,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
   }
   if (buckets && replica.bucket_stats) *replica.bucket_stats = buckets->stats();
+  if (zero && replica.shard_memory) *replica.shard_memory = zero->memory();
   if (scaled) {
     result.overflow_steps = scaler.skipped();
     result.loss_scale = scaler.scale();

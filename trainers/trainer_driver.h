@@ -17,6 +17,7 @@
 #include "trainers/checkpoint/collective_write.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/grad_buckets.h"
+#include "trainers/sharded/sharded_state.h"
 #include "trainers/step_timeline.h"
 #include "trainers/train_options.h"
 
@@ -87,6 +88,13 @@ struct Replica {
   // all-reduce, so the group applies the mean over the whole global batch, as at full size (with
   // --accumulate K, in K micro-batches of local_rows / K). 0: the even split, batch_size / replicas each.
   int local_rows = 0;
+  // Sharded data parallelism (`--shard`, trainers/sharded/sharded_state.h): `optimizer` keeps and
+  // updates only this replica's 1/N of the optimizer state (gradients reduce-scattered per bucket,
+  // parameters all-gathered after the update); `gradients` also gives back each bucket's gradient
+  // pages outside its chunk once reduced. Checkpoints keep the unsharded layout (shard r = slice r),
+  // so a job resumes from them with any --shard and any number of replicas. none: all-reduce.
+  ShardStage shard = ShardStage::none;
+  ShardMemory* shard_memory = nullptr;  // if set (and sharded), receives what the replica held, measured
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch

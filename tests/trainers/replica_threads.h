@@ -1,0 +1,57 @@
+// N sync replicas of one job, one thread each over an in-process group: what each ended with.
+#pragma once
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "collectives/inproc_transport.h"
+#include "trainers/trainer_driver.h"
+
+namespace troupe::testing {
+
+struct ReplicaThreads {
+  std::vector<Status> status;
+  std::vector<std::vector<float>> params;
+  std::vector<TrainResult> results;
+  std::vector<ShardMemory> memory;
+  bool all_ok() const {
+    for (const Status& s : status)
+      if (!s.ok()) return false;
+    return true;
+  }
+  std::string errors() const {
+    std::string out;
+    for (size_t r = 0; r < status.size(); ++r)
+      if (!status[r].ok()) out += "replica " + std::to_string(r) + ": " + status[r].to_string() + "\n";
+    return out;
+  }
+};
+
+// `configure` sets up each replica (its comm is set already) and may change its options.
+inline ReplicaThreads run_replica_threads(int n, const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                          const std::function<void(int, Replica&, TrainOptions&)>& configure) {
+  auto transports = collectives::make_inproc_group(n);
+  ReplicaThreads run;
+  run.status.resize(n);
+  run.params.resize(n);
+  run.results.resize(n);
+  run.memory.resize(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      collectives::Communicator comm(std::move(transports[r]));
+      Replica replica;
+      replica.comm = &comm;
+      replica.timeout = std::chrono::seconds(30);
+      TrainOptions mine = o;
+      if (configure) configure(r, replica, mine);
+      if (replica.shard != ShardStage::none) replica.shard_memory = &run.memory[r];
+      auto result = train_replica(mine, train, test, replica, {}, &run.params[r]);
+      if (result.ok()) run.results[r] = *result; else run.status[r] = result.status();
+    });
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+}  // namespace troupe::testing

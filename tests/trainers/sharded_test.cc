@@ -1,0 +1,219 @@
+// Sharded data parallelism (`--shard optimizer|gradients`, trainers/sharded/): the chunks a rank owns
+// cover every bucket exactly once; the page buffer gives pages back; sharded replicas of the mlp end
+// where plain sync replicas end (2 and 4 replicas, f32 and bf16, clipping and matrix-only decay, f16
+// loss scaling); their checkpoints keep the unsharded layout, so a sharded job resumes on fewer
+// replicas, or unsharded, and ends where the uninterrupted run ends; a rank that leaves the group
+// makes the others fail naming it.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+
+#include "tests/core/temp_dir.h"
+#include "tests/support/numeric_test_util.h"
+#include "tests/trainers/blobs.h"
+#include "tests/trainers/replica_threads.h"
+#include "trainers/checkpoint/checkpoint.h"
+#include "trainers/sharded/page_buffer.h"
+#include "trainers/sharded/sharded_state.h"
+
+using namespace troupe;
+using troupe::testing::relative_difference;
+using troupe::testing::run_replica_threads;
+using troupe::testing::TempDir;
+
+namespace {
+
+TrainOptions sharded_job() {
+  TrainOptions o;
+  o.hidden = {48, 24};
+  o.batch_size = 48;  // divides among 2, 3 and 4 replicas
+  o.epochs = 1;
+  o.max_steps = 100;
+  o.optimizer = "adamw";
+  o.lr = 0.01f;
+  o.weight_decay = 0.05f;
+  o.weight_decay_params = "matrices";
+  o.clip_grad_norm = 0.5f;  // clips most steps: the norm must be the whole model's
+  o.seed = 5;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("sharded: every bucket's floats are owned by exactly one rank", "[sharded]") {
+  const std::vector<GradBucket> buckets = {{20, 10, 2, 2}, {3, 17, 1, 1}, {0, 3, 0, 0}};
+  for (int size : {1, 2, 3, 4, 5}) {
+    std::vector<int> owners(30, 0);
+    for (int r = 0; r < size; ++r) {
+      const auto chunks = plan_owned_chunks(buckets, r, size);
+      REQUIRE(chunks.size() == buckets.size());
+      for (size_t b = 0; b < chunks.size(); ++b) {
+        CHECK(chunks[b].chunk * static_cast<size_t>(size) >= buckets[b].count);
+        CHECK(chunks[b].begin >= buckets[b].offset);
+        CHECK(chunks[b].end <= buckets[b].offset + buckets[b].count);
+        for (size_t i = chunks[b].begin; i < chunks[b].end; ++i) ++owners[i];
+      }
+    }
+    for (int o : owners) CHECK(o == 1);
+  }
+}
+
+TEST_CASE("sharded: a page buffer's released range reads zero, keeps its edges' neighbours and leaves memory",
+          "[sharded]") {
+  const size_t n = 1 << 20;  // 4 MiB
+  auto made = PageBuffer::create(n);
+  REQUIRE(made.ok());
+  PageBuffer b = std::move(*made);
+  CHECK(b.resident_bytes() == 0);  // nothing touched yet
+  for (size_t i = 0; i < n; ++i) b.data()[i] = static_cast<float>(i % 1000) + 1.0f;
+  CHECK(b.resident_bytes() >= n * sizeof(float));
+  b.release(1001, n - 777);  // neither edge on a page boundary
+  CHECK(b.resident_bytes() <= 2 * 4096 + 2 * 4096);  // the edges' pages (and what 777 floats span)
+  bool zero = true, kept = true;
+  for (size_t i = 1001; i < n - 777; ++i) zero = zero && b.data()[i] == 0.0f;
+  for (size_t i = 0; i < 1001; ++i) kept = kept && b.data()[i] == static_cast<float>(i % 1000) + 1.0f;
+  for (size_t i = n - 777; i < n; ++i) kept = kept && b.data()[i] == static_cast<float>(i % 1000) + 1.0f;
+  CHECK(zero);
+  CHECK(kept);
+  b.data()[n / 2] = 7.0f;  // written again: a page of its own again
+  CHECK(b.data()[n / 2 + 1] == 0.0f);
+  CHECK(b.resident_bytes() >= 4096);
+}
+
+TEST_CASE("sharded: optimizer and gradient sharding end where plain sync replicas end (mlp)", "[sharded][equivalence]") {
+  const Dataset train = blobs(48 * 100, 4, 6, 21), test = blobs(96, 4, 6, 22);
+  const int replicas = GENERATE(2, 4);
+  const DType precision = GENERATE(DType::f32, DType::bf16);
+  TrainOptions o = sharded_job();
+  o.precision = precision;
+  const size_t bucket_bytes = 2048;  // several buckets, the w0 block one of its own
+  auto plain = run_replica_threads(replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
+    r.bucket_bytes = bucket_bytes;
+  });
+  INFO(plain.errors());
+  REQUIRE(plain.all_ok());
+  for (ShardStage stage : {ShardStage::optimizer, ShardStage::gradients}) {
+    auto sharded = run_replica_threads(replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
+      r.bucket_bytes = bucket_bytes;
+      r.shard = stage;
+    });
+    INFO(replicas << " replicas, " << dtype_name(precision) << ", --shard " << shard_stage_name(stage) << "\n"
+                  << sharded.errors());
+    REQUIRE(sharded.all_ok());
+    for (int r = 1; r < replicas; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+    const double diff = relative_difference(sharded.params[0], plain.params[0]);
+    INFO("relative difference to plain sync after 100 steps: " << diff);
+    CHECK(diff < 1e-5);
+    CHECK(sharded.results[0].test_accuracy == Approx(plain.results[0].test_accuracy).margin(0.011));
+    CHECK(sharded.results[0].history.back().train_loss == Approx(plain.results[0].history.back().train_loss).epsilon(1e-4));
+    // Each replica kept the optimizer state of its own chunks only: 8 bytes (adamw) x its share.
+    int64_t optimizer_bytes = 0;
+    for (const ShardMemory& m : sharded.memory) optimizer_bytes += m.optimizer;
+    CHECK(optimizer_bytes == static_cast<int64_t>(8 * sharded.params[0].size()));
+    for (const ShardMemory& m : sharded.memory) CHECK(m.optimizer <= 8 * static_cast<int64_t>(sharded.params[0].size()) / replicas + 8 * 64);
+  }
+}
+
+TEST_CASE("sharded: f16 replicas skip the same overflowing steps as plain sync and end beside it",
+          "[sharded][equivalence]") {
+  const Dataset train = blobs(48 * 100, 4, 6, 23), test = blobs(96, 4, 6, 24);
+  TrainOptions o = sharded_job();
+  o.precision = DType::f16;
+  o.max_steps = 60;
+  o.loss_scale = 16777216.0f;  // 2^24: the first steps overflow f16; every rank must skip them alike
+  auto plain = run_replica_threads(3, o, train, test, [](int, Replica& r, TrainOptions&) { r.bucket_bytes = 4096; });
+  INFO(plain.errors());
+  REQUIRE(plain.all_ok());
+  auto sharded = run_replica_threads(3, o, train, test, [](int, Replica& r, TrainOptions&) {
+    r.bucket_bytes = 4096;
+    r.shard = ShardStage::gradients;
+  });
+  INFO(sharded.errors());
+  REQUIRE(sharded.all_ok());
+  for (int r = 1; r < 3; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+  // f16 rounds activations to 2^-11: the reduction order's last-bit differences (1e-7 in f32, as
+  // between plain sync and one process) flip some roundings, so the runs part by more than f32's.
+  CHECK(relative_difference(sharded.params[0], plain.params[0]) < 1e-3);
+  CHECK(plain.results[0].overflow_steps > 0);
+  CHECK(sharded.results[0].overflow_steps == plain.results[0].overflow_steps);
+  CHECK(sharded.results[0].loss_scale == plain.results[0].loss_scale);
+}
+
+TEST_CASE("sharded: a checkpoint of 4 sharded replicas resumes on 3 sharded or 2 plain replicas where the "
+          "uninterrupted run ends", "[sharded][checkpoint]") {
+  const Dataset train = blobs(48 * 100, 4, 6, 25), test = blobs(96, 4, 6, 26);
+  const TrainOptions o = sharded_job();
+  auto whole = run_replica_threads(4, o, train, test, [](int, Replica& r, TrainOptions&) {
+    r.bucket_bytes = 2048;
+    r.shard = ShardStage::gradients;
+  });
+  INFO(whole.errors());
+  REQUIRE(whole.all_ok());
+
+  TempDir dir;
+  std::atomic<bool> cancel{false};
+  std::vector<checkpoint::Manifest> committed;
+  auto stopped = run_replica_threads(4, o, train, test, [&](int rank, Replica& r, TrainOptions&) {
+    r.bucket_bytes = 2048;
+    r.shard = ShardStage::gradients;
+    r.checkpoints.every = 40;
+    r.checkpoints.dir = dir.path();
+    r.cancel = &cancel;
+    if (rank == 0) r.checkpoints.commit = [&](const checkpoint::Manifest& m) {
+      committed.push_back(m);
+      cancel = true;
+      return Status{};
+    };
+  });
+  for (const Status& st : stopped.status) REQUIRE(st.code() == Code::unavailable);
+  REQUIRE(committed.size() == 1);
+  auto state = checkpoint::load_checkpoint(committed[0]);
+  REQUIRE(state.ok());
+  CHECK(state->step == 40);
+  CHECK(state->optimizer.name == "adamw");
+  CHECK(state->optimizer.steps == 40);
+  REQUIRE(state->optimizer.vectors.size() == 2);
+  bool moments = false;  // the second moments were assembled from every rank's chunks: none left zero
+  for (float v : state->optimizer.vectors[1]) moments = moments || v != 0.0f;
+  CHECK(moments);
+
+  struct Way { int replicas; ShardStage stage; };
+  for (Way way : {Way{3, ShardStage::gradients}, Way{2, ShardStage::none}, Way{3, ShardStage::optimizer}}) {
+    auto resumed = run_replica_threads(way.replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
+      r.bucket_bytes = 2048;
+      r.shard = way.stage;
+      r.resume = &*state;
+    });
+    INFO("resumed on " << way.replicas << " replicas, --shard " << shard_stage_name(way.stage) << "\n"
+                       << resumed.errors());
+    REQUIRE(resumed.all_ok());
+    const double diff = relative_difference(resumed.params[0], whole.params[0]);
+    INFO("relative difference to the uninterrupted run: " << diff);
+    CHECK(diff < 1e-5);
+  }
+}
+
+TEST_CASE("sharded: a replica that leaves makes the others fail naming it, and bad combinations are refused",
+          "[sharded][errors]") {
+  const Dataset train = blobs(48 * 100, 4, 6, 27), test = blobs(96, 4, 6, 28);
+  TrainOptions o = sharded_job();
+  auto run = run_replica_threads(3, o, train, test, [](int rank, Replica& r, TrainOptions& mine) {
+    r.shard = ShardStage::gradients;
+    r.bucket_bytes = 2048;
+    r.timeout = std::chrono::seconds(5);
+    if (rank == 1) mine.max_steps = 7;  // leaves while the others go on
+  });
+  for (int r : {0, 2}) {
+    INFO(run.status[r].to_string());
+    REQUIRE_FALSE(run.status[r].ok());
+    CHECK(run.status[r].message().find("rank 1") != std::string::npos);
+    CHECK(run.status[r].message().find("step 8") != std::string::npos);
+  }
+  o.accumulate = 2;
+  auto refused = run_replica_threads(2, o, train, test, [](int, Replica& r, TrainOptions&) {
+    r.shard = ShardStage::gradients;
+  });
+  CHECK(refused.status[0].code() == Code::invalid_argument);
+  CHECK(refused.status[0].message().find("--shard gradients with --accumulate 2") != std::string::npos);
+}

@@ -1,0 +1,257 @@
+#include "trainers/sharded/sharded_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+
+namespace troupe {
+
+const char* shard_stage_name(ShardStage stage) {
+  switch (stage) {
+    case ShardStage::none: return "none";
+    case ShardStage::optimizer: return "optimizer";
+    case ShardStage::gradients: return "gradients";
+    case ShardStage::parameters: return "parameters";
+  }
+  return "?";
+}
+
+bool parse_shard_stage(const std::string& name, ShardStage* out) {
+  for (ShardStage s : {ShardStage::none, ShardStage::optimizer, ShardStage::gradients, ShardStage::parameters})
+    if (name == shard_stage_name(s)) {
+      *out = s;
+      return true;
+    }
+  return false;
+}
+
+std::vector<OwnedChunk> plan_owned_chunks(const std::vector<GradBucket>& buckets, int rank, int size) {
+  std::vector<OwnedChunk> out;
+  for (const GradBucket& b : buckets) {
+    OwnedChunk c;
+    c.bucket_offset = b.offset;
+    c.bucket_count = b.count;
+    c.chunk = (b.count + static_cast<size_t>(size) - 1) / static_cast<size_t>(size);
+    c.begin = b.offset + std::min(b.count, c.chunk * static_cast<size_t>(rank));
+    c.end = b.offset + std::min(b.count, c.chunk * static_cast<size_t>(rank + 1));
+    out.push_back(c);
+  }
+  return out;
+}
+
+Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Communicator& comm,
+                                                             const std::vector<GradBucket>& buckets, size_t total,
+                                                             const OptimizerOptions& optimizer,
+                                                             const Options& options) {
+  if (options.stage != ShardStage::optimizer && options.stage != ShardStage::gradients)
+    return invalid_argument(std::string("--shard ") + shard_stage_name(options.stage) +
+                            ": this replica shards the optimizer state or the gradients only");
+  std::unique_ptr<ShardedState> s(new ShardedState(comm, options));
+  s->total_ = total;
+  s->chunks_ = plan_owned_chunks(buckets, comm.rank(), comm.size());
+  size_t widest = 0;
+  for (const OwnedChunk& c : s->chunks_) {
+    widest = std::max(widest, c.chunk);
+    if (c.end == c.begin) {
+      s->optimizers_.emplace_back();
+      continue;
+    }
+    // The chunk's own optimizer: --weight-decay-params matrices' ranges cut to it, relative to it.
+    OptimizerOptions mine = optimizer;
+    mine.decay_ranges.clear();
+    for (const auto& r : optimizer.decay_ranges) {
+      const size_t b = std::max(r.first, c.begin), e = std::min(r.second, c.end);
+      if (b < e) mine.decay_ranges.push_back({b - c.begin, e - c.begin});
+    }
+    auto opt = make_optimizer(mine, c.end - c.begin);
+    if (!opt.ok()) return opt.status();
+    s->optimizer_bytes_ +=
+        static_cast<int64_t>((*opt)->save_state(0, 0).vectors.size() * (c.end - c.begin) * sizeof(float));
+    s->optimizers_.push_back(std::move(*opt));
+  }
+  auto grads = PageBuffer::create(total);
+  if (!grads.ok()) return grads.status();
+  s->grads_ = std::move(*grads);
+  s->staging_.assign(widest * static_cast<size_t>(comm.size()), 0.0f);
+  s->piece_.assign(widest, 0.0f);
+  return s;
+}
+
+collectives::CollectiveOptions ShardedState::collective(uint64_t tag) const {
+  collectives::CollectiveOptions co;
+  co.timeout = options_.timeout;
+  co.tag = tag;
+  return co;
+}
+
+void ShardedState::note_resident() {
+  const int64_t now = static_cast<int64_t>(grads_.resident_bytes());
+  int64_t seen = resident_peak_.load();
+  while (now > seen && !resident_peak_.compare_exchange_weak(seen, now)) {
+  }
+}
+
+void ShardedState::zero_grads() {
+  if (options_.stage == ShardStage::gradients) {
+    grads_.release(0, total_);
+  } else {
+    std::memset(grads_.data(), 0, total_ * sizeof(float));
+  }
+}
+
+Status ShardedState::reduce_bucket(size_t index, float* data, size_t count, const collectives::CollectiveOptions& co) {
+  if (index >= chunks_.size() || count != chunks_[index].bucket_count)
+    return internal_error("sharded reduce of bucket " + std::to_string(index) + " (" + std::to_string(count) +
+                          " floats) that the plan does not have");
+  const OwnedChunk& c = chunks_[index];
+  const size_t padded = c.chunk * static_cast<size_t>(comm_.size());
+  std::memcpy(staging_.data(), data, count * sizeof(float));
+  std::fill(staging_.begin() + static_cast<std::ptrdiff_t>(count), staging_.begin() + static_cast<std::ptrdiff_t>(padded),
+            0.0f);
+  collectives::CollectiveOptions mine = co;
+  mine.wire = options_.wire;
+  TROUPE_RETURN_IF_ERROR(comm_.reduce_scatter(staging_.data(), piece_.data(), c.chunk, DType::f32,
+                                              collectives::ReduceOp::avg, mine));
+  std::memcpy(grads_.data() + c.begin, piece_.data(), (c.end - c.begin) * sizeof(float));
+  if (options_.stage == ShardStage::gradients) {
+    if (options_.measure) note_resident();  // the bucket's pages, just before they go
+    grads_.release(c.bucket_offset, c.begin);
+    grads_.release(c.end, c.bucket_offset + c.bucket_count);
+  }
+  return {};
+}
+
+Expected<bool> ShardedState::all_finite() {
+  if (options_.measure) note_resident();
+  float bad = 0;
+  for (const OwnedChunk& c : chunks_)
+    if (!kernels::cpu::all_finite(grads_.data() + c.begin, c.end - c.begin)) bad = 1;
+  TROUPE_RETURN_IF_ERROR(comm_.allreduce(&bad, &bad, 1, DType::f32, collectives::ReduceOp::max, collective(0))
+                             .with_context("agreeing whether the gradients are finite"));
+  return bad == 0;
+}
+
+void ShardedState::scale(float factor) {
+  for (const OwnedChunk& c : chunks_) kernels::cpu::scale(grads_.data() + c.begin, c.end - c.begin, factor);
+}
+
+Expected<double> ShardedState::clip_grad_norm(float max_norm) {
+  double sum = 0;
+  for (const OwnedChunk& c : chunks_)
+    for (size_t i = c.begin; i < c.end; ++i) sum += static_cast<double>(grads_.data()[i]) * grads_.data()[i];
+  // The sum travels as f32 high and low parts, so the total keeps about 48 bits.
+  float parts[2] = {static_cast<float>(sum), 0.0f};
+  parts[1] = static_cast<float>(sum - static_cast<double>(parts[0]));
+  TROUPE_RETURN_IF_ERROR(comm_.allreduce(parts, parts, 2, DType::f32, collectives::ReduceOp::sum, collective(0))
+                             .with_context("summing the gradient norm over the shards"));
+  const double norm = std::sqrt(static_cast<double>(parts[0]) + static_cast<double>(parts[1]));
+  if (max_norm > 0 && norm > max_norm) scale(static_cast<float>(max_norm / norm));
+  return norm;
+}
+
+void ShardedState::step(float* params, float lr) {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    if (!optimizers_[i]) continue;
+    const OwnedChunk& c = chunks_[i];
+    optimizers_[i]->set_lr(lr);
+    optimizers_[i]->step(params + c.begin, grads_.data() + c.begin);
+  }
+}
+
+Status ShardedState::gather(float* params) {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const OwnedChunk& c = chunks_[i];
+    std::fill(piece_.begin(), piece_.end(), 0.0f);
+    std::memcpy(piece_.data(), params + c.begin, (c.end - c.begin) * sizeof(float));
+    TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
+                               .with_context("all-gathering the updated parameters of bucket " +
+                                             std::to_string(i + 1) + " of " + std::to_string(chunks_.size())));
+    std::memcpy(params + c.bucket_offset, staging_.data(), c.bucket_count * sizeof(float));
+  }
+  return {};
+}
+
+Expected<OptimizerState> ShardedState::optimizer_state(size_t begin, size_t end) {
+  OptimizerState out;
+  size_t vectors = 0;
+  for (const auto& opt : optimizers_)
+    if (opt) {
+      const OptimizerState st = opt->save_state(0, 0);
+      out.name = st.name;
+      out.steps = st.steps;
+      vectors = st.vectors.size();
+      break;
+    }
+  // Every rank must issue the same gathers: agree on the number of state vectors (a rank whose
+  // chunks are all empty knows none).
+  float known = static_cast<float>(vectors);
+  TROUPE_RETURN_IF_ERROR(comm_.allreduce(&known, &known, 1, DType::f32, collectives::ReduceOp::max, collective(0))
+                             .with_context("agreeing on the optimizer state's vectors"));
+  vectors = static_cast<size_t>(known);
+  out.vectors.assign(vectors, std::vector<float>(end - begin, 0.0f));
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const OwnedChunk& c = chunks_[i];
+    const OptimizerState mine = optimizers_[i] ? optimizers_[i]->save_state(0, c.end - c.begin) : OptimizerState{};
+    for (size_t v = 0; v < vectors; ++v) {
+      std::fill(piece_.begin(), piece_.end(), 0.0f);
+      if (v < mine.vectors.size()) std::copy(mine.vectors[v].begin(), mine.vectors[v].end(), piece_.begin());
+      TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
+                                 .with_context("gathering the optimizer state of bucket " + std::to_string(i + 1) +
+                                               " for a checkpoint"));
+      const size_t b = std::max(begin, c.bucket_offset), e = std::min(end, c.bucket_offset + c.bucket_count);
+      if (b < e)
+        std::copy(staging_.begin() + static_cast<std::ptrdiff_t>(b - c.bucket_offset),
+                  staging_.begin() + static_cast<std::ptrdiff_t>(e - c.bucket_offset),
+                  out.vectors[v].begin() + static_cast<std::ptrdiff_t>(b - begin));
+    }
+  }
+  if (out.name.empty()) out.name = "sgd";  // no rank owns anything: a model smaller than the group
+  return out;
+}
+
+Status ShardedState::load_optimizer(const OptimizerState& whole) {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    if (!optimizers_[i]) continue;
+    const OwnedChunk& c = chunks_[i];
+    OptimizerState mine;
+    mine.name = whole.name;
+    mine.steps = whole.steps;
+    for (const std::vector<float>& v : whole.vectors) {
+      if (v.size() != total_)
+        return invalid_argument("the optimizer state holds " + std::to_string(v.size()) + " floats per vector; the "
+                                "model has " + std::to_string(total_) + " parameters");
+      mine.vectors.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(c.begin),
+                                v.begin() + static_cast<std::ptrdiff_t>(c.end));
+    }
+    TROUPE_RETURN_IF_ERROR(optimizers_[i]->load_state(mine, 0));
+  }
+  return {};
+}
+
+std::string ShardedState::describe() const {
+  for (const auto& opt : optimizers_)
+    if (opt)
+      return opt->describe() + ", its state sharded 1/" + std::to_string(comm_.size()) + " (--shard " +
+             shard_stage_name(options_.stage) + ")";
+  return std::string("no parameters of its own (--shard ") + shard_stage_name(options_.stage) + ")";
+}
+
+int64_t ShardedState::steps() const {
+  for (const auto& opt : optimizers_)
+    if (opt) return opt->steps();
+  return 0;
+}
+
+ShardMemory ShardedState::memory() const {
+  ShardMemory m;
+  m.parameters = static_cast<int64_t>(total_ * sizeof(float));
+  m.gradients_peak = options_.stage == ShardStage::gradients ? resident_peak_.load()
+                                                             : static_cast<int64_t>(total_ * sizeof(float));
+  m.optimizer = optimizer_bytes_;
+  m.staging = static_cast<int64_t>((staging_.size() + piece_.size()) * sizeof(float));
+  return m;
+}
+
+}  // namespace troupe

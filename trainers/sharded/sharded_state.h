@@ -1,0 +1,126 @@
+// Sharded data parallelism for the sync strategy (`--shard optimizer|gradients`: ZeRO stages 1 and
+// 2, FSDP's SHARD_GRAD_OP): what one replica holds beyond the full parameters, and the collectives
+// that replace the gradient all-reduce.
+//
+// Ownership follows the gradient buckets (trainers/grad_buckets.h): bucket [offset, offset + count)
+// is cut into `size` chunks of ceil(count / size) floats and rank r owns the r-th (the last ranks'
+// may be shorter or empty). So a bucket, once its blocks are final, is reduce-scattered at once —
+// each rank receiving the average of its own chunk — while backward goes on (the comm thread of
+// GradBucketSync calls reduce_bucket). A rank keeps optimizer state for its chunks only and updates
+// only its chunks of the parameters; then every bucket's chunks are all-gathered so every replica
+// holds the whole updated parameters again before the next forward.
+//
+//   stage optimizer: the gradient buffer stays whole (the trainer writes it as always); the
+//                    optimizer state is 1/N.       bytes per parameter (Adam): 4 + 4 + 8/N
+//   stage gradients: as above, and each bucket's pages outside the rank's chunk go back to the
+//                    kernel as soon as it is reduced (PageBuffer): the full gradient is never
+//                    resident beyond the buckets in flight.            4 + 4/N + 8/N
+//
+// Every rank issues the same collectives in the same order (the buckets' order, then the step's
+// scalars, then the gathers), so a rank that dies or falls out of step makes the others fail by the
+// collective's deadline, naming it. Reductions and updates are elementwise over the same floats
+// as the unsharded replica's, so a sharded job ends where plain sync does, to the rounding of the
+// reduction's order.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "core/status.h"
+#include "trainers/grad_buckets.h"
+#include "trainers/optimizer.h"
+#include "trainers/sharded/page_buffer.h"
+
+namespace troupe {
+
+// `--shard`: what a sync replica keeps only its 1/N of.
+enum class ShardStage : uint8_t { none, optimizer, gradients, parameters };
+const char* shard_stage_name(ShardStage stage);                // "none", "optimizer", ...
+bool parse_shard_stage(const std::string& name, ShardStage* out);  // false for another name
+
+// The chunk of one bucket a rank owns.
+struct OwnedChunk {
+  size_t bucket_offset = 0, bucket_count = 0;  // the bucket, in floats of the flat layout
+  size_t chunk = 0;                            // floats per rank: ceil(bucket_count / size)
+  size_t begin = 0, end = 0;                   // this rank's, clipped to the bucket (may be empty)
+};
+std::vector<OwnedChunk> plan_owned_chunks(const std::vector<GradBucket>& buckets, int rank, int size);
+
+// What a sharded replica holds, in bytes. The gradient buffer is measured (resident pages, before
+// each bucket's pages go back and at the end of every step); the rest is what it allocated.
+struct ShardMemory {
+  int64_t parameters = 0;      // the full parameters
+  int64_t gradients_peak = 0;  // the gradient buffer, resident, at its largest
+  int64_t optimizer = 0;       // this rank's optimizer state
+  int64_t staging = 0;         // the collectives' bucket buffers
+  int64_t total() const { return parameters + gradients_peak + optimizer + staging; }
+};
+
+class ShardedState {
+ public:
+  struct Options {
+    ShardStage stage = ShardStage::optimizer;  // optimizer or gradients
+    std::chrono::milliseconds timeout{60000};  // per collective
+    DType wire = DType::f32;                   // what reductions travel as (--grad-wire)
+    bool measure = false;                      // sample the gradient buffer's resident pages
+  };
+
+  // The state of rank comm.rank() of `total` parameters laid out in `buckets` (every replica passes
+  // the same). The optimizer's errors (bad settings) as make_optimizer's.
+  static Expected<std::unique_ptr<ShardedState>> create(collectives::Communicator& comm,
+                                                        const std::vector<GradBucket>& buckets, size_t total,
+                                                        const OptimizerOptions& optimizer, const Options& options);
+
+  // The flat gradient buffer (total floats) the trainer writes.
+  float* grads() const { return grads_.data(); }
+  // Before a step: every gradient reads zero (stage gradients: by returning every page).
+  void zero_grads();
+  // GradBucketSync::Options::reduce, on its comm thread: reduce-scatters (averages) bucket `index`
+  // (its floats at `data`, already weighted) so this rank's chunk holds the average; stage gradients
+  // then returns the rest of the bucket's pages.
+  Status reduce_bucket(size_t index, float* data, size_t count, const collectives::CollectiveOptions& co);
+
+  // After the buckets: whether every rank's chunks are finite (f16 loss scaling; the same answer on
+  // every rank), the chunks scaled, clipped by the global norm (summed over the ranks; the norm
+  // before clipping is returned), and updated.
+  Expected<bool> all_finite();
+  void scale(float factor);
+  Expected<double> clip_grad_norm(float max_norm);
+  void step(float* params, float lr);
+  // All-gathers every bucket's updated chunks into `params` (total floats), bucket by bucket.
+  Status gather(float* params);
+
+  // Checkpoints: the optimizer state of the contiguous range [begin, end) (a checkpoint shard's
+  // slice, trainers/checkpoint/), assembled from every rank's chunks. Collective: every rank calls
+  // it with its own range. And the other way: this rank's chunks taken from a whole-model state.
+  Expected<OptimizerState> optimizer_state(size_t begin, size_t end);
+  Status load_optimizer(const OptimizerState& whole);
+
+  std::string describe() const;  // "adamw(...) on 1/4 of the state (optimizer)"
+  int64_t steps() const;
+  ShardMemory memory() const;
+
+ private:
+  ShardedState(collectives::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
+  void note_resident();
+  collectives::CollectiveOptions collective(uint64_t tag) const;
+
+  collectives::Communicator& comm_;
+  Options options_;
+  size_t total_ = 0;
+  std::vector<OwnedChunk> chunks_;                     // per bucket
+  std::vector<std::unique_ptr<Optimizer>> optimizers_;  // per bucket: its chunk's state (null when empty)
+  PageBuffer grads_;
+  std::vector<float> staging_;  // a bucket's floats padded to chunk x size
+  std::vector<float> piece_;    // one chunk
+  int64_t optimizer_bytes_ = 0;
+  std::atomic<int64_t> resident_peak_{0};
+};
+
+}  // namespace troupe
