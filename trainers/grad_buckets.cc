@@ -47,6 +47,7 @@ GradBucketSync::~GradBucketSync() {
     stop_ = true;
   }
   work_.notify_all();
+  reduced_.notify_all();
   thread_.join();
 }
 
@@ -91,6 +92,14 @@ void GradBucketSync::ready(const Param& p) {
     wake = --pending_[b] == 0 && static_cast<size_t>(b) == next_;
   }
   if (wake) work_.notify_one();
+  if (options_.max_ready_ahead <= 0) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  reduced_.wait(lock, [&] {
+    if (idle_ || stop_ || next_ >= buckets_.size() || pending_[next_] != 0) return true;  // nothing to wait for
+    int waiting = 0;
+    for (size_t i = next_; i < buckets_.size(); ++i) waiting += pending_[i] == 0;
+    return waiting <= options_.max_ready_ahead;
+  });
 }
 
 Status GradBucketSync::finish_step(float* slots) {
@@ -178,6 +187,7 @@ void GradBucketSync::run() {
       ++next_;
     }
     if (next_ > slots_index) done_.notify_one();
+    if (options_.max_ready_ahead > 0) reduced_.notify_all();
   }
 }
 

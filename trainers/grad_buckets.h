@@ -73,6 +73,12 @@ class GradBucketSync final : public GradientHook {
     // bucket's floats weighted already; `co` carries the deadline and the bucket as tag): sharded
     // replicas reduce-scatter (trainers/sharded/sharded_state.h). Its error is the bucket's.
     std::function<Status(size_t bucket, float* data, size_t count, const collectives::CollectiveOptions& co)> reduce;
+    // Back-pressure (0: none): ready() returns only once at most this many complete buckets wait
+    // for the comm thread, so a trainer's backward cannot run ahead of the reductions by more (the
+    // gradients of `--shard gradients` stay resident until their bucket is reduced). It waits only
+    // while the comm thread can go on (the next bucket is complete), so it cannot deadlock, and at
+    // most until the collective in flight returns or fails.
+    int max_ready_ahead = 0;
   };
 
   // Starts the comm thread. `comm` and `space` must outlive this object.
@@ -119,6 +125,7 @@ class GradBucketSync final : public GradientHook {
   mutable std::mutex mu_;
   std::condition_variable work_;  // the comm thread waits for a ready bucket
   std::condition_variable done_;  // finish_step waits for the comm thread
+  std::condition_variable reduced_;  // ready() waits for the comm thread (max_ready_ahead)
   // Guarded by mu_:
   float* grads_ = nullptr;
   float weight_ = 1.0f;

@@ -226,12 +226,14 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const Parameters param_view(params.data(), params.size());
   std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
   if (replica.comm && (replica.bucket_bytes > 0 || zero)) {  // sharded: always by buckets (0: one bucket)
-    GradBucketSync::Options bo{replica.bucket_bytes, replica.timeout, replica.grad_wire, {}};
+    GradBucketSync::Options bo{replica.bucket_bytes, replica.timeout, replica.grad_wire, {}, 0};
     if (zero) {
       ShardedState* z = zero.get();
       bo.reduce = [z](size_t b, float* data, size_t count, const collectives::CollectiveOptions& co) {
         return z->reduce_bucket(b, data, count, co);
       };
+      // Gradients: backward may run at most two complete buckets ahead of the reductions.
+      if (replica.shard == ShardStage::gradients) bo.max_ready_ahead = 2;
     }
     buckets = std::make_unique<GradBucketSync>(*replica.comm, space, bo);
   }

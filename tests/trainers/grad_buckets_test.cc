@@ -57,7 +57,7 @@ void run_group(int ranks, const ParameterSpace& space, size_t bucket_bytes, std:
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       Communicator comm(std::move(transports[r]));
-      GradBucketSync sync(comm, space, GradBucketSync::Options{bucket_bytes, timeout, DType::f32, {}});
+      GradBucketSync sync(comm, space, GradBucketSync::Options{bucket_bytes, timeout, DType::f32, {}, 0});
       fn(r, comm, sync);
     });
   for (auto& t : threads) t.join();

@@ -29,6 +29,9 @@ Expected<PageBuffer> PageBuffer::create(size_t floats) {
     return unavailable("mapping a gradient buffer of " + std::to_string(b.mapped_) +
                        " bytes: " + std::strerror(errno));
   }
+  // Pages, not 2 MiB huge pages (where transparent huge pages are on for every mapping), so that
+  // giving back a bucket's range gives back memory.
+  ::madvise(p, b.mapped_, MADV_NOHUGEPAGE);
   b.data_ = static_cast<float*>(p);
   b.floats_ = floats;
   return b;

@@ -141,12 +141,14 @@ Expected<double> ShardedState::clip_grad_norm(float max_norm) {
   double sum = 0;
   for (const OwnedChunk& c : chunks_)
     for (size_t i = c.begin; i < c.end; ++i) sum += static_cast<double>(grads_.data()[i]) * grads_.data()[i];
-  // The sum travels as f32 high and low parts, so the total keeps about 48 bits.
-  float parts[2] = {static_cast<float>(sum), 0.0f};
-  parts[1] = static_cast<float>(sum - static_cast<double>(parts[0]));
-  TROUPE_RETURN_IF_ERROR(comm_.allreduce(parts, parts, 2, DType::f32, collectives::ReduceOp::sum, collective(0))
+  // Every rank's double sum, gathered as bytes (two f32 words each: all-gather does no arithmetic)
+  // and added in rank order: the same total on every rank, to a double's precision.
+  std::vector<double> sums(static_cast<size_t>(comm_.size()));
+  TROUPE_RETURN_IF_ERROR(comm_.allgather(&sum, sums.data(), 2, DType::f32, collective(0))
                              .with_context("summing the gradient norm over the shards"));
-  const double norm = std::sqrt(static_cast<double>(parts[0]) + static_cast<double>(parts[1]));
+  double total = 0;
+  for (double part : sums) total += part;
+  const double norm = std::sqrt(total);
   if (max_norm > 0 && norm > max_norm) scale(static_cast<float>(max_norm / norm));
   return norm;
 }
