@@ -178,6 +178,10 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--grad-wire", s.grad_wire,
                   "sync: gradients travel as f32, bf16 or f16 (half the bytes), or auto: the --precision's type")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))->capture_default_str();
+  cmd->add_option("--shard", s.shard,
+                  "sync: what each worker keeps only its 1/N of: none, optimizer (its optimizer state; gradients "
+                  "reduce-scattered, parameters all-gathered: ZeRO 1) or gradients (also the gradients: ZeRO 2)")
+      ->check(CLI::IsMember({"none", "optimizer", "gradients", "parameters"}))->capture_default_str();
   cmd->add_option("--checkpoint-every", s.checkpoint_every,
                   "a sharded checkpoint every STEPS steps (sync, central, pipeline; async: every STEPS x workers "
                   "updates, and a dead parameter server is restored from it; 0: none)")

@@ -175,7 +175,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     so.stage = replica.shard;
     so.timeout = replica.timeout;
     so.wire = replica.grad_wire;
-    so.measure = replica.shard_memory != nullptr;
+    so.measure = replica.shard_stats != nullptr;
     auto made = ShardedState::create(*replica.comm, bucket_plan, space.size(), oo, so);
     if (!made.ok()) return made.status();
     zero = std::move(*made);
@@ -378,7 +378,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
   }
   if (buckets && replica.bucket_stats) *replica.bucket_stats = buckets->stats();
-  if (zero && replica.shard_memory) *replica.shard_memory = zero->memory();
+  if (zero && replica.shard_stats) *replica.shard_stats = zero->stats();
   if (scaled) {
     result.overflow_steps = scaler.skipped();
     result.loss_scale = scaler.scale();

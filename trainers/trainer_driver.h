@@ -94,7 +94,7 @@ struct Replica {
   // pages outside its chunk once reduced. Checkpoints keep the unsharded layout (shard r = slice r),
   // so a job resumes from them with any --shard and any number of replicas. none: all-reduce.
   ShardStage shard = ShardStage::none;
-  ShardMemory* shard_memory = nullptr;  // if set (and sharded), receives what the replica held, measured
+  ShardStats* shard_stats = nullptr;  // if set (and sharded), receives what the replica held, measured
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch

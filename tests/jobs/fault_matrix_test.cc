@@ -538,3 +538,39 @@ TEST_CASE("matrix: async, the victim holds the servers of two jobs, kill -9", "[
                      "--strategy async --workers 1 --ps 1 --epochs 4 --batch-size 64 --checkpoint-every 100",
                      nullptr, 1000, 4});
 }
+
+// ---- sharded data parallelism (--shard: each worker holds 1/N of the optimizer state or gradients) ----
+
+namespace {
+const std::string kShardOptimizer = kSync + " --shard optimizer";
+const std::string kShardGradients = kSync + " --shard gradients";
+const std::string kShardElastic = kElastic + " --shard gradients";
+}  // namespace
+
+TEST_CASE("matrix: sharded sync (optimizer), the victim holds one worker, kill -9", "[matrix][sharded]") {
+  run_kill_cell({"sync --shard optimizer", "one worker", "--nodes 3 --cpus 2", kShardOptimizer, one_worker()},
+                "kill -9 node");
+}
+TEST_CASE("matrix: sharded sync (gradients), the victim holds one worker, kill -9", "[matrix][sharded]") {
+  run_kill_cell({"sync --shard gradients", "one worker", "--nodes 3 --cpus 2", kShardGradients, one_worker()},
+                "kill -9 node");
+}
+TEST_CASE("matrix: sharded sync (gradients), the victim holds several workers, kill -9", "[matrix][sharded]") {
+  run_kill_cell({"sync --shard gradients", "several workers", "--nodes 1 --cpus 4", kShardGradients,
+                 several_workers()},
+                "kill -9 node");
+}
+TEST_CASE("matrix: sharded elastic sync (gradients), the victim holds several workers, kill -9", "[matrix][sharded]") {
+  // The job goes on with the workers that fit: each re-shards the checkpoint its way (1/k each).
+  run_kill_cell({"elastic sync --shard gradients", "several workers", "--nodes 1 --cpus 4", kShardElastic,
+                 several_workers()},
+                "kill -9 node");
+}
+TEST_CASE("matrix: sharded sync (gradients), two nodes killed at once", "[matrix][sharded]") {
+  run_kill_cell({"sync --shard gradients", "two nodes with workers", "--nodes 4 --cpus 2", kShardGradients,
+                 two_nodes()},
+                "kill -9 two nodes");
+}
+TEST_CASE("matrix: sharded sync (gradients), the link to a node with a worker cut", "[matrix][netns][sharded]") {
+  run_cut_cell({"sync --shard gradients", "one node's actors cut off", "--nodes 1 --cpus 2", kShardGradients, nullptr});
+}

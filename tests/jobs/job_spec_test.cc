@@ -284,3 +284,34 @@ TEST_CASE("job spec: --elastic travels with a sync job and is refused for other 
   micro.train.accumulate = 2;
   CHECK(validate(micro).ok());
 }
+
+TEST_CASE("job spec: --shard travels with a sync job and is refused where it cannot run", "[jobs][spec][sharded]") {
+  JobSpec s;
+  s.workers = 4;
+  s.shard = "gradients";
+  auto back = from_settings(to_settings(s));
+  REQUIRE(back.ok());
+  CHECK(back->shard == "gradients");
+  CHECK(validate(s).ok());
+  CHECK(effective_bucket_bytes(s) == 256 * 1024);  // auto: buckets, whatever the cores (pages go back per bucket)
+  s.shard = "optimizer";
+  CHECK(validate(s).ok());
+  s.shard = "everything";
+  CHECK(validate(s).message().find("--shard 'everything' is not one of none, optimizer, gradients, parameters") !=
+        std::string::npos);
+  s.shard = "parameters";
+  CHECK(validate(s).message().find("--shard parameters (each worker holding 1/N of the parameters) is not built yet") !=
+        std::string::npos);
+  s.shard = "optimizer";
+  s.strategy = "async";
+  s.ps = 2;
+  CHECK(validate(s).message().find("--shard optimizer is for sync jobs on CPU workers (got --strategy async)") !=
+        std::string::npos);
+  s = JobSpec{};
+  s.shard = "gradients";
+  s.train.accumulate = 2;
+  s.train.batch_size = 64;
+  CHECK(validate(s).message().find("--shard gradients with --accumulate 2") != std::string::npos);
+  s.shard = "optimizer";
+  CHECK(validate(s).ok());
+}

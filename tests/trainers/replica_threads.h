@@ -14,7 +14,7 @@ struct ReplicaThreads {
   std::vector<Status> status;
   std::vector<std::vector<float>> params;
   std::vector<TrainResult> results;
-  std::vector<ShardMemory> memory;
+  std::vector<ShardStats> memory;
   bool all_ok() const {
     for (const Status& s : status)
       if (!s.ok()) return false;
@@ -46,7 +46,7 @@ inline ReplicaThreads run_replica_threads(int n, const TrainOptions& o, const Da
       replica.timeout = std::chrono::seconds(30);
       TrainOptions mine = o;
       if (configure) configure(r, replica, mine);
-      if (replica.shard != ShardStage::none) replica.shard_memory = &run.memory[r];
+      if (replica.shard != ShardStage::none) replica.shard_stats = &run.memory[r];
       auto result = train_replica(mine, train, test, replica, {}, &run.params[r]);
       if (result.ok()) run.results[r] = *result; else run.status[r] = result.status();
     });

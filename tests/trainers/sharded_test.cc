@@ -109,9 +109,9 @@ TEST_CASE("sharded: optimizer and gradient sharding end where plain sync replica
     CHECK(sharded.results[0].history.back().train_loss == Approx(plain.results[0].history.back().train_loss).epsilon(1e-4));
     // Each replica kept the optimizer state of its own chunks only: 8 bytes (adamw) x its share.
     int64_t optimizer_bytes = 0;
-    for (const ShardMemory& m : sharded.memory) optimizer_bytes += m.optimizer;
+    for (const ShardStats& m : sharded.memory) optimizer_bytes += m.optimizer;
     CHECK(optimizer_bytes == static_cast<int64_t>(8 * sharded.params[0].size()));
-    for (const ShardMemory& m : sharded.memory) CHECK(m.optimizer <= 8 * static_cast<int64_t>(sharded.params[0].size()) / replicas + 8 * 64);
+    for (const ShardStats& m : sharded.memory) CHECK(m.optimizer <= 8 * static_cast<int64_t>(sharded.params[0].size()) / replicas + 8 * 64);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "trainers/pipeline/pipeline_options.h"
+#include "trainers/sharded/sharded_state.h"
 
 namespace troupe::job {
 namespace {
@@ -98,6 +99,7 @@ const std::map<std::string, Field>& fields() {
     f["checksum_every"] = field<int64_t>([](JobSpec& s) { return &s.checksum_every; });
     f["bucket_bytes"] = field<int64_t>([](JobSpec& s) { return &s.bucket_bytes; });
     f["grad_wire"] = field<std::string>([](JobSpec& s) { return &s.grad_wire; });
+    f["shard"] = field<std::string>([](JobSpec& s) { return &s.shard; });
     f["collective_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.collective_timeout_ms; });
     f["checkpoint_every"] = field<int64_t>([](JobSpec& s) { return &s.checkpoint_every; });
     f["checkpoint_dir"] = field<std::string>([](JobSpec& s) { return &s.checkpoint_dir; });
@@ -259,6 +261,18 @@ Status validate(const JobSpec& s) {
   if (wire != DType::f32 && (s.strategy != "sync" || s.gpus_per_worker > 0))
     return invalid_argument("--grad-wire " + s.grad_wire + " is for sync jobs on CPU workers (their gradient "
                             "all-reduce)");
+  ShardStage stage = ShardStage::none;
+  if (!parse_shard_stage(s.shard, &stage))
+    return invalid_argument("--shard '" + s.shard + "' is not one of none, optimizer, gradients, parameters");
+  if (stage != ShardStage::none && (s.strategy != "sync" || s.gpus_per_worker > 0))
+    return invalid_argument("--shard " + s.shard + " is for sync jobs on CPU workers (got --strategy " + s.strategy +
+                            (s.gpus_per_worker > 0 ? " with --gpus-per-worker" : "") + ")");
+  if (stage == ShardStage::parameters)
+    return invalid_argument("--shard parameters (each worker holding 1/N of the parameters) is not built yet; use "
+                            "--shard optimizer or --shard gradients");
+  if (stage == ShardStage::gradients && s.train.accumulate > 1)
+    return invalid_argument("--shard gradients with --accumulate " + std::to_string(s.train.accumulate) +
+                            " would hold every micro-batch's full gradient; use --shard optimizer with --accumulate");
   if (s.checkpoint_every < 0) return invalid_argument("--checkpoint-every must be >= 0 (0: no checkpoints)");
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) {
     return invalid_argument("--checkpoint-every needs --checkpoint-dir DIR (a directory every worker can write)");
@@ -306,6 +320,7 @@ DType effective_grad_wire(const JobSpec& spec, const std::string& transport) {
 
 int64_t effective_bucket_bytes(const JobSpec& spec) {
   if (spec.bucket_bytes >= 0) return spec.bucket_bytes;
+  if (spec.shard == "gradients") return int64_t{256} << 10;
   return std::thread::hardware_concurrency() >= 2u * static_cast<unsigned>(spec.workers) ? int64_t{256} << 10 : 0;
 }
 

@@ -48,6 +48,9 @@ struct JobSpec {
   // group goes over sockets, f32 over shared memory (there the conversion costs more than the bytes:
   // 4-6% slower on one host, docs/benchmarks.md).
   std::string grad_wire = "auto";
+  // sync: what each worker keeps only its 1/N of (trainers/sharded/): none, optimizer (ZeRO stage 1)
+  // or gradients (stage 2). Checkpoints keep the unsharded layout either way.
+  std::string shard = "none";
   int64_t collective_timeout_ms = 60000;
   // sync: a checkpoint every this many steps (0: none) under <checkpoint_dir>/<job id>/, of which
   // the newest checkpoint_keep are kept. The directory must be readable by every worker and by the
@@ -91,7 +94,8 @@ struct JobSpec {
 Status validate(const JobSpec& spec);
 
 // The bucket size a sync worker uses: spec.bucket_bytes, or for -1 256 KiB when this machine has at
-// least two hardware threads per worker of the job, else 0 (measured: on 2 cores, 2 worker
+// least two hardware threads per worker of the job (or the gradients are sharded: their memory is
+// given back bucket by bucket), else 0 (measured: on 2 cores, 2 worker
 // processes with comm threads train at 0.87x the speed of one all-reduce; docs/benchmarks.md).
 int64_t effective_bucket_bytes(const JobSpec& spec);
 

@@ -53,6 +53,9 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.cancel = &cancel;
   replica.bucket_bytes = static_cast<size_t>(effective_bucket_bytes(spec));
   replica.grad_wire = effective_grad_wire(spec, (*comm)->transport().kind());
+  parse_shard_stage(spec.shard, &replica.shard);  // validated
+  ShardStats shard_stats;
+  replica.shard_stats = &shard_stats;
   GradBucketStats buckets;
   replica.bucket_stats = &buckets;
   if (start->state) replica.resume = &*start->state;
@@ -84,6 +87,8 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
   record_job_metric(*s.store, a.job, a.index, "communication_ms", 1000 * buckets.comm_seconds);
   record_job_metric(*s.store, a.job, a.index, "communication_hidden_fraction", buckets.hidden_fraction());
+  if (replica.shard != ShardStage::none)  // what this worker held at its peak (trainers/sharded/)
+    record_job_metric(*s.store, a.job, a.index, "sharded_state_bytes", static_cast<double>(shard_stats.total()));
   if (a.index != 0) return {};
   TROUPE_RETURN_IF_ERROR(trained.durable_through(result->steps).with_context("recording the trained steps"));
   nlohmann::json summary = sync_summary(*result, spec, a.job, a.attempt, steps_per_epoch, shards);
@@ -91,6 +96,8 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   summary["worker_samples_per_second"] = rates;
   summary["bucket_bytes"] = effective_bucket_bytes(spec);
   summary["grad_wire"] = dtype_name(replica.grad_wire);
+  summary["shard"] = spec.shard;
+  if (replica.shard != ShardStage::none) summary["sharded_state_bytes"] = shard_stats.total();
   summary["transport"] = (*comm)->transport().kind();
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();

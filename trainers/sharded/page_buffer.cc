@@ -73,6 +73,21 @@ void PageBuffer::release(size_t begin, size_t end) {
   ::madvise(reinterpret_cast<void*>(first_page), last_page - first_page, MADV_DONTNEED);
 }
 
+void PageBuffer::prepare(size_t begin, size_t end) {
+#ifdef MADV_POPULATE_WRITE
+  end = std::min(end, floats_);
+  if (begin >= end) return;
+  const size_t page = page_size();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  const uintptr_t from = (base + begin * sizeof(float)) / page * page;
+  const uintptr_t to = (base + end * sizeof(float) + page - 1) / page * page;
+  ::madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
+#else
+  (void)begin;
+  (void)end;
+#endif
+}
+
 size_t PageBuffer::resident_bytes() const {
   if (!data_) return 0;
   const size_t page = page_size();

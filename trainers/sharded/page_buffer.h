@@ -30,6 +30,12 @@ class PageBuffer {
   // (those pages hold neighbours' values).
   void release(size_t begin, size_t end);
 
+  // The pages [begin, end) touches backed by zeroed memory now, in one call (MADV_POPULATE_WRITE),
+  // rather than one page fault at a time as they are first written: faults of threads sharing an
+  // address space contend. Pages present already are left as they are. A no-op where the kernel
+  // cannot (before Linux 5.14).
+  void prepare(size_t begin, size_t end);
+
   // Bytes of the buffer backed by memory now (pages touched and not released).
   size_t resident_bytes() const;
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
+#include "trainers/param_init.h"
 
 namespace troupe {
 
@@ -45,9 +46,7 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
                                                              const std::vector<GradBucket>& buckets, size_t total,
                                                              const OptimizerOptions& optimizer,
                                                              const Options& options) {
-  if (options.stage != ShardStage::optimizer && options.stage != ShardStage::gradients)
-    return invalid_argument(std::string("--shard ") + shard_stage_name(options.stage) +
-                            ": this replica shards the optimizer state or the gradients only");
+  if (options.stage == ShardStage::none) return invalid_argument("--shard none: nothing to shard");
   std::unique_ptr<ShardedState> s(new ShardedState(comm, options));
   s->total_ = total;
   s->chunks_ = plan_owned_chunks(buckets, comm.rank(), comm.size());
@@ -74,6 +73,11 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
   auto grads = PageBuffer::create(total);
   if (!grads.ok()) return grads.status();
   s->grads_ = std::move(*grads);
+  if (options.stage == ShardStage::parameters) {
+    auto params = PageBuffer::create(total);
+    if (!params.ok()) return params.status();
+    s->params_ = std::move(*params);
+  }
   s->staging_.assign(widest * static_cast<size_t>(comm.size()), 0.0f);
   s->piece_.assign(widest, 0.0f);
   return s;
@@ -93,9 +97,15 @@ void ShardedState::note_resident() {
   }
 }
 
+void ShardedState::prepare_bucket(size_t index) {
+  if (index >= chunks_.size()) return;
+  grads_.prepare(chunks_[index].bucket_offset, chunks_[index].bucket_offset + chunks_[index].bucket_count);
+}
+
 void ShardedState::zero_grads() {
-  if (options_.stage == ShardStage::gradients) {
+  if (options_.stage != ShardStage::optimizer) {
     grads_.release(0, total_);
+    for (size_t i = 0; i < kPrepareAhead; ++i) prepare_bucket(i);
   } else {
     std::memset(grads_.data(), 0, total_ * sizeof(float));
   }
@@ -115,10 +125,11 @@ Status ShardedState::reduce_bucket(size_t index, float* data, size_t count, cons
   TROUPE_RETURN_IF_ERROR(comm_.reduce_scatter(staging_.data(), piece_.data(), c.chunk, DType::f32,
                                               collectives::ReduceOp::avg, mine));
   std::memcpy(grads_.data() + c.begin, piece_.data(), (c.end - c.begin) * sizeof(float));
-  if (options_.stage == ShardStage::gradients) {
+  if (options_.stage != ShardStage::optimizer) {
     if (options_.measure) note_resident();  // the bucket's pages, just before they go
     grads_.release(c.bucket_offset, c.begin);
     grads_.release(c.end, c.bucket_offset + c.bucket_count);
+    prepare_bucket(index + kPrepareAhead);  // the bucket backward writes soon: one call, not a fault a page
   }
   return {};
 }
@@ -163,6 +174,7 @@ void ShardedState::step(float* params, float lr) {
 }
 
 Status ShardedState::gather(float* params) {
+  const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const OwnedChunk& c = chunks_[i];
     std::fill(piece_.begin(), piece_.end(), 0.0f);
@@ -172,6 +184,7 @@ Status ShardedState::gather(float* params) {
                                              std::to_string(i + 1) + " of " + std::to_string(chunks_.size())));
     std::memcpy(params + c.bucket_offset, staging_.data(), c.bucket_count * sizeof(float));
   }
+  gather_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return {};
 }
 
@@ -193,24 +206,75 @@ Expected<OptimizerState> ShardedState::optimizer_state(size_t begin, size_t end)
                              .with_context("agreeing on the optimizer state's vectors"));
   vectors = static_cast<size_t>(known);
   out.vectors.assign(vectors, std::vector<float>(end - begin, 0.0f));
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    const OwnedChunk& c = chunks_[i];
-    const OptimizerState mine = optimizers_[i] ? optimizers_[i]->save_state(0, c.end - c.begin) : OptimizerState{};
-    for (size_t v = 0; v < vectors; ++v) {
-      std::fill(piece_.begin(), piece_.end(), 0.0f);
-      if (v < mine.vectors.size()) std::copy(mine.vectors[v].begin(), mine.vectors[v].end(), piece_.begin());
-      TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
-                                 .with_context("gathering the optimizer state of bucket " + std::to_string(i + 1) +
-                                               " for a checkpoint"));
-      const size_t b = std::max(begin, c.bucket_offset), e = std::min(end, c.bucket_offset + c.bucket_count);
-      if (b < e)
-        std::copy(staging_.begin() + static_cast<std::ptrdiff_t>(b - c.bucket_offset),
-                  staging_.begin() + static_cast<std::ptrdiff_t>(e - c.bucket_offset),
-                  out.vectors[v].begin() + static_cast<std::ptrdiff_t>(b - begin));
-    }
-  }
+  std::vector<OptimizerState> mine(chunks_.size());
+  for (size_t i = 0; i < chunks_.size(); ++i)
+    if (optimizers_[i]) mine[i] = optimizers_[i]->save_state(0, chunks_[i].end - chunks_[i].begin);
+  for (size_t v = 0; v < vectors; ++v)
+    TROUPE_RETURN_IF_ERROR(assemble(
+        begin, end, [&](size_t i) { return v < mine[i].vectors.size() ? mine[i].vectors[v].data() : nullptr; },
+        out.vectors[v].data(), "the optimizer state"));
   if (out.name.empty()) out.name = "sgd";  // no rank owns anything: a model smaller than the group
   return out;
+}
+
+Status ShardedState::assemble(size_t begin, size_t end, const std::function<const float*(size_t unit)>& chunk_data,
+                              float* out, const std::string& what) {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const OwnedChunk& c = chunks_[i];
+    std::fill(piece_.begin(), piece_.end(), 0.0f);
+    const float* mine = chunk_data(i);
+    if (mine) std::copy(mine, mine + (c.end - c.begin), piece_.begin());
+    TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
+                               .with_context("gathering " + what + " of unit " + std::to_string(i + 1) + " of " +
+                                             std::to_string(chunks_.size()) + " for a checkpoint"));
+    const size_t b = std::max(begin, c.bucket_offset), e = std::min(end, c.bucket_offset + c.bucket_count);
+    if (b < e) std::copy(staging_.begin() + static_cast<std::ptrdiff_t>(b - c.bucket_offset),
+                         staging_.begin() + static_cast<std::ptrdiff_t>(e - c.bucket_offset), out + (b - begin));
+  }
+  return {};
+}
+
+Expected<std::vector<float>> ShardedState::param_slice(size_t begin, size_t end) {
+  std::vector<float> out(end - begin, 0.0f);
+  TROUPE_RETURN_IF_ERROR(assemble(begin, end, [&](size_t i) { return params_.data() + chunks_[i].begin; }, out.data(),
+                                  "the parameters"));
+  return out;
+}
+
+void ShardedState::init_params(const ParameterSpace& space, uint64_t seed) {
+  for (const OwnedChunk& c : chunks_)
+    if (c.end > c.begin) init_parameter_range(space, seed, c.begin, c.end, params_.data() + c.begin);
+}
+
+void ShardedState::load_params(const float* full) {
+  for (const OwnedChunk& c : chunks_) std::memcpy(params_.data() + c.begin, full + c.begin, (c.end - c.begin) * sizeof(float));
+}
+
+Status ShardedState::gather_unit(size_t i, bool training) {
+  const OwnedChunk& c = chunks_[i];
+  std::fill(piece_.begin(), piece_.end(), 0.0f);
+  std::memcpy(piece_.data(), params_.data() + c.begin, (c.end - c.begin) * sizeof(float));
+  TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
+                             .with_context("all-gathering the parameters of unit " + std::to_string(i + 1) + " of " +
+                                           std::to_string(chunks_.size())));
+  std::memcpy(params_.data() + c.bucket_offset, staging_.data(), c.bucket_count * sizeof(float));
+  if (options_.measure && training) params_peak_ = std::max<int64_t>(params_peak_, static_cast<int64_t>(params_.resident_bytes()));
+  return {};
+}
+
+void ShardedState::release_unit(size_t i) {
+  const OwnedChunk& c = chunks_[i];
+  params_.release(c.bucket_offset, c.begin);
+  params_.release(c.end, c.bucket_offset + c.bucket_count);
+}
+
+Status ShardedState::gather_all() {
+  for (size_t i = 0; i < chunks_.size(); ++i) TROUPE_RETURN_IF_ERROR(gather_unit(i, false));
+  return {};
+}
+
+void ShardedState::release_all() {
+  for (size_t i = 0; i < chunks_.size(); ++i) release_unit(i);
 }
 
 Status ShardedState::load_optimizer(const OptimizerState& whole) {
@@ -246,13 +310,14 @@ int64_t ShardedState::steps() const {
   return 0;
 }
 
-ShardMemory ShardedState::memory() const {
-  ShardMemory m;
-  m.parameters = static_cast<int64_t>(total_ * sizeof(float));
-  m.gradients_peak = options_.stage == ShardStage::gradients ? resident_peak_.load()
+ShardStats ShardedState::stats() const {
+  ShardStats m;
+  m.parameters = options_.stage == ShardStage::parameters ? params_peak_ : static_cast<int64_t>(total_ * sizeof(float));
+  m.gradients_peak = options_.stage != ShardStage::optimizer ? resident_peak_.load()
                                                              : static_cast<int64_t>(total_ * sizeof(float));
   m.optimizer = optimizer_bytes_;
   m.staging = static_cast<int64_t>((staging_.size() + piece_.size()) * sizeof(float));
+  m.gather_seconds = gather_seconds_;
   return m;
 }
 

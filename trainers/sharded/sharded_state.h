@@ -15,6 +15,11 @@
 //   stage gradients: as above, and each bucket's pages outside the rank's chunk go back to the
 //                    kernel as soon as it is reduced (PageBuffer): the full gradient is never
 //                    resident beyond the buckets in flight.            4 + 4/N + 8/N
+//   stage parameters: the chunks are the model's layers' ranges (Trainer::layers()), and the
+//                    parameters too live in a page buffer of which a rank keeps only its chunks:
+//                    a layer is all-gathered (gather_unit) just before its forward and again
+//                    before its backward and given back after (release_unit); the layer-by-layer
+//                    step is trainers/sharded/layered_step.h.                 16/N + the gathered layers
 //
 // Every rank issues the same collectives in the same order (the buckets' order, then the step's
 // scalars, then the gathers), so a rank that dies or falls out of step makes the others fail by the
@@ -27,12 +32,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/communicator.h"
 #include "core/status.h"
+#include "trainers/api/trainer.h"
 #include "trainers/grad_buckets.h"
 #include "trainers/optimizer.h"
 #include "trainers/sharded/page_buffer.h"
@@ -52,14 +59,16 @@ struct OwnedChunk {
 };
 std::vector<OwnedChunk> plan_owned_chunks(const std::vector<GradBucket>& buckets, int rank, int size);
 
-// What a sharded replica holds, in bytes. The gradient buffer is measured (resident pages, before
-// each bucket's pages go back and at the end of every step); the rest is what it allocated.
-struct ShardMemory {
-  int64_t parameters = 0;      // the full parameters
+// What a sharded replica holds, in bytes, and the time its parameter all-gathers took. The gradient
+// buffer is measured (resident pages, before each bucket's pages go back); the rest is what it
+// allocated.
+struct ShardStats {
+  int64_t parameters = 0;      // the full parameters (stage parameters: resident, at their peak)
   int64_t gradients_peak = 0;  // the gradient buffer, resident, at its largest
   int64_t optimizer = 0;       // this rank's optimizer state
   int64_t staging = 0;         // the collectives' bucket buffers
   int64_t total() const { return parameters + gradients_peak + optimizer + staging; }
+  double gather_seconds = 0;   // in the all-gathers of updated parameters, all steps
 };
 
 class ShardedState {
@@ -79,6 +88,28 @@ class ShardedState {
 
   // The flat gradient buffer (total floats) the trainer writes.
   float* grads() const { return grads_.data(); }
+
+  // Stage parameters: the parameters in the flat layout, of which only this rank's chunks (and the
+  // units gathered now) hold values.
+  float* params() const { return params_.data(); }
+  // This rank's chunks of the seed's initialisation (exactly a whole-buffer one's floats), or of
+  // `full` (total floats: a checkpoint's, a model file's).
+  void init_params(const ParameterSpace& space, uint64_t seed);
+  void load_params(const float* full);
+  // Unit i's parameters all-gathered into params() / given back but for this rank's chunk.
+  // Collective (every rank, same order). gather_all: every unit, for evaluation and the final
+  // parameters (the whole model resident while they last: not counted in stats()'s peak, which is
+  // the training steps').
+  Status gather_unit(size_t i, bool training = true);
+  void release_unit(size_t i);
+  Status gather_all();
+  void release_all();
+  size_t units() const { return chunks_.size(); }
+
+  // Gradients given back: a bucket's pages are prepared (PageBuffer::prepare) while backward is
+  // still this many buckets before it (each one of a few MB at most resident early; 2x the step
+  // time of plain sync without it, for the page faults of two replicas' threads in one process).
+  static constexpr size_t kPrepareAhead = 6;
   // Before a step: every gradient reads zero (stage gradients: by returning every page).
   void zero_grads();
   // GradBucketSync::Options::reduce, on its comm thread: reduce-scatters (averages) bucket `index`
@@ -100,15 +131,22 @@ class ShardedState {
   // slice, trainers/checkpoint/), assembled from every rank's chunks. Collective: every rank calls
   // it with its own range. And the other way: this rank's chunks taken from a whole-model state.
   Expected<OptimizerState> optimizer_state(size_t begin, size_t end);
+  // Stage parameters: the parameters of [begin, end) assembled the same way.
+  Expected<std::vector<float>> param_slice(size_t begin, size_t end);
   Status load_optimizer(const OptimizerState& whole);
 
   std::string describe() const;  // "adamw(...) on 1/4 of the state (optimizer)"
   int64_t steps() const;
-  ShardMemory memory() const;
+  ShardStats stats() const;
 
  private:
   ShardedState(collectives::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
   void note_resident();
+  void prepare_bucket(size_t index);
+  // Every rank's chunk of each unit (from chunk_data(i): chunk floats, null for zeros) all-gathered
+  // unit by unit, and the part inside [begin, end) copied to out[0, end - begin).
+  Status assemble(size_t begin, size_t end, const std::function<const float*(size_t unit)>& chunk_data, float* out,
+                  const std::string& what);
   collectives::CollectiveOptions collective(uint64_t tag) const;
 
   collectives::Communicator& comm_;
@@ -117,10 +155,13 @@ class ShardedState {
   std::vector<OwnedChunk> chunks_;                     // per bucket
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // per bucket: its chunk's state (null when empty)
   PageBuffer grads_;
+  PageBuffer params_;  // stage parameters only
   std::vector<float> staging_;  // a bucket's floats padded to chunk x size
   std::vector<float> piece_;    // one chunk
   int64_t optimizer_bytes_ = 0;
+  double gather_seconds_ = 0;
   std::atomic<int64_t> resident_peak_{0};
+  int64_t params_peak_ = 0;
 };
 
 }  // namespace troupe

@@ -1,0 +1,207 @@
+// bench_sharded: sharded data parallelism (`--shard`, trainers/sharded/) beside plain sync: step
+// time and what each worker holds for the gpt (dim 384, 6 layers, 6 heads by default; a byte
+// vocabulary of 256, context --seq-len, adamw), with 2 (and 4) replicas as threads of this process
+// over shared memory.
+//
+//   build/bin/bench_sharded                                  # the table for docs/benchmarks.md
+//   build/bin/bench_sharded --replicas 2,4 --steps 8 --runs 3
+//
+// Every configuration runs one untimed 2-step job first; then --runs rounds run every stage once,
+// so drift in the machine's load hits all of them alike. Columns: the median step time (the slowest
+// replica's training time / steps) and its ratio to plain sync's; the reduction's time per step
+// (all-reduce, or reduce-scatter when sharded: the comm thread's clock) and the share of it hidden
+// behind backward; the all-gather of the updated parameters per step (sharded only: it runs after
+// the update, never hidden); and rank 0's bytes per parameter — plain sync's are what it allocates
+// (4 + 4 + 8: parameters, gradients, adam's moments), a sharded replica's are measured (its
+// gradient pages resident at their peak, trainers/sharded/page_buffer.h) — beside the ZeRO
+// formula. Every sharded job must end with plain sync's parameters to 1e-5 (relative).
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "bench/bench_common.h"
+#include "collectives/shm_transport.h"
+#include "kernels/cpu/blas_info.h"
+#include "trainers/trainer_driver.h"
+
+using namespace troupe;
+using namespace troupe::bench;
+using namespace troupe::collectives;
+
+namespace {
+
+// Random byte tokens in windows of `seq` (trainers/token_windows.h's layout).
+Dataset byte_windows(int64_t windows, int64_t seq, uint64_t seed) {
+  Dataset d;
+  d.count = windows;
+  d.rows = 1;
+  d.cols = static_cast<int>(seq);
+  d.classes = 256;
+  d.target_width = seq;
+  d.schema = {FieldSpec{"tokens", ValueType::f32, ValueType::u8, {seq}, false},
+              FieldSpec{"targets", ValueType::i32, ValueType::u8, {seq}, true}};
+  std::mt19937_64 rng(seed);
+  std::vector<int> ids(static_cast<size_t>(windows * seq + 1));
+  for (int& id : ids) id = static_cast<int>(rng() % 256);
+  for (int64_t t = 0; t < windows * seq; ++t) {
+    d.images.push_back(static_cast<float>(ids[static_cast<size_t>(t)]));
+    d.labels.push_back(ids[static_cast<size_t>(t + 1)]);
+  }
+  return d;
+}
+
+struct RunResult {
+  double step_seconds = 0;
+  GradBucketStats buckets;  // rank 0's
+  ShardStats shard;         // rank 0's
+  std::vector<float> params;
+};
+
+Expected<RunResult> run_once(int n, ShardStage stage, const TrainOptions& o, const Dataset& train, const Dataset& test,
+                             int generation) {
+  std::vector<std::unique_ptr<Transport>> group(n);
+  std::vector<Status> status(n);
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        ShmGroupOptions s;
+        s.name = "bench-sharded-" + std::to_string(::getpid()) + "." + std::to_string(generation);
+        s.rank = r;
+        s.size = n;
+        auto t = connect_shm_group(s);
+        if (t.ok()) group[r] = std::move(*t); else status[r] = t.status();
+      });
+    for (auto& t : threads) t.join();
+  }
+  for (const Status& s : status)
+    if (!s.ok()) return s;
+  std::vector<TrainResult> results(n);
+  std::vector<std::vector<float>> params(n);
+  RunResult out;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Communicator comm(std::move(group[r]));
+      Replica replica;
+      replica.comm = &comm;
+      replica.checksum_every = 0;
+      replica.shard = stage;
+      replica.bucket_stats = r == 0 ? &out.buckets : nullptr;
+      replica.shard_stats = r == 0 ? &out.shard : nullptr;
+      auto res = train_replica(o, train, test, replica, {}, &params[r]);
+      if (res.ok()) results[r] = *res; else status[r] = res.status();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!status[r].ok()) return status[r].with_context("replica " + std::to_string(r));
+    if (params[r] != params[0]) return internal_error("replica " + std::to_string(r) + " ended with other parameters");
+    out.step_seconds = std::max(out.step_seconds, o.batch_size / results[r].samples_per_second);
+  }
+  out.params = std::move(params[0]);
+  return out;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  troupe::kernels::cpu::reexec_for_blas(argv);
+  int runs = 3, dim = 384, layers = 6, heads = 6;
+  int64_t steps = 6, seq = 128;
+  std::vector<int> replica_counts{2};
+  TrainOptions o;
+  o.model = "gpt";
+  o.batch_size = 8;
+  o.epochs = 1;
+  o.evaluate_each_epoch = false;
+  o.optimizer = "adamw";
+  o.lr = 3e-4f;
+  o.weight_decay = 0.1f;
+  o.weight_decay_params = "matrices";
+  o.clip_grad_norm = 1.0f;
+  CLI::App app{"Step time and memory per worker: sync with --shard none, optimizer, gradients (the gpt)"};
+  app.add_option("--runs", runs, "Timed jobs per configuration (medians)")->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--steps", steps, "Steps per job")->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Global batch in windows")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--seq-len", seq, "Context (tokens per window)")->check(CLI::Range(2, 4096))->capture_default_str();
+  app.add_option("--dim", dim, "Model width")->check(CLI::Range(8, 8192))->capture_default_str();
+  app.add_option("--layers", layers, "Blocks")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--heads", heads, "Attention heads")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--replicas", replica_counts, "Replica counts")->delimiter(',')->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  o.seq_len = seq;
+  o.trainer_args = {"layers=" + std::to_string(layers), "heads=" + std::to_string(heads), "dim=" + std::to_string(dim)};
+  spdlog::set_level(spdlog::level::warn);
+
+  const Dataset train = byte_windows(o.batch_size * (steps + 1), seq, 1), test = byte_windows(2, seq, 2);
+  std::printf("# %s\n# %s, %u hardware threads; %s\n", command_line(argc, argv).c_str(), cpu_model().c_str(),
+              std::thread::hardware_concurrency(), blas_description().c_str());
+  std::printf("# gpt L%d H%d D%d T%lld V256, adamw, global batch %d windows, %lld steps per job, replicas are "
+              "threads over shared memory, 256 KiB buckets\n",
+              layers, heads, dim, static_cast<long long>(seq), o.batch_size, static_cast<long long>(steps));
+  std::printf("%8s %10s %10s %7s %12s %8s %12s %12s %12s %9s\n", "replicas", "shard", "step ms", "ratio", "reduce ms",
+              "hidden", "gather ms", "MB/worker", "bytes/param", "formula");
+  const std::vector<ShardStage> stages{ShardStage::none, ShardStage::optimizer, ShardStage::gradients};
+  int generation = 0;
+  for (int n : replica_counts) {
+    std::map<ShardStage, std::vector<RunResult>> timed;
+    for (int round = -1; round < runs; ++round)
+      for (ShardStage stage : stages) {
+        TrainOptions job = o;
+        job.max_steps = round < 0 ? 2 : steps;
+        auto res = run_once(n, stage, job, train, test, ++generation);
+        if (!res.ok()) {
+          std::fprintf(stderr, "error: %d replicas, --shard %s: %s\n", n, shard_stage_name(stage),
+                       res.status().to_string().c_str());
+          return 1;
+        }
+        if (round >= 0) timed[stage].push_back(std::move(*res));
+      }
+    const double params = static_cast<double>(timed[ShardStage::none].front().params.size());
+    auto step_median = [&](ShardStage s) {
+      std::vector<double> v;
+      for (auto& r : timed[s]) v.push_back(r.step_seconds);
+      return median(v);
+    };
+    const double base = step_median(ShardStage::none);
+    for (ShardStage stage : stages) {
+      std::vector<double> reduce, hidden, gather;
+      double bytes = 0;
+      for (auto& r : timed[stage]) {
+        reduce.push_back(r.buckets.comm_seconds / std::max<int64_t>(1, r.buckets.steps));
+        hidden.push_back(r.buckets.hidden_fraction());
+        gather.push_back(r.shard.gather_seconds / static_cast<double>(steps));
+        bytes = std::max(bytes, stage == ShardStage::none ? 16 * params + 8 : static_cast<double>(r.shard.total()));
+        const double diff = relative_difference(r.params, timed[ShardStage::none].front().params);
+        if (diff > 1e-5) {
+          std::fprintf(stderr, "error: --shard %s ended %.3g (relative) away from plain sync's parameters\n",
+                       shard_stage_name(stage), diff);
+          return 1;
+        }
+      }
+      const double formula = stage == ShardStage::none ? 16 : stage == ShardStage::optimizer ? 8 + 8.0 / n : 4 + 12.0 / n;
+      std::printf("%8d %10s %10.1f %7.3f %12.2f %7.0f%% %12.2f %12.1f %12.2f %9.2f\n", n, shard_stage_name(stage),
+                  step_median(stage) * 1e3, step_median(stage) / base, median(reduce) * 1e3, median(hidden) * 100,
+                  stage == ShardStage::none ? 0.0 : median(gather) * 1e3, bytes / 1e6, bytes / params, formula);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
