@@ -180,7 +180,8 @@ Runner add_submit_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--shard", s.shard,
                   "sync: what each worker keeps only its 1/N of: none, optimizer (its optimizer state; gradients "
-                  "reduce-scattered, parameters all-gathered: ZeRO 1) or gradients (also the gradients: ZeRO 2)")
+                  "reduce-scattered, parameters all-gathered: ZeRO 1), gradients (also the gradients: ZeRO 2) or "
+                  "parameters (also the parameters, each layer gathered when used: ZeRO 3; models with layers)")
       ->check(CLI::IsMember({"none", "optimizer", "gradients", "parameters"}))->capture_default_str();
   cmd->add_option("--checkpoint-every", s.checkpoint_every,
                   "a sharded checkpoint every STEPS steps (sync, central, pipeline; async: every STEPS x workers "

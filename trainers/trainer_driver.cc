@@ -26,6 +26,7 @@
 #include "trainers/loss_scale.h"
 #include "trainers/optimizer.h"
 #include "trainers/param_init.h"
+#include "trainers/sharded/layered_step.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {
@@ -68,12 +69,15 @@ Status compare_checksums(const std::vector<float>& params, const Replica& replic
 // replica's is durable, rank 0 commits the manifest. See Replica::checkpoints.
 // `state` gives the optimizer state of a slice (a sharded replica's assembles it from every rank's).
 using SliceState = std::function<Expected<OptimizerState>(size_t begin, size_t end)>;
-Status write_checkpoint(const std::vector<float>& params, size_t n, const SliceState& state, const Replica& replica,
+// `params` gives the parameters of a slice (stage parameters: assembled from every rank's chunks).
+using SliceParams = std::function<Expected<std::vector<float>>(size_t begin, size_t end)>;
+Status write_checkpoint(const SliceParams& params, size_t n, const SliceState& state, const Replica& replica,
                         int64_t step, int epoch, int64_t epoch_step) {
   const checkpoint::ReplicaPoint at{replica.checkpoints.tag, step, epoch, epoch_step};
   auto fill = [&](size_t begin, size_t end, checkpoint::ShardData* d) -> Status {
-    d->params.assign(params.begin() + static_cast<std::ptrdiff_t>(begin),
-                     params.begin() + static_cast<std::ptrdiff_t>(end));
+    auto p = params(begin, end);
+    if (!p.ok()) return p.status();
+    d->params = std::move(*p);
     auto st = state(begin, end);
     if (!st.ok()) return st.status();
     d->optimizer = std::move(*st);
@@ -138,12 +142,14 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                             "among " + parts + "; use a multiple of " + std::to_string(world * o.accumulate));
   }
   const bool sharded = replica.comm && replica.shard != ShardStage::none;
-  if (sharded && replica.shard == ShardStage::parameters)
-    return invalid_argument("--shard parameters (each replica holding 1/N of the parameters) is not built yet; "
-                            "use --shard optimizer or --shard gradients");
-  if (sharded && replica.shard == ShardStage::gradients && o.accumulate > 1)
-    return invalid_argument("--shard gradients with --accumulate " + std::to_string(o.accumulate) +
-                            " would hold every micro-batch's full gradient; use --shard optimizer with --accumulate");
+  const bool layered = sharded && replica.shard == ShardStage::parameters;  // layer by layer (layered_step.h)
+  if (sharded && replica.shard != ShardStage::optimizer && o.accumulate > 1)
+    return invalid_argument("--shard " + std::string(shard_stage_name(replica.shard)) + " with --accumulate " +
+                            std::to_string(o.accumulate) + " would hold every micro-batch's full gradient; use "
+                            "--shard optimizer with --accumulate");
+  if (layered && o.precision != DType::f32)
+    return invalid_argument("--shard parameters computes in f32 for now (the layers' forward and backward, "
+                            "LayerModel); use --shard gradients with --precision " + std::string(dtype_name(o.precision)));
   const int local_batch = elastic ? replica.local_rows : o.batch_size / world;
   // This replica's share of the global batch relative to an even one (1 unless elastic and uneven).
   const float weight = elastic ? static_cast<float>(static_cast<double>(local_batch) * world / o.batch_size) : 1.0f;
@@ -169,7 +175,20 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // One optimizer over every parameter, or (sharded) the state of this replica's chunks only.
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<ShardedState> zero;
-  const std::vector<GradBucket> bucket_plan = plan_grad_buckets(space.blocks(), replica.bucket_bytes);
+  std::vector<GradBucket> bucket_plan = plan_grad_buckets(space.blocks(), replica.bucket_bytes);
+  std::vector<LayerInfo> layer_list;
+  if (layered) {  // the units are the model's layers
+    LayerModel* layers = trainer.layers();
+    if (!layers)
+      return invalid_argument("--shard parameters gathers the model layer by layer, and " + where + " does not "
+                              "split into layers (Trainer::layers()); use --shard gradients");
+    if (train.spec().classes <= 0)
+      return invalid_argument("--shard parameters trains models of class targets for now; use --shard gradients");
+    layer_list = layers->layer_infos();
+    auto units = layer_units(layer_list, space.size());
+    if (!units.ok()) return units.status().with_context(where);
+    bucket_plan = std::move(*units);
+  }
   if (sharded) {
     ShardedState::Options so;
     so.stage = replica.shard;
@@ -192,15 +211,24 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // Two slots after the gradients carry this replica's loss and correct count through the same
   // all-reduce, so a step costs one collective.
   // (sharded: the gradients live in the ShardedState's page buffer, the slots apart)
-  std::vector<float> params(space.size()), grads(zero ? 0 : space.size() + 2);
+  // (--shard parameters: the parameters too, of which this replica holds its chunks of each layer)
+  std::vector<float> params(layered ? 0 : space.size()), grads(zero ? 0 : space.size() + 2);
   float zero_slots[2] = {0, 0};
   float* const grad = zero ? zero->grads() : grads.data();
   float* const slots = zero ? zero_slots : grads.data() + space.size();
-  init_parameters(space, o.seed, params.data());
+  float* const param_data = layered ? zero->params() : params.data();
+  if (layered) zero->init_params(space, o.seed); else init_parameters(space, o.seed, params.data());
   if (rank == 0 && !o.save_path.empty())  // a --save that cannot be written fails now, not after training
     TROUPE_RETURN_IF_ERROR(check_save_target(o.save_path));
   if (!o.init_from.empty() && !replica.resume) {  // every replica loads the same file: identical start
-    TROUPE_RETURN_IF_ERROR(load_model_into(o.init_from, space, o.model, o.init_partial, params.data()));
+    if (layered) {  // read whole, this replica's chunks kept
+      std::vector<float> whole(space.size());
+      init_parameters(space, o.seed, whole.data());  // --init-partial: the blocks the file lacks
+      TROUPE_RETURN_IF_ERROR(load_model_into(o.init_from, space, o.model, o.init_partial, whole.data()));
+      zero->load_params(whole.data());
+    } else {
+      TROUPE_RETURN_IF_ERROR(load_model_into(o.init_from, space, o.model, o.init_partial, params.data()));
+    }
     if (rank == 0) spdlog::info("parameters from {}{}", o.init_from, o.init_partial ? " (the blocks it has)" : "");
   }
   int64_t step = 0;           // steps done
@@ -208,13 +236,13 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   int64_t skip_steps = 0;     //   after the steps of it already done
   if (replica.resume) {
     const checkpoint::TrainingState& r = *replica.resume;
-    if (r.params.size() != params.size()) {
+    if (r.params.size() != space.size()) {
       return invalid_argument("the checkpoint holds " + std::to_string(r.params.size()) + " parameters; " + where +
-                              " has " + std::to_string(params.size()) + " (another model or trainer settings?)");
+                              " has " + std::to_string(space.size()) + " (another model or trainer settings?)");
     }
     TROUPE_RETURN_IF_ERROR((zero ? zero->load_optimizer(r.optimizer) : opt->load_state(r.optimizer, 0))
                                .with_context("restoring the checkpoint of step " + std::to_string(r.step)));
-    params = r.params;
+    if (layered) zero->load_params(r.params.data()); else params = r.params;
     step = r.step;
     const checkpoint::ResumeAt at = checkpoint::resume_at(r, steps_per_epoch);
     first_epoch = at.epoch;
@@ -223,9 +251,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                  skip_steps);
   }
   TROUPE_RETURN_IF_ERROR(replica.checkpoints.check());
-  const Parameters param_view(params.data(), params.size());
+  const Parameters param_view(param_data, space.size());
   std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
-  if (replica.comm && (replica.bucket_bytes > 0 || zero)) {  // sharded: always by buckets (0: one bucket)
+  std::unique_ptr<LayeredStep> layered_step;  // --shard parameters: its own collectives, layer by layer
+  if (layered) layered_step = std::make_unique<LayeredStep>(*trainer.layers(), layer_list, *zero, replica.timeout);
+  if (replica.comm && !layered && (replica.bucket_bytes > 0 || zero)) {  // sharded: by buckets (0: one)
     GradBucketSync::Options bo{replica.bucket_bytes, replica.timeout, replica.grad_wire, {}, 0};
     if (zero) {
       ShardedState* z = zero.get();
@@ -250,6 +280,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const SliceState slice_state = [&](size_t begin, size_t end) -> Expected<OptimizerState> {
     if (zero) return zero->optimizer_state(begin, end);
     return opt->save_state(begin, end);
+  };
+  const SliceParams slice_params = [&](size_t begin, size_t end) -> Expected<std::vector<float>> {
+    if (layered) return zero->param_slice(begin, end);
+    return std::vector<float>(params.begin() + static_cast<std::ptrdiff_t>(begin),
+                              params.begin() + static_cast<std::ptrdiff_t>(end));
   };
   const int64_t features = train.features();
   SliceFeed slices(train, o.seed, o.batch_size, rank, world);
@@ -300,7 +335,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       Batch whole = batch;
       whole.features = features;
       whole.loss_scale = scaled ? scaler.scale() : 1.0f;
-      auto stats = forward_backward_parts(trainer, whole, param_view, grad_view, o.accumulate, micro_grads);
+      auto stats = layered ? layered_step->forward_backward(whole, weight)
+                           : forward_backward_parts(trainer, whole, param_view, grad_view, o.accumulate, micro_grads);
       if (!stats.ok()) {
         return stats.status().with_context(where + ": forward_backward at epoch " + std::to_string(epoch) +
                                            ", step " + std::to_string(s + 1));
@@ -311,7 +347,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         if (!buckets && weight != 1.0f) kernels::cpu::scale(grad, space.size(), weight);
         slots[0] = stats->loss * weight;
         slots[1] = static_cast<float>(stats->correct);
-        Status st = buckets ? buckets->finish_step(slots) : allreduce_unbucketed(grads, replica, sync);
+        Status st = buckets   ? buckets->finish_step(slots)
+                    : layered ? replica.comm->allreduce(slots, slots, 2, DType::f32, collectives::ReduceOp::avg, sync)
+                              : allreduce_unbucketed(grads, replica, sync);
         if (!st.ok()) return st.with_context(where + ": all-reducing gradients at epoch " + std::to_string(epoch) +
                                              ", step " + std::to_string(s + 1));
         stats->loss = slots[0];
@@ -337,8 +375,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
           auto norm = zero->clip_grad_norm(o.clip_grad_norm);
           if (!norm.ok()) return norm.status().with_context(where + at_step);
         }
-        zero->step(params.data(), lr);
-        TROUPE_RETURN_IF_ERROR(zero->gather(params.data()).with_context(where + at_step));
+        zero->step(param_data, lr);
+        // Every replica holds the whole updated parameters again (stage parameters: each layer is
+        // gathered when it is next used).
+        if (!layered) TROUPE_RETURN_IF_ERROR(zero->gather(params.data()).with_context(where + at_step));
       } else if (*apply) {
         if (scaled) kernels::cpu::scale(grad, space.size(), 1.0f / used_scale);
         if (o.clip_grad_norm > 0)  // after the all-reduce: the averaged gradient, the same on every replica
@@ -350,10 +390,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.steps) replica.steps->end(local_batch, stats->loss, buckets ? buckets->stats().comm_seconds : 0);
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
-      if (replica.comm && replica.checksum_every > 0 && step % replica.checksum_every == 0)
+      // (stage parameters: no replica holds the whole parameters to compare)
+      if (replica.comm && !layered && replica.checksum_every > 0 && step % replica.checksum_every == 0)
         TROUPE_RETURN_IF_ERROR(compare_checksums(params, replica, step).with_context(where));
       if (replica.checkpoints.every > 0 && step % replica.checkpoints.every == 0)
-        TROUPE_RETURN_IF_ERROR(write_checkpoint(params, space.size(), slice_state, replica, step, epoch, s + 1)
+        TROUPE_RETURN_IF_ERROR(write_checkpoint(slice_params, space.size(), slice_state, replica, step, epoch, s + 1)
                                    .with_context(where));
       if (progress) progress(step_progress(o, epoch, steps_per_epoch, tally, seconds_since(epoch_start), total_steps - step));
       if (o.max_steps > 0 && step >= o.max_steps) {
@@ -367,12 +408,20 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
     if (!counted) es.train_accuracy = -1;
     if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
+      if (layered)  // evaluation reads the whole model: gathered for it, given back after
+        TROUPE_RETURN_IF_ERROR(zero->gather_all().with_context(where + ": gathering the parameters to evaluate"));
       auto score = evaluate_split(trainer, param_view, test, replica);
+      if (layered) zero->release_all();
       if (!score.ok()) return score.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
       es.test_accuracy = score->accuracy;
       es.test_loss = score->loss;
     }
     report_epoch(es, o, steps_per_epoch, &result, progress);
+  }
+  if (layered) {  // the trained parameters whole, for the checks, --save and the caller
+    TROUPE_RETURN_IF_ERROR(zero->gather_all().with_context(where + ": gathering the trained parameters"));
+    params.assign(param_data, param_data + space.size());
+    zero->release_all();
   }
   if (!kernels::cpu::all_finite(params.data(), params.size())) {
     return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");

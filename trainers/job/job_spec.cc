@@ -267,12 +267,12 @@ Status validate(const JobSpec& s) {
   if (stage != ShardStage::none && (s.strategy != "sync" || s.gpus_per_worker > 0))
     return invalid_argument("--shard " + s.shard + " is for sync jobs on CPU workers (got --strategy " + s.strategy +
                             (s.gpus_per_worker > 0 ? " with --gpus-per-worker" : "") + ")");
-  if (stage == ShardStage::parameters)
-    return invalid_argument("--shard parameters (each worker holding 1/N of the parameters) is not built yet; use "
-                            "--shard optimizer or --shard gradients");
-  if (stage == ShardStage::gradients && s.train.accumulate > 1)
-    return invalid_argument("--shard gradients with --accumulate " + std::to_string(s.train.accumulate) +
+  if ((stage == ShardStage::gradients || stage == ShardStage::parameters) && s.train.accumulate > 1)
+    return invalid_argument("--shard " + s.shard + " with --accumulate " + std::to_string(s.train.accumulate) +
                             " would hold every micro-batch's full gradient; use --shard optimizer with --accumulate");
+  if (stage == ShardStage::parameters && s.train.precision != DType::f32)
+    return invalid_argument("--shard parameters computes in f32 for now; use --shard gradients with --precision " +
+                            std::string(dtype_name(s.train.precision)));
   if (s.checkpoint_every < 0) return invalid_argument("--checkpoint-every must be >= 0 (0: no checkpoints)");
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) {
     return invalid_argument("--checkpoint-every needs --checkpoint-dir DIR (a directory every worker can write)");

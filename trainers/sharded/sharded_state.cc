@@ -105,7 +105,8 @@ void ShardedState::prepare_bucket(size_t index) {
 void ShardedState::zero_grads() {
   if (options_.stage != ShardStage::optimizer) {
     grads_.release(0, total_);
-    for (size_t i = 0; i < kPrepareAhead; ++i) prepare_bucket(i);
+    if (options_.stage == ShardStage::gradients)
+      for (size_t i = 0; i < kPrepareAhead; ++i) prepare_bucket(i);
   } else {
     std::memset(grads_.data(), 0, total_ * sizeof(float));
   }
@@ -129,7 +130,9 @@ Status ShardedState::reduce_bucket(size_t index, float* data, size_t count, cons
     if (options_.measure) note_resident();  // the bucket's pages, just before they go
     grads_.release(c.bucket_offset, c.begin);
     grads_.release(c.end, c.bucket_offset + c.bucket_count);
-    prepare_bucket(index + kPrepareAhead);  // the bucket backward writes soon: one call, not a fault a page
+    // The bucket backward writes soon: one call, not a fault a page (stage parameters: its own
+    // step prepares each layer's).
+    if (options_.stage == ShardStage::gradients) prepare_bucket(index + kPrepareAhead);
   }
   return {};
 }

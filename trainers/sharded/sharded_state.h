@@ -110,6 +110,8 @@ class ShardedState {
   // still this many buckets before it (each one of a few MB at most resident early; 2x the step
   // time of plain sync without it, for the page faults of two replicas' threads in one process).
   static constexpr size_t kPrepareAhead = 6;
+  // Bucket (unit) `index`'s gradient pages backed now, in one call (PageBuffer::prepare).
+  void prepare_bucket(size_t index);
   // Before a step: every gradient reads zero (stage gradients: by returning every page).
   void zero_grads();
   // GradBucketSync::Options::reduce, on its comm thread: reduce-scatters (averages) bucket `index`
@@ -142,7 +144,6 @@ class ShardedState {
  private:
   ShardedState(collectives::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
   void note_resident();
-  void prepare_bucket(size_t index);
   // Every rank's chunk of each unit (from chunk_data(i): chunk floats, null for zeros) all-gathered
   // unit by unit, and the part inside [begin, end) copied to out[0, end - begin).
   Status assemble(size_t begin, size_t end, const std::function<const float*(size_t unit)>& chunk_data, float* out,

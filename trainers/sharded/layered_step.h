@@ -1,0 +1,55 @@
+// Stage parameters (`--shard parameters`: ZeRO stage 3, FSDP's FULL_SHARD): one step's forward and
+// backward layer by layer through the trainer's LayerModel (Trainer::layers()), each layer's
+// parameters all-gathered just before its forward and again before its backward and given back
+// right after, its gradients reduce-scattered as soon as its backward is done.
+//
+//   forward:  gather 0, gather 1 | layer 0 | give back 0, gather 2 | layer 1 | ... | layer L-1 (kept)
+//   backward: gather L-2 | back L-1, reduce L-1, give back L-1, gather L-3 | back L-2 ... | back 0
+//
+// The collectives run on a CommQueue in the order queued (the same on every rank), so the next
+// layer's gather overlaps this layer's compute and at most two layers are gathered at once. The
+// layers' ranges are the ShardedState's units (layer_units): a rank owns chunk r of each layer.
+// Activations of every layer are kept from forward to backward (as one process keeps them).
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/api/trainer.h"
+#include "trainers/grad_buckets.h"
+#include "trainers/sharded/comm_queue.h"
+#include "trainers/sharded/sharded_state.h"
+
+namespace troupe {
+
+// The layers' flat ranges as units (GradBucket: offset, count, blocks), in layer order.
+// invalid_argument when the layers do not cover the `total` floats of the model back to back
+// (pipeline::check_layers' conditions, and nothing before the first or after the last).
+Expected<std::vector<GradBucket>> layer_units(const std::vector<LayerInfo>& layers, size_t total);
+
+class LayeredStep {
+ public:
+  // `state` was created over layer_units(layers) with stage parameters; `model` and `state`
+  // outlive this object.
+  LayeredStep(LayerModel& model, std::vector<LayerInfo> layers, ShardedState& state, std::chrono::milliseconds timeout);
+
+  // The batch's mean loss and correct count (this replica's rows), its gradients averaged over the
+  // replicas into each rank's chunks of state.grads(), scaled by `weight` first (an elastic replica's
+  // share). Needs class labels (LayerModel::output_loss). The layers' errors name the layer; a
+  // collective's names the unit and the rank it waited for. After an error the queued collectives
+  // are dropped.
+  Expected<BatchStats> forward_backward(const Batch& batch, float weight);
+
+ private:
+  LayerModel& model_;
+  std::vector<LayerInfo> layers_;
+  ShardedState& state_;
+  std::chrono::milliseconds timeout_;
+  std::vector<GradBucket> units_;
+  CommQueue queue_;
+  std::vector<std::vector<float>> acts_;  // acts_[l]: layer l's output
+  std::vector<float> dout_, din_;
+};
+
+}  // namespace troupe
