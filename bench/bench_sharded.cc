@@ -1,16 +1,19 @@
 // bench_sharded: sharded data parallelism (`--shard`, trainers/sharded/) beside plain sync: step
 // time and what each worker holds for the gpt (dim 384, 6 layers, 6 heads by default; a byte
-// vocabulary of 256, context --seq-len, adamw), with 2 (and 4) replicas as threads of this process
-// over shared memory.
+// vocabulary of 256, context --seq-len, adamw) or a deep mlp (`--model mlp --hidden ...` on
+// synthetic 784-feature examples of 10 classes: it splits into layers, so --shard parameters runs
+// too), with 2 (and 4) replicas as threads of this process over shared memory.
 //
 //   build/bin/bench_sharded                                  # the table for docs/benchmarks.md
 //   build/bin/bench_sharded --replicas 2,4 --steps 8 --runs 3
+//   build/bin/bench_sharded --model mlp --hidden 2048,2048,2048,2048 --batch-size 256
 //
 // Every configuration runs one untimed 2-step job first; then --runs rounds run every stage once,
 // so drift in the machine's load hits all of them alike. Columns: the median step time (the slowest
 // replica's training time / steps) and its ratio to plain sync's; the reduction's time per step
-// (all-reduce, or reduce-scatter when sharded: the comm thread's clock) and the share of it hidden
-// behind backward; the all-gather of the updated parameters per step (sharded only: it runs after
+// (all-reduce, or reduce-scatter when sharded: the comm thread's clock; --shard parameters: its
+// layers' gathers and reduce-scatters together) and the share of it hidden behind backward (not
+// measured for --shard parameters: "-"); the all-gather of the updated parameters per step (sharded only: it runs after
 // the update, never hidden); and rank 0's bytes per parameter — plain sync's are what it allocates
 // (4 + 4 + 8: parameters, gradients, adam's moments), a sharded replica's are measured (its
 // gradient pages resident at their peak, trainers/sharded/page_buffer.h) — beside the ZeRO
@@ -119,6 +122,20 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
+// `count` examples of 784 uniform features and one of 10 classes.
+Dataset synthetic_images(int64_t count, uint64_t seed) {
+  Dataset d;
+  d.count = count;
+  d.rows = d.cols = 28;
+  d.classes = 10;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  d.images.resize(static_cast<size_t>(count) * 784);
+  for (auto& p : d.images) p = pixel(rng);
+  for (int64_t i = 0; i < count; ++i) d.labels.push_back(static_cast<int32_t>(rng() % 10));
+  return d;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,20 +162,43 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers, "Blocks")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--heads", heads, "Attention heads")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--replicas", replica_counts, "Replica counts")->delimiter(',')->capture_default_str();
+  std::vector<int> hidden{2048, 2048, 2048, 2048};
+  app.add_option("--model", o.model, "gpt, or mlp (with --hidden; --shard parameters too)")
+      ->check(CLI::IsMember({"gpt", "mlp"}))->capture_default_str();
+  app.add_option("--hidden", hidden, "mlp: hidden layer sizes")->delimiter(',')->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  o.seq_len = seq;
-  o.trainer_args = {"layers=" + std::to_string(layers), "heads=" + std::to_string(heads), "dim=" + std::to_string(dim)};
+  const bool gpt = o.model == "gpt";
+  if (gpt) {
+    o.seq_len = seq;
+    o.trainer_args = {"layers=" + std::to_string(layers), "heads=" + std::to_string(heads),
+                      "dim=" + std::to_string(dim)};
+  } else {
+    o.hidden = hidden;
+  }
   spdlog::set_level(spdlog::level::warn);
 
-  const Dataset train = byte_windows(o.batch_size * (steps + 1), seq, 1), test = byte_windows(2, seq, 2);
+  const Dataset train = gpt ? byte_windows(o.batch_size * (steps + 1), seq, 1)
+                            : synthetic_images(o.batch_size * (steps + 1), 1);
+  const Dataset test = gpt ? byte_windows(2, seq, 2) : synthetic_images(100, 2);
   std::printf("# %s\n# %s, %u hardware threads; %s\n", command_line(argc, argv).c_str(), cpu_model().c_str(),
               std::thread::hardware_concurrency(), blas_description().c_str());
-  std::printf("# gpt L%d H%d D%d T%lld V256, adamw, global batch %d windows, %lld steps per job, replicas are "
-              "threads over shared memory, 256 KiB buckets\n",
-              layers, heads, dim, static_cast<long long>(seq), o.batch_size, static_cast<long long>(steps));
+  if (gpt)
+    std::printf("# gpt L%d H%d D%d T%lld V256, adamw, global batch %d windows, %lld steps per job, replicas are "
+                "threads over shared memory, 256 KiB buckets\n",
+                layers, heads, dim, static_cast<long long>(seq), o.batch_size, static_cast<long long>(steps));
+  else
+    std::printf("# mlp 784-%s-10, adamw, global batch %d, %lld steps per job, replicas are threads over shared "
+                "memory, 256 KiB buckets (--shard parameters: one unit per layer)\n",
+                [&] {
+                  std::string h;
+                  for (int x : hidden) h += (h.empty() ? "" : "-") + std::to_string(x);
+                  return h;
+                }().c_str(),
+                o.batch_size, static_cast<long long>(steps));
   std::printf("%8s %10s %10s %7s %12s %8s %12s %12s %12s %9s\n", "replicas", "shard", "step ms", "ratio", "reduce ms",
               "hidden", "gather ms", "MB/worker", "bytes/param", "formula");
-  const std::vector<ShardStage> stages{ShardStage::none, ShardStage::optimizer, ShardStage::gradients};
+  std::vector<ShardStage> stages{ShardStage::none, ShardStage::optimizer, ShardStage::gradients};
+  if (!gpt) stages.push_back(ShardStage::parameters);  // the gpt does not split into layers yet
   int generation = 0;
   for (int n : replica_counts) {
     std::map<ShardStage, std::vector<RunResult>> timed;
@@ -185,7 +225,8 @@ int main(int argc, char** argv) {
       std::vector<double> reduce, hidden, gather;
       double bytes = 0;
       for (auto& r : timed[stage]) {
-        reduce.push_back(r.buckets.comm_seconds / std::max<int64_t>(1, r.buckets.steps));
+        reduce.push_back(stage == ShardStage::parameters ? r.shard.layer_comm_seconds / static_cast<double>(steps)
+                                                         : r.buckets.comm_seconds / std::max<int64_t>(1, r.buckets.steps));
         hidden.push_back(r.buckets.hidden_fraction());
         gather.push_back(r.shard.gather_seconds / static_cast<double>(steps));
         bytes = std::max(bytes, stage == ShardStage::none ? 16 * params + 8 : static_cast<double>(r.shard.total()));
@@ -196,9 +237,14 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
-      const double formula = stage == ShardStage::none ? 16 : stage == ShardStage::optimizer ? 8 + 8.0 / n : 4 + 12.0 / n;
-      std::printf("%8d %10s %10.1f %7.3f %12.2f %7.0f%% %12.2f %12.1f %12.2f %9.2f\n", n, shard_stage_name(stage),
-                  step_median(stage) * 1e3, step_median(stage) / base, median(reduce) * 1e3, median(hidden) * 100,
+      const double formula = stage == ShardStage::none        ? 16
+                             : stage == ShardStage::optimizer ? 8 + 8.0 / n
+                             : stage == ShardStage::gradients ? 4 + 12.0 / n
+                                                              : 16.0 / n;  // + the gathered layers
+      const std::string hidden_text =
+          stage == ShardStage::parameters ? "-" : std::to_string(static_cast<int>(std::lround(median(hidden) * 100))) + "%";
+      std::printf("%8d %10s %10.1f %7.3f %12.2f %8s %12.2f %12.1f %12.2f %9.2f\n", n, shard_stage_name(stage),
+                  step_median(stage) * 1e3, step_median(stage) / base, median(reduce) * 1e3, hidden_text.c_str(),
                   stage == ShardStage::none ? 0.0 : median(gather) * 1e3, bytes / 1e6, bytes / params, formula);
     }
     std::fflush(stdout);

@@ -428,6 +428,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   }
   if (buckets && replica.bucket_stats) *replica.bucket_stats = buckets->stats();
   if (zero && replica.shard_stats) *replica.shard_stats = zero->stats();
+  if (layered_step && replica.shard_stats) replica.shard_stats->layer_comm_seconds = layered_step->comm_seconds();
   if (scaled) {
     result.overflow_steps = scaler.skipped();
     result.loss_scale = scaler.scale();

@@ -574,3 +574,8 @@ TEST_CASE("matrix: sharded sync (gradients), two nodes killed at once", "[matrix
 TEST_CASE("matrix: sharded sync (gradients), the link to a node with a worker cut", "[matrix][netns][sharded]") {
   run_cut_cell({"sync --shard gradients", "one node's actors cut off", "--nodes 1 --cpus 2", kShardGradients, nullptr});
 }
+TEST_CASE("matrix: sharded sync (parameters), the victim holds one worker, kill -9", "[matrix][sharded]") {
+  run_kill_cell({"sync --shard parameters", "one worker", "--nodes 3 --cpus 2", kSync + " --shard parameters",
+                 one_worker()},
+                "kill -9 node");
+}

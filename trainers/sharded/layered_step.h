@@ -40,6 +40,7 @@ class LayeredStep {
   // collective's names the unit and the rank it waited for. After an error the queued collectives
   // are dropped.
   Expected<BatchStats> forward_backward(const Batch& batch, float weight);
+  double comm_seconds() const { return queue_.busy_seconds(); }  // gathers and reduce-scatters so far
 
  private:
   LayerModel& model_;

@@ -69,6 +69,8 @@ struct ShardStats {
   int64_t staging = 0;         // the collectives' bucket buffers
   int64_t total() const { return parameters + gradients_peak + optimizer + staging; }
   double gather_seconds = 0;   // in the all-gathers of updated parameters, all steps
+  // Stage parameters: in the layers' gathers and reduce-scatters (the comm queue's), all steps.
+  double layer_comm_seconds = 0;
 };
 
 class ShardedState {
