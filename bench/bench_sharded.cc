@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   std::printf("%8s %10s %10s %7s %12s %8s %12s %12s %12s %9s\n", "replicas", "shard", "step ms", "ratio", "reduce ms",
               "hidden", "gather ms", "MB/worker", "bytes/param", "formula");
   std::vector<ShardStage> stages{ShardStage::none, ShardStage::optimizer, ShardStage::gradients};
-  if (!gpt) stages.push_back(ShardStage::parameters);  // the gpt does not split into layers yet
+  stages.push_back(ShardStage::parameters);  // (the gpt splits into layers when untied, the default)
   int generation = 0;
   for (int n : replica_counts) {
     std::map<ShardStage, std::vector<RunResult>> timed;

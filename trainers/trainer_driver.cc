@@ -181,7 +181,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     LayerModel* layers = trainer.layers();
     if (!layers)
       return invalid_argument("--shard parameters gathers the model layer by layer, and " + where + " does not "
-                              "split into layers (Trainer::layers()); use --shard gradients");
+                              "split into layers (Trainer::layers() is null; a gpt with tie=1 does not: its head "
+                              "is its embedding); use --shard gradients");
     if (train.spec().classes <= 0)
       return invalid_argument("--shard parameters trains models of class targets for now; use --shard gradients");
     layer_list = layers->layer_infos();

@@ -71,19 +71,24 @@ double GptModel::flops_per_token() const {
   return 6.0 * matrices + 12.0 * c_.layers * D * static_cast<double>(c_.context);
 }
 
+void GptModel::BlockActs::resize(int64_t batch, int64_t seq, const GptConfig& c) {
+  const size_t N = static_cast<size_t>(batch * seq), D = static_cast<size_t>(c.dim);
+  for (auto* v : {&ln1, &att, &mid, &ln2}) v->resize(N * D);
+  for (auto* v : {&ln1_mean, &ln1_rstd, &ln2_mean, &ln2_rstd}) v->resize(N);
+  qkv.resize(N * 3 * D);
+  fc.resize(N * 4 * D);
+  act.resize(N * 4 * D);
+  probs.resize(static_cast<size_t>(batch * c.heads * seq * seq));
+}
+
 void GptModel::resize(int64_t batch, int64_t seq) {
   const size_t N = static_cast<size_t>(batch * seq), D = static_cast<size_t>(c_.dim);
   batch_ = batch;
   seq_ = seq;
   acts_.resize(static_cast<size_t>(c_.layers));
-  for (BlockActs& a : acts_) {
-    for (auto* v : {&a.x, &a.ln1, &a.att, &a.mid, &a.ln2}) v->resize(N * D);
-    for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->resize(N);
-    a.qkv.resize(N * 3 * D);
-    a.fc.resize(N * 4 * D);
-    a.act.resize(N * 4 * D);
-    a.probs.resize(static_cast<size_t>(batch * c_.heads * seq * seq));
-  }
+  xs_.resize(static_cast<size_t>(c_.layers));
+  for (BlockActs& a : acts_) a.resize(batch, seq, c_);
+  for (auto& x : xs_) x.resize(N * D);
   final_.resize(N * D);
   lnf_.resize(N * D);
   lnf_mean_.resize(N);
@@ -91,106 +96,38 @@ void GptModel::resize(int64_t batch, int64_t seq) {
   logits_.resize(N * static_cast<size_t>(c_.vocab));
 }
 
-Expected<float> GptModel::forward(const std::vector<int32_t>& tokens, const int32_t* targets, int64_t batch,
-                                  int64_t seq, const Parameters& params) {
+Status GptModel::check_ids(const int32_t* tokens, const int32_t* targets, int64_t batch, int64_t seq) const {
   if (seq > c_.context)
     return invalid_argument("a window of " + std::to_string(seq) + " tokens is longer than the model's context of " +
                             std::to_string(c_.context) + " positions (--seq-len must not exceed --trainer-arg context)");
-  const int64_t N = batch * seq, D = c_.dim, V = c_.vocab;
+  const int64_t N = batch * seq, V = c_.vocab;
   for (int64_t i = 0; i < N; ++i)
     if (tokens[i] < 0 || tokens[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
       return invalid_argument("token id " + std::to_string(tokens[i] < 0 || tokens[i] >= V ? tokens[i] : targets[i]) +
                               " of window " + std::to_string(i / seq) + " is outside the model's vocabulary of " +
                               std::to_string(V) + " (--trainer-arg vocab)");
-  resize(batch, seq);
-  tokens_ = tokens;
-  if (targets) targets_.assign(targets, targets + N);
-  const cpu::AttentionShape shape{batch, seq, c_.heads, D};
-  // Embeddings.
-  float* x = c_.layers > 0 ? acts_[0].x.data() : final_.data();
+  return {};
+}
+
+void GptModel::embed(const int32_t* tokens, int64_t batch, int64_t seq, const Parameters& params, float* x) const {
+  const int64_t N = batch * seq, D = c_.dim;
   for (int64_t i = 0; i < N; ++i) {
     const float* te = params[wte_] + tokens[i] * D;
     const float* pe = params[wpe_] + (i % seq) * D;
     for (int64_t c = 0; c < D; ++c) x[i * D + c] = te[c] + pe[c];
   }
-  for (int64_t l = 0; l < c_.layers; ++l) {
-    const BlockParams& p = blocks_[l];
-    BlockActs& a = acts_[l];
-    float* out = l + 1 < c_.layers ? acts_[l + 1].x.data() : final_.data();
-    cpu::layernorm_forward(a.x.data(), params[p.ln1_g], params[p.ln1_b], N, D, kLnEps, a.ln1.data(), a.ln1_mean.data(),
-                           a.ln1_rstd.data());
-    linear(a.ln1.data(), params[p.attn_w], N, D, 3 * D, a.qkv.data());
-    cpu::bias_act(a.qkv.data(), params[p.attn_b], static_cast<int>(N), static_cast<int>(3 * D), false);
-    cpu::attention_forward(a.qkv.data(), shape, a.probs.data(), a.att.data());
-    std::copy(a.x.begin(), a.x.end(), a.mid.begin());
-    linear(a.att.data(), params[p.proj_w], N, D, D, a.mid.data(), true);
-    cpu::bias_act(a.mid.data(), params[p.proj_b], static_cast<int>(N), static_cast<int>(D), false);
-    cpu::layernorm_forward(a.mid.data(), params[p.ln2_g], params[p.ln2_b], N, D, kLnEps, a.ln2.data(), a.ln2_mean.data(),
-                           a.ln2_rstd.data());
-    linear(a.ln2.data(), params[p.fc_w], N, D, 4 * D, a.fc.data());
-    cpu::bias_act(a.fc.data(), params[p.fc_b], static_cast<int>(N), static_cast<int>(4 * D), false);
-    cpu::gelu_forward(a.fc.data(), a.act.data(), a.fc.size());
-    std::copy(a.mid.begin(), a.mid.end(), out);
-    linear(a.act.data(), params[p.fc2_w], N, 4 * D, D, out, true);
-    cpu::bias_act(out, params[p.fc2_b], static_cast<int>(N), static_cast<int>(D), false);
-  }
-  cpu::layernorm_forward(final_.data(), params[lnf_g_], params[lnf_b_], N, D, kLnEps, lnf_.data(), lnf_mean_.data(),
-                         lnf_rstd_.data());
-  cpu::matmul(false, true, static_cast<int>(N), static_cast<int>(V), static_cast<int>(D), 1.0f, lnf_.data(),
-              params[head_], 0.0f, logits_.data());
-  if (!targets) return 0.0f;
-  // The loss's gradient replaces the logits (the backward's first input; scaled there).
-  return cpu::vocab_xent(logits_.data(), targets_.data(), N, V, 1.0f, logits_.data());
 }
 
-void GptModel::backward(const Parameters& params, Gradients& grads, float loss_scale) {
-  const int64_t N = batch_ * seq_, D = c_.dim, V = c_.vocab;
-  const cpu::AttentionShape shape{batch_, seq_, c_.heads, D};
-  float* dlogits = logits_.data();
-  if (loss_scale != 1.0f) cpu::scale(dlogits, logits_.size(), loss_scale);
-  dx_.assign(static_cast<size_t>(N * D), 0.0f);
-  dln_.resize(static_cast<size_t>(N * D));
-  dwide_.resize(static_cast<size_t>(N * 4 * D));
-  dqkv_.resize(static_cast<size_t>(N * 3 * D));
-  datt_.resize(static_cast<size_t>(N * D));
-  scratch_.resize(static_cast<size_t>(seq_ * seq_));
-  // Head: logits = lnf head^T.
-  cpu::matmul(false, false, static_cast<int>(N), static_cast<int>(D), static_cast<int>(V), 1.0f, dlogits, params[head_],
-              0.0f, dln_.data());
-  cpu::matmul(true, false, static_cast<int>(V), static_cast<int>(D), static_cast<int>(N), 1.0f, dlogits, lnf_.data(), 1.0f,
-              grads[head_]);
-  if (!c_.tie) grads.ready(head_);
-  cpu::layernorm_backward(dln_.data(), final_.data(), params[lnf_g_], lnf_mean_.data(), lnf_rstd_.data(), N, D,
-                          dx_.data(), grads[lnf_g_], grads[lnf_b_]);
-  grads.ready(lnf_b_);
-  grads.ready(lnf_g_);
-  for (int64_t l = c_.layers - 1; l >= 0; --l) {
-    const BlockParams& p = blocks_[l];
-    const BlockActs& a = acts_[l];
-    // x_out = mid + fc2(gelu(fc(ln2(mid)))): dx holds d x_out.
-    dense_backward(a.act.data(), params, grads, p.fc2_w, p.fc2_b, dx_.data(), N, 4 * D, D, dwide_.data());
-    cpu::gelu_backward(a.fc.data(), dwide_.data(), dwide_.data(), dwide_.size());
-    dense_backward(a.ln2.data(), params, grads, p.fc_w, p.fc_b, dwide_.data(), N, D, 4 * D, dln_.data());
-    cpu::layernorm_backward(dln_.data(), a.mid.data(), params[p.ln2_g], a.ln2_mean.data(), a.ln2_rstd.data(), N, D,
-                            dx_.data(), grads[p.ln2_g], grads[p.ln2_b]);  // dx: d mid
-    grads.ready(p.ln2_b);
-    grads.ready(p.ln2_g);
-    // mid = x + proj(attention(qkv(ln1(x)))).
-    dense_backward(a.att.data(), params, grads, p.proj_w, p.proj_b, dx_.data(), N, D, D, datt_.data());
-    cpu::attention_backward(a.qkv.data(), a.probs.data(), datt_.data(), shape, dqkv_.data(), scratch_.data());
-    dense_backward(a.ln1.data(), params, grads, p.attn_w, p.attn_b, dqkv_.data(), N, D, 3 * D, dln_.data());
-    cpu::layernorm_backward(dln_.data(), a.x.data(), params[p.ln1_g], a.ln1_mean.data(), a.ln1_rstd.data(), N, D,
-                            dx_.data(), grads[p.ln1_g], grads[p.ln1_b]);  // dx: d x
-    grads.ready(p.ln1_b);
-    grads.ready(p.ln1_g);
-  }
-  // Embeddings: every position's gradient into its token's and its position's rows.
+void GptModel::embed_backward(const int32_t* tokens, const float* dx, int64_t batch, int64_t seq,
+                              Gradients& grads) const {
+  // Every position's gradient into its token's and its position's rows.
+  const int64_t N = batch * seq, D = c_.dim;
   float* dwte = grads[wte_];
   float* dwpe = grads[wpe_];
   for (int64_t i = 0; i < N; ++i) {
-    const float* d = dx_.data() + i * D;
-    float* te = dwte + tokens_[i] * D;
-    float* pe = dwpe + (i % seq_) * D;
+    const float* d = dx + i * D;
+    float* te = dwte + tokens[i] * D;
+    float* pe = dwpe + (i % seq) * D;
     for (int64_t c = 0; c < D; ++c) {
       te[c] += d[c];
       pe[c] += d[c];
@@ -198,6 +135,107 @@ void GptModel::backward(const Parameters& params, Gradients& grads, float loss_s
   }
   grads.ready(wpe_);
   grads.ready(wte_);
+}
+
+void GptModel::block_forward(int64_t l, const float* x, int64_t batch, int64_t seq, const Parameters& params,
+                             BlockActs& a, float* out) const {
+  const int64_t N = batch * seq, D = c_.dim;
+  const cpu::AttentionShape shape{batch, seq, c_.heads, D};
+  const BlockParams& p = blocks_[l];
+  cpu::layernorm_forward(x, params[p.ln1_g], params[p.ln1_b], N, D, kLnEps, a.ln1.data(), a.ln1_mean.data(),
+                         a.ln1_rstd.data());
+  linear(a.ln1.data(), params[p.attn_w], N, D, 3 * D, a.qkv.data());
+  cpu::bias_act(a.qkv.data(), params[p.attn_b], static_cast<int>(N), static_cast<int>(3 * D), false);
+  cpu::attention_forward(a.qkv.data(), shape, a.probs.data(), a.att.data());
+  std::copy(x, x + N * D, a.mid.begin());
+  linear(a.att.data(), params[p.proj_w], N, D, D, a.mid.data(), true);
+  cpu::bias_act(a.mid.data(), params[p.proj_b], static_cast<int>(N), static_cast<int>(D), false);
+  cpu::layernorm_forward(a.mid.data(), params[p.ln2_g], params[p.ln2_b], N, D, kLnEps, a.ln2.data(), a.ln2_mean.data(),
+                         a.ln2_rstd.data());
+  linear(a.ln2.data(), params[p.fc_w], N, D, 4 * D, a.fc.data());
+  cpu::bias_act(a.fc.data(), params[p.fc_b], static_cast<int>(N), static_cast<int>(4 * D), false);
+  cpu::gelu_forward(a.fc.data(), a.act.data(), a.fc.size());
+  std::copy(a.mid.begin(), a.mid.end(), out);
+  linear(a.act.data(), params[p.fc2_w], N, 4 * D, D, out, true);
+  cpu::bias_act(out, params[p.fc2_b], static_cast<int>(N), static_cast<int>(D), false);
+}
+
+void GptModel::block_backward(int64_t l, const float* x, const BlockActs& a, int64_t batch, int64_t seq,
+                              const Parameters& params, Gradients& grads, float* dx) {
+  const int64_t N = batch * seq, D = c_.dim;
+  const cpu::AttentionShape shape{batch, seq, c_.heads, D};
+  const BlockParams& p = blocks_[l];
+  dln_.resize(static_cast<size_t>(N * D));
+  dwide_.resize(static_cast<size_t>(N * 4 * D));
+  dqkv_.resize(static_cast<size_t>(N * 3 * D));
+  datt_.resize(static_cast<size_t>(N * D));
+  scratch_.resize(static_cast<size_t>(seq * seq));
+  // x_out = mid + fc2(gelu(fc(ln2(mid)))): dx holds d x_out.
+  dense_backward(a.act.data(), params, grads, p.fc2_w, p.fc2_b, dx, N, 4 * D, D, dwide_.data());
+  cpu::gelu_backward(a.fc.data(), dwide_.data(), dwide_.data(), dwide_.size());
+  dense_backward(a.ln2.data(), params, grads, p.fc_w, p.fc_b, dwide_.data(), N, D, 4 * D, dln_.data());
+  cpu::layernorm_backward(dln_.data(), a.mid.data(), params[p.ln2_g], a.ln2_mean.data(), a.ln2_rstd.data(), N, D, dx,
+                          grads[p.ln2_g], grads[p.ln2_b]);  // dx: d mid
+  grads.ready(p.ln2_b);
+  grads.ready(p.ln2_g);
+  // mid = x + proj(attention(qkv(ln1(x)))).
+  dense_backward(a.att.data(), params, grads, p.proj_w, p.proj_b, dx, N, D, D, datt_.data());
+  cpu::attention_backward(a.qkv.data(), a.probs.data(), datt_.data(), shape, dqkv_.data(), scratch_.data());
+  dense_backward(a.ln1.data(), params, grads, p.attn_w, p.attn_b, dqkv_.data(), N, D, 3 * D, dln_.data());
+  cpu::layernorm_backward(dln_.data(), x, params[p.ln1_g], a.ln1_mean.data(), a.ln1_rstd.data(), N, D, dx,
+                          grads[p.ln1_g], grads[p.ln1_b]);  // dx: d x
+  grads.ready(p.ln1_b);
+  grads.ready(p.ln1_g);
+}
+
+Expected<float> GptModel::forward(const std::vector<int32_t>& tokens, const int32_t* targets, int64_t batch,
+                                  int64_t seq, const Parameters& params) {
+  TROUPE_RETURN_IF_ERROR(check_ids(tokens.data(), targets, batch, seq));
+  const int64_t N = batch * seq, V = c_.vocab;
+  resize(batch, seq);
+  tokens_ = tokens;
+  if (targets) targets_.assign(targets, targets + N);
+  embed(tokens.data(), batch, seq, params, c_.layers > 0 ? xs_[0].data() : final_.data());
+  for (int64_t l = 0; l < c_.layers; ++l)
+    block_forward(l, xs_[l].data(), batch, seq, params, acts_[l], l + 1 < c_.layers ? xs_[l + 1].data() : final_.data());
+  head_forward(final_.data(), N, params, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), logits_.data());
+  if (!targets) return 0.0f;
+  // The loss's gradient replaces the logits (the backward's first input; scaled there).
+  return cpu::vocab_xent(logits_.data(), targets_.data(), N, V, 1.0f, logits_.data());
+}
+
+void GptModel::head_forward(const float* x, int64_t N, const Parameters& params, float* lnf, float* mean, float* rstd,
+                            float* logits) const {
+  const int64_t D = c_.dim, V = c_.vocab;
+  cpu::layernorm_forward(x, params[lnf_g_], params[lnf_b_], N, D, kLnEps, lnf, mean, rstd);
+  cpu::matmul(false, true, static_cast<int>(N), static_cast<int>(V), static_cast<int>(D), 1.0f, lnf, params[head_], 0.0f,
+              logits);
+}
+
+void GptModel::head_backward(const float* x, const float* lnf, const float* mean, const float* rstd,
+                             const float* dlogits, int64_t N, const Parameters& params, Gradients& grads, float* dx) {
+  const int64_t D = c_.dim, V = c_.vocab;
+  dln_.resize(static_cast<size_t>(N * D));
+  // logits = lnf head^T.
+  cpu::matmul(false, false, static_cast<int>(N), static_cast<int>(D), static_cast<int>(V), 1.0f, dlogits, params[head_],
+              0.0f, dln_.data());
+  cpu::matmul(true, false, static_cast<int>(V), static_cast<int>(D), static_cast<int>(N), 1.0f, dlogits, lnf, 1.0f,
+              grads[head_]);
+  if (!c_.tie) grads.ready(head_);
+  cpu::layernorm_backward(dln_.data(), x, params[lnf_g_], mean, rstd, N, D, dx, grads[lnf_g_], grads[lnf_b_]);
+  grads.ready(lnf_b_);
+  grads.ready(lnf_g_);
+}
+
+void GptModel::backward(const Parameters& params, Gradients& grads, float loss_scale) {
+  const int64_t N = batch_ * seq_, D = c_.dim;
+  float* dlogits = logits_.data();
+  if (loss_scale != 1.0f) cpu::scale(dlogits, logits_.size(), loss_scale);
+  dx_.assign(static_cast<size_t>(N * D), 0.0f);
+  head_backward(final_.data(), lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), dlogits, N, params, grads, dx_.data());
+  for (int64_t l = c_.layers - 1; l >= 0; --l)
+    block_backward(l, xs_[l].data(), acts_[l], batch_, seq_, params, grads, dx_.data());
+  embed_backward(tokens_.data(), dx_.data(), batch_, seq_, grads);
 }
 
 }  // namespace troupe::models

@@ -58,10 +58,32 @@ class GptModel {
   };
   Params params() const { return {wte_, wpe_, lnf_g_, lnf_b_, head_, blocks_}; }
 
- private:
-  struct BlockActs {
-    std::vector<float> x, ln1, ln1_mean, ln1_rstd, qkv, probs, att, mid, ln2, ln2_mean, ln2_rstd, fc, act;
+  // The pieces forward and backward are made of, for a model cut into layers (gpt_layers.h: the
+  // embeddings, each block, the final LayerNorm and head). N = batch x seq positions; every
+  // activation is [N x dim] unless said otherwise.
+  struct BlockActs {  // what a block's backward reads of its forward
+    std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, probs, att, mid, ln2, ln2_mean, ln2_rstd, fc, act;
+    void resize(int64_t batch, int64_t seq, const GptConfig& c);
   };
+  // x = wte[tokens] + wpe[position]; invalid_argument for a window longer than the context or an
+  // id outside the vocabulary (tokens and, when given, targets), naming it.
+  Status check_ids(const int32_t* tokens, const int32_t* targets, int64_t batch, int64_t seq) const;
+  void embed(const int32_t* tokens, int64_t batch, int64_t seq, const Parameters& params, float* x) const;
+  void embed_backward(const int32_t* tokens, const float* dx, int64_t batch, int64_t seq, Gradients& grads) const;
+  // Block l: out = x + attention and MLP; `a` receives what block_backward needs.
+  void block_forward(int64_t l, const float* x, int64_t batch, int64_t seq, const Parameters& params, BlockActs& a,
+                     float* out) const;
+  // dx holds d out on entry and d x on return; block l's gradients added into grads (announced).
+  void block_backward(int64_t l, const float* x, const BlockActs& a, int64_t batch, int64_t seq,
+                      const Parameters& params, Gradients& grads, float* dx);
+  // The final LayerNorm (lnf, mean, rstd: what head_backward reads) and the head's logits
+  // [N x vocab]; its backward adds d x into dx and the blocks' gradients into grads.
+  void head_forward(const float* x, int64_t N, const Parameters& params, float* lnf, float* mean, float* rstd,
+                    float* logits) const;
+  void head_backward(const float* x, const float* lnf, const float* mean, const float* rstd, const float* dlogits,
+                     int64_t N, const Parameters& params, Gradients& grads, float* dx);
+
+ private:
   void resize(int64_t batch, int64_t seq);
 
   GptConfig c_;
@@ -71,6 +93,7 @@ class GptModel {
   int64_t batch_ = 0, seq_ = 0;
   std::vector<int32_t> tokens_, targets_;
   std::vector<BlockActs> acts_;
+  std::vector<std::vector<float>> xs_;  // each block's input
   std::vector<float> final_, lnf_, lnf_mean_, lnf_rstd_, logits_;
   // Backward scratch.
   std::vector<float> dx_, dln_, dwide_, dqkv_, datt_, scratch_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "models/gpt/gpt_layers.h"
 #include "models/gpt/gpt_model.h"
 
 namespace troupe::models {
@@ -24,6 +25,7 @@ class GptTrainer final : public Trainer {
     if (!config.ok()) return config.status();
     model_ = std::make_unique<GptModel>(*config);
     model_->declare(space);
+    if (!config->tie) layers_ = std::make_unique<GptLayers>(*model_, seq);  // tied: the head is layer 0's
     return {};
   }
 
@@ -50,6 +52,9 @@ class GptTrainer final : public Trainer {
   }
 
   std::string describe() const override { return model_ ? model_->config().describe() : std::string(); }
+
+  // The embeddings, each block and the head as layers (gpt_layers.h); null for a tied model.
+  LayerModel* layers() override { return layers_.get(); }
 
   int64_t prediction_width() const override { return model_ ? model_->config().vocab : 0; }
 
@@ -94,6 +99,7 @@ class GptTrainer final : public Trainer {
   }
 
   std::unique_ptr<GptModel> model_;
+  std::unique_ptr<GptLayers> layers_;
   std::vector<int32_t> tokens_, targets_;
 };
 

@@ -111,3 +111,73 @@ TEST_CASE("what a sharded gpt replica holds, measured, is within 10% of the ZeRO
     }
   }
 }
+
+TEST_CASE("the gpt under --shard parameters (layer by layer, each block recomputed for its backward) ends where plain "
+          "sync ends", "[models][gpt][sharded][parameters]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 100 + 1, 3), 8, 12);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  TrainOptions o = gpt_sharded_job();
+  o.trainer_args = {"layers=2", "heads=2", "dim=16"};  // untied: the head is a layer of its own
+  const int replicas = GENERATE(2, 4);
+  auto plain = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
+    r.bucket_bytes = 4096;
+  });
+  INFO(plain.errors());
+  REQUIRE(plain.all_ok());
+  auto sharded = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
+    r.shard = ShardStage::parameters;
+  });
+  INFO(replicas << " replicas\n" << sharded.errors());
+  REQUIRE(sharded.all_ok());
+  for (int r = 1; r < replicas; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+  const double diff = relative_difference(sharded.params[0], plain.params[0]);
+  INFO("relative difference after 100 steps: " << diff);
+  CHECK(diff < 1e-5);
+  CHECK(sharded.results[0].test_loss == Approx(plain.results[0].test_loss).epsilon(1e-4));
+
+  // Tied embeddings do not split into layers: refused, naming why.
+  o.trainer_args = {"layers=2", "heads=2", "dim=16", "tie=1"};
+  auto tied = run_replica_threads(2, o, train, test, [](int, Replica& r, TrainOptions&) {
+    r.shard = ShardStage::parameters;
+  });
+  CHECK(tied.status[0].code() == Code::invalid_argument);
+  CHECK(tied.status[0].message().find("a gpt with tie=1 does not") != std::string::npos);
+}
+
+TEST_CASE("a gpt replica under --shard parameters holds its 1/N and at most two layers gathered, measured",
+          "[models][gpt][sharded][parameters][memory]") {
+  const MarkovChain2 chain(32, 4, 11);
+  const int64_t seq = 32;
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(8 * seq * 4 + 1, 5), seq, 32);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(seq * 8 + 1, 6), seq, 32);
+  TrainOptions o = gpt_sharded_job();
+  o.trainer_args = {"layers=12", "heads=4", "dim=128"};
+  o.seq_len = seq;
+  o.batch_size = 8;
+  o.max_steps = 3;
+  const double block = 12.0 * 128 * 128 + 13 * 128;  // a block's parameters
+  for (int replicas : {2, 4}) {
+    auto run = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
+      r.shard = ShardStage::parameters;
+    });
+    INFO(run.errors());
+    REQUIRE(run.all_ok());
+    const double params = static_cast<double>(run.params[0].size()), n = replicas;
+    for (int r = 0; r < replicas; ++r) {
+      const ShardStats& m = run.memory[r];
+      const double per_param = static_cast<double>(m.total()) / params;
+      WARN("--shard parameters, " << replicas << " replicas, rank " << r << ": " << per_param
+                                  << " bytes per parameter (16/N = " << 16 / n << ", plus two blocks gathered "
+                                  << 8 * 2 * block / params << ") over " << params << " parameters: parameters "
+                                  << m.parameters << ", gradients " << m.gradients_peak << ", optimizer "
+                                  << m.optimizer << ", staging " << m.staging);
+      // Parameters and gradients each: this rank's chunks and at most two layers (gathered / being
+      // reduced), plus the pages at the chunks' edges.
+      const double bound = 4 * (params / n + 2 * block) + 64 * 4096;
+      CHECK(static_cast<double>(m.parameters) <= bound);
+      CHECK(static_cast<double>(m.gradients_peak) <= bound);
+      CHECK(per_param <= 1.10 * (16 / n + 8 * 2 * block / params) + 1.0 / 4);  // + the staging of one block
+    }
+  }
+}
