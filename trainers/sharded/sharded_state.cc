@@ -78,7 +78,12 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
     if (!params.ok()) return params.status();
     s->params_ = std::move(*params);
   }
-  s->staging_.assign(widest * static_cast<size_t>(comm.size()), 0.0f);
+  // Staging only for the units that do not divide evenly (the others are reduced and gathered in
+  // place): for a model whose largest block divides by N, a bucket's padding is the small ones'.
+  size_t uneven = 0;
+  for (const OwnedChunk& c : s->chunks_)
+    if (c.chunk * static_cast<size_t>(comm.size()) != c.bucket_count) uneven = std::max(uneven, c.chunk);
+  s->staging_.assign(uneven * static_cast<size_t>(comm.size()), 0.0f);
   s->piece_.assign(widest, 0.0f);
   return s;
 }
@@ -118,13 +123,17 @@ Status ShardedState::reduce_bucket(size_t index, float* data, size_t count, cons
                           " floats) that the plan does not have");
   const OwnedChunk& c = chunks_[index];
   const size_t padded = c.chunk * static_cast<size_t>(comm_.size());
-  std::memcpy(staging_.data(), data, count * sizeof(float));
-  std::fill(staging_.begin() + static_cast<std::ptrdiff_t>(count), staging_.begin() + static_cast<std::ptrdiff_t>(padded),
-            0.0f);
+  const float* in = data;
+  if (padded != count) {  // padded to chunk x size through the staging buffer
+    std::memcpy(staging_.data(), data, count * sizeof(float));
+    std::fill(staging_.begin() + static_cast<std::ptrdiff_t>(count),
+              staging_.begin() + static_cast<std::ptrdiff_t>(padded), 0.0f);
+    in = staging_.data();
+  }
   collectives::CollectiveOptions mine = co;
   mine.wire = options_.wire;
-  TROUPE_RETURN_IF_ERROR(comm_.reduce_scatter(staging_.data(), piece_.data(), c.chunk, DType::f32,
-                                              collectives::ReduceOp::avg, mine));
+  TROUPE_RETURN_IF_ERROR(
+      comm_.reduce_scatter(in, piece_.data(), c.chunk, DType::f32, collectives::ReduceOp::avg, mine));
   std::memcpy(grads_.data() + c.begin, piece_.data(), (c.end - c.begin) * sizeof(float));
   if (options_.stage != ShardStage::optimizer) {
     if (options_.measure) note_resident();  // the bucket's pages, just before they go
@@ -182,10 +191,9 @@ Status ShardedState::gather(float* params) {
     const OwnedChunk& c = chunks_[i];
     std::fill(piece_.begin(), piece_.end(), 0.0f);
     std::memcpy(piece_.data(), params + c.begin, (c.end - c.begin) * sizeof(float));
-    TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
+    TROUPE_RETURN_IF_ERROR(gather_into(i, params + c.bucket_offset)
                                .with_context("all-gathering the updated parameters of bucket " +
                                              std::to_string(i + 1) + " of " + std::to_string(chunks_.size())));
-    std::memcpy(params + c.bucket_offset, staging_.data(), c.bucket_count * sizeof(float));
   }
   gather_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return {};
@@ -220,19 +228,30 @@ Expected<OptimizerState> ShardedState::optimizer_state(size_t begin, size_t end)
   return out;
 }
 
+Status ShardedState::gather_into(size_t i, float* unit) {
+  const OwnedChunk& c = chunks_[i];
+  const bool even = c.chunk * static_cast<size_t>(comm_.size()) == c.bucket_count;
+  TROUPE_RETURN_IF_ERROR(
+      comm_.allgather(piece_.data(), even ? unit : staging_.data(), c.chunk, DType::f32, collective(i)));
+  if (!even) std::memcpy(unit, staging_.data(), c.bucket_count * sizeof(float));
+  return {};
+}
+
 Status ShardedState::assemble(size_t begin, size_t end, const std::function<const float*(size_t unit)>& chunk_data,
                               float* out, const std::string& what) {
+  std::vector<float> unit;  // one unit whole, for the time of a checkpoint
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const OwnedChunk& c = chunks_[i];
     std::fill(piece_.begin(), piece_.end(), 0.0f);
     const float* mine = chunk_data(i);
     if (mine) std::copy(mine, mine + (c.end - c.begin), piece_.begin());
-    TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
+    unit.resize(c.chunk * static_cast<size_t>(comm_.size()));
+    TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), unit.data(), c.chunk, DType::f32, collective(i))
                                .with_context("gathering " + what + " of unit " + std::to_string(i + 1) + " of " +
                                              std::to_string(chunks_.size()) + " for a checkpoint"));
     const size_t b = std::max(begin, c.bucket_offset), e = std::min(end, c.bucket_offset + c.bucket_count);
-    if (b < e) std::copy(staging_.begin() + static_cast<std::ptrdiff_t>(b - c.bucket_offset),
-                         staging_.begin() + static_cast<std::ptrdiff_t>(e - c.bucket_offset), out + (b - begin));
+    if (b < e) std::copy(unit.begin() + static_cast<std::ptrdiff_t>(b - c.bucket_offset),
+                         unit.begin() + static_cast<std::ptrdiff_t>(e - c.bucket_offset), out + (b - begin));
   }
   return {};
 }
@@ -257,10 +276,9 @@ Status ShardedState::gather_unit(size_t i, bool training) {
   const OwnedChunk& c = chunks_[i];
   std::fill(piece_.begin(), piece_.end(), 0.0f);
   std::memcpy(piece_.data(), params_.data() + c.begin, (c.end - c.begin) * sizeof(float));
-  TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), staging_.data(), c.chunk, DType::f32, collective(i))
+  TROUPE_RETURN_IF_ERROR(gather_into(i, params_.data() + c.bucket_offset)
                              .with_context("all-gathering the parameters of unit " + std::to_string(i + 1) + " of " +
                                            std::to_string(chunks_.size())));
-  std::memcpy(params_.data() + c.bucket_offset, staging_.data(), c.bucket_count * sizeof(float));
   if (options_.measure && training) params_peak_ = std::max<int64_t>(params_peak_, static_cast<int64_t>(params_.resident_bytes()));
   return {};
 }

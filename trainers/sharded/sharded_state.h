@@ -146,6 +146,9 @@ class ShardedState {
  private:
   ShardedState(collectives::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
   void note_resident();
+  // All-gathers unit i's chunks (piece_ holds this rank's) into `unit` (its bucket_count floats):
+  // in place when the unit divides evenly, else through the staging buffer.
+  Status gather_into(size_t i, float* unit);
   // Every rank's chunk of each unit (from chunk_data(i): chunk floats, null for zeros) all-gathered
   // unit by unit, and the part inside [begin, end) copied to out[0, end - begin).
   Status assemble(size_t begin, size_t end, const std::function<const float*(size_t unit)>& chunk_data, float* out,
@@ -159,7 +162,7 @@ class ShardedState {
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // per bucket: its chunk's state (null when empty)
   PageBuffer grads_;
   PageBuffer params_;  // stage parameters only
-  std::vector<float> staging_;  // a bucket's floats padded to chunk x size
+  std::vector<float> staging_;  // the largest uneven unit's floats padded to chunk x size
   std::vector<float> piece_;    // one chunk
   int64_t optimizer_bytes_ = 0;
   double gather_seconds_ = 0;
