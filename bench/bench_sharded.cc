@@ -31,6 +31,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/bench_common.h"
+#include "bench/synthetic.h"
 #include "collectives/shm_transport.h"
 #include "kernels/cpu/blas_info.h"
 #include "trainers/trainer_driver.h"
@@ -111,29 +112,6 @@ Expected<RunResult> run_once(int n, ShardStage stage, const TrainOptions& o, con
   }
   out.params = std::move(params[0]);
   return out;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
-
-// `count` examples of 784 uniform features and one of 10 classes.
-Dataset synthetic_images(int64_t count, uint64_t seed) {
-  Dataset d;
-  d.count = count;
-  d.rows = d.cols = 28;
-  d.classes = 10;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-  d.images.resize(static_cast<size_t>(count) * 784);
-  for (auto& p : d.images) p = pixel(rng);
-  for (int64_t i = 0; i < count; ++i) d.labels.push_back(static_cast<int32_t>(rng() % 10));
-  return d;
 }
 
 }  // namespace

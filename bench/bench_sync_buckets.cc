@@ -32,6 +32,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/bench_common.h"
+#include "bench/synthetic.h"
 #include "collectives/shm_transport.h"
 #include "collectives/tcp_transport.h"
 #include "kernels/cpu/blas_info.h"
@@ -42,19 +43,6 @@ using namespace troupe::bench;
 using namespace troupe::collectives;
 
 namespace {
-
-Dataset synthetic(int64_t count, uint64_t seed) {
-  Dataset d;
-  d.count = count;
-  d.rows = d.cols = 28;
-  d.classes = 10;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-  d.images.resize(static_cast<size_t>(count) * 784);
-  for (auto& p : d.images) p = pixel(rng);
-  for (int64_t i = 0; i < count; ++i) d.labels.push_back(static_cast<int32_t>(rng() % 10));
-  return d;
-}
 
 // One group of `n` transports of `kind` ("shm" or "tcp"), formed concurrently.
 Expected<std::vector<std::unique_ptr<Transport>>> make_group(const std::string& kind, int n, int generation) {
@@ -132,15 +120,6 @@ Expected<RunResult> run_once(const std::string& kind, int n, size_t bucket_bytes
   return out;
 }
 
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,7 +155,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
 
-  const Dataset train = synthetic(static_cast<int64_t>(o.batch_size) * (steps + 1), 1), test = synthetic(100, 2);
+  const Dataset train = synthetic_images(static_cast<int64_t>(o.batch_size) * (steps + 1), 1), test = synthetic_images(100, 2);
   std::printf("# %s\n# %s, %u hardware threads; %s\n", command_line(argc, argv).c_str(), cpu_model().c_str(),
               std::thread::hardware_concurrency(), blas_description().c_str());
   std::printf("# MLP 784-%s-10, adam, global batch %d, %lld steps per job, synthetic data, replicas are threads\n",

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/bench_common.h"
+#include "bench/synthetic.h"
 #include "kernels/cpu/blas_info.h"
 #include "bench/peak_flops.h"
 #include "kernels/cpu/ops.h"
@@ -29,20 +30,6 @@ using namespace troupe;
 using namespace troupe::bench;
 
 namespace {
-
-// Random 28 x 28 images in [0, 1) and labels in [0, 10): enough examples for `steps` full batches.
-Dataset synthetic(int64_t count, uint64_t seed) {
-  Dataset d;
-  d.count = count;
-  d.rows = d.cols = 28;
-  d.classes = 10;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-  d.images.resize(static_cast<size_t>(count) * 784);
-  for (auto& p : d.images) p = pixel(rng);
-  for (int64_t i = 0; i < count; ++i) d.labels.push_back(static_cast<int32_t>(rng() % 10));
-  return d;
-}
 
 // Seconds per call of `fn`, median over `reps` repetitions of `iters` calls each.
 template <class Fn>
@@ -94,11 +81,11 @@ int main(int argc, char** argv) {
     train = std::move(*real);
     data_note = "Fashion-MNIST train split from " + o.dataset_dir;
   } else {
-    train = synthetic(needed, 1);
+    train = synthetic_images(needed, 1);
     data_note = "synthetic random 28x28 images, 10 classes (" +
                 (real.ok() ? std::string("dataset too small for --steps") : real.status().message()) + ")";
   }
-  test = synthetic(o.batch_size, 2);  // evaluation is not timed; keep it short
+  test = synthetic_images(o.batch_size, 2);  // evaluation is not timed; keep it short
 
   std::vector<int> dims{784};
   dims.insert(dims.end(), o.hidden.begin(), o.hidden.end());

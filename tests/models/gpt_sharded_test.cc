@@ -12,6 +12,7 @@ using namespace troupe;
 using troupe::testing::MarkovChain2;
 using troupe::testing::relative_difference;
 using troupe::testing::run_replica_threads;
+using troupe::testing::run_stage;
 
 namespace {
 
@@ -45,19 +46,14 @@ TEST_CASE("sharded gpt replicas end where plain sync replicas end after 100 step
   const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
   const TrainOptions o = gpt_sharded_job();
   const int replicas = GENERATE(2, 4);
-  auto plain = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.bucket_bytes = 4096;
-  });
+  auto plain = run_stage(replicas, o, train, test, ShardStage::none, 4096);
   INFO(plain.errors());
   REQUIRE(plain.all_ok());
   for (ShardStage stage : {ShardStage::optimizer, ShardStage::gradients}) {
-    auto sharded = run_replica_threads(replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
-      r.bucket_bytes = 4096;
-      r.shard = stage;
-    });
+    auto sharded = run_stage(replicas, o, train, test, stage, 4096);
     INFO(replicas << " replicas, --shard " << shard_stage_name(stage) << "\n" << sharded.errors());
     REQUIRE(sharded.all_ok());
-    for (int r = 1; r < replicas; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+    CHECK(sharded.identical());
     const double diff = relative_difference(sharded.params[0], plain.params[0]);
     INFO("relative difference after 100 steps: " << diff);
     CHECK(diff < 1e-5);
@@ -79,9 +75,7 @@ TEST_CASE("what a sharded gpt replica holds, measured, is within 10% of the ZeRO
   o.max_steps = 3;
   for (int replicas : {2, 4}) {
     for (ShardStage stage : {ShardStage::optimizer, ShardStage::gradients}) {
-      auto run = run_replica_threads(replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
-        r.shard = stage;  // the default 256 KiB buckets
-      });
+      auto run = run_stage(replicas, o, train, test, stage);
       INFO(run.errors());
       REQUIRE(run.all_ok());
       const double params = static_cast<double>(run.params[0].size());
@@ -122,17 +116,13 @@ TEST_CASE("the gpt under --shard parameters (layer by layer, each block recomput
   TrainOptions o = gpt_sharded_job();
   o.trainer_args = {"layers=2", "heads=2", "dim=16"};  // untied: the head is a layer of its own
   const int replicas = GENERATE(2, 4);
-  auto plain = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.bucket_bytes = 4096;
-  });
+  auto plain = run_stage(replicas, o, train, test, ShardStage::none, 4096);
   INFO(plain.errors());
   REQUIRE(plain.all_ok());
-  auto sharded = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.shard = ShardStage::parameters;
-  });
+  auto sharded = run_stage(replicas, o, train, test, ShardStage::parameters);
   INFO(replicas << " replicas\n" << sharded.errors());
   REQUIRE(sharded.all_ok());
-  for (int r = 1; r < replicas; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+  CHECK(sharded.identical());
   const double diff = relative_difference(sharded.params[0], plain.params[0]);
   INFO("relative difference after 100 steps: " << diff);
   CHECK(diff < 1e-5);
@@ -140,9 +130,7 @@ TEST_CASE("the gpt under --shard parameters (layer by layer, each block recomput
 
   // Tied embeddings do not split into layers: refused, naming why.
   o.trainer_args = {"layers=2", "heads=2", "dim=16", "tie=1"};
-  auto tied = run_replica_threads(2, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.shard = ShardStage::parameters;
-  });
+  auto tied = run_stage(2, o, train, test, ShardStage::parameters);
   CHECK(tied.status[0].code() == Code::invalid_argument);
   CHECK(tied.status[0].message().find("a gpt with tie=1 does not") != std::string::npos);
 }
@@ -160,9 +148,7 @@ TEST_CASE("a gpt replica under --shard parameters holds its 1/N and at most two 
   o.max_steps = 3;
   const double block = 12.0 * 128 * 128 + 13 * 128;  // a block's parameters
   for (int replicas : {2, 4}) {
-    auto run = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-      r.shard = ShardStage::parameters;
-    });
+    auto run = run_stage(replicas, o, train, test, ShardStage::parameters);
     INFO(run.errors());
     REQUIRE(run.all_ok());
     const double params = static_cast<double>(run.params[0].size()), n = replicas;

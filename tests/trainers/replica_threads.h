@@ -20,6 +20,11 @@ struct ReplicaThreads {
       if (!s.ok()) return false;
     return true;
   }
+  bool identical() const {  // every replica ended with the same parameters
+    for (const auto& p : params)
+      if (p != params.front()) return false;
+    return true;
+  }
   std::string errors() const {
     std::string out;
     for (size_t r = 0; r < status.size(); ++r)
@@ -52,6 +57,15 @@ inline ReplicaThreads run_replica_threads(int n, const TrainOptions& o, const Da
     });
   for (auto& t : threads) t.join();
   return run;
+}
+
+// The replicas with --shard `stage` (none: plain sync) and gradient buckets of `bucket_bytes`.
+inline ReplicaThreads run_stage(int n, const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                ShardStage stage, size_t bucket_bytes = kDefaultBucketBytes) {
+  return run_replica_threads(n, o, train, test, [&](int, Replica& r, TrainOptions&) {
+    r.shard = stage;
+    r.bucket_bytes = bucket_bytes;
+  });
 }
 
 }  // namespace troupe::testing

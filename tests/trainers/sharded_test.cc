@@ -20,6 +20,7 @@
 using namespace troupe;
 using troupe::testing::relative_difference;
 using troupe::testing::run_replica_threads;
+using troupe::testing::run_stage;
 using troupe::testing::TempDir;
 
 namespace {
@@ -37,6 +38,32 @@ TrainOptions sharded_job() {
   o.clip_grad_norm = 0.5f;  // clips most steps: the norm must be the whole model's
   o.seed = 5;
   return o;
+}
+
+// `replicas` replicas with --shard `stage` stopped right after their first checkpoint (every
+// `every` steps, into `dir`) is committed: that checkpoint, read back whole.
+checkpoint::TrainingState first_checkpoint(int replicas, const TrainOptions& o, const Dataset& train,
+                                           const Dataset& test, ShardStage stage, size_t bucket_bytes, int64_t every,
+                                           const std::string& dir) {
+  std::atomic<bool> cancel{false};
+  std::vector<checkpoint::Manifest> committed;
+  auto stopped = run_replica_threads(replicas, o, train, test, [&](int rank, Replica& r, TrainOptions&) {
+    r.bucket_bytes = bucket_bytes;
+    r.shard = stage;
+    r.checkpoints.every = every;
+    r.checkpoints.dir = dir;
+    r.cancel = &cancel;
+    if (rank == 0) r.checkpoints.commit = [&](const checkpoint::Manifest& m) {
+      committed.push_back(m);
+      cancel = true;
+      return Status{};
+    };
+  });
+  for (const Status& st : stopped.status) REQUIRE(st.code() == Code::unavailable);
+  REQUIRE(committed.size() == 1);
+  auto state = checkpoint::load_checkpoint(committed[0]);
+  REQUIRE(state.ok());
+  return *state;
 }
 
 }  // namespace
@@ -88,20 +115,15 @@ TEST_CASE("sharded: optimizer and gradient sharding end where plain sync replica
   TrainOptions o = sharded_job();
   o.precision = precision;
   const size_t bucket_bytes = 2048;  // several buckets, the w0 block one of its own
-  auto plain = run_replica_threads(replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
-    r.bucket_bytes = bucket_bytes;
-  });
+  auto plain = run_stage(replicas, o, train, test, ShardStage::none, bucket_bytes);
   INFO(plain.errors());
   REQUIRE(plain.all_ok());
   for (ShardStage stage : {ShardStage::optimizer, ShardStage::gradients}) {
-    auto sharded = run_replica_threads(replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
-      r.bucket_bytes = bucket_bytes;
-      r.shard = stage;
-    });
+    auto sharded = run_stage(replicas, o, train, test, stage, bucket_bytes);
     INFO(replicas << " replicas, " << dtype_name(precision) << ", --shard " << shard_stage_name(stage) << "\n"
                   << sharded.errors());
     REQUIRE(sharded.all_ok());
-    for (int r = 1; r < replicas; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+    CHECK(sharded.identical());
     const double diff = relative_difference(sharded.params[0], plain.params[0]);
     INFO("relative difference to plain sync after 100 steps: " << diff);
     CHECK(diff < 1e-5);
@@ -122,16 +144,13 @@ TEST_CASE("sharded: f16 replicas skip the same overflowing steps as plain sync a
   o.precision = DType::f16;
   o.max_steps = 60;
   o.loss_scale = 16777216.0f;  // 2^24: the first steps overflow f16; every rank must skip them alike
-  auto plain = run_replica_threads(3, o, train, test, [](int, Replica& r, TrainOptions&) { r.bucket_bytes = 4096; });
+  auto plain = run_stage(3, o, train, test, ShardStage::none, 4096);
   INFO(plain.errors());
   REQUIRE(plain.all_ok());
-  auto sharded = run_replica_threads(3, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.bucket_bytes = 4096;
-    r.shard = ShardStage::gradients;
-  });
+  auto sharded = run_stage(3, o, train, test, ShardStage::gradients, 4096);
   INFO(sharded.errors());
   REQUIRE(sharded.all_ok());
-  for (int r = 1; r < 3; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+  CHECK(sharded.identical());
   // f16 rounds activations to 2^-11: the reduction order's last-bit differences (1e-7 in f32, as
   // between plain sync and one process) flip some roundings, so the runs part by more than f32's.
   CHECK(relative_difference(sharded.params[0], plain.params[0]) < 1e-3);
@@ -144,32 +163,14 @@ TEST_CASE("sharded: a checkpoint of 4 sharded replicas resumes on 3 sharded or 2
           "uninterrupted run ends", "[sharded][checkpoint]") {
   const Dataset train = blobs(48 * 100, 4, 6, 25), test = blobs(96, 4, 6, 26);
   const TrainOptions o = sharded_job();
-  auto whole = run_replica_threads(4, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.bucket_bytes = 2048;
-    r.shard = ShardStage::gradients;
-  });
+  auto whole = run_stage(4, o, train, test, ShardStage::gradients, 2048);
   INFO(whole.errors());
   REQUIRE(whole.all_ok());
 
   TempDir dir;
-  std::atomic<bool> cancel{false};
-  std::vector<checkpoint::Manifest> committed;
-  auto stopped = run_replica_threads(4, o, train, test, [&](int rank, Replica& r, TrainOptions&) {
-    r.bucket_bytes = 2048;
-    r.shard = ShardStage::gradients;
-    r.checkpoints.every = 40;
-    r.checkpoints.dir = dir.path();
-    r.cancel = &cancel;
-    if (rank == 0) r.checkpoints.commit = [&](const checkpoint::Manifest& m) {
-      committed.push_back(m);
-      cancel = true;
-      return Status{};
-    };
-  });
-  for (const Status& st : stopped.status) REQUIRE(st.code() == Code::unavailable);
-  REQUIRE(committed.size() == 1);
-  auto state = checkpoint::load_checkpoint(committed[0]);
-  REQUIRE(state.ok());
+  const checkpoint::TrainingState checkpoint = first_checkpoint(4, o, train, test, ShardStage::gradients, 2048, 40,
+                                                                dir.path());
+  const checkpoint::TrainingState* state = &checkpoint;
   CHECK(state->step == 40);
   CHECK(state->optimizer.name == "adamw");
   CHECK(state->optimizer.steps == 40);
@@ -183,7 +184,7 @@ TEST_CASE("sharded: a checkpoint of 4 sharded replicas resumes on 3 sharded or 2
     auto resumed = run_replica_threads(way.replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
       r.bucket_bytes = 2048;
       r.shard = way.stage;
-      r.resume = &*state;
+      r.resume = state;
     });
     INFO("resumed on " << way.replicas << " replicas, --shard " << shard_stage_name(way.stage) << "\n"
                        << resumed.errors());
@@ -211,9 +212,7 @@ TEST_CASE("sharded: a replica that leaves makes the others fail naming it, and b
     CHECK(run.status[r].message().find("step 8") != std::string::npos);
   }
   o.accumulate = 2;
-  auto refused = run_replica_threads(2, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.shard = ShardStage::gradients;
-  });
+  auto refused = run_stage(2, o, train, test, ShardStage::gradients);
   CHECK(refused.status[0].code() == Code::invalid_argument);
   CHECK(refused.status[0].message().find("--shard gradients with --accumulate 2") != std::string::npos);
 }
@@ -222,17 +221,13 @@ TEST_CASE("sharded: --shard parameters (layer by layer) ends where plain sync en
   const Dataset train = blobs(48 * 100, 4, 6, 31), test = blobs(96, 4, 6, 32);
   const TrainOptions o = sharded_job();  // 3 layers
   const int replicas = GENERATE(2, 4);
-  auto plain = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.bucket_bytes = 2048;
-  });
+  auto plain = run_stage(replicas, o, train, test, ShardStage::none, 2048);
   INFO(plain.errors());
   REQUIRE(plain.all_ok());
-  auto sharded = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.shard = ShardStage::parameters;
-  });
+  auto sharded = run_stage(replicas, o, train, test, ShardStage::parameters);
   INFO(replicas << " replicas\n" << sharded.errors());
   REQUIRE(sharded.all_ok());
-  for (int r = 1; r < replicas; ++r) CHECK(sharded.params[r] == sharded.params[0]);
+  CHECK(sharded.identical());
   const double diff = relative_difference(sharded.params[0], plain.params[0]);
   INFO("relative difference to plain sync after 100 steps: " << diff);
   CHECK(diff < 1e-5);
@@ -247,13 +242,9 @@ TEST_CASE("sharded: --shard parameters holds its 1/N of the parameters and at mo
   o.max_steps = 5;  // (this deep ReLU net under adam is chaotic: plain sync parts from one process by
                     // 2% in 100 steps, so only the first steps are compared)
   const int replicas = 4;
-  auto plain = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.bucket_bytes = 2048;
-  });
+  auto plain = run_stage(replicas, o, train, test, ShardStage::none, 2048);
   REQUIRE(plain.all_ok());
-  auto sharded = run_replica_threads(replicas, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.shard = ShardStage::parameters;
-  });
+  auto sharded = run_stage(replicas, o, train, test, ShardStage::parameters);
   INFO(sharded.errors());
   REQUIRE(sharded.all_ok());
   CHECK(relative_difference(sharded.params[0], plain.params[0]) < 1e-5);
@@ -277,37 +268,21 @@ TEST_CASE("sharded: --shard parameters holds its 1/N of the parameters and at mo
   }
 }
 
-TEST_CASE("sharded: --shard parameters checkpoints resume unsharded, and are refused for models without layers",
+TEST_CASE("sharded: --shard parameters checkpoints resume on another number of replicas, sharded or not",
           "[sharded][checkpoint][parameters]") {
   const Dataset train = blobs(48 * 100, 4, 6, 33), test = blobs(96, 4, 6, 34);
   TrainOptions o = sharded_job();
-  auto whole = run_replica_threads(2, o, train, test, [](int, Replica& r, TrainOptions&) {
-    r.shard = ShardStage::parameters;
-  });
+  auto whole = run_stage(2, o, train, test, ShardStage::parameters);
   INFO(whole.errors());
   REQUIRE(whole.all_ok());
   TempDir dir;
-  std::atomic<bool> cancel{false};
-  std::vector<checkpoint::Manifest> committed;
-  auto stopped = run_replica_threads(4, o, train, test, [&](int rank, Replica& r, TrainOptions&) {
-    r.shard = ShardStage::parameters;
-    r.checkpoints.every = 30;
-    r.checkpoints.dir = dir.path();
-    r.cancel = &cancel;
-    if (rank == 0) r.checkpoints.commit = [&](const checkpoint::Manifest& m) {
-      committed.push_back(m);
-      cancel = true;
-      return Status{};
-    };
-  });
-  for (const Status& st : stopped.status) REQUIRE(st.code() == Code::unavailable);
-  REQUIRE(committed.size() == 1);
-  auto state = checkpoint::load_checkpoint(committed[0]);
-  REQUIRE(state.ok());
+  const checkpoint::TrainingState checkpoint =
+      first_checkpoint(4, o, train, test, ShardStage::parameters, kDefaultBucketBytes, 30, dir.path());
+  const checkpoint::TrainingState* state = &checkpoint;
   for (ShardStage stage : {ShardStage::none, ShardStage::parameters}) {
     auto resumed = run_replica_threads(3, o, train, test, [&](int, Replica& r, TrainOptions&) {
       r.shard = stage;
-      r.resume = &*state;
+      r.resume = state;
     });
     INFO("--shard " << shard_stage_name(stage) << "\n" << resumed.errors());
     REQUIRE(resumed.all_ok());
