@@ -116,16 +116,8 @@ TEST_CASE("the gpt under --shard parameters (layer by layer, each block recomput
   TrainOptions o = gpt_sharded_job();
   o.trainer_args = {"layers=2", "heads=2", "dim=16"};  // untied: the head is a layer of its own
   const int replicas = GENERATE(2, 4);
-  auto plain = run_stage(replicas, o, train, test, ShardStage::none, 4096);
-  INFO(plain.errors());
-  REQUIRE(plain.all_ok());
-  auto sharded = run_stage(replicas, o, train, test, ShardStage::parameters);
-  INFO(replicas << " replicas\n" << sharded.errors());
-  REQUIRE(sharded.all_ok());
-  CHECK(sharded.identical());
-  const double diff = relative_difference(sharded.params[0], plain.params[0]);
-  INFO("relative difference after 100 steps: " << diff);
-  CHECK(diff < 1e-5);
+  const auto [plain, sharded] =
+      troupe::testing::check_sharded_matches_plain(replicas, o, train, test, ShardStage::parameters, 4096);
   CHECK(sharded.results[0].test_loss == Approx(plain.results[0].test_loss).epsilon(1e-4));
 
   // Tied embeddings do not split into layers: refused, naming why.

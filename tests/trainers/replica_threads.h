@@ -2,10 +2,14 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <thread>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "collectives/inproc_transport.h"
+#include "tests/support/numeric_test_util.h"
 #include "trainers/trainer_driver.h"
 
 namespace troupe::testing {
@@ -66,6 +70,26 @@ inline ReplicaThreads run_stage(int n, const TrainOptions& o, const Dataset& tra
     r.shard = stage;
     r.bucket_bytes = bucket_bytes;
   });
+}
+
+// Plain sync replicas (buckets of `plain_bucket_bytes`) and the same job's under --shard `stage`
+// (default buckets): both succeed, the sharded ones end identical to each other and within 1e-5
+// (relative) of plain sync's parameters. Both runs, for the caller's further checks.
+inline std::pair<ReplicaThreads, ReplicaThreads> check_sharded_matches_plain(int n, const TrainOptions& o,
+                                                                             const Dataset& train, const Dataset& test,
+                                                                             ShardStage stage,
+                                                                             size_t plain_bucket_bytes) {
+  auto plain = run_stage(n, o, train, test, ShardStage::none, plain_bucket_bytes);
+  INFO(plain.errors());
+  REQUIRE(plain.all_ok());
+  auto sharded = run_stage(n, o, train, test, stage);
+  INFO(n << " replicas, --shard " << shard_stage_name(stage) << "\n" << sharded.errors());
+  REQUIRE(sharded.all_ok());
+  CHECK(sharded.identical());
+  const double diff = relative_difference(sharded.params[0], plain.params[0]);
+  INFO("relative difference to plain sync: " << diff);
+  CHECK(diff < 1e-5);
+  return {std::move(plain), std::move(sharded)};
 }
 
 }  // namespace troupe::testing

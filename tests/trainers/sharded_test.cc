@@ -221,16 +221,8 @@ TEST_CASE("sharded: --shard parameters (layer by layer) ends where plain sync en
   const Dataset train = blobs(48 * 100, 4, 6, 31), test = blobs(96, 4, 6, 32);
   const TrainOptions o = sharded_job();  // 3 layers
   const int replicas = GENERATE(2, 4);
-  auto plain = run_stage(replicas, o, train, test, ShardStage::none, 2048);
-  INFO(plain.errors());
-  REQUIRE(plain.all_ok());
-  auto sharded = run_stage(replicas, o, train, test, ShardStage::parameters);
-  INFO(replicas << " replicas\n" << sharded.errors());
-  REQUIRE(sharded.all_ok());
-  CHECK(sharded.identical());
-  const double diff = relative_difference(sharded.params[0], plain.params[0]);
-  INFO("relative difference to plain sync after 100 steps: " << diff);
-  CHECK(diff < 1e-5);
+  const auto [plain, sharded] =
+      troupe::testing::check_sharded_matches_plain(replicas, o, train, test, ShardStage::parameters, 2048);
   CHECK(sharded.results[0].test_accuracy == plain.results[0].test_accuracy);
 }
 
