@@ -9,8 +9,9 @@
 //   build/bin/bench_sharded --model mlp --hidden 2048,2048,2048,2048 --batch-size 256
 //
 // Every configuration runs one untimed 2-step job first; then --runs rounds run every stage once,
-// so drift in the machine's load hits all of them alike. Columns: the median step time (the slowest
-// replica's training time / steps) and its ratio to plain sync's; the reduction's time per step
+// so drift in the machine's load hits all of them alike (--stages: some of them; the first is the
+// ratio's base). Columns: the median step time (the slowest replica's training time / steps) and
+// its ratio to plain sync's; the reduction's time per step
 // (all-reduce, or reduce-scatter when sharded: the comm thread's clock; --shard parameters: its
 // layers' gathers and reduce-scatters together) and the share of it hidden behind backward (not
 // measured for --shard parameters: "-"); the all-gather of the updated parameters per step (sharded only: it runs after
@@ -144,6 +145,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "gpt, or mlp (with --hidden; --shard parameters too)")
       ->check(CLI::IsMember({"gpt", "mlp"}))->capture_default_str();
   app.add_option("--hidden", hidden, "mlp: hidden layer sizes")->delimiter(',')->capture_default_str();
+  std::vector<std::string> stage_names{"none", "optimizer", "gradients", "parameters"};
+  app.add_option("--stages", stage_names, "Which --shard stages to run (the parameter check needs none)")
+      ->delimiter(',')->check(CLI::IsMember({"none", "optimizer", "gradients", "parameters"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const bool gpt = o.model == "gpt";
   if (gpt) {
@@ -175,8 +179,13 @@ int main(int argc, char** argv) {
                 o.batch_size, static_cast<long long>(steps));
   std::printf("%8s %10s %10s %7s %12s %8s %12s %12s %12s %9s\n", "replicas", "shard", "step ms", "ratio", "reduce ms",
               "hidden", "gather ms", "MB/worker", "bytes/param", "formula");
-  std::vector<ShardStage> stages{ShardStage::none, ShardStage::optimizer, ShardStage::gradients};
-  stages.push_back(ShardStage::parameters);  // (the gpt splits into layers when untied, the default)
+  std::vector<ShardStage> stages;  // (the gpt splits into layers for parameters when untied, the default)
+  for (const std::string& name : stage_names) {
+    ShardStage stage = ShardStage::none;
+    parse_shard_stage(name, &stage);
+    stages.push_back(stage);
+  }
+  const bool with_plain = stages.front() == ShardStage::none;
   int generation = 0;
   for (int n : replica_counts) {
     std::map<ShardStage, std::vector<RunResult>> timed;
@@ -192,13 +201,13 @@ int main(int argc, char** argv) {
         }
         if (round >= 0) timed[stage].push_back(std::move(*res));
       }
-    const double params = static_cast<double>(timed[ShardStage::none].front().params.size());
+    const double params = static_cast<double>(timed[stages.front()].front().params.size());
     auto step_median = [&](ShardStage s) {
       std::vector<double> v;
       for (auto& r : timed[s]) v.push_back(r.step_seconds);
       return median(v);
     };
-    const double base = step_median(ShardStage::none);
+    const double base = step_median(stages.front());
     for (ShardStage stage : stages) {
       std::vector<double> reduce, hidden, gather;
       double bytes = 0;
@@ -208,7 +217,7 @@ int main(int argc, char** argv) {
         hidden.push_back(r.buckets.hidden_fraction());
         gather.push_back(r.shard.gather_seconds / static_cast<double>(steps));
         bytes = std::max(bytes, stage == ShardStage::none ? 16 * params + 8 : static_cast<double>(r.shard.total()));
-        const double diff = relative_difference(r.params, timed[ShardStage::none].front().params);
+        const double diff = with_plain ? relative_difference(r.params, timed[ShardStage::none].front().params) : 0;
         if (diff > 1e-5) {
           std::fprintf(stderr, "error: --shard %s ended %.3g (relative) away from plain sync's parameters\n",
                        shard_stage_name(stage), diff);

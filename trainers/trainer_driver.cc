@@ -345,7 +345,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       ++step;
       if (replica.steps) replica.steps->phase(StepPhase::communication);  // step timeline
       if (replica.comm) {
-        if (!buckets && weight != 1.0f) kernels::cpu::scale(grad, space.size(), weight);
+        // (buckets and the layered step weight the gradients themselves, before they are reduced)
+        if (!buckets && !layered && weight != 1.0f) kernels::cpu::scale(grad, space.size(), weight);
         slots[0] = stats->loss * weight;
         slots[1] = static_cast<float>(stats->correct);
         Status st = buckets   ? buckets->finish_step(slots)

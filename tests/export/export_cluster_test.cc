@@ -157,6 +157,13 @@ TEST_CASE("export and --save: a sync job's checkpoints and final model", "[expor
   model_leaves_the_cluster("sync", "--workers 2");
 }
 
+TEST_CASE("export and --save: a sharded sync job's (--shard parameters) checkpoints and final model",
+          "[export][cluster][sharded]") {
+  // Each worker holds 1/2 of the parameters; its checkpoint shards are written in the unsharded
+  // layout, so export reads them as a plain sync job's.
+  model_leaves_the_cluster("sync", "--workers 2 --shard parameters");
+}
+
 TEST_CASE("export and --save: a central job's checkpoints and final model", "[export][cluster][central]") {
   model_leaves_the_cluster("central", "--workers 2");
 }

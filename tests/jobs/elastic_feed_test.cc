@@ -30,7 +30,7 @@ Dataset prefix_of(Dataset d, int64_t n) {
 // `world` replicas on the ledger's `shards` shards, as job_worker.cc's run_sync sets them up; every
 // replica's final parameters (they must agree), and the ledger's records of both epochs checked.
 std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, const Dataset& test, int world, int shards,
-                                 size_t bucket_bytes) {
+                                 size_t bucket_bytes, ShardStage shard = ShardStage::none) {
   gcs::InMemoryStore store;
   const JobId job = JobId::random();
   auto transports = collectives::make_inproc_group(world);
@@ -47,6 +47,7 @@ std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, con
       replica.feed = &feed;
       replica.timeout = std::chrono::seconds(30);
       replica.bucket_bytes = bucket_bytes;
+      replica.shard = shard;
       if (world != shards) replica.local_rows = static_cast<int>(fo.shards_per_step * fo.batch_size);
       auto result = train_replica(o, data, test, replica, {}, &params[r]);
       status[r] = result.status();
@@ -113,4 +114,26 @@ TEST_CASE("elastic sync data: 3 or 2 workers on 4 ledger shards hold the paramet
   const double diff = relative_difference(train_elastic(micro, data, *test, 3, 4, 0), full);
   INFO("3 workers, 2 micro-batches: relative difference " << diff);
   CHECK(diff <= 1e-5);
+}
+
+TEST_CASE("elastic sync data: 3 workers on 4 ledger shards under each --shard stage hold the parameters of 4 plain "
+          "workers", "[jobs][feed][elastic][sharded]") {
+  // A sharded job that shrank: 3 workers own 1/3 each of the state while training the 4 shards'
+  // rows unevenly (64 and 32 rows, weighted); the update is still the full batch's.
+  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(train.ok());
+  REQUIRE(test.ok());
+  const Dataset data = prefix_of(std::move(*train), 6400);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch_size = 128;
+  o.seed = 5;
+  o.optimizer = "adam";
+  const std::vector<float> full = train_elastic(o, data, *test, 4, 4, 0);
+  for (ShardStage stage : {ShardStage::optimizer, ShardStage::gradients, ShardStage::parameters}) {
+    const double diff = relative_difference(train_elastic(o, data, *test, 3, 4, kDefaultBucketBytes, stage), full);
+    INFO("3 workers, --shard " << shard_stage_name(stage) << ": relative difference " << diff);
+    CHECK(diff <= 1e-5);
+  }
 }
