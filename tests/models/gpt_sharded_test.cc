@@ -1,12 +1,16 @@
-// The gpt under sharded data parallelism (`--shard optimizer|gradients`): sharded replicas end where
-// plain sync replicas end after 100 steps (2 and 4 replicas, tied embeddings, clipping by the whole
-// model's norm, decay on matrices only), and what a replica holds, measured, against the ZeRO
-// formulas: (optimizer) 8 + 8/N and (gradients) 4 + 12/N bytes per parameter with adamw in f32.
+// The gpt under sharded data parallelism (`--shard optimizer|gradients|parameters`) and as layers:
+// sharded replicas end where plain sync replicas end after 100 steps (2 and 4 replicas, tied
+// embeddings for stages 1 and 2, clipping by the whole model's norm, decay on matrices only); what
+// a replica holds, measured, against the ZeRO formulas — (optimizer) 8 + 8/N, (gradients) 4 + 12/N
+// bytes per parameter with adamw in f32, (parameters) 16/N plus two gathered layers; and the
+// model's layers (models/gpt/gpt_layers.h) pipelined over 2 and 4 stages hold one process's
+// parameters.
 #include <catch2/catch.hpp>
 
 #include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/replica_threads.h"
+#include "trainers/pipeline/local_pipeline.h"
 
 using namespace troupe;
 using troupe::testing::MarkovChain2;
@@ -160,4 +164,43 @@ TEST_CASE("a gpt replica under --shard parameters holds its 1/N and at most two 
       CHECK(per_param <= 1.10 * (16 / n + 8 * 2 * block / params) + 1.0 / 4);  // + the staging of one block
     }
   }
+}
+
+TEST_CASE("the gpt as layers pipelines: 2 and 4 stages (embeddings first, head last) hold one process's parameters",
+          "[models][gpt][pipeline]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 30 + 1, 3), 8, 12);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  TrainOptions o = gpt_sharded_job();
+  o.trainer_args = {"layers=2", "heads=2", "dim=16"};  // 4 layers: embed, h0, h1, head
+  o.max_steps = 30;
+  o.clip_grad_norm = 0.05f;  // clips every step: the norm must span the stages
+  std::vector<float> want;
+  auto one = train_with_trainer(o, train, test, {}, &want);
+  INFO(one.status().to_string());
+  REQUIRE(one.ok());
+  for (int stages : {2, 4})
+    for (const char* schedule : {"gpipe", "1f1b"}) {
+      pipeline::PipelineOptions po;
+      po.stages = stages;
+      po.workers = stages;
+      po.microbatches = 4;
+      po.schedule = schedule;
+      auto run = pipeline::train_local_pipeline(o, po, train, test);
+      INFO(stages << " stages, " << schedule << ": " << (run.ok() ? std::string("ok") : run.status().to_string()));
+      REQUIRE(run.ok());
+      REQUIRE(run->params.size() == want.size());
+      const double diff = relative_difference(run->params, want);
+      INFO("relative difference " << diff);
+      CHECK(diff <= 1e-5);
+      CHECK(run->train.test_loss == Approx(one->test_loss).epsilon(1e-4));
+    }
+  // A tied gpt's head is its embedding: it does not split, and says why.
+  o.trainer_args = {"layers=2", "heads=2", "dim=16", "tie=1"};
+  pipeline::PipelineOptions po;
+  po.stages = 2;
+  po.workers = 2;
+  auto tied = pipeline::train_local_pipeline(o, po, train, test);
+  REQUIRE_FALSE(tied.ok());
+  CHECK(tied.status().message().find("a gpt with tie=1 does not") != std::string::npos);
 }

@@ -106,7 +106,7 @@ Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inpu
     } else {
       if (pipe_) TROUPE_RETURN_IF_ERROR(flush());
       const auto t0 = Clock::now();
-      auto s = model_.output_loss(outs.back(), labels + static_cast<size_t>(op.micro) * rows, rows, d);
+      auto s = model_.output_loss(outs.back(), labels + static_cast<size_t>(op.micro * rows * label_width_), rows, d);
       busy_seconds_ += seconds(t0, Clock::now());
       if (!s.ok()) return s.status().with_context("loss of micro-batch " + std::to_string(op.micro));
       totals->loss_sum += s->loss;
@@ -126,6 +126,34 @@ Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inpu
     if (!first) pending_ = {stage_ - 1, d, rows * plan_.in_features * sizeof(float)};
   }
   return pipe_ ? flush() : Status{};
+}
+
+Expected<double> StageExecutor::sum_over_stages(double value, uint64_t sequence) {
+  if (!pipe_ || stages_ == 1) return value;
+  collectives::CallDescriptor d = pipe_call(sequence, 0);
+  d.kind = collectives::CollectiveKind::allreduce;  // one double summed over the stages
+  d.reduce = 1;
+  pipe_->begin_call(d);
+  const auto deadline = Clock::now() + timeout_;
+  if (stage_ != 0) {
+    TROUPE_RETURN_IF_ERROR(pipe_->send(0, &value, sizeof value, deadline)
+                               .with_context("stage " + std::to_string(stage_) + " sending its gradient norm"));
+    double total = 0;
+    TROUPE_RETURN_IF_ERROR(pipe_->recv(0, &total, sizeof total, deadline)
+                               .with_context("stage " + std::to_string(stage_) + " receiving the gradient norm"));
+    return total;
+  }
+  double total = value;
+  for (int s = 1; s < stages_; ++s) {
+    double part = 0;
+    TROUPE_RETURN_IF_ERROR(pipe_->recv(s, &part, sizeof part, deadline)
+                               .with_context("stage 0 receiving stage " + std::to_string(s) + "'s gradient norm"));
+    total += part;
+  }
+  for (int s = 1; s < stages_; ++s)
+    TROUPE_RETURN_IF_ERROR(pipe_->send(s, &total, sizeof total, deadline)
+                               .with_context("stage 0 sending the gradient norm to stage " + std::to_string(s)));
+  return total;
 }
 
 Status StageExecutor::forward_only(const float* inputs, const int32_t* labels, int64_t rows, int64_t features,
@@ -154,7 +182,7 @@ Status StageExecutor::forward_only(const float* inputs, const int32_t* labels, i
                                  .with_context("evaluation: stage " + std::to_string(stage_) + " sending"));
       continue;
     }
-    auto s = model_.output_loss(outs.back(), labels + at, n, nullptr);
+    auto s = model_.output_loss(outs.back(), labels + static_cast<size_t>(at * label_width_), n, nullptr);
     if (!s.ok()) return s.status().with_context("evaluation");
     totals->loss_sum += static_cast<double>(s->loss) * n;
     totals->correct = (totals->correct < 0 || s->correct < 0) ? -1 : totals->correct + s->correct;

@@ -44,6 +44,15 @@ class StageExecutor {
   Status forward_only(const float* inputs, const int32_t* labels, int64_t rows, int64_t features, int64_t chunk,
                       const Parameters& params, uint64_t sequence, StepTotals* totals);
 
+  // `value` summed over the stages of this replica's pipeline, added in stage order (stage 0 gathers
+  // and sends the total back; the same on every stage): the squares of every stage's gradients for
+  // --clip-grad-norm's global norm. `sequence` names the step, as run_step's.
+  Expected<double> sum_over_stages(double value, uint64_t sequence);
+
+  // Labels per example (a sequence model's: one per position; 1 by default): the last stage reads
+  // micro-batch m's at labels + m * micro_rows * width.
+  void set_label_width(int64_t width) { label_width_ = width; }
+
   double busy_seconds() const { return busy_seconds_; }  // time in layer calls and the loss, in all
   size_t activation_bytes() const;                          // the stash and gradient buffers
 
@@ -66,6 +75,7 @@ class StageExecutor {
   int stage_, stages_;
   collectives::Transport* pipe_;
   int64_t micro_rows_;
+  int64_t label_width_ = 1;
   int slots_;
   std::chrono::milliseconds timeout_;
   std::vector<std::vector<float>> inputs_;               // per slot (not stage 0)

@@ -49,7 +49,8 @@ Expected<SplitScore> Loop::evaluate(StageExecutor& exec, const Parameters& param
   const int64_t first = test.count * replica / replicas, last = test.count * (replica + 1) / replicas;
   StepTotals t;
   TROUPE_RETURN_IF_ERROR(exec.forward_only(test.images.data() + static_cast<size_t>(first) * test.features(),
-                                           test.labels.data() + first, last - first, test.features(), kEvalChunk,
+                                           test.labels.data() + static_cast<size_t>(first * test.target_width),
+                                           last - first, test.features(), kEvalChunk,
                                            params, kEvalSequence + epoch, &t));
   const bool is_last = !comms.pipe || comms.pipe->rank() == comms.pipe->size() - 1;
   if (!is_last) return SplitScore{};
@@ -95,9 +96,13 @@ Expected<StageResult> Loop::run() {
 
   kernels::cpu::set_blas_threads(o.cpu_threads);
   kernels::cpu::ScopedFlushDenormals flush_denormals;
-  if (o.clip_grad_norm > 0)
-    return invalid_argument("--clip-grad-norm: not with --strategy pipeline yet (the norm would span the stages); drop it");
-  const OptimizerOptions oo = optimizer_options(o);
+  OptimizerOptions oo = optimizer_options(o);
+  // --weight-decay-params matrices: the model's matrix ranges cut to this stage's, relative to it.
+  for (const auto& r : matrix_ranges(setup->space)) {
+    const size_t b = std::max(r.first, plan.begin), e = std::min(r.second, plan.end);
+    if (b < e) oo.decay_ranges.push_back({b - plan.begin, e - plan.begin});
+  }
+  oo.decay_ranges_set = true;
   auto opt = make_optimizer(oo, n);
   if (!opt.ok()) return opt.status();
   LrSchedule lr_schedule = LrSchedule::constant;
@@ -150,6 +155,7 @@ Expected<StageResult> Loop::run() {
   Gradients grad_view(grads.data(), n, nullptr, plan.begin);
   StageExecutor exec(*model, layers, plan, stage, stages, comms.pipe, micro_rows,
                      stash_slots(schedule, stage, stages, po.microbatches), comms.timeout);
+  exec.set_label_width(train.target_width);
   const std::vector<PipeOp> ops = stage_ops(schedule, stage, stages, po.microbatches);
 
   StageResult out;
@@ -219,6 +225,14 @@ Expected<StageResult> Loop::run() {
           loss = grads[n];
           correct = correct < 0 ? -1 : std::llround(grads[n + 1] * replicas);
         }
+      }
+      if (o.clip_grad_norm > 0) {  // by the whole model's norm: every stage's squares summed over the pipe
+        double squares = 0;
+        for (size_t i = 0; i < n; ++i) squares += static_cast<double>(grads[i]) * grads[i];
+        auto total = exec.sum_over_stages(squares, static_cast<uint64_t>(step + 1));
+        if (!total.ok()) return total.status().with_context(where + ": the gradient norm" + at);
+        const double norm = std::sqrt(*total);
+        if (norm > o.clip_grad_norm) kernels::cpu::scale(grads.data(), n, static_cast<float>(o.clip_grad_norm / norm));
       }
       ++step;
       if (last && step % o.loss_check_every == 0 && !std::isfinite(loss))
