@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gcs/records.h"
+#include "gcs/step_timeline.h"
 #include "gcs/tables.h"
 
 namespace troupe::dashboard {
@@ -57,6 +58,68 @@ class Family {
 
 double node_up(gcs::NodeState s) {
   return s == gcs::NodeState::alive ? 1.0 : s == gcs::NodeState::suspect ? 0.5 : 0.0;
+}
+
+// The workers of the running jobs (at most kMaxWorkerJobs of them, kMaxWorkerSeries workers each):
+// where their newest steps (up to kWorkerSteps, from the step timelines the workers publish,
+// gcs/step_timeline.h) spent their time, their all-reduce time, throughput and last step.
+Status worker_metrics(gcs::Store& store, const std::vector<gcs::JobRecord>& jobs, std::string* out) {
+  struct Worker {
+    std::string job, rank;
+    double data = 0, compute = 0, comm = 0, optimizer = 0, allreduce = 0, samples_per_second = 0, last_step = 0;
+  };
+  std::vector<Worker> workers;
+  size_t running = 0;
+  int unreadable = 0;
+  for (const gcs::JobRecord& j : jobs) {
+    if (j.state != gcs::JobState::running || running++ >= kMaxWorkerJobs) continue;
+    const int ranks = std::min(j.workers, static_cast<int>(kMaxWorkerSeries));
+    for (int r = 0; r < ranks; ++r) {
+      auto steps = gcs::read_steps(store, j.id.hex(), r, kWorkerSteps);
+      if (!steps.ok()) {  // one unreadable timeline costs its worker's series, not the scrape
+        ++unreadable;
+        continue;
+      }
+      if (steps->empty()) continue;
+      Worker w{j.id.hex(), std::to_string(r)};
+      double samples = 0;
+      for (const gcs::StepSample& s : *steps) {
+        w.data += s.data_us;
+        w.compute += s.compute_us;
+        w.comm += s.comm_us;
+        w.optimizer += s.optimizer_us;
+        w.allreduce += s.comm_busy_us;
+        samples += static_cast<double>(s.samples);
+      }
+      const double n = static_cast<double>(steps->size()) * 1e6;  // microseconds, per step, in seconds
+      for (double* v : {&w.data, &w.compute, &w.comm, &w.optimizer, &w.allreduce}) *v /= n;
+      const double span = static_cast<double>(steps->back().end_us() - steps->front().start_us) / 1e6;
+      w.samples_per_second = span > 0 ? samples / span : 0;
+      w.last_step = static_cast<double>(steps->back().step);
+      workers.push_back(std::move(w));
+    }
+  }
+  Family split(out, "troupe_worker_step_seconds", "gauge",
+               "A worker's mean step time over its newest steps by phase: data_wait, compute (forward and "
+               "backward), communication (waiting for the gradients' all-reduce, or a pull), optimizer");
+  for (const Worker& w : workers) {
+    split.sample({{"job_id", w.job}, {"worker", w.rank}, {"phase", "data_wait"}}, w.data);
+    split.sample({{"job_id", w.job}, {"worker", w.rank}, {"phase", "compute"}}, w.compute);
+    split.sample({{"job_id", w.job}, {"worker", w.rank}, {"phase", "communication"}}, w.comm);
+    split.sample({{"job_id", w.job}, {"worker", w.rank}, {"phase", "optimizer"}}, w.optimizer);
+  }
+  Family allreduce(out, "troupe_worker_allreduce_seconds", "gauge",
+                   "A sync worker's all-reduce time per step on its communication thread, overlapping backward "
+                   "included (its newest steps' mean)");
+  for (const Worker& w : workers) allreduce.sample({{"job_id", w.job}, {"worker", w.rank}}, w.allreduce);
+  Family rate(out, "troupe_worker_samples_per_second", "gauge", "A worker's examples per second over its newest steps");
+  for (const Worker& w : workers) rate.sample({{"job_id", w.job}, {"worker", w.rank}}, w.samples_per_second);
+  Family last(out, "troupe_worker_last_step", "gauge", "The newest step a worker published (a stuck worker stops here)");
+  for (const Worker& w : workers) last.sample({{"job_id", w.job}, {"worker", w.rank}}, w.last_step);
+  Family(out, "troupe_worker_timelines_unreadable", "gauge",
+         "Workers' step timelines this scrape could not read (their series are left out)")
+      .sample({}, unreadable);
+  return {};
 }
 
 }  // namespace
@@ -164,6 +227,7 @@ Expected<std::string> prometheus_metrics(gcs::Store& store) {
     auto it = restarts_by_job.find(j.id.hex());
     job_restarts.sample({{"job_id", j.id.hex()}}, it == restarts_by_job.end() ? 0.0 : static_cast<double>(it->second));
   }
+  TROUPE_RETURN_IF_ERROR(worker_metrics(store, *jobs, &out));
   return out;
 }
 

@@ -13,6 +13,10 @@
 //   troupe_job_info{job_id,name,strategy,state} 1, per job
 //   troupe_job_step{job_id} _epoch _progress _loss _samples_per_second _test_accuracy _workers
 //   troupe_job_restarts_total{job_id}           restarts of the job's actors (counter)
+//   troupe_worker_step_seconds{job_id,worker,phase}  a running job's worker: its newest steps' mean
+//                                               time in data_wait, compute, communication, optimizer
+//   troupe_worker_allreduce_seconds{job_id,worker}   all-reduce time per step on the comm thread
+//   troupe_worker_samples_per_second{job_id,worker}  and troupe_worker_last_step{job_id,worker}
 //
 // A troupe job is `job_id` (Prometheus keeps `job` and `instance` for the scrape itself: a target's
 // own `job` label would come out renamed exported_job). Labels are node, job and actor-type names,
@@ -29,6 +33,9 @@ namespace troupe::dashboard {
 
 constexpr size_t kMaxNodeSeries = 1000;
 constexpr size_t kMaxJobSeries = 200;
+constexpr size_t kMaxWorkerJobs = 20;      // running jobs whose workers get series of their own
+constexpr size_t kMaxWorkerSeries = 256;   // workers per job with series
+constexpr size_t kWorkerSteps = 64;        // newest steps a worker's series average
 
 // The exposition text; the GCS's error when it cannot be read.
 Expected<std::string> prometheus_metrics(gcs::Store& store);

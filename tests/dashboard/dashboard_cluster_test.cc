@@ -118,7 +118,7 @@ double first_value(const Json& result) {
 
 }  // namespace
 
-TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s, and a killed node down",
+TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s and step-time split, and a killed node down",
           "[cluster][prometheus]") {
   if (!std::filesystem::exists("/usr/bin/prometheus")) {
     WARN("SKIPPED: /usr/bin/prometheus is not installed (Debian's `prometheus` package; scripts/install-deps.sh "
@@ -170,6 +170,15 @@ TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s, a
   CHECK(poll_until([&] {  // the next scrape after the job ended
     return first_value(prometheus_query(port, "troupe_job_info{job_id=\"" + id + "\",state=\"SUCCEEDED\"}")) == 1;
   }, std::chrono::seconds(30)));
+  // Its worker's step-time split while it ran (series of running jobs: over the last 5 minutes).
+  const std::string worker = "{job_id=\"" + id + "\",worker=\"0\"";
+  const double compute =
+      first_value(prometheus_query(port, "max_over_time(troupe_worker_step_seconds" + worker + ",phase=\"compute\"}[5m])"));
+  const double last_step = first_value(prometheus_query(port, "max_over_time(troupe_worker_last_step" + worker + "}[5m])"));
+  INFO("worker 0's compute per step " << compute << " s, its last step seen " << last_step);
+  CHECK(compute > 0);
+  CHECK(compute < 1);  // the MLP's step at batch 128 is milliseconds
+  CHECK(last_step > 0);
   CHECK(first_value(prometheus_query(port, "troupe_nodes{state=\"ALIVE\"}")) == 2);
 
   // kill -9 the node: down (0) in Prometheus within the detection bound and a scrape or two.

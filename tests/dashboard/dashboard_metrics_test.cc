@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "gcs/step_timeline.h"
 #include "tests/dashboard/dashboard_fixture.h"
 
 using namespace troupe;
@@ -107,6 +108,52 @@ TEST_CASE("/metrics: the cluster in the Prometheus text format", "[dashboard][me
   CHECK(e.samples.count("troupe_job_info{job_id=\"" + c.running.id.hex() +
                         "\",name=\"quote\\\" back\\\\slash\\nline\",strategy=\"sync\",state=\"RUNNING\"}") == 1);
   CHECK(e.samples.count("troupe_gcs_read_seconds") == 1);
+}
+
+TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all-reduce time, rate and last step",
+          "[dashboard][metrics]") {
+  DashboardFixture f;
+  SeededCluster c = seed_cluster(f.store());
+  c.running.workers = 3;
+  REQUIRE(gcs::Table<gcs::JobRecord>(f.store()).put(c.running).ok());
+  const std::string job = c.running.id.hex();
+  // Worker 0: 100 steps of 10 ms (data 1, compute 6, communication 2, optimizer 1; 4 ms of
+  // all-reduce on the comm thread), 32 examples each: the series average the newest 64.
+  std::vector<gcs::StepSample> steps;
+  for (int i = 0; i < 100; ++i) {
+    gcs::StepSample s;
+    s.epoch = 1;
+    s.step = i + 1;
+    s.start_us = 1'000'000 + i * 10'000;
+    s.data_us = i < 36 ? 5000 : 1000;  // the old steps differ: they must not count
+    s.compute_us = 6000;
+    s.comm_us = 2000;
+    s.optimizer_us = 1000;
+    s.comm_busy_us = 4000;
+    s.samples = 32;
+    steps.push_back(s);
+  }
+  REQUIRE(gcs::append_steps(f.store(), job, 0, steps).ok());
+  // Worker 1: a timeline that does not decode; worker 2 none yet.
+  REQUIRE(f.store().append(gcs::timeline_stream(job, 1), "not msgpack", gcs::kTimelineChunks).ok());
+  f.start();
+  int status = 0;
+  std::string type;
+  const std::string text = scrape(f, &status, &type);
+  INFO(text);
+  REQUIRE(status == 200);
+  const Exposition e = parse(text);
+  const std::string w0 = "job_id=\"" + job + "\",worker=\"0\"";
+  CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"data_wait\"}") == Approx(0.001));
+  CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"compute\"}") == Approx(0.006));
+  CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"communication\"}") == Approx(0.002));
+  CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"optimizer\"}") == Approx(0.001));
+  CHECK(e.samples.at("troupe_worker_allreduce_seconds{" + w0 + "}") == Approx(0.004));
+  CHECK(e.samples.at("troupe_worker_samples_per_second{" + w0 + "}") == Approx(3200).epsilon(0.02));
+  CHECK(e.samples.at("troupe_worker_last_step{" + w0 + "}") == 100);
+  CHECK(e.samples.at("troupe_worker_timelines_unreadable") == 1);  // worker 1's, and the scrape still answered
+  CHECK(e.samples.count("troupe_worker_last_step{job_id=\"" + job + "\",worker=\"2\"}") == 0);
+  CHECK(e.samples.count("troupe_worker_last_step{job_id=\"" + c.done.id.hex() + "\",worker=\"0\"}") == 0);
 }
 
 TEST_CASE("/metrics keeps the API's token rule, and a GCS that does not answer is a 503 naming it",
