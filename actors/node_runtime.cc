@@ -28,14 +28,17 @@ Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bin
 }
 
 NodeRuntime::~NodeRuntime() {
+  stats_.stop();
   system_.reset();  // stops the actors; their last reports are queued in the writer
   writer_.flush(std::chrono::milliseconds(2000));
   writer_.attach(nullptr);
 }
 
 void NodeRuntime::attach_store(std::unique_ptr<gcs::Store> store) {
+  stats_.stop();
   store_ = std::move(store);
   writer_.attach(store_.get());
+  if (store_) stats_.start(store_.get(), id_.hex(), std::chrono::seconds(5));
 }
 
 }  // namespace troupe::actors

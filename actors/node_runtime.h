@@ -10,6 +10,7 @@
 #include "actors/actor_state_writer.h"
 #include "actors/actor_system.h"
 #include "actors/gpu_assignment.h"
+#include "actors/node_stats_publisher.h"
 #include "actors/registry.h"
 #include "caf/actor.hpp"
 #include "core/ids.h"
@@ -27,7 +28,8 @@ class NodeRuntime {
                                                       std::shared_ptr<GpuAssignments> gpus = nullptr);
   ~NodeRuntime();
 
-  // Hands over the GCS connection: from now on the actors' exits are written there.
+  // Hands over the GCS connection: from now on the actors' exits are written there, and this
+  // process's resource use every 5 s (gcs/node_stats.h, for the head's /metrics).
   void attach_store(std::unique_ptr<gcs::Store> store);
   gcs::Store* store() { return store_.get(); }
 
@@ -39,6 +41,7 @@ class NodeRuntime {
  private:
   NodeRuntime() = default;
   std::unique_ptr<gcs::Store> store_;        // destroyed last
+  NodeStatsPublisher stats_;                 // the process's figures to the GCS (stopped before it closes)
   ActorStateWriter writer_;
   std::unique_ptr<ActorSystem> system_;      // destroyed first
   caf::actor node_manager_;

@@ -6,6 +6,8 @@
 #include <map>
 #include <vector>
 
+#include "gcs/events.h"
+#include "gcs/node_stats.h"
 #include "gcs/records.h"
 #include "gcs/step_timeline.h"
 #include "gcs/tables.h"
@@ -172,6 +174,48 @@ Expected<std::string> prometheus_metrics(gcs::Store& store) {
       f.sample({{"node", n.id.hex()}, {"kind", "used"}}, p.used(n));
     }
   }
+
+  // Each live node process's own figures, as it last published them (gcs/node_stats.h).
+  int unreadable_stats = 0;
+  auto stats = gcs::list_node_stats(store, &unreadable_stats);
+  if (!stats.ok()) return stats.status();
+  std::map<std::string, gcs::NodeProcessStats> stats_of;
+  for (gcs::NodeProcessStats& s : *stats) stats_of[s.node] = std::move(s);
+  struct PerProcess {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const gcs::NodeProcessStats&);
+  };
+  const int64_t now = gcs::now_ms();
+  const PerProcess per_process[] = {
+      {"troupe_node_process_cpu_seconds_total", "counter", "A node process's user and system CPU time",
+       [](const gcs::NodeProcessStats& s) { return s.cpu_seconds; }},
+      {"troupe_node_process_resident_bytes", "gauge", "A node process's resident memory",
+       [](const gcs::NodeProcessStats& s) { return static_cast<double>(s.rss_bytes); }},
+      {"troupe_node_process_open_fds", "gauge", "A node process's open file descriptors (sockets included)",
+       [](const gcs::NodeProcessStats& s) { return static_cast<double>(s.open_fds); }},
+      {"troupe_node_process_sockets", "gauge", "A node process's open sockets",
+       [](const gcs::NodeProcessStats& s) { return static_cast<double>(s.sockets); }},
+      {"troupe_node_process_threads", "gauge", "A node process's threads",
+       [](const gcs::NodeProcessStats& s) { return static_cast<double>(s.threads); }},
+  };
+  for (const PerProcess& p : per_process) {
+    Family f(&out, p.name, p.type, p.help);
+    for (const gcs::NodeRecord& n : *nodes) {
+      auto it = stats_of.find(n.id.hex());
+      if (n.state != gcs::NodeState::dead && it != stats_of.end()) f.sample({{"node", n.id.hex()}}, p.value(it->second));
+    }
+  }
+  Family age(&out, "troupe_node_process_stats_age_seconds", "gauge",
+             "How old a live node process's published figures are (they come every 5 s)");
+  for (const gcs::NodeRecord& n : *nodes) {
+    auto it = stats_of.find(n.id.hex());
+    if (n.state != gcs::NodeState::dead && it != stats_of.end())
+      age.sample({{"node", n.id.hex()}}, static_cast<double>(now - it->second.time_ms) / 1000.0);
+  }
+  Family(&out, "troupe_node_process_stats_unreadable", "gauge", "Node figures in the GCS that do not decode")
+      .sample({}, unreadable_stats);
 
   // Actors: by state and type, and restarts by type (types are few: troupe.worker, troupe.ps, ...).
   std::map<std::pair<std::string, std::string>, int> actor_counts;

@@ -7,6 +7,10 @@
 //   troupe_nodes{state}                         nodes by state (ALIVE, SUSPECT, DEAD)
 //   troupe_node_up{node,hostname,head}          1 ALIVE, 0.5 SUSPECT, 0 DEAD, per node
 //   troupe_node_cpus{node,kind}                 kind total or used; likewise _gpus, _memory_bytes
+//   troupe_node_process_cpu_seconds_total{node} (counter), _resident_bytes, _open_fds, _sockets,
+//   _threads, _stats_age_seconds                each live node process's own figures, which it
+//                                               publishes every 5 s (gcs/node_stats.h): one scrape
+//                                               target serves every host's
 //   troupe_actors{state,type}                   actors by state and type
 //   troupe_actor_restarts_total{type}           restarts summed over the actors of a type (counter)
 //   troupe_jobs{state,strategy}                 jobs by state

@@ -118,7 +118,7 @@ double first_value(const Json& result) {
 
 }  // namespace
 
-TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s and step-time split, and a killed node down",
+TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s and step-time split, a node process's memory, and a killed node down",
           "[cluster][prometheus]") {
   if (!std::filesystem::exists("/usr/bin/prometheus")) {
     WARN("SKIPPED: /usr/bin/prometheus is not installed (Debian's `prometheus` package; scripts/install-deps.sh "
@@ -190,6 +190,12 @@ TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s an
     if (n.at("pid").get<int64_t>() == victim) victim_id = n.at("id");
   REQUIRE_FALSE(victim_id.empty());
   REQUIRE(first_value(prometheus_query(port, "troupe_node_up{node=\"" + victim_id + "\"}")) == 1);
+  // The node process's own figures reached Prometheus through the head's one target.
+  const double rss = first_value(prometheus_query(port, "troupe_node_process_resident_bytes{node=\"" + victim_id + "\"}"));
+  const double sockets = first_value(prometheus_query(port, "troupe_node_process_sockets{node=\"" + victim_id + "\"}"));
+  INFO("the node's resident memory " << rss << " bytes, its sockets " << sockets);
+  CHECK(rss > 1 << 20);
+  CHECK(sockets >= 2);  // to the head and to the GCS at least
   REQUIRE(::kill(victim, SIGKILL) == 0);
   CHECK(poll_until([&] {
     return first_value(prometheus_query(port, "troupe_node_up{node=\"" + victim_id + "\"}")) == 0;

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "gcs/events.h"
+#include "gcs/node_stats.h"
 #include "gcs/step_timeline.h"
 #include "tests/dashboard/dashboard_fixture.h"
 
@@ -108,6 +110,33 @@ TEST_CASE("/metrics: the cluster in the Prometheus text format", "[dashboard][me
   CHECK(e.samples.count("troupe_job_info{job_id=\"" + c.running.id.hex() +
                         "\",name=\"quote\\\" back\\\\slash\\nline\",strategy=\"sync\",state=\"RUNNING\"}") == 1);
   CHECK(e.samples.count("troupe_gcs_read_seconds") == 1);
+}
+
+TEST_CASE("/metrics: every live node process's own CPU time, memory, descriptors, sockets and threads",
+          "[dashboard][metrics]") {
+  DashboardFixture f;
+  SeededCluster c = seed_cluster(f.store());
+  const int64_t now = gcs::now_ms();
+  REQUIRE(gcs::put_node_stats(f.store(), {c.worker.id.hex(), now - 2000, 12.5, 300 << 20, 41, 7, 23}).ok());
+  REQUIRE(gcs::put_node_stats(f.store(), {c.dead.id.hex(), now - 60000, 3, 100 << 20, 10, 2, 5}).ok());
+  f.start();
+  int status = 0;
+  std::string type;
+  const std::string text = scrape(f, &status, &type);
+  INFO(text);
+  REQUIRE(status == 200);
+  const Exposition e = parse(text);
+  const std::string node = "{node=\"" + c.worker.id.hex() + "\"}";
+  CHECK(e.samples.at("troupe_node_process_cpu_seconds_total" + node) == 12.5);
+  CHECK(e.types.at("troupe_node_process_cpu_seconds_total") == "counter");
+  CHECK(e.samples.at("troupe_node_process_resident_bytes" + node) == 300 << 20);
+  CHECK(e.samples.at("troupe_node_process_open_fds" + node) == 41);
+  CHECK(e.samples.at("troupe_node_process_sockets" + node) == 7);
+  CHECK(e.samples.at("troupe_node_process_threads" + node) == 23);
+  CHECK(e.samples.at("troupe_node_process_stats_age_seconds" + node) == Approx(2).margin(1));
+  // A dead node's last figures are stale: left out.
+  CHECK(e.samples.count("troupe_node_process_resident_bytes{node=\"" + c.dead.id.hex() + "\"}") == 0);
+  CHECK(e.samples.at("troupe_node_process_stats_unreadable") == 0);
 }
 
 TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all-reduce time, rate and last step",
