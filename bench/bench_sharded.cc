@@ -36,6 +36,7 @@
 #include "collectives/shm_transport.h"
 #include "kernels/cpu/blas_info.h"
 #include "trainers/trainer_driver.h"
+#include "trainers/trainer_setup.h"
 
 using namespace troupe;
 using namespace troupe::bench;
@@ -70,8 +71,10 @@ struct RunResult {
   std::vector<float> params;
 };
 
+// `keep`: hand back the trained parameters (checked against plain sync's; --shard parameters then
+// gathers the whole model at the end, which a run measuring what fits leaves out).
 Expected<RunResult> run_once(int n, ShardStage stage, const TrainOptions& o, const Dataset& train, const Dataset& test,
-                             int generation) {
+                             int generation, bool keep) {
   std::vector<std::unique_ptr<Transport>> group(n);
   std::vector<Status> status(n);
   {
@@ -102,7 +105,7 @@ Expected<RunResult> run_once(int n, ShardStage stage, const TrainOptions& o, con
       replica.shard = stage;
       replica.bucket_stats = r == 0 ? &out.buckets : nullptr;
       replica.shard_stats = r == 0 ? &out.shard : nullptr;
-      auto res = train_replica(o, train, test, replica, {}, &params[r]);
+      auto res = train_replica(o, train, test, replica, {}, keep ? &params[r] : nullptr);
       if (res.ok()) results[r] = *res; else status[r] = res.status();
     });
   for (auto& t : threads) t.join();
@@ -186,6 +189,12 @@ int main(int argc, char** argv) {
     stages.push_back(stage);
   }
   const bool with_plain = stages.front() == ShardStage::none;
+  auto setup = set_up_trainer(o, train.spec(), 0, 1);
+  if (!setup.ok()) {
+    std::fprintf(stderr, "error: %s\n", setup.status().to_string().c_str());
+    return 1;
+  }
+  const size_t model_size = setup->space.size();
   int generation = 0;
   for (int n : replica_counts) {
     std::map<ShardStage, std::vector<RunResult>> timed;
@@ -193,7 +202,7 @@ int main(int argc, char** argv) {
       for (ShardStage stage : stages) {
         TrainOptions job = o;
         job.max_steps = round < 0 ? 2 : steps;
-        auto res = run_once(n, stage, job, train, test, ++generation);
+        auto res = run_once(n, stage, job, train, test, ++generation, with_plain);
         if (!res.ok()) {
           std::fprintf(stderr, "error: %d replicas, --shard %s: %s\n", n, shard_stage_name(stage),
                        res.status().to_string().c_str());
@@ -201,7 +210,7 @@ int main(int argc, char** argv) {
         }
         if (round >= 0) timed[stage].push_back(std::move(*res));
       }
-    const double params = static_cast<double>(timed[stages.front()].front().params.size());
+    const double params = static_cast<double>(model_size);
     auto step_median = [&](ShardStage s) {
       std::vector<double> v;
       for (auto& r : timed[s]) v.push_back(r.step_seconds);

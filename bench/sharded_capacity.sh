@@ -6,7 +6,8 @@
 # process's whole memory counts: parameters, gradients, optimizer state, gathered layers,
 # activations (batch 2 windows of 16 tokens: small), the program and its libraries.
 #   bench/sharded_capacity.sh [LIMIT_MIB] [DIM]    (default 3072 and 1024; needs root and cgroup v1's
-#                                                   memory controller; build/bin/bench_sharded built)
+#                                                   memory controller; build/bin/bench_sharded built;
+#                                                   STAGES="gradients parameters" picks stages)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit_mib=${1:-3072}
@@ -17,15 +18,15 @@ mkdir "$cg" || { echo "sharded_capacity: cannot make a memory cgroup at $cg (roo
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
 echo $((limit_mib * 1024 * 1024)) > "$cg/memory.limit_in_bytes"
 # Whether L layers train one step under the limit with `stage`.
-fits() {
-  sh -c "echo \$\$ > $cg/cgroup.procs && exec $bench --stages $1 --runs 1 --steps 1 --batch-size 2 --seq-len 16 \
-    --dim $dim --heads 8 --layers $2" > /tmp/sharded-capacity.out 2>&1
+fits() {  # (in a subshell, so that the shell's note of an OOM kill stays out of the table)
+  ( sh -c "echo \$\$ > $cg/cgroup.procs && exec $bench --stages $1 --runs 1 --steps 1 --batch-size 2 --seq-len 16 \
+    --dim $dim --heads 8 --layers $2" > /tmp/sharded-capacity.out 2>&1 ) 2>/dev/null
 }
 params() { echo $(( 12 * $1 * dim * dim + 13 * $1 * dim + 256 * dim * 2 + 16 * dim + 2 * dim )); }
 echo "# bench/sharded_capacity.sh $limit_mib $dim: 2 workers (threads of one process) under a ${limit_mib} MiB limit, gpt D$dim H8 T16 V256, one step"
 printf "%-11s %7s %14s %12s\n" "shard" "layers" "parameters" "x none"
 base=0
-for stage in none optimizer gradients parameters; do
+for stage in ${STAGES:-none optimizer gradients parameters}; do
   lo=0 hi=1
   while fits "$stage" "$hi"; do lo=$hi; hi=$((hi * 2)); [ "$hi" -gt 512 ] && break; done
   while [ $((hi - lo)) -gt 1 ]; do

@@ -44,6 +44,15 @@ Expected<SplitScore> evaluate_split(Trainer& trainer, const Parameters& params, 
   return replicas_score(*mine, data.count, replica.comm, replica.timeout);
 }
 
+// evaluate_split for --shard parameters: each replica its slice, layer by layer (layered_step.h).
+Expected<SplitScore> evaluate_layered(LayeredStep& step, const Dataset& data, const Replica& replica) {
+  const int rank = replica.comm->rank(), world = replica.comm->size();
+  auto mine = step.evaluate(data, data.count * rank / world, data.count * (rank + 1) / world,
+                            (data.count + world - 1) / world);
+  if (!mine.ok()) return mine.status();
+  return replicas_score(*mine, data.count, replica.comm, replica.timeout);
+}
+
 // Every replica's parameter checksum; an error naming the first replica that differs from rank 0.
 Status compare_checksums(const std::vector<float>& params, const Replica& replica, int64_t step) {
   const uint64_t mine = XXH64(params.data(), params.size() * sizeof(float), 0);
@@ -410,22 +419,31 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     EpochStats es = epoch_stats(epoch, tally, o.batch_size, epoch_seconds);
     if (!counted) es.train_accuracy = -1;
     if (o.evaluate_each_epoch || epoch == o.epochs || stop) {
-      if (layered)  // evaluation reads the whole model: gathered for it, given back after
-        TROUPE_RETURN_IF_ERROR(zero->gather_all().with_context(where + ": gathering the parameters to evaluate"));
-      auto score = evaluate_split(trainer, param_view, test, replica);
-      if (layered) zero->release_all();
+      auto score = layered ? evaluate_layered(*layered_step, test, replica)
+                           : evaluate_split(trainer, param_view, test, replica);
       if (!score.ok()) return score.status().with_context(where + ": evaluate after epoch " + std::to_string(epoch));
       es.test_accuracy = score->accuracy;
       es.test_loss = score->loss;
     }
     report_epoch(es, o, steps_per_epoch, &result, progress);
   }
-  if (layered) {  // the trained parameters whole, for the checks, --save and the caller
+  // --shard parameters: the trained parameters whole only where they are wanted (--save, or the
+  // caller's final_params: every replica must ask alike, the gather is collective); finiteness is
+  // agreed from every replica's chunks.
+  bool finite = true;
+  if (layered && (!o.save_path.empty() || final_params)) {
     TROUPE_RETURN_IF_ERROR(zero->gather_all().with_context(where + ": gathering the trained parameters"));
     params.assign(param_data, param_data + space.size());
     zero->release_all();
   }
-  if (!kernels::cpu::all_finite(params.data(), params.size())) {
+  if (layered) {
+    auto ok = zero->params_finite();
+    if (!ok.ok()) return ok.status().with_context(where);
+    finite = *ok;
+  } else {
+    finite = kernels::cpu::all_finite(params.data(), params.size());
+  }
+  if (!finite) {
     return numeric_error("parameters are not finite after training; lower --lr (" + std::to_string(oo.lr) + ")");
   }
   if (buckets && replica.bucket_stats) *replica.bucket_stats = buckets->stats();

@@ -107,4 +107,50 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
   return *stats;
 }
 
+Expected<EvalTotals> LayeredStep::evaluate(const Dataset& data, int64_t first, int64_t last, int64_t most_rows) {
+  const int64_t rows = std::max<int64_t>(0, last - first);
+  const int64_t features = data.features(), width = data.target_width;
+  int64_t widest = features;
+  for (const LayerInfo& l : layers_) widest = std::max(widest, l.out_features);
+  // Blocks of rows whose widest activation stays within kEvalFloats; every replica runs as many
+  // blocks (of its slice, maybe fewer rows) as the largest slice needs, the gathers being collective.
+  const int64_t block = std::max<int64_t>(16, kEvalFloats / widest);
+  const int64_t blocks = (std::max(most_rows, rows) + block - 1) / block;
+  EvalTotals t;
+  std::vector<float> in, out;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = std::min(rows, b * block), n_rows = std::min(rows, begin + block) - begin;
+    const float* x = data.images.data() + static_cast<size_t>((first + begin) * features);
+    int64_t in_width = features;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      TROUPE_RETURN_IF_ERROR(state_.gather_unit(l).with_context("evaluation"));
+      out.resize(static_cast<size_t>(n_rows * layers_[l].out_features));
+      const Parameters params(state_.params() + units_[l].offset, units_[l].count, units_[l].offset);
+      // In chunks: a layer's own scratch (a gpt block's attention) grows with the rows it is given.
+      for (int64_t at = 0; at < n_rows; at += kEvalRows) {
+        const int64_t n = std::min(kEvalRows, n_rows - at);
+        TROUPE_RETURN_IF_ERROR(model_.forward_layer(static_cast<int>(l), x + at * in_width, n, params,
+                                                    out.data() + at * layers_[l].out_features)
+                                   .with_context("evaluating layer " + std::to_string(l)));
+      }
+      state_.release_unit(l);
+      in.swap(out);
+      x = in.data();
+      in_width = layers_[l].out_features;
+    }
+    for (int64_t at = 0; at < n_rows; at += kEvalRows) {
+      const int64_t n = std::min(kEvalRows, n_rows - at);
+      auto s = model_.output_loss(x + at * in_width, data.labels.data() + (first + begin + at) * width, n, nullptr);
+      if (!s.ok())
+        return s.status().with_context("evaluating rows " + std::to_string(first + begin + at) + " of the test set");
+      if (s->correct < 0) t.counted = false;
+      t.correct += s->correct;
+      t.loss_sum += static_cast<double>(s->loss) * static_cast<double>(n);
+      t.rows += n;
+    }
+  }
+  if (!t.counted) t.correct = -1;
+  return t;
+}
+
 }  // namespace troupe

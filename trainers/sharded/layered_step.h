@@ -19,7 +19,9 @@
 #include "trainers/api/trainer.h"
 #include "trainers/grad_buckets.h"
 #include "trainers/sharded/comm_queue.h"
+#include "trainers/dataset.h"
 #include "trainers/sharded/sharded_state.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe {
 
@@ -42,6 +44,13 @@ class LayeredStep {
   Expected<BatchStats> forward_backward(const Batch& batch, float weight);
   double comm_seconds() const { return queue_.busy_seconds(); }  // gathers and reduce-scatters so far
 
+  // Evaluation of rows [first, last) of `data` (this replica's slice; the slices may differ in
+  // size, `most_rows` is the largest), layer by layer over blocks of rows whose activations stay
+  // within kEvalFloats: each layer gathered once per block and given back, so no more than one
+  // layer is whole at a time. Collective: every replica calls it for the same model. The loss
+  // summed over rows (mean x rows) and the correct count, as evaluate_rows gives them.
+  Expected<EvalTotals> evaluate(const Dataset& data, int64_t first, int64_t last, int64_t most_rows);
+
  private:
   LayerModel& model_;
   std::vector<LayerInfo> layers_;
@@ -51,6 +60,8 @@ class LayeredStep {
   CommQueue queue_;
   std::vector<std::vector<float>> acts_;  // acts_[l]: layer l's output
   std::vector<float> dout_, din_;
+  static constexpr int64_t kEvalRows = 64;              // rows per layer call when evaluating
+  static constexpr int64_t kEvalFloats = int64_t{16} << 20;  // floats of one layer's outputs per block
 };
 
 }  // namespace troupe

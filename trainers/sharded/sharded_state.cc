@@ -156,6 +156,15 @@ Expected<bool> ShardedState::all_finite() {
   return bad == 0;
 }
 
+Expected<bool> ShardedState::params_finite() {
+  float bad = 0;
+  for (const OwnedChunk& c : chunks_)
+    if (!kernels::cpu::all_finite(params_.data() + c.begin, c.end - c.begin)) bad = 1;
+  TROUPE_RETURN_IF_ERROR(comm_.allreduce(&bad, &bad, 1, DType::f32, collectives::ReduceOp::max, collective(0))
+                             .with_context("agreeing whether the parameters are finite"));
+  return bad == 0;
+}
+
 void ShardedState::scale(float factor) {
   for (const OwnedChunk& c : chunks_) kernels::cpu::scale(grads_.data() + c.begin, c.end - c.begin, factor);
 }

@@ -125,6 +125,8 @@ class ShardedState {
   // every rank), the chunks scaled, clipped by the global norm (summed over the ranks; the norm
   // before clipping is returned), and updated.
   Expected<bool> all_finite();
+  // Stage parameters: whether every rank's chunks of the parameters are finite (agreed).
+  Expected<bool> params_finite();
   void scale(float factor);
   Expected<double> clip_grad_norm(float max_norm);
   void step(float* params, float lr);
