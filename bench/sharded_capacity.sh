@@ -18,9 +18,9 @@ mkdir "$cg" || { echo "sharded_capacity: cannot make a memory cgroup at $cg (roo
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
 echo $((limit_mib * 1024 * 1024)) > "$cg/memory.limit_in_bytes"
 # Whether L layers train one step under the limit with `stage`.
-fits() {  # (in a subshell, so that the shell's note of an OOM kill stays out of the table)
+fits() {  # (in a subshell that outlives the command, so no note of an OOM kill reaches the table)
   ( sh -c "echo \$\$ > $cg/cgroup.procs && exec $bench --stages $1 --runs 1 --steps 1 --batch-size 2 --seq-len 16 \
-    --dim $dim --heads 8 --layers $2" > /tmp/sharded-capacity.out 2>&1 ) 2>/dev/null
+    --dim $dim --heads 8 --layers $2" > /tmp/sharded-capacity.out 2>&1; exit $? )
 }
 params() { echo $(( 12 * $1 * dim * dim + 13 * $1 * dim + 256 * dim * 2 + 16 * dim + 2 * dim )); }
 echo "# bench/sharded_capacity.sh $limit_mib $dim: 2 workers (threads of one process) under a ${limit_mib} MiB limit, gpt D$dim H8 T16 V256, one step"
