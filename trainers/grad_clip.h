@@ -12,4 +12,10 @@ namespace troupe {
 // gradient). max_norm <= 0 leaves the gradient alone.
 double clip_grad_norm(float* grads, size_t n, float max_norm);
 
+// The pieces, for gradients that live in parts (a sharded replica's chunks, a pipeline's stages):
+// the sum of squares of one part (double, index order), and the factor every part is scaled by
+// once the parts' sums give the whole norm (1: no clipping, when max_norm <= 0 or norm <= max_norm).
+double squared_norm(const float* grads, size_t n);
+float clip_factor(double norm, float max_norm);
+
 }  // namespace troupe

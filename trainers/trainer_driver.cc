@@ -264,7 +264,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const Parameters param_view(param_data, space.size());
   std::unique_ptr<GradBucketSync> buckets;  // Replica::bucket_bytes: all-reduce overlapping backward
   std::unique_ptr<LayeredStep> layered_step;  // --shard parameters: its own collectives, layer by layer
-  if (layered) layered_step = std::make_unique<LayeredStep>(*trainer.layers(), layer_list, *zero, replica.timeout);
+  if (layered)
+    layered_step = std::make_unique<LayeredStep>(*trainer.layers(), layer_list, bucket_plan, *zero, replica.timeout);
   if (replica.comm && !layered && (replica.bucket_bytes > 0 || zero)) {  // sharded: by buckets (0: one)
     GradBucketSync::Options bo{replica.bucket_bytes, replica.timeout, replica.grad_wire, {}, 0};
     if (zero) {

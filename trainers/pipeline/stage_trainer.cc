@@ -12,6 +12,7 @@
 #include "kernels/cpu/ops.h"
 #include "trainers/batch_feed.h"
 #include "trainers/epoch_report.h"
+#include "trainers/grad_clip.h"
 #include "trainers/lr_schedule.h"
 #include "trainers/model_file.h"
 #include "trainers/optimizer.h"
@@ -227,12 +228,10 @@ Expected<StageResult> Loop::run() {
         }
       }
       if (o.clip_grad_norm > 0) {  // by the whole model's norm: every stage's squares summed over the pipe
-        double squares = 0;
-        for (size_t i = 0; i < n; ++i) squares += static_cast<double>(grads[i]) * grads[i];
-        auto total = exec.sum_over_stages(squares, static_cast<uint64_t>(step + 1));
+        auto total = exec.sum_over_stages(squared_norm(grads.data(), n), static_cast<uint64_t>(step + 1));
         if (!total.ok()) return total.status().with_context(where + ": the gradient norm" + at);
-        const double norm = std::sqrt(*total);
-        if (norm > o.clip_grad_norm) kernels::cpu::scale(grads.data(), n, static_cast<float>(o.clip_grad_norm / norm));
+        const float factor = clip_factor(std::sqrt(*total), o.clip_grad_norm);
+        if (factor != 1.0f) kernels::cpu::scale(grads.data(), n, factor);
       }
       ++step;
       if (last && step % o.loss_check_every == 0 && !std::isfinite(loss))

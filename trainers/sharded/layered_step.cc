@@ -27,16 +27,18 @@ Expected<std::vector<GradBucket>> layer_units(const std::vector<LayerInfo>& laye
   return units;
 }
 
-LayeredStep::LayeredStep(LayerModel& model, std::vector<LayerInfo> layers, ShardedState& state,
-                         std::chrono::milliseconds timeout)
-    : model_(model), layers_(std::move(layers)), state_(state), timeout_(timeout) {
-  for (const LayerInfo& l : layers_) {
-    GradBucket u;
-    u.offset = l.params.front().offset;
-    for (const Param& p : l.params) u.count += p.numel;
-    units_.push_back(u);
-  }
+LayeredStep::LayeredStep(LayerModel& model, std::vector<LayerInfo> layers, std::vector<GradBucket> units,
+                         ShardedState& state, std::chrono::milliseconds timeout)
+    : model_(model), layers_(std::move(layers)), state_(state), timeout_(timeout), units_(std::move(units)) {
   acts_.resize(layers_.size());
+}
+
+Parameters LayeredStep::params_of(size_t l) const {
+  return Parameters(state_.params() + units_[l].offset, units_[l].count, units_[l].offset);
+}
+
+Gradients LayeredStep::grads_of(size_t l) const {
+  return Gradients(state_.grads() + units_[l].offset, units_[l].count, nullptr, units_[l].offset);
 }
 
 Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float weight) {
@@ -45,10 +47,7 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
                             "takes labels); use --shard gradients");
   const size_t count = layers_.size();
   const int64_t rows = batch.size;
-  float* const params = state_.params();
   float* const grads = state_.grads();
-  auto params_of = [&](size_t l) { return Parameters(params + units_[l].offset, units_[l].count, units_[l].offset); };
-  auto grads_of = [&](size_t l) { return Gradients(grads + units_[l].offset, units_[l].count, nullptr, units_[l].offset); };
   std::vector<CommQueue::Ticket> gathered(count, -1);
   auto gather = [&](size_t l) { gathered[l] = queue_.submit([this, l] { return state_.gather_unit(l); }); };
   // After an error, nothing more goes out: what is queued is dropped, what runs ends by its deadline.
@@ -125,7 +124,7 @@ Expected<EvalTotals> LayeredStep::evaluate(const Dataset& data, int64_t first, i
     for (size_t l = 0; l < layers_.size(); ++l) {
       TROUPE_RETURN_IF_ERROR(state_.gather_unit(l).with_context("evaluation"));
       out.resize(static_cast<size_t>(n_rows * layers_[l].out_features));
-      const Parameters params(state_.params() + units_[l].offset, units_[l].count, units_[l].offset);
+      const Parameters params = params_of(l);
       // In chunks: a layer's own scratch (a gpt block's attention) grows with the rows it is given.
       for (int64_t at = 0; at < n_rows; at += kEvalRows) {
         const int64_t n = std::min(kEvalRows, n_rows - at);

@@ -32,9 +32,10 @@ Expected<std::vector<GradBucket>> layer_units(const std::vector<LayerInfo>& laye
 
 class LayeredStep {
  public:
-  // `state` was created over layer_units(layers) with stage parameters; `model` and `state`
-  // outlive this object.
-  LayeredStep(LayerModel& model, std::vector<LayerInfo> layers, ShardedState& state, std::chrono::milliseconds timeout);
+  // `state` was created over `units` = layer_units(layers) with stage parameters; `model` and
+  // `state` outlive this object.
+  LayeredStep(LayerModel& model, std::vector<LayerInfo> layers, std::vector<GradBucket> units, ShardedState& state,
+              std::chrono::milliseconds timeout);
 
   // The batch's mean loss and correct count (this replica's rows), its gradients averaged over the
   // replicas into each rank's chunks of state.grads(), scaled by `weight` first (an elastic replica's
@@ -52,6 +53,10 @@ class LayeredStep {
   Expected<EvalTotals> evaluate(const Dataset& data, int64_t first, int64_t last, int64_t most_rows);
 
  private:
+  // Layer l's parameters and gradients: views of its range of the state's flat buffers.
+  Parameters params_of(size_t l) const;
+  Gradients grads_of(size_t l) const;
+
   LayerModel& model_;
   std::vector<LayerInfo> layers_;
   ShardedState& state_;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
+#include "trainers/grad_clip.h"
 #include "trainers/param_init.h"
 
 namespace troupe {
@@ -137,8 +138,7 @@ Status ShardedState::reduce_bucket(size_t index, float* data, size_t count, cons
   std::memcpy(grads_.data() + c.begin, piece_.data(), (c.end - c.begin) * sizeof(float));
   if (options_.stage != ShardStage::optimizer) {
     if (options_.measure) note_resident();  // the bucket's pages, just before they go
-    grads_.release(c.bucket_offset, c.begin);
-    grads_.release(c.end, c.bucket_offset + c.bucket_count);
+    release_others(grads_, c);
     // The bucket backward writes soon: one call, not a fault a page (stage parameters: its own
     // step prepares each layer's).
     if (options_.stage == ShardStage::gradients) prepare_bucket(index + kPrepareAhead);
@@ -146,24 +146,21 @@ Status ShardedState::reduce_bucket(size_t index, float* data, size_t count, cons
   return {};
 }
 
-Expected<bool> ShardedState::all_finite() {
-  if (options_.measure) note_resident();
+Expected<bool> ShardedState::chunks_finite(const float* buffer, const std::string& what) {
   float bad = 0;
   for (const OwnedChunk& c : chunks_)
-    if (!kernels::cpu::all_finite(grads_.data() + c.begin, c.end - c.begin)) bad = 1;
+    if (!kernels::cpu::all_finite(buffer + c.begin, c.end - c.begin)) bad = 1;
   TROUPE_RETURN_IF_ERROR(comm_.allreduce(&bad, &bad, 1, DType::f32, collectives::ReduceOp::max, collective(0))
-                             .with_context("agreeing whether the gradients are finite"));
+                             .with_context("agreeing whether the " + what + " are finite"));
   return bad == 0;
 }
 
-Expected<bool> ShardedState::params_finite() {
-  float bad = 0;
-  for (const OwnedChunk& c : chunks_)
-    if (!kernels::cpu::all_finite(params_.data() + c.begin, c.end - c.begin)) bad = 1;
-  TROUPE_RETURN_IF_ERROR(comm_.allreduce(&bad, &bad, 1, DType::f32, collectives::ReduceOp::max, collective(0))
-                             .with_context("agreeing whether the parameters are finite"));
-  return bad == 0;
+Expected<bool> ShardedState::all_finite() {
+  if (options_.measure) note_resident();
+  return chunks_finite(grads_.data(), "gradients");
 }
+
+Expected<bool> ShardedState::params_finite() { return chunks_finite(params_.data(), "parameters"); }
 
 void ShardedState::scale(float factor) {
   for (const OwnedChunk& c : chunks_) kernels::cpu::scale(grads_.data() + c.begin, c.end - c.begin, factor);
@@ -171,8 +168,7 @@ void ShardedState::scale(float factor) {
 
 Expected<double> ShardedState::clip_grad_norm(float max_norm) {
   double sum = 0;
-  for (const OwnedChunk& c : chunks_)
-    for (size_t i = c.begin; i < c.end; ++i) sum += static_cast<double>(grads_.data()[i]) * grads_.data()[i];
+  for (const OwnedChunk& c : chunks_) sum += squared_norm(grads_.data() + c.begin, c.end - c.begin);
   // Every rank's double sum, gathered as bytes (two f32 words each: all-gather does no arithmetic)
   // and added in rank order: the same total on every rank, to a double's precision.
   std::vector<double> sums(static_cast<size_t>(comm_.size()));
@@ -181,7 +177,8 @@ Expected<double> ShardedState::clip_grad_norm(float max_norm) {
   double total = 0;
   for (double part : sums) total += part;
   const double norm = std::sqrt(total);
-  if (max_norm > 0 && norm > max_norm) scale(static_cast<float>(max_norm / norm));
+  const float factor = clip_factor(norm, max_norm);
+  if (factor != 1.0f) scale(factor);
   return norm;
 }
 
@@ -198,9 +195,7 @@ Status ShardedState::gather(float* params) {
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const OwnedChunk& c = chunks_[i];
-    std::fill(piece_.begin(), piece_.end(), 0.0f);
-    std::memcpy(piece_.data(), params + c.begin, (c.end - c.begin) * sizeof(float));
-    TROUPE_RETURN_IF_ERROR(gather_into(i, params + c.bucket_offset)
+    TROUPE_RETURN_IF_ERROR(gather_into(i, params + c.begin, params + c.bucket_offset)
                                .with_context("all-gathering the updated parameters of bucket " +
                                              std::to_string(i + 1) + " of " + std::to_string(chunks_.size())));
   }
@@ -237,8 +232,10 @@ Expected<OptimizerState> ShardedState::optimizer_state(size_t begin, size_t end)
   return out;
 }
 
-Status ShardedState::gather_into(size_t i, float* unit) {
+Status ShardedState::gather_into(size_t i, const float* mine, float* unit) {
   const OwnedChunk& c = chunks_[i];
+  std::fill(piece_.begin(), piece_.end(), 0.0f);
+  if (mine) std::copy(mine, mine + (c.end - c.begin), piece_.begin());
   const bool even = c.chunk * static_cast<size_t>(comm_.size()) == c.bucket_count;
   TROUPE_RETURN_IF_ERROR(
       comm_.allgather(piece_.data(), even ? unit : staging_.data(), c.chunk, DType::f32, collective(i)));
@@ -251,11 +248,8 @@ Status ShardedState::assemble(size_t begin, size_t end, const std::function<cons
   std::vector<float> unit;  // one unit whole, for the time of a checkpoint
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const OwnedChunk& c = chunks_[i];
-    std::fill(piece_.begin(), piece_.end(), 0.0f);
-    const float* mine = chunk_data(i);
-    if (mine) std::copy(mine, mine + (c.end - c.begin), piece_.begin());
-    unit.resize(c.chunk * static_cast<size_t>(comm_.size()));
-    TROUPE_RETURN_IF_ERROR(comm_.allgather(piece_.data(), unit.data(), c.chunk, DType::f32, collective(i))
+    unit.resize(c.bucket_count);
+    TROUPE_RETURN_IF_ERROR(gather_into(i, chunk_data(i), unit.data())
                                .with_context("gathering " + what + " of unit " + std::to_string(i + 1) + " of " +
                                              std::to_string(chunks_.size()) + " for a checkpoint"));
     const size_t b = std::max(begin, c.bucket_offset), e = std::min(end, c.bucket_offset + c.bucket_count);
@@ -283,19 +277,18 @@ void ShardedState::load_params(const float* full) {
 
 Status ShardedState::gather_unit(size_t i, bool training) {
   const OwnedChunk& c = chunks_[i];
-  std::fill(piece_.begin(), piece_.end(), 0.0f);
-  std::memcpy(piece_.data(), params_.data() + c.begin, (c.end - c.begin) * sizeof(float));
-  TROUPE_RETURN_IF_ERROR(gather_into(i, params_.data() + c.bucket_offset)
+  TROUPE_RETURN_IF_ERROR(gather_into(i, params_.data() + c.begin, params_.data() + c.bucket_offset)
                              .with_context("all-gathering the parameters of unit " + std::to_string(i + 1) + " of " +
                                            std::to_string(chunks_.size())));
   if (options_.measure && training) params_peak_ = std::max<int64_t>(params_peak_, static_cast<int64_t>(params_.resident_bytes()));
   return {};
 }
 
-void ShardedState::release_unit(size_t i) {
-  const OwnedChunk& c = chunks_[i];
-  params_.release(c.bucket_offset, c.begin);
-  params_.release(c.end, c.bucket_offset + c.bucket_count);
+void ShardedState::release_unit(size_t i) { release_others(params_, chunks_[i]); }
+
+void ShardedState::release_others(PageBuffer& buffer, const OwnedChunk& c) {
+  buffer.release(c.bucket_offset, c.begin);
+  buffer.release(c.end, c.bucket_offset + c.bucket_count);
 }
 
 Status ShardedState::gather_all() {

@@ -148,9 +148,14 @@ class ShardedState {
  private:
   ShardedState(collectives::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
   void note_resident();
-  // All-gathers unit i's chunks (piece_ holds this rank's) into `unit` (its bucket_count floats):
-  // in place when the unit divides evenly, else through the staging buffer.
-  Status gather_into(size_t i, float* unit);
+  // All-gathers unit i's chunks — this rank's from `mine` (its chunk's floats; null: zeros) — into
+  // `unit` (the unit's bucket_count floats): in place when the unit divides evenly, else through the
+  // staging buffer.
+  Status gather_into(size_t i, const float* mine, float* unit);
+  // Whether every rank's chunks of `buffer` (the flat layout) are finite, agreed by all ranks.
+  Expected<bool> chunks_finite(const float* buffer, const std::string& what);
+  // `buffer`'s range of c's unit outside c given back (PageBuffer::release).
+  static void release_others(PageBuffer& buffer, const OwnedChunk& c);
   // Every rank's chunk of each unit (from chunk_data(i): chunk floats, null for zeros) all-gathered
   // unit by unit, and the part inside [begin, end) copied to out[0, end - begin).
   Status assemble(size_t begin, size_t end, const std::function<const float*(size_t unit)>& chunk_data, float* out,
