@@ -60,6 +60,21 @@ std::string scrape(DashboardFixture& f, int* status, std::string* content_type, 
   return r->body;
 }
 
+// A scrape that must succeed: its text, content type and samples.
+struct Scrape {
+  std::string text, type;
+  Exposition e;
+};
+Scrape scrape_ok(DashboardFixture& f) {
+  Scrape s;
+  int status = 0;
+  s.text = scrape(f, &status, &s.type);
+  INFO(s.text);
+  REQUIRE(status == 200);
+  s.e = parse(s.text);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("/metrics: the cluster in the Prometheus text format", "[dashboard][metrics]") {
@@ -72,13 +87,10 @@ TEST_CASE("/metrics: the cluster in the Prometheus text format", "[dashboard][me
   c.actors[5].restarts = 2;  // a worker of the running job, restarted twice
   REQUIRE(gcs::Table<gcs::ActorRecord>(f.store()).put(c.actors[5]).ok());
   f.start();
-  int status = 0;
-  std::string type;
-  const std::string text = scrape(f, &status, &type);
-  INFO(text);
-  REQUIRE(status == 200);
-  CHECK(type.rfind("text/plain; version=0.0.4", 0) == 0);
-  const Exposition e = parse(text);
+  const Scrape s = scrape_ok(f);
+  INFO(s.text);
+  CHECK(s.type.rfind("text/plain; version=0.0.4", 0) == 0);
+  const Exposition& e = s.e;
 
   CHECK(e.samples.at("troupe_up") == 1);
   CHECK(e.samples.at("troupe_nodes{state=\"ALIVE\"}") == 2);
@@ -120,12 +132,9 @@ TEST_CASE("/metrics: every live node process's own CPU time, memory, descriptors
   REQUIRE(gcs::put_node_stats(f.store(), {c.worker.id.hex(), now - 2000, 12.5, 300 << 20, 41, 7, 23}).ok());
   REQUIRE(gcs::put_node_stats(f.store(), {c.dead.id.hex(), now - 60000, 3, 100 << 20, 10, 2, 5}).ok());
   f.start();
-  int status = 0;
-  std::string type;
-  const std::string text = scrape(f, &status, &type);
-  INFO(text);
-  REQUIRE(status == 200);
-  const Exposition e = parse(text);
+  const Scrape s = scrape_ok(f);
+  INFO(s.text);
+  const Exposition& e = s.e;
   const std::string node = "{node=\"" + c.worker.id.hex() + "\"}";
   CHECK(e.samples.at("troupe_node_process_cpu_seconds_total" + node) == 12.5);
   CHECK(e.types.at("troupe_node_process_cpu_seconds_total") == "counter");
@@ -166,12 +175,9 @@ TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all
   // Worker 1: a timeline that does not decode; worker 2 none yet.
   REQUIRE(f.store().append(gcs::timeline_stream(job, 1), "not msgpack", gcs::kTimelineChunks).ok());
   f.start();
-  int status = 0;
-  std::string type;
-  const std::string text = scrape(f, &status, &type);
-  INFO(text);
-  REQUIRE(status == 200);
-  const Exposition e = parse(text);
+  const Scrape s = scrape_ok(f);
+  INFO(s.text);
+  const Exposition& e = s.e;
   const std::string w0 = "job_id=\"" + job + "\",worker=\"0\"";
   CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"data_wait\"}") == Approx(0.001));
   CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"compute\"}") == Approx(0.006));
@@ -208,10 +214,7 @@ TEST_CASE("examples/monitoring: the Grafana dashboard asks only for metrics /met
   DashboardFixture f;
   seed_cluster(f.store());
   f.start();
-  int status = 0;
-  std::string type;
-  const Exposition served = parse(scrape(f, &status, &type));
-  REQUIRE(status == 200);
+  const Exposition served = scrape_ok(f).e;
   std::set<std::string> families;
   for (const auto& [name, kind] : served.types) families.insert(name);
 

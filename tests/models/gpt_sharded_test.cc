@@ -42,6 +42,25 @@ TrainOptions gpt_sharded_job() {
   return o;
 }
 
+// The memory tests' job: 12 layers of dim 128, whose largest block (256 KiB) is small beside the
+// model (9.4 MB), as in the models sharding is for — what is held beyond the formula is bounded by
+// that block; 3 steps over windows of 32 tokens of a 32-token chain.
+struct MemoryJob {
+  Dataset train, test;
+  TrainOptions options;
+};
+MemoryJob memory_job() {
+  const MarkovChain2 chain(32, 4, 11);
+  const int64_t seq = 32;
+  MemoryJob job{troupe::testing::token_window_dataset(chain.sample(8 * seq * 4 + 1, 5), seq, 32),
+                troupe::testing::token_window_dataset(chain.sample(seq * 8 + 1, 6), seq, 32), gpt_sharded_job()};
+  job.options.trainer_args = {"layers=12", "heads=4", "dim=128"};
+  job.options.seq_len = seq;
+  job.options.batch_size = 8;
+  job.options.max_steps = 3;
+  return job;
+}
+
 }  // namespace
 
 TEST_CASE("sharded gpt replicas end where plain sync replicas end after 100 steps", "[models][gpt][sharded]") {
@@ -66,17 +85,9 @@ TEST_CASE("sharded gpt replicas end where plain sync replicas end after 100 step
 }
 
 TEST_CASE("what a sharded gpt replica holds, measured, is within 10% of the ZeRO formulas", "[models][gpt][sharded][memory]") {
-  const MarkovChain2 chain(32, 4, 11);
-  const int64_t seq = 32;
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(8 * seq * 4 + 1, 5), seq, 32);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(seq * 8 + 1, 6), seq, 32);
-  TrainOptions o = gpt_sharded_job();
-  // 12 layers of dim 128: a layer's largest block (256 KiB) is small beside the model (9.4 MB), as
-  // in the models sharding is for; what is held beyond the formula is bounded by that block.
-  o.trainer_args = {"layers=12", "heads=4", "dim=128"};
-  o.seq_len = seq;
-  o.batch_size = 8;
-  o.max_steps = 3;
+  const MemoryJob job = memory_job();
+  const Dataset &train = job.train, &test = job.test;
+  const TrainOptions& o = job.options;
   for (int replicas : {2, 4}) {
     for (ShardStage stage : {ShardStage::optimizer, ShardStage::gradients}) {
       auto run = run_stage(replicas, o, train, test, stage);
@@ -133,15 +144,9 @@ TEST_CASE("the gpt under --shard parameters (layer by layer, each block recomput
 
 TEST_CASE("a gpt replica under --shard parameters holds its 1/N and at most two layers gathered, measured",
           "[models][gpt][sharded][parameters][memory]") {
-  const MarkovChain2 chain(32, 4, 11);
-  const int64_t seq = 32;
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(8 * seq * 4 + 1, 5), seq, 32);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(seq * 8 + 1, 6), seq, 32);
-  TrainOptions o = gpt_sharded_job();
-  o.trainer_args = {"layers=12", "heads=4", "dim=128"};
-  o.seq_len = seq;
-  o.batch_size = 8;
-  o.max_steps = 3;
+  const MemoryJob job = memory_job();
+  const Dataset &train = job.train, &test = job.test;
+  const TrainOptions& o = job.options;
   const double block = 12.0 * 128 * 128 + 13 * 128;  // a block's parameters
   for (int replicas : {2, 4}) {
     auto run = run_stage(replicas, o, train, test, ShardStage::parameters);
