@@ -14,6 +14,7 @@
 #include "actors/job_supervisor.h"
 #include "actors/node_manager_client.h"
 #include "actors/scheduler.h"
+#include "actors/search_supervisor.h"
 #include "caf/actor_system.hpp"
 #include "caf/event_based_actor.hpp"
 #include "caf/send.hpp"
@@ -31,6 +32,7 @@ constexpr int64_t kNodeTimeoutBackoffMs = 30000;  // a waiting spawn, after a no
 using retry_atom = caf::atom_constant<caf::atom("retryjobs")>;
 using watch_atom = caf::atom_constant<caf::atom("watchjobs")>;
 using adopt_atom = caf::atom_constant<caf::atom("adoptjobs")>;
+using search_atom = caf::atom_constant<caf::atom("searches")>;
 
 class HeadService : public caf::event_based_actor {
  public:
@@ -41,6 +43,7 @@ class HeadService : public caf::event_based_actor {
 
   caf::behavior make_behavior() override {
     delayed_send(this, std::chrono::seconds(1), watch_atom::value);
+    delayed_send(this, std::chrono::seconds(1), search_atom::value);
     return {
         [this](const RegisterNode& r) -> caf::result<RegisterReply> {
           auto reply = admit(r);
@@ -90,6 +93,10 @@ class HeadService : public caf::event_based_actor {
           jobs_.check_progress();
           schedule_retry();
           delayed_send(this, std::chrono::seconds(1), watch_atom::value);
+        },
+        [this](search_atom) {  // hyperparameter searches, twice a second
+          searches_.tick();
+          delayed_send(this, std::chrono::milliseconds(500), search_atom::value);
         },
         [this](adopt_atom) { adopt_jobs(); },  // run_head, once the service is published
         [this](const GcsDataLost& lost) { after_gcs_lost(lost.what); },
@@ -233,6 +240,7 @@ class HeadService : public caf::event_based_actor {
     }
     if (!st.ok()) spdlog::error("head: writing the actors back after the GCS lost its data: {}", st.to_string());
     jobs_.on_gcs_lost(what);
+    searches_.on_gcs_lost();
     schedule_retry();
   }
 
@@ -709,6 +717,7 @@ class HeadService : public caf::event_based_actor {
   HeadServiceOptions o_;
   const int64_t started_ms_ = gcs::now_ms();  // records older than this are an earlier head's
   JobSupervisor jobs_{job_host()};
+  SearchSupervisor searches_{*o_.store, trial_host(*o_.store, jobs_, [this] { schedule_retry(); })};
   bool retry_scheduled_ = false;
   std::map<NodeId, caf::actor> managers_;
   std::map<caf::actor_addr, NodeId> by_addr_;

@@ -44,6 +44,16 @@ SubmitJob from_json(const Json& j) {
 
 }  // namespace
 
+std::string submission_json(const SubmitJob& job) { return to_json(job).dump(); }
+
+Expected<SubmitJob> submission_from_json(const std::string& text) {
+  try {
+    return from_json(Json::parse(text));
+  } catch (const std::exception& e) {
+    return invalid_argument(std::string("a job submission does not decode: ") + e.what());
+  }
+}
+
 Status save_submission(gcs::Store& store, const SubmitJob& job) {
   return store.put(kTable, job.job_id, to_json(job).dump());
 }

@@ -11,6 +11,11 @@
 
 namespace troupe::actors {
 
+// A submission as JSON text and back (invalid_argument naming what does not decode). `troupe tune`
+// stores its trials' submissions in the search record this way (gcs/search_record.h).
+std::string submission_json(const SubmitJob& job);
+Expected<SubmitJob> submission_from_json(const std::string& text);
+
 Status save_submission(gcs::Store& store, const SubmitJob& job);
 // not_found when the job was never submitted to a head (or by a head older than this record);
 // corrupt_data naming the job when the record does not decode.

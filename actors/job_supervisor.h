@@ -95,6 +95,8 @@ class JobSupervisor {
   // The node is gone (its connection dropped, or the failure detector declared it DEAD): every job
   // actor there failed, whether or not its down message ever arrives.
   void on_node_dead(const NodeId& node, const std::string& reason);
+  // Whether job `id` is supervised here (pending, running or between attempts).
+  bool supervises(const JobId& id) const { return jobs_.count(id) > 0; }
   // true while some job waits to be restarted (the head then retries more often than for PENDING).
   bool restarting() const;
   // Restarts every running gang job whose step count stood still for its progress timeout (the

@@ -43,6 +43,7 @@ Runner add_data_command(CLI::App& app, GlobalOptions& global);
 Runner add_model_command(CLI::App& app, GlobalOptions& global);
 Runner add_export_command(CLI::App& app, GlobalOptions& global);
 Runner add_predict_command(CLI::App& app, GlobalOptions& global);
+Runner add_tune_command(CLI::App& app, GlobalOptions& global);      // tune: hyperparameter search
 Runner add_generate_command(CLI::App& app, GlobalOptions& global);  // models/gpt: continue a prompt
 
 // Prints "troupe <command>: error: <status>" to stderr and returns the exit code for that status.

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   runners["export"] = cli::add_export_command(app, global);
   runners["predict"] = cli::add_predict_command(app, global);
   runners["generate"] = cli::add_generate_command(app, global);
+  runners["tune"] = cli::add_tune_command(app, global);
 
   try {
     app.parse(argc, argv);

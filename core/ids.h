@@ -60,11 +60,13 @@ struct JobTag { static constexpr const char* name = "job"; };
 struct NodeTag { static constexpr const char* name = "node"; };
 struct ActorTag { static constexpr const char* name = "actor"; };
 struct WorkerTag { static constexpr const char* name = "worker"; };
+struct SearchTag { static constexpr const char* name = "search"; };
 
 using JobId = Id<JobTag>;
 using NodeId = Id<NodeTag>;
 using ActorId = Id<ActorTag>;
 using WorkerId = Id<WorkerTag>;
+using SearchId = Id<SearchTag>;  // a hyperparameter search (gcs/search_record.h)
 
 }  // namespace troupe
 

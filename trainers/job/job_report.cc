@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gcs/events.h"
+#include "gcs/job_epochs.h"
 #include "gcs/job_table.h"
 
 namespace troupe::job {
@@ -30,6 +31,15 @@ void ProgressReporter::on_progress(const TrainProgress& p) {
     if (p.last_epoch.test_accuracy >= 0) record_job_metric(store_, job_, -1, "test_accuracy", p.last_epoch.test_accuracy);
     if (p.last_epoch.test_loss >= 0) record_job_metric(store_, job_, -1, "test_loss", p.last_epoch.test_loss);
     record_job_metric(store_, job_, -1, "samples_per_second", p.last_epoch.samples_per_second);
+    gcs::EpochResult line;
+    line.epoch = p.epoch;
+    line.train_loss = p.last_epoch.train_loss;
+    line.train_accuracy = p.last_epoch.train_accuracy;
+    line.test_accuracy = p.last_epoch.test_accuracy;
+    line.test_loss = p.last_epoch.test_loss;
+    line.seconds = p.last_epoch.seconds;
+    Status st = gcs::record_job_epoch(store_, job_, line);
+    if (!st.ok()) spdlog::warn("job {}: recording epoch {}: {}", job_.short_hex(), p.epoch, st.to_string());
   } else if (now - last_ < interval_) {
     return;
   }

@@ -1,0 +1,256 @@
+#include "gcs/search_record.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gcs/events.h"
+
+namespace troupe::gcs {
+namespace {
+
+using Json = nlohmann::json;
+
+Json trial_json(const TrialRecord& t) {
+  Json settings = Json::array();
+  for (const auto& [k, v] : t.settings) settings.push_back({k, v});
+  Json epochs = Json::array();
+  for (const EpochResult& e : t.epochs) epochs.push_back(epoch_result_json(e));
+  return {{"index", t.index},         {"settings", settings},     {"job", t.job.hex()},
+          {"state", t.state},         {"message", t.message},     {"epochs", epochs},
+          {"rungs_passed", t.rungs_passed}, {"stopped_at", t.stopped_at}, {"started_ms", t.started_ms},
+          {"finished_ms", t.finished_ms}, {"submission", t.submission}, {"spec", t.spec},
+          {"strategy", t.strategy},   {"workers", t.workers},     {"ps", t.ps},
+          {"model_path", t.model_path}};
+}
+
+TrialRecord trial_from(const Json& j) {
+  TrialRecord t;
+  t.index = j.at("index").get<int>();
+  for (const Json& kv : j.at("settings")) t.settings.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+  auto job = JobId::from_hex(j.at("job").get<std::string>());
+  if (!job.ok()) throw std::runtime_error(job.status().message());
+  t.job = *job;
+  t.state = j.at("state").get<std::string>();
+  t.message = j.at("message").get<std::string>();
+  for (const Json& e : j.at("epochs")) t.epochs.push_back(epoch_result_from_json(e));
+  t.rungs_passed = j.at("rungs_passed").get<std::vector<int>>();
+  t.stopped_at = j.at("stopped_at").get<int>();
+  t.started_ms = j.at("started_ms").get<int64_t>();
+  t.finished_ms = j.at("finished_ms").get<int64_t>();
+  t.submission = j.at("submission").get<std::string>();
+  t.spec = j.at("spec").get<std::vector<std::string>>();
+  t.strategy = j.at("strategy").get<std::string>();
+  t.workers = j.at("workers").get<int>();
+  t.ps = j.at("ps").get<int>();
+  t.model_path = j.at("model_path").get<std::string>();
+  return t;
+}
+
+}  // namespace
+
+bool search_finished(const std::string& state) {
+  return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+}
+bool trial_finished(const std::string& state) { return search_finished(state); }
+
+bool trial_metric(const SearchRecord& s, const TrialRecord& t, int epoch, double* value) {
+  if (t.epochs.empty()) return false;
+  if (epoch <= 0) return epoch_metric(t.epochs.back(), s.metric, value);
+  for (const EpochResult& e : t.epochs)
+    if (e.epoch == epoch) return epoch_metric(e, s.metric, value);
+  return false;
+}
+
+int trial_epochs(const SearchRecord& s) {
+  int n = 0;
+  for (const TrialRecord& t : s.trials) n += t.epochs.empty() ? 0 : t.epochs.back().epoch;
+  return n;
+}
+
+std::string encode_search(const SearchRecord& s) {
+  Json trials = Json::array();
+  for (const TrialRecord& t : s.trials) trials.push_back(trial_json(t));
+  Json j = {{"id", s.id.hex()},       {"name", s.name},         {"state", s.state},
+            {"message", s.message},   {"space", s.space},       {"metric", s.metric},
+            {"mode", s.mode},         {"scheduler", s.scheduler}, {"grace", s.grace},
+            {"eta", s.eta},           {"epochs", s.epochs},     {"max_concurrent", s.max_concurrent},
+            {"seed", s.seed},         {"dir", s.dir},           {"save", s.save},
+            {"stop_requested", s.stop_requested}, {"best", s.best}, {"best_value", s.best_value},
+            {"created_ms", s.created_ms}, {"finished_ms", s.finished_ms}, {"updated_ms", s.updated_ms},
+            {"trials", trials}};
+  return j.dump();
+}
+
+Status decode_search(const std::string& bytes, SearchRecord* out) {
+  try {
+    const Json j = Json::parse(bytes);
+    SearchRecord s;
+    auto id = SearchId::from_hex(j.at("id").get<std::string>());
+    if (!id.ok()) return corrupt_data("search record: " + id.status().message());
+    s.id = *id;
+    s.name = j.at("name").get<std::string>();
+    s.state = j.at("state").get<std::string>();
+    s.message = j.at("message").get<std::string>();
+    s.space = j.at("space").get<std::vector<std::string>>();
+    s.metric = j.at("metric").get<std::string>();
+    s.mode = j.at("mode").get<std::string>();
+    s.scheduler = j.at("scheduler").get<std::string>();
+    s.grace = j.at("grace").get<int>();
+    s.eta = j.at("eta").get<int>();
+    s.epochs = j.at("epochs").get<int>();
+    s.max_concurrent = j.at("max_concurrent").get<int>();
+    s.seed = j.at("seed").get<uint64_t>();
+    s.dir = j.at("dir").get<std::string>();
+    s.save = j.at("save").get<std::string>();
+    s.stop_requested = j.at("stop_requested").get<bool>();
+    s.best = j.at("best").get<int>();
+    s.best_value = j.at("best_value").get<double>();
+    s.created_ms = j.at("created_ms").get<int64_t>();
+    s.finished_ms = j.at("finished_ms").get<int64_t>();
+    s.updated_ms = j.at("updated_ms").get<int64_t>();
+    for (const Json& t : j.at("trials")) s.trials.push_back(trial_from(t));
+    *out = std::move(s);
+    return {};
+  } catch (const std::exception& e) {
+    return corrupt_data(std::string("search record does not decode: ") + e.what());
+  }
+}
+
+Status put_search(Store& store, const SearchRecord& s) {
+  TROUPE_RETURN_IF_ERROR(store.put(kSearchTable, s.id.hex(), encode_search(s)));
+  return store.publish(kSearchTable, s.id.hex());
+}
+
+Expected<SearchRecord> get_search(Store& store, const SearchId& id) {
+  auto raw = store.get(kSearchTable, id.hex());
+  if (!raw.ok()) return raw.status();
+  if (!*raw) return not_found("no search " + id.hex());
+  SearchRecord s;
+  Status st = decode_search(**raw, &s);
+  if (!st.ok()) return st.with_context("searches/" + id.hex());
+  return s;
+}
+
+Expected<std::vector<SearchRecord>> list_searches(Store& store) {
+  auto all = store.get_all(kSearchTable);
+  if (!all.ok()) return all.status();
+  std::vector<SearchRecord> out;
+  for (const auto& [key, bytes] : *all) {
+    SearchRecord s;
+    Status st = decode_search(bytes, &s);
+    if (!st.ok()) return st.with_context(std::string(kSearchTable) + "/" + key);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Expected<SearchRecord> update_search(Store& store, const SearchId& id, const std::function<Status(SearchRecord&)>& edit,
+                                     std::chrono::milliseconds timeout) {
+  const std::string key = id.hex();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int attempt = 0;; ++attempt) {
+    auto bytes = store.get(kSearchTable, key);
+    if (!bytes.ok()) return bytes.status();
+    if (!bytes->has_value()) return not_found("no search " + key);
+    SearchRecord s;
+    Status st = decode_search(**bytes, &s);
+    if (!st.ok()) return st.with_context("searches/" + key);
+    TROUPE_RETURN_IF_ERROR(edit(s));
+    s.updated_ms = now_ms();
+    auto swapped = store.compare_and_set(kSearchTable, key, **bytes, encode_search(s));
+    if (!swapped.ok()) return swapped.status();
+    if (*swapped) {
+      (void)store.publish(kSearchTable, key);
+      return s;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(Code::timeout, "updating search " + id.short_hex() + ": other writers kept changing it for " +
+                                       std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * (1 + attempt % 8)));
+  }
+}
+
+Expected<SearchId> find_search(Store& store, const std::string& text) {
+  if (text.size() == 32) return SearchId::from_hex(text);
+  if (text.size() < 4) return invalid_argument("search '" + text + "': give at least 4 hex digits of its id");
+  auto all = store.get_all(kSearchTable);
+  if (!all.ok()) return all.status();
+  std::vector<std::string> hits;
+  for (const auto& kv : *all)
+    if (kv.first.compare(0, text.size(), text) == 0) hits.push_back(kv.first);
+  if (hits.empty()) return not_found("no search with an id starting '" + text + "' (troupe tune list shows them)");
+  if (hits.size() > 1) return invalid_argument("search '" + text + "' is ambiguous: " + std::to_string(hits.size()) +
+                                               " searches start so; give more digits");
+  return SearchId::from_hex(hits[0]);
+}
+
+Status write_search_file(const SearchRecord& s) {
+  if (s.dir.empty()) return {};
+  namespace fs = std::filesystem;
+  const fs::path dir(s.dir), file = dir / "search.json", tmp = dir / ("search.json.tmp-" + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return unavailable("creating the search directory " + dir.string() + ": " + ec.message());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << nlohmann::json::parse(encode_search(s)).dump(1) << "\n";
+    out.flush();
+    if (!out) return unavailable("writing " + tmp.string() + ": the disk is full or not writable");
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) return unavailable("renaming " + tmp.string() + " to " + file.string() + ": " + ec.message());
+  return {};
+}
+
+Expected<SearchRecord> read_search_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path file(path);
+  if (fs::is_directory(file)) file /= "search.json";
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return not_found("no search file at " + file.string() + " (a search keeps one in its directory)");
+  std::stringstream text;
+  text << in.rdbuf();
+  SearchRecord s;
+  Status st = decode_search(text.str(), &s);
+  if (!st.ok()) return st.with_context(file.string());
+  return s;
+}
+
+nlohmann::json search_summary_json(const SearchRecord& s) {
+  Json j = Json::parse(encode_search(s));
+  const int64_t now = now_ms();
+  for (size_t i = 0; i < s.trials.size(); ++i) {
+    const TrialRecord& t = s.trials[i];
+    Json& tj = j["trials"][i];
+    tj.erase("submission");
+    tj.erase("spec");
+    Json settings = Json::object();
+    for (const auto& [k, v] : t.settings) settings[k] = v;
+    tj["settings"] = settings;
+    Json values = Json::array();
+    for (const EpochResult& e : t.epochs) {
+      double v = 0;
+      if (epoch_metric(e, s.metric, &v)) values.push_back({e.epoch, v});
+    }
+    tj["values"] = values;
+    const int64_t end = t.finished_ms ? t.finished_ms : now;
+    tj["wall_seconds"] = t.started_ms ? static_cast<double>(end - t.started_ms) / 1000.0 : 0.0;
+  }
+  j["trial_epochs"] = trial_epochs(s);
+  j["trial_epochs_budget"] = static_cast<int64_t>(s.trials.size()) * s.epochs;
+  return j;
+}
+
+std::string describe_settings(const TrialRecord& t) {
+  std::string out;
+  for (const auto& [k, v] : t.settings) out += (out.empty() ? "" : " ") + k + "=" + v;
+  return out;
+}
+
+}  // namespace troupe::gcs
