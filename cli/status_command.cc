@@ -1,12 +1,31 @@
 // `troupe status [--json]`: the cluster from the GCS — nodes (state, resources used/total,
 // heartbeat age), actors by state and node, jobs and recent events, and the dashboard's URL.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/cluster_commands.h"
 #include "cli/commands.h"
+#include "cli/tune_show.h"
 #include "gcs/cluster_view.h"
+#include "gcs/search_record.h"
 
 namespace troupe::cli {
+namespace {
+
+// The searches after the cluster's tables: one line each, and the trial table of a running one.
+void print_searches(gcs::Store& store) {
+  auto searches = gcs::list_searches(store);
+  if (!searches.ok() || searches->empty()) return;
+  std::sort(searches->begin(), searches->end(), [](const auto& a, const auto& b) { return a.created_ms < b.created_ms; });
+  std::printf("\nSEARCHES (%zu)\n", searches->size());
+  for (const gcs::SearchRecord& s : *searches) {
+    if (gcs::search_finished(s.state)) std::printf("  %s\n", search_line(s).c_str());
+    else print_search_table(stdout, s, 20);
+  }
+}
+
+}  // namespace
+
 
 Runner add_status_command(CLI::App& app, GlobalOptions&) {
   auto* cmd = app.add_subcommand("status", "Show the cluster: nodes, actors, jobs, recent events");
@@ -38,6 +57,7 @@ Runner add_status_command(CLI::App& app, GlobalOptions&) {
       std::printf("cluster: head %s, GCS redis %s:%d, troupe %s\ndashboard: %s\n\n", info->head_address.c_str(),
                   info->redis_host.c_str(), info->redis_port, info->version.c_str(), dashboard.c_str());
       std::printf("%s", gcs::render_cluster_view(*view).c_str());
+      print_searches(**store);
     }
     return 0;
   };

@@ -13,21 +13,6 @@ std::string fmt(double v, const char* f = "%.4f") {
   return b;
 }
 
-// The best metric so far among trials' last epochs, for the running view.
-bool best_so_far(const gcs::SearchRecord& s, double* best, int* index) {
-  bool any = false;
-  for (const gcs::TrialRecord& t : s.trials) {
-    double v = 0;
-    if (!gcs::trial_metric(s, t, 0, &v)) continue;
-    if (!any || (s.mode == "min" ? v < *best : v > *best)) {
-      *best = v;
-      *index = t.index;
-      any = true;
-    }
-  }
-  return any;
-}
-
 }  // namespace
 
 std::string search_line(const gcs::SearchRecord& s) {
@@ -46,7 +31,7 @@ std::string search_line(const gcs::SearchRecord& s) {
   if (failed) line += ", " + std::to_string(failed) + " failed or cancelled";
   double best = 0;
   int index = -1;
-  if (best_so_far(s, &best, &index)) line += "  best " + fmt(best) + " (trial " + std::to_string(index) + ")";
+  if (gcs::best_so_far(s, &best, &index)) line += "  best " + fmt(best) + " (trial " + std::to_string(index) + ")";
   return line;
 }
 

@@ -66,6 +66,8 @@ ApiResponse handle_api(gcs::Store& store, const ApiRequest& request, const ApiCo
         return detail::get_job_timeline(store, q, id.substr(0, id.size() - suffix.size()));
       return detail::get_job(store, q, id);
     }
+    if (p == "/api/searches") return detail::get_searches(store, q);
+    if (item("searches", &id)) return detail::get_search(store, q, id);
     if (p == "/api/events") return detail::get_events(store, q);
     if (p == "/api/metrics") return detail::get_metrics(store, q);
     if (p == "/api/logs") return detail::get_logs(store, q, context);
@@ -75,7 +77,8 @@ ApiResponse handle_api(gcs::Store& store, const ApiRequest& request, const ApiCo
   }
   return error_response(404, "no API endpoint " + (p.size() > 128 ? p.substr(0, 128) + "..." : p) +
                                  "; see docs/dashboard.md (/api/cluster, /api/nodes, /api/actors, /api/jobs, "
-                                 "/api/jobs/<id>/timeline, /api/events, /api/metrics, /api/logs, /api/stream)");
+                                 "/api/jobs/<id>/timeline, /api/searches, /api/events, /api/metrics, /api/logs, "
+                                 "/api/stream)");
 }
 
 }  // namespace troupe::dashboard

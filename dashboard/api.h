@@ -7,6 +7,8 @@
 //   /api/jobs             jobs, newest first (filter: state) /api/jobs/<id>   a job, its actors, its
 //                                                                             recent metrics, its group
 //   /api/jobs/<id>/timeline  the workers' step timelines, straggler, stuck collective (or a Chrome trace)
+//   /api/searches         hyperparameter searches, newest first (filter: state)
+//   /api/searches/<id>    a search (id or unique prefix): its trials, their settings and metric per epoch
 //   /api/events           newest events (filters: kind, subject, since; limit)
 //   /api/metrics          newest metric samples (filter: prefix; limit)
 //   /api/logs             bounded tails of the nodes' log files (filters: node, actor, job; lines)

@@ -31,6 +31,10 @@ ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std:
 // The job's collective group ("job-<id>") and its group_failed events, for /api/jobs/<id>.
 Expected<nlohmann::json> job_group_json(gcs::Store& store, const std::string& job_hex);
 
+// api_searches.cc: `troupe tune` searches; <id> may be a unique prefix of 4 or more hex digits.
+ApiResponse get_searches(gcs::Store& store, const QueryParams& q);
+ApiResponse get_search(gcs::Store& store, const QueryParams& q, const std::string& id);
+
 // api_logs.cc
 ApiResponse get_logs(gcs::Store& store, const QueryParams& q, const ApiContext& context);
 

@@ -32,7 +32,9 @@ function fmt(v) {
 }
 function emptyNote(g, text) { g.fillStyle = "#5b6472"; g.fillText(text, 12, 22); }
 
-// series: [{name, color, points: [[x, y], ...], axis: "left"|"right"}]; opt: {x, empty, right}
+// series: [{name, color, points: [[x, y], ...], axis: "left"|"right", width, end: "x" (a cross at its
+// last point), legend: false (left out of the legend)}];
+// opt: {x, empty, right, zero, xmin, xmax (widen the x range), integerX (ticks at whole numbers)}
 function lineChart(cv, series, opt) {
   const [g, w, h] = surface(cv);
   const total = series.reduce((n, s) => n + s.points.length, 0);
@@ -41,6 +43,8 @@ function lineChart(cv, series, opt) {
   const L = 48, R = opt.right ? 44 : 12, T = 22, B = 26, pw = w - L - R, ph = h - T - B;
   const all = series.flatMap(s => s.points);
   let x0 = Math.min(...all.map(p => p[0])), x1 = Math.max(...all.map(p => p[0]));
+  if (opt.xmin !== undefined) x0 = Math.min(x0, opt.xmin);
+  if (opt.xmax !== undefined) x1 = Math.max(x1, opt.xmax);
   if (x0 === x1) { x0 -= 1; x1 += 1; }
   const range = side => {
     const ys = series.filter(s => (s.axis || "left") === side).flatMap(s => s.points.map(p => p[1]));
@@ -65,19 +69,29 @@ function lineChart(cv, series, opt) {
     }
   }
   g.textAlign = "center";
-  for (let i = 0; i <= 5; ++i) { const x = x0 + (x1 - x0) * i / 5; g.fillText(fmt(x), X(x), h - 10); }
+  if (opt.integerX) {  // whole numbers (epochs): a tick at every one, or every few when many
+    const every = Math.max(1, Math.ceil((x1 - x0) / 10));
+    for (let x = Math.ceil(x0); x <= x1; x += every) g.fillText(String(x), X(x), h - 10);
+  } else {
+    for (let i = 0; i <= 5; ++i) { const x = x0 + (x1 - x0) * i / 5; g.fillText(fmt(x), X(x), h - 10); }
+  }
   g.fillText(opt.x || "", L + pw / 2, h - 0.5);
   series.forEach((s, k) => {
     const side = s.axis || "left";
     g.strokeStyle = g.fillStyle = s.color || palette[k % palette.length];
-    g.lineWidth = 1.6;
+    g.lineWidth = s.width || 1.6;
     g.beginPath();
     s.points.forEach((p, i) => (i ? g.lineTo(X(p[0]), Y(p[1], side)) : g.moveTo(X(p[0]), Y(p[1], side))));
     g.stroke();
     if (s.points.length <= 40) for (const p of s.points) { g.beginPath(); g.arc(X(p[0]), Y(p[1], side), 2.5, 0, 7); g.fill(); }
+    if (s.end === "x" && s.points.length) {  // a line that was cut short: a cross where it ends
+      const p = s.points[s.points.length - 1], x = X(p[0]), y = Y(p[1], side);
+      g.lineWidth = 2;
+      g.beginPath(); g.moveTo(x - 5, y - 5); g.lineTo(x + 5, y + 5); g.moveTo(x + 5, y - 5); g.lineTo(x - 5, y + 5); g.stroke();
+    }
   });
   legend(g, series.map((s, k) => [s.name + ((s.axis || "left") === "right" ? " (right)" : ""),
-                                  s.color || palette[k % palette.length]]), L + 4);
+                                  s.color || palette[k % palette.length]]).filter((_, k) => series[k].legend !== false), L + 4);
 }
 // A row of "■ name" entries from x, as wide as their text.
 function legend(g, entries, x) {

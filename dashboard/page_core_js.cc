@@ -152,21 +152,24 @@ function startStream() {
   });
 }
 
-// ---- the router: #/, #/job/<id>, #/events, #/logs ----
+// ---- the router: #/, #/job/<id>, #/searches, #/search/<id>, #/events, #/logs ----
 let viewTimer = null;
 function route() {
   const h = location.hash.replace(/^#/, "") || "/";
   let name = "overview", arg = null;
   if (h.startsWith("/job/")) { name = "job"; arg = h.slice(5); }
+  else if (h.startsWith("/search/")) { name = "search"; arg = h.slice(8); }
+  else if (h === "/searches") name = "searches";
   else if (h === "/events") name = "events";
   else if (h === "/logs") name = "logs";
-  for (const v of ["overview", "job", "events", "logs"]) {
+  for (const v of ["overview", "job", "searches", "search", "events", "logs"]) {
     $("view-" + v).className = "view" + (v === name ? " on" : "");
     const nav = $("nav-" + v);
-    if (nav) nav.className = v === name ? "on" : "";
+    if (nav) nav.className = v === name || (v === "searches" && name === "search") ? "on" : "";
   }
   if (viewTimer) { clearInterval(viewTimer); viewTimer = null; }
-  const refresh = {job: () => refreshJob(arg), events: refreshEvents, logs: refreshLogs}[name];
+  const refresh = {job: () => refreshJob(arg), searches: refreshSearches, search: () => refreshSearch(arg),
+                   events: refreshEvents, logs: refreshLogs}[name];
   if (refresh) {
     refresh();
     viewTimer = setInterval(refresh, name === "job" ? 1000 : 2000);

@@ -5,7 +5,8 @@ namespace troupe::dashboard {
 
 const std::string& dashboard_page() {
   static const std::string page = std::string(page_parts::kHtmlHead) + "<script>\n\"use strict\";\n" +
-                                  page_parts::kCoreJs + page_parts::kChartsJs + page_parts::kViewsJs + "</script>\n" +
+                                  page_parts::kCoreJs + page_parts::kChartsJs + page_parts::kSearchJs + page_parts::kViewsJs +
+                                  "</script>\n" +
                                   page_parts::kHtmlTail;
   return page;
 }
@@ -41,8 +42,10 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
   .ALIVE, .RUNNING, .SUCCEEDED { background: #d9f5e3; color: #126b33; }
   .SUSPECT, .PENDING, .RESTARTING { background: #fdf0cf; color: #8a5a00; }
   .DEAD, .FAILED { background: #fbd9da; color: #b4161b; }
-  .CANCELLED, .FINISHED { background: #e6e8ec; color: #4b5260; }
+  .CANCELLED, .FINISHED, .WAITING { background: #e6e8ec; color: #4b5260; }
   tr.dead td { background: #fff3f3; }
+  tr.best td { background: #eef4ff; font-weight: 600; }
+  tr.stopped td { color: #5b6472; }
   .bar { width: 120px; height: 8px; background: #eef0f3; border-radius: 4px; display: inline-block; vertical-align: middle; }
   .bar > div { height: 8px; background: #3b82f6; border-radius: 4px; }
   #summary span { margin-right: 18px; }
@@ -68,7 +71,7 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
 </head>
 <body>
 <header><h1>troupe</h1>
-<nav><a href="#/" id="nav-overview">Overview</a><a href="#/events" id="nav-events">Events</a><a href="#/logs" id="nav-logs">Logs</a></nav>
+<nav><a href="#/" id="nav-overview">Overview</a><a href="#/searches" id="nav-searches">Searches</a><a href="#/events" id="nav-events">Events</a><a href="#/logs" id="nav-logs">Logs</a></nav>
 <span id="summary"></span><span id="live" class="bad">connecting</span></header>
 <main>
 <div id="error"></div>
@@ -113,6 +116,23 @@ Export: <span class="mono" id="timeline-cmd"></span> (Chrome trace; opens in Per
 <tbody id="job-actors"></tbody></table></section>
 <section><h2>Events of the job</h2><table><thead><tr><th>Time</th><th>Kind</th><th>Message</th></tr></thead>
 <tbody id="job-events"></tbody></table></section>
+</div>
+
+<div class="view" id="view-searches">
+<section><h2>Searches</h2>
+<div class="filters"><select id="search-filter"><option value="">any state</option><option>RUNNING</option>
+<option>SUCCEEDED</option><option>FAILED</option><option>CANCELLED</option></select>
+<span class="note" id="search-note"></span></div>
+<table><thead><tr><th>ID</th><th>Name</th><th>State</th><th>Scheduler</th><th>Metric</th><th>Trials</th>
+<th>Best</th><th>Started</th><th>Message</th></tr></thead><tbody id="searches"></tbody></table></section>
+</div>
+
+<div class="view" id="view-search">
+<section><h2>Search <span class="mono" id="search-id"></span> <span id="search-state"></span></h2>
+<div class="kv" id="search-kv"></div><div class="note" id="search-message"></div></section>
+<section><h2>Metric per epoch</h2><canvas id="chart-search" class="tall"></canvas>
+<div class="note" id="search-chart-note"></div></section>
+<section><h2>Trials</h2><table><thead><tr id="search-trials-head"></tr></thead><tbody id="search-trials"></tbody></table></section>
 </div>
 
 <div class="view" id="view-events">

@@ -8,6 +8,7 @@
 
 #include "gcs/events.h"
 #include "gcs/records.h"
+#include "gcs/search_record.h"
 #include "gcs/tables.h"
 
 namespace troupe::gcs {
@@ -125,6 +126,8 @@ Expected<json> cluster_view(Store& store, const ViewOptions& options) {
   if (!jobs.ok()) return jobs.status();
   auto events = recent_events(store, options.events);
   if (!events.ok()) return events.status();
+  auto searches = list_searches(store);
+  if (!searches.ok()) return searches.status();
 
   json view{{"nodes", json::array()}, {"actors", json::array()}, {"jobs", json::array()}, {"events", json::array()}};
   std::map<std::string, int> node_states, actor_states;
@@ -142,9 +145,13 @@ Expected<json> cluster_view(Store& store, const ViewOptions& options) {
   for (const Event& e : *events) {
     view["events"].push_back(event_json(e));
   }
+  std::sort(searches->begin(), searches->end(),
+            [](const SearchRecord& a, const SearchRecord& b) { return a.created_ms < b.created_ms; });
+  view["searches"] = json::array();
+  for (const SearchRecord& s : *searches) view["searches"].push_back(search_brief_json(s));
   view["summary"] = {{"nodes", nodes->size()}, {"nodes_by_state", node_states},
                      {"actors", actors->size()}, {"actors_by_state", actor_states}, {"jobs", jobs->size()},
-                     {"now_ms", now}};
+                     {"searches", searches->size()}, {"now_ms", now}};
   return view;
 }
 

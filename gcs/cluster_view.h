@@ -20,10 +20,11 @@ struct ViewOptions {
   int64_t now_ms = 0;          // 0: the current time (tests pass a fixed one)
 };
 
-// {"nodes": [...], "actors": [...], "jobs": [...], "events": [...], "summary": {...}}.
+// {"nodes": [...], "actors": [...], "jobs": [...], "events": [...], "searches": [...], "summary": {...}}.
 // Each node has id, state, address, hostname, pid, is_head, version, resources {total, used},
 // gpus, heartbeat_age_ms, death_reason; each actor id, type, name, node, state, restarts,
-// resources, pending_reason, death_reason, gpu_ids; summary counts nodes and actors by state.
+// resources, pending_reason, death_reason, gpu_ids; each search is search_brief_json
+// (gcs/search_record.h: one line, no trials); summary counts nodes and actors by state, jobs and searches.
 Expected<nlohmann::json> cluster_view(Store& store, const ViewOptions& options = {});
 
 // The entries of the document, one record each (the dashboard's /api serves them by themselves).

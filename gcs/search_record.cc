@@ -1,6 +1,7 @@
 #include "gcs/search_record.h"
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -245,6 +246,48 @@ nlohmann::json search_summary_json(const SearchRecord& s) {
   j["trial_epochs"] = trial_epochs(s);
   j["trial_epochs_budget"] = static_cast<int64_t>(s.trials.size()) * s.epochs;
   return j;
+}
+
+bool best_so_far(const SearchRecord& s, double* value, int* trial, bool* final) {
+  if (final) *final = s.best >= 0;
+  if (s.best >= 0) {
+    *value = s.best_value;
+    *trial = s.best;
+    return true;
+  }
+  bool any = false;
+  for (const TrialRecord& t : s.trials) {
+    double v = 0;
+    if (!trial_metric(s, t, 0, &v)) continue;
+    if (!any || (s.mode == "min" ? v < *value : v > *value)) {
+      *value = v;
+      *trial = t.index;
+      any = true;
+    }
+  }
+  return any;
+}
+
+nlohmann::json search_brief_json(const SearchRecord& s) {
+  std::map<std::string, int> by_state;
+  int stopped = 0;
+  for (const TrialRecord& t : s.trials) {
+    ++by_state[t.state];
+    if (t.stopped_at > 0) ++stopped;
+  }
+  double value = 0;
+  int trial = -1;
+  bool final = false;
+  Json best = nullptr;
+  if (best_so_far(s, &value, &trial, &final)) best = {{"trial", trial}, {"value", value}, {"final", final}};
+  return {{"id", s.id.hex()},           {"name", s.name},
+          {"state", s.state},           {"message", s.message},
+          {"scheduler", s.scheduler},   {"metric", s.metric},
+          {"mode", s.mode},             {"epochs", s.epochs},
+          {"trial_count", s.trials.size()}, {"trials_by_state", by_state},
+          {"stopped_early", stopped},   {"best_so_far", best},
+          {"created_ms", s.created_ms}, {"finished_ms", s.finished_ms},
+          {"updated_ms", s.updated_ms}};
 }
 
 std::string describe_settings(const TrialRecord& t) {

@@ -94,6 +94,15 @@ Expected<SearchId> find_search(Store& store, const std::string& text);
 // metric by epoch ("values": [[epoch, value], ...]), wall seconds; and trial_epochs / trial_epochs_budget.
 nlohmann::json search_summary_json(const SearchRecord& s);
 
+// The best value of the search's metric among the trials' last epochs and its trial: the search's
+// own choice once it ended with one (best >= 0; *final = true), else the best so far. false before
+// any trial reported the metric.
+bool best_so_far(const SearchRecord& s, double* value, int* trial, bool* final = nullptr);
+// A search in one line of JSON (the dashboard's /api/searches rows, `troupe status --json`): id,
+// name, state, message, scheduler, metric, mode, epochs, trial_count, trials_by_state,
+// stopped_early, best_so_far ({trial, value, final} or null), created/finished/updated_ms.
+nlohmann::json search_brief_json(const SearchRecord& s);
+
 // Writes `s` to <s.dir>/search.json (temp file + rename); an error names the path.
 Status write_search_file(const SearchRecord& s);
 // Reads a search.json (a directory holding one, or the file itself).
