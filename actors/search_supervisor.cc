@@ -1,6 +1,7 @@
 #include "actors/search_supervisor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <tuple>
@@ -111,13 +112,23 @@ void SearchSupervisor::follow_trial(gcs::SearchRecord& s, gcs::TrialRecord& t, b
     Status st = host_.start(s, t);  // recorded but never submitted (a head died in between)
     if (!st.ok()) spdlog::warn("search {}: resubmitting trial {}: {}", s.id.short_hex(), t.index, st.to_string());
   }
-  auto epochs = gcs::job_epochs(store_, t.job);
-  if (epochs.ok() && epochs->size() != t.epochs.size()) {
-    t.epochs = *epochs;
-    *changed = true;
-  } else if (epochs.ok() && !epochs->empty() && epochs->back().time_ms != t.epochs.back().time_ms) {
-    t.epochs = *epochs;
-    *changed = true;
+  // The job's history, after what the trial already had of epochs before it: a job restarted from
+  // a checkpoint writes its epochs from there on (a history the GCS lost starts there), one
+  // restarted from scratch from epoch 1 (replacing them all).
+  auto history = gcs::job_epochs(store_, t.job);
+  if (history.ok() && !history->empty()) {
+    std::vector<gcs::EpochResult> merged;
+    for (const gcs::EpochResult& e : t.epochs)
+      if (e.epoch < history->front().epoch) merged.push_back(e);
+    merged.insert(merged.end(), history->begin(), history->end());
+    const bool same = merged.size() == t.epochs.size() &&
+                      std::equal(merged.begin(), merged.end(), t.epochs.begin(), [](const auto& a, const auto& b) {
+                        return a.epoch == b.epoch && a.time_ms == b.time_ms;
+                      });
+    if (!same) {
+      t.epochs = std::move(merged);
+      *changed = true;
+    }
   }
   const std::string state = gcs::job_state_name(job->state);
   if (state != t.state || job->message != t.message) {
@@ -232,7 +243,7 @@ void SearchSupervisor::finish(gcs::SearchRecord& s) {
     if (t.state != "SUCCEEDED") continue;
     ++succeeded;
     double v = 0;
-    if (!gcs::trial_metric(s, t, 0, &v)) continue;
+    if (!gcs::trial_metric(s, t, 0, &v) || !std::isfinite(v)) continue;  // a diverged trial is no best
     if (best < 0 || (maximize(s) ? v > best_value : v < best_value)) {
       best = t.index;
       best_value = v;

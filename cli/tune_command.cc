@@ -198,9 +198,23 @@ Expected<gcs::SearchRecord> build_search(CLI::App* cmd, TuneFlags& f, gcs::Store
 // as new jobs (WAITING), those that ended stay as they were.
 Expected<gcs::SearchRecord> resume_search(gcs::Store& store, const std::string& what) {
   auto s = gcs::read_search_file(what);
+  if (!s.ok() && !fs::exists(what)) {
+    // An id (or prefix) of a search this cluster still has, or one kept under ~/troupe-results.
+    std::error_code ec;
+    for (const auto& d : fs::directory_iterator(fs::path(default_dir("")), ec)) {
+      auto kept = gcs::read_search_file(d.path().string());
+      if (kept.ok() && what.size() >= 4 && kept->id.hex().rfind(what, 0) == 0) {
+        s = kept;
+        break;
+      }
+    }
+  }
   if (!s.ok()) {
     auto id = gcs::find_search(store, what);
-    if (!id.ok()) return s.status().with_context("--resume " + what + " (neither a search directory nor a search of this cluster)");
+    if (!id.ok()) {
+      return s.status().with_context("--resume " + what + " (neither a search directory, nor a search under " +
+                                     default_dir("") + ", nor a search of this cluster)");
+    }
     auto rec = gcs::get_search(store, *id);
     if (!rec.ok()) return rec.status();
     if (!gcs::search_finished(rec->state))

@@ -1,6 +1,8 @@
 #include "gcs/job_epochs.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -15,14 +17,20 @@ Json epoch_result_json(const EpochResult& e) {
           {"time_ms", e.time_ms}};
 }
 
+// A value that is not finite (a diverged trial's NaN loss) is written as JSON null and read back as NaN.
+double number(const Json& j, const char* key) {
+  const Json& v = j.at(key);
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+
 EpochResult epoch_result_from_json(const Json& j) {
   EpochResult e;
   e.epoch = j.at("epoch").get<int>();
-  e.train_loss = j.at("train_loss").get<double>();
-  e.train_accuracy = j.at("train_accuracy").get<double>();
-  e.test_accuracy = j.at("test_accuracy").get<double>();
-  e.test_loss = j.at("test_loss").get<double>();
-  e.seconds = j.at("seconds").get<double>();
+  e.train_loss = number(j, "train_loss");
+  e.train_accuracy = number(j, "train_accuracy");
+  e.test_accuracy = number(j, "test_accuracy");
+  e.test_loss = number(j, "test_loss");
+  e.seconds = number(j, "seconds");
   e.time_ms = j.value("time_ms", int64_t{0});
   return e;
 }
@@ -60,11 +68,16 @@ bool epoch_metric(const EpochResult& e, const std::string& name, double* value) 
   if (name == "test_accuracy" || name == "val_accuracy") v = e.test_accuracy;
   else if (name == "test_loss" || name == "val_loss") v = e.test_loss;
   else if (name == "train_accuracy") v = e.train_accuracy;
-  else if (name == "train_loss") { *value = e.train_loss; return true; }
+  else if (name == "train_loss") v = e.train_loss;
   else return false;
-  if (v < 0) return false;
+  if (v < 0) return false;  // -1: not measured (NaN passes: a diverged trial reported it)
   *value = v;
   return true;
+}
+
+double rank_value(double v, const std::string& mode) {
+  if (std::isfinite(v)) return v;
+  return mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
 }
 
 bool known_epoch_metric(const std::string& name) {

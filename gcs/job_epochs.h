@@ -38,8 +38,11 @@ Status record_job_epoch(Store& store, const JobId& job, const EpochResult& e);
 Expected<std::vector<EpochResult>> job_epochs(Store& store, const JobId& job);
 
 // The value of metric `name` in `e`: test_accuracy, test_loss (val_accuracy and val_loss are the
-// same: the evaluation data), train_loss or train_accuracy; false when `e` lacks it (-1).
+// same: the evaluation data), train_loss or train_accuracy; false when `e` lacks it (-1). A diverged
+// trial's NaN is returned as is: rankings treat it as the worst value (rank_value).
 bool epoch_metric(const EpochResult& e, const std::string& name, double* value);
+// `v` for ranking in `mode` ("max" or "min"): a value that is not finite ranks last.
+double rank_value(double v, const std::string& mode);
 // Whether `name` is a metric an epoch can report (the list above).
 bool known_epoch_metric(const std::string& name);
 

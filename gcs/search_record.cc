@@ -61,10 +61,12 @@ bool trial_finished(const std::string& state) { return search_finished(state); }
 
 bool trial_metric(const SearchRecord& s, const TrialRecord& t, int epoch, double* value) {
   if (t.epochs.empty()) return false;
-  if (epoch <= 0) return epoch_metric(t.epochs.back(), s.metric, value);
+  const EpochResult* at = epoch <= 0 ? &t.epochs.back() : nullptr;
   for (const EpochResult& e : t.epochs)
-    if (e.epoch == epoch) return epoch_metric(e, s.metric, value);
-  return false;
+    if (e.epoch == epoch) at = &e;
+  if (!at || !epoch_metric(*at, s.metric, value)) return false;
+  *value = rank_value(*value, s.mode);
+  return true;
 }
 
 int trial_epochs(const SearchRecord& s) {
@@ -110,7 +112,7 @@ Status decode_search(const std::string& bytes, SearchRecord* out) {
     s.save = j.at("save").get<std::string>();
     s.stop_requested = j.at("stop_requested").get<bool>();
     s.best = j.at("best").get<int>();
-    s.best_value = j.at("best_value").get<double>();
+    s.best_value = j.at("best_value").is_null() ? 0.0 : j.at("best_value").get<double>();
     s.created_ms = j.at("created_ms").get<int64_t>();
     s.finished_ms = j.at("finished_ms").get<int64_t>();
     s.updated_ms = j.at("updated_ms").get<int64_t>();

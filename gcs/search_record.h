@@ -71,7 +71,8 @@ struct SearchRecord {
 
 bool search_finished(const std::string& state);  // SUCCEEDED, FAILED or CANCELLED
 bool trial_finished(const std::string& state);   // SUCCEEDED, FAILED or CANCELLED
-// The trial's value of the search's metric at `epoch` (its last epoch when epoch <= 0).
+// The trial's value of the search's metric at `epoch` (its last epoch when epoch <= 0); a value that
+// is not finite comes back as the worst for the search's mode (-inf for max, +inf for min).
 bool trial_metric(const SearchRecord& s, const TrialRecord& t, int epoch, double* value);
 // Epochs trained by all trials together (what the search cost).
 int trial_epochs(const SearchRecord& s);

@@ -4,8 +4,10 @@
 // last one was, and the search record's codec, compare-and-set and disk mirror.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "actors/search_supervisor.h"
@@ -321,4 +323,68 @@ TEST_CASE("search record: round trip, corrupt bytes, prefixes and the disk file"
   std::ofstream(dir.file("search.json")) << "{broken";
   CHECK(gcs::read_search_file(dir.path()).status().code() == Code::corrupt_data);
   CHECK(gcs::read_search_file(dir.file("nothing")).status().code() == Code::not_found);
+}
+
+TEST_CASE("search supervisor: a diverged trial (NaN) ranks last and is never the best, and survives the record", "[tune]") {
+  gcs::InMemoryStore store;
+  FakeJobs jobs{store};
+  actors::SearchSupervisor sup(store, jobs.host());
+  auto s = make_search(3, 3, "asha", 2, "");
+  REQUIRE(gcs::put_search(store, s).ok());
+  sup.tick();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  report(store, s.trials[0].job, 1, 0.6, 1);
+  report(store, s.trials[1].job, 1, nan, 2);  // NaN accuracy: judged the worst, stopped
+  sup.tick();
+  auto now = read(store, s.id);
+  CHECK(now.trials[1].state == "CANCELLED");
+  CHECK(now.trials[1].stopped_at == 1);
+  REQUIRE(now.trials[1].epochs.size() == 1u);
+  CHECK(std::isnan(now.trials[1].epochs[0].test_accuracy));  // kept as NaN through JSON (null)
+  // Trial 2 is first at rung 1 after both: 0.5 against {0.6, NaN} -> top 2 of 3 -> kept.
+  report(store, s.trials[2].job, 1, 0.5, 3);
+  sup.tick();
+  now = read(store, s.id);
+  CHECK(now.trials[2].state == "PENDING");
+  // Trial 2 ends NaN, trial 0 ends 0.7: trial 0 is the best.
+  report(store, s.trials[2].job, 2, nan, 4);
+  report(store, s.trials[0].job, 2, 0.5, 5);
+  report(store, s.trials[0].job, 3, 0.7, 6);
+  report(store, s.trials[2].job, 3, nan, 7);
+  set_job(store, s.trials[0].job, gcs::JobState::succeeded);
+  set_job(store, s.trials[2].job, gcs::JobState::succeeded);
+  sup.tick();
+  now = read(store, s.id);
+  REQUIRE(now.state == "SUCCEEDED");
+  CHECK(now.best == 0);
+}
+
+TEST_CASE("search supervisor: a job history that restarts later keeps the trial's earlier epochs, from scratch replaces them",
+          "[tune]") {
+  gcs::InMemoryStore store;
+  FakeJobs jobs{store};
+  actors::SearchSupervisor sup(store, jobs.host());
+  auto s = make_search(1, 6, "fifo", 3, "");
+  REQUIRE(gcs::put_search(store, s).ok());
+  sup.tick();
+  const JobId job = s.trials[0].job;
+  for (int e = 1; e <= 3; ++e) report(store, job, e, 0.5 + 0.1 * e, e);
+  sup.tick();
+  CHECK(read(store, s.id).trials[0].epochs.size() == 3u);
+  // The GCS lost the history; the job resumed from its checkpoint of epoch 2 and wrote epoch 3 again.
+  REQUIRE(store.remove(gcs::kJobEpochsTable, job.hex()).ok());
+  sup.tick();
+  CHECK(read(store, s.id).trials[0].epochs.size() == 3u);  // an empty history changes nothing
+  report(store, job, 3, 0.77, 10);
+  sup.tick();
+  auto now = read(store, s.id);
+  REQUIRE(now.trials[0].epochs.size() == 3u);
+  CHECK(now.trials[0].epochs[0].test_accuracy == Approx(0.6));
+  CHECK(now.trials[0].epochs[2].test_accuracy == Approx(0.77));
+  // Restarted from scratch: epoch 1 again replaces everything.
+  report(store, job, 1, 0.4, 20);
+  sup.tick();
+  now = read(store, s.id);
+  REQUIRE(now.trials[0].epochs.size() == 1u);
+  CHECK(now.trials[0].epochs[0].test_accuracy == Approx(0.4));
 }

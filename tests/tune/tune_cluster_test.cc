@@ -291,3 +291,25 @@ TEST_CASE("tune: bad input is refused with a clear error before anything starts"
   CHECK(view.at("jobs").empty());
   CHECK_FALSE(std::filesystem::exists(c.home() + "/bad"));
 }
+
+TEST_CASE("tune: a trial may itself be a multi-worker job (async, 2 workers and a parameter server)", "[tune][cluster]") {
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 4");
+  auto r = c.troupe("tune --search \"lr=grid(0.001,0.003)\" --strategy async --workers 2 --ps 1 --epochs 2 "
+                    "--scheduler fifo --search-dir " + c.home() + "/search --json --no-progress",
+                    300);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  Json s = Json::parse(r.last_line());
+  CHECK(s.at("state") == "SUCCEEDED");
+  Json view = c.status();
+  for (const Json& t : s.at("trials")) {
+    CHECK(t.at("state") == "SUCCEEDED");
+    CHECK(t.at("values").size() == 2u);
+    Json job = job_of(view, t.at("job").get<std::string>());
+    CHECK(job.at("strategy") == "async");
+    CHECK(job.at("workers") == 2);
+    CHECK(job.at("ps") == 1);
+    CHECK(job.at("actors").size() == 3u);
+  }
+}
