@@ -1,12 +1,13 @@
 // The dashboard in a real browser (headless Chromium driven by playwright-core): run_e2e.sh brings
 // a local cluster up and submits a job, then this script opens the dashboard and checks what a
 // user relies on — the nodes are listed, the job page's loss chart grows while the job trains, a
-// node killed with SIGKILL turns DEAD (red) and its node_died event appears. Screenshots go to
+// node killed with SIGKILL turns DEAD (red) and its node_died event appears; a hyperparameter
+// search's page draws a line per trial and highlights the best once the search ended. Screenshots go to
 // E2E_SHOTS. Every wait has a deadline; the whole script gives up after E2E_DEADLINE_S.
 //
 // Environment: E2E_URL (the dashboard), E2E_JOB (job id), E2E_KILL_PID (a node's pid),
 // E2E_KILL_NODE (that node's id), E2E_FINISHED_ACTOR (an actor stopped by the user: it must read
-// FINISHED in grey, not DEAD in red), E2E_SHOTS (directory), E2E_MODULES (node_modules with
+// FINISHED in grey, not DEAD in red), E2E_SEARCH (a search of 3 trials), E2E_SHOTS (directory), E2E_MODULES (node_modules with
 // playwright-core), E2E_CHROMIUM (the browser).
 "use strict";
 const path = require("path");
@@ -15,6 +16,7 @@ const { chromium } = require(path.join(process.env.E2E_MODULES, "playwright-core
 const url = process.env.E2E_URL, job = process.env.E2E_JOB, shots = process.env.E2E_SHOTS;
 const killPid = Number(process.env.E2E_KILL_PID), killNode = process.env.E2E_KILL_NODE;
 const finishedActor = process.env.E2E_FINISHED_ACTOR || "";
+const search = process.env.E2E_SEARCH || "";
 const deadline = Number(process.env.E2E_DEADLINE_S || 300);
 setTimeout(() => { console.error("e2e: FAILED: the whole test ran past " + deadline + " s"); process.exit(1); },
            deadline * 1000).unref();
@@ -76,6 +78,22 @@ async function main() {
     await page.waitForFunction(() => Number(document.querySelector("#chart-epochs").dataset.points || 0) >= 6, null,
                                { timeout: 45000 }).catch(() => step("fewer than 2 epochs ended; the epoch chart is short"));
     await page.screenshot({ path: path.join(shots, "dashboard-job.png"), fullPage: true });
+
+    if (!search) throw new Error("run_e2e.sh passed no E2E_SEARCH");
+    step("search page of " + search);
+    await page.goto(url + "/#/searches");
+    await page.locator("#searches tr", { hasText: search.slice(0, 8) }).waitFor({ timeout: 20000 });
+    await page.goto(url + "/#/search/" + search);
+    await page.waitForFunction(() => /SUCCEEDED|FAILED|CANCELLED/.test(document.querySelector("#search-state").textContent),
+                               null, { timeout: 150000 });
+    const searchState = (await page.locator("#search-state").textContent()).trim();
+    if (!/SUCCEEDED/.test(searchState)) throw new Error("the search ended " + searchState);
+    const trialRows = await page.locator("#search-trials tr").count();
+    if (trialRows !== 3) throw new Error("expected 3 trial rows, saw " + trialRows);
+    if (await page.locator("#search-trials tr.best").count() !== 1) throw new Error("no single best trial row highlighted");
+    if (await points(page, "chart-search") < 3) throw new Error("the search chart has fewer points than trials");
+    step("search SUCCEEDED: " + trialRows + " trials, " + await points(page, "chart-search") + " points, the best highlighted");
+    await page.screenshot({ path: path.join(shots, "dashboard-search.png"), fullPage: true });
 
     step("SIGKILL to node " + killNode.slice(0, 8) + " (pid " + killPid + ")");
     process.kill(killPid, "SIGKILL");

@@ -69,6 +69,10 @@ url=$(echo "$up" | sed -n 's/.*dashboard: *\(http[^ ]*\).*/\1/p' | head -1)
 job=$(timeout 120 "$troupe" submit --strategy sync --workers 2 --epochs 40 --batch-size 64 --name e2e --detach 2>&1 | tail -1) \
   || fail "troupe submit: $job"
 [[ "$job" =~ ^[0-9a-f]{32}$ ]] || fail "troupe submit --detach printed '$job', not a job id"
+# A small hyperparameter search (3 trials, ASHA), for the search page.
+search=$(timeout 120 "$troupe" tune --search 'lr=grid(0.001,0.003,0.02)' --hidden 64 --epochs 3 --scheduler asha \
+           --reduction-factor 2 --search-dir "$home/search" --detach 2>&1 | tail -1) || fail "troupe tune: $search"
+[[ "$search" =~ ^[0-9a-f]{32}$ ]] || fail "troupe tune --detach printed '$search', not a search id"
 # An actor that ends without failing: stopped by the user, it must read FINISHED (grey), not DEAD.
 finished=$(timeout 60 "$troupe" spawn echo --json 2>/dev/null | tail -1 \
              | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).actor_ids[0]))') \
@@ -83,6 +87,6 @@ node_id=$(timeout 60 "$troupe" status --json | node -e '
 [ -n "$node_id" ] || fail "troupe status lists no node with pid $node_pid"
 
 E2E_URL=$url E2E_JOB=$job E2E_KILL_PID=$node_pid E2E_KILL_NODE=$node_id E2E_SHOTS=$work/screenshots \
-E2E_FINISHED_ACTOR=$finished E2E_MODULES=$work/node_modules E2E_CHROMIUM=$chromium E2E_DEADLINE_S=420 \
+E2E_FINISHED_ACTOR=$finished E2E_SEARCH=$search E2E_MODULES=$work/node_modules E2E_CHROMIUM=$chromium E2E_DEADLINE_S=420 \
   timeout 450 node "$here/dashboard_e2e.cjs"
 echo "dashboard e2e: screenshots in $work/screenshots"
