@@ -126,6 +126,17 @@ struct StopActorReply {
   std::string node_id;   // hex: where it ran; empty: it was still waiting to be placed
 };
 
+// `troupe down`: the head asks every node but its own to shut down (actors/messages.h ShutdownNode)
+// and answers which it asked (each "id pid hostname address") and which did not answer ("id
+// address: why"); the nodes' processes then exit and the head records them DEAD.
+struct ShutdownNodes {
+  std::string reason;
+};
+struct ShutdownNodesReply {
+  std::vector<std::string> asked;
+  std::vector<std::string> failed;
+};
+
 // The head's failure detector declared a node DEAD (heartbeats stopped): the job supervisor treats
 // the job actors there as failed. Sent by the head process to its own service.
 struct NodeDeclaredDead {
@@ -141,6 +152,14 @@ struct GcsDataLost {
   std::string what;  // one line for the messages: "the GCS came back without ..."
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShutdownNodes& x) {
+  return f(caf::meta::type_name("troupe.shutdown_nodes"), x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShutdownNodesReply& x) {
+  return f(caf::meta::type_name("troupe.shutdown_nodes_reply"), x.asked, x.failed);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GcsDataLost& x) {
   return f(caf::meta::type_name("troupe.gcs_data_lost"), x.what);

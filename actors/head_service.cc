@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/blocking_request.h"
 #include "actors/gpu_assignment.h"
 #include "actors/job_submissions.h"
 #include "actors/job_supervisor.h"
@@ -80,6 +81,7 @@ class HeadService : public caf::event_based_actor {
           if (!reply.ok()) return to_error(reply.status());
           return *reply;
         },
+        [this](const ShutdownNodes& s) -> caf::result<ShutdownNodesReply> { return shutdown_nodes(s.reason); },
         [this](const StopActor& s) -> caf::result<StopActorReply> {
           auto reply = stop_spawned(s);
           if (!reply.ok()) return to_error(reply.status());
@@ -569,6 +571,29 @@ class HeadService : public caf::event_based_actor {
                                           spawn.asks.front().actor.type_name);
       started_spawned(*placed, spawn);
     }
+  }
+
+  // `troupe down`: every node but the head's own asked to shut down through its node manager (a node
+  // on another host included); the processes then exit and their connections dropping mark them DEAD.
+  ShutdownNodesReply shutdown_nodes(const std::string& reason) {
+    ShutdownNodesReply reply;
+    gcs::Table<gcs::NodeRecord> nodes(*o_.store);
+    for (const auto& [node, nm] : managers_) {
+      if (node == o_.head_node) continue;
+      auto rec = nodes.get(node.hex());
+      const std::string address = rec.ok() ? rec->address : std::string("?");
+      auto done = request_blocking<ShutdownNodeReply>(system(), nm, std::chrono::seconds(3), ShutdownNode{reason},
+                                                      "asking node " + node.short_hex() + " to shut down");
+      if (done.ok()) {
+        reply.asked.push_back(node.hex() + " " + std::to_string(done->pid) + " " +
+                              (rec.ok() && !rec->hostname.empty() ? rec->hostname : "?") + " " + address);
+      } else {
+        reply.failed.push_back(node.hex() + " " + address + ": " + done.status().message());
+      }
+    }
+    spdlog::info("head: asked {} node(s) to shut down ({}); {} did not answer", reply.asked.size(), reason,
+                 reply.failed.size());
+    return reply;
   }
 
   // `troupe stop ACTOR`: an ALIVE actor of no job, stopped through its node (which records it DEAD;

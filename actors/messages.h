@@ -109,6 +109,14 @@ struct StopRequest {
 struct StopReply {
   std::string actor_id;
 };
+// Shut the node process down (`troupe down` through the head): the node manager answers with its
+// process's pid, then the process stops its actors and exits, as on SIGTERM.
+struct ShutdownNode {
+  std::string reason;
+};
+struct ShutdownNodeReply {
+  int32_t pid = 0;
+};
 // The newest lines of the node process's own log file that contain one of `needles` (none: every
 // line), reading at most `max_scan_bytes` from its end; for the dashboard's /api/logs.
 struct TailLogRequest {
@@ -223,6 +231,14 @@ typename Inspector::result_type inspect(Inspector& f, StopRequest& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StopReply& x) {
   return f(caf::meta::type_name("troupe.stop_reply"), x.actor_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShutdownNode& x) {
+  return f(caf::meta::type_name("troupe.shutdown_node"), x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShutdownNodeReply& x) {
+  return f(caf::meta::type_name("troupe.shutdown_node_reply"), x.pid);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TailLogRequest& x) {

@@ -1,5 +1,7 @@
 #include "actors/node_manager_actor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/logging.h"
@@ -95,6 +97,11 @@ class NodeManagerActor : public caf::event_based_actor {
           auto tail = dashboard::tail_file(path, o);
           if (!tail.ok()) return to_error(tail.status());
           return TailLogReply{path, std::move(tail->lines), tail->scanned_all, tail->file_bytes};
+        },
+        [this](const ShutdownNode& req) -> caf::result<ShutdownNodeReply> {
+          if (!opts_.on_shutdown) return to_error(unavailable("node " + node_hex_.substr(0, 8) + " cannot be shut down remotely"));
+          opts_.on_shutdown(req.reason.empty() ? "shutdown requested" : req.reason);
+          return ShutdownNodeReply{static_cast<int32_t>(::getpid())};
         },
         [this](const Ping& ping) {
           return Heartbeat{node_hex_, ping.seq, now_ms(), static_cast<uint64_t>(table_.size())};

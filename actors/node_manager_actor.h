@@ -16,6 +16,7 @@
 //   StopRequest       -> StopReply        not_found when no such live actor; the actor then exits
 //                                         with user_shutdown and the sink sees it DEAD, "stopped: ..."
 //   Ping              -> Heartbeat        node id, same seq, live actor count
+//   ShutdownNode      -> ShutdownNodeReply  its process's pid; then NodeManagerOptions::on_shutdown
 //
 // Actor lifecycle as this node manager reports it (states of gcs::ActorState):
 //
@@ -55,6 +56,9 @@ struct NodeManagerOptions {
   // The node's GPUs, shared with the actors it hosts so each can find its devices; built for the
   // GPU count the node offers (detected or --gpus). null: a node without GPUs (GPU demands refused).
   std::shared_ptr<GpuAssignments> gpus;
+  // Called (on the node manager's thread) when ShutdownNode asks the process to exit; empty: the
+  // request is refused (unavailable: a process that cannot be shut down this way).
+  std::function<void(const std::string& reason)> on_shutdown;
 };
 
 // Spawns a node manager in `sys` and returns its handle (publish it to make it reachable).

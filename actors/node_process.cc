@@ -112,7 +112,12 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
   auto last_ack = std::chrono::steady_clock::now();
   bool missing = false;  // heartbeats unanswered since last_ack (logged once, and once when back)
   uint64_t seq = 0;
+  std::string shutdown_reason;
   while (!stop.load()) {
+    if ((*runtime)->shutdown_requested(&shutdown_reason)) {
+      spdlog::info("node {}: shutting down ({})", id.short_hex(), shutdown_reason);
+      break;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     auto ack = request_blocking<HeartbeatAck>(sys, to.heartbeats, period * 2,
                                               Heartbeat{id.hex(), ++seq, gcs::now_ms(), 0},
@@ -145,7 +150,11 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
                    "to {} (outage_grace_ms)", id.short_hex(), o.head_address, ack.status().message(),
                    format_duration(grace));
     }
-    std::this_thread::sleep_until(t0 + period);
+    // Sleep out the period in short naps, so a shutdown request is acted on at once.
+    while (std::chrono::steady_clock::now() < t0 + period && !stop.load() && !(*runtime)->shutdown_requested()) {
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(20),
+                                                                               t0 + period - std::chrono::steady_clock::now()));
+    }
   }
   spdlog::info("node {} stopping", id.short_hex());
   return {};

@@ -20,11 +20,25 @@ Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bin
   nmo.gpus = std::move(gpus);
   ActorStateWriter* writer = &rt->writer_;
   nmo.on_state_change = [writer](const ActorStateChange& c) { writer->report(c); };
+  nmo.on_shutdown = [flag = rt->shutdown_](const std::string& reason) {
+    std::lock_guard<std::mutex> lock(flag->mu);
+    flag->reason = reason;
+    flag->requested.store(true);
+  };
   rt->node_manager_ = spawn_node_manager(rt->system_->system(), nmo);
   auto port = rt->system_->publish(rt->node_manager_);
   if (!port.ok()) return port.status().with_context("publishing the node manager");
   rt->address_ = bind + ":" + std::to_string(*port);
   return rt;
+}
+
+bool NodeRuntime::shutdown_requested(std::string* reason) const {
+  if (!shutdown_->requested.load()) return false;
+  if (reason) {
+    std::lock_guard<std::mutex> lock(shutdown_->mu);
+    *reason = shutdown_->reason;
+  }
+  return true;
 }
 
 NodeRuntime::~NodeRuntime() {

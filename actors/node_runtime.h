@@ -4,7 +4,9 @@
 // reports reach the writer), then the writer drains into the store, then the store closes.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "actors/actor_state_writer.h"
@@ -37,6 +39,9 @@ class NodeRuntime {
   const caf::actor& node_manager() const { return node_manager_; }
   const NodeId& id() const { return id_; }
   const std::string& address() const { return address_; }  // host:port of the node manager
+  // Whether the node manager was asked to shut the process down (ShutdownNode: `troupe down`
+  // through the head), and why. The node process's loop polls it (actors/node_process.cc).
+  bool shutdown_requested(std::string* reason = nullptr) const;
 
  private:
   NodeRuntime() = default;
@@ -47,6 +52,12 @@ class NodeRuntime {
   caf::actor node_manager_;
   NodeId id_;
   std::string address_;
+  struct Shutdown {
+    std::atomic<bool> requested{false};
+    std::mutex mu;
+    std::string reason;
+  };
+  std::shared_ptr<Shutdown> shutdown_ = std::make_shared<Shutdown>();
 };
 
 }  // namespace troupe::actors

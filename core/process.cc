@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -13,8 +15,31 @@
 
 namespace troupe {
 
+Expected<std::string> find_program(const std::string& program) {
+  if (program.empty()) return invalid_argument("an empty program name");
+  if (program.find('/') != std::string::npos) return program;
+  const char* env = std::getenv("PATH");
+  const std::string path = env && *env ? env : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string dir = end > start ? path.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + program;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return not_found("cannot find '" + program + "' on PATH (" + path + "): install it or give its full path");
+}
+
 Expected<pid_t> spawn_process(const SpawnOptions& o) {
   if (o.argv.empty()) return invalid_argument("spawn_process: empty argv");
+  // exec in the child must not search PATH (not async-signal-safe): the program is found here.
+  auto program = find_program(o.argv[0]);
+  if (!program.ok()) return program.status();
   int log_fd = ::open(o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return io_error("cannot open log file '" + o.log_file + "': " + std::strerror(errno));
   // A pipe closed on exec tells the parent whether exec succeeded (EOF) or failed (errno bytes).
@@ -26,6 +51,7 @@ Expected<pid_t> spawn_process(const SpawnOptions& o) {
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const std::string exe = *program;
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log_fd);
@@ -40,7 +66,7 @@ Expected<pid_t> spawn_process(const SpawnOptions& o) {
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
     for (const auto& e : o.env) ::putenv(const_cast<char*>(e.c_str()));
-    ::execv(argv[0], argv.data());
+    ::execv(exe.c_str(), argv.data());
     int err = errno;
     ssize_t ignored = ::write(report[1], &err, sizeof err);
     (void)ignored;

@@ -14,7 +14,7 @@
 namespace troupe {
 
 struct SpawnOptions {
-  std::vector<std::string> argv;          // argv[0] is the program path
+  std::vector<std::string> argv;          // argv[0]: the program's path, or a name looked up on PATH
   std::string log_file;                   // stdout and stderr are appended here
   std::vector<std::string> env;           // extra NAME=VALUE entries
   bool detach = true;                     // new session (setsid): survives the caller's exit
@@ -24,6 +24,11 @@ struct SpawnOptions {
 // re-parented to init when the caller exits. Fails (io_error) when the log file cannot be opened
 // or the program cannot be executed (the exec error is reported, not just a dead child).
 Expected<pid_t> spawn_process(const SpawnOptions& options);
+
+// `program` as exec would run it: a name without '/' looked up in the directories of $PATH (the
+// first executable file), anything else as given. not_found naming the program and the PATH
+// searched when there is none.
+Expected<std::string> find_program(const std::string& program);
 
 // True when a process with this pid exists (and is not a zombie of ours).
 bool process_alive(pid_t pid);
