@@ -66,6 +66,12 @@ Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const J
                                         timeout);
 }
 
+Expected<actors::ShutdownNodesReply> request_nodes_shutdown(const ClusterInfo& info, const std::string& reason,
+                                                           std::chrono::milliseconds timeout) {
+  return ask_head<actors::ShutdownNodesReply>(info, actors::ShutdownNodes{reason}, "asking the nodes to shut down",
+                                              timeout);
+}
+
 Expected<actors::StopActorReply> request_actor_stop(const ClusterInfo& info, const ActorId& actor,
                                                     const std::string& reason, std::chrono::milliseconds timeout) {
   return ask_head<actors::StopActorReply>(info, actors::StopActor{actor.hex(), reason},

@@ -32,6 +32,10 @@ Expected<actors::StopJobReply> request_job_stop(const ClusterInfo& info, const J
                                                 std::chrono::milliseconds timeout);
 
 // Asks the head to stop `actor`, a live actor of no job (`troupe spawn`'s): where it ran, or why not.
+// Asks the head to shut down every node but its own (`troupe down`): which nodes it asked, which
+// did not answer (actors/head_messages.h ShutdownNodes).
+Expected<actors::ShutdownNodesReply> request_nodes_shutdown(const ClusterInfo& info, const std::string& reason,
+                                                           std::chrono::milliseconds timeout);
 Expected<actors::StopActorReply> request_actor_stop(const ClusterInfo& info, const ActorId& actor,
                                                     const std::string& reason, std::chrono::milliseconds timeout);
 

@@ -1,6 +1,10 @@
 // `troupe down`: ends the cluster's unfinished jobs (CANCELLED, to be continued with `troupe submit
-// --resume JOB`), then stops every process this session started (nodes, then the head, then the
-// embedded redis-server) and clears the session files; logs stay for `troupe logs`. Safe to run twice.
+// --resume JOB`), asks the head to shut down every node — those on other hosts (joined over ssh or
+// by hand) too — and waits until the head sees them gone, then stops every process this session
+// started (nodes, then the head, then the embedded redis-server) and clears the session files; logs
+// stay for `troupe logs`. A node the head cannot stop is stopped over ssh when the cluster file that
+// started it says how (provider ssh), else named with its host and pid; `down` then fails (exit 1)
+// after stopping everything else. Safe to run twice.
 //
 // Jobs are ended first so that a cluster brought up again on the same GCS does not take them over
 // (a restarted head adopts unfinished jobs: that is for a head that died, not for a cluster shut
@@ -8,8 +12,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 #include "cli/cluster_commands.h"
+#include "cli/cluster_file.h"
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "core/process.h"
@@ -53,6 +63,121 @@ void end_unfinished_jobs(const ClusterInfo& info, bool head_alive) {
   }
 }
 
+// A node the head was asked to stop: "id pid hostname address" as ShutdownNodesReply::asked has it.
+struct RemoteNode {
+  std::string id, hostname, address;
+  long pid = 0;
+  std::string why;  // why it is not known to be stopped
+};
+
+RemoteNode parse_asked(const std::string& line) {
+  RemoteNode n;
+  std::istringstream in(line);
+  in >> n.id >> n.pid >> n.hostname >> n.address;
+  return n;
+}
+
+// Over ssh, as the cluster file says: `kill PID` on the node's host. ok when ssh ran it (exit 0).
+Status kill_over_ssh(const ClusterSpec& spec, const RemoteNode& n, const Session& session) {
+  const std::string host = n.address.substr(0, n.address.rfind(':'));
+  std::vector<std::string> argv = spec.ssh.command;
+  if (!spec.ssh.identity_file.empty()) argv.insert(argv.end(), {"-i", spec.ssh.identity_file});
+  argv.push_back(spec.ssh.user.empty() ? host : spec.ssh.user + "@" + host);
+  argv.push_back("kill " + std::to_string(n.pid));
+  SpawnOptions o;
+  o.argv = argv;
+  o.log_file = session.log_file("ssh-down-" + host);
+  auto pid = spawn_process(o);
+  if (!pid.ok()) return pid.status();
+  auto code = wait_process(*pid, std::chrono::seconds(20));
+  if (!code.ok()) {
+    (void)stop_process(*pid, std::chrono::milliseconds(500));
+    return code.status();
+  }
+  if (*code != 0) return unavailable("ssh " + host + " kill " + std::to_string(n.pid) + " exited " + std::to_string(*code));
+  return {};
+}
+
+// Every node of the cluster shut down through the head (local ones included: they exit by
+// themselves, and the pid loop below finds them gone); those on other hosts reported one by one.
+// Returns how many could not be stopped (each named on stderr).
+int stop_nodes_through_head(const Session& session, const ClusterInfo& info, const std::vector<SessionProcess>& local) {
+  auto reply = request_nodes_shutdown(info, "the cluster was shut down (troupe down)", std::chrono::seconds(60));
+  if (!reply.ok()) {
+    std::fprintf(stderr, "troupe down: the head did not stop the nodes (%s); stopping this host's processes\n",
+                 reply.status().to_string().c_str());
+    return 0;
+  }
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  const std::string this_host = name;
+  std::map<long, bool> local_pids;
+  for (const SessionProcess& p : local) local_pids[static_cast<long>(p.pid)] = true;
+  std::vector<RemoteNode> waiting;
+  for (const std::string& line : reply->asked) waiting.push_back(parse_asked(line));
+  std::vector<RemoteNode> unstopped;
+  for (const std::string& line : reply->failed) {
+    RemoteNode n;
+    std::istringstream in(line);
+    in >> n.id >> n.address;
+    if (!n.address.empty() && n.address.back() == ':') n.address.pop_back();
+    n.why = "the head could not reach it: " + line.substr(line.find(": ") == std::string::npos ? 0 : line.find(": ") + 2);
+    unstopped.push_back(n);
+  }
+  // Gone once the head records them DEAD (their processes exited and their connections dropped).
+  auto store = connect_gcs(info);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!waiting.empty() && store.ok()) {
+    auto nodes = gcs::Table<gcs::NodeRecord>(**store).list();
+    std::map<std::string, gcs::NodeState> state;
+    if (nodes.ok())
+      for (const gcs::NodeRecord& r : *nodes) state[r.id.hex()] = r.state;
+    std::vector<RemoteNode> still;
+    for (const RemoteNode& n : waiting) {
+      if (state.count(n.id) && state[n.id] == gcs::NodeState::dead) {
+        if (!local_pids.count(n.pid) || n.hostname != this_host)
+          std::printf("stopped node %s on %s (pid %ld) through the head\n", n.id.substr(0, 8).c_str(),
+                      n.hostname.c_str(), n.pid);
+      } else {
+        still.push_back(n);
+      }
+    }
+    waiting.swap(still);
+    if (waiting.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (RemoteNode& n : waiting) {
+    n.why = "asked to shut down, but still not gone after 10 s";
+    unstopped.push_back(n);
+  }
+  if (unstopped.empty()) return 0;
+  // The cluster file that started them may say how to reach their hosts.
+  std::optional<ClusterSpec> spec;
+  if (!info.cluster_file.empty()) {
+    auto loaded = load_cluster_file(info.cluster_file);
+    if (loaded.ok() && loaded->provider == "ssh") spec = *loaded;
+  }
+  int failed = 0;
+  for (const RemoteNode& n : unstopped) {
+    if (spec && n.pid > 0) {
+      Status st = kill_over_ssh(*spec, n, session);
+      if (st.ok()) {
+        std::printf("stopped node %s on %s (pid %ld) over ssh (%s)\n", n.id.substr(0, 8).c_str(), n.address.c_str(),
+                    n.pid, n.why.c_str());
+        continue;
+      }
+      std::fprintf(stderr, "troupe down: node %s at %s: %s; over ssh: %s\n", n.id.substr(0, 8).c_str(),
+                   n.address.c_str(), n.why.c_str(), st.to_string().c_str());
+    } else {
+      std::fprintf(stderr, "troupe down: node %s at %s (host %s, pid %ld) was not stopped: %s; stop it there (kill %ld)\n",
+                   n.id.substr(0, 8).c_str(), n.address.c_str(), n.hostname.empty() ? "?" : n.hostname.c_str(), n.pid,
+                   n.why.c_str(), n.pid);
+    }
+    ++failed;
+  }
+  return failed;
+}
+
 }  // namespace
 
 Runner add_down_command(CLI::App& app, GlobalOptions&) {
@@ -68,6 +193,8 @@ Runner add_down_command(CLI::App& app, GlobalOptions&) {
     }
     auto info = session.read_cluster();
     if (info.ok() && (head_alive || redis_alive || !info->embedded_redis)) end_unfinished_jobs(*info, head_alive);
+    int unreached = 0;
+    if (info.ok() && head_alive) unreached = stop_nodes_through_head(session, *info, procs);
     std::stable_sort(procs.begin(), procs.end(),
                      [](const auto& a, const auto& b) { return stop_order(a.role) < stop_order(b.role); });
     int stopped = 0, failed = 0;
@@ -85,6 +212,11 @@ Runner add_down_command(CLI::App& app, GlobalOptions&) {
     }
     if (failed) return kExitFailure;
     Status st = session.clear();
+    if (unreached) {
+      std::fprintf(stderr, "troupe down: %d node%s on other hosts could not be stopped (named above)\n", unreached,
+                   unreached == 1 ? "" : "s");
+      return kExitFailure;
+    }
     if (!st.ok()) return report_error("down", st);
     if (stopped == 0) std::printf("no cluster processes were running (session %s)\n", session.dir().c_str());
     else std::printf("cluster down: %d process%s stopped; logs kept in %s\n", stopped, stopped == 1 ? "" : "es",

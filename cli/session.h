@@ -28,6 +28,8 @@ struct ClusterInfo {
   std::string token;            // join token nodes present to the head
   std::string version;          // troupe version of the head
   int64_t started_ms = 0;
+  std::string cluster_file;     // the CLUSTER.yaml `up` started (an ssh provider's nodes: how `down`
+                                // reaches one the head cannot), absolute; empty: flags
 };
 
 struct SessionProcess {

@@ -301,6 +301,7 @@ int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
   info.version = TROUPE_VERSION_STRING;
   info.token = random_token();
   info.started_ms = gcs::now_ms();
+  if (spec) info.cluster_file = std::filesystem::absolute(f.cluster_file).string();
   if (!f.redis.empty()) {
     auto colon = f.redis.rfind(':');
     if (colon == std::string::npos) return report_error("up", invalid_argument("--redis '" + f.redis + "' is not host:port"));

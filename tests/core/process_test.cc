@@ -66,6 +66,29 @@ TEST_CASE("a program that cannot be executed is an error naming it", "[core][pro
   CHECK(bad_log.status().message().find("/nonexistent-dir/x.log") != std::string::npos);
 }
 
+TEST_CASE("a program named without a '/' is found on PATH, as a shell would (an ssh provider's `ssh`)", "[core][process]") {
+  TempDir dir;
+  SpawnOptions o;
+  o.argv = {"sh", "-c", "echo via-path"};
+  o.log_file = dir.file("path.log");
+  auto pid = spawn_process(o);
+  REQUIRE(pid.ok());
+  REQUIRE(wait_process(*pid, std::chrono::seconds(10)).ok());
+  CHECK(read_file(o.log_file) == "via-path\n");
+  auto sh = find_program("sh");
+  REQUIRE(sh.ok());
+  CHECK(sh->find('/') != std::string::npos);
+  CHECK(*find_program("/bin/true") == "/bin/true");
+  auto missing = find_program("troupe-no-such-program");
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == Code::not_found);
+  CHECK(missing.status().message().find("cannot find 'troupe-no-such-program' on PATH") != std::string::npos);
+  o.argv = {"troupe-no-such-program"};
+  auto not_found = spawn_process(o);
+  REQUIRE(!not_found.ok());
+  CHECK(not_found.status().message().find("troupe-no-such-program") != std::string::npos);
+}
+
 TEST_CASE("pid files round trip and bad ones are named", "[core][process]") {
   TempDir dir;
   REQUIRE(write_pid_file(dir.file("a.pid"), 4242).ok());
