@@ -10,6 +10,7 @@
 #include "gcs/data_accounting.h"
 #include "gcs/predict_accounting.h"
 #include "gcs/events.h"
+#include "gcs/job_recovery.h"
 #include "gcs/job_table.h"
 #include "gcs/tables.h"
 
@@ -180,6 +181,17 @@ void JobSupervisor::begin_restart(Job& job, const Failed& failed, const std::str
   const std::string which =
       "restart " + std::to_string(job.attempt - job.free_attempts) + " of " + std::to_string(job.max_restarts);
   const std::string at = step >= 0 ? "; it was at step " + std::to_string(step) : "";
+  // For /metrics (gcs/job_recovery.h): when it failed as best known here — a lost node's last
+  // heartbeat (within a heartbeat period of its end), else the moment the failure arrived — and now.
+  const int64_t now = gcs::now_ms();
+  int64_t failed_ms = now;
+  for (const Member* m : failed) {
+    if (!dead_nodes_.count(m->node)) continue;
+    auto node = gcs::Table<gcs::NodeRecord>(*host_.store).get(m->node.hex());
+    if (node.ok() && node->last_heartbeat_ms > 0) failed_ms = std::min(failed_ms, node->last_heartbeat_ms);
+  }
+  Status noted = gcs::note_restart(*host_.store, job.id, job.attempt, cause, failed_ms, now);
+  if (!noted.ok()) spdlog::warn("job {}: recording the restart for /metrics: {}", job.id.short_hex(), noted.to_string());
   if (job.whole_gang) {
     job.restarting = true;
     job.stop_grace_ms = gcs::now_ms() + kStopGraceMs;

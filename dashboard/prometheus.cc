@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gcs/events.h"
+#include "gcs/job_recovery.h"
 #include "gcs/node_stats.h"
 #include "gcs/records.h"
 #include "gcs/step_timeline.h"
@@ -122,6 +123,31 @@ Status worker_metrics(gcs::Store& store, const std::vector<gcs::JobRecord>& jobs
          "Workers' step timelines this scrape could not read (their series are left out)")
       .sample({}, unreadable);
   return {};
+}
+
+// The last restart of every job that had one (gcs/job_recovery.h): how long the failure took to
+// be acted on, and until the job trained again (sync: its first step after the restart).
+void recovery_metrics(gcs::Store& store, std::string* out) {
+  std::vector<std::pair<std::string, gcs::JobRecovery>> last;
+  if (auto rows = store.get_all(gcs::kJobRecoveryTable); rows.ok()) {
+    for (const auto& row : *rows) {
+      auto id = JobId::from_hex(row.first);
+      if (!id.ok()) continue;
+      auto r = gcs::job_recovery(store, *id);
+      if (r.ok() && *r) last.emplace_back(row.first, **r);
+    }
+  }
+  Family detect(out, "troupe_job_failure_detection_seconds", "gauge",
+                "A job's last failure: from when it failed (a lost node's last heartbeat, else when the failure "
+                "arrived) to the supervisor's restart");
+  for (const auto& [job, r] : last)
+    detect.sample({{"job_id", job}}, static_cast<double>(std::max<int64_t>(0, r.detected_ms - r.failed_ms)) / 1000.0);
+  Family resume(out, "troupe_job_resume_seconds", "gauge",
+                "A job's last restart: from the supervisor's decision to the restarted attempt's first step (sync "
+                "jobs; absent until it trained again)");
+  for (const auto& [job, r] : last)
+    if (r.resumed_ms > 0)
+      resume.sample({{"job_id", job}}, static_cast<double>(std::max<int64_t>(0, r.resumed_ms - r.detected_ms)) / 1000.0);
 }
 
 }  // namespace
@@ -271,6 +297,7 @@ Expected<std::string> prometheus_metrics(gcs::Store& store) {
     auto it = restarts_by_job.find(j.id.hex());
     job_restarts.sample({{"job_id", j.id.hex()}}, it == restarts_by_job.end() ? 0.0 : static_cast<double>(it->second));
   }
+  recovery_metrics(store, &out);
   TROUPE_RETURN_IF_ERROR(worker_metrics(store, *jobs, &out));
   return out;
 }

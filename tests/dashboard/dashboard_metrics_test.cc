@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gcs/events.h"
+#include "gcs/job_recovery.h"
 #include "gcs/node_stats.h"
 #include "gcs/step_timeline.h"
 #include "tests/dashboard/dashboard_fixture.h"
@@ -189,6 +190,32 @@ TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all
   CHECK(e.samples.at("troupe_worker_timelines_unreadable") == 1);  // worker 1's, and the scrape still answered
   CHECK(e.samples.count("troupe_worker_last_step{job_id=\"" + job + "\",worker=\"2\"}") == 0);
   CHECK(e.samples.count("troupe_worker_last_step{job_id=\"" + c.done.id.hex() + "\",worker=\"0\"}") == 0);
+}
+
+TEST_CASE("/metrics: a job's last failure's detection and resume times", "[dashboard][metrics]") {
+  DashboardFixture f;
+  SeededCluster c = seed_cluster(f.store());
+  // The running job lost a node whose last heartbeat was 1.5 s before the supervisor restarted it,
+  // and trained again 0.75 s later; the finished one restarted but never reported its resume.
+  REQUIRE(gcs::note_restart(f.store(), c.running.id, 1, "its node died", 10000, 11500).ok());
+  REQUIRE(gcs::note_resumed_at(f.store(), c.running.id, 1, 12250).ok());
+  REQUIRE(gcs::note_resumed_at(f.store(), c.running.id, 1, 99999).ok());  // the first resume counts
+  REQUIRE(gcs::note_restart(f.store(), c.done.id, 1, "a worker threw", 5000, 5000).ok());
+  REQUIRE(gcs::note_resumed_at(f.store(), c.done.id, 2, 6000).ok());      // another attempt's: ignored
+  f.start();
+  const Scrape s = scrape_ok(f);
+  INFO(s.text);
+  const std::string running = "{job_id=\"" + c.running.id.hex() + "\"}";
+  const std::string done = "{job_id=\"" + c.done.id.hex() + "\"}";
+  CHECK(s.e.samples.at("troupe_job_failure_detection_seconds" + running) == Approx(1.5));
+  CHECK(s.e.samples.at("troupe_job_resume_seconds" + running) == Approx(0.75));
+  CHECK(s.e.samples.at("troupe_job_failure_detection_seconds" + done) == 0);
+  CHECK(s.e.samples.count("troupe_job_resume_seconds" + done) == 0);
+  auto rec = gcs::job_recovery(f.store(), c.running.id);
+  REQUIRE(rec.ok());
+  REQUIRE(rec->has_value());
+  CHECK((*rec)->restarts == 1);
+  CHECK((*rec)->cause == "its node died");
 }
 
 TEST_CASE("/metrics keeps the API's token rule, and a GCS that does not answer is a 503 naming it",

@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/dashboard/dashboard_url.h"
 #include "tests/jobs/job_fault_helpers.h"
 #include "tests/jobs/two_hosts.h"
 
@@ -27,7 +28,8 @@ namespace fs = std::filesystem;
 TEST_CASE("faults: a sync job rides out its worker node killed mid-epoch and the GCS killed and restarted",
           "[jobs][cluster][faults]") {
   ClusterFixture c;
-  c.up("--nodes 2 --cpus 2");  // 6 cpus on 3 processes: 4 workers, and room for them after one node dies
+  auto up = c.up("--nodes 2 --cpus 2");  // 6 cpus on 3 processes: 4 workers, and room for them after one node dies
+  const DashboardUrl url = dashboard_url(up.out);
   const std::string ckpt = c.home() + "/ckpt";
   const std::string job_args = "--strategy sync --workers 4 --epochs 10 --batch-size 128 --checkpoint-every 100 "
                                "--checkpoint-dir " + ckpt;
@@ -50,6 +52,26 @@ TEST_CASE("faults: a sync job rides out its worker node killed mid-epoch and the
   WARN("killed node " << victim.substr(0, 8) << ": restart began "
                       << restarting.value("time_ms", int64_t{0}) - killed_ms << " ms after the kill, training resumed "
                       << event_of(end, "job_resumed", id).value("time_ms", int64_t{0}) - killed_ms << " ms after it");
+  // The head's /metrics has the restart's detection and resume times (for an operator's alerts).
+  {
+    httplib::Client http(url.host, url.port);
+    http.set_read_timeout(10, 0);
+    auto m = http.Get("/metrics");
+    REQUIRE(m);
+    REQUIRE(m->status == 200);
+    auto value = [&](const std::string& family) {
+      const std::string key = family + "{job_id=\"" + id + "\"} ";
+      const size_t at = m->body.find(key);
+      return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + key.size()));
+    };
+    const double detection = value("troupe_job_failure_detection_seconds");
+    const double resume = value("troupe_job_resume_seconds");
+    INFO("detection " << detection << " s, resume " << resume << " s");
+    CHECK(detection >= 0);
+    CHECK(detection < 5);    // a killed node's connection drops at once; its last heartbeat was <= 0.2 s before
+    CHECK(resume > 0);
+    CHECK(resume < 120);
+  }
 
   // The GCS itself killed mid-job (what the OOM killer does), and nobody restarts it by hand: the
   // head's watchdog starts it again on its append-only file, every process reconnects, the job goes

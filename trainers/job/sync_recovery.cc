@@ -4,6 +4,7 @@
 
 #include "gcs/data_accounting.h"
 #include "gcs/events.h"
+#include "gcs/job_recovery.h"
 #include "gcs/tables.h"
 #include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/data/shard_ledger.h"
@@ -146,6 +147,8 @@ void note_resumed(gcs::Store& store, const JobId& job, int attempt, const std::s
               std::to_string(step + 1) + " done, started from " + (source.empty() ? "the beginning" : source);
   Status st = gcs::record_event(store, e);
   if (!st.ok()) spdlog::warn("job {}: recording job_resumed: {}", job.short_hex(), st.to_string());
+  st = gcs::note_resumed_at(store, job, attempt, gcs::now_ms());
+  if (!st.ok()) spdlog::warn("job {}: recording the resume for /metrics: {}", job.short_hex(), st.to_string());
 }
 
 ProgressFn rank0_progress(gcs::Store& store, const JobId& job, int attempt, ProgressReporter& reporter,
