@@ -53,13 +53,15 @@ bool SearchSupervisor::tick() {
     // Written over the record as read unless `troupe tune stop` came in between: then keep its
     // request (the next tick acts on it).
     auto written = gcs::update_search(store_, s.id, [&](gcs::SearchRecord& fresh) -> Status {
+      if (fresh.paused) return invalid_argument("paused");  // `troupe down` came in between: leave it
       const bool stop = fresh.stop_requested;
       fresh = mine;
       fresh.stop_requested = stop || mine.stop_requested;
       return {};
     });
     if (!written.ok()) {
-      spdlog::warn("search {}: writing its record: {}", s.id.short_hex(), written.status().to_string());
+      if (written.status().code() != Code::invalid_argument)
+        spdlog::warn("search {}: writing its record: {}", s.id.short_hex(), written.status().to_string());
       continue;
     }
     known_[s.id] = *written;
@@ -81,6 +83,7 @@ void SearchSupervisor::mirror(const gcs::SearchRecord& s) {
 }
 
 bool SearchSupervisor::advance(gcs::SearchRecord& s) {
+  if (s.paused) return false;  // `troupe down` cut it short: `troupe tune --resume` goes on
   bool changed = false;
   for (gcs::TrialRecord& t : s.trials) follow_trial(s, t, &changed);
   if (s.stop_requested) {

@@ -11,7 +11,8 @@
 // left it (trials done stay done, running ones — their jobs adopted by the job supervisor — are
 // followed, waiting ones submitted). Trial jobs have ids chosen when the search was made, so
 // submitting one again after a crash finds the job it already started. Each change is written with
-// compare-and-set (a `troupe tune stop` in between is kept) and mirrored to <dir>/search.json.
+// compare-and-set (a `troupe tune stop` in between is kept; a search `troupe down` paused in between is
+// left as it is) and mirrored to <dir>/search.json. A paused search is not moved at all.
 // Trials restart under their own jobs' restart policies: a search does not restart trials.
 #pragma once
 

@@ -1,5 +1,5 @@
-// `troupe down`: ends the cluster's unfinished jobs (CANCELLED, to be continued with `troupe submit
-// --resume JOB`), asks the head to shut down every node — those on other hosts (joined over ssh or
+// `troupe down`: pauses running searches (continued with `troupe tune --resume DIR`), ends the
+// cluster's unfinished jobs (CANCELLED, to be continued with `troupe submit --resume JOB`), asks the head to shut down every node — those on other hosts (joined over ssh or
 // by hand) too — and waits until the head sees them gone, then stops every process this session
 // started (nodes, then the head, then the embedded redis-server) and clears the session files; logs
 // stay for `troupe logs`. A node the head cannot stop is stopped over ssh when the cluster file that
@@ -24,6 +24,7 @@
 #include "cli/session.h"
 #include "core/process.h"
 #include "gcs/job_table.h"
+#include "gcs/search_record.h"
 #include "gcs/tables.h"
 
 namespace troupe::cli {
@@ -34,6 +35,36 @@ int stop_order(const std::string& role) {
   if (role == "redis") return 2;
   if (role == "head") return 1;
   return 0;
+}
+
+// Pauses every RUNNING search before its trials' jobs are cancelled, so the head's search supervisor
+// neither counts those trials as ended nor starts others in their place; each search's search.json
+// (written here too) keeps them unfinished for `troupe tune --resume DIR`. Returns how many.
+int pause_searches(const ClusterInfo& info) {
+  auto store = connect_gcs(info);
+  if (!store.ok()) return 0;
+  auto searches = gcs::list_searches(**store);
+  if (!searches.ok()) {
+    std::fprintf(stderr, "troupe down: listing searches: %s\n", searches.status().to_string().c_str());
+    return 0;
+  }
+  int paused = 0;
+  for (const gcs::SearchRecord& r : *searches) {
+    if (gcs::search_finished(r.state) || r.paused) continue;
+    auto s = gcs::update_search(**store, r.id, [&](gcs::SearchRecord& x) -> Status {
+      if (gcs::search_finished(x.state)) return invalid_argument("ended");
+      x.paused = true;
+      x.message = "paused: the cluster was shut down (troupe down); `troupe tune --resume " + x.dir +
+                  "` on a cluster runs its unfinished trials";
+      return {};
+    });
+    if (!s.ok()) continue;
+    Status st = gcs::write_search_file(*s);
+    if (!st.ok()) std::fprintf(stderr, "troupe down: search %s: %s\n", r.id.short_hex().c_str(), st.to_string().c_str());
+    std::printf("search %s paused; continue it with `troupe tune --resume %s`\n", r.id.short_hex().c_str(), s->dir.c_str());
+    ++paused;
+  }
+  return paused;
 }
 
 // Ends every unfinished job of the cluster: through the head's job supervisor when the head runs here
@@ -192,7 +223,11 @@ Runner add_down_command(CLI::App& app, GlobalOptions&) {
       redis_alive = redis_alive || (p.role == "redis" && p.alive);
     }
     auto info = session.read_cluster();
-    if (info.ok() && (head_alive || redis_alive || !info->embedded_redis)) end_unfinished_jobs(*info, head_alive);
+    if (info.ok() && (head_alive || redis_alive || !info->embedded_redis)) {
+      // A search tick already under way when its search was paused ends within this wait.
+      if (pause_searches(*info) > 0 && head_alive) std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      end_unfinished_jobs(*info, head_alive);
+    }
     int unreached = 0;
     if (info.ok() && head_alive) unreached = stop_nodes_through_head(session, *info, procs);
     std::stable_sort(procs.begin(), procs.end(),

@@ -223,6 +223,8 @@ Expected<gcs::SearchRecord> resume_search(gcs::Store& store, const std::string& 
     return invalid_argument("--resume: search " + id->short_hex() + " already ended (" + rec->state + ")");
   }
   if (gcs::search_finished(s->state)) return invalid_argument("--resume " + what + ": the search already ended (" + s->state + ")");
+  s->paused = false;
+  s->message = "resumed";
   auto have = gcs::get_search(store, s->id);
   if (have.ok()) return invalid_argument("--resume: search " + s->id.short_hex() + " is already on this cluster (" + have->state + ")");
   int restarted = 0;

@@ -24,7 +24,7 @@ std::string search_line(const gcs::SearchRecord& s) {
     else if (t.state == "SUCCEEDED") ++done;
     else ++failed;
   }
-  std::string line = s.id.short_hex() + "  " + s.name + "  " + s.state + "  " + s.scheduler + " " + s.metric + " " +
+  std::string line = s.id.short_hex() + "  " + s.name + "  " + (s.paused ? "PAUSED" : s.state) + "  " + s.scheduler + " " + s.metric + " " +
                      s.mode + "  " + std::to_string(s.trials.size()) + " trials: " + std::to_string(active) +
                      " running, " + std::to_string(waiting) + " waiting, " + std::to_string(done) + " done, " +
                      std::to_string(stopped) + " stopped early";
@@ -37,7 +37,7 @@ std::string search_line(const gcs::SearchRecord& s) {
 
 void print_search_table(std::FILE* out, const gcs::SearchRecord& s, size_t max_rows) {
   std::fprintf(out, "search %s (%s): %s, %s, %s %s over %d epochs per trial\n", s.id.short_hex().c_str(), s.name.c_str(),
-               s.state.c_str(), s.scheduler == "asha" ? ("asha, eta " + std::to_string(s.eta)).c_str() : "fifo",
+               s.paused ? "PAUSED" : s.state.c_str(), s.scheduler == "asha" ? ("asha, eta " + std::to_string(s.eta)).c_str() : "fifo",
                s.metric.c_str(), s.mode.c_str(), s.epochs);
   if (!s.message.empty()) std::fprintf(out, "  %s\n", s.message.c_str());
   // Columns: trial, state, each searched setting, epochs, the metric at the last epoch, wall, note.

@@ -123,6 +123,7 @@ Status Communicator::allreduce(const void* in, void* out, size_t count, DType dt
   if (count > 0 && (in == nullptr || out == nullptr)) return invalid_argument(ctx.prefix + ": null buffer");
   auto wire = wire_for(dtype, options.wire, ctx.prefix);
   if (!wire) return wire.status();
+  count_payload(wire->bytes(count));
   if (call->native) return finish(call->native->allreduce(call->native_call(), in, out, count, dtype, op));
 
   // The f32 working buffer: `out` itself for f32, else a widened copy (accumulation stays f32).
@@ -156,6 +157,7 @@ Status Communicator::broadcast(void* buf, size_t count, DType dtype, int root, c
     return invalid_argument(ctx.prefix + ": root " + std::to_string(root) + " is not a rank of a group of " +
                             std::to_string(size()));
   if (count > 0 && buf == nullptr) return invalid_argument(ctx.prefix + ": null buffer");
+  count_payload(count * dtype_size(dtype));
   if (call->native) return finish(call->native->broadcast(call->native_call(), buf, count, dtype, root));
   if (size() == 1 || count == 0) return {};
   return finish(broadcast_tree(ctx, static_cast<char*>(buf), count * dtype_size(dtype), root));
@@ -171,6 +173,7 @@ Status Communicator::allgather(const void* in, void* out, size_t count, DType dt
   if (!call) return call.status();
   const CallContext& ctx = call->ctx;
   if (count > 0 && (in == nullptr || out == nullptr)) return invalid_argument(ctx.prefix + ": null buffer");
+  count_payload(block * size());
   if (call->native) return finish(call->native->allgather(call->native_call(), in, out, count, dtype));
   char* result = static_cast<char*>(out);
   // In place when `in` is already block rank() of `out`; memmove covers any overlap otherwise.
@@ -189,6 +192,7 @@ Status Communicator::reduce_scatter(const void* in, void* out, size_t count, DTy
   if (count > 0 && (in == nullptr || out == nullptr)) return invalid_argument(ctx.prefix + ": null buffer");
   auto wire = wire_for(dtype, options.wire, ctx.prefix);
   if (!wire) return wire.status();
+  count_payload(wire->bytes(total));
   if (call->native)
     return finish(call->native->reduce_scatter(call->native_call(), in, out, count, dtype, op));
   if (count == 0) return {};

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,10 @@ class Communicator {
   int rank() const;
   int size() const;
   uint64_t sequence() const { return sequence_; }  // collectives issued by this rank so far
+  // Bytes this rank's collectives carried so far (any thread may read it): a reduction's elements
+  // at its wire type's size (a bf16 wire: 2 bytes each), a broadcast's or all-gather's buffer; nothing
+  // in a group of one. The step timeline's per-step communication bytes (trainers/step_timeline.h).
+  uint64_t payload_bytes() const { return payload_bytes_.load(std::memory_order_relaxed); }
 
   // out[i] = op over ranks of in[i], for i < count; `in` may equal `out` (in place).
   Status allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
@@ -72,8 +77,13 @@ class Communicator {
   Expected<Call> begin(CallDescriptor descriptor, size_t bytes, const CollectiveOptions& options);
   Status finish(Status st);
 
+  void count_payload(size_t bytes) {
+    if (size() > 1) payload_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
   std::unique_ptr<Transport> transport_;
   uint64_t sequence_ = 0;
+  std::atomic<uint64_t> payload_bytes_{0};
 };
 
 }  // namespace troupe::collectives

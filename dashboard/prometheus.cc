@@ -70,6 +70,7 @@ Status worker_metrics(gcs::Store& store, const std::vector<gcs::JobRecord>& jobs
   struct Worker {
     std::string job, rank;
     double data = 0, compute = 0, comm = 0, optimizer = 0, allreduce = 0, samples_per_second = 0, last_step = 0;
+    double comm_bytes = 0, comm_bytes_per_second = 0;
   };
   std::vector<Worker> workers;
   size_t running = 0;
@@ -92,12 +93,15 @@ Status worker_metrics(gcs::Store& store, const std::vector<gcs::JobRecord>& jobs
         w.comm += s.comm_us;
         w.optimizer += s.optimizer_us;
         w.allreduce += s.comm_busy_us;
+        w.comm_bytes += static_cast<double>(s.comm_bytes);
         samples += static_cast<double>(s.samples);
       }
       const double n = static_cast<double>(steps->size()) * 1e6;  // microseconds, per step, in seconds
       for (double* v : {&w.data, &w.compute, &w.comm, &w.optimizer, &w.allreduce}) *v /= n;
       const double span = static_cast<double>(steps->back().end_us() - steps->front().start_us) / 1e6;
       w.samples_per_second = span > 0 ? samples / span : 0;
+      w.comm_bytes_per_second = span > 0 ? w.comm_bytes / span : 0;
+      w.comm_bytes /= static_cast<double>(steps->size());
       w.last_step = static_cast<double>(steps->back().step);
       workers.push_back(std::move(w));
     }
@@ -115,6 +119,13 @@ Status worker_metrics(gcs::Store& store, const std::vector<gcs::JobRecord>& jobs
                    "A sync worker's all-reduce time per step on its communication thread, overlapping backward "
                    "included (its newest steps' mean)");
   for (const Worker& w : workers) allreduce.sample({{"job_id", w.job}, {"worker", w.rank}}, w.allreduce);
+  Family bytes(out, "troupe_worker_allreduce_bytes_per_step", "gauge",
+               "Bytes a sync worker's collectives carried per step: its gradients at their wire type (bf16: "
+               "half), plus the parameter gathers of sharded jobs (its newest steps' mean)");
+  for (const Worker& w : workers) bytes.sample({{"job_id", w.job}, {"worker", w.rank}}, w.comm_bytes);
+  Family byte_rate(out, "troupe_worker_allreduce_bytes_per_second", "gauge",
+                   "Bytes a sync worker's collectives carried per second over its newest steps");
+  for (const Worker& w : workers) byte_rate.sample({{"job_id", w.job}, {"worker", w.rank}}, w.comm_bytes_per_second);
   Family rate(out, "troupe_worker_samples_per_second", "gauge", "A worker's examples per second over its newest steps");
   for (const Worker& w : workers) rate.sample({{"job_id", w.job}, {"worker", w.rank}}, w.samples_per_second);
   Family last(out, "troupe_worker_last_step", "gauge", "The newest step a worker published (a stuck worker stops here)");

@@ -83,7 +83,7 @@ std::string encode_search(const SearchRecord& s) {
             {"mode", s.mode},         {"scheduler", s.scheduler}, {"grace", s.grace},
             {"eta", s.eta},           {"epochs", s.epochs},     {"max_concurrent", s.max_concurrent},
             {"seed", s.seed},         {"dir", s.dir},           {"save", s.save},
-            {"stop_requested", s.stop_requested}, {"best", s.best}, {"best_value", s.best_value},
+            {"stop_requested", s.stop_requested}, {"paused", s.paused}, {"best", s.best}, {"best_value", s.best_value},
             {"created_ms", s.created_ms}, {"finished_ms", s.finished_ms}, {"updated_ms", s.updated_ms},
             {"trials", trials}};
   return j.dump();
@@ -111,6 +111,7 @@ Status decode_search(const std::string& bytes, SearchRecord* out) {
     s.dir = j.at("dir").get<std::string>();
     s.save = j.at("save").get<std::string>();
     s.stop_requested = j.at("stop_requested").get<bool>();
+    s.paused = j.value("paused", false);
     s.best = j.at("best").get<int>();
     s.best_value = j.at("best_value").is_null() ? 0.0 : j.at("best_value").get<double>();
     s.created_ms = j.at("created_ms").get<int64_t>();

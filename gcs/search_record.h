@@ -9,6 +9,9 @@
 // FAILED, CANCELLED; a trial stopped early is CANCELLED with "stopped early at rung R ...").
 // Search: RUNNING --> SUCCEEDED (every trial ended, at least one succeeded: the best is named)
 //                 --> FAILED (every trial ended, none succeeded) | CANCELLED (troupe tune stop)
+// `troupe down` pauses a RUNNING search (`paused`, written before it cancels the trials' jobs, so the
+// trials it cuts short stay RUNNING in the record and its search.json); `troupe tune --resume` on a
+// new cluster clears it and runs them again.
 #pragma once
 
 #include <functional>
@@ -61,6 +64,7 @@ struct SearchRecord {
   std::string dir;             // the search's directory (search.json, trial models, checkpoints)
   std::string save;            // where the best trial's model is copied (empty: not kept)
   bool stop_requested = false;
+  bool paused = false;         // `troupe down` ran with it RUNNING: nobody moves it until `tune --resume`
   int best = -1;               // index of the best trial once the search ended
   double best_value = 0;
   int64_t created_ms = 0;

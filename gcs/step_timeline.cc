@@ -21,7 +21,7 @@ std::string encode_steps(const std::vector<StepSample>& steps) {
     begin(pk, 1);
     pk.pack_array(static_cast<uint32_t>(steps.size()));
     for (const StepSample& s : steps) {
-      pk.pack_array(10);
+      pk.pack_array(11);
       pk.pack_int64(s.epoch);
       pk.pack_int64(s.step);
       pk.pack_int64(s.start_us);
@@ -32,13 +32,14 @@ std::string encode_steps(const std::vector<StepSample>& steps) {
       pk.pack_int64(s.comm_busy_us);
       pk.pack_int64(s.samples);
       pk.pack_double(s.loss);
+      pk.pack_int64(s.comm_bytes);
     }
   });
 }
 
 Status decode_steps(const std::string& bytes, std::vector<StepSample>* out) {
   return read_record(bytes, "step timeline", 1, out, [](Fields& f, std::vector<StepSample>& v) -> Status {
-    return f.list("steps", 10, &v, [](Fields& s, StepSample* o) -> Status {
+    return f.list("steps", 11, &v, [](Fields& s, StepSample* o) -> Status {
       TROUPE_RETURN_IF_ERROR(s.i32("epoch", &o->epoch));
       TROUPE_RETURN_IF_ERROR(s.i64("step", &o->step));
       TROUPE_RETURN_IF_ERROR(s.i64("start_us", &o->start_us));
@@ -48,7 +49,8 @@ Status decode_steps(const std::string& bytes, std::vector<StepSample>* out) {
       TROUPE_RETURN_IF_ERROR(s.i64("optimizer_us", &o->optimizer_us));
       TROUPE_RETURN_IF_ERROR(s.i64("comm_busy_us", &o->comm_busy_us));
       TROUPE_RETURN_IF_ERROR(s.i64("samples", &o->samples));
-      return s.f64("loss", &o->loss);
+      TROUPE_RETURN_IF_ERROR(s.f64("loss", &o->loss));
+      return s.i64("comm_bytes", &o->comm_bytes);
     });
   });
 }

@@ -48,6 +48,8 @@ struct StepSample {
   int64_t samples = 0;       // examples this worker trained in the step
   double loss = 0;           // the step's loss: sync, averaged over the workers (the same on every
                              // rank); a parameter-server worker's, its own batch's
+  int64_t comm_bytes = 0;    // bytes the step's collectives carried (Communicator::payload_bytes: the
+                             // gradients at their wire type, gathers); 0 for parameter-server workers
   int64_t end_us() const { return start_us + data_us + compute_us + comm_us + optimizer_us; }
 };
 

@@ -32,7 +32,7 @@ std::string s_text(int64_t ms) {
 json step_json(const StepSample& s) {
   return {{"epoch", s.epoch}, {"step", s.step}, {"start_us", s.start_us}, {"data_us", s.data_us},
           {"compute_us", s.compute_us}, {"comm_us", s.comm_us}, {"optimizer_us", s.optimizer_us},
-          {"comm_busy_us", s.comm_busy_us}, {"samples", s.samples}, {"loss", s.loss}};
+          {"comm_busy_us", s.comm_busy_us}, {"comm_bytes", s.comm_bytes}, {"samples", s.samples}, {"loss", s.loss}};
 }
 
 // Means over the newest `window` steps (all when 0).
@@ -213,7 +213,7 @@ json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& worke
                       {"args", {{"sort_index", w.rank}}}});
     for (const StepSample& s : w.steps) {
       const json args = {{"epoch", s.epoch}, {"step", s.step}, {"samples", s.samples}, {"loss", s.loss},
-                         {"comm_busy_us", s.comm_busy_us}};
+                         {"comm_busy_us", s.comm_busy_us}, {"comm_bytes", s.comm_bytes}};
       events.push_back({{"name", "step " + std::to_string(s.step)}, {"cat", "step"}, {"ph", "X"}, {"pid", 1},
                         {"tid", w.rank}, {"ts", s.start_us}, {"dur", s.end_us() - s.start_us}, {"args", args}});
       int64_t t = s.start_us;

@@ -26,7 +26,7 @@ void StepRecorder::close_phase(Clock::time_point t) {
   }
 }
 
-void StepRecorder::begin(int epoch, int64_t step) {
+void StepRecorder::begin(int epoch, int64_t step, uint64_t comm_bytes_total) {
   const auto t = Clock::now();
   const int64_t us = wall_us(t);
   std::lock_guard<std::mutex> lock(mu_);
@@ -34,6 +34,7 @@ void StepRecorder::begin(int epoch, int64_t step) {
   current_.epoch = epoch;
   current_.step = step;
   current_.start_us = us;
+  comm_bytes_at_begin_ = comm_bytes_total;
   in_step_ = true;
   phase_ = StepPhase::data_wait;
   phase_start_ = t;
@@ -49,7 +50,7 @@ void StepRecorder::phase(StepPhase p) {
   phase_since_ms_ = wall_us(t) / 1000;
 }
 
-void StepRecorder::end(int64_t samples, double loss, double comm_seconds_total) {
+void StepRecorder::end(int64_t samples, double loss, double comm_seconds_total, uint64_t comm_bytes_total) {
   const auto t = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   if (!in_step_) return;
@@ -58,6 +59,7 @@ void StepRecorder::end(int64_t samples, double loss, double comm_seconds_total) 
   current_.loss = loss;
   current_.comm_busy_us = static_cast<int64_t>((comm_seconds_total - comm_total_) * 1e6);
   comm_total_ = comm_seconds_total;
+  current_.comm_bytes = comm_bytes_total >= comm_bytes_at_begin_ ? static_cast<int64_t>(comm_bytes_total - comm_bytes_at_begin_) : 0;
   done_.push_back(current_);
   if (done_.size() > capacity_) {
     done_.pop_front();

@@ -30,12 +30,14 @@ class StepRecorder {
   // Keeps at most `capacity` completed steps between drains (older ones are dropped and counted).
   explicit StepRecorder(size_t capacity = 8192) : capacity_(capacity) {}
 
-  void begin(int epoch, int64_t step);
+  // `comm_bytes_total`: the group's Communicator::payload_bytes() now (0 without one); the growth
+  // until end() is the step's communication bytes.
+  void begin(int epoch, int64_t step, uint64_t comm_bytes_total = 0);
   void phase(StepPhase p);
   // Completes the step: `samples` trained, its `loss`, and the comm thread's all-reduce seconds so
   // far (cumulative, GradBucketStats::comm_seconds; 0 without buckets): the growth since the last
   // step is this step's overlapped communication.
-  void end(int64_t samples, double loss, double comm_seconds_total);
+  void end(int64_t samples, double loss, double comm_seconds_total, uint64_t comm_bytes_total = 0);
   // The step begun last is not one (the feed had no more batches): dropped, the worker idle.
   void abandon() { finish(StepPhase::idle); }
   // The worker is outside any step (an unfinished one is dropped): stopped training, `done` or
@@ -75,6 +77,7 @@ class StepRecorder {
   Clock::time_point phase_start_{};
   int64_t phase_since_ms_ = 0;
   double comm_total_ = 0;
+  uint64_t comm_bytes_at_begin_ = 0;
   std::deque<gcs::StepSample> done_;
   int64_t dropped_ = 0;
 };

@@ -318,7 +318,8 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.cancel && replica.cancel->load()) {
         return unavailable("stopped at epoch " + std::to_string(epoch) + ", step " + std::to_string(s + 1));
       }
-      if (replica.steps) replica.steps->begin(epoch, step + 1);  // step timeline: data wait
+      if (replica.steps)  // step timeline: data wait
+        replica.steps->begin(epoch, step + 1, replica.comm ? replica.comm->payload_bytes() : 0);
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
@@ -399,7 +400,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         opt->step(params.data(), grad);
       }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
-      if (replica.steps) replica.steps->end(local_batch, stats->loss, buckets ? buckets->stats().comm_seconds : 0);
+      if (replica.steps)
+        replica.steps->end(local_batch, stats->loss, buckets ? buckets->stats().comm_seconds : 0,
+                           replica.comm ? replica.comm->payload_bytes() : 0);
       if (stats->correct < 0) counted = false;
       tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
       // (stage parameters: no replica holds the whole parameters to compare)

@@ -204,6 +204,18 @@ class ClusterFixture {
     return port;
   }
 
+  // SIGKILLs the head process, waits until it is gone, and starts it again (`troupe up --restart-head
+  // ARGS`), REQUIREd to succeed.
+  void kill_and_restart_head(const std::string& args = "") {
+    const pid_t head_pid = pid_of("head");
+    REQUIRE(head_pid > 0);
+    REQUIRE(::kill(head_pid, SIGKILL) == 0);
+    REQUIRE(poll_until([&] { return process_gone(head_pid); }, std::chrono::seconds(10)));
+    auto restarted = troupe("up --restart-head " + args, 60);
+    INFO(restarted.both() << logs_tail());
+    REQUIRE(restarted.exit_code == 0);
+  }
+
   // A pid the fixture must stop at the end if it still runs (e.g. a redis-server the test restarted).
   void track(pid_t pid) { seen_pids_.insert(pid); }
 

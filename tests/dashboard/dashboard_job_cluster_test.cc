@@ -57,6 +57,8 @@ TEST_CASE("a sync job's step timeline, loss curve, group and logs reach troupe t
   REQUIRE(t.at("workers").size() == 2);
   for (const Json& w : t.at("workers")) {
     CHECK(w.at("steps").size() == 100);
+    // Every step's collectives: the mlp's 235,146 gradients as f32 and the 2 loss/accuracy slots.
+    for (const Json& st : w.at("steps")) CHECK(st.at("comm_bytes") == 235146 * 4 + 2 * 4);
     CHECK(w.at("live").at("phase") == "done");
     CHECK(w.at("summary").at("mean_step_ms").get<double>() > 0);
   }

@@ -149,7 +149,7 @@ TEST_CASE("/metrics: every live node process's own CPU time, memory, descriptors
   CHECK(e.samples.at("troupe_node_process_stats_unreadable") == 0);
 }
 
-TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all-reduce time, rate and last step",
+TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all-reduce time and bytes, rate and last step",
           "[dashboard][metrics]") {
   DashboardFixture f;
   SeededCluster c = seed_cluster(f.store());
@@ -170,6 +170,7 @@ TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all
     s.optimizer_us = 1000;
     s.comm_busy_us = 4000;
     s.samples = 32;
+    s.comm_bytes = 470'000;  // the mlp's gradients on a bf16 wire
     steps.push_back(s);
   }
   REQUIRE(gcs::append_steps(f.store(), job, 0, steps).ok());
@@ -185,6 +186,8 @@ TEST_CASE("/metrics: a running job's workers by phase of their newest steps, all
   CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"communication\"}") == Approx(0.002));
   CHECK(e.samples.at("troupe_worker_step_seconds{" + w0 + ",phase=\"optimizer\"}") == Approx(0.001));
   CHECK(e.samples.at("troupe_worker_allreduce_seconds{" + w0 + "}") == Approx(0.004));
+  CHECK(e.samples.at("troupe_worker_allreduce_bytes_per_step{" + w0 + "}") == Approx(470000));
+  CHECK(e.samples.at("troupe_worker_allreduce_bytes_per_second{" + w0 + "}") == Approx(47e6).epsilon(0.02));
   CHECK(e.samples.at("troupe_worker_samples_per_second{" + w0 + "}") == Approx(3200).epsilon(0.02));
   CHECK(e.samples.at("troupe_worker_last_step{" + w0 + "}") == 100);
   CHECK(e.samples.at("troupe_worker_timelines_unreadable") == 1);  // worker 1's, and the scrape still answered

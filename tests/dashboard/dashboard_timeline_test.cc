@@ -242,7 +242,7 @@ TEST_CASE("events since a time: only newer ones, bad values refused", "[dashboar
 TEST_CASE("the step recorder times each phase of a step and drains completed steps", "[dashboard]") {
   StepRecorder rec(3);
   CHECK(rec.now().phase == StepPhase::idle);
-  rec.begin(1, 1);
+  rec.begin(1, 1, 1000);  // the communicator had carried 1000 bytes before the step
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   rec.phase(StepPhase::forward_backward);
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -251,15 +251,26 @@ TEST_CASE("the step recorder times each phase of a step and drains completed ste
   CHECK(rec.now().step == 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   rec.phase(StepPhase::optimizer);
-  rec.end(32, 0.5, 0.004);
+  rec.end(32, 0.5, 0.004, 1000 + 940'000);
   auto steps = rec.drain();
   REQUIRE(steps.size() == 1);
+  CHECK(steps[0].comm_bytes == 940'000);  // the step's own bytes
   CHECK(steps[0].data_us >= 5000);
   CHECK(steps[0].compute_us >= 10000);
   CHECK(steps[0].comm_us >= 5000);
   CHECK(steps[0].comm_busy_us == 4000);
   CHECK(steps[0].samples == 32);
   CHECK(steps[0].loss == 0.5);
+  // Through the GCS and back with every field.
+  {
+    gcs::InMemoryStore store;
+    REQUIRE(gcs::append_steps(store, std::string(32, 'c'), 0, steps).ok());
+    auto back = gcs::read_steps(store, std::string(32, 'c'), 0, 10);
+    REQUIRE(back.ok());
+    REQUIRE(back->size() == 1u);
+    CHECK((*back)[0].comm_bytes == 940'000);
+    CHECK((*back)[0].comm_busy_us == 4000);
+  }
   CHECK(rec.drain().empty());
   // Bounded between drains: the oldest are dropped and counted.
   for (int i = 2; i < 7; ++i) {

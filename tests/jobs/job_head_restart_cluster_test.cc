@@ -222,13 +222,7 @@ TEST_CASE("faults: the head restarted watches the spawned actors it finds alive:
   REQUIRE(Json::parse(waiting.last_line()).at("started") == 0);
   const std::string pending = Json::parse(waiting.last_line()).at("actor_ids").at(0);
 
-  const pid_t head_pid = c.pid_of("head");
-  REQUIRE(head_pid > 0);
-  REQUIRE(::kill(head_pid, SIGKILL) == 0);
-  REQUIRE(poll_until([&] { return process_gone(head_pid); }, std::chrono::seconds(10)));
-  auto restarted = c.troupe("up --restart-head --cpus 2", 60);
-  INFO(restarted.both() << c.logs_tail());
-  REQUIRE(restarted.exit_code == 0);
+  c.kill_and_restart_head("--cpus 2");
   auto used_cpus = [&](const Json& v) {
     for (const Json& n : v.at("nodes"))
       if (n.at("id") == node && n.at("state") == "ALIVE") return n.at("resources").at("used").at("cpus").get<double>();

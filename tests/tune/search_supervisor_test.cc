@@ -26,6 +26,7 @@ namespace {
 
 // Jobs the fake host was asked to start and stop, and their records in the store.
 struct FakeJobs {
+  explicit FakeJobs(gcs::Store& s) : store(s) {}
   gcs::Store& store;
   std::vector<int> started;                // trial indices, in order
   std::map<std::string, std::string> stopped;  // job hex -> reason
@@ -258,6 +259,28 @@ TEST_CASE("search supervisor: a stop request cancels running trials and never st
   CHECK(jobs.stopped.count(s.trials[0].job.hex()) == 1);
   CHECK(now.trials[1].state == "CANCELLED");
   CHECK(now.trials[1].message.find("never started") != std::string::npos);
+  CHECK(jobs.started == std::vector<int>{0});
+}
+
+TEST_CASE("search supervisor: a search paused by troupe down is left as it is, its trials' cancellations unseen", "[tune]") {
+  gcs::InMemoryStore store;
+  FakeJobs jobs(store);
+  actors::SearchSupervisor sup(store, jobs.host());
+  auto s = make_search(2, 3, "fifo", 3, "");
+  s.max_concurrent = 1;
+  REQUIRE(gcs::put_search(store, s).ok());
+  sup.tick();
+  set_job(store, s.trials[0].job, gcs::JobState::running);
+  sup.tick();
+  REQUIRE(gcs::update_search(store, s.id, [](gcs::SearchRecord& r) -> Status {
+            r.paused = true;
+            return {};
+          }).ok());
+  set_job(store, s.trials[0].job, gcs::JobState::cancelled, "the cluster was shut down (troupe down)");
+  sup.tick();
+  auto now = read(store, s.id);
+  CHECK(now.trials[0].state == "RUNNING");  // not counted as ended
+  CHECK(now.trials[1].state == "WAITING");  // and nothing started in its place
   CHECK(jobs.started == std::vector<int>{0});
 }
 
