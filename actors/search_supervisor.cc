@@ -198,6 +198,11 @@ void SearchSupervisor::start_waiting(gcs::SearchRecord& s, bool* changed) {
     if (t.state != "WAITING") continue;
     if (s.max_concurrent > 0 && active >= s.max_concurrent) break;
     Status st = host_.start(s, t);
+    if (!st.ok() && (st.code() == Code::unavailable || st.code() == Code::timeout)) {
+      // The GCS did not answer: the trial waits for the next tick.
+      spdlog::warn("search {}: submitting trial {}: {} (trying again)", s.id.short_hex(), t.index, st.to_string());
+      break;
+    }
     if (!st.ok()) {
       // The job supervisor refused it (a bad submission: it would refuse every time): the trial fails.
       t.state = "FAILED";

@@ -31,10 +31,16 @@ struct FakeJobs {
   std::vector<int> started;                // trial indices, in order
   std::map<std::string, std::string> stopped;  // job hex -> reason
   std::set<JobId> supervised;
+  std::vector<Status> refusals;  // returned by the next starts, in order, before any succeeds
 
   actors::TrialHost host() {
     actors::TrialHost h;
     h.start = [this](const gcs::SearchRecord&, const gcs::TrialRecord& t) -> Status {
+      if (!refusals.empty()) {
+        Status st = refusals.front();
+        refusals.erase(refusals.begin());
+        return st;
+      }
       gcs::Table<gcs::JobRecord> table(store);
       if (!table.get(t.job.hex()).ok()) {
         gcs::JobRecord j;
@@ -205,6 +211,27 @@ TEST_CASE("search supervisor: max_concurrent trials at a time, the best model co
   std::string text((std::istreambuf_iterator<char>(best)), std::istreambuf_iterator<char>());
   CHECK(text == "model of trial 1");
   CHECK(now.message.find("its model saved to " + s.save) != std::string::npos);
+}
+
+TEST_CASE("search supervisor: a GCS that does not answer delays a trial's start, a refused submission fails it",
+          "[tune]") {
+  gcs::InMemoryStore store;
+  FakeJobs jobs(store);
+  actors::SearchSupervisor sup(store, jobs.host());
+  auto s = make_search(2, 2, "fifo", 3, "");
+  REQUIRE(gcs::put_search(store, s).ok());
+  jobs.refusals = {Status(Code::unavailable, "redis down"), invalid_argument("no such actor type")};
+  sup.tick();  // trial 0: the GCS away -> still WAITING, trial 1 not tried before it
+  auto now = read(store, s.id);
+  CHECK(now.trials[0].state == "WAITING");
+  CHECK(now.trials[1].state == "WAITING");
+  CHECK(jobs.started.empty());
+  sup.tick();  // trial 0 refused for good -> FAILED naming why; trial 1 starts
+  now = read(store, s.id);
+  CHECK(now.trials[0].state == "FAILED");
+  CHECK(now.trials[0].message.find("no such actor type") != std::string::npos);
+  CHECK(now.trials[1].state == "PENDING");
+  CHECK(jobs.started == std::vector<int>{1});
 }
 
 TEST_CASE("search supervisor: min mode, a search with no successful trial fails saying so", "[tune]") {
