@@ -1,7 +1,5 @@
 #include "gcs/job_table.h"
 
-#include <thread>
-
 #include "gcs/events.h"
 #include "gcs/tables.h"
 
@@ -13,31 +11,7 @@ bool job_finished(JobState s) {
 
 Expected<JobRecord> update_job(Store& store, const JobId& id, const std::function<Status(JobRecord&)>& edit,
                                std::chrono::milliseconds timeout) {
-  const char* table = TableName<JobRecord>::value;
-  const std::string key = id.hex();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (int attempt = 0;; ++attempt) {
-    auto bytes = store.get(table, key);
-    if (!bytes.ok()) return bytes.status();
-    if (!bytes->has_value()) return not_found("no job " + key);
-    JobRecord job;
-    Status st = decode(**bytes, &job);
-    if (!st.ok()) return st.with_context("jobs/" + key);
-    TROUPE_RETURN_IF_ERROR(edit(job));
-    job.updated_ms = now_ms();
-    auto swapped = store.compare_and_set(table, key, **bytes, encode(job));
-    if (!swapped.ok()) return swapped.status();
-    if (*swapped) {
-      Status pub = store.publish(table, key);
-      (void)pub;  // watchers also poll; a lost notification only delays them
-      return job;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status(Code::timeout, "updating job " + id.short_hex() + ": other writers kept changing it for " +
-                                       std::to_string(timeout.count()) + " ms");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200 * (1 + attempt % 8)));
-  }
+  return update_record<JobRecord>(store, id.hex(), "job", edit, timeout);
 }
 
 std::function<Status(JobRecord&)> finish_job(JobState state, const std::string& message) {

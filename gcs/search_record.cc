@@ -4,12 +4,12 @@
 #include <map>
 #include <fstream>
 #include <sstream>
-#include <thread>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "gcs/events.h"
+#include "gcs/tables.h"
 
 namespace troupe::gcs {
 namespace {
@@ -52,6 +52,20 @@ TrialRecord trial_from(const Json& j) {
   return t;
 }
 
+Json search_json(const SearchRecord& s) {
+  Json trials = Json::array();
+  for (const TrialRecord& t : s.trials) trials.push_back(trial_json(t));
+  Json j = {{"id", s.id.hex()},       {"name", s.name},         {"state", s.state},
+            {"message", s.message},   {"space", s.space},       {"metric", s.metric},
+            {"mode", s.mode},         {"scheduler", s.scheduler}, {"grace", s.grace},
+            {"eta", s.eta},           {"epochs", s.epochs},     {"max_concurrent", s.max_concurrent},
+            {"seed", s.seed},         {"dir", s.dir},           {"save", s.save},
+            {"stop_requested", s.stop_requested}, {"paused", s.paused}, {"best", s.best}, {"best_value", s.best_value},
+            {"created_ms", s.created_ms}, {"finished_ms", s.finished_ms}, {"updated_ms", s.updated_ms},
+            {"trials", trials}};
+  return j;
+}
+
 }  // namespace
 
 bool search_finished(const std::string& state) {
@@ -75,21 +89,11 @@ int trial_epochs(const SearchRecord& s) {
   return n;
 }
 
-std::string encode_search(const SearchRecord& s) {
-  Json trials = Json::array();
-  for (const TrialRecord& t : s.trials) trials.push_back(trial_json(t));
-  Json j = {{"id", s.id.hex()},       {"name", s.name},         {"state", s.state},
-            {"message", s.message},   {"space", s.space},       {"metric", s.metric},
-            {"mode", s.mode},         {"scheduler", s.scheduler}, {"grace", s.grace},
-            {"eta", s.eta},           {"epochs", s.epochs},     {"max_concurrent", s.max_concurrent},
-            {"seed", s.seed},         {"dir", s.dir},           {"save", s.save},
-            {"stop_requested", s.stop_requested}, {"paused", s.paused}, {"best", s.best}, {"best_value", s.best_value},
-            {"created_ms", s.created_ms}, {"finished_ms", s.finished_ms}, {"updated_ms", s.updated_ms},
-            {"trials", trials}};
-  return j.dump();
-}
+std::string encode(const SearchRecord& s) { return search_json(s).dump(); }
 
-Status decode_search(const std::string& bytes, SearchRecord* out) {
+std::string record_key(const SearchRecord& s) { return s.id.hex(); }
+
+Status decode(const std::string& bytes, SearchRecord* out) {
   try {
     const Json j = Json::parse(bytes);
     SearchRecord s;
@@ -125,59 +129,19 @@ Status decode_search(const std::string& bytes, SearchRecord* out) {
   }
 }
 
-Status put_search(Store& store, const SearchRecord& s) {
-  TROUPE_RETURN_IF_ERROR(store.put(kSearchTable, s.id.hex(), encode_search(s)));
-  return store.publish(kSearchTable, s.id.hex());
-}
+Status put_search(Store& store, const SearchRecord& s) { return Table<SearchRecord>(store).put(s); }
 
 Expected<SearchRecord> get_search(Store& store, const SearchId& id) {
-  auto raw = store.get(kSearchTable, id.hex());
-  if (!raw.ok()) return raw.status();
-  if (!*raw) return not_found("no search " + id.hex());
-  SearchRecord s;
-  Status st = decode_search(**raw, &s);
-  if (!st.ok()) return st.with_context("searches/" + id.hex());
+  auto s = Table<SearchRecord>(store).get(id.hex());
+  if (!s.ok() && s.status().code() == Code::not_found) return not_found("no search " + id.hex());  // as update_search says
   return s;
 }
 
-Expected<std::vector<SearchRecord>> list_searches(Store& store) {
-  auto all = store.get_all(kSearchTable);
-  if (!all.ok()) return all.status();
-  std::vector<SearchRecord> out;
-  for (const auto& [key, bytes] : *all) {
-    SearchRecord s;
-    Status st = decode_search(bytes, &s);
-    if (!st.ok()) return st.with_context(std::string(kSearchTable) + "/" + key);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
+Expected<std::vector<SearchRecord>> list_searches(Store& store) { return Table<SearchRecord>(store).list(); }
 
 Expected<SearchRecord> update_search(Store& store, const SearchId& id, const std::function<Status(SearchRecord&)>& edit,
                                      std::chrono::milliseconds timeout) {
-  const std::string key = id.hex();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (int attempt = 0;; ++attempt) {
-    auto bytes = store.get(kSearchTable, key);
-    if (!bytes.ok()) return bytes.status();
-    if (!bytes->has_value()) return not_found("no search " + key);
-    SearchRecord s;
-    Status st = decode_search(**bytes, &s);
-    if (!st.ok()) return st.with_context("searches/" + key);
-    TROUPE_RETURN_IF_ERROR(edit(s));
-    s.updated_ms = now_ms();
-    auto swapped = store.compare_and_set(kSearchTable, key, **bytes, encode_search(s));
-    if (!swapped.ok()) return swapped.status();
-    if (*swapped) {
-      (void)store.publish(kSearchTable, key);
-      return s;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status(Code::timeout, "updating search " + id.short_hex() + ": other writers kept changing it for " +
-                                       std::to_string(timeout.count()) + " ms");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200 * (1 + attempt % 8)));
-  }
+  return update_record<SearchRecord>(store, id.hex(), "search", edit, timeout);
 }
 
 Expected<SearchId> find_search(Store& store, const std::string& text) {
@@ -203,7 +167,7 @@ Status write_search_file(const SearchRecord& s) {
   if (ec) return unavailable("creating the search directory " + dir.string() + ": " + ec.message());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << nlohmann::json::parse(encode_search(s)).dump(1) << "\n";
+    out << search_json(s).dump(1) << "\n";
     out.flush();
     if (!out) return unavailable("writing " + tmp.string() + ": the disk is full or not writable");
   }
@@ -221,13 +185,13 @@ Expected<SearchRecord> read_search_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   SearchRecord s;
-  Status st = decode_search(text.str(), &s);
+  Status st = decode(text.str(), &s);
   if (!st.ok()) return st.with_context(file.string());
   return s;
 }
 
 nlohmann::json search_summary_json(const SearchRecord& s) {
-  Json j = Json::parse(encode_search(s));
+  Json j = search_json(s);
   const int64_t now = now_ms();
   for (size_t i = 0; i < s.trials.size(); ++i) {
     const TrialRecord& t = s.trials[i];

@@ -22,6 +22,7 @@
 #include "core/ids.h"
 #include "core/status.h"
 #include "gcs/job_epochs.h"
+#include "gcs/records.h"
 #include "gcs/store.h"
 
 namespace troupe::gcs {
@@ -81,13 +82,17 @@ bool trial_metric(const SearchRecord& s, const TrialRecord& t, int epoch, double
 // Epochs trained by all trials together (what the search cost).
 int trial_epochs(const SearchRecord& s);
 
-std::string encode_search(const SearchRecord& s);
-Status decode_search(const std::string& bytes, SearchRecord* out);  // corrupt_data naming the field
+// JSON; decode: corrupt_data naming what does not decode. With record_key and TableName, gcs::Table
+// serves the table (gcs/tables.h): put, get, list and update_record as for every GCS record.
+std::string encode(const SearchRecord& s);
+Status decode(const std::string& bytes, SearchRecord* out);
+std::string record_key(const SearchRecord& s);  // the search id's hex
+template <> struct TableName<SearchRecord> { static constexpr const char* value = kSearchTable; };
 
 Status put_search(Store& store, const SearchRecord& s);
 Expected<SearchRecord> get_search(Store& store, const SearchId& id);
 Expected<std::vector<SearchRecord>> list_searches(Store& store);
-// Compare-and-set loop like update_job: re-reads and re-applies `edit` until its write wins (or
+// update_record of the search (gcs/tables.h): re-reads and re-applies `edit` until its write wins (or
 // `timeout`). An edit's error is returned as is, the record unchanged.
 Expected<SearchRecord> update_search(Store& store, const SearchId& id, const std::function<Status(SearchRecord&)>& edit,
                                      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));

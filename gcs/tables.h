@@ -1,10 +1,15 @@
-// Typed tables over a Store: one template serves every record type of gcs/records.h. Writes also
-// publish "<table>" notifications (message: the key) so watchers learn of changes without polling.
+// Typed tables over a Store: one template serves every record type of gcs/records.h (and any record
+// type with encode/decode/record_key overloads and a TableName, e.g. gcs/search_record.h). Writes
+// also publish "<table>" notifications (message: the key) so watchers learn of changes without polling.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "gcs/events.h"
 #include "gcs/records.h"
 #include "gcs/store.h"
 
@@ -59,5 +64,39 @@ class Table {
  private:
   Store& store_;
 };
+
+// Read-modify-write of the record under `key` of a shared table: reads it, lets `edit` change it and
+// writes it back with compare-and-set (updated_ms = now), re-reading and editing again whenever
+// another writer won in between, until the write wins or `timeout` passes. Returns the record as
+// written. not_found "no <noun> <key>" when absent; the edit's error as is; timeout "updating <noun>
+// <key's first 8>: other writers kept changing it for N ms". Publishes the key on the table's channel.
+template <class Record>
+Expected<Record> update_record(Store& store, const std::string& key, const std::string& noun,
+                               const std::function<Status(Record&)>& edit, std::chrono::milliseconds timeout) {
+  const char* table = TableName<Record>::value;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int attempt = 0;; ++attempt) {
+    auto bytes = store.get(table, key);
+    if (!bytes.ok()) return bytes.status();
+    if (!bytes->has_value()) return not_found("no " + noun + " " + key);
+    Record r;
+    Status st = decode(**bytes, &r);
+    if (!st.ok()) return st.with_context(std::string(table) + "/" + key);
+    TROUPE_RETURN_IF_ERROR(edit(r));
+    r.updated_ms = now_ms();
+    auto swapped = store.compare_and_set(table, key, **bytes, encode(r));
+    if (!swapped.ok()) return swapped.status();
+    if (*swapped) {
+      Status pub = store.publish(table, key);
+      (void)pub;  // watchers also poll; a lost notification only delays them
+      return r;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(Code::timeout, "updating " + noun + " " + key.substr(0, 8) + ": other writers kept changing it for " +
+                                       std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * (1 + attempt % 8)));
+  }
+}
 
 }  // namespace troupe::gcs

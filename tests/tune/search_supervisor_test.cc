@@ -351,10 +351,10 @@ TEST_CASE("search record: round trip, corrupt bytes, prefixes and the disk file"
   s.trials[1].stopped_at = 1;
   s.space = {"lr=choice(0.1,0.2)"};
   gcs::SearchRecord back;
-  REQUIRE(gcs::decode_search(gcs::encode_search(s), &back).ok());
-  CHECK(gcs::encode_search(back) == gcs::encode_search(s));
-  CHECK(gcs::decode_search("{\"id\": 3}", &back).code() == Code::corrupt_data);
-  CHECK(gcs::decode_search("not json", &back).code() == Code::corrupt_data);
+  REQUIRE(gcs::decode(gcs::encode(s), &back).ok());
+  CHECK(gcs::encode(back) == gcs::encode(s));
+  CHECK(gcs::decode("{\"id\": 3}", &back).code() == Code::corrupt_data);
+  CHECK(gcs::decode("not json", &back).code() == Code::corrupt_data);
   REQUIRE(gcs::put_search(store, s).ok());
   auto found = gcs::find_search(store, s.id.hex().substr(0, 6));
   REQUIRE(found.ok());
@@ -369,7 +369,7 @@ TEST_CASE("search record: round trip, corrupt bytes, prefixes and the disk file"
   REQUIRE(gcs::write_search_file(s).ok());
   auto file = gcs::read_search_file(dir.file("search.json"));
   REQUIRE(file.ok());
-  CHECK(gcs::encode_search(*file) == gcs::encode_search(s));
+  CHECK(gcs::encode(*file) == gcs::encode(s));
   std::ofstream(dir.file("search.json")) << "{broken";
   CHECK(gcs::read_search_file(dir.path()).status().code() == Code::corrupt_data);
   CHECK(gcs::read_search_file(dir.file("nothing")).status().code() == Code::not_found);
