@@ -1,7 +1,6 @@
 #include "actors/search_supervisor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <tuple>
@@ -246,18 +245,9 @@ void SearchSupervisor::finish(gcs::SearchRecord& s) {
   }
   int best = -1;
   double best_value = 0;
-  int succeeded = 0;
-  for (const gcs::TrialRecord& t : s.trials) {
-    if (t.state != "SUCCEEDED") continue;
-    ++succeeded;
-    double v = 0;
-    if (!gcs::trial_metric(s, t, 0, &v) || !std::isfinite(v)) continue;  // a diverged trial is no best
-    if (best < 0 || (maximize(s) ? v > best_value : v < best_value)) {
-      best = t.index;
-      best_value = v;
-    }
-  }
-  if (best < 0) {
+  const auto succeeded = std::count_if(s.trials.begin(), s.trials.end(),
+                                       [](const gcs::TrialRecord& t) { return t.state == "SUCCEEDED"; });
+  if (!gcs::best_trial(s, [](const gcs::TrialRecord& t) { return t.state == "SUCCEEDED"; }, &best_value, &best)) {
     s.state = "FAILED";
     s.message = succeeded == 0 ? "no trial succeeded (" + cost + "); troupe tune show " + s.id.short_hex() +
                                      " lists why each ended"

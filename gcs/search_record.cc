@@ -1,5 +1,6 @@
 #include "gcs/search_record.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <fstream>
@@ -215,17 +216,13 @@ nlohmann::json search_summary_json(const SearchRecord& s) {
   return j;
 }
 
-bool best_so_far(const SearchRecord& s, double* value, int* trial, bool* final) {
-  if (final) *final = s.best >= 0;
-  if (s.best >= 0) {
-    *value = s.best_value;
-    *trial = s.best;
-    return true;
-  }
+bool best_trial(const SearchRecord& s, const std::function<bool(const TrialRecord&)>& counts, double* value,
+                int* trial) {
   bool any = false;
   for (const TrialRecord& t : s.trials) {
+    if (counts && !counts(t)) continue;
     double v = 0;
-    if (!trial_metric(s, t, 0, &v)) continue;
+    if (!trial_metric(s, t, 0, &v) || !std::isfinite(v)) continue;  // a diverged trial is never the best
     if (!any || (s.mode == "min" ? v < *value : v > *value)) {
       *value = v;
       *trial = t.index;
@@ -233,6 +230,16 @@ bool best_so_far(const SearchRecord& s, double* value, int* trial, bool* final) 
     }
   }
   return any;
+}
+
+bool best_so_far(const SearchRecord& s, double* value, int* trial, bool* final) {
+  if (final) *final = s.best >= 0;
+  if (s.best >= 0) {
+    *value = s.best_value;
+    *trial = s.best;
+    return true;
+  }
+  return best_trial(s, nullptr, value, trial);
 }
 
 nlohmann::json search_brief_json(const SearchRecord& s) {

@@ -104,9 +104,14 @@ Expected<SearchId> find_search(Store& store, const std::string& text);
 // metric by epoch ("values": [[epoch, value], ...]), wall seconds; and trial_epochs / trial_epochs_budget.
 nlohmann::json search_summary_json(const SearchRecord& s);
 
+// The best finite value of the search's metric at the last epoch of the trials `counts` accepts
+// (all when empty), and that trial; false when none has one. The one rule for "best": the search's
+// result (SUCCEEDED trials) and the best so far shown while it runs.
+bool best_trial(const SearchRecord& s, const std::function<bool(const TrialRecord&)>& counts, double* value,
+                int* trial);
 // The best value of the search's metric among the trials' last epochs and its trial: the search's
-// own choice once it ended with one (best >= 0; *final = true), else the best so far. false before
-// any trial reported the metric.
+// own choice once it ended with one (best >= 0; *final = true), else best_trial over every trial.
+// false before any trial reported the metric.
 bool best_so_far(const SearchRecord& s, double* value, int* trial, bool* final = nullptr);
 // A search in one line of JSON (the dashboard's /api/searches rows, `troupe status --json`): id,
 // name, state, message, scheduler, metric, mode, epochs, trial_count, trials_by_state,
