@@ -141,11 +141,11 @@ Status worker_metrics(gcs::Store& store, const std::vector<gcs::JobRecord>& jobs
 void recovery_metrics(gcs::Store& store, std::string* out) {
   std::vector<std::pair<std::string, gcs::JobRecovery>> last;
   if (auto rows = store.get_all(gcs::kJobRecoveryTable); rows.ok()) {
-    for (const auto& row : *rows) {
-      auto id = JobId::from_hex(row.first);
+    for (const auto& [key, bytes] : *rows) {
+      auto id = JobId::from_hex(key);
       if (!id.ok()) continue;
-      auto r = gcs::job_recovery(store, *id);
-      if (r.ok() && *r) last.emplace_back(row.first, **r);
+      auto r = gcs::decode_job_recovery(bytes, *id);
+      if (r.ok()) last.emplace_back(key, *r);
     }
   }
   Family detect(out, "troupe_job_failure_detection_seconds", "gauge",

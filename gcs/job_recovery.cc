@@ -15,12 +15,9 @@ std::string encode(const JobRecovery& r) {
 
 }  // namespace
 
-Expected<std::optional<JobRecovery>> job_recovery(Store& store, const JobId& job) {
-  auto raw = store.get(kJobRecoveryTable, job.hex());
-  if (!raw.ok()) return raw.status();
-  if (!*raw) return std::optional<JobRecovery>();
+Expected<JobRecovery> decode_job_recovery(const std::string& bytes, const JobId& job) {
   try {
-    const Json j = Json::parse(**raw);
+    const Json j = Json::parse(bytes);
     JobRecovery r;
     r.restarts = j.at("restarts").get<int>();
     r.attempt = j.at("attempt").get<int>();
@@ -28,10 +25,19 @@ Expected<std::optional<JobRecovery>> job_recovery(Store& store, const JobId& job
     r.failed_ms = j.at("failed_ms").get<int64_t>();
     r.detected_ms = j.at("detected_ms").get<int64_t>();
     r.resumed_ms = j.at("resumed_ms").get<int64_t>();
-    return std::optional<JobRecovery>(r);
+    return r;
   } catch (const std::exception& e) {
     return corrupt_data("the recovery record of job " + job.short_hex() + " does not decode: " + e.what());
   }
+}
+
+Expected<std::optional<JobRecovery>> job_recovery(Store& store, const JobId& job) {
+  auto raw = store.get(kJobRecoveryTable, job.hex());
+  if (!raw.ok()) return raw.status();
+  if (!*raw) return std::optional<JobRecovery>();
+  auto r = decode_job_recovery(**raw, job);
+  if (!r.ok()) return r.status();
+  return std::optional<JobRecovery>(*r);
 }
 
 Status note_restart(Store& store, const JobId& job, int attempt, const std::string& cause, int64_t failed_ms,

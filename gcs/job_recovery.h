@@ -32,6 +32,8 @@ Status note_restart(Store& store, const JobId& job, int attempt, const std::stri
                     int64_t detected_ms);
 // Rank 0: attempt `attempt` trained its first step (ignored unless it is the last restart's).
 Status note_resumed_at(Store& store, const JobId& job, int attempt, int64_t resumed_ms);
+// A record's bytes (a row of the table): corrupt_data naming the job when they do not decode.
+Expected<JobRecovery> decode_job_recovery(const std::string& bytes, const JobId& job);
 // nullopt when the job never restarted; corrupt_data naming the job when the record does not decode.
 Expected<std::optional<JobRecovery>> job_recovery(Store& store, const JobId& job);
 
