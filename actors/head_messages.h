@@ -127,14 +127,20 @@ struct StopActorReply {
 };
 
 // `troupe down`: the head asks every node but its own to shut down (actors/messages.h ShutdownNode)
-// and answers which it asked (each "id pid hostname address") and which did not answer ("id
-// address: why"); the nodes' processes then exit and the head records them DEAD.
+// and answers, node by node, whether it agreed or why not, with its pid; the nodes' processes then
+// exit and the head records them DEAD.
 struct ShutdownNodes {
   std::string reason;
 };
+struct NodeShutdown {
+  std::string node_id;   // hex
+  std::string hostname;  // as it registered ("" when its record could not be read)
+  std::string address;   // its node manager's host:port ("" likewise)
+  int32_t pid = 0;       // its process (as it answered, else as its record says; 0: unknown)
+  std::string error;     // why it did not answer ("" when it agreed)
+};
 struct ShutdownNodesReply {
-  std::vector<std::string> asked;
-  std::vector<std::string> failed;
+  std::vector<NodeShutdown> nodes;
 };
 
 // The head's failure detector declared a node DEAD (heartbeats stopped): the job supervisor treats
@@ -157,8 +163,12 @@ typename Inspector::result_type inspect(Inspector& f, ShutdownNodes& x) {
   return f(caf::meta::type_name("troupe.shutdown_nodes"), x.reason);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeShutdown& x) {
+  return f(caf::meta::type_name("troupe.node_shutdown"), x.node_id, x.hostname, x.address, x.pid, x.error);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShutdownNodesReply& x) {
-  return f(caf::meta::type_name("troupe.shutdown_nodes_reply"), x.asked, x.failed);
+  return f(caf::meta::type_name("troupe.shutdown_nodes_reply"), x.nodes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GcsDataLost& x) {

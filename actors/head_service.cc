@@ -578,21 +578,27 @@ class HeadService : public caf::event_based_actor {
   ShutdownNodesReply shutdown_nodes(const std::string& reason) {
     ShutdownNodesReply reply;
     gcs::Table<gcs::NodeRecord> nodes(*o_.store);
+    size_t failed = 0;
     for (const auto& [node, nm] : managers_) {
       if (node == o_.head_node) continue;
-      auto rec = nodes.get(node.hex());
-      const std::string address = rec.ok() ? rec->address : std::string("?");
+      NodeShutdown n;
+      n.node_id = node.hex();
+      if (auto rec = nodes.get(node.hex()); rec.ok()) {
+        n.hostname = rec->hostname;
+        n.address = rec->address;
+        n.pid = rec->pid;  // what `down` kills over ssh when the node does not answer here
+      }
       auto done = request_blocking<ShutdownNodeReply>(system(), nm, std::chrono::seconds(3), ShutdownNode{reason},
                                                       "asking node " + node.short_hex() + " to shut down");
       if (done.ok()) {
-        reply.asked.push_back(node.hex() + " " + std::to_string(done->pid) + " " +
-                              (rec.ok() && !rec->hostname.empty() ? rec->hostname : "?") + " " + address);
+        n.pid = done->pid;
       } else {
-        reply.failed.push_back(node.hex() + " " + address + ": " + done.status().message());
+        n.error = done.status().message();
+        ++failed;
       }
+      reply.nodes.push_back(std::move(n));
     }
-    spdlog::info("head: asked {} node(s) to shut down ({}); {} did not answer", reply.asked.size(), reason,
-                 reply.failed.size());
+    spdlog::info("head: asked {} node(s) to shut down ({}); {} did not answer", reply.nodes.size(), reason, failed);
     return reply;
   }
 

@@ -21,6 +21,7 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<ShutdownNode>("troupe.shutdown_node")
       .add_message_type<ShutdownNodeReply>("troupe.shutdown_node_reply")
       .add_message_type<ShutdownNodes>("troupe.shutdown_nodes")
+      .add_message_type<NodeShutdown>("troupe.node_shutdown")
       .add_message_type<ShutdownNodesReply>("troupe.shutdown_nodes_reply")
       .add_message_type<TailLogRequest>("troupe.tail_log_request")
       .add_message_type<TailLogReply>("troupe.tail_log_reply")

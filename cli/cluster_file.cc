@@ -346,9 +346,6 @@ std::vector<std::string> ssh_join_command(const ClusterSpec& spec, const NodeLau
                                           const std::string& head_address, const std::string& token) {
   assert(node.host && "ssh_join_command needs a node with a host (provider: ssh)");
   const std::string host = node.host.value_or("");
-  std::vector<std::string> argv = spec.ssh.command;
-  if (!spec.ssh.identity_file.empty()) argv.insert(argv.end(), {"-i", spec.ssh.identity_file});
-  argv.push_back(spec.ssh.user.empty() ? host : spec.ssh.user + "@" + host);
 
   // The remote command: ssh joins its words with spaces for the remote shell, so send one string of
   // single-quoted words. A leading ~/ of the binary's path stays expandable there.
@@ -359,6 +356,13 @@ std::vector<std::string> ssh_join_command(const ClusterSpec& spec, const NodeLau
   const std::string& bin = spec.ssh.troupe;
   std::string remote = bin.rfind("~/", 0) == 0 ? "\"$HOME\"/" + shell_quote(bin.substr(2)) : shell_quote(bin);
   for (const auto& w : words) remote += " " + shell_quote(w);
+  return ssh_command(spec, host, remote);
+}
+
+std::vector<std::string> ssh_command(const ClusterSpec& spec, const std::string& host, const std::string& remote) {
+  std::vector<std::string> argv = spec.ssh.command;
+  if (!spec.ssh.identity_file.empty()) argv.insert(argv.end(), {"-i", spec.ssh.identity_file});
+  argv.push_back(spec.ssh.user.empty() ? host : spec.ssh.user + "@" + host);
   argv.push_back(remote);
   return argv;
 }

@@ -92,6 +92,10 @@ struct NodeLaunch {
 // (ssh) in order. The head is not in it.
 std::vector<NodeLaunch> launch_plan(const ClusterSpec& spec);
 
+// The argv that runs `remote` (one shell command line) on `host` as the cluster file's ssh section
+// says: <ssh.command...> [-i IDENTITY] [USER@]HOST REMOTE.
+std::vector<std::string> ssh_command(const ClusterSpec& spec, const std::string& host, const std::string& remote);
+
 // The argv that joins `node` (which must have a host) to the head at `head_address` over ssh:
 //   <ssh.command...> [-i IDENTITY] [USER@]HOST '<troupe>' 'up' '--address' 'HEAD' '--token' 'T'
 //                    ['--cpus' 'X'] ['--gpus' 'N'] '--bind' 'HOST'

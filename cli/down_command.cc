@@ -13,7 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <sstream>
+#include <set>
 #include <thread>
 
 #include <unistd.h>
@@ -94,29 +94,11 @@ void end_unfinished_jobs(const ClusterInfo& info, bool head_alive) {
   }
 }
 
-// A node the head was asked to stop: "id pid hostname address" as ShutdownNodesReply::asked has it.
-struct RemoteNode {
-  std::string id, hostname, address;
-  long pid = 0;
-  std::string why;  // why it is not known to be stopped
-};
-
-RemoteNode parse_asked(const std::string& line) {
-  RemoteNode n;
-  std::istringstream in(line);
-  in >> n.id >> n.pid >> n.hostname >> n.address;
-  return n;
-}
-
-// Over ssh, as the cluster file says: `kill PID` on the node's host. ok when ssh ran it (exit 0).
-Status kill_over_ssh(const ClusterSpec& spec, const RemoteNode& n, const Session& session) {
+// Over ssh, as the cluster file says: `kill -KILL PID` on the node's host. ok when ssh ran it (exit 0).
+Status kill_over_ssh(const ClusterSpec& spec, const actors::NodeShutdown& n, const Session& session) {
   const std::string host = n.address.substr(0, n.address.rfind(':'));
-  std::vector<std::string> argv = spec.ssh.command;
-  if (!spec.ssh.identity_file.empty()) argv.insert(argv.end(), {"-i", spec.ssh.identity_file});
-  argv.push_back(spec.ssh.user.empty() ? host : spec.ssh.user + "@" + host);
-  argv.push_back("kill " + std::to_string(n.pid));
   SpawnOptions o;
-  o.argv = argv;
+  o.argv = ssh_command(spec, host, "kill -KILL " + std::to_string(n.pid));  // it did not answer, or did not go
   o.log_file = session.log_file("ssh-down-" + host);
   auto pid = spawn_process(o);
   if (!pid.ok()) return pid.status();
@@ -125,7 +107,7 @@ Status kill_over_ssh(const ClusterSpec& spec, const RemoteNode& n, const Session
     (void)stop_process(*pid, std::chrono::milliseconds(500));
     return code.status();
   }
-  if (*code != 0) return unavailable("ssh " + host + " kill " + std::to_string(n.pid) + " exited " + std::to_string(*code));
+  if (*code != 0) return unavailable("ssh " + host + " kill -KILL " + std::to_string(n.pid) + " exited " + std::to_string(*code));
   return {};
 }
 
@@ -142,18 +124,16 @@ int stop_nodes_through_head(const Session& session, const ClusterInfo& info, con
   char name[256] = {0};
   ::gethostname(name, sizeof name - 1);
   const std::string this_host = name;
-  std::map<long, bool> local_pids;
-  for (const SessionProcess& p : local) local_pids[static_cast<long>(p.pid)] = true;
-  std::vector<RemoteNode> waiting;
-  for (const std::string& line : reply->asked) waiting.push_back(parse_asked(line));
-  std::vector<RemoteNode> unstopped;
-  for (const std::string& line : reply->failed) {
-    RemoteNode n;
-    std::istringstream in(line);
-    in >> n.id >> n.address;
-    if (!n.address.empty() && n.address.back() == ':') n.address.pop_back();
-    n.why = "the head could not reach it: " + line.substr(line.find(": ") == std::string::npos ? 0 : line.find(": ") + 2);
-    unstopped.push_back(n);
+  std::set<int> local_pids;
+  for (const SessionProcess& p : local) local_pids.insert(static_cast<int>(p.pid));
+  std::vector<actors::NodeShutdown> waiting, unstopped;  // unstopped: `error` says why
+  for (const actors::NodeShutdown& n : reply->nodes) {
+    if (!n.error.empty()) {
+      unstopped.push_back(n);
+      unstopped.back().error = "the head could not reach it: " + n.error;
+    } else {
+      waiting.push_back(n);
+    }
   }
   // Gone once the head records them DEAD (their processes exited and their connections dropped).
   auto store = connect_gcs(info);
@@ -163,11 +143,11 @@ int stop_nodes_through_head(const Session& session, const ClusterInfo& info, con
     std::map<std::string, gcs::NodeState> state;
     if (nodes.ok())
       for (const gcs::NodeRecord& r : *nodes) state[r.id.hex()] = r.state;
-    std::vector<RemoteNode> still;
-    for (const RemoteNode& n : waiting) {
-      if (state.count(n.id) && state[n.id] == gcs::NodeState::dead) {
+    std::vector<actors::NodeShutdown> still;
+    for (const actors::NodeShutdown& n : waiting) {
+      if (state.count(n.node_id) && state[n.node_id] == gcs::NodeState::dead) {
         if (!local_pids.count(n.pid) || n.hostname != this_host)
-          std::printf("stopped node %s on %s (pid %ld) through the head\n", n.id.substr(0, 8).c_str(),
+          std::printf("stopped node %s on %s (pid %d) through the head\n", n.node_id.substr(0, 8).c_str(),
                       n.hostname.c_str(), n.pid);
       } else {
         still.push_back(n);
@@ -177,8 +157,8 @@ int stop_nodes_through_head(const Session& session, const ClusterInfo& info, con
     if (waiting.empty() || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  for (RemoteNode& n : waiting) {
-    n.why = "asked to shut down, but still not gone after 10 s";
+  for (actors::NodeShutdown& n : waiting) {
+    n.error = "asked to shut down, but still not gone after 10 s";
     unstopped.push_back(n);
   }
   if (unstopped.empty()) return 0;
@@ -189,20 +169,21 @@ int stop_nodes_through_head(const Session& session, const ClusterInfo& info, con
     if (loaded.ok() && loaded->provider == "ssh") spec = *loaded;
   }
   int failed = 0;
-  for (const RemoteNode& n : unstopped) {
-    if (spec && n.pid > 0) {
+  for (const actors::NodeShutdown& n : unstopped) {
+    const std::string id = n.node_id.substr(0, 8);
+    if (spec && n.pid > 0 && !n.address.empty()) {
       Status st = kill_over_ssh(*spec, n, session);
       if (st.ok()) {
-        std::printf("stopped node %s on %s (pid %ld) over ssh (%s)\n", n.id.substr(0, 8).c_str(), n.address.c_str(),
-                    n.pid, n.why.c_str());
+        std::printf("stopped node %s on %s (pid %d) over ssh (%s)\n", id.c_str(), n.address.c_str(), n.pid,
+                    n.error.c_str());
         continue;
       }
-      std::fprintf(stderr, "troupe down: node %s at %s: %s; over ssh: %s\n", n.id.substr(0, 8).c_str(),
-                   n.address.c_str(), n.why.c_str(), st.to_string().c_str());
+      std::fprintf(stderr, "troupe down: node %s at %s: %s; over ssh: %s\n", id.c_str(), n.address.c_str(),
+                   n.error.c_str(), st.to_string().c_str());
     } else {
-      std::fprintf(stderr, "troupe down: node %s at %s (host %s, pid %ld) was not stopped: %s; stop it there (kill %ld)\n",
-                   n.id.substr(0, 8).c_str(), n.address.c_str(), n.hostname.empty() ? "?" : n.hostname.c_str(), n.pid,
-                   n.why.c_str(), n.pid);
+      std::fprintf(stderr, "troupe down: node %s at %s (host %s, pid %d) was not stopped: %s; stop it there (kill %d)\n",
+                   id.c_str(), n.address.empty() ? "?" : n.address.c_str(), n.hostname.empty() ? "?" : n.hostname.c_str(),
+                   n.pid, n.error.c_str(), n.pid);
     }
     ++failed;
   }

@@ -103,5 +103,29 @@ TEST_CASE("ssh provider: a real sshd joins the remote node, a job trains there, 
   CHECK(down.out.find("through the head") != std::string::npos);
   // Gone when `down` returns (not 15 s later when it would have given up on the head).
   CHECK(poll_until([&] { return process_gone(remote_pid); }, std::chrono::seconds(2)));
+
+  // A remote node that does not answer the head (frozen): `down` stops it over ssh, as the cluster
+  // file says, naming it.
+  auto again = c.troupe("up " + file, 120);
+  INFO(again.both());
+  REQUIRE(again.exit_code == 0);
+  pid_t frozen = 0;
+  std::string frozen_id;
+  const Json second = c.status();
+  INFO(second.dump(1));
+  for (const Json& n : second.at("nodes")) {
+    if (n.value("is_head", false) || n.at("state") == "DEAD") continue;  // (SUSPECT: a late heartbeat)
+    frozen = n.at("pid").get<pid_t>();
+    frozen_id = n.at("id").get<std::string>();
+  }
+  REQUIRE(frozen > 0);
+  c.track(frozen);
+  REQUIRE(::kill(frozen, SIGSTOP) == 0);
+  auto down2 = c.troupe("down", 90);
+  INFO(down2.both());
+  CHECK(down2.exit_code == 0);
+  CHECK(down2.out.find("stopped node " + frozen_id.substr(0, 8) + " at ") == std::string::npos);
+  CHECK(down2.out.find("over ssh (the head could not reach it") != std::string::npos);
+  CHECK(poll_until([&] { return process_gone(frozen); }, std::chrono::seconds(5)));
   ::kill(*sshd, SIGTERM);
 }
