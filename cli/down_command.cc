@@ -3,7 +3,8 @@
 // by hand) too — and waits until the head sees them gone, then stops every process this session
 // started (nodes, then the head, then the embedded redis-server) and clears the session files; logs
 // stay for `troupe logs`. A node the head cannot stop is stopped over ssh when the cluster file that
-// started it says how (provider ssh), else named with its host and pid; `down` then fails (exit 1)
+// started it says how (provider ssh), through Slurm (scancel of its step) when `up --slurm` started
+// it, else named with its host and pid; `down` then fails (exit 1)
 // after stopping everything else. Safe to run twice.
 //
 // Jobs are ended first so that a cluster brought up again on the same GCS does not take them over
@@ -22,6 +23,7 @@
 #include "cli/cluster_file.h"
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "cli/slurm_allocation.h"
 #include "core/process.h"
 #include "gcs/job_table.h"
 #include "gcs/search_record.h"
@@ -111,6 +113,18 @@ Status kill_over_ssh(const ClusterSpec& spec, const actors::NodeShutdown& n, con
   return {};
 }
 
+// `up --slurm`: SIGKILL through Slurm to every troupe node step of the allocation still running
+// (those whose node exited have ended). Returns how many steps were signalled.
+Expected<int> kill_slurm_node_steps(const std::string& job_id) {
+  auto steps = troupe_node_steps(job_id);
+  if (!steps.ok()) return steps.status();
+  for (const std::string& step : *steps) {
+    auto out = run_for_output({"scancel", "--signal=KILL", step}, std::chrono::seconds(20));
+    if (!out.ok()) return out.status();
+  }
+  return static_cast<int>(steps->size());
+}
+
 // Every node of the cluster shut down through the head (local ones included: they exit by
 // themselves, and the pid loop below finds them gone); those on other hosts reported one by one.
 // Returns how many could not be stopped (each named on stderr).
@@ -162,6 +176,18 @@ int stop_nodes_through_head(const Session& session, const ClusterInfo& info, con
     unstopped.push_back(n);
   }
   if (unstopped.empty()) return 0;
+  if (!info.slurm_job.empty()) {
+    auto killed = kill_slurm_node_steps(info.slurm_job);
+    if (killed.ok()) {
+      for (const actors::NodeShutdown& n : unstopped)
+        std::printf("stopped node %s at %s (pid %d) through Slurm: scancel --signal=KILL of job %s's troupe node "
+                    "steps (%s)\n", n.node_id.substr(0, 8).c_str(), n.address.c_str(), n.pid, info.slurm_job.c_str(),
+                    n.error.c_str());
+      return 0;
+    }
+    std::fprintf(stderr, "troupe down: stopping job %s's node steps through Slurm: %s\n", info.slurm_job.c_str(),
+                 killed.status().to_string().c_str());
+  }
   // The cluster file that started them may say how to reach their hosts.
   std::optional<ClusterSpec> spec;
   if (!info.cluster_file.empty()) {

@@ -40,7 +40,8 @@ Status Session::write_cluster(const ClusterInfo& c) const {
   nlohmann::json j{{"redis_host", c.redis_host}, {"redis_port", c.redis_port},
                    {"redis_password", c.redis_password}, {"embedded_redis", c.embedded_redis},
                    {"head_address", c.head_address}, {"token", c.token}, {"version", c.version},
-                   {"started_ms", c.started_ms}, {"cluster_file", c.cluster_file}};
+                   {"started_ms", c.started_ms}, {"cluster_file", c.cluster_file},
+                   {"slurm_job", c.slurm_job}};
   const std::string tmp = cluster_file() + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);
@@ -71,6 +72,7 @@ Expected<ClusterInfo> Session::read_cluster() const {
     c.version = j.at("version").get<std::string>();
     c.started_ms = j.at("started_ms").get<int64_t>();
     c.cluster_file = j.value("cluster_file", std::string());
+    c.slurm_job = j.value("slurm_job", std::string());
     return c;
   } catch (const nlohmann::json::exception& e) {
     return corrupt_data(cluster_file() + " is not a valid session file (" + e.what() +

@@ -30,6 +30,8 @@ struct ClusterInfo {
   int64_t started_ms = 0;
   std::string cluster_file;     // the CLUSTER.yaml `up` started (an ssh provider's nodes: how `down`
                                 // reaches one the head cannot), absolute; empty: flags
+  std::string slurm_job;        // `up --slurm`: the allocation whose steps run the nodes (how `down`
+                                // stops one the head cannot); empty: not under Slurm
 };
 
 struct SessionProcess {

@@ -1,6 +1,8 @@
 // `troupe up`: brings a cluster up here — the embedded redis-server (unless --redis), the head and
 // --nodes local node processes, all in the background — and returns once every one is ALIVE in the
-// GCS. With --address and --token it instead joins this machine to a head elsewhere as a node.
+// GCS. With --address and --token it instead joins this machine to a head elsewhere as a node. With
+// --slurm it runs inside a Slurm allocation: the head here on the allocation's first node, a node
+// process on every other node as a step of the allocation (srun), each offering its allocated CPUs.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include "cli/cluster_commands.h"
 #include "cli/cluster_file.h"
 #include "cli/commands.h"
+#include "cli/slurm_allocation.h"
 #include "core/process.h"
 #include "core/version.h"
 #include "gcs/events.h"
@@ -31,11 +34,13 @@ struct UpFlags {
   std::string redis;             // host:port of an existing server
   std::string redis_password;
   std::string bind = "127.0.0.1";
+  bool bind_given = false;
   int port = 0;                  // head service port
   std::string address, token;    // join mode
   double timeout_s = 30;
   std::string cluster_file;      // CLUSTER.yaml
   bool restart_head = false;     // start this session's head again (it died); the rest stays
+  bool slurm = false;            // inside a Slurm allocation: one node per allocated node
 };
 
 std::string tail_of(const std::string& path, int lines) {
@@ -193,6 +198,45 @@ int restart_head(const UpFlags& f) {
                                                       s.log_file("head")));
 }
 
+
+// `--slurm`: the allocation's nodes, this process on the first (where the head runs). The head binds
+// to the first node's address and offers its allocated CPUs unless --bind / --cpus say otherwise.
+Expected<SlurmAllocation> slurm_setup(UpFlags* f) {
+  auto a = read_slurm_allocation();
+  if (!a.ok()) return a.status();
+  const SlurmNode& first = a->nodes.front();
+  if (a->this_node != first.name) {
+    const std::string here = a->this_node.empty() ? "outside the allocation's steps (SLURMD_NODENAME is not set)"
+                                                  : "on node " + a->this_node;
+    return invalid_argument("--slurm: the head runs on the allocation's first node, " + first.name +
+                            ", but this process runs " + here + "; run `troupe up --slurm` in the batch script, or "
+                            "from salloc through `srun --overlap -N1 -n1 -w " + first.name + " --pty bash`");
+  }
+  if (!f->bind_given) f->bind = first.address;
+  if (f->cpus > 0) {
+    for (SlurmNode& n : a->nodes) n.cpus = f->cpus;  // --cpus: what every node offers
+  }
+  f->cpus = first.cpus;
+  return a;
+}
+
+// Starts the node process of every allocated node but the first (the head's) as a step of the
+// allocation; the session keeps each srun's pid as role node-<NodeName>.
+Status start_slurm_nodes(const Session& s, const SlurmAllocation& a, const ClusterInfo& info, int gpus) {
+  for (size_t i = 1; i < a.nodes.size(); ++i) {
+    const std::string role = "node-" + a.nodes[i].name;
+    SpawnOptions o;
+    o.argv = srun_node_command(a, a.nodes[i], self_executable(), info.head_address);
+    if (gpus >= 0) o.argv.insert(o.argv.end(), {"--gpus", std::to_string(gpus)});
+    o.log_file = s.log_file(role);
+    o.env = {"TROUPE_TOKEN=" + info.token};
+    auto pid = spawn_process(o);
+    if (!pid.ok()) return pid.status().with_context("--slurm: starting the node on " + a.nodes[i].name + " with srun");
+    TROUPE_RETURN_IF_ERROR(write_pid_file(s.pid_file(role), *pid));
+  }
+  return {};
+}
+
 }  // namespace
 
 int up_cluster(const UpFlags& f, GlobalOptions& global, const ClusterSpec* spec);
@@ -207,7 +251,7 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::Range(0, 64));
   cmd->add_option("--redis", f->redis, "Use this redis-server (host:port) instead of starting one");
   cmd->add_option("--redis-password", f->redis_password, "Password of the --redis server");
-  cmd->add_option("--bind", f->bind, "Address the head and nodes listen on")->capture_default_str();
+  auto* bind = cmd->add_option("--bind", f->bind, "Address the head and nodes listen on")->capture_default_str();
   cmd->add_option("--port", f->port, "Port of the head (0: pick a free one)")->check(CLI::Range(0, 65535));
   cmd->add_option("--address", f->address, "Join the head at host:port as a node instead");
   cmd->add_option("--token", f->token, "The cluster's join token (with --address)");
@@ -217,8 +261,19 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--restart-head", f->restart_head,
                 "Start this session's head again after it died (same address and token); nodes re-register and "
                 "running jobs are supervised again");
-  return [f, &global]() -> int {
+  cmd->add_flag("--slurm", f->slurm,
+                "Inside a Slurm allocation (sbatch, or salloc + srun): the head here on its first node, a node "
+                "process on every other node as a step (srun), resources from the allocation");
+  return [f, &global, bind]() -> int {
+    f->bind_given = bind->count() > 0;
     if (f->restart_head) return restart_head(*f);
+    if (f->slurm) {
+      if (!f->address.empty() || !f->cluster_file.empty() || f->nodes) {
+        return report_error("up", invalid_argument("--slurm takes its nodes from the allocation; drop --address, "
+                                                   "--nodes and the cluster file"));
+      }
+      return up_cluster(*f, global, nullptr);
+    }
     if (!f->address.empty()) {
       if (f->token.empty()) return report_error("up", invalid_argument("--address needs --token (printed by `troupe up` on the head)"));
       return join(*f, global);
@@ -279,8 +334,15 @@ Status join_over_ssh(const Session& s, const ClusterSpec& spec, const std::vecto
   return {};
 }
 
-int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
+int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
   const auto start = Clock::now();
+  UpFlags f = flags;
+  std::optional<SlurmAllocation> slurm;
+  if (f.slurm) {
+    auto a = slurm_setup(&f);
+    if (!a.ok()) return report_error("up", a.status());
+    slurm = std::move(*a);
+  }
   const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   Session s = Session::current();
   if (auto existing = s.read_cluster(); existing.ok()) {
@@ -302,6 +364,7 @@ int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
   info.token = random_token();
   info.started_ms = gcs::now_ms();
   if (spec) info.cluster_file = std::filesystem::absolute(f.cluster_file).string();
+  if (slurm) info.slurm_job = slurm->job_id;
   if (!f.redis.empty()) {
     auto colon = f.redis.rfind(':');
     if (colon == std::string::npos) return report_error("up", invalid_argument("--redis '" + f.redis + "' is not host:port"));
@@ -341,6 +404,8 @@ int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
   std::vector<NodeLaunch> plan;
   if (spec) {
     plan = launch_plan(*spec);
+  } else if (slurm) {
+    for (size_t i = 1; i < slurm->nodes.size(); ++i) plan.push_back({"node", slurm->nodes[i].name, slurm->nodes[i].cpus, flag_gpus});
   } else {
     for (int i = 0; i < f.nodes; ++i) plan.push_back({"node", std::nullopt, flag_cpus, flag_gpus});
   }
@@ -352,6 +417,8 @@ int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
   Status st = head.ok() ? wait_alive(**store, 1, s, deadline) : head.status();
   if (st.ok() && spec && spec->provider == "ssh") {
     st = join_over_ssh(s, *spec, plan, info, deadline);
+  } else if (st.ok() && slurm) {
+    st = start_slurm_nodes(s, *slurm, info, f.gpus);
   } else {
     for (size_t i = 0; st.ok() && i < plan.size(); ++i) {
       std::vector<std::string> args{"node", "--address", info.head_address, "--bind", f.bind};
@@ -365,8 +432,9 @@ int up_cluster(const UpFlags& f, GlobalOptions&, const ClusterSpec* spec) {
     return report_error("up", st);
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("troupe cluster%s up in %.2f s: head + %zu node%s ALIVE\n",
-              spec ? (" '" + spec->name + "'").c_str() : "", secs, plan.size(), plan.size() == 1 ? "" : "s");
+  const std::string label = spec ? " '" + spec->name + "'" : slurm ? " (Slurm job " + slurm->job_id + ")" : "";
+  std::printf("troupe cluster%s up in %.2f s: head + %zu node%s ALIVE\n", label.c_str(), secs, plan.size(),
+              plan.size() == 1 ? "" : "s");
   std::printf("  head:       %s (pid %d)\n", info.head_address.c_str(), static_cast<int>(*head));
   std::printf("  GCS:        redis %s:%d%s\n", info.redis_host.c_str(), info.redis_port,
               info.embedded_redis ? (" (embedded, data in " + s.redis_dir() + ")").c_str() : "");
