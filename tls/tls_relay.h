@@ -1,0 +1,28 @@
+// TLS under a connected socket, for code written against plain sockets (the collectives' TCP mesh,
+// the parameter servers' wire, hiredis): wrap() performs the handshake on the TCP socket — both
+// ends authenticated by the cluster's CA (tls_context.h) — and returns the local end of a socket
+// pair whose bytes are the connection's plaintext. A relay thread per connection moves bytes
+// between the pair and the TLS stream until either side closes: closing the returned socket
+// closes the connection (close_notify, then the TCP socket); the peer closing or the connection
+// failing closes the returned socket (its reader sees end-of-stream), so dead-peer detection
+// works unchanged. Socket options of the TCP socket (keepalive, user timeout) keep working on it.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "core/status.h"
+#include "tls/tls_context.h"
+
+namespace troupe::tls {
+
+enum class Role { client, server };
+
+// `fd`: a connected TCP socket (blocking or not), owned by the relay from now on, also on failure
+// (closed). Returns an AF_UNIX stream socket with `fd`'s O_NONBLOCK flag. Errors name `peer` and
+// what the handshake said: a certificate not signed by the cluster's CA (ours refused by the peer,
+// or the peer's refused here), a peer speaking plain TCP, the deadline.
+Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
+                   const std::string& peer);
+
+}  // namespace troupe::tls
