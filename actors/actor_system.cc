@@ -10,6 +10,7 @@
 #include "caf/actor_system_config.hpp"
 #include "caf/atom.hpp"
 #include "caf/io/middleman.hpp"
+#include "actors/tls_middleman.h"
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
@@ -50,12 +51,19 @@ struct ActorSystem::Impl {
   std::unique_ptr<caf::actor_system> sys;
   std::mutex mu;
   std::vector<caf::actor> tracked;
+  caf::io::middleman_actor tls_middleman;  // set with TLS: publishes and connects (actors/tls_middleman.h)
 };
 
 Expected<std::unique_ptr<ActorSystem>> ActorSystem::start(const ActorSystemOptions& options) {
   TROUPE_RETURN_IF_ERROR(options.validate());
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (!options.tls.enabled()) {
+    // The cluster's processes hand their TLS files down in the environment (tls/tls_files.h).
+    auto env = tls::files_from_env();
+    if (!env.ok()) return env.status();
+    impl->options.tls = *env;
+  }
   auto& cfg = impl->cfg;
   cfg.set("scheduler.policy", options.scheduler_policy == "sharing" ? caf::atom("sharing")
                                                                      : caf::atom("stealing"));
@@ -76,6 +84,13 @@ Expected<std::unique_ptr<ActorSystem>> ActorSystem::start(const ActorSystemOptio
   } catch (const std::exception& e) {
     return internal_error(std::string("actor system: CAF failed to start: ") + e.what());
   }
+  if (impl->options.tls.enabled()) {
+    // Every connection of this system (publish and connect alike) under TLS: both ends present a
+    // certificate and accept only one of the cluster's CA.
+    auto context = tls::TlsContext::load(impl->options.tls);
+    if (!context.ok()) return context.status().with_context("actor system");
+    impl->tls_middleman = spawn_tls_middleman(*impl->sys, *context);
+  }
   return std::unique_ptr<ActorSystem>(new ActorSystem(std::move(impl)));
 }
 
@@ -89,6 +104,9 @@ ActorSystem::~ActorSystem() {
   }
   for (auto& a : tracked) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   tracked.clear();
+  // A detached actor of ours: the system waits for it (CAF stops only its own middleman actor).
+  if (impl_->tls_middleman) caf::anon_send_exit(impl_->tls_middleman, caf::exit_reason::user_shutdown);
+  impl_->tls_middleman = nullptr;
   impl_->sys.reset();  // waits for the system's actors, then stops the middleman and scheduler
 }
 
@@ -110,7 +128,15 @@ Expected<uint16_t> ActorSystem::publish(const caf::actor& whom, uint16_t port) {
   if (!whom) return invalid_argument("cannot publish an invalid actor handle on " + where);
   // SO_REUSEADDR: a process restarted on its fixed port (a head) binds it while connections of its
   // predecessor linger in TIME_WAIT; a port another process listens on is still refused.
-  auto bound = impl_->sys->middleman().publish(whom, port, addr.c_str(), /*reuse=*/true);
+  caf::expected<uint16_t> bound{caf::make_error(caf::sec::request_timeout)};
+  if (impl_->tls_middleman) {
+    caf::scoped_actor self{*impl_->sys};
+    self->request(impl_->tls_middleman, std::chrono::seconds(30), caf::publish_atom::value, port,
+                  caf::actor_cast<caf::strong_actor_ptr>(whom), impl_->sys->message_types(whom), addr, true)
+        .receive([&](uint16_t p) { bound = p; }, [&](caf::error& e) { bound = std::move(e); });
+  } else {
+    bound = impl_->sys->middleman().publish(whom, port, addr.c_str(), /*reuse=*/true);
+  }
   if (!bound) {
     return io_error("cannot publish actor on " + where + ": " + describe(*impl_->sys, bound.error()) +
                     " — is the port in use or the address not local to this host?");
@@ -132,7 +158,8 @@ Expected<caf::actor> ActorSystem::connect(const std::string& host, uint16_t port
   // the request times out on our side even if the connect itself is still pending.
   Expected<caf::actor> result = internal_error(prefix + ": no answer from the middleman");
   caf::scoped_actor self{sys};
-  self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+  const caf::io::middleman_actor& connector = impl_->tls_middleman ? impl_->tls_middleman : sys.middleman().actor_handle();
+  self->request(connector, timeout, caf::connect_atom::value, host, port)
       .receive(
           [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
             if (!ptr) {
@@ -147,6 +174,8 @@ Expected<caf::actor> ActorSystem::connect(const std::string& host, uint16_t port
             if (err == caf::sec::request_timeout) {
               result = Status(Code::timeout, prefix + ": no answer — is the node running and is " +
                                                  where + " its actor system's address?");
+            } else if (err == caf::sec::cannot_connect_to_node && !err.context().empty()) {
+              result = unavailable(prefix + ": " + describe(sys, err));  // the TLS handshake's own words
             } else if (err == caf::sec::cannot_connect_to_node) {
               result = unavailable(prefix + ": connection refused or host unreachable — is the "
                                             "node running?");

@@ -28,6 +28,7 @@
 
 #include "caf/fwd.hpp"
 #include "core/status.h"
+#include "tls/tls_files.h"
 
 namespace troupe::actors {
 
@@ -45,6 +46,10 @@ struct ActorSystemOptions {
   uint16_t port = 0;
   // Default deadline of connect().
   std::chrono::milliseconds connect_timeout{2000};
+  // The cluster's TLS files (empty: those of the environment, TROUPE_TLS_*, if any): when set, every
+  // connection (publish and connect) is TLS through CAF's OpenSSL module, both ends presenting a
+  // certificate of the cluster's CA.
+  tls::TlsFiles tls;
 
   // invalid_argument naming the field when a value is out of range.
   Status validate() const;

@@ -15,6 +15,7 @@
 #include "core/version.h"
 #include "gcs/events.h"
 #include "gcs/redis_store.h"
+#include "tls/tls_relay.h"
 
 namespace troupe::actors {
 namespace {
@@ -65,6 +66,14 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
 
   // The head may still be starting: retry a refused connection until the join deadline.
   const auto join_deadline = std::chrono::steady_clock::now() + o.join_timeout;
+  if (auto tls = tls::process_tls(); !tls.ok()) {
+    return tls.status().with_context("this node's TLS files");
+  } else if (*tls) {
+    // CAF reports a refused TLS handshake as a failed connection: check the certificates first, so
+    // that a node whose certificate the head refuses says so.
+    Status probed = tls::probe(head_hp->first, head_hp->second, **tls, o.join_timeout);
+    if (probed.code() == Code::invalid_argument) return probed.with_context("joining the head at " + o.head_address);
+  }
   Expected<caf::actor> head = unavailable("not tried");
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(join_deadline - std::chrono::steady_clock::now());

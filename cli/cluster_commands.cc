@@ -40,6 +40,7 @@ gcs::RedisServerOptions embedded_redis_options(const Session& session, const Clu
   ro.password = info.redis_password;
   ro.bind = info.redis_host;
   ro.detach = true;
+  ro.tls = info.tls;
   return ro;
 }
 

@@ -45,6 +45,7 @@ Runner add_export_command(CLI::App& app, GlobalOptions& global);
 Runner add_predict_command(CLI::App& app, GlobalOptions& global);
 Runner add_tune_command(CLI::App& app, GlobalOptions& global);      // tune: hyperparameter search
 Runner add_generate_command(CLI::App& app, GlobalOptions& global);  // models/gpt: continue a prompt
+Runner add_tls_command(CLI::App& app, GlobalOptions& global);       // certificates of a --tls cluster
 
 // Prints "troupe <command>: error: <status>" to stderr and returns the exit code for that status.
 int report_error(const std::string& command, const Status& status);

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   runners["predict"] = cli::add_predict_command(app, global);
   runners["generate"] = cli::add_generate_command(app, global);
   runners["tune"] = cli::add_tune_command(app, global);
+  runners["tls"] = cli::add_tls_command(app, global);
 
   try {
     app.parse(argc, argv);

@@ -41,7 +41,8 @@ Status Session::write_cluster(const ClusterInfo& c) const {
                    {"redis_password", c.redis_password}, {"embedded_redis", c.embedded_redis},
                    {"head_address", c.head_address}, {"token", c.token}, {"version", c.version},
                    {"started_ms", c.started_ms}, {"cluster_file", c.cluster_file},
-                   {"slurm_job", c.slurm_job}};
+                   {"slurm_job", c.slurm_job},
+                   {"tls", {{"ca", c.tls.ca}, {"cert", c.tls.cert}, {"key", c.tls.key}}}};
   const std::string tmp = cluster_file() + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);
@@ -73,6 +74,17 @@ Expected<ClusterInfo> Session::read_cluster() const {
     c.started_ms = j.at("started_ms").get<int64_t>();
     c.cluster_file = j.value("cluster_file", std::string());
     c.slurm_job = j.value("slurm_job", std::string());
+    if (j.contains("tls")) {
+      c.tls.ca = j["tls"].value("ca", std::string());
+      c.tls.cert = j["tls"].value("cert", std::string());
+      c.tls.key = j["tls"].value("key", std::string());
+    }
+    if (c.tls.enabled() && !std::getenv("TROUPE_TLS_CA")) {
+      for (const std::string& e : tls::env_entries(c.tls)) {
+        const auto eq = e.find('=');
+        ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 0);
+      }
+    }
     return c;
   } catch (const nlohmann::json::exception& e) {
     return corrupt_data(cluster_file() + " is not a valid session file (" + e.what() +

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tls/tls_files.h"
 
 namespace troupe::cli {
 
@@ -30,6 +31,8 @@ struct ClusterInfo {
   int64_t started_ms = 0;
   std::string cluster_file;     // the CLUSTER.yaml `up` started (an ssh provider's nodes: how `down`
                                 // reaches one the head cannot), absolute; empty: flags
+  tls::TlsFiles tls;            // `up --tls`: the cluster CA and this host's member certificate and key
+                                // (session/tls/); empty: the cluster runs without TLS
   std::string slurm_job;        // `up --slurm`: the allocation whose steps run the nodes (how `down`
                                 // stops one the head cannot); empty: not under Slurm
 };
@@ -59,7 +62,9 @@ class Session {
   // Writes cluster.json atomically with mode 0600.
   Status write_cluster(const ClusterInfo& info) const;
   // not_found ("no cluster is up here: <file> does not exist; start one with `troupe up`") or
-  // corrupt_data naming the file and the field.
+  // corrupt_data naming the file and the field. A cluster with TLS also puts its files into this
+  // process's environment (TROUPE_TLS_*, tls/tls_files.h), unless set already, so every connection
+  // this command makes to the cluster (GCS, head, data plane) goes over TLS.
   Expected<ClusterInfo> read_cluster() const;
   // Every process with a pid file, alive or not, sorted by role.
   std::vector<SessionProcess> processes() const;

@@ -3,6 +3,8 @@
 // GCS. With --address and --token it instead joins this machine to a head elsewhere as a node. With
 // --slurm it runs inside a Slurm allocation: the head here on the allocation's first node, a node
 // process on every other node as a step of the allocation (srun), each offering its allocated CPUs.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +20,8 @@
 #include "gcs/events.h"
 #include "gcs/redis_server.h"
 #include "gcs/tables.h"
+#include "tls/pki.h"
+#include "tls/tls_context.h"
 
 namespace troupe::cli {
 
@@ -41,7 +45,13 @@ struct UpFlags {
   std::string cluster_file;      // CLUSTER.yaml
   bool restart_head = false;     // start this session's head again (it died); the rest stays
   bool slurm = false;            // inside a Slurm allocation: one node per allocated node
+  bool tls = false;              // TLS between every process (a CA made in the session, or tls_*)
+  std::string tls_ca, tls_cert, tls_key;
 };
+
+std::string absolute_path(const std::string& path) {
+  return path.empty() ? path : std::filesystem::absolute(path).string();
+}
 
 std::string tail_of(const std::string& path, int lines) {
   std::ifstream f(path);
@@ -114,7 +124,14 @@ int join(const UpFlags& f, GlobalOptions&) {
                                 "--join-timeout", join_timeout};
   if (f.cpus > 0) args.insert(args.end(), {"--cpus", std::to_string(f.cpus)});
   if (f.gpus >= 0) args.insert(args.end(), {"--gpus", std::to_string(f.gpus)});
-  auto pid = start_role(s, role, args, {"TROUPE_TOKEN=" + f.token});
+  std::vector<std::string> env{"TROUPE_TOKEN=" + f.token};
+  if (!f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty()) {
+    const tls::TlsFiles files{absolute_path(f.tls_ca), absolute_path(f.tls_cert), absolute_path(f.tls_key)};
+    auto checked = tls::TlsContext::load(files);
+    if (!checked.ok()) return report_error("up", checked.status().with_context("joining with TLS"));
+    for (const std::string& e : tls::env_entries(files)) env.push_back(e);
+  }
+  auto pid = start_role(s, role, args, env);
   if (!pid.ok()) return report_error("up", pid.status());
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   while (Clock::now() < deadline) {
@@ -199,6 +216,32 @@ int restart_head(const UpFlags& f) {
 }
 
 
+// `--tls`: the files this cluster's processes use, put into this process's environment (the GCS
+// readiness check below and every process started from here inherit them). Given --tls-ca/-cert/
+// -key: those (checked). Otherwise a new CA in the session's tls/ directory and the head host's
+// member certificate, for the addresses it is reached at (bind, loopback, host name).
+Expected<tls::TlsFiles> setup_tls(const Session& s, const UpFlags& f) {
+  tls::TlsFiles files{f.tls_ca, f.tls_cert, f.tls_key};
+  if (!files.enabled()) {
+    const std::string dir = s.dir() + "/tls";
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);  // a new cluster, a new CA
+    TROUPE_RETURN_IF_ERROR(tls::make_ca(dir, "session " + s.dir()));
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    auto issued = tls::issue_member(dir, dir, "head", {f.bind, "127.0.0.1", "localhost", host});
+    if (!issued.ok()) return issued.status();
+    files = *issued;
+  }
+  auto checked = tls::TlsContext::load(files);
+  if (!checked.ok()) return checked.status().with_context("--tls");
+  for (const std::string& e : tls::env_entries(files)) {
+    const auto eq = e.find('=');
+    ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+  }
+  return files;
+}
+
 // `--slurm`: the allocation's nodes, this process on the first (where the head runs). The head binds
 // to the first node's address and offers its allocated CPUs unless --bind / --cpus say otherwise.
 Expected<SlurmAllocation> slurm_setup(UpFlags* f) {
@@ -261,11 +304,27 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--restart-head", f->restart_head,
                 "Start this session's head again after it died (same address and token); nodes re-register and "
                 "running jobs are supervised again");
+  cmd->add_flag("--tls", f->tls,
+                "TLS with mutual authentication between every process (head, nodes, GCS, data plane, dashboard): "
+                "a cluster CA is made in the session unless --tls-ca/--tls-cert/--tls-key give one");
+  cmd->add_option("--tls-ca", f->tls_ca, "The cluster CA's certificate (PEM): with --tls, or to join a TLS cluster");
+  cmd->add_option("--tls-cert", f->tls_cert, "This host's certificate, signed by the cluster CA (`troupe tls issue`)");
+  cmd->add_option("--tls-key", f->tls_key, "The private key of --tls-cert");
   cmd->add_flag("--slurm", f->slurm,
                 "Inside a Slurm allocation (sbatch, or salloc + srun): the head here on its first node, a node "
                 "process on every other node as a step (srun), resources from the allocation");
   return [f, &global, bind]() -> int {
     f->bind_given = bind->count() > 0;
+    const int tls_files = !f->tls_ca.empty() + !f->tls_cert.empty() + !f->tls_key.empty();
+    if (tls_files != 0 && tls_files != 3)
+      return report_error("up", invalid_argument("--tls-ca, --tls-cert and --tls-key go together"));
+    if (f->tls && !f->address.empty())
+      return report_error("up", invalid_argument("joining a TLS cluster takes --tls-ca/--tls-cert/--tls-key, not --tls "
+                                                 "(`troupe tls issue` on the head's host makes them)"));
+    if (tls_files == 3 && f->address.empty()) f->tls = true;
+    f->tls_ca = absolute_path(f->tls_ca);
+    f->tls_cert = absolute_path(f->tls_cert);
+    f->tls_key = absolute_path(f->tls_key);
     if (f->restart_head) return restart_head(*f);
     if (f->slurm) {
       if (!f->address.empty() || !f->cluster_file.empty() || f->nodes) {
@@ -360,6 +419,11 @@ int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
   TROUPE_RETURN_IF_ERROR_CLI(s.create(), "up");
 
   ClusterInfo info;
+  if (f.tls) {
+    auto files = setup_tls(s, f);
+    if (!files.ok()) return report_error("up", files.status());
+    info.tls = *files;
+  }
   info.version = TROUPE_VERSION_STRING;
   info.token = random_token();
   info.started_ms = gcs::now_ms();
@@ -377,6 +441,7 @@ int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
     ro.session_dir = s.redis_dir();
     ro.bind = f.bind;  // nodes on other hosts reach the GCS at the address the head listens on
     ro.detach = true;
+    ro.tls = info.tls;
     auto redis = gcs::RedisServer::start(ro);
     if (!redis.ok()) return report_error("up", redis.status().with_context("starting the embedded redis-server"));
     info.redis_host = f.bind;

@@ -122,7 +122,6 @@ Status RedisServer::write_config() const {
   {
     std::ofstream out(path, std::ios::trunc);
     out << "# Written by troupe for the embedded GCS server; rewritten on every start.\n"
-        << "port " << options_.port << "\n"
         << "bind " << options_.bind << "\n"
         << "requirepass " << quoted(options_.password) << "\n"
         << "dir " << quoted(options_.session_dir) << "\n"
@@ -131,6 +130,16 @@ Status RedisServer::write_config() const {
         << "appendonly yes\n"
         << "appendfsync always\n"
         << "save \"\"\n";
+    if (options_.tls.enabled()) {
+      // The GCS off the head's host carries the password and every record: TLS only, both ends
+      // authenticated by the cluster's CA (Debian's hiredis 0.14 has no TLS: the clients connect
+      // through tls/tls_relay.h).
+      out << "port 0\ntls-port " << options_.port << "\ntls-cert-file " << quoted(options_.tls.cert)
+          << "\ntls-key-file " << quoted(options_.tls.key) << "\ntls-ca-cert-file " << quoted(options_.tls.ca)
+          << "\ntls-auth-clients yes\ntls-protocols \"TLSv1.3\"\n";
+    } else {
+      out << "port " << options_.port << "\n";
+    }
     if (!out) return io_error("cannot write " + path + " — check the session directory is writable");
   }
   ::chmod(path.c_str(), 0600);  // it holds the password

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "tls/tls_files.h"
 #include "gcs/redis_client.h"
 
 namespace troupe::gcs {
@@ -41,6 +42,9 @@ struct RedisServerOptions {
   std::chrono::milliseconds start_timeout{10000};  // until it answers PING
   std::chrono::milliseconds stop_timeout{5000};    // after SIGTERM, before SIGKILL
   bool detach = false;
+  // Set: the server listens for TLS only (tls-port = port, no plain port) and accepts only clients
+  // presenting a certificate of the cluster's CA (tls-auth-clients yes), with `tls.cert` as its own.
+  tls::TlsFiles tls;
 };
 
 class RedisServer {

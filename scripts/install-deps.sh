@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ccache pkg-config git
-  libcaf-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev catch2 redis-server
+  libcaf-dev libssl-dev libhiredis-dev libmsgpack-cxx-dev libspdlog-dev catch2 redis-server
   libopenblas-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libbenchmark-dev libyaml-cpp-dev
   libcpp-httplib-dev libzip-dev libarchive-dev libpng-dev libjpeg62-turbo-dev libhdf5-dev libsentencepiece-dev
   python3-numpy python3-pil python3-h5py

@@ -1,6 +1,8 @@
 #include "tls/tls_relay.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -128,11 +130,9 @@ void relay(SSL* ssl, int net, int local) {
   ::close(net);
 }
 
-}  // namespace
-
-Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
-                   const std::string& peer) {
-  const bool was_nonblocking = (fcntl(fd, F_GETFL, 0) & O_NONBLOCK) != 0;
+// The handshake on `fd` within `timeout`; the session, or the error (fd closed then).
+Expected<SSL*> handshake(int fd, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
+                         const std::string& peer) {
   SSL* ssl = SSL_new(role == Role::client ? context.client() : context.server());
   if (!ssl) {
     ::close(fd);
@@ -144,7 +144,7 @@ Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::mi
   ERR_clear_error();
   for (;;) {
     const int rc = role == Role::client ? SSL_connect(ssl) : SSL_accept(ssl);
-    if (rc == 1) break;
+    if (rc == 1) return ssl;
     const int e = SSL_get_error(ssl, rc);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
       pollfd p{fd, static_cast<short>(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
@@ -160,16 +160,61 @@ Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::mi
     ::close(fd);
     return st;
   }
+}
+
+}  // namespace
+
+Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
+                   const std::string& peer) {
+  const bool was_nonblocking = (fcntl(fd, F_GETFL, 0) & O_NONBLOCK) != 0;
+  auto ssl = handshake(fd, context, role, timeout, peer);
+  if (!ssl.ok()) return ssl.status();
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     const std::string why = std::strerror(errno);
-    SSL_free(ssl);
+    SSL_free(*ssl);
     ::close(fd);
     return io_error("TLS: socketpair: " + why);
   }
   set_nonblocking(pair[0], was_nonblocking);
-  std::thread(relay, ssl, fd, pair[1]).detach();
+  std::thread(relay, *ssl, fd, pair[1]).detach();
   return pair[0];
+}
+
+Status wrap_into(int fd, int plain, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
+                 const std::string& peer) {
+  auto ssl = handshake(fd, context, role, timeout, peer);
+  if (!ssl.ok()) {
+    ::close(plain);
+    return ssl.status();
+  }
+  std::thread(relay, *ssl, fd, plain).detach();
+  return {};
+}
+
+Status probe(const std::string& host, int port, const TlsContext& context, std::chrono::milliseconds timeout) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    return unavailable("cannot resolve " + host);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int rc = fd < 0 ? -1 : ::connect(fd, found->ai_addr, found->ai_addrlen);
+  ::freeaddrinfo(found);
+  if (rc != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return unavailable("cannot connect to " + where + ": " + why);
+  }
+  auto plain = wrap(fd, context, Role::client, timeout, where);
+  if (!plain.ok()) {
+    if (plain.status().message().find("certificate") != std::string::npos) return invalid_argument(plain.status().message());
+    return plain.status();
+  }
+  ::close(*plain);
+  return {};
 }
 
 }  // namespace troupe::tls

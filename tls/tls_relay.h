@@ -25,4 +25,15 @@ enum class Role { client, server };
 Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
                    const std::string& peer);
 
+// As wrap(), but the plaintext goes to and from `plain` (a connected stream socket, owned by the
+// relay from now on, also on failure), instead of a new socket pair.
+Status wrap_into(int fd, int plain, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
+                 const std::string& peer);
+
+// Connects to host:port and completes a TLS handshake, then closes: whether this process and the
+// peer accept each other's certificates, with wrap()'s clear error when not (invalid_argument when a
+// certificate was refused, unavailable when nothing answers). For a check before a library (CAF)
+// makes the real connection and would only report it failed.
+Status probe(const std::string& host, int port, const TlsContext& context, std::chrono::milliseconds timeout);
+
 }  // namespace troupe::tls
