@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <thread>
 
 #include "gcs/events.h"
@@ -38,6 +39,25 @@ TEST_CASE("memory store: put, get, remove and get_all", "[gcs][memory]") {
   CHECK_FALSE(s.get("t", "a")->has_value());
   CHECK(s.get_all("t")->size() == 1);
   CHECK(s.get_all("none")->empty());
+}
+
+TEST_CASE("memory store: keys lists a table, get_many reads some rows in order", "[gcs][memory]") {
+  InMemoryStore s;
+  REQUIRE(s.put("t", "b", "2").ok());
+  REQUIRE(s.put("t", "a", "1").ok());
+  auto keys = s.keys("t");
+  REQUIRE(keys.ok());
+  std::sort(keys->begin(), keys->end());
+  CHECK(*keys == std::vector<std::string>{"a", "b"});
+  CHECK(s.keys("none")->empty());
+  auto some = s.get_many("t", {"b", "zz", "a"});
+  REQUIRE(some.ok());
+  REQUIRE(some->size() == 3);
+  CHECK((*some)[0] == std::optional<std::string>("2"));
+  CHECK_FALSE((*some)[1].has_value());
+  CHECK((*some)[2] == std::optional<std::string>("1"));
+  s.set_down(true);
+  CHECK(s.keys("t").status().code() == Code::unavailable);
 }
 
 TEST_CASE("memory store: put_if_absent stores only the first value", "[gcs][memory]") {

@@ -53,6 +53,27 @@ TEST_CASE("redis store: put, get, remove and get_all", "[gcs][redis]") {
   CHECK(raw->str == binary);
 }
 
+TEST_CASE("redis store: keys lists a table without its values, get_many reads some rows in order", "[gcs][redis]") {
+  auto s = connect_store(shared_redis(), "t-keys");
+  const std::string binary("\0\xff\r\n$3", 6);
+  REQUIRE(s->put("t", "a", "1").ok());
+  REQUIRE(s->put("t", "b", binary).ok());
+  REQUIRE(s->put("t", "c", "3").ok());
+  auto keys = s->keys("t");
+  REQUIRE(keys.ok());
+  std::sort(keys->begin(), keys->end());
+  CHECK(*keys == std::vector<std::string>{"a", "b", "c"});
+  CHECK(s->keys("empty")->empty());
+
+  auto some = s->get_many("t", {"c", "gone", "b"});
+  REQUIRE(some.ok());
+  REQUIRE(some->size() == 3);
+  CHECK((*some)[0] == std::optional<std::string>("3"));
+  CHECK_FALSE((*some)[1].has_value());
+  CHECK((*some)[2] == std::optional<std::string>(binary));
+  CHECK(s->get_many("t", {})->empty());
+}
+
 TEST_CASE("redis store: put_if_absent stores only the first value", "[gcs][redis]") {
   auto s = connect_store(shared_redis(), "t-absent");
   CHECK(*s->put_if_absent("t", "k", "first"));
