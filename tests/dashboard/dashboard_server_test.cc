@@ -115,7 +115,11 @@ TEST_CASE("the page is served at / with nothing from other origins", "[dashboard
   CHECK(page.find("/api/cluster") != std::string::npos);
   // The views beyond the overview, and the endpoints they read.
   for (const char* part : {"id=\"view-job\"", "id=\"view-events\"", "id=\"view-logs\"", "id=\"chart-loss\"",
-                           "id=\"chart-timeline\"", "/api/logs?", "/timeline?", "/api/events?", "getContext(\"2d\")"}) {
+                           "id=\"chart-timeline\"", "/api/logs?", "/timeline?", "/api/events?", "getContext(\"2d\")",
+                           // The long lists, read a page at a time with next and previous.
+                           "pagedTable(\"actors\", \"/api/actors\"", "pagedTable(\"nodes\", \"/api/nodes\"",
+                           "pagedTable(\"jobs\", \"/api/jobs\"", "id=\"actors-next\"", "id=\"actors-prev\"",
+                           "id=\"nodes-next\"", "id=\"jobs-next\"", "id=\"searches-next\""}) {
     INFO(part);
     CHECK(page.find(part) != std::string::npos);
   }
