@@ -10,14 +10,15 @@ const char* const kPagerJs = R"JS(
 // `rows(answer)` the table's rows. Next follows the answer's cursor and previous goes back to the
 // cursor it came from (a stack of `after`s), so a page shows the items after the same point even
 // when others were added or removed meanwhile; new filters start again at the first page.
-// `load(force)` asks again unless a request is in flight or, without force, the last answer is
-// younger than `everyMs`.
+// `load(force)` asks again unless, without force, the last request is younger than `everyMs`;
+// one request at a time: a forced load while one is in flight follows it.
 function pagedTable(name, path, size, everyMs, filters, rows) {
-  const t = {afters: [""], filters: null, next: null, busy: false, last: 0, answer: null};
+  const t = {afters: [""], filters: null, next: null, busy: false, again: false, last: 0};
   t.load = force => {
     const q = filters();
     if (q.toString() !== t.filters) { t.filters = q.toString(); t.afters = [""]; force = true; }
-    if (t.busy || (!force && Date.now() - t.last < everyMs)) return;
+    if (t.busy) { t.again = t.again || force; return; }
+    if (!force && Date.now() - t.last < everyMs) return;
     q.set("limit", String(size));
     const after = t.afters[t.afters.length - 1];
     if (after) q.set("after", after);
@@ -25,7 +26,6 @@ function pagedTable(name, path, size, everyMs, filters, rows) {
     t.last = Date.now();
     getJson(path + "?" + q.toString())
       .then(r => {
-        t.answer = r;
         t.next = r.next || null;
         fill(name, rows(r));
         $(name + "-range").textContent = pageRange(r);
@@ -33,7 +33,10 @@ function pagedTable(name, path, size, everyMs, filters, rows) {
         $(name + "-next").disabled = !t.next;
       })
       .catch(e => { $(name + "-range").textContent = e.message; })
-      .finally(() => { t.busy = false; });
+      .finally(() => {
+        t.busy = false;
+        if (t.again) { t.again = false; t.load(true); }
+      });
   };
   $(name + "-prev").addEventListener("click", () => { if (t.afters.length > 1) { t.afters.pop(); t.load(true); } });
   $(name + "-next").addEventListener("click", () => { if (t.next) { t.afters.push(t.next); t.load(true); } });
