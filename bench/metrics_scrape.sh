@@ -5,7 +5,7 @@
 # head's CPU time is read from /proc/<pid>/stat (utime + stime) at the ends of each period. Prints
 # the median scrape latency and size, the head's CPU % (of one core) idle and while scraped, their
 # ratio and the head CPU per scrape; then the latency of /api/actors pages (100 each, by cursor, with
-# and without a filter) through all the actors, and of /api/cluster (the stream's document).
+# and without a filter) through all the actors, and of /api/cluster with and without the actor entries.
 #   bench/metrics_scrape.sh [ACTORS] [SECONDS] [ROUNDS]   (defaults 1000, 30, 3; build/bin/troupe built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,6 +80,7 @@ for name, query in (("no filter (keys + the page's records)", ""), ("state=ALIVE
         m, ids = pages(query); ms += m
         if len(ids) != len(set(ids)) or len(ids) < actors: sys.exit("metrics_scrape: pages gave %d ids, %d distinct" % (len(ids), len(set(ids))))
     print("/api/actors pages of 100, %s: median %.1f ms over %d pages" % (name, statistics.median(ms), len(ms)))
-cl = [get("/api/cluster") for _ in range(10)]
-print("/api/cluster (the stream's document): median %.1f ms, %d bytes" % (1000 * statistics.median(s for _, s in cl), len(cl[-1][0])))
+for path, name in (("/api/cluster", "every actor"), ("/api/cluster?actors=0", "no actor entries: the page's stream")):
+    cl = [get(path) for _ in range(10)]
+    print("%s (%s): median %.1f ms, %d bytes" % (path, name, 1000 * statistics.median(s for _, s in cl), len(cl[-1][0])))
 PY

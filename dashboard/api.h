@@ -38,6 +38,7 @@ constexpr int64_t kDefaultLimit = 500;
 constexpr int64_t kMaxLimit = 10000;
 constexpr int64_t kDefaultEventLimit = 100;
 constexpr int64_t kMaxViewEvents = 1000;  // /api/cluster's and /api/stream's `events`
+constexpr int64_t kMaxViewActors = 1000000000;  // their `actors`: the default, all of them
 // /api/logs: lines per node (default, most), and the most bytes of lines in one answer.
 constexpr int64_t kDefaultLogLines = 200;
 constexpr int64_t kMaxLogLines = 5000;

@@ -79,12 +79,19 @@ ApiResponse actor_page(gcs::Store& store, const ActorFilter& filter, const PageR
 
 }  // namespace
 
+std::optional<ParamError> read_view_options(const QueryParams& q, gcs::ViewOptions* out) {
+  int64_t events = 0, actors = 0;
+  if (auto e = q.check_known({"events", "actors"})) return e;
+  if (auto e = q.integer("events", 0, kMaxViewEvents, 10, &events)) return e;
+  if (auto e = q.integer("actors", 0, kMaxViewActors, kMaxViewActors, &actors)) return e;
+  out->events = static_cast<size_t>(events);
+  out->actors = actors == kMaxViewActors ? SIZE_MAX : static_cast<size_t>(actors);
+  return std::nullopt;
+}
+
 ApiResponse get_cluster(gcs::Store& store, const QueryParams& q) {
-  if (auto e = q.check_known({"events"})) return param_error(*e);
-  int64_t events = 0;
-  if (auto e = q.integer("events", 0, kMaxViewEvents, 10, &events)) return param_error(*e);
   gcs::ViewOptions vo;
-  vo.events = static_cast<size_t>(events);
+  if (auto e = read_view_options(q, &vo)) return param_error(*e);
   auto view = gcs::cluster_view(store, vo);
   if (!view.ok()) return status_response(view.status());
   ApiResponse r;
