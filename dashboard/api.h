@@ -15,7 +15,9 @@
 //
 // Every answer is a JSON object. Errors are {"error": "..."} (with "parameter" for a bad one):
 // 400 malformed or out-of-range parameters and ids, 404 unknown paths and ids, 503 the GCS did not
-// answer, 500 anything else (a record that does not decode). Every list is bounded.
+// answer, 500 anything else (a record that does not decode). Every list is bounded; nodes, a
+// node's actors, actors, jobs and searches come a page at a time (limit, after, offset:
+// api_paging.h).
 #pragma once
 
 #include <functional>
