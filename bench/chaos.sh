@@ -19,10 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:-1}
 minutes=${2:-5}
-troupe=$PWD/build/bin/troupe
-[ -x "$troupe" ] || { echo "chaos.sh: $troupe not built (scripts/build.sh)" >&2; exit 2; }
-export TROUPE_HOME=$(mktemp -d /tmp/troupe-chaos.XXXXXX)
-trap '"$troupe" down >/dev/null 2>&1 || true; rm -rf "$TROUPE_HOME"' EXIT
+. bench/local_cluster.sh chaos
 "$troupe" up --nodes 3 --cpus 2 >/dev/null
 status=0
 python3 - "$troupe" "$seed" "$minutes" <<'EOF' || status=$?

@@ -10,9 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
-troupe=$PWD/build/bin/troupe
-export TROUPE_HOME=$(mktemp -d /tmp/troupe-recovery.XXXXXX)
-trap '"$troupe" down >/dev/null 2>&1 || true; rm -rf "$TROUPE_HOME"' EXIT
+. bench/local_cluster.sh recovery
 "$troupe" up --nodes 2 --cpus 2 >/dev/null
 status() { "$troupe" status --json --events 400; }
 results=()

@@ -10,9 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 epochs=${2:-6}
-troupe=$PWD/build/bin/troupe
-export TROUPE_HOME=$(mktemp -d /tmp/troupe-tune.XXXXXX)
-trap '"$troupe" down >/dev/null 2>&1 || true; rm -rf "$TROUPE_HOME"' EXIT
+. bench/local_cluster.sh tune
 "$troupe" up --nodes 1 --cpus 4 >/dev/null
 default=$("$troupe" submit --epochs "$epochs" --json --no-progress 2>/dev/null | tail -1 |
           python3 -c "import json,sys; print(json.load(sys.stdin)['test_accuracy'])")

@@ -15,7 +15,9 @@
 //
 // Every answer is a JSON object. Errors are {"error": "..."} (with "parameter" for a bad one):
 // 400 malformed or out-of-range parameters and ids, 404 unknown paths and ids, 503 the GCS did not
-// answer, 500 anything else (a record that does not decode). Every list is bounded.
+// answer, 500 anything else (a record that does not decode). Every list is bounded; nodes, a
+// node's actors, actors, jobs and searches come a page at a time (limit, after, offset:
+// api_paging.h).
 #pragma once
 
 #include <functional>
@@ -38,6 +40,7 @@ constexpr int64_t kDefaultLimit = 500;
 constexpr int64_t kMaxLimit = 10000;
 constexpr int64_t kDefaultEventLimit = 100;
 constexpr int64_t kMaxViewEvents = 1000;  // /api/cluster's and /api/stream's `events`
+constexpr int64_t kMaxViewActors = 1000000000;  // their `actors`: the default, all of them
 // /api/logs: lines per node (default, most), and the most bytes of lines in one answer.
 constexpr int64_t kDefaultLogLines = 200;
 constexpr int64_t kMaxLogLines = 5000;

@@ -6,6 +6,7 @@
 
 #include "dashboard/api.h"
 #include "dashboard/api_params.h"
+#include "gcs/cluster_view.h"
 
 namespace troupe::dashboard::detail {
 
@@ -15,6 +16,9 @@ ApiResponse param_error(const ParamError& e);
 std::optional<ParamError> check_id(const std::string& kind, const std::string& id);
 
 // api_cluster.cc
+// The parameters of /api/cluster and /api/stream (and no others): `events` (0 - kMaxViewEvents,
+// default 10) and `actors` (actor entries, 0 - kMaxViewActors, default all: the summary counts all).
+std::optional<ParamError> read_view_options(const QueryParams& q, gcs::ViewOptions* out);
 ApiResponse get_cluster(gcs::Store& store, const QueryParams& q);
 ApiResponse get_nodes(gcs::Store& store, const QueryParams& q);
 ApiResponse get_node(gcs::Store& store, const QueryParams& q, const std::string& id);

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "dashboard/api_handlers.h"
+#include "dashboard/api_paging.h"
 #include "gcs/cluster_view.h"
 #include "gcs/events.h"
 #include "gcs/tables.h"
@@ -37,29 +38,21 @@ Expected<json> newest_metrics(gcs::Store& store, const std::string& prefix, int6
 }  // namespace
 
 ApiResponse get_jobs(gcs::Store& store, const QueryParams& q) {
-  if (auto e = q.check_known({"state", "limit"})) return param_error(*e);
+  if (auto e = q.check_known({"state", "limit", "offset", "after"})) return param_error(*e);
   std::string state;
-  int64_t limit = 0;
+  PageRequest page;
   if (auto e = q.one_of("state", {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}, &state)) {
     return param_error(*e);
   }
-  if (auto e = q.integer("limit", 1, kMaxLimit, kDefaultLimit, &limit)) return param_error(*e);
+  if (auto e = read_page(q, 1, "-<submitted_ms>.<job id>", &page)) return param_error(*e);
   auto jobs = gcs::Table<gcs::JobRecord>(store).list();
   if (!jobs.ok()) return status_response(jobs.status());
-  // Newest first: the job people look for is usually the one they just submitted.
-  std::sort(jobs->begin(), jobs->end(), [](const gcs::JobRecord& a, const gcs::JobRecord& b) {
-    return a.submitted_ms != b.submitted_ms ? a.submitted_ms > b.submitted_ms : a.id < b.id;
-  });
   ApiResponse r;
-  r.body["jobs"] = json::array();
-  int64_t total = 0;
-  for (const gcs::JobRecord& j : *jobs) {
-    if (!state.empty() && state != gcs::job_state_name(j.state)) continue;
-    if (total++ < limit) r.body["jobs"].push_back(gcs::job_json(j));
-  }
-  r.body["total"] = total;
-  r.body["returned"] = r.body["jobs"].size();
-  r.body["truncated"] = total > limit;
+  // Newest first: the job people look for is usually the one they just submitted.
+  page_of(
+      r.body, "jobs", *jobs, [](const gcs::JobRecord& j) { return Position{{-j.submitted_ms}, j.id.hex()}; },
+      [&](const gcs::JobRecord& j) { return state.empty() || state == gcs::job_state_name(j.state); }, gcs::job_json,
+      page);
   return r;
 }
 

@@ -25,6 +25,8 @@ class QueryParams {
   // `params`: name -> value as the HTTP layer decoded them (a name may repeat).
   explicit QueryParams(std::multimap<std::string, std::string> params) : params_(std::move(params)) {}
 
+  // Whether the request names the parameter (with any value, "" included).
+  bool has(const std::string& name) const { return params_.count(name) > 0; }
   // Fails naming the first parameter not in `known` ("token" is always allowed: it authenticates).
   std::optional<ParamError> check_known(const std::vector<std::string>& known) const;
   // An integer in [min, max], `fallback` when absent. Not a plain decimal, repeated, or out of

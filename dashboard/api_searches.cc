@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "dashboard/api_handlers.h"
+#include "dashboard/api_paging.h"
 #include "gcs/search_record.h"
 
 namespace troupe::dashboard::detail {
@@ -23,27 +24,19 @@ std::optional<ParamError> check_search_id(const std::string& id) {
 }  // namespace
 
 ApiResponse get_searches(gcs::Store& store, const QueryParams& q) {
-  if (auto e = q.check_known({"state", "limit"})) return param_error(*e);
+  if (auto e = q.check_known({"state", "limit", "offset", "after"})) return param_error(*e);
   std::string state;
-  int64_t limit = 0;
+  PageRequest page;
   if (auto e = q.one_of("state", {"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}, &state)) return param_error(*e);
-  if (auto e = q.integer("limit", 1, kMaxLimit, kDefaultLimit, &limit)) return param_error(*e);
+  if (auto e = read_page(q, 1, "-<created_ms>.<search id>", &page)) return param_error(*e);
   auto searches = gcs::list_searches(store);
   if (!searches.ok()) return status_response(searches.status());
-  // Newest first, as /api/jobs: the search people look for is usually the one they just started.
-  std::sort(searches->begin(), searches->end(), [](const gcs::SearchRecord& a, const gcs::SearchRecord& b) {
-    return a.created_ms != b.created_ms ? a.created_ms > b.created_ms : a.id < b.id;
-  });
   ApiResponse r;
-  r.body["searches"] = json::array();
-  int64_t total = 0;
-  for (const gcs::SearchRecord& s : *searches) {
-    if (!state.empty() && state != s.state) continue;
-    if (total++ < limit) r.body["searches"].push_back(gcs::search_brief_json(s));
-  }
-  r.body["total"] = total;
-  r.body["returned"] = r.body["searches"].size();
-  r.body["truncated"] = total > limit;
+  // Newest first, as /api/jobs: the search people look for is usually the one they just started.
+  page_of(
+      r.body, "searches", *searches,
+      [](const gcs::SearchRecord& s) { return Position{{-s.created_ms}, s.id.hex()}; },
+      [&](const gcs::SearchRecord& s) { return state.empty() || state == s.state; }, gcs::search_brief_json, page);
   return r;
 }
 

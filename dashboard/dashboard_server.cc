@@ -11,6 +11,7 @@
 
 #include "core/logging.h"
 #include "dashboard/api.h"
+#include "dashboard/api_handlers.h"
 #include "dashboard/api_params.h"
 #include "dashboard/auth.h"
 #include "dashboard/prometheus.h"
@@ -63,23 +64,15 @@ httplib::Server::HandlerResponse authorize(Impl& s, const httplib::Request& req,
 // GET /api/stream: a live stream, unless max_streams are open already.
 void serve_stream(Impl& s, const httplib::Request& req, httplib::Response& res) {
   const QueryParams q(params_of(req));
-  int64_t events = 0;
-  auto err = q.check_known({"events"});
-  if (!err) err = q.integer("events", 0, kMaxViewEvents, 10, &events);
-  if (err) {
-    ApiResponse r = error_response(400, err->message);
-    r.body["parameter"] = err->parameter;
-    return send_json(res, r);
-  }
+  LiveStreamOptions lo;
+  if (auto err = detail::read_view_options(q, &lo.view)) return send_json(res, detail::param_error(*err));
   if (s.streams.fetch_add(1) >= s.options.max_streams) {
     s.streams.fetch_sub(1);
     return send_json(res, error_response(503, std::to_string(s.options.max_streams) +
                                                   " live streams are open already (setting dashboard_max_streams); "
                                                   "close one, or poll /api/cluster"));
   }
-  LiveStreamOptions lo;
   lo.interval = s.options.stream_interval;
-  lo.events = static_cast<size_t>(events);
   auto stream = std::make_shared<LiveStream>(*s.options.store, lo, s.stopping);
   res.set_header("Cache-Control", "no-store");
   res.set_header("X-Accel-Buffering", "no");

@@ -15,9 +15,7 @@ LiveStream::LiveStream(gcs::Store& store, LiveStreamOptions options, const std::
 LiveStream::~LiveStream() = default;
 
 std::string LiveStream::message() {
-  gcs::ViewOptions vo;
-  vo.events = options_.events;
-  auto view = gcs::cluster_view(store_, vo);
+  auto view = gcs::cluster_view(store_, options_.view);
   if (!view.ok()) {
     ApiResponse err = status_response(view.status());
     err.body["status"] = err.status;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "gcs/cluster_view.h"
 #include "gcs/store.h"
 
 namespace troupe::dashboard {
@@ -24,7 +25,7 @@ namespace troupe::dashboard {
 struct LiveStreamOptions {
   std::chrono::milliseconds interval{1000};  // dashboard_stream_interval_ms
   std::chrono::milliseconds min_gap{200};    // between two pushes caused by events
-  size_t events = 10;                        // recent events in each document
+  gcs::ViewOptions view;                     // what each document holds (recent events, actor entries)
 };
 
 class LiveStream {

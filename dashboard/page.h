@@ -2,7 +2,8 @@
 // needs nothing from the network; charts are drawn by the page's own code on <canvas>. One page
 // with views chosen by the URL's fragment:
 //
-//   #/            overview: summary, nodes (DEAD in red), jobs, actors (filters, search), recent events
+//   #/            overview: summary, nodes (DEAD in red), jobs, actors (filters, search), recent events;
+//                 nodes, jobs and actors in pages
 //   #/job/<id>    a job: progress, charts (loss per step, loss and accuracy per epoch, samples/s per
 //                 worker, communication vs computation), the step timeline with the straggler and a
 //                 stuck collective named, the collective group's members, its actors and events
@@ -14,7 +15,9 @@
 //
 // The overview listens to /api/stream (falling back to polling /api/cluster every second); the
 // other views poll their endpoints while shown. Cluster text is inserted as text, never as HTML.
-// The parts live in page_html.cc (markup, styles), page_core_js.cc (helpers, overview, stream),
+// The long lists (nodes, jobs, actors, searches) are read a page at a time, with next and previous
+// (page_pager_js.cc). The parts live in page_html.cc (markup, styles), page_pager_js.cc, page_core_js.cc
+// (helpers, overview, stream),
 // page_charts_js.cc (the canvas charts), page_search_js.cc (the search views) and page_views_js.cc
 // (job, events and logs views; it ends by starting the stream and the router, so it comes last).
 #pragma once
@@ -28,6 +31,7 @@ const std::string& dashboard_page();
 
 namespace page_parts {
 extern const char* const kHtmlHead;    // <html> .. <body>, styles and markup of every view
+extern const char* const kPagerJs;   // pagedTable: a table served a page at a time
 extern const char* const kCoreJs;
 extern const char* const kChartsJs;
 extern const char* const kSearchJs;

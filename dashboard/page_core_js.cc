@@ -66,7 +66,7 @@ function progress(p) {
 function setLive(ok, text) { const live = $("live"); live.className = ok ? "ok" : "bad"; live.textContent = text; }
 function showError(text) { $("error").textContent = text; }
 
-// ---- the overview (from the stream) ----
+// ---- the overview: the summary and events from the stream; nodes, jobs, actors a page at a time ----
 let lastView = null;
 function render(view) {
   lastView = view;
@@ -75,58 +75,54 @@ function render(view) {
   const by = Object.entries(s.nodes_by_state).map(([k, v]) => v + " " + k).join(", ");
   $("summary").replaceChildren(el("span", s.nodes + " nodes (" + by + ")"), el("span", s.actors + " actors"),
                                el("span", s.jobs + " jobs"));
-  fill("nodes", view.nodes.map(n => row([
-    el("span", short(n.id), "mono"), state(n.state), n.address, n.hostname,
-    used(n.resources, "cpus", v => num(v, v % 1 ? 1 : 0)), used(n.resources, "gpus", v => num(v, 0)),
-    used(n.resources, "memory_bytes", gib), age(n.heartbeat_age_ms),
-    (n.is_head ? "head " : "") + (n.death_reason || "")], n.state === "DEAD" ? "dead" : "")));
-  fill("jobs", view.jobs.slice().sort((a, b) => b.submitted_ms - a.submitted_ms).map(j => row([
-    jobLink(j.id), j.name, j.strategy, state(j.state), j.workers,
-    j.epochs ? j.epoch + "/" + j.epochs : "", progress(j.progress), j.loss ? num(j.loss, 4) : "",
-    j.samples_per_second ? num(j.samples_per_second, 0) : "", j.test_accuracy >= 0 ? num(j.test_accuracy, 4) : "",
-    j.state === "RUNNING" ? eta(j.eta_seconds) : "", el("span", j.message)])));
   const counts = Object.entries(s.actors_by_state).map(([k, v]) => v + " " + k);
   $("actor-counts").textContent = counts.length ? counts.join(", ") : "no actors";
   fill("events", view.events.slice().reverse().map(e => row([
     clock(e.time_ms), e.kind, el("span", short(e.subject), "mono"), e.message])));
-  if (!searching) searchActors();
+  nodeTable.load(true);
+  jobTable.load(true);
+  actorTable.load();
   updateNodeChoices(view.nodes);
 }
-
-// The actor table: /api/actors with the filters and search text, 100 at most.
-let searching = false, lastQuery = null, lastSearch = 0;
-function searchActors(force) {
-  const q = new URLSearchParams({limit: "100"});
+// Nodes and jobs follow every push of the stream (a node killed turns red at once); actors at most
+// every 3 s, and at once when the filters or the search text change.
+const nodeTable = pagedTable("nodes", "/api/nodes", 100, 0, () => new URLSearchParams(), r => r.nodes.map(n => row([
+  el("span", short(n.id), "mono"), state(n.state), n.address, n.hostname,
+  used(n.resources, "cpus", v => num(v, v % 1 ? 1 : 0)), used(n.resources, "gpus", v => num(v, 0)),
+  used(n.resources, "memory_bytes", gib), age(n.heartbeat_age_ms),
+  (n.is_head ? "head " : "") + (n.death_reason || "")], n.state === "DEAD" ? "dead" : "")));
+const jobTable = pagedTable("jobs", "/api/jobs", 50, 0, () => new URLSearchParams(), r => r.jobs.map(j => row([
+  jobLink(j.id), j.name, j.strategy, state(j.state), j.workers,
+  j.epochs ? j.epoch + "/" + j.epochs : "", progress(j.progress), j.loss ? num(j.loss, 4) : "",
+  j.samples_per_second ? num(j.samples_per_second, 0) : "", j.test_accuracy >= 0 ? num(j.test_accuracy, 4) : "",
+  j.state === "RUNNING" ? eta(j.eta_seconds) : "", el("span", j.message)])));
+// The actor table: /api/actors with the filters and search text, 100 a page.
+function actorFilters() {
+  const q = new URLSearchParams();
   const text = $("actor-q").value.trim(), st = $("actor-state").value;
   const node = $("actor-node").value.trim().toLowerCase(), type = $("actor-type").value.trim();
   if (text) q.set("q", text);
   if (st) q.set("state", st);
   if (node) q.set("node", node);
   if (type) q.set("type", type);
-  const query = q.toString();
-  if (!force && query === lastQuery && Date.now() - lastSearch < 3000) return;
-  searching = true;
-  lastQuery = query;
-  lastSearch = Date.now();
-  getJson("/api/actors?" + query)
-    .then(r => {
-      $("actor-note").textContent = r.truncated ? "showing " + r.returned + " of " + r.total : r.total + " matching";
-      fill("actors", r.actors.map(a => row([
-        el("span", short(a.id), "mono"), a.type, a.name, a.job ? jobLink(a.job) : "",
-        el("span", nodeAndGpus(a), "mono"),
-        actorState(a), a.restarts, el("span", a.pending_reason || a.death_reason)])));
-    })
-    .catch(e => { $("actor-note").textContent = e.message; })
-    .finally(() => { searching = false; });
+  return q;
 }
+const actorTable = pagedTable("actors", "/api/actors", 100, 3000, actorFilters, r => {
+  $("actor-note").textContent = r.total + " matching";
+  return r.actors.map(a => row([
+    el("span", short(a.id), "mono"), a.type, a.name, a.job ? jobLink(a.job) : "",
+    el("span", nodeAndGpus(a), "mono"), actorState(a), a.restarts, el("span", a.pending_reason || a.death_reason)]));
+});
 for (const id of ["actor-q", "actor-state", "actor-node", "actor-type"]) {
-  $(id).addEventListener("input", () => searchActors(true));
+  $(id).addEventListener("input", () => actorTable.load(true));
 }
 
 // ---- live updates: the event stream, or polling when it is not available ----
+// Without the actor entries (actors=0: the summary still counts them; the table reads its pages),
+// so a push does not carry 10,000 actors to a page that shows 100.
 let pollTimer = null;
 function poll() {
-  getJson("/api/cluster")
+  getJson("/api/cluster?actors=0")
     .then(v => { render(v); setLive(true, "polling, " + new Date().toLocaleTimeString()); })
     .catch(e => { showError(e.message); setLive(false, "head unreachable"); });
 }
@@ -137,7 +133,7 @@ function startPolling() {
 }
 function startStream() {
   if (!window.EventSource) return startPolling();
-  const es = new EventSource(api("/api/stream"));
+  const es = new EventSource(api("/api/stream?actors=0"));
   let failures = 0;
   es.addEventListener("cluster", m => {
     failures = 0;

@@ -5,9 +5,8 @@ namespace troupe::dashboard {
 
 const std::string& dashboard_page() {
   static const std::string page = std::string(page_parts::kHtmlHead) + "<script>\n\"use strict\";\n" +
-                                  page_parts::kCoreJs + page_parts::kChartsJs + page_parts::kSearchJs + page_parts::kViewsJs +
-                                  "</script>\n" +
-                                  page_parts::kHtmlTail;
+                                  page_parts::kPagerJs + page_parts::kCoreJs + page_parts::kChartsJs +
+                                  page_parts::kSearchJs + page_parts::kViewsJs + "</script>\n" + page_parts::kHtmlTail;
   return page;
 }
 
@@ -52,6 +51,7 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
   #error { color: #b4161b; }
   input, select, button { font: inherit; padding: 2px 6px; }
   .note { color: #5b6472; font-size: 12px; }
+  .pager button:disabled { opacity: 0.4; }
   #timeline-legend span { margin-right: 8px; }
   #timeline-legend span::before { content: "\25A0 "; }
   .legend-data_us::before { color: #9aa5b5; } .legend-compute_us::before { color: #3b82f6; }
@@ -77,9 +77,9 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
 <div id="error"></div>
 
 <div class="view" id="view-overview">
-<section><h2>Nodes</h2><table><thead><tr><th>ID</th><th>State</th><th>Address</th><th>Host</th><th>CPUs</th>
+<section><h2>Nodes</h2><div class="filters"><span class="pager"><button id="nodes-prev">&lsaquo; previous</button> <span class="note" id="nodes-range"></span> <button id="nodes-next">next &rsaquo;</button></span></div><table><thead><tr><th>ID</th><th>State</th><th>Address</th><th>Host</th><th>CPUs</th>
 <th>GPUs</th><th>Memory GiB</th><th>Heartbeat</th><th></th></tr></thead><tbody id="nodes"></tbody></table></section>
-<section><h2>Jobs</h2><table><thead><tr><th>ID</th><th>Name</th><th>Strategy</th><th>State</th><th>Workers</th>
+<section><h2>Jobs</h2><div class="filters"><span class="pager"><button id="jobs-prev">&lsaquo; previous</button> <span class="note" id="jobs-range"></span> <button id="jobs-next">next &rsaquo;</button></span></div><table><thead><tr><th>ID</th><th>Name</th><th>Strategy</th><th>State</th><th>Workers</th>
 <th>Epoch</th><th>Progress</th><th>Loss</th><th>Samples/s</th><th>Accuracy</th><th>ETA</th><th>Message</th></tr></thead>
 <tbody id="jobs"></tbody></table></section>
 <section><h2>Actors</h2><div id="actor-counts"></div>
@@ -87,7 +87,7 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
 <select id="actor-state"><option value="">any state</option><option>PENDING</option><option>ALIVE</option>
 <option>RESTARTING</option><option>DEAD</option></select>
 <input id="actor-node" placeholder="node id prefix" size="14"><input id="actor-type" placeholder="type" size="14">
-<span class="note" id="actor-note"></span></div>
+<span class="note" id="actor-note"></span><span class="pager"><button id="actors-prev">&lsaquo; previous</button> <span class="note" id="actors-range"></span> <button id="actors-next">next &rsaquo;</button></span></div>
 <table><thead><tr><th>ID</th><th>Type</th><th>Name</th><th>Job</th><th>Node</th><th>State</th><th>Restarts</th><th>Reason</th></tr></thead>
 <tbody id="actors"></tbody></table></section>
 <section><h2>Recent events</h2><table><thead><tr><th>Time</th><th>Kind</th><th>Subject</th><th>Message</th></tr></thead>
@@ -122,7 +122,7 @@ Export: <span class="mono" id="timeline-cmd"></span> (Chrome trace; opens in Per
 <section><h2>Searches</h2>
 <div class="filters"><select id="search-filter"><option value="">any state</option><option>RUNNING</option>
 <option>SUCCEEDED</option><option>FAILED</option><option>CANCELLED</option></select>
-<span class="note" id="search-note"></span></div>
+<span class="note" id="search-note"></span><span class="pager"><button id="searches-prev">&lsaquo; previous</button> <span class="note" id="searches-range"></span> <button id="searches-next">next &rsaquo;</button></span></div>
 <table><thead><tr><th>ID</th><th>Name</th><th>State</th><th>Scheduler</th><th>Metric</th><th>Trials</th>
 <th>Best</th><th>Started</th><th>Message</th></tr></thead><tbody id="searches"></tbody></table></section>
 </div>

@@ -16,24 +16,20 @@ function trialCounts(s) {
   return s.trial_count + " trials" + (parts.length ? ": " + parts.join(", ") : "") +
          (s.stopped_early ? " (" + s.stopped_early + " stopped early)" : "");
 }
-let searchesBusy = false;
-function refreshSearches() {
-  if (searchesBusy) return;
-  searchesBusy = true;
-  const q = new URLSearchParams({limit: "200"});
+// 100 a page; the list polls while shown (page_core_js.cc route) and follows the state filter.
+const searchTable = pagedTable("searches", "/api/searches", 100, 0, () => {
+  const q = new URLSearchParams();
   if ($("search-filter").value) q.set("state", $("search-filter").value);
-  getJson("/api/searches?" + q.toString())
-    .then(r => {
-      $("search-note").textContent = r.total === 0 ? "no searches" + ($("search-filter").value ? " in this state" : " yet: troupe tune starts one")
-                                   : r.truncated ? "showing " + r.returned + " of " + r.total : r.total + " searches";
-      fill("searches", r.searches.map(s => row([
-        searchLink(s.id), s.name, state(s.state), s.scheduler, s.metric + " (" + s.mode + ")", trialCounts(s),
-        s.best_so_far ? num(s.best_so_far.value, 4) + " (trial " + s.best_so_far.trial + (s.best_so_far.final ? ")" : ", so far)") : "",
-        new Date(s.created_ms).toLocaleString(), el("span", s.message)])));
-    })
-    .catch(e => { $("search-note").textContent = e.message; })
-    .finally(() => { searchesBusy = false; });
-}
+  return q;
+}, r => {
+  $("search-note").textContent = r.total === 0 ? "no searches" + ($("search-filter").value ? " in this state" : " yet: troupe tune starts one")
+                               : r.total + " searches";
+  return r.searches.map(s => row([
+    searchLink(s.id), s.name, state(s.state), s.scheduler, s.metric + " (" + s.mode + ")", trialCounts(s),
+    s.best_so_far ? num(s.best_so_far.value, 4) + " (trial " + s.best_so_far.trial + (s.best_so_far.final ? ")" : ", so far)") : "",
+    new Date(s.created_ms).toLocaleString(), el("span", s.message)]));
+});
+function refreshSearches() { searchTable.load(true); }
 $("search-filter").addEventListener("change", refreshSearches);
 
 // ---- #/search/<id> ----

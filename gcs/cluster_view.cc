@@ -138,7 +138,7 @@ Expected<json> cluster_view(Store& store, const ViewOptions& options) {
   }
   std::sort(actors->begin(), actors->end(), [](const ActorRecord& a, const ActorRecord& b) { return a.id < b.id; });
   for (const ActorRecord& a : *actors) {
-    view["actors"].push_back(actor_json(a));
+    if (view["actors"].size() < options.actors) view["actors"].push_back(actor_json(a));
     ++actor_states[actor_state_name(a.state)];
   }
   for (const JobRecord& j : *jobs) view["jobs"].push_back(job_json(j));

@@ -3,6 +3,7 @@
 // document, so the two always agree.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,7 @@ namespace troupe::gcs {
 
 struct ViewOptions {
   size_t events = 10;          // newest events to include
+  size_t actors = SIZE_MAX;    // actor entries to include, the first in id order (the summary counts all)
   int64_t now_ms = 0;          // 0: the current time (tests pass a fixed one)
 };
 

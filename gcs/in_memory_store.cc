@@ -92,6 +92,18 @@ Expected<std::vector<std::pair<std::string, std::string>>> InMemoryStore::get_al
   return out;
 }
 
+Expected<std::vector<std::string>> InMemoryStore::keys(const std::string& table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TROUPE_RETURN_IF_ERROR(check_up());
+  std::vector<std::string> out;
+  auto t = tables_.find(table);
+  if (t != tables_.end()) {
+    out.reserve(t->second.size());
+    for (const auto& row : t->second) out.push_back(row.first);
+  }
+  return out;
+}
+
 Expected<std::string> InMemoryStore::append(const std::string& stream, const std::string& value, size_t max_len) {
   std::lock_guard<std::mutex> lock(mu_);
   TROUPE_RETURN_IF_ERROR(check_up());

@@ -22,6 +22,7 @@ class InMemoryStore final : public Store {
   Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   Status remove(const std::string& table, const std::string& key) override;
   Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) override;
+  Expected<std::vector<std::string>> keys(const std::string& table) override;
   Expected<std::string> append(const std::string& stream, const std::string& value, size_t max_len) override;
   Expected<std::vector<StreamEntry>> read_recent(const std::string& stream, size_t count) override;
   Expected<std::vector<StreamEntry>> read_after(const std::string& stream, const std::string& after_id,

@@ -214,6 +214,43 @@ Expected<std::vector<std::pair<std::string, std::string>>> RedisStore::get_all(c
   return out;
 }
 
+Expected<std::vector<std::string>> RedisStore::keys(const std::string& table) {
+  TROUPE_RETURN_IF_ERROR(check_name("table", table));
+  auto r = run({"HKEYS", table_key(table)});
+  if (!r.ok()) return r.status();
+  if (!r->is_array()) return corrupt_data(describe() + ": HKEYS " + table_key(table) + " answered " + r->type_name());
+  std::vector<std::string> out;
+  out.reserve(r->elements.size());
+  for (Reply& e : r->elements) out.push_back(std::move(e.str));
+  return out;
+}
+
+Expected<std::vector<std::optional<std::string>>> RedisStore::get_many(const std::string& table,
+                                                                       const std::vector<std::string>& keys) {
+  TROUPE_RETURN_IF_ERROR(check_name("table", table));
+  std::vector<std::optional<std::string>> out;
+  if (keys.empty()) return out;
+  std::vector<std::string> argv{"HMGET", table_key(table)};
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  auto r = run(argv);
+  if (!r.ok()) return r.status();
+  if (!r->is_array() || r->elements.size() != keys.size()) {
+    return corrupt_data(describe() + ": HMGET " + table_key(table) + " answered " + r->type_name() + " of " +
+                        std::to_string(r->elements.size()) + " elements for " + std::to_string(keys.size()) + " keys");
+  }
+  out.reserve(keys.size());
+  for (Reply& e : r->elements) {
+    if (e.is_nil()) {
+      out.emplace_back();
+    } else if (e.is_string()) {
+      out.emplace_back(std::move(e.str));
+    } else {
+      return corrupt_data(describe() + ": HMGET " + table_key(table) + " answered a " + e.type_name() + " element");
+    }
+  }
+  return out;
+}
+
 Expected<std::string> RedisStore::append(const std::string& stream, const std::string& value, size_t max_len) {
   TROUPE_RETURN_IF_ERROR(check_name("stream", stream));
   std::vector<std::string> argv{"XADD", stream_key(stream)};

@@ -52,6 +52,9 @@ class RedisStore final : public Store {
   Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   Status remove(const std::string& table, const std::string& key) override;
   Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) override;
+  Expected<std::vector<std::string>> keys(const std::string& table) override;
+  Expected<std::vector<std::optional<std::string>>> get_many(const std::string& table,
+                                                             const std::vector<std::string>& keys) override;
   Expected<std::string> append(const std::string& stream, const std::string& value, size_t max_len) override;
   Expected<std::vector<StreamEntry>> read_recent(const std::string& stream, size_t count) override;
   // `after_id` is "" or "0" (from the start) or an id returned by append ("<ms>-<seq>");

@@ -64,6 +64,29 @@ class Store {
   virtual Status remove(const std::string& table, const std::string& key) = 0;
   // Every (key, value) of the table, in no particular order.
   virtual Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) = 0;
+  // Every key of the table, in no particular order, without the values (a page of a long table
+  // reads its keys, then only the rows it shows). This default reads every row with get_all.
+  virtual Expected<std::vector<std::string>> keys(const std::string& table) {
+    auto all = get_all(table);
+    if (!all.ok()) return all.status();
+    std::vector<std::string> out;
+    out.reserve(all->size());
+    for (auto& row : *all) out.push_back(std::move(row.first));
+    return out;
+  }
+  // The value of each of `keys`, in their order; nullopt for a key that is absent (removed since it
+  // was listed). RedisStore asks in one round trip (HMGET); this default calls get() per key.
+  virtual Expected<std::vector<std::optional<std::string>>> get_many(const std::string& table,
+                                                                     const std::vector<std::string>& keys) {
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (const std::string& key : keys) {
+      auto value = get(table, key);
+      if (!value.ok()) return value.status();
+      out.push_back(std::move(*value));
+    }
+    return out;
+  }
   // Writes every row, then publishes each row's key on `channel` unless it is empty. RedisStore sends
   // all of it in one round trip (pipelined); this default calls put() and publish() per row. On
   // error some rows may have been written (each one whole) and their notifications may be missing.

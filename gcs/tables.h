@@ -60,6 +60,24 @@ class Table {
     }
     return out;
   }
+  // Every key of the table (no record read or decoded), in no particular order.
+  Expected<std::vector<std::string>> keys() { return store_.keys(name()); }
+  // The records under `keys`, in their order, skipping keys that are absent (removed since they
+  // were listed); one that does not decode fails the call, naming its key.
+  Expected<std::vector<Record>> get_many(const std::vector<std::string>& keys) {
+    auto values = store_.get_many(name(), keys);
+    if (!values.ok()) return values.status();
+    std::vector<Record> out;
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!(*values)[i]) continue;
+      Record r;
+      Status st = decode(*(*values)[i], &r);
+      if (!st.ok()) return st.with_context(std::string(name()) + "/" + keys[i]);
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
 
  private:
   Store& store_;

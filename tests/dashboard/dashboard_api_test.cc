@@ -51,6 +51,15 @@ TEST_CASE("/api/cluster is gcs::cluster_view's document", "[dashboard]") {
   CHECK(f.ok("/api/cluster?events=2").at("events").size() == 2);
   CHECK(f.ok("/api/cluster?events=0").at("events").empty());
   f.fails("/api/cluster?events=1001", 400);
+  // actors=N: the first N actor entries in id order (the page asks for none); the summary counts all.
+  Json two = f.ok("/api/cluster?actors=2");
+  REQUIRE(two.at("actors").size() == 2);
+  CHECK(two.at("actors").at(0) == api.at("actors").at(0));
+  CHECK(two.at("summary").at("actors") == 7);
+  CHECK(f.ok("/api/cluster?actors=0").at("actors").empty());
+  CHECK(f.ok("/api/cluster?actors=1000000000").at("actors").size() == 7);
+  CHECK(f.fails("/api/cluster?actors=-1", 400).at("parameter") == "actors");
+  CHECK(f.fails("/api/cluster?actors=1000000001", 400).at("parameter") == "actors");
   f.fails("/api/cluster?verbose=1", 400);
 }
 

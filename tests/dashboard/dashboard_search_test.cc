@@ -128,6 +128,15 @@ TEST_CASE("/api/searches lists searches newest first with trial counts and the b
   CHECK(one.at("searches").at(0).at("id") == s.running.id.hex());
   CHECK(one.at("total") == 2);
   CHECK(one.at("truncated") == true);
+  // The next page, by the cursor: the older search, and no cursor after it.
+  REQUIRE(one.contains("next"));
+  Json second = f.ok("/api/searches?limit=1&after=" + one.at("next").get<std::string>());
+  REQUIRE(second.at("searches").size() == 1);
+  CHECK(second.at("searches").at(0).at("id") == s.ended.id.hex());
+  CHECK(second.at("start") == 1);
+  CHECK_FALSE(second.contains("next"));
+  CHECK(f.ok("/api/searches?limit=1&offset=1").at("searches") == second.at("searches"));
+  CHECK(f.fails("/api/searches?after=" + s.ended.id.hex(), 400).at("parameter") == "after");  // not -<created_ms>.<id>
   Json done = f.ok("/api/searches?state=succeeded");  // case does not matter
   REQUIRE(done.at("searches").size() == 1);
   CHECK(done.at("searches").at(0).at("id") == s.ended.id.hex());
@@ -223,7 +232,7 @@ TEST_CASE("the page has the searches views and reads the search endpoints", "[da
   CHECK(res->status == 200);
   const std::string& page = res->body;
   for (const char* part : {"id=\"nav-searches\"", "id=\"view-searches\"", "id=\"view-search\"", "id=\"chart-search\"",
-                           "id=\"search-trials\"", "\"#/search/\"", "\"/api/searches?\"", "\"/api/searches/\"",
+                           "id=\"search-trials\"", "\"#/search/\"", "pagedTable(\"searches\", \"/api/searches\"", "\"/api/searches/\"",
                            "refreshSearches", "refreshSearch(arg)"}) {
     INFO(part);
     CHECK(page.find(part) != std::string::npos);

@@ -115,7 +115,11 @@ TEST_CASE("the page is served at / with nothing from other origins", "[dashboard
   CHECK(page.find("/api/cluster") != std::string::npos);
   // The views beyond the overview, and the endpoints they read.
   for (const char* part : {"id=\"view-job\"", "id=\"view-events\"", "id=\"view-logs\"", "id=\"chart-loss\"",
-                           "id=\"chart-timeline\"", "/api/logs?", "/timeline?", "/api/events?", "getContext(\"2d\")"}) {
+                           "id=\"chart-timeline\"", "/api/logs?", "/timeline?", "/api/events?", "getContext(\"2d\")",
+                           // The long lists, read a page at a time with next and previous.
+                           "pagedTable(\"actors\", \"/api/actors\"", "pagedTable(\"nodes\", \"/api/nodes\"",
+                           "pagedTable(\"jobs\", \"/api/jobs\"", "id=\"actors-next\"", "id=\"actors-prev\"",
+                           "id=\"nodes-next\"", "id=\"jobs-next\"", "id=\"searches-next\""}) {
     INFO(part);
     CHECK(page.find(part) != std::string::npos);
   }
@@ -225,6 +229,14 @@ TEST_CASE("the live stream sends the document at once and then every interval", 
   CHECK(reader.status() == 200);
   CHECK(docs[0].at("nodes").size() == 3);
   CHECK(docs[0].contains("summary"));
+  CHECK(docs[0].at("actors").size() == 7);
+  // actors=0, as the page asks: no actor entries, the summary still counts them.
+  StreamReader counts_only(f.server().port(), "/api/stream?actors=0");
+  auto lean = counts_only.wait_for(1, std::chrono::seconds(5));
+  REQUIRE(lean.size() >= 1);
+  CHECK(lean[0].at("actors").empty());
+  CHECK(lean[0].at("summary").at("actors") == 7);
+  CHECK(lean[0].at("nodes").size() == 3);
 }
 
 TEST_CASE("an event pushes a document long before the interval", "[dashboard]") {
@@ -261,6 +273,7 @@ TEST_CASE("live streams are bounded and end promptly when the server stops", "[d
   Json refused = f.fails("/api/stream", 503);
   CHECK(refused.at("error").get<std::string>().find("dashboard_max_streams") != std::string::npos);
   CHECK(f.fails("/api/stream?events=x", 400).at("parameter") == "events");
+  CHECK(f.fails("/api/stream?actors=-1", 400).at("parameter") == "actors");
   // The API still answers while the stream holds its thread.
   f.ok("/api/nodes");
 

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <thread>
 
 #include "gcs/events.h"
@@ -14,7 +15,7 @@ namespace troupe::gcs {
 
 using namespace std::chrono_literals;
 
-TEST_CASE("memory store: put, get, remove and get_all", "[gcs][memory]") {
+TEST_CASE("memory store: put, get, remove, get_all, keys and get_many", "[gcs][memory]") {
   InMemoryStore s;
   REQUIRE(s.put("t", "a", "1").ok());
   REQUIRE(s.put("t", "b", std::string("\0\xff", 2)).ok());
@@ -32,6 +33,17 @@ TEST_CASE("memory store: put, get, remove and get_all", "[gcs][memory]") {
   auto all = s.get_all("t");
   REQUIRE(all.ok());
   CHECK(all->size() == 2);
+  auto keys = s.keys("t");
+  REQUIRE(keys.ok());
+  std::sort(keys->begin(), keys->end());
+  CHECK(*keys == std::vector<std::string>{"a", "b"});
+  CHECK(s.keys("none")->empty());
+  auto some = s.get_many("t", {"b", "zz", "a"});
+  REQUIRE(some.ok());
+  REQUIRE(some->size() == 3);
+  CHECK((*some)[0] == std::optional<std::string>(std::string("\0\xff", 2)));
+  CHECK_FALSE((*some)[1].has_value());
+  CHECK((*some)[2] == std::optional<std::string>("2"));
 
   REQUIRE(s.remove("t", "a").ok());
   REQUIRE(s.remove("t", "a").ok());  // absent: not an error

@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 using testing::connect_store;
 using testing::shared_redis;
 
-TEST_CASE("redis store: put, get, remove and get_all", "[gcs][redis]") {
+TEST_CASE("redis store: put, get, remove, get_all, keys and get_many", "[gcs][redis]") {
   auto s = connect_store(shared_redis(), "t-table");
   const std::string binary("\0\xff\r\n$3", 6);
   REQUIRE(s->put("t", "a", "1").ok());
@@ -39,6 +39,19 @@ TEST_CASE("redis store: put, get, remove and get_all", "[gcs][redis]") {
   REQUIRE(all->size() == 2);
   CHECK((*all)[0] == std::make_pair(std::string("a"), std::string("2")));
   CHECK((*all)[1].second == binary);
+  // keys: the table's keys without their values; get_many: some rows in the order asked, absent ones empty.
+  auto keys = s->keys("t");
+  REQUIRE(keys.ok());
+  std::sort(keys->begin(), keys->end());
+  CHECK(*keys == std::vector<std::string>{"a", "b"});
+  CHECK(s->keys("empty")->empty());
+  auto some = s->get_many("t", {"b", "gone", "a"});
+  REQUIRE(some.ok());
+  REQUIRE(some->size() == 3);
+  CHECK((*some)[0] == std::optional<std::string>(binary));
+  CHECK_FALSE((*some)[1].has_value());
+  CHECK((*some)[2] == std::optional<std::string>("2"));
+  CHECK(s->get_many("t", {})->empty());
 
   REQUIRE(s->remove("t", "a").ok());
   REQUIRE(s->remove("t", "a").ok());

@@ -1,6 +1,6 @@
 // The dashboard in a real browser (headless Chromium driven by playwright-core): run_e2e.sh brings
 // a local cluster up and submits a job, then this script opens the dashboard and checks what a
-// user relies on — the nodes are listed, the job page's loss chart grows while the job trains, a
+// user relies on — the nodes are listed, the actors page by next and previous, the job page's loss chart grows while the job trains, a
 // node killed with SIGKILL turns DEAD (red) and its node_died event appears; a hyperparameter
 // search's page draws a line per trial and highlights the best once the search ended. Screenshots go to
 // E2E_SHOTS. Every wait has a deadline; the whole script gives up after E2E_DEADLINE_S.
@@ -27,6 +27,26 @@ async function points(page, id) {
   return Number(await page.locator("#" + id).getAttribute("data-points") || 0);
 }
 
+async function rangeIs(page, re) {
+  await page.waitForFunction(r => new RegExp(r).test(document.getElementById("actors-range").textContent), re.source,
+                             { timeout: 20000 });
+}
+
+// The actor table's pager: the first page of 100, next shows the ones after it (none of the first
+// page's), previous the first page again.
+async function pages(page) {
+  await rangeIs(page, /^1-100 of (1[0-9][0-9]|[2-9][0-9][0-9])$/);
+  const first = (await page.locator("#actors tr td").first().textContent()).trim();
+  await page.click("#actors-next");
+  await rangeIs(page, /^101-[0-9]+ of [0-9]+$/);
+  if (await page.locator("#actors tr", { hasText: first }).count() !== 0) throw new Error("page 2 repeats actor " + first);
+  await page.click("#actors-prev");
+  await rangeIs(page, /^1-100 of /);
+  const again = (await page.locator("#actors tr td").first().textContent()).trim();
+  if (again !== first) throw new Error("previous showed " + again + " first, not " + first);
+  step("actors paged: " + (await page.locator("#actors-range").textContent()) + ", next and previous");
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: process.env.E2E_CHROMIUM || "/usr/bin/chromium",
@@ -51,10 +71,14 @@ async function main() {
     if (alive < 3) throw new Error("expected 3 ALIVE nodes (head + 2), saw " + alive);
     await page.locator("#jobs tr", { hasText: job.slice(0, 8) }).waitFor({ timeout: 20000 });
     if (!finishedActor) throw new Error("run_e2e.sh passed no E2E_FINISHED_ACTOR");
+    // Actors come 100 a page (run_e2e.sh spawned 120 more): the stopped one is found by the search box.
+    await page.fill("#actor-q", finishedActor.slice(0, 12));
     const ended = page.locator("#actors tr", { hasText: finishedActor.slice(0, 8) });
     await ended.locator(".state.FINISHED").waitFor({ timeout: 20000 });
     if (await ended.locator(".state.DEAD").count() !== 0) throw new Error("the stopped actor reads DEAD");
     step("the actor stopped by the user reads FINISHED (grey)");
+    await page.fill("#actor-q", "");
+    await pages(page);
     await page.screenshot({ path: path.join(shots, "dashboard-overview.png"), fullPage: true });
 
     step("job page of " + job);

@@ -79,6 +79,8 @@ finished=$(timeout 60 "$troupe" spawn echo --json 2>/dev/null | tail -1 \
   || fail "troupe spawn echo failed"
 [[ "$finished" =~ ^[0-9a-f]{32}$ ]] || fail "troupe spawn echo --json gave no actor id ('$finished')"
 timeout 60 "$troupe" stop "$finished" >/dev/null || fail "troupe stop $finished failed"
+# More actors than a page of the actor table (100) holds, needing no CPU, for its pager.
+timeout 60 "$troupe" spawn echo --count 120 --cpus 0 --name-prefix page >/dev/null || fail "troupe spawn echo --count 120 failed"
 node_pid=$(cat "$home/session/pids/node-2.pid") || fail "no pid file of node-2"
 node_id=$(timeout 60 "$troupe" status --json | node -e '
   let s = ""; process.stdin.on("data", d => s += d).on("end", () => {
