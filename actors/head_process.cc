@@ -20,6 +20,7 @@
 #include "core/version.h"
 #include "dashboard/dashboard_address.h"
 #include "dashboard/dashboard_server.h"
+#include "tls/tls_files.h"
 #include "gcs/events.h"
 #include "gcs/gcs_stamp.h"
 #include "gcs/redis_store.h"
@@ -76,6 +77,9 @@ Status start_dashboard(const HeadProcessOptions& o, const gcs::RedisStoreOptions
   if (!store.ok()) return store.status().with_context("head: connecting the dashboard to the GCS");
   auto options = dashboard::DashboardOptions::from_config(o.config, o.bind, o.token);
   options.port = o.dashboard_port;
+  auto tls = tls::files_from_env();  // the cluster's TLS files (troupe up --tls)
+  if (!tls.ok()) return tls.status().with_context("head: the dashboard's TLS");
+  options.tls = *tls;
   options.remote_tail = [&system](const gcs::NodeRecord& n, const dashboard::TailOptions& t) {
     return tail_node_log(system, n, t);
   };

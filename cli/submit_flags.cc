@@ -140,6 +140,10 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--transport", s.transport, "sync: auto, shm, tcp or hierarchical")
       ->check(CLI::IsMember({"auto", "shm", "tcp", "hierarchical"}))->capture_default_str();
+  cmd->add_option("--data-plane", s.data_plane,
+                  "The workers' and parameter servers' connections: auto (TLS on a `troupe up --tls` cluster), tls "
+                  "(required), plain (TCP: faster, readable on the network)")
+      ->check(CLI::IsMember({"auto", "tls", "plain"}))->capture_default_str();
   cmd->add_option("--checksum-every", s.checksum_every, "sync: steps between parameter checksums (0: never)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--bucket-bytes", s.bucket_bytes,

@@ -503,7 +503,14 @@ int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
   std::printf("  head:       %s (pid %d)\n", info.head_address.c_str(), static_cast<int>(*head));
   std::printf("  GCS:        redis %s:%d%s\n", info.redis_host.c_str(), info.redis_port,
               info.embedded_redis ? (" (embedded, data in " + s.redis_dir() + ")").c_str() : "");
-  std::printf("  join:       troupe up --address %s --token %s\n", info.head_address.c_str(), info.token.c_str());
+  if (info.tls.enabled()) {
+    std::printf("  TLS:        every connection, certificates of the cluster CA %s\n", info.tls.ca.c_str());
+    std::printf("  join:       troupe tls issue --host HOST --out DIR (here), copy DIR to HOST, there: troupe up "
+                "--address %s --token %s --tls-ca DIR/ca.pem --tls-cert DIR/HOST.pem --tls-key DIR/HOST.key\n",
+                info.head_address.c_str(), info.token.c_str());
+  } else {
+    std::printf("  join:       troupe up --address %s --token %s\n", info.head_address.c_str(), info.token.c_str());
+  }
   std::printf("  dashboard:  %s\n", dashboard_line(**store, info.token).c_str());
   std::printf("  session:    %s  (troupe status, troupe logs, troupe down)\n", s.dir().c_str());
   return 0;

@@ -25,6 +25,7 @@
 #include "core/ids.h"
 #include "core/status.h"
 #include "gcs/store.h"
+#include "tls/tls_context.h"
 
 namespace troupe::collectives {
 
@@ -45,6 +46,8 @@ struct GroupOptions {
   // Per-rank zero-copy arena in shared memory (Communicator::shared_buffer) when the group uses shm
   // within the node; same on every rank.
   size_t shared_buffer_bytes = 0;
+  // Set: the TCP mesh's connections are TLS, both ends authenticated by the cluster's CA.
+  std::shared_ptr<const tls::TlsContext> tls;
 };
 
 // Registers, waits for all members of this generation and connects them; the TCP handshake admits

@@ -100,6 +100,7 @@ Expected<std::unique_ptr<Transport>> connect_group_transport(const GroupOptions&
   tcp.group = o.name;
   tcp.generation = o.generation;
   tcp.timeout = left_until(deadline);
+  tcp.tls = o.tls;
   auto mesh = connect_tcp_group(o.rank, std::move(listener), addresses, tcp);
   if (!mesh || *kind == "tcp") return mesh;
   auto local = connect_local();

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "collectives/tcp_transport.h"
+#include "tls/tls_relay.h"
 #include "collectives/tcp_wire.h"
 
 namespace troupe::collectives {
@@ -231,6 +232,9 @@ Expected<std::unique_ptr<Transport>> connect_tcp_group(int rank, TcpListener lis
   // Dial every lower rank and introduce ourselves.
   for (int peer = 0; peer < rank; ++peer) {
     auto fd = dial(addresses[peer], peer, deadline);
+    if (fd && options.tls)
+      fd = tls::wrap(*fd, *options.tls, tls::Role::client, std::chrono::milliseconds(ms_left(deadline)),
+                     "rank " + std::to_string(peer) + " at " + addresses[peer]);
     if (!fd) return give_up(fd.status().with_context(self + " forming a tcp group"));
     fds[peer] = *fd;
     Status st = introduce(*fd, rank, size, peer, options, deadline);
@@ -251,6 +255,16 @@ Expected<std::unique_ptr<Transport>> connect_tcp_group(int rank, TcpListener lis
     int fd = ::accept(listener.fd(), nullptr, nullptr);
     if (fd < 0) continue;
     tune(fd);
+    if (options.tls) {
+      // A connection that is not a member of the cluster (its certificate refused) is not a rank.
+      auto plain = tls::wrap(fd, *options.tls, tls::Role::server, std::chrono::milliseconds(ms_left(deadline)),
+                             "a connecting rank");
+      if (!plain) {
+        refused += (refused.empty() ? "" : "; ") + plain.status().message();
+        continue;
+      }
+      fd = *plain;
+    }
     const int peer = admit(fd, rank, size, fds, options, deadline, &refused);
     if (peer < 0) {
       ::close(fd);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "collectives/transport.h"
+#include "tls/tls_context.h"
 
 namespace troupe::collectives {
 
@@ -52,6 +53,9 @@ struct TcpGroupOptions {
   // Who may join: a connecting rank must name the same group and generation, else it is refused.
   std::string group;
   int64_t generation = 0;
+  // Set: every connection of the mesh is TLS (tls/tls_relay.h), both ends authenticated by the
+  // cluster's CA; the ranks' handshake then runs inside it.
+  std::shared_ptr<const tls::TlsContext> tls;
 };
 
 // Forms the mesh for `rank`; addresses[r] is "host:port" of rank r (this rank's is not dialled).

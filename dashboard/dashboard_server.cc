@@ -24,7 +24,7 @@ struct DashboardServer::Impl {
   DashboardOptions options;
   bool token_required = false;
   int port = 0;
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> server;  // an SSLServer with TLS
   std::thread thread;
   std::atomic<bool> stopping{false};
   std::atomic<int> streams{0};
@@ -86,7 +86,7 @@ void serve_stream(Impl& s, const httplib::Request& req, httplib::Response& res) 
 }
 
 void add_routes(Impl& s) {
-  httplib::Server& http = s.server;
+  httplib::Server& http = *s.server;
   http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     return authorize(s, req, res);
   });
@@ -193,17 +193,28 @@ Expected<std::unique_ptr<DashboardServer>> DashboardServer::start(DashboardOptio
   impl->options = std::move(options);
   const DashboardOptions& o = impl->options;
   const size_t threads = static_cast<size_t>(o.workers + o.max_streams);
-  impl->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl->server.set_keep_alive_timeout(2);
-  impl->server.set_read_timeout(5);
-  impl->server.set_write_timeout(5);
-  impl->server.set_payload_max_length(64 * 1024);
+  if (o.tls.enabled()) {
+    // HTTPS with the head's certificate; a client must present one of the cluster's CA (mutual
+    // TLS, as on every other port of a --tls cluster), and the token rules stay as they are.
+    auto https = std::make_unique<httplib::SSLServer>(o.tls.cert.c_str(), o.tls.key.c_str(), o.tls.ca.c_str());
+    if (!https->is_valid())
+      return invalid_argument("dashboard: cannot serve HTTPS with " + o.tls.cert + " and " + o.tls.key + " (CA " +
+                              o.tls.ca + ")");
+    impl->server = std::move(https);
+  } else {
+    impl->server = std::make_unique<httplib::Server>();
+  }
+  impl->server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl->server->set_keep_alive_timeout(2);
+  impl->server->set_read_timeout(5);
+  impl->server->set_write_timeout(5);
+  impl->server->set_payload_max_length(64 * 1024);
   add_routes(*impl);
   const std::string host = o.bind.size() > 2 && o.bind.front() == '[' ? o.bind.substr(1, o.bind.size() - 2) : o.bind;
   if (o.port == 0) {
-    impl->port = impl->server.bind_to_any_port(host);
+    impl->port = impl->server->bind_to_any_port(host);
   } else {
-    impl->port = impl->server.bind_to_port(host, o.port) ? o.port : -1;
+    impl->port = impl->server->bind_to_port(host, o.port) ? o.port : -1;
   }
   if (impl->port <= 0) {
     return unavailable("dashboard: cannot listen on " + o.bind + ":" + std::to_string(o.port) +
@@ -211,9 +222,9 @@ Expected<std::unique_ptr<DashboardServer>> DashboardServer::start(DashboardOptio
                        "or TROUPE_DASHBOARD_PORT, or turn the dashboard off with -1");
   }
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  impl->thread = std::thread([raw] { raw->server->listen_after_bind(); });
   // stop() only works once the server runs its accept loop: wait for it (it starts at once).
-  for (int i = 0; i < 5000 && !impl->server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 5000 && !impl->server->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(impl)));
 }
 
@@ -224,14 +235,14 @@ DashboardServer::~DashboardServer() { stop(); }
 void DashboardServer::stop() {
   if (!impl_ || !impl_->thread.joinable()) return;
   impl_->stopping.store(true);
-  impl_->server.stop();
+  impl_->server->stop();
   impl_->thread.join();
 }
 
 int DashboardServer::port() const { return impl_->port; }
 
 std::string DashboardServer::url() const {
-  return "http://" + url_host(impl_->options.bind) + ":" + std::to_string(impl_->port);
+  return std::string(impl_->options.tls.enabled() ? "https://" : "http://") + url_host(impl_->options.bind) + ":" + std::to_string(impl_->port);
 }
 
 bool DashboardServer::token_required() const { return impl_->token_required; }

@@ -12,6 +12,7 @@
 
 #include <functional>
 
+#include "tls/tls_files.h"
 #include "dashboard/api.h"
 
 #include <chrono>
@@ -42,6 +43,8 @@ struct DashboardOptions {
   std::string log_dir;
   // How /api/logs reaches the log of a node on another host (ApiContext::remote_tail).
   std::function<Expected<Tail>(const gcs::NodeRecord&, const TailOptions&)> remote_tail;
+  // Set: HTTPS with `tls.cert`, clients presenting a certificate of `tls.ca` (mutual TLS).
+  tls::TlsFiles tls;
 
   // bind, port (dashboard_port), stream interval and max streams from the settings.
   static DashboardOptions from_config(const Config& config, const std::string& bind, const std::string& token);

@@ -28,7 +28,10 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   auto gpu = worker_gpu(env, a, spec);
   if (!gpu.ok()) return gpu.status();
   const int device = *gpu;
-  const collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
+  collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
+  auto tls = data_plane_tls(spec);
+  if (!tls.ok()) return tls.status();
+  go.tls = *tls;
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   collectives::Transport* host_transport = &(*comm)->transport();

@@ -101,6 +101,7 @@ const std::map<std::string, Field>& fields() {
     f["grad_wire"] = field<std::string>([](JobSpec& s) { return &s.grad_wire; });
     f["shard"] = field<std::string>([](JobSpec& s) { return &s.shard; });
     f["collective_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.collective_timeout_ms; });
+    f["data_plane"] = field<std::string>([](JobSpec& s) { return &s.data_plane; });
     f["checkpoint_every"] = field<int64_t>([](JobSpec& s) { return &s.checkpoint_every; });
     f["checkpoint_dir"] = field<std::string>([](JobSpec& s) { return &s.checkpoint_dir; });
     f["checkpoint_keep"] = field<int>([](JobSpec& s) { return &s.checkpoint_keep; });
@@ -254,6 +255,8 @@ Status validate(const JobSpec& s) {
     return invalid_argument("--transport '" + s.transport + "' is not one of auto, shm, tcp, hierarchical");
   }
   if (s.collective_timeout_ms < 1) return invalid_argument("collective_timeout_ms must be >= 1");
+  if (s.data_plane != "auto" && s.data_plane != "tls" && s.data_plane != "plain")
+    return invalid_argument("--data-plane '" + s.data_plane + "' is not one of auto, tls, plain");
   if (s.bucket_bytes < -1) return invalid_argument("--bucket-bytes must be >= 0, or -1 for auto");
   DType wire = DType::f32;
   if (s.grad_wire != "auto" && !parse_dtype(s.grad_wire, &wire))
@@ -345,6 +348,16 @@ Expected<JobSpec> from_settings(const std::vector<std::string>& settings) {
     }
   }
   return spec;
+}
+
+Expected<std::shared_ptr<const tls::TlsContext>> data_plane_tls(const JobSpec& spec) {
+  if (spec.data_plane == "plain") return std::shared_ptr<const tls::TlsContext>();
+  auto cluster = tls::process_tls();
+  if (!cluster.ok()) return cluster.status().with_context("the data plane's TLS");
+  if (!*cluster && spec.data_plane == "tls")
+    return invalid_argument("the job asks for a TLS data plane (--data-plane tls), but the cluster runs without TLS "
+                            "(start it with `troupe up --tls`)");
+  return *cluster;
 }
 
 }  // namespace troupe::job

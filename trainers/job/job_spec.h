@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tls/tls_context.h"
 #include "trainers/pipeline/pipeline_options.h"
 #include "trainers/train_options.h"
 
@@ -52,6 +53,10 @@ struct JobSpec {
   // or gradients (stage 2). Checkpoints keep the unsharded layout either way.
   std::string shard = "none";
   int64_t collective_timeout_ms = 60000;
+  // The data plane (collectives' TCP mesh, parameter servers): "auto" = TLS when the cluster runs
+  // with TLS (troupe up --tls), "tls" = required, "plain" = TCP even on a TLS cluster (it costs
+  // bandwidth: docs/benchmarks.md).
+  std::string data_plane = "auto";
   // sync: a checkpoint every this many steps (0: none) under <checkpoint_dir>/<job id>/, of which
   // the newest checkpoint_keep are kept. The directory must be readable by every worker and by the
   // job that resumes (one host, or a shared file system).
@@ -110,5 +115,10 @@ std::vector<std::string> to_settings(const JobSpec& spec);
 // corrupt_data naming the item for an item that is not key=value or whose value does not parse;
 // unknown keys are refused too (a newer submitter), naming them.
 Expected<JobSpec> from_settings(const std::vector<std::string>& settings);
+
+// The TLS the job's data plane connections use: the cluster's (tls/tls_context.h process_tls) unless
+// the spec says "plain"; null for plain TCP. invalid_argument when the job asks for "tls" on a
+// cluster without it.
+Expected<std::shared_ptr<const tls::TlsContext>> data_plane_tls(const JobSpec& spec);
 
 }  // namespace troupe::job

@@ -29,7 +29,10 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   if (world != shards && !spec.elastic)
     return invalid_argument("told to run with " + std::to_string(world) + " of " + std::to_string(shards) +
                             " workers, but the job is not elastic");
-  const collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
+  collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
+  auto tls = data_plane_tls(spec);
+  if (!tls.ok()) return tls.status();
+  go.tls = *tls;
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};

@@ -49,6 +49,9 @@ Expected<std::unique_ptr<collectives::Communicator>> join(gcs::Store& store, con
   go.node = env.node;
   go.actor = a.actor;
   go.transport = spec.transport;
+  auto tls = data_plane_tls(spec);
+  if (!tls.ok()) return tls.status();
+  go.tls = *tls;
   auto comm = collectives::form_group(store, go);
   if (!comm.ok()) return comm.status().with_context("forming group " + name);
   return comm;

@@ -277,6 +277,9 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   ps::PsServerOptions so;
   so.job = a.job.hex();
   so.host = env.bind;
+  auto tls = data_plane_tls(spec);
+  if (!tls.ok()) return tls.status().with_context(who);
+  so.tls = *tls;
   auto server = ps::PsServer::start(std::move(*shard), so);
   if (!server.ok()) return server.status().with_context(who);
   TROUPE_RETURN_IF_ERROR(setup->store->put(kJobServersTable, server_key(a.job, a.index, server_attempt(spec, a.attempt)),
@@ -315,6 +318,9 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   co.rank = a.index;
   co.attempt = a.attempt;  // supersedes a connection its predecessor left open (ps_server.h)
   co.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  auto tls = data_plane_tls(spec);
+  if (!tls.ok()) return tls.status();
+  co.tls = *tls;
   if (spec.strategy == "async") {  // a failed server comes back (restored) under its key
     co.reconnect_timeout = kServerReturnWait;
     co.cancel = &cancel;  // the job failed or was stopped: stop waiting for a server

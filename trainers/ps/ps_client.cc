@@ -2,6 +2,7 @@
 // in the middle of a frame: it is closed and, with options.resolve, dialled again (the request then
 // sent again to that shard only); without, the client refuses every later call, quoting the failure.
 #include "trainers/ps/ps_client.h"
+#include "tls/tls_relay.h"
 
 #include <algorithm>
 #include <deque>
@@ -473,6 +474,12 @@ Expected<wire::ShardInfo> join(Connection* c, const PsClientOptions& o, int64_t 
   const auto deadline = Clock::now() + o.connect_timeout;
   auto socket = wire::dial(c->address, std::min(deadline, Clock::now() + std::min(dial_window, o.connect_timeout)));
   if (!socket.ok()) return socket.status();
+  if (o.tls) {
+    auto plain = tls::wrap(socket->release(), *o.tls, tls::Role::client, o.connect_timeout,
+                           "the parameter server at " + c->address);
+    if (!plain.ok()) return plain.status();
+    *socket = wire::Socket(*plain);
+  }
   c->socket = std::move(*socket);
   const int fd = c->socket.fd();
   Header hello;

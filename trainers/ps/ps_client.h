@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "tls/tls_context.h"
 #include "core/status.h"
 #include "trainers/ps/applied_data.h"
 #include "trainers/ps/parameter_shard.h"
@@ -110,6 +111,8 @@ class PsClient {
 
 struct PsClientOptions {
   std::string job;  // the job id the servers were started with
+  // Set: the connections to the servers are TLS, a certificate of the cluster's CA required.
+  std::shared_ptr<const tls::TlsContext> tls;
   int rank = 0;     // this worker
   // This worker's attempt (the job's restart count when it was placed): a server still holding a
   // connection of the rank from an earlier attempt (a predecessor cut off with its host) closes

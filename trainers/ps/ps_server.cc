@@ -1,4 +1,5 @@
 #include "trainers/ps/ps_server.h"
+#include "tls/tls_relay.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -76,9 +77,30 @@ void PsServer::accept_loop() {
       ::close(fd);
       break;
     }
+    if (options_.tls) {  // the handshake in the connection's thread: a slow one holds up no other
+      connections_.emplace_back([this, fd] { serve_tls(fd); });
+      continue;
+    }
     open_fds_.insert(fd);
     connections_.emplace_back([this, fd] { serve(fd); });
   }
+}
+
+void PsServer::serve_tls(int tcp) {
+  auto plain = tls::wrap(tcp, *options_.tls, tls::Role::server, options_.io_timeout, "a worker's connection");
+  if (!plain.ok()) {
+    spdlog::warn("parameter server {}: refused a connection: {}", address(), plain.status().message());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      ::close(*plain);
+      return;
+    }
+    open_fds_.insert(*plain);
+  }
+  serve(*plain);
 }
 
 int PsServer::admit(int fd) {

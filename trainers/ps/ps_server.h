@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "tls/tls_context.h"
 #include "core/status.h"
 #include "trainers/ps/parameter_shard.h"
 #include "trainers/ps/ps_wire.h"
@@ -41,6 +42,8 @@ struct PsServerOptions {
   int port = 0;                    // 0: any free port (address() says which)
   std::chrono::milliseconds io_timeout{10000};  // a hello, or the rest of a started frame
   bool remove_on_disconnect = true;
+  // Set: workers connect with TLS (tls/tls_relay.h), a certificate of the cluster's CA required.
+  std::shared_ptr<const tls::TlsContext> tls;
 };
 
 class PsServer {
@@ -62,6 +65,7 @@ class PsServer {
   PsServer(std::unique_ptr<ParameterShard> shard, const PsServerOptions& options, wire::Socket listener, int port);
   void accept_loop();
   void serve(int fd);
+  void serve_tls(int tcp);  // the TLS handshake, then serve() on the plaintext
   // The worker a hello on `fd` names, or -1 after refusing it.
   int admit(int fd);
   // Under mu_: makes rank `worker` free for a hello of `attempt` on `fd` — closes a connection of

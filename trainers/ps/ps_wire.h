@@ -114,6 +114,12 @@ class Socket {
   ~Socket() { reset(); }
   int fd() const { return fd_; }
   void reset();
+  // Gives up ownership: the descriptor, -1 here after.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_ = -1;
