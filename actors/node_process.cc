@@ -80,10 +80,19 @@ Status run_node(const NodeProcessOptions& o, const std::atomic<bool>& stop, cons
     head = system.connect(head_hp->first, head_hp->second, std::max(left, std::chrono::milliseconds(1)));
     if (head.ok() || head.status().code() != Code::unavailable || std::chrono::steady_clock::now() >= join_deadline) break;
     if (stop.load()) return unavailable("stopped while joining the head at " + o.head_address);
-    spdlog::info("head at {} not reachable yet ({}); retrying", o.head_address, head.status().message());
+    auto tls = tls::process_tls();
+    spdlog::info("head at {} not reachable yet ({}); retrying{}", o.head_address, head.status().message(),
+                 tls.ok() && !*tls ? " (if the cluster runs with TLS, join with --tls-ca, --tls-cert and --tls-key)" : "");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (!head.ok()) return head.status().with_context("joining the head at " + o.head_address);
+  if (!head.ok()) {
+    Status st = head.status().with_context("joining the head at " + o.head_address);
+    auto tls = tls::process_tls();
+    if (tls.ok() && !*tls)
+      st = Status(st.code(), st.message() + " (a cluster started with `troupe up --tls` answers TLS only: join it with "
+                                            "--tls-ca, --tls-cert and --tls-key)");
+    return st;
+  }
   RegisterNode reg;
   reg.token = o.token;
   reg.version = o.version.empty() ? TROUPE_VERSION_STRING : o.version;

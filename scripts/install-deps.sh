@@ -14,11 +14,12 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin iperf3 prometheus
   chromium nodejs
   openssh-client openssh-server
-  slurmctld slurmd slurm-client munge
+  slurmctld slurmd slurm-client munge tcpdump
 )
 # openssh-server: the ssh provider's test (tests/cluster/ssh_real_test.cc) runs a real sshd on loopback.
 # slurmctld, slurmd, munge: `troupe up --slurm`'s test (tests/cluster/slurm_real_test.cc) runs a real
 # two-node Slurm (the daemons in network namespaces; nothing is started as a system service).
+# tcpdump: the --tls test captures the link between two namespaces and looks for secrets in it.
 # The dashboard's browser test (tests/dashboard/e2e) runs Debian's chromium through playwright-core,
 # the one thing the README's commands take from outside Debian: `npm ci` installs it from the npm
 # registry into the build tree, pinned by tests/dashboard/e2e/package-lock.json to 1.61.1 because
