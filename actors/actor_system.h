@@ -49,7 +49,7 @@ struct ActorSystemOptions {
   // The cluster's TLS files (empty: those of the environment, TROUPE_TLS_*, if any): when set, every
   // connection (publish and connect) is TLS through CAF's OpenSSL module, both ends presenting a
   // certificate of the cluster's CA.
-  tls::TlsFiles tls;
+  tls::TlsFiles tls = {};
 
   // invalid_argument naming the field when a value is out of range.
   Status validate() const;

@@ -16,6 +16,7 @@
 #include "cli/bench_report.h"
 #include "cli/commands.h"
 #include "core/process.h"
+#include "tls/pki.h"
 
 namespace troupe::cli {
 namespace {
@@ -299,7 +300,30 @@ int run_bench_allreduce(const BenchAllreduceOptions& o) {
     return exit_code == kExitUsage ? kExitUsage : kExitFailure;
   }
   std::vector<ImplementationRun> peers;
-  for (const std::string& name : o.peers) peers.push_back(run_peer(name, o, cases, root, where, &exit_code));
+  for (const std::string& name : o.peers) {
+    if (name != "tls") {
+      peers.push_back(run_peer(name, o, cases, root, where, &exit_code));
+      continue;
+    }
+    // troupe's ranks again, their TCP mesh under TLS (a CA and a certificate made for the run).
+    const std::string tls_dir = root + "/tls";
+    Status made = tls::make_ca(tls_dir, "bench");
+    if (made.ok()) made = tls::issue_member(tls_dir, tls_dir, "rank", {}).status();
+    if (!made.ok()) return report_error(cmd, made.with_context("--peers tls"));
+    const std::string tdir = root + "/troupe-tls";
+    fs::create_directories(tdir);
+    std::vector<std::string> targv = argv;
+    targv[3] = tdir;  // --dir
+    targv.insert(targv.end(), {"--tls-dir", tls_dir});
+    peers.push_back(run_implementation("troupe+tls", "troupe Communicator::allreduce, TCP mesh under TLS 1.3", tdir, o,
+                                       cases,
+                                       [&](auto* out) {
+                                         return start_ranks(targv, o.ranks, tdir, out, where, [&](int r) {
+                                           return std::vector<std::string>{"--listen-host", where.address(r)};
+                                         });
+                                       },
+                                       &exit_code));
+  }
 
   const NetnsLink* shown = o.netns ? &link : nullptr;
   if (o.json) std::printf("%s\n", to_json(o, *transport, ours, peers, shown).dump().c_str());

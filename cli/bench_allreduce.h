@@ -72,6 +72,7 @@ struct BenchRankOptions {
   // hierarchical group (shm within a host, TCP between). Empty: all on one host, plain TCP mesh.
   std::vector<int> host_of_rank;
   bool zero_copy = true;  // shm: buffers in the shared arena (see BenchAllreduceOptions)
+  std::string tls_dir;    // tcp: the mesh under TLS with ca.pem, rank.pem, rank.key from here
 };
 
 // True when `host_of_rank` puts several ranks on some host but not every rank on one: such a

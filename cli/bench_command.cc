@@ -39,8 +39,10 @@ Expected<std::vector<std::string>> parse_peers(const std::string& text) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item != "gloo" && item != "mpi") {
-      return invalid_argument("--peers '" + text + "': '" + item + "' is not a peer; use gloo, mpi, gloo,mpi or none");
+    if (item != "gloo" && item != "mpi" && item != "tls") {
+      return invalid_argument("--peers '" + text + "': '" + item +
+                              "' is not a peer; use gloo, mpi, tls (troupe's own TCP mesh under TLS), a list of "
+                              "them, or none");
     }
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   }
@@ -91,7 +93,9 @@ Runner add_bench_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", o.warmup, "Untimed iterations per size (default: 5 up to 4M, 2 above)")
       ->check(CLI::Range(0, 1000000));
-  cmd->add_option("--peers", f->peers, "Run these beside troupe: gloo, mpi, gloo,mpi or none")->capture_default_str();
+  cmd->add_option("--peers", f->peers,
+                  "Run these beside troupe: gloo, mpi, tls (troupe's TCP mesh under TLS, as on a --tls cluster), a "
+                  "comma-separated list, or none")->capture_default_str();
   cmd->add_flag("--json", o.json, "Print one JSON document instead of the table");
   cmd->add_flag("--netns", o.netns,
                 "Root only: run the ranks on two network namespaces joined by a veth pair (half in each; "
@@ -147,6 +151,7 @@ Runner add_bench_rank_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--hosts", o->host_of_rank, "tcp: each rank's host label, comma-separated (--netns)")
       ->delimiter(',');
   cmd->add_option("--zero-copy", o->zero_copy, "shm: buffers in the shared arena")->capture_default_str();
+  cmd->add_option("--tls-dir", o->tls_dir, "tcp: run the mesh under TLS with ca.pem, rank.pem and rank.key from here");
   return [o, lists, dtype, timeout_s]() -> int {
     if (!bench::parse_cases((*lists)[0], (*lists)[1], (*lists)[2], &o->cases)) {
       return report_error("bench-rank",

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/bench_allreduce.h"
+#include "tls/tls_context.h"
 #include "collectives/communicator.h"
 #include "collectives/hierarchical_transport.h"
 #include "collectives/shm_transport.h"
@@ -98,6 +99,11 @@ Expected<std::unique_ptr<Transport>> make_transport(const BenchRankOptions& o) {
   if (!addresses.ok()) return addresses.status();
   collectives::TcpGroupOptions tcp;
   tcp.group = o.dir;  // a rank of another run (another temp dir) is refused
+  if (!o.tls_dir.empty()) {
+    auto context = tls::TlsContext::load({o.tls_dir + "/ca.pem", o.tls_dir + "/rank.pem", o.tls_dir + "/rank.key"});
+    if (!context.ok()) return context.status();
+    tcp.tls = *context;
+  }
   tcp.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   auto mesh = collectives::connect_tcp_group(o.rank, std::move(*listener), *addresses, tcp);
   if (!mesh.ok() || !is_hierarchical(o.host_of_rank)) return mesh;

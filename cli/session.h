@@ -31,7 +31,7 @@ struct ClusterInfo {
   int64_t started_ms = 0;
   std::string cluster_file;     // the CLUSTER.yaml `up` started (an ssh provider's nodes: how `down`
                                 // reaches one the head cannot), absolute; empty: flags
-  tls::TlsFiles tls;            // `up --tls`: the cluster CA and this host's member certificate and key
+  tls::TlsFiles tls = {};            // `up --tls`: the cluster CA and this host's member certificate and key
                                 // (session/tls/); empty: the cluster runs without TLS
   std::string slurm_job;        // `up --slurm`: the allocation whose steps run the nodes (how `down`
                                 // stops one the head cannot); empty: not under Slurm

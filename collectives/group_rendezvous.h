@@ -47,7 +47,7 @@ struct GroupOptions {
   // within the node; same on every rank.
   size_t shared_buffer_bytes = 0;
   // Set: the TCP mesh's connections are TLS, both ends authenticated by the cluster's CA.
-  std::shared_ptr<const tls::TlsContext> tls;
+  std::shared_ptr<const tls::TlsContext> tls = nullptr;
 };
 
 // Registers, waits for all members of this generation and connects them; the TCP handshake admits

@@ -55,7 +55,7 @@ struct TcpGroupOptions {
   int64_t generation = 0;
   // Set: every connection of the mesh is TLS (tls/tls_relay.h), both ends authenticated by the
   // cluster's CA; the ranks' handshake then runs inside it.
-  std::shared_ptr<const tls::TlsContext> tls;
+  std::shared_ptr<const tls::TlsContext> tls = nullptr;
 };
 
 // Forms the mesh for `rank`; addresses[r] is "host:port" of rank r (this rank's is not dialled).

@@ -44,7 +44,7 @@ struct DashboardOptions {
   // How /api/logs reaches the log of a node on another host (ApiContext::remote_tail).
   std::function<Expected<Tail>(const gcs::NodeRecord&, const TailOptions&)> remote_tail;
   // Set: HTTPS with `tls.cert`, clients presenting a certificate of `tls.ca` (mutual TLS).
-  tls::TlsFiles tls;
+  tls::TlsFiles tls = {};
 
   // bind, port (dashboard_port), stream interval and max streams from the settings.
   static DashboardOptions from_config(const Config& config, const std::string& bind, const std::string& token);

@@ -44,7 +44,7 @@ struct RedisServerOptions {
   bool detach = false;
   // Set: the server listens for TLS only (tls-port = port, no plain port) and accepts only clients
   // presenting a certificate of the cluster's CA (tls-auth-clients yes), with `tls.cert` as its own.
-  tls::TlsFiles tls;
+  tls::TlsFiles tls = {};
 };
 
 class RedisServer {

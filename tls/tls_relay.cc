@@ -57,19 +57,21 @@ std::string handshake_failure(SSL* ssl, const TlsContext& context, const std::st
 void relay(SSL* ssl, int net, int local) {
   set_nonblocking(net, true);
   set_nonblocking(local, true);
-  std::vector<char> up(1 << 16), down(1 << 16);  // up: local -> TLS; down: TLS -> local
+  // Big buffers and as many records per pass as are ready: one poll and one send per pass, not per
+  // 16 KiB record (the difference is 3x in busbw on 2 cores).
+  constexpr size_t kBuffer = 1 << 18;
+  std::vector<char> up(kBuffer), down(kBuffer);  // up: local -> TLS; down: TLS -> local
   size_t up_len = 0, up_off = 0, down_len = 0, down_off = 0;
   bool local_eof = false, net_eof = false, failed = false;
   bool read_wants_write = false, write_wants_read = false;
   while (!failed) {
     // TLS -> local
-    while (!net_eof && down_len == 0) {
-      const int n = SSL_read(ssl, down.data(), static_cast<int>(down.size()));
+    while (!net_eof && down_off == 0 && down_len < down.size()) {
+      const int n = SSL_read(ssl, down.data() + down_len, static_cast<int>(down.size() - down_len));
       if (n > 0) {
-        down_len = static_cast<size_t>(n);
-        down_off = 0;
+        down_len += static_cast<size_t>(n);
         read_wants_write = false;
-        break;
+        continue;
       }
       const int e = SSL_get_error(ssl, n);
       read_wants_write = e == SSL_ERROR_WANT_WRITE;
@@ -112,9 +114,11 @@ void relay(SSL* ssl, int net, int local) {
     }
     if (up_off == up_len) up_len = up_off = 0;
     if ((local_eof && up_len == 0) || (net_eof && down_len == 0)) break;
-    if (SSL_pending(ssl) > 0 && down_len == 0) continue;
+    // Records already read from the socket (read-ahead) do not wake poll: take them first.
+    if (SSL_has_pending(ssl) && down_len < down.size() && down_off == 0) continue;
     pollfd fds[2] = {{net, 0, 0}, {local, 0, 0}};
-    if ((!net_eof && down_len == 0 && !read_wants_write) || write_wants_read) fds[0].events |= POLLIN;
+    if ((!net_eof && down_off == 0 && down_len < down.size() && !read_wants_write) || write_wants_read)
+      fds[0].events |= POLLIN;
     if (up_len > 0 || read_wants_write) fds[0].events |= POLLOUT;
     if (!local_eof && up_len == 0) fds[1].events |= POLLIN;
     if (down_len > 0) fds[1].events |= POLLOUT;

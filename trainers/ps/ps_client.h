@@ -112,7 +112,7 @@ class PsClient {
 struct PsClientOptions {
   std::string job;  // the job id the servers were started with
   // Set: the connections to the servers are TLS, a certificate of the cluster's CA required.
-  std::shared_ptr<const tls::TlsContext> tls;
+  std::shared_ptr<const tls::TlsContext> tls = nullptr;
   int rank = 0;     // this worker
   // This worker's attempt (the job's restart count when it was placed): a server still holding a
   // connection of the rank from an earlier attempt (a predecessor cut off with its host) closes

@@ -43,7 +43,7 @@ struct PsServerOptions {
   std::chrono::milliseconds io_timeout{10000};  // a hello, or the rest of a started frame
   bool remove_on_disconnect = true;
   // Set: workers connect with TLS (tls/tls_relay.h), a certificate of the cluster's CA required.
-  std::shared_ptr<const tls::TlsContext> tls;
+  std::shared_ptr<const tls::TlsContext> tls = nullptr;
 };
 
 class PsServer {
