@@ -174,7 +174,8 @@ Expected<caf::actor> ActorSystem::connect(const std::string& host, uint16_t port
             if (err == caf::sec::request_timeout) {
               result = Status(Code::timeout, prefix + ": no answer — is the node running and is " +
                                                  where + " its actor system's address?");
-            } else if (err == caf::sec::cannot_connect_to_node && !err.context().empty()) {
+            } else if (err == caf::sec::cannot_connect_to_node && err.context().size() == 1 &&
+                       err.context().match_element<std::string>(0)) {
               result = unavailable(prefix + ": " + describe(sys, err));  // the TLS handshake's own words
             } else if (err == caf::sec::cannot_connect_to_node) {
               result = unavailable(prefix + ": connection refused or host unreachable — is the "
