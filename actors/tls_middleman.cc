@@ -68,16 +68,20 @@ class TlsFront {
       if (fd < 0) continue;
       std::thread([fd, path = socket_path(), context = context_] {
         const std::string peer = peer_of(fd);
-        const int plain = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_un a{};
-        a.sun_family = AF_UNIX;
-        std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-        if (plain < 0 || ::connect(plain, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-          if (plain >= 0) ::close(plain);
-          ::close(fd);
-          return;  // the actor system is stopping
-        }
-        Status st = tls::wrap_into(fd, plain, *context, tls::Role::server,
+        // CAF's socket is dialled only for a peer that passed the handshake.
+        auto open_plain = [&path]() -> Expected<int> {
+          const int plain = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+          sockaddr_un a{};
+          a.sun_family = AF_UNIX;
+          std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+          if (plain < 0 || ::connect(plain, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+            const std::string why = std::strerror(errno);
+            if (plain >= 0) ::close(plain);
+            return unavailable("the actor system's socket " + path + ": " + why + " (stopping?)");
+          }
+          return plain;
+        };
+        Status st = tls::wrap_into(fd, open_plain, *context, tls::Role::server,
                                    std::chrono::duration_cast<std::chrono::milliseconds>(kHandshakeTimeout), peer);
         if (!st.ok()) spdlog::warn("refused a connection: {}", st.message());
       }).detach();

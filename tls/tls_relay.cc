@@ -185,14 +185,17 @@ Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::mi
   return pair[0];
 }
 
-Status wrap_into(int fd, int plain, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
-                 const std::string& peer) {
+Status wrap_into(int fd, const std::function<Expected<int>()>& open_plain, const TlsContext& context, Role role,
+                 std::chrono::milliseconds timeout, const std::string& peer) {
   auto ssl = handshake(fd, context, role, timeout, peer);
-  if (!ssl.ok()) {
-    ::close(plain);
-    return ssl.status();
+  if (!ssl.ok()) return ssl.status();
+  auto plain = open_plain();
+  if (!plain.ok()) {
+    SSL_free(*ssl);
+    ::close(fd);
+    return plain.status();
   }
-  std::thread(relay, *ssl, fd, plain).detach();
+  std::thread(relay, *ssl, fd, *plain).detach();
   return {};
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "core/status.h"
@@ -25,10 +26,11 @@ enum class Role { client, server };
 Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
                    const std::string& peer);
 
-// As wrap(), but the plaintext goes to and from `plain` (a connected stream socket, owned by the
-// relay from now on, also on failure), instead of a new socket pair.
-Status wrap_into(int fd, int plain, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
-                 const std::string& peer);
+// As wrap(), but the plaintext goes to and from the socket `open_plain` returns (a connected stream
+// socket, owned by the relay), called only once the handshake succeeded — an unauthenticated peer
+// never reaches what it connects to — instead of a new socket pair.
+Status wrap_into(int fd, const std::function<Expected<int>()>& open_plain, const TlsContext& context, Role role,
+                 std::chrono::milliseconds timeout, const std::string& peer);
 
 // Connects to host:port and completes a TLS handshake, then closes: whether this process and the
 // peer accept each other's certificates, with wrap()'s clear error when not (invalid_argument when a
