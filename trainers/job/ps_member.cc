@@ -360,6 +360,18 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   ProgressReporter reporter(*s.store, a.job);
   ProgressFn progress;
   if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
+  // After a restart, its first step is when the job trains again (/metrics: troupe_job_resume_seconds):
+  // any replacement of an async job (only the lost members are replaced), rank 0 of a central one.
+  if (a.attempt > 0 && (spec.strategy == "async" || a.index == 0)) {
+    const std::string source = spec.strategy == "async" ? "the parameter servers' state (a replacement worker)"
+                                                        : "the servers' restored state";
+    progress = [&reporter, &s, &a, index = a.index, source, noted = false](const TrainProgress& p) mutable {
+      if (index == 0) reporter.on_progress(p);
+      if (noted) return;
+      noted = true;
+      note_resumed(*s.store, a.job, a.attempt, source, p.step);
+    };
+  }
   ps::PsWorkerReport report;
   TrainOptions options = spec.train;
   ps::PsWorker worker{client->get(), a.index, spec.workers};
