@@ -343,7 +343,8 @@ std::string shell_quote(const std::string& word) {
 }
 
 std::vector<std::string> ssh_join_command(const ClusterSpec& spec, const NodeLaunch& node,
-                                          const std::string& head_address, const std::string& token) {
+                                          const std::string& head_address, const std::string& token,
+                                          const std::vector<std::string>& extra) {
   assert(node.host && "ssh_join_command needs a node with a host (provider: ssh)");
   const std::string host = node.host.value_or("");
 
@@ -353,6 +354,7 @@ std::vector<std::string> ssh_join_command(const ClusterSpec& spec, const NodeLau
   if (node.cpus) words.insert(words.end(), {"--cpus", format_number(*node.cpus)});
   if (node.gpus) words.insert(words.end(), {"--gpus", std::to_string(*node.gpus)});
   words.insert(words.end(), {"--bind", host});
+  words.insert(words.end(), extra.begin(), extra.end());
   const std::string& bin = spec.ssh.troupe;
   std::string remote = bin.rfind("~/", 0) == 0 ? "\"$HOME\"/" + shell_quote(bin.substr(2)) : shell_quote(bin);
   for (const auto& w : words) remote += " " + shell_quote(w);

@@ -101,8 +101,10 @@ std::vector<std::string> ssh_command(const ClusterSpec& spec, const std::string&
 //                    ['--cpus' 'X'] ['--gpus' 'N'] '--bind' 'HOST'
 // The remote command is one argument, every word single-quoted (ssh hands it to the remote shell),
 // so no value can inject shell syntax there. Run it with spawn_process, not through a shell.
+// `extra`: more words for the remote `troupe up` (quoted like the rest).
 std::vector<std::string> ssh_join_command(const ClusterSpec& spec, const NodeLaunch& node,
-                                          const std::string& head_address, const std::string& token);
+                                          const std::string& head_address, const std::string& token,
+                                          const std::vector<std::string>& extra = {});
 
 // `word` quoted for a POSIX shell: 'it'\''s' for it's.
 std::string shell_quote(const std::string& word);

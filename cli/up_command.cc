@@ -3,12 +3,15 @@
 // GCS. With --address and --token it instead joins this machine to a head elsewhere as a node. With
 // --slurm it runs inside a Slurm allocation: the head here on the allocation's first node, a node
 // process on every other node as a step of the allocation (srun), each offering its allocated CPUs.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "cli/cluster_commands.h"
@@ -47,6 +50,7 @@ struct UpFlags {
   bool slurm = false;            // inside a Slurm allocation: one node per allocated node
   bool tls = false;              // TLS between every process (a CA made in the session, or tls_*)
   std::string tls_ca, tls_cert, tls_key;
+  bool tls_stdin = false;        // join: the CA, certificate and key arrive on stdin (the ssh provider)
 };
 
 std::string absolute_path(const std::string& path) {
@@ -125,8 +129,18 @@ int join(const UpFlags& f, GlobalOptions&) {
   if (f.cpus > 0) args.insert(args.end(), {"--cpus", std::to_string(f.cpus)});
   if (f.gpus >= 0) args.insert(args.end(), {"--gpus", std::to_string(f.gpus)});
   std::vector<std::string> env{"TROUPE_TOKEN=" + f.token};
-  if (!f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty()) {
-    const tls::TlsFiles files{absolute_path(f.tls_ca), absolute_path(f.tls_cert), absolute_path(f.tls_key)};
+  tls::TlsFiles given{absolute_path(f.tls_ca), absolute_path(f.tls_cert), absolute_path(f.tls_key)};
+  if (f.tls_stdin) {
+    // `up CLUSTER.yaml --tls` with the ssh provider sends this host's files through ssh's stdin: kept
+    // in this session (0700, the key 0600), never on a command line.
+    std::stringstream in;
+    in << std::cin.rdbuf();
+    auto unpacked = tls::unpack_bundle(in.str(), s.dir() + "/tls");
+    if (!unpacked.ok()) return report_error("up", unpacked.status().with_context("--tls-stdin"));
+    given = *unpacked;
+  }
+  if (given.enabled()) {
+    const tls::TlsFiles& files = given;
     auto checked = tls::TlsContext::load(files);
     if (!checked.ok()) return report_error("up", checked.status().with_context("joining with TLS"));
     for (const std::string& e : tls::env_entries(files)) env.push_back(e);
@@ -310,6 +324,9 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--tls-ca", f->tls_ca, "The cluster CA's certificate (PEM): with --tls, or to join a TLS cluster");
   cmd->add_option("--tls-cert", f->tls_cert, "This host's certificate, signed by the cluster CA (`troupe tls issue`)");
   cmd->add_option("--tls-key", f->tls_key, "The private key of --tls-cert");
+  cmd->add_flag("--tls-stdin", f->tls_stdin,
+                "Joining: read the CA certificate, this host's certificate and its key (PEM, in that order) from "
+                "stdin and keep them in the session (what `up CLUSTER.yaml --tls` sends over ssh)");
   cmd->add_flag("--slurm", f->slurm,
                 "Inside a Slurm allocation (sbatch, or salloc + srun): the head here on its first node, a node "
                 "process on every other node as a step (srun), resources from the allocation");
@@ -318,6 +335,8 @@ Runner add_up_command(CLI::App& app, GlobalOptions& global) {
     const int tls_files = !f->tls_ca.empty() + !f->tls_cert.empty() + !f->tls_key.empty();
     if (tls_files != 0 && tls_files != 3)
       return report_error("up", invalid_argument("--tls-ca, --tls-cert and --tls-key go together"));
+    if (f->tls_stdin && (f->address.empty() || tls_files != 0))
+      return report_error("up", invalid_argument("--tls-stdin is for joining (--address), instead of the --tls-* files"));
     if (f->tls && !f->address.empty())
       return report_error("up", invalid_argument("joining a TLS cluster takes --tls-ca/--tls-cert/--tls-key, not --tls "
                                                  "(`troupe tls issue` on the head's host makes them)"));
@@ -374,7 +393,19 @@ Status join_over_ssh(const Session& s, const ClusterSpec& spec, const std::vecto
   for (const NodeLaunch& l : plan) {
     const std::string log = s.log_file("ssh-" + *l.host);
     SpawnOptions o;
-    o.argv = ssh_join_command(spec, l, info.head_address, info.token);
+    std::vector<std::string> extra;
+    if (info.tls.enabled()) {
+      // The host's own certificate (for its address), issued here and sent through ssh's stdin.
+      const std::string dir = s.dir() + "/tls/hosts/" + *l.host;
+      auto issued = tls::issue_member(s.dir() + "/tls", dir, "node", {*l.host});
+      auto bundle = issued.ok() ? tls::bundle_of(*issued) : Expected<std::string>(issued.status());
+      if (!bundle.ok()) return bundle.status().with_context("TLS files for " + *l.host);
+      o.stdin_file = dir + "/bundle.pem";
+      std::ofstream(o.stdin_file) << *bundle;
+      ::chmod(o.stdin_file.c_str(), 0600);
+      extra.push_back("--tls-stdin");
+    }
+    o.argv = ssh_join_command(spec, l, info.head_address, info.token, extra);
     o.log_file = log;
     o.detach = false;
     auto pid = spawn_process(o);

@@ -42,9 +42,15 @@ Expected<pid_t> spawn_process(const SpawnOptions& o) {
   if (!program.ok()) return program.status();
   int log_fd = ::open(o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return io_error("cannot open log file '" + o.log_file + "': " + std::strerror(errno));
+  const int in_fd = ::open(o.stdin_file.empty() ? "/dev/null" : o.stdin_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in_fd < 0) {
+    ::close(log_fd);
+    return io_error("cannot open '" + o.stdin_file + "' as the child's input: " + std::strerror(errno));
+  }
   // A pipe closed on exec tells the parent whether exec succeeded (EOF) or failed (errno bytes).
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
+    ::close(in_fd);
     ::close(log_fd);
     return io_error(std::string("pipe: ") + std::strerror(errno));
   }
@@ -54,6 +60,7 @@ Expected<pid_t> spawn_process(const SpawnOptions& o) {
   const std::string exe = *program;
   pid_t pid = ::fork();
   if (pid < 0) {
+    ::close(in_fd);
     ::close(log_fd);
     ::close(report[0]);
     ::close(report[1]);
@@ -61,8 +68,7 @@ Expected<pid_t> spawn_process(const SpawnOptions& o) {
   }
   if (pid == 0) {  // child: only async-signal-safe calls until exec
     if (o.detach) ::setsid();
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(in_fd, 0);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
     for (const auto& e : o.env) ::putenv(const_cast<char*>(e.c_str()));
@@ -72,6 +78,7 @@ Expected<pid_t> spawn_process(const SpawnOptions& o) {
     (void)ignored;
     ::_exit(127);
   }
+  ::close(in_fd);
   ::close(log_fd);
   ::close(report[1]);
   int child_errno = 0;

@@ -17,6 +17,7 @@ struct SpawnOptions {
   std::vector<std::string> argv;          // argv[0]: the program's path, or a name looked up on PATH
   std::string log_file;                   // stdout and stderr are appended here
   std::vector<std::string> env;           // extra NAME=VALUE entries
+  std::string stdin_file;                 // the child's stdin (empty: /dev/null)
   bool detach = true;                     // new session (setsid): survives the caller's exit
 };
 

@@ -156,4 +156,44 @@ Expected<TlsFiles> issue_member(const std::string& ca_dir, const std::string& ou
   return TlsFiles{out_dir + "/ca.pem", out_dir + "/" + name + ".pem", out_dir + "/" + name + ".key"};
 }
 
+Expected<std::string> bundle_of(const TlsFiles& files) {
+  std::string out;
+  for (const std::string& path : {files.ca, files.cert, files.key}) {
+    std::ifstream f(path);
+    if (!f) return io_error("cannot read " + path);
+    std::stringstream text;
+    text << f.rdbuf();
+    out += text.str();
+    if (!out.empty() && out.back() != '\n') out += '\n';
+  }
+  return out;
+}
+
+Expected<TlsFiles> unpack_bundle(const std::string& text, const std::string& dir) {
+  std::vector<std::string> certs;
+  std::string key;
+  size_t at = 0;
+  while ((at = text.find("-----BEGIN ", at)) != std::string::npos) {
+    const size_t label_end = text.find("-----", at + 11);
+    if (label_end == std::string::npos) break;
+    const std::string label = text.substr(at + 11, label_end - at - 11);
+    const std::string end_marker = "-----END " + label + "-----";
+    const size_t end = text.find(end_marker, label_end);
+    if (end == std::string::npos) return invalid_argument("TLS bundle: the " + label + " block has no end");
+    const std::string block = text.substr(at, end + end_marker.size() - at) + "\n";
+    if (label == "CERTIFICATE") certs.push_back(block);
+    else if (label.size() >= 11 && label.compare(label.size() - 11, 11, "PRIVATE KEY") == 0) key = block;
+    at = end + end_marker.size();
+  }
+  if (certs.size() != 2 || key.empty())
+    return invalid_argument("TLS bundle: expected the CA certificate, this host's certificate and its private key "
+                            "(PEM), found " + std::to_string(certs.size()) + " certificate(s) and " +
+                            (key.empty() ? "no key" : "a key"));
+  TROUPE_RETURN_IF_ERROR(make_dir(dir));
+  TROUPE_RETURN_IF_ERROR(write_file(dir + "/ca.pem", certs[0], 0644));
+  TROUPE_RETURN_IF_ERROR(write_file(dir + "/node.pem", certs[1], 0644));
+  TROUPE_RETURN_IF_ERROR(write_file(dir + "/node.key", key, 0600));
+  return TlsFiles{dir + "/ca.pem", dir + "/node.pem", dir + "/node.key"};
+}
+
 }  // namespace troupe::tls

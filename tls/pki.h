@@ -21,4 +21,11 @@ Status make_ca(const std::string& dir, const std::string& cluster_name);
 Expected<TlsFiles> issue_member(const std::string& ca_dir, const std::string& out_dir, const std::string& name,
                                 const std::vector<std::string>& hosts);
 
+// One text holding a member's three files, for handing them to another host over a channel that is
+// already secret (ssh's stdin): the CA certificate, the member's certificate, its private key, PEM.
+Expected<std::string> bundle_of(const TlsFiles& files);
+// Writes a bundle's three parts into `dir` (0700) as ca.pem, node.pem, node.key (0600) and returns
+// their paths; invalid_argument naming what is missing when the text is not such a bundle.
+Expected<TlsFiles> unpack_bundle(const std::string& text, const std::string& dir);
+
 }  // namespace troupe::tls

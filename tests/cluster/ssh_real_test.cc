@@ -28,16 +28,15 @@ std::string sshd_unavailable() {
   return "";
 }
 
-}  // namespace
+// A real sshd on loopback for `c` (key authentication; the "remote" side's TROUPE_HOME is
+// <dir>/remote-home through sshd's SetEnv) and a cluster file whose ssh provider uses it.
+struct LoopbackSshd {
+  std::string dir, file;
+  pid_t pid = -1;
+};
 
-TEST_CASE("ssh provider: a real sshd joins the remote node, a job trains there, down stops it through the head",
-          "[cluster][cluster_file][ssh]") {
-  const std::string why = sshd_unavailable();
-  if (!why.empty()) {
-    WARN("SKIPPED: the real-sshd test cannot run: " << why);
-    return;
-  }
-  ClusterFixture c;
+LoopbackSshd start_sshd(ClusterFixture& c) {
+  LoopbackSshd out;
   const std::string dir = c.home() + "/sshd";
   std::filesystem::create_directories(dir + "/remote-home");
   std::filesystem::create_directories("/run/sshd");  // sshd's privilege-separation directory
@@ -72,6 +71,25 @@ TEST_CASE("ssh provider: a real sshd joins the remote node, a job trains there, 
                       << dir << "/id_ed25519\n  troupe: " << troupe_binary() << "\n  command: [ssh, -p, '" << *port
                       << "', -o, BatchMode=yes, -o, StrictHostKeyChecking=no, -o, UserKnownHostsFile=/dev/null, -o, "
                          "LogLevel=ERROR]\n";
+  out.dir = dir;
+  out.file = file;
+  out.pid = *sshd;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ssh provider: a real sshd joins the remote node, a job trains there, down stops it through the head",
+          "[cluster][cluster_file][ssh]") {
+  const std::string why = sshd_unavailable();
+  if (!why.empty()) {
+    WARN("SKIPPED: the real-sshd test cannot run: " << why);
+    return;
+  }
+  ClusterFixture c;
+  const LoopbackSshd sshd = start_sshd(c);
+  const std::string& dir = sshd.dir;
+  const std::string& file = sshd.file;
   auto up = c.troupe("up " + file, 120);
   INFO(up.both() << slurp(dir + "/sshd.log") << c.logs_tail());
   REQUIRE(up.exit_code == 0);
@@ -127,5 +145,40 @@ TEST_CASE("ssh provider: a real sshd joins the remote node, a job trains there, 
   CHECK(down2.out.find("stopped node " + frozen_id.substr(0, 8) + " at ") == std::string::npos);
   CHECK(down2.out.find("over ssh (the head could not reach it") != std::string::npos);
   CHECK(poll_until([&] { return process_gone(frozen); }, std::chrono::seconds(5)));
-  ::kill(*sshd, SIGTERM);
+  ::kill(sshd.pid, SIGTERM);
+}
+
+TEST_CASE("ssh provider with --tls: each host gets its certificate through ssh, joins with it, and a job trains",
+          "[cluster][cluster_file][ssh][tls]") {
+  const std::string why = sshd_unavailable();
+  if (!why.empty()) {
+    WARN("SKIPPED: the real-sshd test cannot run: " << why);
+    return;
+  }
+  ClusterFixture c;
+  const LoopbackSshd sshd = start_sshd(c);
+  auto up = c.troupe("up " + sshd.file + " --tls", 120);
+  INFO(up.both() << slurp(sshd.dir + "/sshd.log") << c.logs_tail());
+  REQUIRE(up.exit_code == 0);
+  const Json view = c.status();
+  REQUIRE(nodes_in_state(view, "ALIVE").size() == 2);
+  for (const Json& n : view.at("nodes"))
+    if (!n.value("is_head", false)) c.track(n.at("pid").get<pid_t>());
+  // The remote host's files arrived through ssh into its own session; its key is private.
+  const std::string remote = sshd.dir + "/remote-home/session/tls";
+  REQUIRE(std::filesystem::exists(remote + "/node.key"));
+  CHECK((std::filesystem::status(remote + "/node.key").permissions() & std::filesystem::perms::group_all) ==
+        std::filesystem::perms::none);
+  CHECK(slurp(remote + "/ca.pem") == slurp(c.session_dir() + "/tls/ca.pem"));
+  CHECK(slurp(c.session_dir() + "/logs/ssh-127.0.0.1.log").find("PRIVATE KEY") == std::string::npos);
+  // Workers on both nodes: their TCP mesh runs under TLS with the certificates of both hosts.
+  auto job = c.troupe("submit --strategy sync --workers 3 --batch-size 96 --epochs 1 --transport tcp --json --no-progress",
+                      300);
+  INFO(job.both() << c.logs_tail());
+  REQUIRE(job.exit_code == 0);
+  CHECK(Json::parse(job.last_line()).at("workers") == 3);
+  auto down = c.troupe("down", 90);
+  INFO(down.both());
+  CHECK(down.exit_code == 0);
+  ::kill(sshd.pid, SIGTERM);
 }
