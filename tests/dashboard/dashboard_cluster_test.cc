@@ -116,6 +116,28 @@ double first_value(const Json& result) {
   return std::stod(result.at(0).at("value").at(1).get<std::string>());
 }
 
+// Starts Debian's prometheus on a free loopback port with `scrape_configs` (YAML list entries),
+// scraping every second, its storage and log in `dir`; tracked by `c`. Returns its port.
+int start_prometheus(ClusterFixture& c, const std::string& dir, const std::string& scrape_configs) {
+  const int port = free_loopback_port();
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+                                         << scrape_configs;
+  auto started = run_command("prometheus --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" + dir +
+                             "/data --web.listen-address=127.0.0.1:" + std::to_string(port) + " > " + dir +
+                             "/prometheus.log 2>&1 & echo $!");
+  INFO(started.both());
+  REQUIRE(started.exit_code == 0);
+  c.track(static_cast<pid_t>(std::stol(started.last_line())));
+  return port;
+}
+
+// The end of prometheus's log in `dir`.
+std::string prometheus_log(const std::string& dir) {
+  const std::string all = slurp(dir + "/prometheus.log");
+  return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+}
+
 }  // namespace
 
 TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s and step-time split, a node process's memory, and a killed node down",
@@ -129,29 +151,10 @@ TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s an
   auto up = c.up("--nodes 1 --cpus 2");
   const DashboardUrl url = dashboard_url(up.out);
   // Prometheus on a free port, scraping the head every second (its storage in the test's home).
-  const int port = free_loopback_port();
   const std::string dir = c.home() + "/prometheus";
-  std::filesystem::create_directories(dir);
-  {
-    std::ofstream config(dir + "/prometheus.yml");
-    config << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-           << "  - job_name: troupe\n    metrics_path: /metrics\n    static_configs:\n"
-           << "      - targets: ['" << url.host << ":" << url.port << "']\n";
-  }
-  auto started = run_command("prometheus --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" + dir +
-                             "/data --web.listen-address=127.0.0.1:" + std::to_string(port) + " > " + dir +
-                             "/prometheus.log 2>&1 & echo $!");
-  INFO(started.both());
-  REQUIRE(started.exit_code == 0);
-  const pid_t prometheus = static_cast<pid_t>(std::stol(started.last_line()));
-  c.track(prometheus);
-  auto log = [&] {
-    std::ifstream f(dir + "/prometheus.log");
-    std::stringstream s;
-    s << f.rdbuf();
-    const std::string all = s.str();
-    return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
-  };
+  const int port = start_prometheus(c, dir, "  - job_name: troupe\n    metrics_path: /metrics\n    static_configs:\n"
+                                            "      - targets: ['" + url.host + ":" + std::to_string(url.port) + "']\n");
+  auto log = [&] { return prometheus_log(dir); };
   // Its own view of the target: up{job="troupe"} = 1 once a scrape succeeded.
   REQUIRE(poll_until([&] { return first_value(prometheus_query(port, "up{job=\"troupe\"}")) == 1; },
                      std::chrono::seconds(60)));
@@ -201,4 +204,36 @@ TEST_CASE("Debian's Prometheus scrapes the head's /metrics: a job's samples/s an
     return first_value(prometheus_query(port, "troupe_node_up{node=\"" + victim_id + "\"}")) == 0;
   }, std::chrono::seconds(30)));
   CHECK(first_value(prometheus_query(port, "troupe_nodes{state=\"DEAD\"}")) == 1);
+}
+
+TEST_CASE("Prometheus scrapes a --tls cluster's /metrics over HTTPS with a member certificate, and nothing without one",
+          "[cluster][prometheus][tls]") {
+  if (!std::filesystem::exists("/usr/bin/prometheus")) {
+    WARN("SKIPPED: /usr/bin/prometheus is not installed (Debian's `prometheus` package; scripts/install-deps.sh "
+         "installs it)");
+    return;
+  }
+  ClusterFixture c;
+  auto up = c.up("--tls --nodes 1 --cpus 2");
+  const DashboardUrl url = dashboard_url(up.out);
+  REQUIRE(up.out.find("dashboard:  https://") != std::string::npos);
+  const std::string certs = c.home() + "/prometheus-cert";
+  auto issued = c.troupe("tls issue --host 127.0.0.1 --name prometheus --out " + certs, 30);
+  INFO(issued.both());
+  REQUIRE(issued.exit_code == 0);
+  const std::string target = "    static_configs:\n      - targets: ['" + url.host + ":" + std::to_string(url.port) + "']\n";
+  const std::string dir = c.home() + "/prometheus";
+  const int port = start_prometheus(c, dir,
+                                    "  - job_name: member\n    scheme: https\n    tls_config:\n      ca_file: " + certs +
+                                        "/ca.pem\n      cert_file: " + certs + "/prometheus.pem\n      key_file: " + certs +
+                                        "/prometheus.key\n" + target +
+                                        "  - job_name: stranger\n    scheme: https\n    tls_config:\n      ca_file: " +
+                                        certs + "/ca.pem\n" + target);
+  INFO(prometheus_log(dir));
+  REQUIRE(poll_until([&] { return first_value(prometheus_query(port, "up{job=\"member\"}")) == 1; },
+                     std::chrono::seconds(60)));
+  CHECK(first_value(prometheus_query(port, "troupe_nodes{job=\"member\",state=\"ALIVE\"}")) == 2);
+  // Without a certificate of the cluster the scrape is refused at the TLS handshake.
+  CHECK(poll_until([&] { return first_value(prometheus_query(port, "up{job=\"stranger\"}")) == 0; },
+                   std::chrono::seconds(30)));
 }

@@ -20,7 +20,7 @@ struct DashboardUrl {
 // The "dashboard:" line of `troupe up`'s output.
 inline DashboardUrl dashboard_url(const std::string& up_output) {
   std::smatch m;
-  const std::regex line(R"(dashboard:\s+http://([^:/\s]+):(\d+))");
+  const std::regex line(R"(dashboard:\s+https?://([^:/\s]+):(\d+))");
   INFO(up_output);
   REQUIRE(std::regex_search(up_output, m, line));
   return {m[1].str(), std::stoi(m[2].str())};
