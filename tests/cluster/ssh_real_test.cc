@@ -28,6 +28,14 @@ std::string sshd_unavailable() {
   return "";
 }
 
+// False, after a WARN saying SKIPPED and why, where a real sshd cannot run here.
+bool sshd_usable() {
+  const std::string why = sshd_unavailable();
+  if (why.empty()) return true;
+  WARN("SKIPPED: the real-sshd test cannot run: " << why);
+  return false;
+}
+
 // A real sshd on loopback for `c` (key authentication; the "remote" side's TROUPE_HOME is
 // <dir>/remote-home through sshd's SetEnv) and a cluster file whose ssh provider uses it.
 struct LoopbackSshd {
@@ -81,11 +89,7 @@ LoopbackSshd start_sshd(ClusterFixture& c) {
 
 TEST_CASE("ssh provider: a real sshd joins the remote node, a job trains there, down stops it through the head",
           "[cluster][cluster_file][ssh]") {
-  const std::string why = sshd_unavailable();
-  if (!why.empty()) {
-    WARN("SKIPPED: the real-sshd test cannot run: " << why);
-    return;
-  }
+  if (!sshd_usable()) return;
   ClusterFixture c;
   const LoopbackSshd sshd = start_sshd(c);
   const std::string& dir = sshd.dir;
@@ -150,11 +154,7 @@ TEST_CASE("ssh provider: a real sshd joins the remote node, a job trains there, 
 
 TEST_CASE("ssh provider with --tls: each host gets its certificate through ssh, joins with it, and a job trains",
           "[cluster][cluster_file][ssh][tls]") {
-  const std::string why = sshd_unavailable();
-  if (!why.empty()) {
-    WARN("SKIPPED: the real-sshd test cannot run: " << why);
-    return;
-  }
+  if (!sshd_usable()) return;
   ClusterFixture c;
   const LoopbackSshd sshd = start_sshd(c);
   auto up = c.troupe("up " + sshd.file + " --tls", 120);
