@@ -79,12 +79,7 @@ Expected<ClusterInfo> Session::read_cluster() const {
       c.tls.cert = j["tls"].value("cert", std::string());
       c.tls.key = j["tls"].value("key", std::string());
     }
-    if (c.tls.enabled() && !std::getenv("TROUPE_TLS_CA")) {
-      for (const std::string& e : tls::env_entries(c.tls)) {
-        const auto eq = e.find('=');
-        ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 0);
-      }
-    }
+    if (c.tls.enabled() && !std::getenv("TROUPE_TLS_CA")) tls::set_environment(c.tls, false);
     return c;
   } catch (const nlohmann::json::exception& e) {
     return corrupt_data(cluster_file() + " is not a valid session file (" + e.what() +

@@ -129,7 +129,7 @@ int join(const UpFlags& f, GlobalOptions&) {
   if (f.cpus > 0) args.insert(args.end(), {"--cpus", std::to_string(f.cpus)});
   if (f.gpus >= 0) args.insert(args.end(), {"--gpus", std::to_string(f.gpus)});
   std::vector<std::string> env{"TROUPE_TOKEN=" + f.token};
-  tls::TlsFiles given{absolute_path(f.tls_ca), absolute_path(f.tls_cert), absolute_path(f.tls_key)};
+  tls::TlsFiles given{f.tls_ca, f.tls_cert, f.tls_key};  // made absolute with the flags
   if (f.tls_stdin) {
     // `up CLUSTER.yaml --tls` with the ssh provider sends this host's files through ssh's stdin: kept
     // in this session (0700, the key 0600), never on a command line.
@@ -249,10 +249,7 @@ Expected<tls::TlsFiles> setup_tls(const Session& s, const UpFlags& f) {
   }
   auto checked = tls::TlsContext::load(files);
   if (!checked.ok()) return checked.status().with_context("--tls");
-  for (const std::string& e : tls::env_entries(files)) {
-    const auto eq = e.find('=');
-    ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
-  }
+  tls::set_environment(files, true);
   return files;
 }
 

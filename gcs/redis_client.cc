@@ -150,12 +150,7 @@ Status RedisClient::connect_once(milliseconds timeout) {
     if (tcp < 0) return io_error(address() + ": dup: " + std::strerror(errno));
     const auto left = std::max(milliseconds(1), timeout - std::chrono::duration_cast<milliseconds>(Clock::now() - start));
     auto plain = tls::wrap(tcp, **tls, tls::Role::client, left, address());
-    if (!plain.ok()) {
-      // A refused certificate will not be accepted on a retry.
-      if (plain.status().message().find("certificate") != std::string::npos)
-        return invalid_argument(plain.status().message());
-      return plain.status();
-    }
+    if (!plain.ok()) return plain.status();  // a refused certificate is invalid_argument: no retry
     c.reset(redisConnectFd(*plain));
     if (!c || c->err) {
       if (!c) ::close(*plain);

@@ -24,4 +24,11 @@ std::vector<std::string> env_entries(const TlsFiles& f) {
   return {"TROUPE_TLS_CA=" + f.ca, "TROUPE_TLS_CERT=" + f.cert, "TROUPE_TLS_KEY=" + f.key};
 }
 
+void set_environment(const TlsFiles& files, bool overwrite) {
+  for (const std::string& e : env_entries(files)) {
+    const auto eq = e.find('=');
+    ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), overwrite ? 1 : 0);
+  }
+}
+
 }  // namespace troupe::tls

@@ -26,4 +26,8 @@ Expected<TlsFiles> files_from_env();
 // NAME=VALUE entries for a child's environment ({} when not enabled).
 std::vector<std::string> env_entries(const TlsFiles& files);
 
+// Puts the files into this process's environment (children inherit them); `overwrite` false keeps
+// any already set.
+void set_environment(const TlsFiles& files, bool overwrite);
+
 }  // namespace troupe::tls

@@ -30,27 +30,28 @@ void set_nonblocking(int fd, bool on) {
   fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
 }
 
-// What a failed handshake means to the person reading the error.
-std::string handshake_failure(SSL* ssl, const TlsContext& context, const std::string& peer, const std::string& errors) {
+// What a failed handshake means to the person reading the error: invalid_argument when a certificate
+// was refused (either side's: retrying cannot help), unavailable otherwise.
+Status handshake_failure(SSL* ssl, const TlsContext& context, const std::string& peer, const std::string& errors) {
   const long verify = SSL_get_verify_result(ssl);
   if (verify != X509_V_OK) {
-    return "TLS handshake with " + peer + ": its certificate was refused here (" +
+    return invalid_argument("TLS handshake with " + peer + ": its certificate was refused here (" +
            X509_verify_cert_error_string(verify) + "): it is not signed by the cluster CA this process trusts (" +
-           context.files().ca + ") — the two do not hold certificates of the same cluster";
+           context.files().ca + ") — the two do not hold certificates of the same cluster");
   }
   if (errors.find("alert unknown ca") != std::string::npos || errors.find("alert bad certificate") != std::string::npos ||
       errors.find("alert certificate required") != std::string::npos ||
       errors.find("alert decrypt error") != std::string::npos) {
-    return "TLS handshake with " + peer + ": it refused this process's certificate (" + errors +
-           "): this process's certificate must be signed by the cluster's CA (`troupe tls issue` on the head's "
-           "host makes one)";
+    return invalid_argument("TLS handshake with " + peer + ": it refused this process's certificate (" + errors +
+                            "): this process's certificate must be signed by the cluster's CA (`troupe tls issue` on "
+                            "the head's host makes one)");
   }
   if (errors.find("wrong version number") != std::string::npos || errors.find("packet length too long") != std::string::npos ||
       errors.find("http request") != std::string::npos) {
-    return "TLS handshake with " + peer + ": it does not speak TLS (" + errors +
-           ") — is it a cluster started without --tls?";
+    return unavailable("TLS handshake with " + peer + ": it does not speak TLS (" + errors +
+                       ") — is it a cluster started without --tls?");
   }
-  return "TLS handshake with " + peer + " failed: " + (errors.empty() ? "the connection closed" : errors);
+  return unavailable("TLS handshake with " + peer + " failed: " + (errors.empty() ? "the connection closed" : errors));
 }
 
 // Moves bytes both ways until one side ends; owns `ssl` (and its socket) and `local`.
@@ -159,7 +160,7 @@ Expected<SSL*> handshake(int fd, const TlsContext& context, Role role, std::chro
                                        std::to_string(timeout.count()) + " ms");
     }
     const std::string errors = openssl_errors();
-    Status st = unavailable(handshake_failure(ssl, context, peer, errors));
+    Status st = handshake_failure(ssl, context, peer, errors);
     SSL_free(ssl);
     ::close(fd);
     return st;
@@ -216,10 +217,7 @@ Status probe(const std::string& host, int port, const TlsContext& context, std::
     return unavailable("cannot connect to " + where + ": " + why);
   }
   auto plain = wrap(fd, context, Role::client, timeout, where);
-  if (!plain.ok()) {
-    if (plain.status().message().find("certificate") != std::string::npos) return invalid_argument(plain.status().message());
-    return plain.status();
-  }
+  if (!plain.ok()) return plain.status();
   ::close(*plain);
   return {};
 }

@@ -22,7 +22,8 @@ enum class Role { client, server };
 // `fd`: a connected TCP socket (blocking or not), owned by the relay from now on, also on failure
 // (closed). Returns an AF_UNIX stream socket with `fd`'s O_NONBLOCK flag. Errors name `peer` and
 // what the handshake said: a certificate not signed by the cluster's CA (ours refused by the peer,
-// or the peer's refused here), a peer speaking plain TCP, the deadline.
+// or the peer's refused here: invalid_argument, as a retry cannot help), a peer speaking plain TCP
+// (unavailable), the deadline (timeout).
 Expected<int> wrap(int fd, const TlsContext& context, Role role, std::chrono::milliseconds timeout,
                    const std::string& peer);
 
