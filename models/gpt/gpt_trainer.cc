@@ -25,7 +25,7 @@ class GptTrainer final : public Trainer {
     if (!config.ok()) return config.status();
     model_ = std::make_unique<GptModel>(*config);
     model_->declare(space);
-    if (!config->tie) layers_ = std::make_unique<GptLayers>(*model_, seq);  // tied: the head is layer 0's
+    layers_ = std::make_unique<GptLayers>(*model_, seq);  // tied: the head layer shares layer 0's wte
     return {};
   }
 
@@ -53,7 +53,7 @@ class GptTrainer final : public Trainer {
 
   std::string describe() const override { return model_ ? model_->config().describe() : std::string(); }
 
-  // The embeddings, each block and the head as layers (gpt_layers.h); null for a tied model.
+  // The embeddings, each block and the head as layers (gpt_layers.h).
   LayerModel* layers() override { return layers_.get(); }
 
   int64_t prediction_width() const override { return model_ ? model_->config().vocab : 0; }

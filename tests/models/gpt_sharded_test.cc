@@ -1,6 +1,6 @@
 // The gpt under sharded data parallelism (`--shard optimizer|gradients|parameters`) and as layers:
 // sharded replicas end where plain sync replicas end after 100 steps (2 and 4 replicas, tied
-// embeddings for stages 1 and 2, clipping by the whole model's norm, decay on matrices only); what
+// embeddings for every stage, clipping by the whole model's norm, decay on matrices only); what
 // a replica holds, measured, against the ZeRO formulas — (optimizer) 8 + 8/N, (gradients) 4 + 12/N
 // bytes per parameter with adamw in f32, (parameters) 16/N plus two gathered layers; and the
 // model's layers (models/gpt/gpt_layers.h) pipelined over 2 and 4 stages hold one process's
@@ -123,7 +123,7 @@ TEST_CASE("what a sharded gpt replica holds, measured, is within 10% of the ZeRO
   }
 }
 
-TEST_CASE("the gpt under --shard parameters (layer by layer, each block recomputed for its backward) ends where plain "
+TEST_CASE("the gpt under --shard parameters (layer by layer, activations kept for the backward) ends where plain "
           "sync ends", "[models][gpt][sharded][parameters]") {
   const MarkovChain2 chain(12, 3, 9);
   const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 100 + 1, 3), 8, 12);
@@ -134,12 +134,18 @@ TEST_CASE("the gpt under --shard parameters (layer by layer, each block recomput
   const auto [plain, sharded] =
       troupe::testing::check_sharded_matches_plain(replicas, o, train, test, ShardStage::parameters, 4096);
   CHECK(sharded.results[0].test_loss == Approx(plain.results[0].test_loss).epsilon(1e-4));
+}
 
-  // Tied embeddings do not split into layers: refused, naming why.
-  o.trainer_args = {"layers=2", "heads=2", "dim=16", "tie=1"};
-  auto tied = run_stage(2, o, train, test, ShardStage::parameters);
-  CHECK(tied.status[0].code() == Code::invalid_argument);
-  CHECK(tied.status[0].message().find("a gpt with tie=1 does not") != std::string::npos);
+TEST_CASE("a tied gpt under --shard parameters (the head shares the embedding layer's wte) ends where plain sync ends",
+          "[models][gpt][sharded][parameters]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 100 + 1, 3), 8, 12);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  TrainOptions o = gpt_sharded_job();  // tie=1: wte gets the head's and the embedding's gradients
+  const int replicas = GENERATE(2, 4);
+  const auto [plain, sharded] =
+      troupe::testing::check_sharded_matches_plain(replicas, o, train, test, ShardStage::parameters, 4096);
+  CHECK(sharded.results[0].test_loss == Approx(plain.results[0].test_loss).epsilon(1e-4));
 }
 
 TEST_CASE("a gpt replica under --shard parameters holds its 1/N and at most two layers gathered, measured",
@@ -200,12 +206,15 @@ TEST_CASE("the gpt as layers pipelines: 2 and 4 stages (embeddings first, head l
       CHECK(diff <= 1e-5);
       CHECK(run->train.test_loss == Approx(one->test_loss).epsilon(1e-4));
     }
-  // A tied gpt's head is its embedding: it does not split, and says why.
+  // A tied gpt's head shares the first stage's embedding: refused, saying why and what to do.
   o.trainer_args = {"layers=2", "heads=2", "dim=16", "tie=1"};
   pipeline::PipelineOptions po;
   po.stages = 2;
   po.workers = 2;
   auto tied = pipeline::train_local_pipeline(o, po, train, test);
   REQUIRE_FALSE(tied.ok());
-  CHECK(tied.status().message().find("a gpt with tie=1 does not") != std::string::npos);
+  CHECK(tied.status().code() == Code::invalid_argument);
+  CHECK(tied.status().message().find("layer 3 ('head') on stage 1 shares block #0 with a layer of another stage") !=
+        std::string::npos);
+  CHECK(tied.status().message().find("tie=0") != std::string::npos);
 }

@@ -54,10 +54,11 @@
 
 // Bumped whenever a type of this header changes layout or a virtual function is added, removed or
 // reordered; with the troupe version it is what a library is checked against before it is used.
-#define TROUPE_TRAINER_ABI 5  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
+#define TROUPE_TRAINER_ABI 6  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
                               // 4: mixed precision (TrainerContext::precision, Batch::loss_scale);
                               // 5: the data's schema and fields by name, targets of any width,
                               //    required_fields(), predict(), transform_example()
+                              // 6: LayerModel::forward_layer_kept / backward_layer_kept, LayerInfo::shared
 
 namespace troupe {
 
@@ -300,6 +301,12 @@ struct LayerInfo {
   std::vector<Param> params;
   int64_t out_features = 0;      // width of the layer's output per example (> 0)
   double flops_per_example = 0;  // forward + backward; 0: estimated as 6 x its parameter count
+  // Blocks another (earlier) layer owns that this one reads too and ADDS gradients into: tied
+  // weights, e.g. a language model's head that is its token embedding (ABI 6). The layer's
+  // forward_layer/backward_layer then get views of the whole model (look blocks up by Param as
+  // always). `--shard parameters` keeps the owner's layer gathered from its forward until its own
+  // backward; pipelines refuse a shared block on another stage.
+  std::vector<Param> shared;
 };
 
 class LayerModel {
@@ -323,6 +330,27 @@ class LayerModel {
   // The mean loss (and correct count) of the last layer's output `out` for `labels`; when `dout` is
   // not null it receives the gradient of that mean loss with respect to `out`.
   virtual Expected<BatchStats> output_loss(const float* out, const int32_t* labels, int64_t rows, float* dout) = 0;
+
+  // Kept activations (optional, ABI 6). When training, the runtime calls forward_layer_kept and
+  // later backward_layer_kept for the same layer, `slot`, in, out, rows and parameter values: a layer
+  // whose backward needs more of its forward than `in` and `out` (a transformer block's attention
+  // probabilities, a conv block's pre-pooling output) may keep that under (layer, slot) rather than
+  // compute it again. A slot is one micro-batch in flight (0 <= slot < kKeptSlots; a pipeline stage has
+  // several, one step of a sharded job one); a later forward of the same (layer, slot) replaces what
+  // was kept, and a forward may have no backward (a step given up after an error). forward_layer
+  // and backward_layer stay the stateless pair (evaluation, prediction). By default these call them:
+  // nothing kept, backward recomputes.
+  static constexpr int kKeptSlots = 64;
+  virtual Status forward_layer_kept(int layer, int slot, const float* in, int64_t rows, const Parameters& params,
+                                    float* out) {
+    (void)slot;
+    return forward_layer(layer, in, rows, params, out);
+  }
+  virtual Status backward_layer_kept(int layer, int slot, const float* in, const float* out, float* dout,
+                                     int64_t rows, const Parameters& params, Gradients& grads, float* din) {
+    (void)slot;
+    return backward_layer(layer, in, out, dout, rows, params, grads, din);
+  }
 
  protected:
   ~LayerModel() = default;

@@ -41,8 +41,7 @@ Status check_pipeline_model(const TrainOptions& o, const PipelineOptions& po, Da
   if (!setup.ok()) return setup.status();
   LayerModel* model = setup->trainer->layers();
   if (!model)
-    return invalid_argument(setup->where + " does not declare its layers (Trainer::layers() returns null; a gpt with "
-                            "tie=1 does not: its head is its embedding): --strategy pipeline needs a LayerModel "
+    return invalid_argument(setup->where + " does not declare its layers (Trainer::layers() returns null): --strategy pipeline needs a LayerModel "
                             "(trainers/api/trainer.h); train it with --strategy sync");
   std::vector<int> counts;
   if (!po.stage_layers.empty()) {

@@ -69,10 +69,12 @@ const float* StageExecutor::micro_input(int slot, int micro, const float* inputs
   return inputs + static_cast<size_t>(micro) * rows * plan_.in_features;
 }
 
-Status StageExecutor::forward_micro(const float* in, int64_t rows, const Parameters& params, std::vector<float*>& outs) {
+Status StageExecutor::forward_micro(const float* in, int64_t rows, const Parameters& params, std::vector<float*>& outs,
+                                    int slot) {
   const auto t0 = Clock::now();
   for (int l = plan_.first_layer, i = 0; l < plan_.end_layer; ++l, ++i) {
-    TROUPE_RETURN_IF_ERROR(model_.forward_layer(l, in, rows, params, outs[i])
+    TROUPE_RETURN_IF_ERROR((slot < 0 ? model_.forward_layer(l, in, rows, params, outs[i])
+                                     : model_.forward_layer_kept(l, slot, in, rows, params, outs[i]))
                                .with_context("forward of layer " + std::to_string(l) + " ('" + layers_[l].name + "')"));
     in = outs[i];
   }
@@ -88,6 +90,7 @@ Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inpu
   std::vector<float*> outs(outputs_.empty() ? 0 : outputs_[0].size());
   for (const PipeOp& op : ops) {
     const int slot = op.micro % slots_;
+    const int kept = slots_ <= LayerModel::kKeptSlots ? slot : -1;  // beyond: the layers recompute
     for (size_t i = 0; i < outs.size(); ++i) outs[i] = outputs_[slot][i].data();
     if (op.forward) {
       if (!first) {
@@ -95,7 +98,7 @@ Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inpu
       } else if (pipe_) {
         TROUPE_RETURN_IF_ERROR(flush());
       }
-      TROUPE_RETURN_IF_ERROR(forward_micro(micro_input(slot, op.micro, inputs, rows), rows, params, outs)
+      TROUPE_RETURN_IF_ERROR(forward_micro(micro_input(slot, op.micro, inputs, rows), rows, params, outs, kept)
                                  .with_context("micro-batch " + std::to_string(op.micro)));
       if (!last) pending_ = {stage_ + 1, outs.back(), rows * plan_.out_features * sizeof(float)};
       continue;
@@ -117,7 +120,8 @@ Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inpu
       const int i = l - plan_.first_layer;
       const float* in = i == 0 ? micro_input(slot, op.micro, inputs, rows) : outs[i - 1];
       float* din = (i == 0 && first) ? nullptr : (d == grad_a_.data() ? grad_b_.data() : grad_a_.data());
-      TROUPE_RETURN_IF_ERROR(model_.backward_layer(l, in, outs[i], d, rows, params, grads, din)
+      TROUPE_RETURN_IF_ERROR((kept < 0 ? model_.backward_layer(l, in, outs[i], d, rows, params, grads, din)
+                                       : model_.backward_layer_kept(l, kept, in, outs[i], d, rows, params, grads, din))
                                  .with_context("backward of layer " + std::to_string(l) + " ('" + layers_[l].name +
                                                "'), micro-batch " + std::to_string(op.micro)));
       if (din) d = din;
@@ -175,7 +179,7 @@ Status StageExecutor::forward_only(const float* inputs, const int32_t* labels, i
                                  .with_context("evaluation: stage " + std::to_string(stage_) + " receiving"));
       x = in.data();
     }
-    TROUPE_RETURN_IF_ERROR(forward_micro(x, n, params, outs).with_context("evaluation"));
+    TROUPE_RETURN_IF_ERROR(forward_micro(x, n, params, outs, -1).with_context("evaluation"));
     if (!last) {
       TROUPE_RETURN_IF_ERROR(pipe_->send(stage_ + 1, outs.back(), n * plan_.out_features * sizeof(float),
                                          Clock::now() + timeout_)

@@ -66,7 +66,9 @@ class StageExecutor {
   // send_recv when it goes to the same peer; otherwise sends it first.
   Status receive(int peer, void* into, size_t bytes);
   Status flush();
-  Status forward_micro(const float* in, int64_t rows, const Parameters& params, std::vector<float*>& outs);
+  // Through the stage's layers; `slot` >= 0 when training (the layers keep activations for that
+  // micro-batch slot's backward: LayerModel::forward_layer_kept), -1 when evaluating.
+  Status forward_micro(const float* in, int64_t rows, const Parameters& params, std::vector<float*>& outs, int slot);
   const float* micro_input(int slot, int micro, const float* inputs, int64_t rows);
 
   LayerModel& model_;

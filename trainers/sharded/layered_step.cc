@@ -1,5 +1,7 @@
 #include "trainers/sharded/layered_step.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/ops.h"
 #include "trainers/pipeline/partition.h"
 
@@ -21,6 +23,16 @@ Expected<std::vector<GradBucket>> layer_units(const std::vector<LayerInfo>& laye
     at += u.count;
     units.push_back(u);
   }
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (const Param& p : layers[l].shared) {
+      bool inside = false;  // wholly inside one earlier layer's range
+      for (size_t u = 0; u < l; ++u)
+        inside = inside || (p.offset >= units[u].offset && p.offset + p.numel <= units[u].offset + units[u].count);
+      if (!inside)
+        return invalid_argument("layer '" + layers[l].name + "' shares block #" + std::to_string(p.index) +
+                                ", which no earlier layer owns: a shared block (tied weights) must be one of an "
+                                "earlier layer's");
+    }
   if (at != total)
     return invalid_argument("the layers hold " + std::to_string(at) + " of the model's " + std::to_string(total) +
                             " parameters: --shard parameters needs the layers to hold every block");
@@ -31,13 +43,24 @@ LayeredStep::LayeredStep(LayerModel& model, std::vector<LayerInfo> layers, std::
                          ShardedState& state, std::chrono::milliseconds timeout)
     : model_(model), layers_(std::move(layers)), state_(state), timeout_(timeout), units_(std::move(units)) {
   acts_.resize(layers_.size());
+  owners_.resize(layers_.size());
+  pinned_.assign(layers_.size(), false);
+  for (size_t l = 0; l < layers_.size(); ++l)
+    for (const Param& p : layers_[l].shared)
+      for (size_t u = 0; u < l; ++u)
+        if (p.offset >= units_[u].offset && p.offset < units_[u].offset + units_[u].count) {
+          if (std::find(owners_[l].begin(), owners_[l].end(), u) == owners_[l].end()) owners_[l].push_back(u);
+          pinned_[u] = true;
+        }
 }
 
 Parameters LayeredStep::params_of(size_t l) const {
+  if (!owners_[l].empty()) return Parameters(state_.params(), total(), 0);  // tied: the whole model's view
   return Parameters(state_.params() + units_[l].offset, units_[l].count, units_[l].offset);
 }
 
 Gradients LayeredStep::grads_of(size_t l) const {
+  if (!owners_[l].empty()) return Gradients(state_.grads(), total(), nullptr, 0);
   return Gradients(state_.grads() + units_[l].offset, units_[l].count, nullptr, units_[l].offset);
 }
 
@@ -48,8 +71,26 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
   const size_t count = layers_.size();
   const int64_t rows = batch.size;
   float* const grads = state_.grads();
-  std::vector<CommQueue::Ticket> gathered(count, -1);
-  auto gather = [&](size_t l) { gathered[l] = queue_.submit([this, l] { return state_.gather_unit(l); }); };
+  // Per unit: the gather queued and not waited for yet (-1: none), and whether its parameters are
+  // whole now. A unit a later layer shares (tied weights) stays whole from its forward to its backward.
+  std::vector<CommQueue::Ticket> pending(count, -1);
+  std::vector<bool> whole(count, false);
+  auto gather = [&](size_t l) {
+    if (whole[l]) return;
+    whole[l] = true;
+    pending[l] = queue_.submit([this, l] { return state_.gather_unit(l); });
+  };
+  auto ready = [&](size_t l) -> Status {
+    gather(l);
+    if (pending[l] < 0) return {};
+    const CommQueue::Ticket t = pending[l];
+    pending[l] = -1;
+    return queue_.wait(t);
+  };
+  auto release = [&](size_t l) {
+    state_.release_unit(l);
+    whole[l] = false;
+  };
   // After an error, nothing more goes out: what is queued is dropped, what runs ends by its deadline.
   struct Guard {
     CommQueue& queue;
@@ -65,13 +106,14 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
   gather(0);
   if (count > 1) gather(1);
   for (size_t l = 0; l < count; ++l) {
-    TROUPE_RETURN_IF_ERROR(queue_.wait(gathered[l]));
+    TROUPE_RETURN_IF_ERROR(ready(l));
+    for (size_t u : owners_[l]) TROUPE_RETURN_IF_ERROR(ready(u));
     acts_[l].resize(static_cast<size_t>(rows * layers_[l].out_features));
     const float* in = l == 0 ? batch.inputs : acts_[l - 1].data();
-    TROUPE_RETURN_IF_ERROR(model_.forward_layer(static_cast<int>(l), in, rows, params_of(l), acts_[l].data())
+    TROUPE_RETURN_IF_ERROR(model_.forward_layer_kept(static_cast<int>(l), 0, in, rows, params_of(l), acts_[l].data())
                                .with_context(where(l) + " forward"));
     if (l + 1 < count) {  // the last layer stays for backward
-      state_.release_unit(l);
+      if (!pinned_[l]) release(l);
       if (l + 2 < count) gather(l + 2);
     }
   }
@@ -82,13 +124,17 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
 
   if (count >= 2) gather(count - 2);
   for (size_t l = count; l-- > 0;) {
-    if (l + 1 < count) TROUPE_RETURN_IF_ERROR(queue_.wait(gathered[l]));
+    TROUPE_RETURN_IF_ERROR(ready(l));
+    for (size_t u : owners_[l]) {  // its gradient is added to here and reduced after its own backward
+      TROUPE_RETURN_IF_ERROR(ready(u));
+      state_.prepare_bucket(u);
+    }
     const float* in = l == 0 ? batch.inputs : acts_[l - 1].data();
     if (l > 0) din_.resize(acts_[l - 1].size());
     state_.prepare_bucket(l);  // the gradient pages this layer writes, in one call
     Gradients g = grads_of(l);
-    TROUPE_RETURN_IF_ERROR(model_.backward_layer(static_cast<int>(l), in, acts_[l].data(), dout_.data(), rows,
-                                                 params_of(l), g, l > 0 ? din_.data() : nullptr)
+    TROUPE_RETURN_IF_ERROR(model_.backward_layer_kept(static_cast<int>(l), 0, in, acts_[l].data(), dout_.data(),
+                                                      rows, params_of(l), g, l > 0 ? din_.data() : nullptr)
                                .with_context(where(l) + " backward"));
     queue_.submit([this, l, grads] {
       collectives::CollectiveOptions co;
@@ -97,7 +143,7 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
       return state_.reduce_bucket(l, grads + units_[l].offset, units_[l].count, co)
           .with_context("reduce-scattering the gradients of layer " + std::to_string(l));
     });
-    state_.release_unit(l);
+    release(l);
     if (l >= 2) gather(l - 2);
     std::swap(dout_, din_);
   }
@@ -123,6 +169,7 @@ Expected<EvalTotals> LayeredStep::evaluate(const Dataset& data, int64_t first, i
     int64_t in_width = features;
     for (size_t l = 0; l < layers_.size(); ++l) {
       TROUPE_RETURN_IF_ERROR(state_.gather_unit(l).with_context("evaluation"));
+      for (size_t u : owners_[l]) TROUPE_RETURN_IF_ERROR(state_.gather_unit(u).with_context("evaluation"));
       out.resize(static_cast<size_t>(n_rows * layers_[l].out_features));
       const Parameters params = params_of(l);
       // In chunks: a layer's own scratch (a gpt block's attention) grows with the rows it is given.
@@ -133,6 +180,7 @@ Expected<EvalTotals> LayeredStep::evaluate(const Dataset& data, int64_t first, i
                                    .with_context("evaluating layer " + std::to_string(l)));
       }
       state_.release_unit(l);
+      for (size_t u : owners_[l]) state_.release_unit(u);
       in.swap(out);
       x = in.data();
       in_width = layers_[l].out_features;

@@ -9,7 +9,12 @@
 // The collectives run on a CommQueue in the order queued (the same on every rank), so the next
 // layer's gather overlaps this layer's compute and at most two layers are gathered at once. The
 // layers' ranges are the ShardedState's units (layer_units): a rank owns chunk r of each layer.
-// Activations of every layer are kept from forward to backward (as one process keeps them).
+// A layer that shares an earlier layer's blocks (LayerInfo::shared: a tied head) runs with that
+// layer gathered too, and views of the whole model; the earlier layer then stays gathered from its
+// forward until its own backward (three layers whole at most) and its gradient pages hold the
+// sharer's contribution until it is reduced with its own.
+// Activations of every layer are kept from forward to backward (as one process keeps them): the
+// layers' outputs here, and what else a layer keeps itself (LayerModel::forward_layer_kept, slot 0).
 #pragma once
 
 #include <chrono>
@@ -53,15 +58,19 @@ class LayeredStep {
   Expected<EvalTotals> evaluate(const Dataset& data, int64_t first, int64_t last, int64_t most_rows);
 
  private:
-  // Layer l's parameters and gradients: views of its range of the state's flat buffers.
+  // Layer l's parameters and gradients: views of its range of the state's flat buffers (of the
+  // whole buffers when it shares another layer's blocks).
   Parameters params_of(size_t l) const;
   Gradients grads_of(size_t l) const;
+  size_t total() const { return units_.back().offset + units_.back().count; }
 
   LayerModel& model_;
   std::vector<LayerInfo> layers_;
   ShardedState& state_;
   std::chrono::milliseconds timeout_;
   std::vector<GradBucket> units_;
+  std::vector<std::vector<size_t>> owners_;  // per layer: the earlier units whose blocks it shares
+  std::vector<bool> pinned_;                 // per unit: shared by a later layer
   CommQueue queue_;
   std::vector<std::vector<float>> acts_;  // acts_[l]: layer l's output
   std::vector<float> dout_, din_;
