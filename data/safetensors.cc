@@ -33,33 +33,58 @@ size_t safetensors_dtype_size(const std::string& dtype) {
   return it == dtypes().end() ? 0 : it->second;
 }
 
-Status write_safetensors(const std::string& path, const TensorFile& file) {
-  std::vector<const NamedTensor*> order;
-  for (const NamedTensor& t : file.tensors) order.push_back(&t);
-  std::sort(order.begin(), order.end(), [](const NamedTensor* a, const NamedTensor* b) { return a->name < b->name; });
+Expected<std::string> safetensors_header(const std::string& path, const std::vector<TensorSpec>& tensors,
+                                         const std::map<std::string, std::string>& metadata,
+                                         std::vector<uint64_t>* offsets, uint64_t* data_bytes) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors[a].name < tensors[b].name; });
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  offsets->assign(tensors.size(), 0);
   uint64_t offset = 0;
-  for (const NamedTensor* t : order) {
-    const size_t w = safetensors_dtype_size(t->dtype);
-    if (w == 0) return invalid_argument(path + ": tensor '" + t->name + "' has unknown dtype '" + t->dtype + "'");
-    const int64_t n = shape_product(t->shape);
-    if (n < 0 || static_cast<size_t>(n) * w != t->bytes.size())
-      return invalid_argument(path + ": tensor '" + t->name + "' holds " + std::to_string(t->bytes.size()) +
-                              " bytes, its shape needs " + std::to_string(n * static_cast<int64_t>(w)));
-    if (t->name == "__metadata__" || t->name.empty())
-      return invalid_argument(path + ": a tensor cannot be named '" + t->name + "'");
-    header[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
-    offset += t->bytes.size();
+  for (size_t i : order) {
+    const TensorSpec& t = tensors[i];
+    const size_t w = safetensors_dtype_size(t.dtype);
+    if (w == 0) return invalid_argument(path + ": tensor '" + t.name + "' has unknown dtype '" + t.dtype + "'");
+    const int64_t n = shape_product(t.shape);
+    if (n < 0) return invalid_argument(path + ": tensor '" + t.name + "' has a negative dimension");
+    if (t.name == "__metadata__" || t.name.empty())
+      return invalid_argument(path + ": a tensor cannot be named '" + t.name + "'");
+    const uint64_t bytes = static_cast<uint64_t>(n) * w;
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    (*offsets)[i] = offset;
+    offset += bytes;
   }
   std::string h = header.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   while (h.size() % 8 != 0) h += ' ';
   std::string out(8, '\0');
   const uint64_t len = h.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
-  out += h;
-  out.reserve(out.size() + offset);
-  for (const NamedTensor* t : order) out.append(reinterpret_cast<const char*>(t->bytes.data()), t->bytes.size());
+  *data_bytes = offset;
+  return out + h;
+}
+
+Status write_safetensors(const std::string& path, const TensorFile& file) {
+  std::vector<TensorSpec> specs;
+  for (const NamedTensor& t : file.tensors) {
+    specs.push_back({t.name, t.dtype, t.shape});
+    const int64_t n = shape_product(t.shape);
+    const size_t w = safetensors_dtype_size(t.dtype);
+    if (w != 0 && n >= 0 && static_cast<size_t>(n) * w != t.bytes.size())
+      return invalid_argument(path + ": tensor '" + t.name + "' holds " + std::to_string(t.bytes.size()) +
+                              " bytes, its shape needs " + std::to_string(n * static_cast<int64_t>(w)));
+  }
+  std::vector<uint64_t> offsets;
+  uint64_t data_bytes = 0;
+  auto header = safetensors_header(path, specs, file.metadata, &offsets, &data_bytes);
+  if (!header.ok()) return header.status();
+  std::string out = std::move(*header);
+  const size_t start = out.size();
+  out.resize(start + data_bytes);
+  for (size_t i = 0; i < file.tensors.size(); ++i)
+    if (!file.tensors[i].bytes.empty())
+      std::memcpy(&out[start + offsets[i]], file.tensors[i].bytes.data(), file.tensors[i].bytes.size());
   return write_file_durably(path, out, "model file");
 }
 

@@ -39,6 +39,20 @@ size_t safetensors_dtype_size(const std::string& dtype);
 // Writes `file` to `path` durably (temp + fsync + rename): the tensors in name order.
 Status write_safetensors(const std::string& path, const TensorFile& file);
 
+// A tensor's entry in a header: name, dtype and shape (its bytes follow from them).
+struct TensorSpec {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+};
+// The first bytes of a file of `tensors` (the length and the padded JSON header) and where each
+// tensor's data starts relative to the data's start (`offsets`, in the order given; the tensors
+// are laid out in name order). invalid_argument naming `path` and the tensor for an unknown dtype,
+// a negative dimension, a reserved or empty name. `data_bytes` receives the data's length.
+Expected<std::string> safetensors_header(const std::string& path, const std::vector<TensorSpec>& tensors,
+                                         const std::map<std::string, std::string>& metadata,
+                                         std::vector<uint64_t>* offsets, uint64_t* data_bytes);
+
 // Reads and checks the whole file.
 Expected<TensorFile> read_safetensors(const std::string& path);
 

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
 
 #include "core/version.h"
 #include "data/safetensors.h"
+#include "data/safetensors_writer.h"
 
 namespace troupe {
 
@@ -15,29 +17,53 @@ namespace {
 std::string dtype_tag(DType t) { return t == DType::bf16 ? "BF16" : t == DType::f16 ? "F16" : "F32"; }
 }  // namespace
 
+Expected<std::unique_ptr<ModelWriter>> ModelWriter::create(const std::string& path, const ParameterSpace& space,
+                                                           DType dtype,
+                                                           const std::map<std::string, std::string>& metadata) {
+  std::vector<data::TensorSpec> tensors;
+  for (const ParamBlock& b : space.blocks()) tensors.push_back({b.name, dtype_tag(dtype), b.shape});
+  auto file = data::SafetensorsWriter::create(path, std::move(tensors), metadata);
+  if (!file.ok()) return file.status();
+  std::unique_ptr<ModelWriter> w(new ModelWriter());
+  w->file_ = std::move(*file);
+  w->space_ = &space;
+  w->dtype_ = dtype;
+  return w;
+}
+
+Status ModelWriter::write_range(size_t begin, const float* values, size_t count) {
+  const size_t end = begin + count;
+  const std::vector<ParamBlock>& blocks = space_->blocks();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Param& p = blocks[i].param;
+    const size_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
+    if (b >= e) continue;
+    const float* from = values + (b - begin);
+    const uint64_t at = static_cast<uint64_t>(b - p.offset);
+    if (dtype_ == DType::f32) {
+      TROUPE_RETURN_IF_ERROR(file_->write(i, at * 4, from, (e - b) * 4));
+      continue;
+    }
+    constexpr size_t kPiece = size_t{1} << 18;  // converted a piece at a time
+    for (size_t done = 0; done < e - b; done += kPiece) {
+      const size_t n = std::min(kPiece, e - b - done);
+      half_.resize(n);
+      for (size_t k = 0; k < n; ++k)
+        half_[k] = dtype_ == DType::bf16 ? f32_to_bf16(from[done + k]) : f32_to_f16(from[done + k]);
+      TROUPE_RETURN_IF_ERROR(file_->write(i, (at + done) * 2, half_.data(), n * 2));
+    }
+  }
+  return {};
+}
+
+Status ModelWriter::commit() { return file_->commit(); }
+
 Status save_model(const std::string& path, const ParameterSpace& space, const float* params, DType dtype,
                   const std::map<std::string, std::string>& metadata) {
-  data::TensorFile file;
-  file.metadata = metadata;
-  for (const ParamBlock& b : space.blocks()) {
-    data::NamedTensor t;
-    t.name = b.name;
-    t.dtype = dtype_tag(dtype);
-    t.shape = b.shape;
-    const float* p = params + b.param.offset;
-    if (dtype == DType::f32) {
-      const uint8_t* raw = reinterpret_cast<const uint8_t*>(p);
-      t.bytes.assign(raw, raw + b.param.numel * 4);  // no zero-filling pass first
-    } else {
-      t.bytes.resize(b.param.numel * 2);
-      for (size_t i = 0; i < b.param.numel; ++i) {
-        const uint16_t h = dtype == DType::bf16 ? f32_to_bf16(p[i]) : f32_to_f16(p[i]);
-        std::memcpy(t.bytes.data() + 2 * i, &h, 2);
-      }
-    }
-    file.tensors.push_back(std::move(t));
-  }
-  return write_safetensors(path, file);
+  auto w = ModelWriter::create(path, space, dtype, metadata);
+  if (!w.ok()) return w.status();
+  TROUPE_RETURN_IF_ERROR((*w)->write_range(0, params, space.size()));
+  return (*w)->commit();
 }
 
 Status check_save_target(const std::string& path, const std::string& flag) {

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "data/safetensors_writer.h"
 #include "trainers/api/trainer.h"
 #include "trainers/train_options.h"
 
@@ -20,6 +23,27 @@ inline constexpr const char* kModelTrainer = "troupe.trainer";  // the registere
 // Writes `params` (space.size() floats) as the blocks of `space`.
 Status save_model(const std::string& path, const ParameterSpace& space, const float* params, DType dtype,
                   const std::map<std::string, std::string>& metadata);
+
+// The same file written a range of the flat parameters at a time, in any order (a sharded job's
+// layers as they are gathered, a checkpoint's shards as they are read): never the whole model in
+// memory. Nothing is at `path` until commit() (data::SafetensorsWriter); dropping the writer
+// before leaves nothing.
+class ModelWriter {
+ public:
+  static Expected<std::unique_ptr<ModelWriter>> create(const std::string& path, const ParameterSpace& space,
+                                                       DType dtype, const std::map<std::string, std::string>& metadata);
+  // The floats [begin, begin + count) of the flat layout.
+  Status write_range(size_t begin, const float* values, size_t count);
+  // internal_error unless every parameter was written; io_error naming the file.
+  Status commit();
+
+ private:
+  ModelWriter() = default;
+  std::unique_ptr<data::SafetensorsWriter> file_;
+  const ParameterSpace* space_ = nullptr;  // outlives the writer
+  DType dtype_ = DType::f32;
+  std::vector<uint16_t> half_;
+};
 
 // Whether a model file can be written at `path` later (its folder exists and is writable): checked
 // before training, so a --save that cannot be written fails the job at its start, not at its end.

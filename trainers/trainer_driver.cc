@@ -45,6 +45,27 @@ Expected<SplitScore> evaluate_split(Trainer& trainer, const Parameters& params, 
 }
 
 // evaluate_split for --shard parameters: each replica its slice, layer by layer (layered_step.h).
+// --save of a --shard parameters replica: each layer (unit) all-gathered in turn by every replica
+// (collective), written by the one that `writes` and given back, so the model is never whole in
+// any replica. A failed write is returned after the gathers, so the others are not left waiting.
+Status save_layer_by_layer(ShardedState& zero, const std::vector<GradBucket>& units, const ParameterSpace& space,
+                           const std::string& path, DType dtype, const std::map<std::string, std::string>& metadata,
+                           bool writes) {
+  std::unique_ptr<ModelWriter> writer;
+  Status failed;
+  if (writes) {
+    auto w = ModelWriter::create(path, space, dtype, metadata);
+    if (w.ok()) writer = std::move(*w); else failed = w.status();
+  }
+  for (size_t i = 0; i < units.size(); ++i) {
+    TROUPE_RETURN_IF_ERROR(zero.gather_unit(i, false).with_context("gathering layer " + std::to_string(i) + " to save it"));
+    if (writer && failed.ok()) failed = writer->write_range(units[i].offset, zero.params() + units[i].offset, units[i].count);
+    zero.release_unit(i);
+  }
+  if (writer && failed.ok()) failed = writer->commit();
+  return failed;
+}
+
 Expected<SplitScore> evaluate_layered(LayeredStep& step, const Dataset& data, const Replica& replica) {
   const int rank = replica.comm->rank(), world = replica.comm->size();
   auto mine = step.evaluate(data, data.count * rank / world, data.count * (rank + 1) / world,
@@ -190,8 +211,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     LayerModel* layers = trainer.layers();
     if (!layers)
       return invalid_argument("--shard parameters gathers the model layer by layer, and " + where + " does not "
-                              "split into layers (Trainer::layers() is null; a gpt with tie=1 does not: its head "
-                              "is its embedding); use --shard gradients");
+                              "split into layers (Trainer::layers() is null); use --shard gradients");
     if (train.spec().classes <= 0)
       return invalid_argument("--shard parameters trains models of class targets for now; use --shard gradients");
     layer_list = layers->layer_infos();
@@ -246,13 +266,28 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   int64_t skip_steps = 0;     //   after the steps of it already done
   if (replica.resume) {
     const checkpoint::TrainingState& r = *replica.resume;
-    if (r.params.size() != space.size()) {
-      return invalid_argument("the checkpoint holds " + std::to_string(r.params.size()) + " parameters; " + where +
-                              " has " + std::to_string(space.size()) + " (another model or trainer settings?)");
+    const std::string restoring = "restoring the checkpoint of step " + std::to_string(r.step);
+    if (zero && replica.resume_ranges) {  // this replica's ranges only, never the whole checkpoint
+      std::vector<checkpoint::Range> owned;
+      for (const auto& [begin, end] : zero->owned_ranges()) owned.push_back({begin, end});
+      auto mine = replica.resume_ranges(space.size(), layered ? owned : std::vector<checkpoint::Range>{{0, space.size()}},
+                                        owned);
+      if (!mine.ok()) return mine.status().with_context(restoring);
+      TROUPE_RETURN_IF_ERROR(zero->load_owned_optimizer(mine->optimizer).with_context(restoring));
+      if (layered) {
+        zero->load_owned_params(mine->params.data());
+      } else {  // into the buffer param_data points at
+        std::copy(mine->params.begin(), mine->params.end(), params.begin());
+      }
+    } else {
+      if (r.params.size() != space.size()) {
+        return invalid_argument("the checkpoint holds " + std::to_string(r.params.size()) + " parameters; " + where +
+                                " has " + std::to_string(space.size()) + " (another model or trainer settings?)");
+      }
+      TROUPE_RETURN_IF_ERROR((zero ? zero->load_optimizer(r.optimizer) : opt->load_state(r.optimizer, 0))
+                                 .with_context(restoring));
+      if (layered) zero->load_params(r.params.data()); else params = r.params;
     }
-    TROUPE_RETURN_IF_ERROR((zero ? zero->load_optimizer(r.optimizer) : opt->load_state(r.optimizer, 0))
-                               .with_context("restoring the checkpoint of step " + std::to_string(r.step)));
-    if (layered) zero->load_params(r.params.data()); else params = r.params;
     step = r.step;
     const checkpoint::ResumeAt at = checkpoint::resume_at(r, steps_per_epoch);
     first_epoch = at.epoch;
@@ -431,11 +466,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     }
     report_epoch(es, o, steps_per_epoch, &result, progress);
   }
-  // --shard parameters: the trained parameters whole only where they are wanted (--save, or the
-  // caller's final_params: every replica must ask alike, the gather is collective); finiteness is
-  // agreed from every replica's chunks.
+  // --shard parameters: the trained parameters whole only where the caller wants them (final_params:
+  // every replica must ask alike, the gather is collective; --save writes layer by layer below);
+  // finiteness is agreed from every replica's chunks.
   bool finite = true;
-  if (layered && (!o.save_path.empty() || final_params)) {
+  if (layered && final_params) {
     TROUPE_RETURN_IF_ERROR(zero->gather_all().with_context(where + ": gathering the trained parameters"));
     params.assign(param_data, param_data + space.size());
     zero->release_all();
@@ -461,12 +496,19 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   if (replica.resume && train_seconds > 0)  // the throughput of the steps this run trained
     result.samples_per_second = static_cast<double>(step - replica.resume->step) * o.batch_size / train_seconds;
   result.wall_seconds = seconds_since(job_start);
-  if (rank == 0 && !o.save_path.empty()) {
+  if (!o.save_path.empty()) {
     const int epochs_done = result.history.empty() ? 0 : result.history.back().epoch;
     auto metadata =
         model_metadata(o, train.spec(), train.normalization, setup->model, step, epochs_done, result.test_accuracy);
-    TROUPE_RETURN_IF_ERROR(save_model(o.save_path, space, params.data(), o.save_dtype, metadata).with_context("--save"));
-    spdlog::info("model written to {}", o.save_path);
+    if (layered && !final_params) {  // never whole: every replica gathers layer by layer, rank 0 writes each
+      TROUPE_RETURN_IF_ERROR(save_layer_by_layer(*zero, bucket_plan, space, o.save_path, o.save_dtype, metadata,
+                                                 rank == 0)
+                                 .with_context("--save"));
+    } else if (rank == 0) {
+      TROUPE_RETURN_IF_ERROR(
+          save_model(o.save_path, space, params.data(), o.save_dtype, metadata).with_context("--save"));
+    }
+    if (rank == 0) spdlog::info("model written to {}", o.save_path);
   }
   if (final_params) *final_params = std::move(params);
   return result;

@@ -82,6 +82,13 @@ struct Replica {
   // those steps are drawn and marked trained without training them, so every replica skips the
   // same global batches and the data order is the uninterrupted run's). Null: a fresh start.
   const checkpoint::TrainingState* resume = nullptr;
+  // A sharded replica (`shard` below) may be given, with `resume` holding only the step and epoch,
+  // what reads its own ranges of that checkpoint (checkpoint::load_ranges): the parameters' ranges
+  // (its chunks under --shard parameters, else the whole model) and its chunks of the optimizer
+  // state — so no replica ever holds the whole checkpoint.
+  std::function<Expected<checkpoint::TrainingState>(size_t total, const std::vector<checkpoint::Range>& params,
+                                                    const std::vector<checkpoint::Range>& optimizer)>
+      resume_ranges;
   // Elastic (a sync job running with fewer replicas than it has shards): this replica's rows of every
   // global batch, which may differ between replicas (the feed's batches must have this many). Its
   // gradient and loss are weighted by local_rows x replicas / batch_size before the averaging

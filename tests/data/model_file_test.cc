@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "data/safetensors.h"
@@ -19,6 +20,7 @@ namespace troupe {
 namespace {
 
 using troupe::testing::idx_py;
+using troupe::testing::read_bytes;
 using troupe::testing::run_numpy;
 using troupe::testing::TempDir;
 
@@ -102,6 +104,35 @@ open('logit_difference.txt', 'w').write(repr(float(np.abs(p - a).max() / np.abs(
   CHECK(first_loss_tuned < 0.6);            // a trained model's loss (~0.4)
   CHECK(first_loss_fresh > 2.0);            // ln 10 = 2.30 at a fresh start
   CHECK(tuned->test_accuracy > from_scratch->test_accuracy + 0.05);
+}
+
+TEST_CASE("model file: written a range at a time (ModelWriter), in any order, it is save_model's file", "[data][model]") {
+  TempDir dir;
+  TrainOptions o;
+  o.hidden = {32, 16};
+  auto setup = set_up_trainer(o, DataSpec{784, 10}, 0, 1);
+  REQUIRE(setup.ok());
+  const size_t n = setup->space.size();
+  std::vector<float> params(n);
+  for (size_t i = 0; i < n; ++i) params[i] = 0.001f * static_cast<float>(i % 997) - 0.3f;
+  const auto meta = model_metadata(o, DataSpec{784, 10}, "", setup->model, 10, 1, 0.5);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    REQUIRE(save_model(dir.file("whole.safetensors"), setup->space, params.data(), dtype, meta).ok());
+    auto w = ModelWriter::create(dir.file("ranges.safetensors"), setup->space, dtype, meta);
+    REQUIRE(w.ok());
+    // Ranges that cut blocks anywhere, the last first.
+    const std::vector<size_t> cuts = {0, 1000, 25120, 25121, 25200, 25700, n};
+    for (size_t c = cuts.size() - 1; c-- > 0;)
+      REQUIRE((*w)->write_range(cuts[c], params.data() + cuts[c], cuts[c + 1] - cuts[c]).ok());
+    REQUIRE((*w)->commit().ok());
+    CHECK(read_bytes(dir.file("ranges.safetensors")) == read_bytes(dir.file("whole.safetensors")));
+  }
+  auto partial = ModelWriter::create(dir.file("partial.safetensors"), setup->space, DType::f32, meta);
+  REQUIRE(partial.ok());
+  REQUIRE((*partial)->write_range(0, params.data(), n - 1).ok());  // one float short
+  CHECK((*partial)->commit().code() == Code::internal);
+  CHECK_FALSE(std::filesystem::exists(dir.file("partial.safetensors")));
 }
 
 TEST_CASE("model file: other shapes, other trainers and missing blocks are refused, and --init-partial loads what fits",

@@ -1,11 +1,14 @@
 // The safetensors format (data/safetensors.h): files troupe writes read back exactly and are read by
 // a NumPy reader of the format (no troupe code); every malformed file is refused naming what is
-// wrong, before any tensor is handed out.
+// wrong, before any tensor is handed out; the piecewise writer makes the same file from pieces in any
+// order and leaves nothing at its path unless every byte was written.
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 
 #include "data/safetensors.h"
+#include "data/safetensors_writer.h"
 #include "tests/data/numpy_fixture.h"
 
 namespace troupe::data {
@@ -74,6 +77,53 @@ assert get('w').tolist() == [[1.0, 1.5], [2.0, 2.5], [3.0, 3.5]], get('w')
 assert get('b').tolist() == [-1.0, -0.5]
 assert float(get('a.scale')) == 7.0
 )PY");
+}
+
+TEST_CASE("safetensors writer: pieces in any order make write_safetensors' file, and nothing lands unfinished",
+          "[data][safetensors]") {
+  TempDir dir;
+  TensorFile f;
+  f.tensors = {f32_tensor("w", {3, 2}, 1.0f), f32_tensor("b", {2}, -1.0f), f32_tensor("a.scale", {}, 7.0f)};
+  f.metadata = {{"troupe.trainer", "mlp"}};
+  REQUIRE(write_safetensors(dir.file("whole.safetensors"), f).ok());
+  std::vector<TensorSpec> specs;
+  for (const NamedTensor& t : f.tensors) specs.push_back({t.name, t.dtype, t.shape});
+
+  const std::string path = dir.file("pieces.safetensors");
+  auto w = SafetensorsWriter::create(path, specs, f.metadata);
+  INFO(w.status().to_string());
+  REQUIRE(w.ok());
+  CHECK((*w)->element_size(0) == 4);
+  // Tensor w's second half, then b, then w's first half, then the scalar.
+  REQUIRE((*w)->write(0, 12, f.tensors[0].bytes.data() + 12, 12).ok());
+  REQUIRE((*w)->write(1, 0, f.tensors[1].bytes.data(), 8).ok());
+  REQUIRE((*w)->write(0, 0, f.tensors[0].bytes.data(), 12).ok());
+  const Status outside = (*w)->write(1, 4, f.tensors[1].bytes.data(), 8);  // past b's 8 bytes
+  CHECK(outside.code() == Code::invalid_argument);
+  CHECK_FALSE(std::filesystem::exists(path));  // nothing at the path before commit
+  const Status early = SafetensorsWriter::create(dir.file("early.safetensors"), specs, {}).value()->commit();
+  CHECK(early.code() == Code::internal);  // no tensor data written
+  CHECK_THAT(early.message(), Catch::Contains("0 of 36 bytes"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("early.safetensors")));
+  REQUIRE((*w)->write(2, 0, f.tensors[2].bytes.data(), 4).ok());
+  REQUIRE((*w)->commit().ok());
+  CHECK(read_bytes(path) == read_bytes(dir.file("whole.safetensors")));
+
+  {  // abandoned half-way: no file, no temporary left behind
+    auto dropped = SafetensorsWriter::create(dir.file("dropped.safetensors"), specs, {});
+    REQUIRE(dropped.ok());
+    REQUIRE((*dropped)->write(1, 0, f.tensors[1].bytes.data(), 8).ok());
+  }
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    INFO(e.path().string());
+    CHECK(e.path().string().find(".tmp.") == std::string::npos);
+    ++files;
+  }
+  CHECK(files == 2);  // whole and pieces
+  auto bad = SafetensorsWriter::create(dir.file("bad.safetensors"), {{"x", "F24", {2}}}, {});
+  CHECK(bad.status().code() == Code::invalid_argument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("tensor 'x' has unknown dtype 'F24'"));
 }
 
 TEST_CASE("safetensors: malformed files are refused naming what is wrong", "[data][safetensors][errors]") {

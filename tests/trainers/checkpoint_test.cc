@@ -470,7 +470,7 @@ TEST_CASE("a central job (2 shards, 4 workers) resumed from its checkpoint match
   CHECK((*async_shard)->enable_checkpoints(c).ok());
 }
 
-TEST_CASE("load_range reads a stage's own shard, cuts any other layout, and names damage", "[checkpoint][pipeline]") {
+TEST_CASE("load_range reads a stage's own shard, load_ranges any ranges of the others, and both name damage", "[checkpoint][pipeline]") {
   // Three shards of uneven ranges (a pipeline's stages): parameter i is i, its optimizer state 100 + i.
   TempDir dir;
   const std::vector<size_t> cuts = {0, 5, 12, 20};
@@ -523,7 +523,7 @@ TEST_CASE("load_range reads a stage's own shard, cuts any other layout, and name
     CHECK(bad.status().code() == Code::corrupt_data);
     CHECK_THAT(bad.status().message(), Catch::Contains(other));
   }
-  SECTION("another layout (a range across shards, or a wrong hint) is cut from the whole checkpoint") {
+  SECTION("another layout (a range across shards, or a wrong hint) is cut from the shards, read one at a time") {
     auto across = load_range(m, 20, 3, 15, 1);
     REQUIRE(across.ok());
     expect_range(*across, 3, 15);
@@ -533,6 +533,39 @@ TEST_CASE("load_range reads a stage's own shard, cuts any other layout, and name
     auto no_hint = load_range(m, 20, 0, 20, -1);
     REQUIRE(no_hint.ok());
     expect_range(*no_hint, 0, 20);
+  }
+  SECTION("load_ranges: a sharded replica's scattered chunks, other ranges for the optimizer, or the step alone") {
+    auto chunks = load_ranges(m, 20, {{1, 3}, {4, 7}, {11, 19}});  // across every shard's edges
+    REQUIRE(chunks.ok());
+    const std::vector<size_t> want = {1, 2, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18};
+    REQUIRE(chunks->params.size() == want.size());
+    REQUIRE(chunks->optimizer.vectors.size() == 1);
+    for (size_t i = 0; i < want.size(); ++i) {
+      CHECK(chunks->params[i] == static_cast<float>(want[i]));
+      CHECK(chunks->optimizer.vectors[0][i] == 100.0f + want[i]);
+    }
+    CHECK(chunks->step == 40);
+    CHECK(chunks->epoch_step == 9);
+    auto split = load_ranges(m, 20, {{0, 20}}, {{6, 8}});  // whole parameters, a chunk of the state
+    REQUIRE(split.ok());
+    CHECK(split->params.size() == 20);
+    CHECK(split->params[19] == 19.0f);
+    REQUIRE(split->optimizer.vectors[0].size() == 2);
+    CHECK(split->optimizer.vectors[0][1] == 107.0f);
+    auto step = load_ranges(m, 0, {}, {});  // the step: every shard verified, nothing held
+    REQUIRE(step.ok());
+    CHECK(step->step == 40);
+    CHECK(step->epoch == 2);
+    CHECK(step->params.empty());
+    CHECK(load_ranges(m, 20, {{4, 7}, {1, 3}}).status().code() == Code::invalid_argument);  // out of order
+    CHECK(load_ranges(m, 20, {{4, 7}, {6, 9}}).status().code() == Code::invalid_argument);  // overlapping
+    const std::string last = shard_path(m.dir, 2, 3);
+    std::string bytes = read_bytes(last);
+    bytes[bytes.size() / 3] ^= 4;
+    write_bytes(last, bytes);
+    auto damaged = load_ranges(m, 0, {}, {});  // even a shard none of the ranges needs is verified
+    CHECK(damaged.status().code() == Code::corrupt_data);
+    CHECK_THAT(damaged.status().message(), Catch::Contains(last));
   }
   SECTION("a range outside the model, or another model's size, is refused") {
     CHECK(load_range(m, 20, 15, 25, 2).status().code() == Code::invalid_argument);

@@ -2,13 +2,16 @@
 // cover every bucket exactly once; the page buffer gives pages back; sharded replicas of the mlp end
 // where plain sync replicas end (2 and 4 replicas, f32 and bf16, clipping and matrix-only decay, f16
 // loss scaling); their checkpoints keep the unsharded layout, so a sharded job resumes on fewer
-// replicas, or unsharded, and ends where the uninterrupted run ends; a rank that leaves the group
-// makes the others fail naming it.
+// replicas, or unsharded, and ends where the uninterrupted run ends — each replica reading the whole
+// checkpoint or only its own ranges; a rank that leaves the group makes the others fail naming it;
+// --save under --shard parameters writes the model layer by layer.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 
+#include "data/safetensors.h"
 #include "tests/core/temp_dir.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
@@ -16,6 +19,7 @@
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/sharded/page_buffer.h"
 #include "trainers/sharded/sharded_state.h"
+#include "trainers/trainer_setup.h"
 
 using namespace troupe;
 using troupe::testing::relative_difference;
@@ -42,9 +46,13 @@ TrainOptions sharded_job() {
 
 // `replicas` replicas with --shard `stage` stopped right after their first checkpoint (every
 // `every` steps, into `dir`) is committed: that checkpoint, read back whole.
-checkpoint::TrainingState first_checkpoint(int replicas, const TrainOptions& o, const Dataset& train,
-                                           const Dataset& test, ShardStage stage, size_t bucket_bytes, int64_t every,
-                                           const std::string& dir) {
+// The first checkpoint of a job of `replicas` (stopped right after it): its manifest, and loaded whole.
+struct FirstCheckpoint {
+  checkpoint::Manifest manifest;
+  checkpoint::TrainingState state;
+};
+FirstCheckpoint first_checkpoint(int replicas, const TrainOptions& o, const Dataset& train, const Dataset& test,
+                                 ShardStage stage, size_t bucket_bytes, int64_t every, const std::string& dir) {
   std::atomic<bool> cancel{false};
   std::vector<checkpoint::Manifest> committed;
   auto stopped = run_replica_threads(replicas, o, train, test, [&](int rank, Replica& r, TrainOptions&) {
@@ -63,7 +71,29 @@ checkpoint::TrainingState first_checkpoint(int replicas, const TrainOptions& o, 
   REQUIRE(committed.size() == 1);
   auto state = checkpoint::load_checkpoint(committed[0]);
   REQUIRE(state.ok());
-  return *state;
+  return {committed[0], *state};
+}
+
+// How a resumed replica reads the checkpoint: whole (Replica::resume), or as a sharded job's
+// replica does, its own ranges only (Replica::resume_ranges, `resume` holding only the step).
+void resume_from(const FirstCheckpoint& c, bool ranges, const checkpoint::TrainingState& step_only, Replica& r) {
+  if (!ranges) {
+    r.resume = &c.state;
+    return;
+  }
+  r.resume = &step_only;
+  r.resume_ranges = [m = c.manifest](size_t total, const std::vector<checkpoint::Range>& params,
+                                     const std::vector<checkpoint::Range>& optimizer) {
+    return checkpoint::load_ranges(m, total, params, optimizer);
+  };
+}
+
+checkpoint::TrainingState step_of(const FirstCheckpoint& c) {
+  auto s = checkpoint::load_ranges(c.manifest, 0, {}, {});
+  REQUIRE(s.ok());
+  CHECK(s->step == c.state.step);
+  CHECK(s->params.empty());
+  return *s;
 }
 
 }  // namespace
@@ -168,9 +198,9 @@ TEST_CASE("sharded: a checkpoint of 4 sharded replicas resumes on 3 sharded or 2
   REQUIRE(whole.all_ok());
 
   TempDir dir;
-  const checkpoint::TrainingState checkpoint = first_checkpoint(4, o, train, test, ShardStage::gradients, 2048, 40,
-                                                                dir.path());
-  const checkpoint::TrainingState* state = &checkpoint;
+  const FirstCheckpoint checkpoint = first_checkpoint(4, o, train, test, ShardStage::gradients, 2048, 40, dir.path());
+  const checkpoint::TrainingState* state = &checkpoint.state;
+  const checkpoint::TrainingState step_only = step_of(checkpoint);
   CHECK(state->step == 40);
   CHECK(state->optimizer.name == "adamw");
   CHECK(state->optimizer.steps == 40);
@@ -179,14 +209,16 @@ TEST_CASE("sharded: a checkpoint of 4 sharded replicas resumes on 3 sharded or 2
   for (float v : state->optimizer.vectors[1]) moments = moments || v != 0.0f;
   CHECK(moments);
 
-  struct Way { int replicas; ShardStage stage; };
-  for (Way way : {Way{3, ShardStage::gradients}, Way{2, ShardStage::none}, Way{3, ShardStage::optimizer}}) {
+  struct Way { int replicas; ShardStage stage; bool ranges; };
+  for (Way way : {Way{3, ShardStage::gradients, true}, Way{2, ShardStage::none, false},
+                  Way{3, ShardStage::optimizer, false}, Way{3, ShardStage::optimizer, true}}) {
     auto resumed = run_replica_threads(way.replicas, o, train, test, [&](int, Replica& r, TrainOptions&) {
       r.bucket_bytes = 2048;
       r.shard = way.stage;
-      r.resume = state;
+      resume_from(checkpoint, way.ranges, step_only, r);
     });
-    INFO("resumed on " << way.replicas << " replicas, --shard " << shard_stage_name(way.stage) << "\n"
+    INFO("resumed on " << way.replicas << " replicas, --shard " << shard_stage_name(way.stage)
+                       << (way.ranges ? ", each reading its ranges" : ", the checkpoint whole") << "\n"
                        << resumed.errors());
     REQUIRE(resumed.all_ok());
     const double diff = relative_difference(resumed.params[0], whole.params[0]);
@@ -268,15 +300,18 @@ TEST_CASE("sharded: --shard parameters checkpoints resume on another number of r
   INFO(whole.errors());
   REQUIRE(whole.all_ok());
   TempDir dir;
-  const checkpoint::TrainingState checkpoint =
+  const FirstCheckpoint checkpoint =
       first_checkpoint(4, o, train, test, ShardStage::parameters, kDefaultBucketBytes, 30, dir.path());
-  const checkpoint::TrainingState* state = &checkpoint;
-  for (ShardStage stage : {ShardStage::none, ShardStage::parameters}) {
+  const checkpoint::TrainingState step_only = step_of(checkpoint);
+  for (int way = 0; way < 3; ++way) {
+    const ShardStage stage = way == 0 ? ShardStage::none : ShardStage::parameters;
+    const bool ranges = way == 2;  // each replica reads its chunks of the layers only
     auto resumed = run_replica_threads(3, o, train, test, [&](int, Replica& r, TrainOptions&) {
       r.shard = stage;
-      r.resume = state;
+      resume_from(checkpoint, ranges, step_only, r);
     });
-    INFO("--shard " << shard_stage_name(stage) << "\n" << resumed.errors());
+    INFO("--shard " << shard_stage_name(stage) << (ranges ? ", each reading its ranges" : "") << "\n"
+                    << resumed.errors());
     REQUIRE(resumed.all_ok());
     CHECK(relative_difference(resumed.params[0], whole.params[0]) < 1e-5);
   }
@@ -296,4 +331,50 @@ TEST_CASE("sharded: a replica that dies inside a layer's gather makes the others
     CHECK(run.status[r].message().find("rank 2") != std::string::npos);
     CHECK(run.status[r].message().find("step 10") != std::string::npos);
   }
+}
+
+TEST_CASE("sharded: --save of a --shard parameters job is written layer by layer, holding the trained parameters",
+          "[sharded][parameters][save]") {
+  const Dataset train = blobs(48 * 100, 4, 6, 37), test = blobs(96, 4, 6, 38);
+  TrainOptions o = sharded_job();
+  o.max_steps = 30;
+  auto gathered = run_stage(3, o, train, test, ShardStage::parameters);  // the parameters, gathered whole
+  INFO(gathered.errors());
+  REQUIRE(gathered.all_ok());
+  TempDir dir;
+  o.save_path = dir.path() + "/model.safetensors";
+  // As a job's replicas run: nobody asks for the whole parameters, so --save writes each layer as
+  // it is gathered (never the whole model in any replica).
+  auto transports = collectives::make_inproc_group(3);
+  std::vector<Status> status(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      collectives::Communicator comm(std::move(transports[r]));
+      Replica replica;
+      replica.comm = &comm;
+      replica.timeout = std::chrono::seconds(30);
+      replica.shard = ShardStage::parameters;
+      auto result = train_replica(o, train, test, replica, {}, nullptr);
+      status[r] = result.status();
+    });
+  for (auto& t : threads) t.join();
+  for (const Status& s : status) REQUIRE(s.ok());
+  auto setup = set_up_trainer(o, train.spec(), 0, 1);
+  REQUIRE(setup.ok());
+  auto file = data::read_safetensors(o.save_path);
+  INFO(file.status().to_string());
+  REQUIRE(file.ok());
+  REQUIRE(file->tensors.size() == setup->space.blocks().size());
+  for (const ParamBlock& b : setup->space.blocks()) {
+    INFO(b.name);
+    const data::NamedTensor* t = file->find(b.name);
+    REQUIRE(t != nullptr);
+    auto values = data::tensor_as_f32(*t, b.name);
+    REQUIRE(values.ok());
+    const std::vector<float> want(gathered.params[0].begin() + static_cast<std::ptrdiff_t>(b.param.offset),
+                                  gathered.params[0].begin() + static_cast<std::ptrdiff_t>(b.param.offset + b.param.numel));
+    CHECK(*values == want);  // the same run: bit for bit
+  }
+  CHECK(file->metadata.at("troupe.trainer") == "mlp");
 }

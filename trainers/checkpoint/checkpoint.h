@@ -57,11 +57,30 @@ void shard_range(size_t total, int shard, int shards, size_t* begin, size_t* end
 // [0, total_floats) without gaps; not_found when a file is missing. `total_floats` 0: any size.
 Expected<TrainingState> load_checkpoint(const Manifest& manifest, size_t total_floats = 0);
 
+// Every shard of `manifest` in order, each verified as load_checkpoint verifies it (and against the
+// shards before it), handed to `take` one at a time: what is held at once is one shard file's
+// contents. Errors as load_checkpoint's, or take's.
+Status read_shards(const Manifest& manifest, size_t total_floats, const std::function<Status(ShardData& shard)>& take);
+
+// Ranges [begin, end) of a checkpoint of a `total_floats`-parameter model, in order and disjoint:
+// params and optimizer vectors hold the ranges' floats one after another (a sharded replica's
+// chunks). Every shard is verified, one at a time (read_shards): nothing but one shard and the
+// ranges is held. invalid_argument for ranges out of order or outside the model.
+struct Range {
+  size_t begin = 0, end = 0;
+};
+Expected<TrainingState> load_ranges(const Manifest& manifest, size_t total_floats, const std::vector<Range>& ranges);
+// The same with other ranges for the optimizer state than for the parameters (a replica that holds
+// the whole parameters and its chunks of the optimizer state). With no ranges at all: the step and
+// epoch, every shard verified.
+Expected<TrainingState> load_ranges(const Manifest& manifest, size_t total_floats, const std::vector<Range>& params,
+                                    const std::vector<Range>& optimizer);
+
 // The slice [begin, end) of a checkpoint of a `total_floats`-parameter model: its params and
 // optimizer vectors hold end - begin floats (step, epoch and the optimizer's step count as in
 // TrainingState). When shard `hint` holds exactly that range (a pipeline stage reading back what it
 // wrote) only that shard is verified and read; otherwise (another layout: a sync job's slices,
-// another partition) the whole checkpoint is loaded and cut. Errors as load_checkpoint's, and
+// another partition) load_ranges of that one range. Errors as load_checkpoint's, and
 // invalid_argument when the range is not inside the model.
 Expected<TrainingState> load_range(const Manifest& manifest, size_t total_floats, size_t begin, size_t end, int hint);
 

@@ -5,10 +5,11 @@
 namespace troupe::exporting {
 namespace {
 
-// Reads `e` whole; its problem, if it has one, as corrupt_data.
+// Verifies every shard of `e`, one at a time, keeping its step and epoch; its problem, if it has
+// one, as corrupt_data.
 Expected<checkpoint::TrainingState> load(const CheckpointEntry& e, size_t total_floats) {
   if (!e.problem.empty()) return corrupt_data(e.problem);
-  return checkpoint::load_checkpoint(e.manifest, total_floats);
+  return checkpoint::load_ranges(e.manifest, total_floats, {}, {});
 }
 
 std::string where_of(const CheckpointSource& src) {
@@ -53,6 +54,7 @@ Expected<ChosenCheckpoint> choose_checkpoint(const CheckpointSource& src, int64_
                                                         : "the job's checkpoints: steps " + steps) + ")");
     }
     out.state = std::move(*state);
+    out.manifest = it->manifest;
     out.dir = it->manifest.dir;
     return out;
   }
@@ -60,6 +62,7 @@ Expected<ChosenCheckpoint> choose_checkpoint(const CheckpointSource& src, int64_
     auto state = load(e, total_floats);
     if (state.ok()) {
       out.state = std::move(*state);
+      out.manifest = e.manifest;
       out.dir = e.manifest.dir;
       return out;
     }

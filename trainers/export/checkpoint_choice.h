@@ -2,7 +2,8 @@
 // default — each newer one that cannot be used (a damaged or missing shard file, a damaged manifest)
 // skipped and named — or exactly the step asked for, whose defects are errors naming the file.
 // "Intact" is what load_checkpoint checks: every shard file at the size and checksum its manifest
-// recorded, its own header and checksum, and the shards tiling the whole parameter buffer.
+// recorded, its own header and checksum, and the shards tiling the whole parameter buffer — checked
+// one shard at a time (checkpoint::read_shards), never holding the whole checkpoint.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@
 namespace troupe::exporting {
 
 struct ChosenCheckpoint {
-  checkpoint::TrainingState state;   // the whole parameter buffer (and optimizer state)
+  checkpoint::TrainingState state;   // its step and epoch (no parameters: read them from manifest)
+  checkpoint::Manifest manifest;
   std::string dir;                   // its step directory
   std::vector<std::string> skipped;  // newer checkpoints not used, one line each: step and why
 };

@@ -54,7 +54,13 @@ Expected<ExportResult> export_model(const CheckpointSource& src, const ExportOpt
   metadata["troupe.job"] = src.job.hex();
   metadata["troupe.strategy"] = src.spec.strategy;
   metadata["troupe.checkpoint"] = chosen->dir;
-  TROUPE_RETURN_IF_ERROR(save_model(o.out, setup->space, state.params.data(), o.dtype, metadata).with_context("--out"));
+  // Shard by shard into the file: what is held at once is one shard, never the whole model.
+  auto writer = ModelWriter::create(o.out, setup->space, o.dtype, metadata);
+  if (!writer.ok()) return writer.status().with_context("--out");
+  TROUPE_RETURN_IF_ERROR(checkpoint::read_shards(chosen->manifest, setup->space.size(), [&](checkpoint::ShardData& s) {
+    return (*writer)->write_range(s.header.begin, s.params.data(), s.params.size());
+  }));
+  TROUPE_RETURN_IF_ERROR((*writer)->commit().with_context("--out"));
   ExportResult r;
   r.out = o.out;
   r.job = src.job;
@@ -65,7 +71,7 @@ Expected<ExportResult> export_model(const CheckpointSource& src, const ExportOpt
   r.trainer = train.model;
   r.model = setup->model;
   r.parameters = setup->space.size();
-  r.shards = static_cast<int>(state.extras.size());
+  r.shards = static_cast<int>(chosen->manifest.shards.size());
   std::error_code ec;
   r.bytes = std::filesystem::file_size(o.out, ec);
   r.dtype = o.dtype;

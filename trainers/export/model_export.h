@@ -2,14 +2,16 @@
 //
 //   the job's trainer, set up with its settings and example shape (a --lib trainer: its library
 //     loaded first, from --lib or fetched from the GCS)  -> the parameter layout (blocks, shapes)
-//   -> the checkpoint chosen and read whole (checkpoint_choice.h): its shards tiling the flat buffer
-//   -> save_model: one tensor per declared block under its name and shape, in f32, bf16 or f16,
+//   -> the checkpoint chosen (checkpoint_choice.h: every shard verified) and read again shard by
+//      shard (its shards tile the flat buffer), each shard's parameters written at their place
+//   -> the model file (ModelWriter): one tensor per declared block under its name and shape, in f32, bf16 or f16,
 //      with the metadata the job knows (trainer, description, arguments, data, step, epoch, troupe
 //      version, and the job, its strategy and the checkpoint), written atomically
 //
 // The tensors are exactly those save_model writes for the same parameters in one process: a sync
 // job's slices, a parameter-server job's ranges and a pipeline's stages all come back as the one
-// flat buffer training had.
+// flat buffer training had — without ever holding it whole (one shard file at a time: a sharded
+// job's model that no single worker could hold exports on a machine that holds one shard).
 #pragma once
 
 #include <cstdint>

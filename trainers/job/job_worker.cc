@@ -39,7 +39,12 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
   // Where to start (the newest checkpoint after a restart) and, after one, undo the failed attempt.
-  auto start = start_sync_attempt(*s.store, spec, a.job, a.attempt, shards, steps_per_epoch, **comm, timeout);
+  ShardStage shard = ShardStage::none;
+  parse_shard_stage(spec.shard, &shard);  // validated
+  // A sharded replica reads only its ranges of a checkpoint, in train_replica (Replica::resume_ranges).
+  const bool sharded = shard != ShardStage::none;
+  auto start =
+      start_sync_attempt(*s.store, spec, a.job, a.attempt, shards, steps_per_epoch, **comm, timeout, sharded);
   if (!start.ok()) return start.status();
   const int64_t first_step = start->state ? start->state->step : 0;
   TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
@@ -56,12 +61,17 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.cancel = &cancel;
   replica.bucket_bytes = static_cast<size_t>(effective_bucket_bytes(spec));
   replica.grad_wire = effective_grad_wire(spec, (*comm)->transport().kind());
-  parse_shard_stage(spec.shard, &replica.shard);  // validated
+  replica.shard = shard;
   ShardStats shard_stats;
   replica.shard_stats = &shard_stats;
   GradBucketStats buckets;
   replica.bucket_stats = &buckets;
   if (start->state) replica.resume = &*start->state;
+  if (start->state && sharded)
+    replica.resume_ranges = [m = *start->manifest](size_t total, const std::vector<checkpoint::Range>& params,
+                                                   const std::vector<checkpoint::Range>& optimizer) {
+      return checkpoint::load_ranges(m, total, params, optimizer);
+    };
   int64_t last_checkpoint = 0;
   replica.checkpoints = replica_checkpoints(*s.store, a.job, spec, a.index, trained, &last_checkpoint);
   ProgressReporter reporter(*s.store, a.job);

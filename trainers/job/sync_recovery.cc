@@ -66,6 +66,7 @@ Expected<StartPoint> load_with(gcs::Store& store, const JobSpec& spec, const Job
   Expected<checkpoint::TrainingState> state = load(*manifest);
   if (!state.ok()) return state.status().with_context("starting from job " + from_job.substr(0, 8) + "'s step " + step);
   start.state = std::move(*state);
+  start.manifest = std::move(*manifest);
   start.own = c.kind == 1;
   start.source = "job " + from_job.substr(0, 8) + " step " + step;
   return start;
@@ -85,7 +86,8 @@ Expected<StartPoint> load_start_range(gcs::Store& store, const JobSpec& spec, co
 }
 
 Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
-                                       collectives::Communicator& comm, std::chrono::milliseconds timeout) {
+                                       collectives::Communicator& comm, std::chrono::milliseconds timeout,
+                                       bool step_only) {
   StartChoice c;
   if (comm.rank() == 0) {
     auto chosen = choose_start(store, spec, job);
@@ -93,6 +95,8 @@ Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, c
     c = *chosen;
   }
   TROUPE_RETURN_IF_ERROR(broadcast_start_choice(comm, &c, timeout));
+  if (step_only)
+    return load_with(store, spec, job, c, [](const checkpoint::Manifest& m) { return checkpoint::load_ranges(m, 0, {}); });
   return load_start(store, spec, job, c);
 }
 
@@ -199,8 +203,8 @@ checkpoint::ReplicaCheckpoints replica_checkpoints(gcs::Store& store, const JobI
 
 Expected<StartPoint> start_sync_attempt(gcs::Store& store, const JobSpec& spec, const JobId& job, int attempt,
                                         int shards, int64_t steps_per_epoch, collectives::Communicator& comm,
-                                        std::chrono::milliseconds timeout) {
-  auto start = agree_start_point(store, spec, job, comm, timeout);
+                                        std::chrono::milliseconds timeout, bool step_only) {
+  auto start = agree_start_point(store, spec, job, comm, timeout, step_only);
   if (!start.ok() || attempt == 0) return start;
   TROUPE_RETURN_IF_ERROR(rewind_after_restart(store, job, shards, steps_per_epoch, *start, comm, timeout));
   return start;

@@ -25,6 +25,7 @@ namespace troupe::job {
 
 struct StartPoint {
   std::optional<checkpoint::TrainingState> state;  // none: from the first step
+  std::optional<checkpoint::Manifest> manifest;    // the checkpoint state came from
   std::string source;                              // "job 1a2b3c4d step 300", for logs and the summary
   bool own = false;                                // the job's own checkpoint (a restart)
 };
@@ -46,9 +47,12 @@ Expected<StartPoint> load_start(gcs::Store& store, const JobSpec& spec, const Jo
 Expected<StartPoint> load_start_range(gcs::Store& store, const JobSpec& spec, const JobId& job,
                                       const StartChoice& choice, size_t total, size_t begin, size_t end, int hint);
 
-// Step 1, on every rank (a collective: all ranks call it).
+// Step 1, on every rank (a collective: all ranks call it). `step_only`: the checkpoint verified but
+// only its step and epoch kept in state (params and optimizer empty: a sharded replica loads its
+// own ranges from the manifest later, never the whole model).
 Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
-                                       collectives::Communicator& comm, std::chrono::milliseconds timeout);
+                                       collectives::Communicator& comm, std::chrono::milliseconds timeout,
+                                       bool step_only = false);
 
 // Step 1 for a job with one deciding member (a central job's server): the same choice, alone.
 Expected<StartPoint> find_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job);
@@ -67,7 +71,7 @@ Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, in
 // after a restart, the rewind (`shards` ledger shards per epoch).
 Expected<StartPoint> start_sync_attempt(gcs::Store& store, const JobSpec& spec, const JobId& job, int attempt,
                                         int shards, int64_t steps_per_epoch, collectives::Communicator& comm,
-                                        std::chrono::milliseconds timeout);
+                                        std::chrono::milliseconds timeout, bool step_only = false);
 
 // Rank 0's summary of a sync job (CPU or GPU workers): the result (train_result_json) with the
 // steps per epoch, the attempt, whether every step's ranges were recorded by this job (not one it

@@ -275,6 +275,48 @@ void ShardedState::load_params(const float* full) {
   for (const OwnedChunk& c : chunks_) std::memcpy(params_.data() + c.begin, full + c.begin, (c.end - c.begin) * sizeof(float));
 }
 
+std::vector<size_t> ShardedState::owned_in_flat_order() const {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < chunks_.size(); ++i)
+    if (chunks_[i].end > chunks_[i].begin) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return chunks_[a].begin < chunks_[b].begin; });
+  return order;
+}
+
+std::vector<std::pair<size_t, size_t>> ShardedState::owned_ranges() const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i : owned_in_flat_order()) out.emplace_back(chunks_[i].begin, chunks_[i].end);
+  return out;
+}
+
+void ShardedState::load_owned_params(const float* owned) {
+  for (size_t i : owned_in_flat_order()) {
+    const OwnedChunk& c = chunks_[i];
+    std::memcpy(params_.data() + c.begin, owned, (c.end - c.begin) * sizeof(float));
+    owned += c.end - c.begin;
+  }
+}
+
+Status ShardedState::load_owned_optimizer(const OptimizerState& owned) {
+  size_t at = 0;
+  for (size_t i : owned_in_flat_order()) {
+    const OwnedChunk& c = chunks_[i];
+    const size_t n = c.end - c.begin;
+    OptimizerState mine;
+    mine.name = owned.name;
+    mine.steps = owned.steps;
+    for (const std::vector<float>& v : owned.vectors) {
+      if (v.size() < at + n)
+        return invalid_argument("the optimizer state read holds " + std::to_string(v.size()) + " floats per vector; "
+                                "this replica's chunks need " + std::to_string(at + n) + " or more");
+      mine.vectors.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
+    }
+    at += n;
+    TROUPE_RETURN_IF_ERROR(optimizers_[i]->load_state(mine, 0));
+  }
+  return {};
+}
+
 Status ShardedState::gather_unit(size_t i, bool training) {
   const OwnedChunk& c = chunks_[i];
   TROUPE_RETURN_IF_ERROR(gather_into(i, params_.data() + c.begin, params_.data() + c.bucket_offset)

@@ -98,6 +98,12 @@ class ShardedState {
   // `full` (total floats: a checkpoint's, a model file's).
   void init_params(const ParameterSpace& space, uint64_t seed);
   void load_params(const float* full);
+  // This rank's non-empty chunks [begin, end), in flat order (buckets run in backward order); and
+  // loading them from their floats one after another in that order (a checkpoint's ranges:
+  // checkpoint::load_ranges), parameters or optimizer state.
+  std::vector<std::pair<size_t, size_t>> owned_ranges() const;
+  void load_owned_params(const float* owned);
+  Status load_owned_optimizer(const OptimizerState& owned);
   // Unit i's parameters all-gathered into params() / given back but for this rank's chunk.
   // Collective (every rank, same order). gather_all: every unit, for evaluation and the final
   // parameters (the whole model resident while they last: not counted in stats()'s peak, which is
@@ -148,6 +154,7 @@ class ShardedState {
  private:
   ShardedState(collectives::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
   void note_resident();
+  std::vector<size_t> owned_in_flat_order() const;  // indices of the non-empty chunks, by begin
   // All-gathers unit i's chunks — this rank's from `mine` (its chunk's floats; null: zeros) — into
   // `unit` (the unit's bucket_count floats): in place when the unit divides evenly, else through the
   // staging buffer.
