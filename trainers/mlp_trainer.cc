@@ -53,6 +53,7 @@ class MlpTrainer final : public Trainer, public LayerModel {
     }
     model_ = std::make_unique<MlpCpu>(*layout);
     model_->set_precision(ctx.precision);
+    precision_ = ctx.precision;
     return {};
   }
 
@@ -95,8 +96,11 @@ class MlpTrainer final : public Trainer, public LayerModel {
     return {};
   }
 
-  // A pipeline's layers compute in f32 (the runtime refuses --precision with --strategy pipeline).
+  // The layers compute in the trainer's precision as forward_backward does (mlp.h: the parameters
+  // and the input rounded, every output, dout and gradient rounded): `--shard parameters` takes
+  // bf16 and f16. Pipelines refuse --precision.
   LayerModel* layers() override { return this; }
+  bool computes_in(DType p) const override { return !regression_ || p == DType::f32; }
 
   // ---- LayerModel: layer l is H_l = act(H_{l-1} W_l + b_l) ----
 
@@ -112,14 +116,30 @@ class MlpTrainer final : public Trainer, public LayerModel {
   }
 
   Status forward_layer(int l, const float* in, int64_t rows, const Parameters& params, float* out) override {
-    dense(l).forward(in, rows, params[weights_[l]], params[biases_[l]], out);
+    const float* w = params[weights_[l]];
+    const float* b = params[biases_[l]];
+    if (precision_ != DType::f32) {
+      w = rounded(low_w_, w, weight_count(l));
+      b = rounded(low_b_, b, static_cast<size_t>(dense(l).out));
+      if (l == 0) in = rounded(low_in_, in, static_cast<size_t>(rows * dense(0).in));
+    }
+    dense(l).forward(in, rows, w, b, out);
+    round(out, static_cast<size_t>(rows * dense(l).out));
     return {};
   }
 
   Status backward_layer(int l, const float* in, const float* out, float* dout, int64_t rows, const Parameters& params,
                         Gradients& grads, float* din) override {
-    dense(l).backward(in, out, dout, rows, params[weights_[l]], grads[weights_[l]], grads[biases_[l]], din,
-                      bias_sum_);
+    const float* w = params[weights_[l]];
+    if (precision_ != DType::f32) {
+      round(dout, static_cast<size_t>(rows * dense(l).out));  // the loss's gradient, scaled (mlp.h)
+      w = rounded(low_w_, w, weight_count(l));
+      if (l == 0) in = rounded(low_in_, in, static_cast<size_t>(rows * dense(0).in));
+    }
+    dense(l).backward(in, out, dout, rows, w, grads[weights_[l]], grads[biases_[l]], din, bias_sum_);
+    round(grads[biases_[l]], static_cast<size_t>(dense(l).out));
+    round(grads[weights_[l]], weight_count(l));
+    if (din) round(din, static_cast<size_t>(rows * dense(l).in));
     return {};
   }
 
@@ -180,6 +200,17 @@ class MlpTrainer final : public Trainer, public LayerModel {
     return s;
   }
 
+  // --precision bf16|f16 in the LayerModel: values rounded in place, or a rounded copy in `into`.
+  void round(float* x, size_t n) const {
+    if (precision_ != DType::f32) cpu::round_to(precision_, x, x, n);
+  }
+  const float* rounded(std::vector<float>& into, const float* x, size_t n) const {
+    into.resize(n);
+    cpu::round_to(precision_, x, into.data(), n);
+    return into.data();
+  }
+  size_t weight_count(int l) const { return static_cast<size_t>(dense(l).in) * static_cast<size_t>(dense(l).out); }
+
   DenseLayer dense(int l) const {
     const MlpLayout& m = model_->layout();
     return DenseLayer{m.in(l), m.out(l), l + 1 < m.layers()};
@@ -189,6 +220,8 @@ class MlpTrainer final : public Trainer, public LayerModel {
   std::vector<Param> weights_, biases_;  // per layer
   std::vector<float> bias_sum_;          // one micro-batch's bias gradient before it is added
   bool regression_ = false;              // the target holds values: mean squared error
+  DType precision_ = DType::f32;         // TrainerContext::precision
+  std::vector<float> low_w_, low_b_, low_in_;  // the LayerModel's rounded copies
   std::vector<std::vector<float>> acts_;  // regression and predict: every layer's output
   std::vector<float> dout_, din_;         // regression: the gradient flowing back
 };

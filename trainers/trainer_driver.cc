@@ -177,9 +177,6 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     return invalid_argument("--shard " + std::string(shard_stage_name(replica.shard)) + " with --accumulate " +
                             std::to_string(o.accumulate) + " would hold every micro-batch's full gradient; use "
                             "--shard optimizer with --accumulate");
-  if (layered && o.precision != DType::f32)
-    return invalid_argument("--shard parameters computes in f32 for now (the layers' forward and backward, "
-                            "LayerModel); use --shard gradients with --precision " + std::string(dtype_name(o.precision)));
   const int local_batch = elastic ? replica.local_rows : o.batch_size / world;
   // This replica's share of the global batch relative to an even one (1 unless elastic and uneven).
   const float weight = elastic ? static_cast<float>(static_cast<double>(local_batch) * world / o.batch_size) : 1.0f;
@@ -214,6 +211,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                               "split into layers (Trainer::layers() is null); use --shard gradients");
     if (train.spec().classes <= 0)
       return invalid_argument("--shard parameters trains models of class targets for now; use --shard gradients");
+    if (!layers->computes_in(o.precision))
+      return invalid_argument("--shard parameters runs " + where + " layer by layer, and its layers compute in f32 "
+                              "only (LayerModel::computes_in); use --shard gradients with --precision " +
+                              std::string(dtype_name(o.precision)));
     layer_list = layers->layer_infos();
     auto units = layer_units(layer_list, space.size());
     if (!units.ok()) return units.status().with_context(where);

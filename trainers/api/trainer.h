@@ -58,7 +58,8 @@
                               // 4: mixed precision (TrainerContext::precision, Batch::loss_scale);
                               // 5: the data's schema and fields by name, targets of any width,
                               //    required_fields(), predict(), transform_example()
-                              // 6: LayerModel::forward_layer_kept / backward_layer_kept, LayerInfo::shared
+                              // 6: LayerModel::forward_layer_kept / backward_layer_kept, computes_in(),
+                              //    LayerInfo::shared
 
 namespace troupe {
 
@@ -340,6 +341,12 @@ class LayerModel {
   // was kept, and a forward may have no backward (a step given up after an error). forward_layer
   // and backward_layer stay the stateless pair (evaluation, prediction). By default these call them:
   // nothing kept, backward recomputes.
+  // Whether forward_layer / backward_layer compute in `p` (TrainerContext::precision) the way
+  // Trainer::forward_backward does — rounding where it rounds, dout carrying Batch::loss_scale — so
+  // a layer-by-layer strategy (`--shard parameters`) ends where the whole model's step does. f32
+  // only by default (ABI 6).
+  virtual bool computes_in(DType p) const { return p == DType::f32; }
+
   static constexpr int kKeptSlots = 64;
   virtual Status forward_layer_kept(int layer, int slot, const float* in, int64_t rows, const Parameters& params,
                                     float* out) {

@@ -273,9 +273,6 @@ Status validate(const JobSpec& s) {
   if ((stage == ShardStage::gradients || stage == ShardStage::parameters) && s.train.accumulate > 1)
     return invalid_argument("--shard " + s.shard + " with --accumulate " + std::to_string(s.train.accumulate) +
                             " would hold every micro-batch's full gradient; use --shard optimizer with --accumulate");
-  if (stage == ShardStage::parameters && s.train.precision != DType::f32)
-    return invalid_argument("--shard parameters computes in f32 for now; use --shard gradients with --precision " +
-                            std::string(dtype_name(s.train.precision)));
   if (s.checkpoint_every < 0) return invalid_argument("--checkpoint-every must be >= 0 (0: no checkpoints)");
   if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) {
     return invalid_argument("--checkpoint-every needs --checkpoint-dir DIR (a directory every worker can write)");

@@ -120,7 +120,9 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
   dout_.resize(acts_[count - 1].size());
   auto stats = model_.output_loss(acts_[count - 1].data(), batch.labels, rows, dout_.data());
   if (!stats.ok()) return stats.status().with_context("the output loss");
-  if (weight != 1.0f) kernels::cpu::scale(dout_.data(), dout_.size(), weight);
+  // An elastic replica's share, and f16's loss scale (the layers round dout as the whole model does).
+  const float scale = weight * batch.loss_scale;
+  if (scale != 1.0f) kernels::cpu::scale(dout_.data(), dout_.size(), scale);
 
   if (count >= 2) gather(count - 2);
   for (size_t l = count; l-- > 0;) {
