@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "models/gpt/gpt_layers.h"
+#include "tests/models/small_gpt.h"
 #include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
-using troupe::models::GptConfig;
 using troupe::models::GptLayers;
 using troupe::models::GptModel;
 using troupe::testing::random_floats;
@@ -23,21 +23,11 @@ struct Pass {  // one micro-batch through every layer, forward then backward
   std::vector<float> grads, d_first_block;  // every block's gradient; d loss / d (layer 1's input)
 };
 
-GptConfig config() {
-  GptConfig c;
-  c.layers = 2;
-  c.heads = 2;
-  c.dim = 8;
-  c.context = 6;
-  c.vocab = 7;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("gpt layers: kept activations give the stateless backward's gradients, two slots in flight",
           "[models][gpt][layers]") {
-  GptModel model(config());
+  GptModel model(troupe::testing::small_gpt(false));
   ParameterSpace space;
   model.declare(space);
   REQUIRE(space.status().ok());

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "models/gpt/gpt_model.h"
+#include "tests/models/small_gpt.h"
 #include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
@@ -18,25 +19,12 @@ using troupe::models::GptModel;
 using troupe::testing::central_difference;
 using troupe::testing::gradients_agree;
 using troupe::testing::random_floats;
+using troupe::testing::small_gpt;
 
-namespace {
-
-GptConfig small(bool tie) {
-  GptConfig c;
-  c.layers = 2;
-  c.heads = 2;
-  c.dim = 8;
-  c.context = 6;
-  c.vocab = 7;
-  c.tie = tie;
-  return c;
-}
-
-}  // namespace
 
 TEST_CASE("the whole gpt's gradients match finite differences, tied and untied", "[models][gpt][gradcheck]") {
   const bool tie = GENERATE(false, true);
-  GptModel model(small(tie));
+  GptModel model(small_gpt(tie));
   ParameterSpace space;
   model.declare(space);
   REQUIRE(space.status().ok());
@@ -77,7 +65,7 @@ TEST_CASE("the whole gpt's gradients match finite differences, tied and untied",
 }
 
 TEST_CASE("the gpt refuses windows longer than its context and ids outside its vocabulary", "[models][gpt]") {
-  GptModel model(small(false));
+  GptModel model(small_gpt(false));
   ParameterSpace space;
   model.declare(space);
   std::vector<float> params(space.size(), 0.1f);
