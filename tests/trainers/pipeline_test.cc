@@ -211,7 +211,7 @@ TEST_CASE("pipeline: schedules run every pass once and 1F1B keeps at most K-s mi
   CHECK(gpipe_bubble_estimate(4, 4) == Approx(3.0 / 7));
 }
 
-TEST_CASE("pipeline: a stage's range of the initial parameters is that range of the whole initialisation",
+TEST_CASE("pipeline: a stage's range (or a replica's chunks) of the initial parameters is that of the whole initialisation",
           "[pipeline]") {
   ParameterSpace space;
   space.declare("a", {7, 5}, Init::uniform(0.3f));
@@ -224,6 +224,16 @@ TEST_CASE("pipeline: a stage's range of the initial parameters is that range of 
     const size_t end = std::min(space.size(), begin + 20);
     init_parameter_range(space, 42, begin, end, part.data());
     for (size_t i = begin; i < end; ++i) REQUIRE(part[i - begin] == whole[i]);
+  }
+  // Several ranges at once, each float at its own index (a sharded replica's chunks); the rest untouched.
+  std::vector<float> chunks(space.size(), -7.0f);
+  const std::vector<std::pair<size_t, size_t>> ranges = {{2, 9}, {33, 41}, {60, 70}};
+  init_parameter_ranges(space, 42, ranges, chunks.data());
+  for (size_t i = 0; i < space.size(); ++i) {
+    bool inside = false;
+    for (const auto& r : ranges) inside = inside || (i >= r.first && i < r.second);
+    INFO("float " << i);
+    REQUIRE(chunks[i] == (inside ? whole[i] : -7.0f));
   }
 }
 

@@ -267,8 +267,8 @@ Expected<std::vector<float>> ShardedState::param_slice(size_t begin, size_t end)
 }
 
 void ShardedState::init_params(const ParameterSpace& space, uint64_t seed) {
-  for (const OwnedChunk& c : chunks_)
-    if (c.end > c.begin) init_parameter_range(space, seed, c.begin, c.end, params_.data() + c.begin);
+  // One pass over the seed's draws for every chunk (a pass per chunk was quadratic in the layers).
+  init_parameter_ranges(space, seed, owned_ranges(), params_.data());
 }
 
 void ShardedState::load_params(const float* full) {
