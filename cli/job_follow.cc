@@ -28,6 +28,8 @@ void print_predict_summary(const gcs::JobRecord& j, nlohmann::json r, bool json)
               r.value("wall_seconds", 0.0));
   if (r.contains("accuracy")) std::printf("accuracy %.4f\n", r.value("accuracy", 0.0));
   if (r.contains("mse")) std::printf("mean squared error %.6g\n", r.value("mse", 0.0));
+  if (r.contains("loss"))
+    std::printf("next-token loss %.4f nats per token\n", r.value("loss", 0.0));
   if (r.contains("note")) std::printf("note: %s\n", r.value("note", std::string()).c_str());
 }
 

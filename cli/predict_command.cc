@@ -3,6 +3,7 @@
 // progress bar and a summary (rows/s; the accuracy, or the mean squared error, when the data holds
 // the target); --json prints one JSON object. With --workers N the same runs on the cluster as a job
 // of N predictor actors (cli/predict_job.h): --detach, troupe status/logs/stop as for training jobs.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -84,6 +85,7 @@ Runner add_predict_command(CLI::App& app, GlobalOptions& global) {
                        {"seconds", r->seconds}, {"rows_per_second", r->rows_per_second}};
       if (r->accuracy >= 0) j["accuracy"] = r->accuracy;
       if (r->mse >= 0) j["mse"] = r->mse;
+      if (r->loss >= 0) j["loss"] = r->loss;
       if (!r->note.empty()) j["note"] = r->note;
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       return 0;
@@ -93,6 +95,8 @@ Runner add_predict_command(CLI::App& app, GlobalOptions& global) {
                 format_count(r->rows_per_second).c_str(), r->seconds);
     if (r->accuracy >= 0) std::printf("accuracy %.4f\n", r->accuracy);
     if (r->mse >= 0) std::printf("mean squared error %.6g\n", r->mse);
+    if (r->loss >= 0)
+      std::printf("next-token loss %.4f nats per token (perplexity %.3f)\n", r->loss, std::exp(r->loss));
     if (!r->note.empty()) std::printf("note: %s\n", r->note.c_str());
     return 0;
   };

@@ -17,6 +17,7 @@
 #include "actors/head_messages.h"
 #include "cli/cluster_commands.h"
 #include "cli/job_follow.h"
+#include "data/dataset_spec.h"
 #include "gcs/events.h"
 #include "gcs/tables.h"
 #include "trainers/job/predict_worker.h"
@@ -92,7 +93,8 @@ actors::SubmitJob submit_message(const JobId& id, const job::PredictJobSpec& spe
 int run_predict_job(PredictJobFlags f, GlobalOptions& global) {
   job::PredictJobSpec& spec = f.spec;
   PredictOptions& p = spec.predict;
-  for (std::string* path : {&p.model, &p.data, &p.out}) *path = fs::absolute(*path).lexically_normal().string();
+  for (std::string* path : {&p.model, &p.out}) *path = fs::absolute(*path).lexically_normal().string();
+  p.data = data::absolute_spec(p.data);  // a spec: "text:FILE", or several paths with commas
   TROUPE_RETURN_IF_ERROR_CLI(check_paths(spec), "predict");
   auto info = Session::current().read_cluster();
   if (!info.ok())

@@ -42,7 +42,8 @@ struct PredictedPart {
   std::string checksum;       // xxh64 of the part's f32 outputs (rows x width, little-endian), hex
   int64_t right = 0;          // classifier rows whose largest output was the label (scored rows only)
   int64_t scored = 0;         // rows scored against the data's target
-  double squared = 0;         // regression: sum of squared errors
+  double squared = 0;         // regression: sum of squared errors; a language model (--seq-len):
+                              // sum over its windows of their mean next-token loss
   int64_t started_ms = 0;     // claimed
   int64_t finished_ms = 0;    // part written
   bool assembled = false;     // copied into the output by the assembler, checksum verified

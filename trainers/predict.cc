@@ -13,6 +13,7 @@
 #include "trainers/data_source.h"
 #include "trainers/model_file.h"
 #include "trainers/normalization.h"
+#include "trainers/token_windows.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {
@@ -83,11 +84,63 @@ struct PredictSession::State {
   DataSpec spec;
   int64_t width = 0;
   BatchFields fields;
+  std::optional<Dataset> windows;  // a language model's (--seq-len): the stream's windows, in order
 };
 
 PredictSession::PredictSession(std::unique_ptr<State> s) : s_(std::move(s)) {}
 PredictSession::~PredictSession() = default;
-int64_t PredictSession::rows() const { return s_->table.count(); }
+int64_t PredictSession::rows() const { return s_->windows ? s_->windows->count : s_->table.count(); }
+bool PredictSession::windows() const { return s_->windows.has_value(); }
+
+Expected<std::unique_ptr<PredictSession>> PredictSession::open_windows(std::unique_ptr<State> st,
+                                                                       const data::Table& table, int vocab) {
+  const PredictOptions& o = st->o;
+  // The stream: the table's one field, else the one --inputs (or the model's troupe.inputs) names.
+  const data::Field* stream = table.fields.size() == 1 ? &table.fields.front() : nullptr;
+  if (!stream && !o.inputs.empty()) stream = table.find(o.inputs.front());
+  if (!stream)
+    return invalid_argument(o.data + " holds fields " + data::join(table.names()) + "; " + o.model +
+                            " reads one token stream: name it with --inputs FIELD");
+  auto windows = token_windows(*stream, st->t.seq_len, vocab, o.data);
+  if (!windows.ok()) return windows.status();
+  st->windows = std::move(*windows);
+  st->scored = true;
+  st->classes = vocab;
+  st->spec = st->windows->spec();
+  auto setup = set_up_trainer(st->t, st->spec, 0, 1);
+  if (!setup.ok()) return setup.status().with_context("setting up " + o.model + "'s trainer");
+  st->setup = std::move(*setup);
+  st->params.resize(st->setup->space.size());
+  TROUPE_RETURN_IF_ERROR(load_model_into(o.model, st->setup->space, st->t.model, false, st->params.data()));
+  st->width = st->setup->trainer->prediction_width();
+  if (st->width <= 0) return invalid_argument(st->setup->where + " does not predict (Trainer::predict)");
+  return std::unique_ptr<PredictSession>(new PredictSession(std::move(st)));
+}
+
+Status PredictSession::run_windows(int64_t first, int64_t rows, float* out, PredictScore* score,
+                                   const std::function<void(int64_t done)>& progress) {
+  State& s = *s_;
+  const Dataset& d = *s.windows;
+  const int64_t width = s.width, T = d.target_width;
+  const Parameters view(s.params.data(), s.params.size());
+  for (int64_t b = first; b < first + rows; b += s.o.batch_size) {
+    const int64_t m = std::min(s.o.batch_size, first + rows - b);
+    const std::string where = s.setup->where + ": windows " + std::to_string(b) + "-" + std::to_string(b + m - 1);
+    float* y0 = out + (b - first) * width;
+    const Batch batch = rows_batch(d, b, m, &s.fields, s.spec);
+    TROUPE_RETURN_IF_ERROR(s.setup->trainer->predict(batch, view, y0).with_context(where));
+    auto loss = s.setup->trainer->evaluate(batch, view);  // every position's next-token loss
+    if (!loss.ok()) return loss.status().with_context(where);
+    score->loss_sum += static_cast<double>(loss->loss) * static_cast<double>(m);
+    for (int64_t i = 0; i < m; ++i) {  // the next token after each window's last position
+      const float* y = y0 + i * width;
+      score->right += (std::max_element(y, y + width) - y) == d.labels[static_cast<size_t>((b + i) * T + T - 1)];
+    }
+    score->scored += m;
+    if (progress) progress(b - first + m);
+  }
+  return {};
+}
 int64_t PredictSession::width() const { return s_->width; }
 const std::string& PredictSession::model() const { return s_->setup->model; }
 bool PredictSession::scored() const { return s_->scored; }
@@ -123,9 +176,12 @@ Expected<std::unique_ptr<PredictSession>> PredictSession::open(const PredictOpti
   if (!classes.ok()) return classes.status();
   auto target_width = int_of(meta, "troupe.target_width", o.model);
   if (!target_width.ok()) return target_width.status();
-  if (meta.count("troupe.seq_len"))
-    return invalid_argument(o.model + " was trained on --seq-len " + meta.at("troupe.seq_len") +
-                            " token windows; troupe predict does not cut windows yet (generation comes with the gpt)");
+  if (meta.count("troupe.seq_len")) {
+    auto seq = int_of(meta, "troupe.seq_len", o.model);
+    if (!seq.ok()) return seq.status();
+    if (*seq < 1) return corrupt_data(o.model + ": metadata troupe.seq_len = " + meta.at("troupe.seq_len"));
+    t.seq_len = *seq;
+  }
   if (meta.count("troupe.normalize") && !meta.count("troupe.normalization"))
     return invalid_argument(o.model + " was trained with --normalize " + meta.at("troupe.normalize") +
                             " but does not carry the statistics (troupe.normalization): save it again with this troupe");
@@ -138,6 +194,7 @@ Expected<std::unique_ptr<PredictSession>> PredictSession::open(const PredictOpti
   if (!opened.ok()) return opened.status().with_context("--data");
   auto table = chosen_split(*opened, o);
   if (!table.ok()) return table.status();
+  if (t.seq_len > 0) return open_windows(std::move(st), *table, static_cast<int>(*classes));
   std::vector<std::string> inputs = o.inputs;
   if (inputs.empty() && meta.count("troupe.inputs")) inputs = data::comma_parts(meta.at("troupe.inputs"));
   // The target: the one named (here or in the model), else a conventionally named field; when the
@@ -205,9 +262,10 @@ Expected<std::unique_ptr<PredictSession>> PredictSession::open(const PredictOpti
 Status PredictSession::run(int64_t first, int64_t rows, float* out, PredictScore* score,
                            const std::function<void(int64_t done)>& progress) {
   State& s = *s_;
-  if (first < 0 || rows < 0 || first + rows > s.table.count())
+  if (first < 0 || rows < 0 || first + rows > this->rows())
     return invalid_argument("rows " + std::to_string(first) + " + " + std::to_string(rows) + " are outside the " +
-                            std::to_string(s.table.count()) + " rows of " + s.o.data);
+                            std::to_string(this->rows()) + " rows of " + s.o.data);
+  if (s.windows) return run_windows(first, rows, out, score, progress);
   const int64_t width = s.width;
   const Parameters view(s.params.data(), s.params.size());
   // Converted a chunk at a time (whole batches), so memory stays small whatever the range.
@@ -248,6 +306,11 @@ double PredictSession::accuracy(const PredictScore& score) const {
   return static_cast<double>(score.right) / static_cast<double>(score.scored);
 }
 
+double PredictSession::loss(const PredictScore& score) const {
+  if (!s_->windows || score.scored == 0) return -1;
+  return score.loss_sum / static_cast<double>(score.scored);
+}
+
 double PredictSession::mse(const PredictScore& score) const {
   if (!s_->scored || !s_->values) return -1;
   return score.squared / static_cast<double>(std::max<int64_t>(1, score.scored * s_->width));
@@ -270,6 +333,7 @@ Expected<PredictResult> predict_local(const PredictOptions& o, const PredictProg
   }));
   r.accuracy = p.accuracy(score);
   r.mse = p.mse(score);
+  r.loss = p.loss(score);
   TROUPE_RETURN_IF_ERROR(data::write_npy(o.out, out.data(), {r.rows, r.outputs}).with_context("--out"));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.rows_per_second = r.seconds > 0 ? static_cast<double>(r.rows) / r.seconds : 0;

@@ -5,6 +5,11 @@
 // training data was (the same input fields, in order). When the data holds the target, a
 // classifier's accuracy (or a regression's mean squared error) is reported beside rows/s.
 //
+// A language model (trained on --seq-len T windows: metadata troupe.seq_len) reads a token stream
+// cut into its windows in order (window w = ids [wT, wT + T)): one row per window, its outputs the
+// next-token logits after the window's last position; scored, the accuracy of that next token
+// and the mean next-token cross-entropy over every position (PredictResult::loss, nats per token).
+//
 // A PredictSession is the model loaded once over the opened (mapped) data: any range of rows can
 // be predicted from it, converting only those rows. `predict_local` runs it over every row; a
 // prediction job's predictors (trainers/job/predict_worker.h) over the rows of the shards they
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "data/table.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
@@ -40,6 +46,7 @@ struct PredictResult {
   double seconds = 0, rows_per_second = 0;
   double accuracy = -1;    // when the data has the classes
   double mse = -1;         // when the data has a regression's values
+  double loss = -1;        // a language model's: mean next-token cross-entropy, nats per token
   std::string note;        // why the outputs were not scored although the data has a target
 };
 
@@ -48,6 +55,7 @@ struct PredictScore {
   int64_t right = 0;       // classifier: rows whose largest output is the label
   int64_t scored = 0;      // rows scored
   double squared = 0;      // regression: sum of squared errors over every output
+  double loss_sum = 0;     // language model: sum over windows of their mean next-token loss
 };
 
 class PredictSession {
@@ -73,10 +81,16 @@ class PredictSession {
   // The accuracy / mean squared error of `score` (-1 when not that kind of model or not scored).
   double accuracy(const PredictScore& score) const;
   double mse(const PredictScore& score) const;
+  double loss(const PredictScore& score) const;  // a language model's (-1 otherwise)
+  bool windows() const;                          // a language model's windows are the rows
 
  private:
   struct State;
   explicit PredictSession(std::unique_ptr<State> s);
+  static Expected<std::unique_ptr<PredictSession>> open_windows(std::unique_ptr<State> st, const data::Table& table,
+                                                                int vocab);
+  Status run_windows(int64_t first, int64_t rows, float* out, PredictScore* score,
+                     const std::function<void(int64_t done)>& progress);
   std::unique_ptr<State> s_;
 };
 

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -145,6 +146,46 @@ TEST_CASE("predict job: 2 predictors write the one-process outputs byte for byte
   CHECK(stopped.exit_code == 0);
   CHECK(job_of(c.status(), pending).at("state") == "CANCELLED");
   CHECK_FALSE(fs::exists(c.home() + "/never.npy"));
+}
+
+TEST_CASE("predict job: a language model (--seq-len) reads a text's windows in order, 2 predictors as one process",
+          "[jobs][cluster][predict][gpt]") {
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 2");
+  const std::string text = c.home() + "/story.txt";
+  {
+    std::ofstream out(text);
+    static const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "while", "dogs", "ran", "and", "slept"};
+    unsigned x = 11;
+    for (int w = 0; w < 4000; ++w) {
+      x = x * 1103515245u + 12345u;
+      out << words[(x >> 16) % 11] << (w % 8 == 7 ? "\n" : " ");
+    }
+  }
+  const std::string model = c.home() + "/gpt.safetensors";
+  auto trained = c.troupe("train --model gpt --trainer-arg layers=1 --trainer-arg heads=2 --trainer-arg dim=16 "
+                          "--data text:" + text + " --seq-len 16 --batch-size 16 --epochs 1 --max-steps 60 "
+                          "--lr 0.01 --no-progress --save " + model, 180);
+  INFO(trained.both());
+  REQUIRE(trained.exit_code == 0);
+  const std::string data = "--model " + model + " --data text:" + text + " --batch-size 64";
+  const Json one = predict_json(c, data + " --out " + c.home() + "/one.npy");
+  const Json job = predict_json(c, data + " --out " + c.home() + "/job.npy --workers 2 --shard-rows 256");
+  const int64_t bytes = static_cast<int64_t>(fs::file_size(text));
+  CHECK(one.at("rows") == (bytes - 1) / 16);  // the text's whole windows of 16 bytes
+  CHECK(one.at("outputs") == 256);            // byte-level: a vocabulary of 256
+  CHECK(job.at("rows") == one.at("rows"));
+  CHECK(read_bytes(c.home() + "/one.npy") == read_bytes(c.home() + "/job.npy"));
+  CHECK(job.at("accuracy").get<double>() == one.at("accuracy").get<double>());
+  const double loss = one.at("loss").get<double>();
+  CHECK(loss > 0);
+  CHECK(loss < 4.0);  // 60 steps learned something: a uniform guess over 256 bytes is 5.55 nats
+  CHECK(job.at("loss").get<double>() == Approx(loss).epsilon(1e-9));  // summed over the shards
+  predict_accounting(c, job.at("job_id").get<std::string>());
+  auto text_out = c.troupe("predict --no-progress " + data + " --out " + c.home() + "/again.npy", 120);
+  INFO(text_out.both());
+  CHECK(text_out.out.find("next-token loss ") != std::string::npos);
+  CHECK(text_out.out.find("(perplexity ") != std::string::npos);
 }
 
 TEST_CASE("predict job: a predictor's node SIGKILLed midway over 240k rows, every row predicted exactly once in order",

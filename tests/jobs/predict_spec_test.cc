@@ -45,6 +45,13 @@ TEST_CASE("predict spec: settings round-trip, refusals name the field, shards ar
   bad = s;
   bad.predict.out = "p.npy";
   CHECK(validate(bad).message().find("must be an absolute path") != std::string::npos);
+  bad = s;  // data specs: text files and lists of files, each absolute
+  bad.predict.data = "text:/data/a.txt,/data/b.txt";
+  CHECK(validate(bad).ok());
+  bad.predict.data = "text:a.txt";
+  CHECK(validate(bad).message().find("--data 'text:a.txt' must name absolute paths") != std::string::npos);
+  bad.predict.data = "/data/a.npy,b.npy";
+  CHECK_FALSE(validate(bad).ok());
 
   s.shard_rows = 0;  // auto: about 8 shards per predictor, whole batches
   CHECK(shard_rows_for(s, 240000) == 7680);  // 938 batches / 32 shards -> 30 batches

@@ -14,6 +14,8 @@
 #include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
 #include "trainers/local_trainer.h"
+#include "trainers/predict.h"
+#include "data/readers/npy_reader.h"
 #include "data/safetensors.h"
 #include "models/gpt/gpt_generate.h"
 #include "trainers/trainer_driver.h"
@@ -93,6 +95,30 @@ TEST_CASE("the gpt learns a Markov chain to within 0.05 nats of its entropy rate
     INFO(r2.status().to_string());
     REQUIRE(r2.ok());
     CHECK(r2->test_loss < rate + 0.05);  // one tiny step from the trained parameters
+  }
+  SECTION("troupe predict runs the saved model over a token stream's windows: next-token logits, accuracy, loss") {
+    PredictOptions p;
+    p.model = o.save_path;
+    p.data = dir.file("val.bin");
+    p.out = dir.file("next.npy");
+    p.batch_size = 100;  // windows per batch: the last one short
+    auto pr = predict_local(p);
+    INFO(pr.status().to_string());
+    REQUIRE(pr.ok());
+    CHECK(pr->rows == (30000 - 1) / 32);  // the stream's whole windows, in order
+    CHECK(pr->outputs == 16);             // the vocabulary
+    // The validation loss training reported is over these very windows.
+    CHECK(pr->loss == Approx(r->test_loss).epsilon(1e-4));
+    CHECK(pr->accuracy > 0.3);  // each token has 3 successors: far above 1/16
+    auto npy = data::read_npy(p.out);
+    REQUIRE(npy.ok());
+    CHECK(npy->shape == std::vector<int64_t>{pr->rows, 16});
+
+    troupe::testing::write_u16(dir.file("wide.bin"), std::vector<uint16_t>(100, 40));  // ids past the vocabulary
+    p.data = dir.file("wide.bin");
+    auto wide = predict_local(p);
+    CHECK(wide.status().code() == Code::invalid_argument);
+    CHECK_THAT(wide.status().message(), Catch::Contains("outside the vocabulary [0, 16)"));
   }
   SECTION("troupe generate continues a prompt with transitions the chain can make") {
     models::GenerateOptions g;

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "data/dataset_spec.h"
+
 namespace troupe::job {
 namespace {
 
@@ -35,10 +37,13 @@ Status validate(const PredictJobSpec& s) {
                             std::to_string(s.predict.batch_size) + " (0: chosen from the rows)");
   if (s.cpus_per_worker < 0) return invalid_argument("--cpus-per-worker must be >= 0");
   for (const auto& [what, path] : {std::pair<const char*, const std::string&>{"--model", s.predict.model},
-                                   {"--data", s.predict.data}, {"--out", s.predict.out}, {"parts_dir", s.parts_dir}}) {
+                                   {"--out", s.predict.out}, {"parts_dir", s.parts_dir}}) {
     if (path.empty() || path.front() != '/')
       return invalid_argument(std::string(what) + " '" + path + "' must be an absolute path in a prediction job's spec");
   }
+  // A data spec: paths with commas, "text:" before a text file's (each absolute).
+  if (s.predict.data.empty() || data::absolute_spec(s.predict.data) != s.predict.data)
+    return invalid_argument("--data '" + s.predict.data + "' must name absolute paths in a prediction job's spec");
   if (s.max_restarts < 0 || s.max_restarts > 1000) return invalid_argument("--max-restarts must be in [0, 1000]");
   if (s.restart_backoff_ms < 0) return invalid_argument("--restart-backoff must be >= 0");
   if (s.restart_on != "any" && s.restart_on != "same" && s.restart_on != "other")

@@ -81,7 +81,7 @@ Status predict_shard(PredictSession& session, const PredictJobSpec& spec, gcs::S
   part.checksum = outputs_checksum(buffer->data(), part.rows * part.width);
   part.right = score.right;
   part.scored = score.scored;
-  part.squared = score.squared;
+  part.squared = session.windows() ? score.loss_sum : score.squared;  // (gcs/predict_accounting.h)
   part.finished_ms = gcs::now_ms();
   TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::PredictedPart>(store).put(part).with_context("recording the part"));
   return ledger.complete(kEpoch, shard.shard, me);
@@ -154,7 +154,7 @@ Status assemble_and_finish(PredictSession& session, const PredictJobSpec& spec, 
   for (gcs::PredictedPart& p : *parts) {
     score.right += p.right;
     score.scored += p.scored;
-    score.squared += p.squared;
+    (session.windows() ? score.loss_sum : score.squared) += p.squared;
     first_ms = std::min(first_ms, p.started_ms);
     last_ms = std::max(last_ms, p.finished_ms);
     p.assembled = true;
@@ -166,9 +166,10 @@ Status assemble_and_finish(PredictSession& session, const PredictJobSpec& spec, 
   nlohmann::json summary{{"kind", "predict"}, {"model", session.model()}, {"rows", rows}, {"outputs", session.width()},
                          {"out", spec.predict.out}, {"workers", spec.workers}, {"shards", shards},
                          {"predict_seconds", seconds}, {"rows_per_second", rows / seconds}};
-  const double accuracy = session.accuracy(score), mse = session.mse(score);
+  const double accuracy = session.accuracy(score), mse = session.mse(score), loss = session.loss(score);
   if (accuracy >= 0) summary["accuracy"] = accuracy;
   if (mse >= 0) summary["mse"] = mse;
+  if (loss >= 0) summary["loss"] = loss;
   if (!session.note().empty()) summary["note"] = session.note();
   std::string message = "done: " + std::to_string(rows) + " rows predicted into " + spec.predict.out;
   if (accuracy >= 0) message += ", accuracy " + std::to_string(accuracy);
