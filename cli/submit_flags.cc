@@ -150,8 +150,9 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
                   "sync: gradient bucket size; buckets are all-reduced while backward runs (0: one all-reduce "
                   "after backward; -1: 256 KiB where the node has 2 cores per worker, else 0)")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))->capture_default_str();
-  cmd->add_option("--grad-wire", s.grad_wire,
-                  "sync: gradients travel as f32, bf16 or f16 (half the bytes), or auto: the --precision's type")
+  cmd->add_option("--grad-wire,--reduce-dtype", s.grad_wire,
+                  "sync: gradients travel (and are reduced) as f32, bf16 or f16 (half the bytes), or auto: the "
+                  "--precision's type between hosts, f32 over shared memory and for --shard jobs")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--shard", s.shard,
                   "sync: what each worker keeps only its 1/N of: none, optimizer (its optimizer state; gradients "

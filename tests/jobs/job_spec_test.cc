@@ -182,17 +182,23 @@ TEST_CASE("job spec: jobs that cannot run are refused with the reason", "[jobs][
   s.train.precision = DType::bf16;
   CHECK(validate(s).ok());
 
-  // The gradient wire: auto follows the precision (its gradients are already rounded to it).
+  // The gradient wire: auto follows the precision between hosts (its gradients are already rounded
+  // to it), except for sharded jobs.
   s = JobSpec{};
   CHECK(effective_grad_wire(s, "tcp") == DType::f32);
   s.train.precision = DType::bf16;
   CHECK(effective_grad_wire(s, "tcp") == DType::bf16);
   CHECK(effective_grad_wire(s, "hierarchical") == DType::bf16);
   CHECK(effective_grad_wire(s, "shm") == DType::f32);  // one host: the conversion costs more than the bytes
+  s.shard = "gradients";  // sharded: reduced in f32 unless asked (--reduce-dtype)
+  CHECK(effective_grad_wire(s, "tcp") == DType::f32);
+  s.shard = "none";
   s.grad_wire = "f32";
   CHECK(effective_grad_wire(s, "tcp") == DType::f32);
   s.grad_wire = "bf16";
   CHECK(effective_grad_wire(s, "shm") == DType::bf16);  // asked for: done
+  s.shard = "parameters";
+  CHECK(effective_grad_wire(s, "tcp") == DType::bf16);
   s.grad_wire = "f8";
   CHECK(validate(s).message().find("--grad-wire 'f8' is not one of auto, f32, bf16, f16") != std::string::npos);
   s.grad_wire = "bf16";

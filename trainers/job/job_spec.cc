@@ -311,8 +311,11 @@ pipeline::PipelineOptions pipeline_options(const JobSpec& s) {
 DType effective_grad_wire(const JobSpec& spec, const std::string& transport) {
   DType wire = DType::f32;
   if (spec.grad_wire == "auto") {
+    // Sharded jobs reduce in f32 unless told (--reduce-dtype): their reduce-scatters are the
+    // only copy of each chunk's gradient, never all-reduced again.
+    const bool sharded = !spec.shard.empty() && spec.shard != "none";
     const bool sockets = transport != "shm" && transport != "inproc";
-    return spec.gpus_per_worker > 0 || !sockets ? DType::f32 : spec.train.precision;
+    return spec.gpus_per_worker > 0 || !sockets || sharded ? DType::f32 : spec.train.precision;
   }
   parse_dtype(spec.grad_wire, &wire);  // validated
   return wire;
