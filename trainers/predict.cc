@@ -181,8 +181,12 @@ Expected<std::unique_ptr<PredictSession>> PredictSession::open(const PredictOpti
     if (!seq.ok()) return seq.status();
     if (*seq < 1) return corrupt_data(o.model + ": metadata troupe.seq_len = " + meta.at("troupe.seq_len"));
     t.seq_len = *seq;
+    if (*classes <= 0)
+      return invalid_argument(o.model + " was trained on --seq-len " + std::to_string(t.seq_len) +
+                              " token windows but its metadata holds no vocabulary (troupe.classes " +
+                              std::to_string(*classes) + "): not a language model troupe saved");
   }
-  if (meta.count("troupe.normalize") && !meta.count("troupe.normalization"))
+  if (t.seq_len == 0 && meta.count("troupe.normalize") && !meta.count("troupe.normalization"))
     return invalid_argument(o.model + " was trained with --normalize " + meta.at("troupe.normalize") +
                             " but does not carry the statistics (troupe.normalization): save it again with this troupe");
   st->values = t.loss == "mse";

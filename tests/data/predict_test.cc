@@ -102,7 +102,8 @@ open('foreign.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b'\0\0\0
     bad = p;
     bad.model = dir.file("foreign.safetensors");
     CHECK(predict_local(bad).status().message().find("not a model troupe saved") != std::string::npos);
-    // A model of token windows (its metadata says --seq-len): refused, not fed one id per example.
+    // A model of token windows (its metadata says --seq-len) without a vocabulary: refused, not fed
+    // one id per example.
     TrainOptions windows = o;
     windows.seq_len = 8;
     auto setup = set_up_trainer(o, DataSpec{3, 0, 2}, 0, 1);
@@ -113,7 +114,16 @@ open('foreign.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b'\0\0\0
                 .ok());
     bad = p;
     bad.model = dir.file("windows.safetensors");
-    CHECK(predict_local(bad).status().message().find("--seq-len 8 token windows") != std::string::npos);
+    INFO(predict_local(bad).status().to_string());
+    CHECK(predict_local(bad).status().message().find("--seq-len 8 token windows but its metadata holds no "
+                                                     "vocabulary") != std::string::npos);
+    // A language model's (a vocabulary of 16) over data of several fields: which one is the stream?
+    REQUIRE(save_model(dir.file("lm.safetensors"), setup->space, params.data(), DType::f32,
+                       model_metadata(windows, DataSpec{3, 16, 1}, "", setup->model, 1, 1, -1))
+                .ok());
+    bad.model = dir.file("lm.safetensors");
+    CHECK(predict_local(bad).status().message().find("reads one token stream: name it with --inputs FIELD") !=
+          std::string::npos);
     // A model trained on normalised inputs whose file lost the statistics: refused.
     auto meta = model_metadata(o, DataSpec{3, 0, 2}, "", setup->model, 1, 1, -1);
     REQUIRE(meta.count("troupe.normalize") == 1);
