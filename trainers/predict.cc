@@ -95,7 +95,7 @@ bool PredictSession::windows() const { return s_->windows.has_value(); }
 Expected<std::unique_ptr<PredictSession>> PredictSession::open_windows(std::unique_ptr<State> st,
                                                                        const data::Table& table, int vocab) {
   const PredictOptions& o = st->o;
-  // The stream: the table's one field, else the one --inputs (or the model's troupe.inputs) names.
+  // The stream: the table's one field, else the one --inputs names.
   const data::Field* stream = table.fields.size() == 1 ? &table.fields.front() : nullptr;
   if (!stream && !o.inputs.empty()) stream = table.find(o.inputs.front());
   if (!stream)
