@@ -92,6 +92,18 @@ PredictSession::~PredictSession() = default;
 int64_t PredictSession::rows() const { return s_->windows ? s_->windows->count : s_->table.count(); }
 bool PredictSession::windows() const { return s_->windows.has_value(); }
 
+Expected<std::unique_ptr<PredictSession>> PredictSession::loaded(std::unique_ptr<State> st) {
+  const std::string& model = st->o.model;
+  auto setup = set_up_trainer(st->t, st->spec, 0, 1);
+  if (!setup.ok()) return setup.status().with_context("setting up " + model + "'s trainer");
+  st->setup = std::move(*setup);
+  st->params.resize(st->setup->space.size());
+  TROUPE_RETURN_IF_ERROR(load_model_into(model, st->setup->space, st->t.model, false, st->params.data()));
+  st->width = st->setup->trainer->prediction_width();
+  if (st->width <= 0) return invalid_argument(st->setup->where + " does not predict (Trainer::predict)");
+  return std::unique_ptr<PredictSession>(new PredictSession(std::move(st)));
+}
+
 Expected<std::unique_ptr<PredictSession>> PredictSession::open_windows(std::unique_ptr<State> st,
                                                                        const data::Table& table, int vocab) {
   const PredictOptions& o = st->o;
@@ -107,14 +119,7 @@ Expected<std::unique_ptr<PredictSession>> PredictSession::open_windows(std::uniq
   st->scored = true;
   st->classes = vocab;
   st->spec = st->windows->spec();
-  auto setup = set_up_trainer(st->t, st->spec, 0, 1);
-  if (!setup.ok()) return setup.status().with_context("setting up " + o.model + "'s trainer");
-  st->setup = std::move(*setup);
-  st->params.resize(st->setup->space.size());
-  TROUPE_RETURN_IF_ERROR(load_model_into(o.model, st->setup->space, st->t.model, false, st->params.data()));
-  st->width = st->setup->trainer->prediction_width();
-  if (st->width <= 0) return invalid_argument(st->setup->where + " does not predict (Trainer::predict)");
-  return std::unique_ptr<PredictSession>(new PredictSession(std::move(st)));
+  return loaded(std::move(st));
 }
 
 Status PredictSession::run_windows(int64_t first, int64_t rows, float* out, PredictScore* score,
@@ -253,14 +258,7 @@ Expected<std::unique_ptr<PredictSession>> PredictSession::open(const PredictOpti
     st->norm = std::move(*norm);
   }
   st->spec = probe->spec();
-  auto setup = set_up_trainer(t, st->spec, 0, 1);
-  if (!setup.ok()) return setup.status().with_context("setting up " + o.model + "'s trainer");
-  st->setup = std::move(*setup);
-  st->params.resize(st->setup->space.size());
-  TROUPE_RETURN_IF_ERROR(load_model_into(o.model, st->setup->space, t.model, false, st->params.data()));
-  st->width = st->setup->trainer->prediction_width();
-  if (st->width <= 0) return invalid_argument(st->setup->where + " does not predict (Trainer::predict)");
-  return std::unique_ptr<PredictSession>(new PredictSession(std::move(st)));
+  return loaded(std::move(st));
 }
 
 Status PredictSession::run(int64_t first, int64_t rows, float* out, PredictScore* score,

@@ -87,6 +87,8 @@ class PredictSession {
  private:
   struct State;
   explicit PredictSession(std::unique_ptr<State> s);
+  // The trainer set up for st->spec, the model's parameters loaded: the session.
+  static Expected<std::unique_ptr<PredictSession>> loaded(std::unique_ptr<State> st);
   static Expected<std::unique_ptr<PredictSession>> open_windows(std::unique_ptr<State> st, const data::Table& table,
                                                                 int vocab);
   Status run_windows(int64_t first, int64_t rows, float* out, PredictScore* score,
