@@ -44,19 +44,17 @@ Status fsync_directory(const std::string& dir) {
   return {};
 }
 
-Status write_file_durably(const std::string& path, const std::string& bytes, const std::string& what, unsigned mode) {
+std::string temporary_beside(const std::string& path) {
   // Beside the final file (same file system, so the rename is atomic).
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
-  {
-    UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode)));
-    if (f.fd < 0) return io_error("cannot create " + what + " " + tmp + ": " + errno_text());
-    Status st = write_all(f.fd, bytes, what, tmp);
-    if (st.ok() && ::fsync(f.fd) != 0) st = io_error("flushing " + what + " " + tmp + " failed: " + errno_text());
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st;
-    }
+  return path + ".tmp." + std::to_string(::getpid()) + "." +
+         std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
+}
+
+Status publish_durably(int fd, const std::string& tmp, const std::string& path, const std::string& what) {
+  if (::fsync(fd) != 0) {
+    const Status st = io_error("flushing " + what + " " + tmp + " failed: " + errno_text());
+    ::unlink(tmp.c_str());
+    return st;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = errno_text();
@@ -64,6 +62,18 @@ Status write_file_durably(const std::string& path, const std::string& bytes, con
     return io_error("renaming " + what + " " + tmp + " to " + path + " failed: " + why);
   }
   return fsync_directory(parent_of(path));
+}
+
+Status write_file_durably(const std::string& path, const std::string& bytes, const std::string& what, unsigned mode) {
+  const std::string tmp = temporary_beside(path);
+  UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode)));
+  if (f.fd < 0) return io_error("cannot create " + what + " " + tmp + ": " + errno_text());
+  const Status st = write_all(f.fd, bytes, what, tmp);
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  return publish_durably(f.fd, tmp, path, what);
 }
 
 Expected<std::string> read_whole_file(const std::string& path, const std::string& what, size_t limit) {

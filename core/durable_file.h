@@ -22,6 +22,15 @@ struct UniqueFd {
   UniqueFd& operator=(const UniqueFd&) = delete;
 };
 
+// The temporary name beside `path` a durable write builds its file under: the process and thread
+// in it, so writers in one directory never collide.
+std::string temporary_beside(const std::string& path);
+
+// A temporary file written whole (`fd`, open, at `tmp`) made `path` durably: flushed, renamed over
+// it, the directory flushed. The temporary is removed when the flush or rename fails; `fd` is left
+// open for its owner to close.
+Status publish_durably(int fd, const std::string& tmp, const std::string& path, const std::string& what);
+
 // `bytes` into `path`, durably (above), with permissions `mode` (0755 for a shared library). The
 // temporary name carries the process and thread, so writers in one directory never collide.
 Status write_file_durably(const std::string& path, const std::string& bytes, const std::string& what,

@@ -4,10 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <functional>
-#include <thread>
 
 #include "core/durable_file.h"
 
@@ -41,8 +38,7 @@ Expected<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(
     w->sizes_.push_back(static_cast<uint64_t>(shape_product(t.shape)) * w->widths_.back());
   }
   w->path_ = path;
-  w->tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." +
-            std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
+  w->tmp_ = temporary_beside(path);
   w->fd_ = ::open(w->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd_ < 0) return io_error("cannot create model file " + w->tmp_ + ": " + errno_text());
   w->data_start_ = header->size();
@@ -73,16 +69,11 @@ Status SafetensorsWriter::commit() {
   if (written_ != data_bytes_)
     return internal_error("model file " + path_ + ": " + std::to_string(written_) + " of " +
                           std::to_string(data_bytes_) + " bytes of tensor data written");
-  const bool synced = ::fsync(fd_) == 0;
-  const std::string why = synced ? "" : errno_text();
+  const Status st = publish_durably(fd_, tmp_, path_, "model file");  // removes the temporary if it fails
   ::close(fd_);
   fd_ = -1;
-  if (!synced) return io_error("flushing model file " + tmp_ + " failed: " + why);
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    return io_error("renaming model file " + tmp_ + " to " + path_ + " failed: " + errno_text());
   tmp_.clear();
-  const size_t slash = path_.find_last_of('/');
-  return fsync_directory(slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash)));
+  return st;
 }
 
 }  // namespace troupe::data

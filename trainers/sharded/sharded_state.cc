@@ -298,23 +298,13 @@ void ShardedState::load_owned_params(const float* owned) {
 }
 
 Status ShardedState::load_owned_optimizer(const OptimizerState& owned) {
-  size_t at = 0;
+  std::vector<std::pair<size_t, size_t>> at;  // the chunks one after another, in flat order
+  size_t first = 0;
   for (size_t i : owned_in_flat_order()) {
-    const OwnedChunk& c = chunks_[i];
-    const size_t n = c.end - c.begin;
-    OptimizerState mine;
-    mine.name = owned.name;
-    mine.steps = owned.steps;
-    for (const std::vector<float>& v : owned.vectors) {
-      if (v.size() < at + n)
-        return invalid_argument("the optimizer state read holds " + std::to_string(v.size()) + " floats per vector; "
-                                "this replica's chunks need " + std::to_string(at + n) + " or more");
-      mine.vectors.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
-    }
-    at += n;
-    TROUPE_RETURN_IF_ERROR(optimizers_[i]->load_state(mine, 0));
+    at.emplace_back(i, first);
+    first += chunks_[i].end - chunks_[i].begin;
   }
-  return {};
+  return load_chunk_states(owned, at);
 }
 
 Status ShardedState::gather_unit(size_t i, bool training) {
@@ -343,18 +333,28 @@ void ShardedState::release_all() {
 }
 
 Status ShardedState::load_optimizer(const OptimizerState& whole) {
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    if (!optimizers_[i]) continue;
-    const OwnedChunk& c = chunks_[i];
+  for (const std::vector<float>& v : whole.vectors)
+    if (v.size() != total_)
+      return invalid_argument("the optimizer state holds " + std::to_string(v.size()) + " floats per vector; the "
+                              "model has " + std::to_string(total_) + " parameters");
+  std::vector<std::pair<size_t, size_t>> at;  // each chunk at its own place in the whole state
+  for (size_t i = 0; i < chunks_.size(); ++i) at.emplace_back(i, chunks_[i].begin);
+  return load_chunk_states(whole, at);
+}
+
+Status ShardedState::load_chunk_states(const OptimizerState& from, const std::vector<std::pair<size_t, size_t>>& at) {
+  for (const auto& [i, first] : at) {
+    if (!optimizers_[i]) continue;  // an empty chunk
+    const size_t n = chunks_[i].end - chunks_[i].begin;
     OptimizerState mine;
-    mine.name = whole.name;
-    mine.steps = whole.steps;
-    for (const std::vector<float>& v : whole.vectors) {
-      if (v.size() != total_)
-        return invalid_argument("the optimizer state holds " + std::to_string(v.size()) + " floats per vector; the "
-                                "model has " + std::to_string(total_) + " parameters");
-      mine.vectors.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(c.begin),
-                                v.begin() + static_cast<std::ptrdiff_t>(c.end));
+    mine.name = from.name;
+    mine.steps = from.steps;
+    for (const std::vector<float>& v : from.vectors) {
+      if (v.size() < first + n)
+        return invalid_argument("the optimizer state read holds " + std::to_string(v.size()) + " floats per vector; "
+                                "this replica's chunks need " + std::to_string(first + n) + " or more");
+      mine.vectors.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(first),
+                                v.begin() + static_cast<std::ptrdiff_t>(first + n));
     }
     TROUPE_RETURN_IF_ERROR(optimizers_[i]->load_state(mine, 0));
   }

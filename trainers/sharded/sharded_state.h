@@ -155,6 +155,8 @@ class ShardedState {
   ShardedState(collectives::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
   void note_resident();
   std::vector<size_t> owned_in_flat_order() const;  // indices of the non-empty chunks, by begin
+  // Each listed chunk's optimizer state from `from`'s vectors: (chunk index, its first float there).
+  Status load_chunk_states(const OptimizerState& from, const std::vector<std::pair<size_t, size_t>>& at);
   // All-gathers unit i's chunks — this rank's from `mine` (its chunk's floats; null: zeros) — into
   // `unit` (the unit's bucket_count floats): in place when the unit divides evenly, else through the
   // staging buffer.
