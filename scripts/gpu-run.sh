@@ -11,6 +11,7 @@
 #            bench/pytorch_mlp.py on the same GPU, and bench_gpu_kernels;
 #   scaling: bench_scaling --workers 1,2,4,8 beside PyTorch DDP (the 16-core host);
 #   cnn:     the cnn's timings alone: strict f32 and TF32 beside PyTorch, and the kernels' fractions;
+#   check:   tests, cli and cluster side by side (correctness only, ~250 s);
 #   session: all of it within one device call: tests, cli and cluster side by side (correctness,
 #            bounded), then bench and scaling one after the other (timings, nothing beside them).
 # Several modes run in the order given. Every step is bounded by `timeout`; its output goes to
@@ -18,7 +19,7 @@
 # what ran), and at the end both to $OUT (the device tool brings back only a few files: summary.txt
 # and gpu-logs.tgz).
 #
-# usage: bash scripts/gpu-run.sh MODE...   (MODE: tests cli cluster bench cnn scaling session)
+# usage: bash scripts/gpu-run.sh MODE...   (MODE: tests cli cluster bench cnn scaling check session)
 #        GPU_TESTS="conv_test cnn_test" bash scripts/gpu-run.sh tests   (only those files of tests/gpu)
 set -u
 modes=("$@")
@@ -62,9 +63,21 @@ run_tests() {  # every test file its own process, all at once (the GPU has room;
   grep -h -E '^test cases:|^All tests passed' "$out"/test_*.log | sort | uniq -c >> "$summary"
 }
 
+models=/tmp/gpu-models  # --save's files, read back on the CPU by `troupe predict`
+mkdir -p "$models"
+predict_cpu() {  # predict_cpu NAME: the CPU's accuracy on the test split of the model NAME saved
+  step "predict_$1" 60 troupe predict --model "$models/$1.safetensors" --data "$TROUPE_DATASET_DIR" \
+    --out "$models/$1.npy" --no-progress
+  note "  $1 saved, on the CPU: $(grep -i 'accuracy' "$out/predict_$1.log" | tail -n1)"
+}
+
 run_cli() {
   local limit=${1:-100}
-  step cli_mlp "$limit" troupe train --device cuda --model mlp --epochs 10 --batch-size 128
+  step cli_mlp "$limit" troupe train --device cuda --model mlp --epochs 10 --batch-size 128 --save "$models/cli_mlp.safetensors"
+  predict_cpu cli_mlp
+  step cli_mlp_init "$limit" troupe train --device cuda --model mlp --epochs 1 --batch-size 128 --lr 0.0001 \
+    --init-from "$models/cli_mlp.safetensors"
+  note "  cli_mlp_init (1 epoch from cli_mlp's file): $(grep -i -m1 'accuracy' "$out/cli_mlp_init.log")"
   step cli_cnn "$limit" troupe train --device cuda --model cnn --epochs 4 --batch-size 32
   step cli_mlp_bf16 "$limit" troupe train --device cuda --model mlp --epochs 10 --batch-size 128 --precision bf16
   step cli_mlp_f16 "$limit" troupe train --device cuda --model mlp --epochs 10 --batch-size 128 --precision f16
@@ -79,9 +92,9 @@ run_cluster() {
   TROUPE_HOME=${TROUPE_HOME:-$(mktemp -d /tmp/troupe-gpu.XXXXXX)}
   step cluster_up 60 troupe up --nodes 1 --cpus 8 --gpus 1
   step cluster_sync_gpu "$limit" troupe submit --strategy sync --workers 2 --gpus-per-worker 0.5 \
-    --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128
+    --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128 --save "$models/sync_gpu.safetensors"
   step cluster_async_gpu "$limit" troupe submit --strategy async --workers 2 --ps 2 --gpus-per-worker 0.5 \
-    --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128
+    --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128 --save "$models/async_gpu.safetensors"
   step cluster_async_cpu "$limit" troupe submit --strategy async --workers 2 --ps 2 \
     --model mlp --hidden 256,128 --dataset fashion-mnist --epochs 10 --batch-size 128
   step cluster_status 30 troupe status
@@ -89,6 +102,8 @@ run_cluster() {
   for s in cluster_sync_gpu cluster_async_gpu cluster_async_cpu; do
     note "  $s: $(grep -i 'accuracy' "$out/$s.log" | tail -n1)"
   done
+  predict_cpu sync_gpu
+  predict_cpu async_gpu
 }
 
 run_bench() {
@@ -136,9 +151,9 @@ run_scaling() {
   tail -n 20 "$out/scaling.log" >> "$summary"
 }
 
-export out libs summary TROUPE_HOME
+export out libs summary models TROUPE_HOME
 TROUPE_HOME=${TROUPE_HOME:-$(mktemp -d /tmp/troupe-gpu.XXXXXX)}
-export -f note step run_tests run_cli run_cluster run_bench run_cnn run_scaling
+export -f note step predict_cpu run_tests run_cli run_cluster run_bench run_cnn run_scaling
 for what in "${modes[@]}"; do
 case "$what" in
   tests) timeout -k 5 250 bash -c 'run_tests 240' ;;
@@ -147,6 +162,17 @@ case "$what" in
   bench) timeout -k 5 170 bash -c 'run_bench 40' ;;
   cnn) timeout -k 5 150 bash -c 'run_cnn 45' ;;
   scaling) timeout -k 5 290 bash -c 'run_scaling 280' ;;
+  check)
+    # the correctness lanes side by side, bounded (~250 s), no timings
+    timeout -k 5 250 bash -c 'run_tests 240' &
+    tp=$!
+    timeout -k 5 250 bash -c 'run_cli 60' &
+    cp=$!
+    timeout -k 5 250 bash -c 'run_cluster 75' &
+    kp=$!
+    wait $tp $cp $kp
+    LD_LIBRARY_PATH=$libs timeout 20 troupe down > /dev/null 2>&1
+    ;;
   session)
     # correctness side by side, each lane bounded (~250 s in all), then the timings alone
     timeout -k 5 250 bash -c 'run_tests 240' &

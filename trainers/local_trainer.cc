@@ -56,8 +56,6 @@ Expected<TrainResult> train_local(const TrainOptions& o, const ProgressFn& progr
   if (o.device.is_cpu()) {
     result = train_with_trainer(o, *train, *test, progress);
   } else {
-    if (!o.save_path.empty() || !o.init_from.empty())
-      return unavailable("--save and --init-from train on the CPU for now; use --device cpu");
     if (o.model != "mlp" && o.model != "cnn") {
       return unavailable("--device " + o.device.to_string() + ": trainer '" + o.model +
                          "' runs on the CPU only (the GPU paths are the built-in mlp's and cnn's); use --device cpu");

@@ -10,6 +10,7 @@
 #include "core/version.h"
 #include "data/safetensors.h"
 #include "data/safetensors_writer.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe {
 
@@ -163,6 +164,25 @@ std::map<std::string, std::string> model_metadata(const TrainOptions& o, const D
   if (!o.normalize.empty() && o.normalize != "none") m["troupe.normalize"] = o.normalize;
   if (!normalization.empty()) m["troupe.normalization"] = normalization;
   return m;
+}
+
+Status save_trained_model(const TrainOptions& o, const Dataset& train, const ParameterSpace& space,
+                          const std::string& description, const float* params, const TrainResult& r) {
+  const int epochs_done = r.history.empty() ? 0 : r.history.back().epoch;
+  return save_model(o.save_path, space, params, o.save_dtype,
+                    model_metadata(o, train.spec(), train.normalization, description, r.steps, epochs_done,
+                                   r.test_accuracy))
+      .with_context("--save");
+}
+
+Status save_trained_model(const TrainOptions& o, const Dataset& train, const std::vector<float>& params,
+                          const TrainResult& r) {
+  auto setup = set_up_trainer(o, train.spec(), 0, 1);
+  if (!setup.ok()) return setup.status().with_context("--save");
+  if (setup->space.size() != params.size())
+    return internal_error("--save: " + std::to_string(params.size()) + " trained parameters but " + setup->where +
+                          " declares " + std::to_string(setup->space.size()));
+  return save_trained_model(o, train, setup->space, setup->model, params.data(), r);
 }
 
 }  // namespace troupe

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "data/safetensors_writer.h"
 #include "trainers/api/trainer.h"
+#include "trainers/dataset.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
@@ -67,5 +68,16 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
 std::map<std::string, std::string> model_metadata(const TrainOptions& o, const DataSpec& data,
                                                   const std::string& normalization, const std::string& description,
                                                   int64_t step, int epoch, double test_accuracy);
+
+// --save at a training run's end: `params` (space.size() floats) written to options.save_path in
+// options.save_dtype with model_metadata of `train` and `result` (its steps, last epoch, test
+// accuracy). `description`: the model as TrainerSetup::model names it. Errors name --save.
+Status save_trained_model(const TrainOptions& options, const Dataset& train, const ParameterSpace& space,
+                          const std::string& description, const float* params, const TrainResult& result);
+// The same for a loop that trains options.model outside a Trainer (the GPU models, which use its
+// trainer's flat layout): the blocks are the ones the trainer declares for `train`'s shape.
+// internal_error when `params` is not that many floats.
+Status save_trained_model(const TrainOptions& options, const Dataset& train, const std::vector<float>& params,
+                          const TrainResult& result);
 
 }  // namespace troupe

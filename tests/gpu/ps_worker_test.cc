@@ -4,15 +4,18 @@
 // two workers sharing a GPU, their parameter servers in this process over TCP, train synthetic
 // data and Fashion-MNIST to >= 0.85 test accuracy.
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
 #include "gpu_test_util.h"
+#include "model_eval.h"
 #include "tests/trainers/ps_fixture.h"
 #include "tests/trainers/ps_recording.h"
 #include "trainers/cuda_ps_worker.h"
 #include "trainers/ps/cpu_step_device.h"
 #include "trainers/ps/device_worker.h"
+#include "trainers/trainer_driver.h"
 
 namespace troupe {
 namespace {
@@ -141,6 +144,38 @@ TEST_CASE("GPU async workers (two sharing a GPU, two parameter servers over TCP)
     CHECK(results[r]->steps == 3 * (4096 / 64));
   }
   CHECK(results[0]->test_accuracy >= 0.85);
+}
+
+TEST_CASE("GPU async workers: the servers start from --init-from and worker 0 --saves what it evaluated last",
+          "[gpu][ps][model]") {
+  const Dataset train = test::synthetic(4096, 6, 5, 3), test = test::synthetic(500, 6, 5, 4);
+  TrainOptions cpu;
+  cpu.hidden = {32, 16};
+  cpu.epochs = 3;
+  cpu.batch_size = 64;
+  cpu.seed = 7;
+  cpu.save_path = test::model_path("async-init.safetensors");
+  auto trained = train_with_trainer(cpu, train, test);
+  INFO(trained.status().to_string());
+  REQUIRE(trained.ok());
+  const double in_file = test::cpu_accuracy(cpu.save_path, cpu, test);
+  REQUIRE(in_file > 0.6);
+  TrainOptions o = cpu;  // an epoch at a negligible rate: the model stays what the file holds
+  o.init_from = cpu.save_path;
+  o.save_path = test::model_path("async-saved.safetensors");
+  std::filesystem::remove(o.save_path);
+  o.epochs = 1;
+  o.optimizer = "sgd";
+  o.lr = 1e-7f;
+  o.lr_schedule = "constant";
+  auto results = run_gpu_workers(2, 2, 1, o, train, test);
+  for (int r = 0; r < 2; ++r) {
+    INFO("worker " << r << ": " << results[r].status().to_string());
+    REQUIRE(results[r].ok());
+  }
+  CHECK(results[0]->test_accuracy == Approx(in_file).margin(2.5 / 500));
+  REQUIRE(std::filesystem::exists(o.save_path));
+  CHECK(test::cpu_accuracy(o.save_path, o, test) == Approx(results[0]->test_accuracy).margin(2.5 / 500));
 }
 
 TEST_CASE("GPU async workers (two sharing a GPU) reach >= 0.85 on Fashion-MNIST", "[gpu][ps][e2e]") {

@@ -8,6 +8,7 @@
 
 #include "gpu_replicas.h"
 #include "gpu_test_util.h"
+#include "model_eval.h"
 #include "trainers/cuda_replica.h"
 #include "trainers/fashion_mnist.h"
 #include "trainers/trainer_driver.h"
@@ -111,6 +112,35 @@ TEST_CASE("GPU sync replicas (two sharing a GPU) reach the CPU's accuracy on Fas
   }
   WARN("2 GPU replicas (staged): test accuracy " << two.results[0]->test_accuracy << ", "
                                                  << two.results[0]->samples_per_second << " samples/s");
+}
+
+TEST_CASE("GPU sync replicas (two sharing a GPU) start from --init-from, a CPU-trained model", "[gpu][replica][model]") {
+  const Dataset train = test::synthetic(1000, 6, 5, 61), test = test::synthetic(300, 6, 5, 62);
+  TrainOptions cpu;
+  cpu.hidden = {32, 16};
+  cpu.epochs = 3;
+  cpu.batch_size = 32;
+  cpu.save_path = test::model_path("replica-init.safetensors");
+  auto trained = train_with_trainer(cpu, train, test);
+  INFO(trained.status().to_string());
+  REQUIRE(trained.ok());
+  const double in_file = test::cpu_accuracy(cpu.save_path, cpu, test);
+  REQUIRE(in_file > 0.6);
+  TrainOptions o = cpu;  // one step at a negligible rate: the replicas evaluate what they started from
+  o.save_path.clear();
+  o.init_from = cpu.save_path;
+  o.epochs = 1;
+  o.max_steps = 1;
+  o.optimizer = "sgd";
+  o.lr = 1e-7f;
+  o.lr_schedule = "constant";
+  Run two = run_gpu_replicas(2, o, train, test);
+  for (int r = 0; r < 2; ++r) {
+    INFO("replica " << r << ": " << two.results[r].status().to_string());
+    REQUIRE(two.results[r].ok());
+    CHECK(two.results[r]->test_accuracy == Approx(in_file).margin(2.5 / 300));
+  }
+  CHECK(two.params[0] == two.params[1]);
 }
 
 }  // namespace

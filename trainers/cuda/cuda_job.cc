@@ -222,6 +222,17 @@ Expected<bool> CudaJob::params_finite() {
   return host == 1;
 }
 
+Expected<std::vector<float>> CudaJob::read_params() {
+  std::vector<float> out(param_count());
+  TROUPE_CUDA_CHECK(
+      cudaMemcpyAsync(out.data(), params_.get(), out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream()));
+  kc::Event done;
+  TROUPE_RETURN_IF_ERROR(done.create());
+  TROUPE_CUDA_CHECK(cudaEventRecord(done.get(), stream()));
+  TROUPE_RETURN_IF_ERROR(kc::wait_event(done.get(), kWaitSeconds, "reading the trained parameters"));
+  return out;
+}
+
 void CudaJob::drain() {
   if (!stream_.get()) return;
   kc::Event e;

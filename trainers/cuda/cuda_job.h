@@ -65,6 +65,8 @@ class CudaJob {
   Expected<double> evaluate(const DeviceDataset& data);
   // False when a parameter is NaN or infinite (synchronises).
   Expected<bool> params_finite();
+  // The parameters as they stand, in the CPU trainer's flat layout (synchronises).
+  Expected<std::vector<float>> read_params();
   // Waits (bounded) for all enqueued work; used before returning, also on errors.
   void drain();
 

@@ -13,6 +13,7 @@
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
 #include "trainers/loss_scale.h"
+#include "trainers/model_file.h"
 
 namespace troupe {
 namespace {
@@ -50,6 +51,7 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
   }
+  if (!o.save_path.empty()) TROUPE_RETURN_IF_ERROR(check_save_target(o.save_path));  // fails now, not after training
   TROUPE_RETURN_IF_ERROR(kernels::cuda::select_device(o.device.index));
 
   const std::string model_name = spec.name;
@@ -153,6 +155,12 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
     result.loss_scale = ls->state.scale;
   }
   finish_result(&result, step, o.batch_size, train_seconds);
+  if (!o.save_path.empty()) {  // --save: the trained parameters in the CPU trainer's layout and blocks
+    auto params = job.read_params();
+    if (!params.ok()) return params.status().with_context("--save");
+    TROUPE_RETURN_IF_ERROR(save_trained_model(o, train, *params, result));
+    spdlog::info("model written to {}", o.save_path);
+  }
   result.wall_seconds = seconds_since(job_start);
   return result;
 }

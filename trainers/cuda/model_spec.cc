@@ -2,11 +2,37 @@
 
 #include "trainers/cuda/cnn_cuda.h"
 #include "trainers/cuda/mlp_cuda.h"
+#include "trainers/model_file.h"
 #include "trainers/trainer_driver.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe {
+namespace {
+
+Expected<ModelSpec> spec_for(const TrainOptions& o, const DataSpec& data);
+
+// --init-from: the file's blocks, named as the CPU trainer declares them, over the seeded start.
+Status load_initial(const TrainOptions& o, const DataSpec& data, ModelSpec* spec) {
+  auto setup = set_up_trainer(o, data, 0, 1);
+  if (!setup.ok()) return setup.status();
+  if (setup->space.size() != spec->initial.size())
+    return internal_error("the GPU's " + spec->name + " has " + std::to_string(spec->initial.size()) +
+                          " parameters but " + setup->where + " declares " + std::to_string(setup->space.size()));
+  return load_model_into(o.init_from, setup->space, o.model, o.init_partial, spec->initial.data())
+      .with_context("--init-from");
+}
+
+}  // namespace
 
 Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
+  auto spec = spec_for(o, data);
+  if (spec.ok() && !o.init_from.empty()) TROUPE_RETURN_IF_ERROR(load_initial(o, data, &*spec));
+  return spec;
+}
+
+namespace {
+
+Expected<ModelSpec> spec_for(const TrainOptions& o, const DataSpec& data) {
   TROUPE_RETURN_IF_ERROR(require_one_class(data, "the GPU (--device cuda)"));
   ModelSpec spec;
   spec.features = data.features;
@@ -40,6 +66,8 @@ Expected<ModelSpec> cuda_model_spec(const TrainOptions& o, DataSpec data) {
   if (!layout.ok()) return layout.status();
   return mlp_model_spec(o, *layout);
 }
+
+}  // namespace
 
 Expected<ModelSpec> mlp_model_spec(const TrainOptions& o, const MlpLayout& layout) {
   ModelSpec spec;

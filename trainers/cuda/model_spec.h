@@ -28,7 +28,11 @@ struct ModelSpec {
 
 // options.model "mlp" (hidden widths from trainer_config) or "cnn" (trainers/cnn.h) on examples of
 // shape `data`. invalid_argument for a bad layout or setting; unavailable for any other trainer
-// (they run on CPUs) and for the cnn without cuDNN (when the model is made).
+// (they run on CPUs) and for the cnn without cuDNN (when the model is made). With
+// options.init_from (--init-from) `initial` is that model file's parameters instead, loaded as the
+// CPU trainer of the same name loads them (the GPU models use its flat layout), so a model trained
+// on CPUs goes on on a GPU and the other way round; load_model_into's errors.
+
 Expected<ModelSpec> cuda_model_spec(const TrainOptions& options, DataSpec data);
 
 // The mlp `layout` in options.precision (f32, bf16, or f16: the loss scaled on the device), starting

@@ -1,5 +1,7 @@
 #include "trainers/job/gpu_worker.h"
 
+#include <spdlog/spdlog.h>
+
 #include "actors/gpu_assignment.h"
 #include "collectives/device_communicator.h"
 #include "collectives/group_rendezvous.h"
@@ -8,6 +10,7 @@
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/sync_recovery.h"
+#include "trainers/model_file.h"
 
 namespace troupe::job {
 
@@ -28,6 +31,8 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   auto gpu = worker_gpu(env, a, spec);
   if (!gpu.ok()) return gpu.status();
   const int device = *gpu;
+  const bool saves = a.index == 0 && !spec.train.save_path.empty();
+  if (saves) TROUPE_RETURN_IF_ERROR(check_save_target(spec.train.save_path));  // fails now, not after training
   collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
   auto tls = data_plane_tls(spec);
   if (!tls.ok()) return tls.status();
@@ -81,7 +86,8 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;
   if (a.index == 0) progress = rank0_progress(*s.store, a.job, a.attempt, reporter, start->source, first_step);
-  auto result = train_replica_cuda(spec.train, s.train(), s.test(), replica, progress);
+  std::vector<float> trained_params;  // --save: rank 0 writes them, as the CPU replicas' rank 0 does
+  auto result = train_replica_cuda(spec.train, s.train(), s.test(), replica, progress, saves ? &trained_params : nullptr);
   if (!result.ok()) {
     if (result.status().code() != Code::unavailable || !cancel.load()) {
       Status st = collectives::record_group_failure(*s.store, go.name, go.generation, result.status());
@@ -92,6 +98,10 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   record_job_metric(*s.store, a.job, a.index, "samples_per_second", result->samples_per_second / world);
   record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
   if (a.index != 0) return {};
+  if (saves) {
+    TROUPE_RETURN_IF_ERROR(save_trained_model(spec.train, s.train(), trained_params, *result));
+    spdlog::info("model written to {}", spec.train.save_path);
+  }
   TROUPE_RETURN_IF_ERROR(trained.durable_through(result->steps).with_context("recording the trained steps"));
   nlohmann::json summary = sync_summary(*result, spec, a.job, a.attempt, steps_per_epoch, world);
   summary["gpus_per_worker"] = spec.gpus_per_worker;

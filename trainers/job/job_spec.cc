@@ -238,8 +238,6 @@ Status validate(const JobSpec& s) {
   }
   if (s.strategy == "pipeline" && s.train.precision != DType::f32)
     return invalid_argument("--precision: pipeline stages compute in f32 for now");
-  if (s.gpus_per_worker > 0 && (!s.train.save_path.empty() || !s.train.init_from.empty()))
-    return invalid_argument("--save and --init-from train on CPU workers for now (drop --gpus-per-worker)");
   if ((s.strategy == "async" || s.strategy == "central") && s.train.precision == DType::f16) {
     return invalid_argument("--precision f16 needs dynamic loss scaling, which " + s.strategy +
                             " workers do not do yet; use --precision bf16 (f32's range, no scaling)");

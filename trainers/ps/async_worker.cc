@@ -104,10 +104,7 @@ Expected<TrainResult> train_ps_worker(const TrainOptions& o, const Dataset& trai
   auto result = run_worker_loop(device, where, o, train, test, feed, w, progress, &measured, final_params);
   if (!result.ok()) return result;
   if (saves) {
-    const int epochs_done = result->history.empty() ? 0 : result->history.back().epoch;
-    TROUPE_RETURN_IF_ERROR(save_model(o.save_path, setup->space, final_params->data(), o.save_dtype,
-                                      model_metadata(o, train.spec(), train.normalization, setup->model, result->steps, epochs_done, result->test_accuracy))
-                               .with_context("--save"));
+    TROUPE_RETURN_IF_ERROR(save_trained_model(o, train, setup->space, setup->model, final_params->data(), *result));
     spdlog::info("model written to {}", o.save_path);
   }
   if (report) *report = measured;
