@@ -25,6 +25,8 @@ class GptLayers final : public LayerModel {
   GptLayers(GptModel& model, int64_t seq) : model_(model), seq_(seq) {}
 
   std::vector<LayerInfo> layer_infos() const override;
+  // The layers run the model's own code, in its precision (GptModel::set_precision).
+  bool computes_in(DType p) const override { return p == model_.precision(); }
   Status forward_layer(int layer, const float* in, int64_t rows, const Parameters& params, float* out) override;
   Status backward_layer(int layer, const float* in, const float* out, float* dout, int64_t rows,
                         const Parameters& params, Gradients& grads, float* din) override;

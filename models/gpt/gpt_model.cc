@@ -12,29 +12,35 @@ namespace {
 namespace cpu = kernels::cpu;
 constexpr float kLnEps = 1e-5f;
 
-// y [rows x out] = x [rows x in] W [in x out] (+ y when accumulate).
-void linear(const float* x, const float* w, int64_t rows, int64_t in, int64_t out, float* y, bool accumulate = false) {
-  cpu::matmul(false, false, static_cast<int>(rows), static_cast<int>(out), static_cast<int>(in), 1.0f, x, w,
-              accumulate ? 1.0f : 0.0f, y);
-}
-// dW [in x out] += x^T dy; dx [rows x in] = dy W^T (when dx is not null).
-void linear_backward(const float* x, const float* w, const float* dy, int64_t rows, int64_t in, int64_t out, float* dw,
-                     float* dx) {
-  cpu::matmul(true, false, static_cast<int>(in), static_cast<int>(out), static_cast<int>(rows), 1.0f, x, dy, 1.0f, dw);
-  if (dx) cpu::matmul(false, true, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out), 1.0f, dy, w, 0.0f, dx);
+}  // namespace
+
+const float* GptModel::operand(const float* x, size_t n, std::vector<float>& buf) const {
+  if (precision_ == DType::f32) return x;
+  if (buf.size() < n) buf.resize(n);
+  cpu::round_to(precision_, x, buf.data(), n);
+  return buf.data();
 }
 
-// Backward of y = x W + b over `rows` rows: db and dW accumulated, then marked ready (the gradient
-// buckets may send them during backward); dx = dy W^T when dx is not null.
-void dense_backward(const float* x, const Parameters& params, Gradients& grads, const Param& w, const Param& b,
-                    const float* dy, int64_t rows, int64_t in, int64_t out, float* dx) {
+void GptModel::linear(const float* x, const float* w, int64_t rows, int64_t in, int64_t out, float* y,
+                      bool accumulate) const {
+  cpu::matmul(false, false, static_cast<int>(rows), static_cast<int>(out), static_cast<int>(in), 1.0f,
+              operand(x, static_cast<size_t>(rows * in), low_x_), operand(w, static_cast<size_t>(in * out), low_w_),
+              accumulate ? 1.0f : 0.0f, y);
+}
+
+void GptModel::dense_backward(const float* x, const Parameters& params, Gradients& grads, const Param& w,
+                              const Param& b, const float* dy, int64_t rows, int64_t in, int64_t out, float* dx) const {
   cpu::bias_grad_add(dy, rows, out, grads[b]);
-  linear_backward(x, params[w], dy, rows, in, out, grads[w], dx);
+  const float* g = operand(dy, static_cast<size_t>(rows * out), low_dy_);
+  // dW [in x out] += x^T dy; dx [rows x in] = dy W^T.
+  cpu::matmul(true, false, static_cast<int>(in), static_cast<int>(out), static_cast<int>(rows), 1.0f,
+              operand(x, static_cast<size_t>(rows * in), low_x_), g, 1.0f, grads[w]);
+  if (dx)
+    cpu::matmul(false, true, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out), 1.0f, g,
+                operand(params[w], static_cast<size_t>(in * out), low_w_), 0.0f, dx);
   grads.ready(b);
   grads.ready(w);
 }
-
-}  // namespace
 
 void GptModel::declare(ParameterSpace& space) {
   const int64_t D = c_.dim;
@@ -146,6 +152,7 @@ void GptModel::block_forward(int64_t l, const float* x, int64_t batch, int64_t s
                          a.ln1_rstd.data());
   linear(a.ln1.data(), params[p.attn_w], N, D, 3 * D, a.qkv.data());
   cpu::bias_act(a.qkv.data(), params[p.attn_b], static_cast<int>(N), static_cast<int>(3 * D), false);
+  if (precision_ != DType::f32) cpu::round_to(precision_, a.qkv.data(), a.qkv.data(), a.qkv.size());
   cpu::attention_forward(a.qkv.data(), shape, a.probs.data(), a.att.data());
   std::copy(x, x + N * D, a.mid.begin());
   linear(a.att.data(), params[p.proj_w], N, D, D, a.mid.data(), true);
@@ -208,8 +215,9 @@ void GptModel::head_forward(const float* x, int64_t N, const Parameters& params,
                             float* logits) const {
   const int64_t D = c_.dim, V = c_.vocab;
   cpu::layernorm_forward(x, params[lnf_g_], params[lnf_b_], N, D, kLnEps, lnf, mean, rstd);
-  cpu::matmul(false, true, static_cast<int>(N), static_cast<int>(V), static_cast<int>(D), 1.0f, lnf, params[head_], 0.0f,
-              logits);
+  cpu::matmul(false, true, static_cast<int>(N), static_cast<int>(V), static_cast<int>(D), 1.0f,
+              operand(lnf, static_cast<size_t>(N * D), low_x_), operand(params[head_], static_cast<size_t>(V * D), low_w_),
+              0.0f, logits);
 }
 
 void GptModel::head_backward(const float* x, const float* lnf, const float* mean, const float* rstd,
@@ -217,10 +225,11 @@ void GptModel::head_backward(const float* x, const float* lnf, const float* mean
   const int64_t D = c_.dim, V = c_.vocab;
   dln_.resize(static_cast<size_t>(N * D));
   // logits = lnf head^T.
-  cpu::matmul(false, false, static_cast<int>(N), static_cast<int>(D), static_cast<int>(V), 1.0f, dlogits, params[head_],
-              0.0f, dln_.data());
-  cpu::matmul(true, false, static_cast<int>(V), static_cast<int>(D), static_cast<int>(N), 1.0f, dlogits, lnf, 1.0f,
-              grads[head_]);
+  const float* g = operand(dlogits, static_cast<size_t>(N * V), low_dy_);
+  cpu::matmul(false, false, static_cast<int>(N), static_cast<int>(D), static_cast<int>(V), 1.0f, g,
+              operand(params[head_], static_cast<size_t>(V * D), low_w_), 0.0f, dln_.data());
+  cpu::matmul(true, false, static_cast<int>(V), static_cast<int>(D), static_cast<int>(N), 1.0f, g,
+              operand(lnf, static_cast<size_t>(N * D), low_x_), 1.0f, grads[head_]);
   if (!c_.tie) grads.ready(head_);
   cpu::layernorm_backward(dln_.data(), x, params[lnf_g_], mean, rstd, N, D, dx, grads[lnf_g_], grads[lnf_b_]);
   grads.ready(lnf_b_);

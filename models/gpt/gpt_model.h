@@ -13,6 +13,13 @@
 // Matrices start normal(0.02) (the residual projections 0.02 / sqrt(2 layers), GPT-2's scaling),
 // LayerNorm gains 1, biases 0. The runtime's AdamW decays the blocks of rank 2 (trainers/
 // optimizer.h): the matrices and the two embeddings, as GPT-2 and nanoGPT do.
+//
+// Precision (`--precision bf16|f16`, set_precision): as mixed-precision training does on GPUs, the
+// products run on rounded operands and accumulate in f32: both operands of every matrix product
+// (the four per block and the head's, forward and backward: activations, weights and the incoming
+// gradient) are rounded to the compute type, and so are q, k and v before the attention. The rest
+// stays f32: the parameters (master weights) and their gradients, the embeddings, LayerNorms,
+// softmax and GELU, the residual stream, the attention's scores and probabilities and the loss.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +35,9 @@ class GptModel {
  public:
   explicit GptModel(const GptConfig& c) : c_(c) {}
   const GptConfig& config() const { return c_; }
+  // f32 (the default), bf16 or f16: what the products round their operands to (above).
+  void set_precision(DType p) { precision_ = p; }
+  DType precision() const { return precision_; }
 
   void declare(ParameterSpace& space);
 
@@ -85,8 +95,19 @@ class GptModel {
 
  private:
   void resize(int64_t batch, int64_t seq);
+  // `x` (n floats) as a product reads it: itself in f32, else rounded into `buf`.
+  const float* operand(const float* x, size_t n, std::vector<float>& buf) const;
+  // y [rows x out] = x [rows x in] W [in x out] (+ y when accumulate).
+  void linear(const float* x, const float* w, int64_t rows, int64_t in, int64_t out, float* y,
+              bool accumulate = false) const;
+  // Backward of y = x W + b over `rows` rows: db and dW accumulated, then marked ready (the gradient
+  // buckets may send them during backward); dx = dy W^T when dx is not null.
+  void dense_backward(const float* x, const Parameters& params, Gradients& grads, const Param& w, const Param& b,
+                      const float* dy, int64_t rows, int64_t in, int64_t out, float* dx) const;
 
   GptConfig c_;
+  DType precision_ = DType::f32;
+  mutable std::vector<float> low_x_, low_w_, low_dy_;  // rounded operands (bf16 / f16)
   Param wte_, wpe_, lnf_g_, lnf_b_, head_;
   std::vector<BlockParams> blocks_;
   // The last forward's shapes and activations.

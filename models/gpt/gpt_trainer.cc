@@ -24,6 +24,7 @@ class GptTrainer final : public Trainer {
     auto config = GptConfig::from(ctx.config, seq, ctx.data.classes);
     if (!config.ok()) return config.status();
     model_ = std::make_unique<GptModel>(*config);
+    model_->set_precision(ctx.precision);
     model_->declare(space);
     layers_ = std::make_unique<GptLayers>(*model_, seq);  // tied: the head layer shares layer 0's wte
     return {};
@@ -50,6 +51,10 @@ class GptTrainer final : public Trainer {
     }
     return BatchStats{static_cast<float>(sum / static_cast<double>(batch.size)), -1};  // positions, not examples
   }
+
+  // bf16 / f16: the products' operands rounded, f32 elsewhere (gpt_model.h); the runtime keeps the
+  // master weights and scales the loss for f16 (Batch::loss_scale reaches backward).
+  bool supports_precision(DType) const override { return true; }
 
   std::string describe() const override { return model_ ? model_->config().describe() : std::string(); }
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "models/gpt/gpt_layers.h"
 #include "models/gpt/gpt_model.h"
 #include "tests/models/small_gpt.h"
 #include "tests/support/numeric_test_util.h"
@@ -101,4 +102,72 @@ TEST_CASE("gpt settings: heads must divide dim, the context must hold --seq-len,
   auto no_windows = config({}, 0, 20);
   REQUIRE_FALSE(no_windows.ok());
   CHECK(no_windows.status().message().find("give --seq-len") != std::string::npos);
+}
+
+// --precision bf16 / f16 (gpt_model.h): the products read rounded operands and accumulate in f32,
+// so the gradients are f32's to within the type's rounding — near (a few tenths of a percent for
+// bf16's 8 bits, less for f16's 11), not equal (the rounding happens) — and the model's layers
+// (gpt_layers.h), which `--shard parameters` runs, give the whole model's gradients in the same
+// precision, as LayerModel::computes_in promises.
+TEST_CASE("the gpt in bf16 and f16: gradients within the type's rounding of f32's, and its layers give the whole "
+          "model's", "[models][gpt][precision]") {
+  const DType precision = GENERATE(DType::bf16, DType::f16);
+  INFO(dtype_name(precision));
+  GptModel model(small_gpt(false));
+  ParameterSpace space;
+  model.declare(space);
+  REQUIRE(space.status().ok());
+  std::vector<float> params = random_floats(space.size(), 23, -0.5f, 0.5f);
+  const Parameters p(params.data(), params.size());
+  const int64_t batch = 2, seq = 5;
+  const std::vector<int32_t> tokens{0, 3, 6, 2, 2, 5, 1, 4, 0, 6};
+  const std::vector<int32_t> targets{3, 6, 2, 2, 1, 1, 4, 0, 6, 5};
+  auto whole = [&](DType type, float* loss) {
+    model.set_precision(type);
+    auto l = model.forward(tokens, targets.data(), batch, seq, p);
+    REQUIRE(l.ok());
+    *loss = *l;
+    std::vector<float> grads(space.size(), 0.0f);
+    Gradients g(grads.data(), grads.size());
+    model.backward(p, g, 1.0f);
+    return grads;
+  };
+  float loss32 = 0, loss_low = 0;
+  const std::vector<float> g32 = whole(DType::f32, &loss32), low = whole(precision, &loss_low);
+  const double diff = troupe::testing::relative_difference(low, g32);
+  INFO("relative difference of the gradients: " << diff << "; losses " << loss_low << " and " << loss32);
+  CHECK(diff > 1e-5);  // rounded
+  CHECK(diff < (precision == DType::bf16 ? 3e-2 : 4e-3));
+  CHECK(loss_low == Approx(loss32).epsilon(precision == DType::bf16 ? 1e-2 : 1e-3));
+  CHECK(loss_low != loss32);
+
+  // The same step through the layers, in the same precision.
+  troupe::models::GptLayers layers(model, seq);
+  model.set_precision(precision);
+  REQUIRE(layers.computes_in(precision));
+  REQUIRE_FALSE(layers.computes_in(DType::f32));
+  const std::vector<LayerInfo> info = layers.layer_infos();
+  const std::vector<float> ids(tokens.begin(), tokens.end());
+  std::vector<std::vector<float>> outs(info.size());
+  const float* in = ids.data();
+  for (size_t l = 0; l < info.size(); ++l) {
+    outs[l].resize(static_cast<size_t>(batch * info[l].out_features));
+    REQUIRE(layers.forward_layer_kept(static_cast<int>(l), 0, in, batch, p, outs[l].data()).ok());
+    in = outs[l].data();
+  }
+  std::vector<float> d(outs.back().size()), din;
+  auto stats = layers.output_loss(outs.back().data(), targets.data(), batch, d.data());
+  REQUIRE(stats.ok());
+  CHECK(stats->loss == Approx(loss_low).epsilon(1e-6));
+  std::vector<float> grads(space.size(), 0.0f);
+  Gradients g(grads.data(), grads.size());
+  for (int l = static_cast<int>(info.size()) - 1; l >= 0; --l) {
+    din.assign(l == 0 ? 0 : static_cast<size_t>(batch * info[static_cast<size_t>(l - 1)].out_features), 0.0f);
+    const float* layer_in = l == 0 ? ids.data() : outs[static_cast<size_t>(l - 1)].data();
+    REQUIRE(layers.backward_layer_kept(l, 0, layer_in, outs[static_cast<size_t>(l)].data(), d.data(), batch, p, g,
+                                       l == 0 ? nullptr : din.data())
+                .ok());
+    d.swap(din);
+  }
+  CHECK(troupe::testing::relative_difference(grads, low) < 1e-6);
 }

@@ -149,6 +149,34 @@ TEST_CASE("the gpt learns a Markov chain to within 0.05 nats of its entropy rate
   }
 }
 
+// --precision bf16 / f16 (the products' operands rounded, f32 master weights; f16 with the
+// runtime's loss scaling): the chain learned as in f32, to within a few hundredths of a nat.
+TEST_CASE("the gpt in bf16 and f16 learns the Markov chain as f32 does", "[models][gpt][train][precision]") {
+  const MarkovChain2 chain(16, 3, 5, 1);
+  const double rate = chain.entropy_rate();
+  troupe::testing::TempDir dir;
+  write_chain_streams(chain, dir);
+  TrainOptions o = gpt_job();
+  o.data = dir.path();
+  o.seq_len = 32;
+  o.epochs = 1;
+  auto f32 = train_local(o, {});
+  INFO(f32.status().to_string());
+  REQUIRE(f32.ok());
+  for (DType precision : {DType::bf16, DType::f16}) {
+    o.precision = precision;
+    auto low = train_local(o, {});
+    INFO(dtype_name(precision) << ": " << low.status().to_string());
+    REQUIRE(low.ok());
+    INFO(dtype_name(precision) << " validation loss " << low->test_loss << ", f32 " << f32->test_loss
+                               << ", entropy rate " << rate);
+    CHECK(low->precision == dtype_name(precision));
+    CHECK(low->test_loss == Approx(f32->test_loss).margin(0.03));
+    CHECK(low->test_loss < rate + 0.1);
+    CHECK(low->test_loss != f32->test_loss);  // it computed in the type
+  }
+}
+
 // An order-2 chain: the next token depends on the last two, so only a model whose attention finds
 // the previous position gets below H(next | last token) (2.5 nats here); the chain's rate is 0.97.
 // Each window's first target has one token of context, so the windowed floor is ~0.99 at --seq-len
