@@ -44,26 +44,6 @@ using namespace troupe::collectives;
 
 namespace {
 
-// Random byte tokens in windows of `seq` (trainers/token_windows.h's layout).
-Dataset byte_windows(int64_t windows, int64_t seq, uint64_t seed) {
-  Dataset d;
-  d.count = windows;
-  d.rows = 1;
-  d.cols = static_cast<int>(seq);
-  d.classes = 256;
-  d.target_width = seq;
-  d.schema = {FieldSpec{"tokens", ValueType::f32, ValueType::u8, {seq}, false},
-              FieldSpec{"targets", ValueType::i32, ValueType::u8, {seq}, true}};
-  std::mt19937_64 rng(seed);
-  std::vector<int> ids(static_cast<size_t>(windows * seq + 1));
-  for (int& id : ids) id = static_cast<int>(rng() % 256);
-  for (int64_t t = 0; t < windows * seq; ++t) {
-    d.images.push_back(static_cast<float>(ids[static_cast<size_t>(t)]));
-    d.labels.push_back(ids[static_cast<size_t>(t + 1)]);
-  }
-  return d;
-}
-
 struct RunResult {
   double step_seconds = 0;
   GradBucketStats buckets;  // rank 0's

@@ -1,12 +1,14 @@
 // bench_sync_buckets: step time of `sync` data-parallel training of the MLP (784-256-128-10, Adam,
-// one BLAS thread per replica) with the gradients all-reduced in one call after backward
-// (bucket 0) against buckets all-reduced by the comm thread while backward runs
-// (trainers/grad_buckets.h), for 2 and 4 replicas as threads of this process over shared memory
-// and over TCP loopback.
+// one BLAS thread per replica) or the gpt (`--model gpt`: random byte windows) with the gradients
+// all-reduced in one call after backward (bucket 0) against buckets all-reduced by the comm thread
+// while backward runs (trainers/grad_buckets.h), for 2 and 4 replicas as threads of this process
+// over shared memory (staged through the group's slots: "shm"; or with the gradients in the
+// group's zero-copy arena, as a sync job on one host keeps them: "arena") and over TCP loopback.
 //
 //   build/bin/bench_sync_buckets                                 # table for docs/benchmarks.md
 //   build/bin/bench_sync_buckets --replicas 4 --transports shm --buckets 0,65536,262144 --runs 7
 //   build/bin/bench_sync_buckets --transports tcp --replicas 2 --wires f32,bf16   # --grad-wire
+//   build/bin/bench_sync_buckets --model gpt --transports shm,arena --replicas 2 # the arena's gain
 //
 // Each job is one fresh group and one train_replica job per replica of --steps steps (training
 // time only (samples_per_second), evaluation excluded; the step time is the slowest replica's). Every
@@ -24,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <random>
 #include <thread>
 
@@ -37,6 +40,7 @@
 #include "collectives/tcp_transport.h"
 #include "kernels/cpu/blas_info.h"
 #include "trainers/trainer_driver.h"
+#include "trainers/trainer_setup.h"
 
 using namespace troupe;
 using namespace troupe::bench;
@@ -44,8 +48,10 @@ using namespace troupe::collectives;
 
 namespace {
 
-// One group of `n` transports of `kind` ("shm" or "tcp"), formed concurrently.
-Expected<std::vector<std::unique_ptr<Transport>>> make_group(const std::string& kind, int n, int generation) {
+// One group of `n` transports of `kind` ("shm", "arena": shm with `arena_bytes` per rank, or
+// "tcp"), formed concurrently.
+Expected<std::vector<std::unique_ptr<Transport>>> make_group(const std::string& kind, int n, int generation,
+                                                             size_t arena_bytes) {
   std::vector<std::unique_ptr<Transport>> transports(n);
   std::vector<Status> status(n);
   std::vector<TcpListener> listeners;
@@ -61,11 +67,12 @@ Expected<std::vector<std::unique_ptr<Transport>>> make_group(const std::string& 
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       Expected<std::unique_ptr<Transport>> t = unavailable("unknown transport " + kind);
-      if (kind == "shm") {
+      if (kind == "shm" || kind == "arena") {
         ShmGroupOptions s;
         s.name = "bench-buckets-" + std::to_string(::getpid()) + "." + std::to_string(generation);
         s.rank = r;
         s.size = n;
+        if (kind == "arena") s.shared_buffer_bytes = arena_bytes;
         t = connect_shm_group(s);
       } else if (kind == "tcp") {
         TcpGroupOptions o;
@@ -88,8 +95,8 @@ struct RunResult {
 };
 
 Expected<RunResult> run_once(const std::string& kind, int n, size_t bucket_bytes, DType wire, const TrainOptions& o,
-                             const Dataset& train, const Dataset& test, int generation) {
-  auto group = make_group(kind, n, generation);
+                             const Dataset& train, const Dataset& test, int generation, size_t arena_bytes) {
+  auto group = make_group(kind, n, generation, arena_bytes);
   if (!group.ok()) return group.status();
   std::vector<Status> status(n);
   std::vector<TrainResult> results(n);
@@ -141,7 +148,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536))->capture_default_str();
   app.add_option("--hidden", o.hidden, "Hidden layer sizes")->delimiter(',')->capture_default_str();
   app.add_option("--replicas", replica_counts, "Replica counts")->delimiter(',')->capture_default_str();
-  app.add_option("--transports", transports, "shm and/or tcp (loopback)")->delimiter(',')->capture_default_str();
+  app.add_option("--transports", transports, "shm (staged), arena (shm, gradients in its arena) and/or tcp (loopback)")
+      ->delimiter(',')->check(CLI::IsMember({"shm", "arena", "tcp"}))->capture_default_str();
+  std::string model = "mlp";
+  int64_t seq = 128, dim = 384, layers = 6, heads = 6;
+  app.add_option("--model", model, "mlp (--hidden), or gpt (--dim --layers --heads --seq-len; --batch-size in windows)")
+      ->check(CLI::IsMember({"mlp", "gpt"}))->capture_default_str();
+  app.add_option("--seq-len", seq, "gpt: tokens per window")->check(CLI::Range(2, 4096))->capture_default_str();
+  app.add_option("--dim", dim, "gpt: width")->check(CLI::Range(8, 8192))->capture_default_str();
+  app.add_option("--layers", layers, "gpt: blocks")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--heads", heads, "gpt: attention heads")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--buckets", buckets, "Bucket sizes in bytes; 0 = one all-reduce after backward")
       ->delimiter(',')->capture_default_str();
   app.add_option("--wires", wire_names, "Gradient wires (Replica::grad_wire): f32, bf16, f16")
@@ -155,18 +171,41 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
 
-  const Dataset train = synthetic_images(static_cast<int64_t>(o.batch_size) * (steps + 1), 1), test = synthetic_images(100, 2);
+  const bool gpt = model == "gpt";
+  if (gpt) {
+    o.model = "gpt";
+    o.seq_len = seq;
+    o.optimizer = "adamw";
+    o.lr = 3e-4f;
+    o.trainer_args = {"layers=" + std::to_string(layers), "heads=" + std::to_string(heads), "dim=" + std::to_string(dim)};
+  }
+  const int64_t examples = static_cast<int64_t>(o.batch_size) * (steps + 1);
+  const Dataset train = gpt ? byte_windows(examples, seq, 1) : synthetic_images(examples, 1);
+  const Dataset test = gpt ? byte_windows(2, seq, 2) : synthetic_images(100, 2);
+  auto setup = set_up_trainer(o, train.spec(), 0, 1);
+  if (!setup.ok()) {
+    std::fprintf(stderr, "error: %s\n", setup.status().to_string().c_str());
+    return 1;
+  }
+  const size_t arena_bytes = (setup->space.size() + 2) * sizeof(float);  // what train_replica asks for
   std::printf("# %s\n# %s, %u hardware threads; %s\n", command_line(argc, argv).c_str(), cpu_model().c_str(),
               std::thread::hardware_concurrency(), blas_description().c_str());
-  std::printf("# MLP 784-%s-10, adam, global batch %d, %lld steps per job, synthetic data, replicas are threads\n",
-              [&] {
-                std::string h;
-                for (int x : o.hidden) h += (h.empty() ? "" : "-") + std::to_string(x);
-                return h;
-              }().c_str(),
-              o.batch_size, static_cast<long long>(steps));
-  std::printf("%-5s %8s %5s %10s %7s %12s %8s %12s %12s %8s\n", "xport", "replicas", "wire", "bucket", "buckets",
-              "step ms", "ratio", "allreduce ms", "waited ms", "hidden");
+  if (gpt)
+    std::printf("# gpt L%lld H%lld D%lld T%lld V256 (%zu parameters), adamw, global batch %d windows, %lld steps per "
+                "job, random bytes, replicas are threads\n",
+                static_cast<long long>(layers), static_cast<long long>(heads), static_cast<long long>(dim),
+                static_cast<long long>(seq), setup->space.size(), o.batch_size, static_cast<long long>(steps));
+  else
+    std::printf("# MLP 784-%s-10, adam, global batch %d, %lld steps per job, synthetic data, replicas are threads\n",
+                [&] {
+                  std::string h;
+                  for (int x : o.hidden) h += (h.empty() ? "" : "-") + std::to_string(x);
+                  return h;
+                }().c_str(),
+                o.batch_size, static_cast<long long>(steps));
+  std::printf("%-5s %8s %5s %10s %7s %12s %8s %12s %12s %8s %8s\n", "xport", "replicas", "wire", "bucket", "buckets",
+              "step ms", "ratio", "allreduce ms", "waited ms", "hidden", "vs shm");
+  std::map<std::tuple<int, DType, size_t>, double> shm_step;  // the staged path's medians, for the arena's rows
   int generation = 0;
   for (const std::string& kind : transports)
     for (int n : replica_counts) {
@@ -176,7 +215,7 @@ int main(int argc, char** argv) {
         for (const auto& config : configs) {
           TrainOptions job = o;
           job.max_steps = round < 0 ? std::min<int64_t>(steps, 10) : steps;
-          auto res = run_once(kind, n, config.second, config.first, job, train, test, ++generation);
+          auto res = run_once(kind, n, config.second, config.first, job, train, test, ++generation, arena_bytes);
           if (!res.ok()) {
             std::fprintf(stderr, "error: %s, %d replicas, wire %s, bucket %zu: %s\n", kind.c_str(), n,
                          dtype_name(config.first), config.second, res.status().to_string().c_str());
@@ -208,13 +247,18 @@ int main(int argc, char** argv) {
           }
         }
         const int count = bytes == 0 ? 1 : static_cast<int>(timed[config].front().stats.buckets);
+        const auto key = std::make_tuple(n, wire, bytes);
+        if (kind == "shm") shm_step[key] = median(step);
+        const std::string vs_shm = kind == "arena" && shm_step.count(key)
+                                       ? std::to_string(median(step) / shm_step[key]).substr(0, 5) + "x"
+                                       : "-";
         if (comm.empty())
-          std::printf("%-5s %8d %5s %10zu %7d %12.3f %8.3f %12s %12s %8s\n", kind.c_str(), n, dtype_name(wire), bytes,
-                      count, median(step) * 1e3, median(step) / base, "-", "-", "-");
+          std::printf("%-5s %8d %5s %10zu %7d %12.3f %8.3f %12s %12s %8s %8s\n", kind.c_str(), n, dtype_name(wire),
+                      bytes, count, median(step) * 1e3, median(step) / base, "-", "-", "-", vs_shm.c_str());
         else
-          std::printf("%-5s %8d %5s %10zu %7d %12.3f %8.3f %12.3f %12.3f %7.0f%%\n", kind.c_str(), n, dtype_name(wire),
-                      bytes, count, median(step) * 1e3, median(step) / base, median(comm) * 1e3, median(wait) * 1e3,
-                      median(hidden) * 100);
+          std::printf("%-5s %8d %5s %10zu %7d %12.3f %8.3f %12.3f %12.3f %7.0f%% %8s\n", kind.c_str(), n,
+                      dtype_name(wire), bytes, count, median(step) * 1e3, median(step) / base, median(comm) * 1e3,
+                      median(wait) * 1e3, median(hidden) * 100, vs_shm.c_str());
       }
       std::fflush(stdout);
     }

@@ -138,6 +138,18 @@ Expected<std::unique_ptr<Segment>> Segment::join(const ShmGroupOptions& o) {
       ::shm_unlink(path.c_str());
       return st;
     }
+    // The arenas hold what ranks write every call (a sync job's gradients): their pages are reserved
+    // now, so a /dev/shm too small for them fails here, naming it, not with a SIGBUS mid-training.
+    if (arena > 0) {
+      const int e = ::posix_fallocate(fd, static_cast<off_t>(want.arenas), static_cast<off_t>(want.total - want.arenas));
+      if (e != 0 && e != EOPNOTSUPP && e != EINVAL) {
+        Status st = io_error(who + ": cannot reserve " + std::to_string(want.total - want.arenas) + " bytes of arenas in /dev/shm" +
+                             path + ": " + std::strerror(e) + "; free space in /dev/shm or lower shared_buffer_bytes");
+        ::close(fd);
+        ::shm_unlink(path.c_str());
+        return st;
+      }
+    }
     void* p = ::mmap(nullptr, want.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
     if (p == MAP_FAILED) {

@@ -141,12 +141,11 @@ Expected<TrainResult> train_with_trainer(const TrainOptions& o, const Dataset& t
 
 // Without buckets: the gradients and the two slots after them in one all-reduce, or in two when the
 // gradients travel compressed (the slots stay f32).
-static Status allreduce_unbucketed(std::vector<float>& grads, const Replica& replica,
+static Status allreduce_unbucketed(float* all, size_t count, const Replica& replica,
                                    collectives::CollectiveOptions co) {
   const auto avg = collectives::ReduceOp::avg;
-  float* all = grads.data();
-  if (replica.grad_wire == DType::f32) return replica.comm->allreduce(all, all, grads.size(), DType::f32, avg, co);
-  const size_t n = grads.size() - 2;
+  if (replica.grad_wire == DType::f32) return replica.comm->allreduce(all, all, count, DType::f32, avg, co);
+  const size_t n = count - 2;
   co.wire = replica.grad_wire;
   TROUPE_RETURN_IF_ERROR(replica.comm->allreduce(all, all, n, DType::f32, avg, co));
   co.wire = DType::f32;
@@ -243,10 +242,17 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // all-reduce, so a step costs one collective.
   // (sharded: the gradients live in the ShardedState's page buffer, the slots apart)
   // (--shard parameters: the parameters too, of which this replica holds its chunks of each layer)
-  std::vector<float> params(layered ? 0 : space.size()), grads(zero ? 0 : space.size() + 2);
+  // (plain sync over shared memory with an arena that large: the gradients and slots live in it,
+  // so every all-reduce reads and writes them in place, no copy in or out: Communicator::
+  // shared_buffer; the job's workers ask for the arena when /dev/shm has room, job_worker.cc)
+  const size_t grad_floats = zero ? 0 : space.size() + 2;
+  float* const arena =
+      grad_floats && replica.comm ? static_cast<float*>(replica.comm->shared_buffer(grad_floats * sizeof(float))) : nullptr;
+  std::vector<float> params(layered ? 0 : space.size()), grads(arena ? 0 : grad_floats);
+  float* const grad_store = arena ? arena : grads.data();
   float zero_slots[2] = {0, 0};
-  float* const grad = zero ? zero->grads() : grads.data();
-  float* const slots = zero ? zero_slots : grads.data() + space.size();
+  float* const grad = zero ? zero->grads() : grad_store;
+  float* const slots = zero ? zero_slots : grad_store + space.size();
   float* const param_data = layered ? zero->params() : params.data();
   if (layered) zero->init_params(space, o.seed); else init_parameters(space, o.seed, params.data());
   if (rank == 0 && !o.save_path.empty())  // a --save that cannot be written fails now, not after training
@@ -377,7 +383,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       }
       if (replica.steps) replica.steps->phase(StepPhase::forward_backward);  // step timeline
       // The API promises zeroed gradients.
-      if (zero) zero->zero_grads(); else std::fill(grads.begin(), grads.end(), 0.0f);
+      if (zero) zero->zero_grads(); else std::fill_n(grad_store, grad_floats, 0.0f);
       slots[0] = slots[1] = 0.0f;
       if (buckets) buckets->begin_step(grad, epoch, s + 1, weight);
       Batch whole = batch;
@@ -398,7 +404,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         slots[1] = static_cast<float>(stats->correct);
         Status st = buckets   ? buckets->finish_step(slots)
                     : layered ? replica.comm->allreduce(slots, slots, 2, DType::f32, collectives::ReduceOp::avg, sync)
-                              : allreduce_unbucketed(grads, replica, sync);
+                              : allreduce_unbucketed(grad_store, grad_floats, replica, sync);
         if (!st.ok()) return st.with_context(where + ": all-reducing gradients at epoch " + std::to_string(epoch) +
                                              ", step " + std::to_string(s + 1));
         stats->loss = slots[0];

@@ -48,6 +48,9 @@ TEST_CASE("submit: a sync job of 4 workers trains Fashion-MNIST to >= 0.885 and 
   CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
   REQUIRE(summary.at("worker_samples_per_second").size() == 4u);
   for (const Json& rate : summary.at("worker_samples_per_second")) CHECK(rate.get<double>() > 0);
+  // Workers on one node: shared memory, the gradients in the group's arena (all-reduced in place).
+  CHECK(summary.at("transport") == "shm");
+  CHECK(summary.at("gradients_in_arena") == true);
 
   // The cluster agrees: the job SUCCEEDED with its 4 actors, which all exited normally.
   Json view = c.status(50);

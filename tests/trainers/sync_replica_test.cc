@@ -16,6 +16,7 @@
 #include "collectives/shm_transport.h"
 #include "tests/trainers/blobs.h"
 #include "trainers/trainer_driver.h"
+#include "trainers/trainer_setup.h"
 #include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
@@ -183,6 +184,75 @@ TEST_CASE("sync: replicas over shared memory train blobs to the same accuracy on
     CHECK(run.results[r].history.back().train_loss == run.results[0].history.back().train_loss);
   }
   CHECK(run.results[0].test_accuracy > 0.9);
+}
+
+// A sync job on one host keeps its gradients in the shm group's arena (Communicator::
+// shared_buffer, asked for by job_worker.cc): the all-reduces read and write them in place. The
+// replicas end where the staged path's end, bit for bit, with buckets and with one all-reduce, and
+// the arena holds the last step's averaged gradients (nothing else writes it).
+TEST_CASE("sync: replicas over shared memory with an arena keep their gradients in it and end where the staged "
+          "path ends", "[sync][shm]") {
+  const Dataset train = blobs(800, 4, 6, 1), test = blobs(200, 4, 6, 2);
+  TrainOptions o = job();  // 36-256-128-4: 172 KB of gradients, above the 64 KiB the arena reduces in place
+  o.batch_size = 40;
+  o.epochs = 1;
+  auto setup = set_up_trainer(o, train.spec(), 0, 1);
+  REQUIRE(setup.ok());
+  const size_t bytes = (setup->space.size() + 2) * sizeof(float);
+  for (size_t bucket_bytes : {size_t{0}, kDefaultBucketBytes}) {
+    std::vector<float> staged_params;
+    for (bool arena : {false, true}) {
+      CAPTURE(bucket_bytes, arena);
+      std::vector<std::unique_ptr<Communicator>> comms(2);
+      std::vector<Status> status(2);
+      std::vector<std::vector<float>> params(2);
+      {
+        std::vector<std::thread> joins;
+        for (int r = 0; r < 2; ++r)
+          joins.emplace_back([&, r] {
+            ShmGroupOptions s;
+            s.name = "sync-arena-" + std::to_string(::getpid()) + (arena ? "-a" : "-s") + std::to_string(bucket_bytes);
+            s.rank = r;
+            s.size = 2;
+            s.timeout = std::chrono::seconds(20);
+            s.shared_buffer_bytes = arena ? bytes : 0;
+            auto t = connect_shm_group(s);
+            if (t.ok()) comms[r] = std::make_unique<Communicator>(std::move(*t)); else status[r] = t.status();
+          });
+        for (auto& t : joins) t.join();
+      }
+      for (auto& st : status) REQUIRE(st.ok());
+      {
+        std::vector<std::thread> runs;
+        for (int r = 0; r < 2; ++r)
+          runs.emplace_back([&, r] {
+            Replica replica;
+            replica.comm = comms[r].get();
+            replica.bucket_bytes = bucket_bytes;
+            auto res = train_replica(o, train, test, replica, {}, &params[r]);
+            if (!res.ok()) status[r] = res.status();
+          });
+        for (auto& t : runs) t.join();
+      }
+      for (int r = 0; r < 2; ++r) {
+        INFO("replica " << r << ": " << status[r].to_string());
+        REQUIRE(status[r].ok());
+        CHECK(params[r] == params[0]);
+      }
+      if (!arena) {
+        CHECK(comms[0]->shared_buffer(bytes) == nullptr);
+        staged_params = params[0];
+        continue;
+      }
+      CHECK(params[0] == staged_params);
+      const float* held = static_cast<const float*>(comms[0]->shared_buffer(bytes));
+      REQUIRE(held != nullptr);
+      size_t nonzero = 0;
+      for (size_t i = 0; i < setup->space.size(); ++i) nonzero += held[i] != 0.0f;
+      CHECK(nonzero > setup->space.size() / 2);  // the last step's gradients, in place
+      CHECK(held[setup->space.size()] > 0.0f);    // and its mean loss in the first slot after them
+    }
+  }
 }
 
 TEST_CASE("sync: a global batch that does not divide among the replicas is refused", "[sync][errors]") {

@@ -1,5 +1,7 @@
 #include "trainers/job/job_worker.h"
 
+#include <sys/statvfs.h>
+
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
@@ -15,9 +17,31 @@
 #include "trainers/job/step_timeline_publisher.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/trainer_driver.h"
+#include "trainers/trainer_setup.h"
 
 namespace troupe::job {
 namespace {
+
+// Plain sync replicas keep their gradients in the group's shared-memory arena (train_replica), so
+// the all-reduces copy nothing in or out; form_group makes one only when the group is shm (every
+// worker on this node). Asked for when the ranks' arenas together take at most a quarter of
+// /dev/shm (its size, the same for every rank on the node, so all ask alike); 0 otherwise (the
+// staged path), or when the trainer cannot be set up here (train_replica then says why).
+size_t gradient_arena_bytes(const JobSpec& spec, const Dataset& train, int rank, int world) {
+  auto setup = set_up_trainer(spec.train, train.spec(), rank, world);
+  if (!setup.ok()) return 0;
+  const size_t bytes = (setup->space.size() + 2) * sizeof(float);
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return 0;
+  const double shm = static_cast<double>(fs.f_blocks) * static_cast<double>(fs.f_frsize);
+  if (static_cast<double>(bytes) * world > shm / 4) {
+    if (rank == 0)
+      spdlog::info("gradients stay out of the shared-memory arena: {} ranks x {} bytes is over a quarter of /dev/shm "
+                   "({:.0f} MB)", world, bytes, shm / 1e6);
+    return 0;
+  }
+  return bytes;
+}
 
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
@@ -29,7 +53,10 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   if (world != shards && !spec.elastic)
     return invalid_argument("told to run with " + std::to_string(world) + " of " + std::to_string(shards) +
                             " workers, but the job is not elastic");
+  ShardStage shard = ShardStage::none;
+  parse_shard_stage(spec.shard, &shard);  // validated
   collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
+  if (shard == ShardStage::none && world > 1) go.shared_buffer_bytes = gradient_arena_bytes(spec, s.train(), a.index, world);
   auto tls = data_plane_tls(spec);
   if (!tls.ok()) return tls.status();
   go.tls = *tls;
@@ -39,8 +66,6 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
   // Where to start (the newest checkpoint after a restart) and, after one, undo the failed attempt.
-  ShardStage shard = ShardStage::none;
-  parse_shard_stage(spec.shard, &shard);  // validated
   // A sharded replica reads only its ranges of a checkpoint, in train_replica (Replica::resume_ranges).
   const bool sharded = shard != ShardStage::none;
   auto start =
@@ -112,6 +137,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   summary["shard"] = spec.shard;
   if (replica.shard != ShardStage::none) summary["sharded_state_bytes"] = shard_stats.total();
   summary["transport"] = (*comm)->transport().kind();
+  summary["gradients_in_arena"] = go.shared_buffer_bytes > 0 && (*comm)->shared_buffer(go.shared_buffer_bytes) != nullptr;
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();
   add_start_and_checkpoints(&summary, spec, a.job, *start, last_checkpoint, replica.checkpoints.dir);
