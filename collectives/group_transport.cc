@@ -88,7 +88,7 @@ Expected<std::unique_ptr<Transport>> connect_group_transport(const GroupOptions&
     shm.rank = local_rank;
     shm.size = local_size;
     shm.timeout = left_until(deadline);
-    shm.shared_buffer_bytes = o.shared_buffer_bytes;
+    shm.shared_buffer_bytes = *kind == "shm" ? o.shared_buffer_bytes : 0;  // a hierarchical group reads no arena
     shm.rank_labels = global_ranks;
     return connect_shm_group(shm);
   };

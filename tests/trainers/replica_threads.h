@@ -1,4 +1,5 @@
-// N sync replicas of one job, one thread each over an in-process group: what each ended with.
+// N sync replicas of one job, one thread each over an in-process group (or a shared-memory one):
+// what each ended with.
 #pragma once
 
 #include <functional>
@@ -8,7 +9,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <string>
+
+#include <unistd.h>
+
 #include "collectives/inproc_transport.h"
+#include "collectives/shm_transport.h"
 #include "tests/support/numeric_test_util.h"
 #include "trainers/trainer_driver.h"
 
@@ -37,10 +44,35 @@ struct ReplicaThreads {
   }
 };
 
+// n transports of an in-process group, or with `shm` of a shared-memory one (its native
+// collectives: every element summed over the ranks in rank order, whichever the call).
+inline std::vector<std::unique_ptr<collectives::Transport>> replica_group(int n, bool shm) {
+  if (!shm) return collectives::make_inproc_group(n);
+  static std::atomic<int> groups{0};
+  const std::string name = "replicas-" + std::to_string(::getpid()) + "-" + std::to_string(groups++);
+  std::vector<std::unique_ptr<collectives::Transport>> out(n);
+  std::vector<Status> status(n);
+  std::vector<std::thread> joins;
+  for (int r = 0; r < n; ++r)
+    joins.emplace_back([&, r] {
+      collectives::ShmGroupOptions s;
+      s.name = name;
+      s.rank = r;
+      s.size = n;
+      s.timeout = std::chrono::seconds(20);
+      auto t = collectives::connect_shm_group(s);
+      if (t.ok()) out[r] = std::move(*t); else status[r] = t.status();
+    });
+  for (auto& t : joins) t.join();
+  for (const Status& st : status) REQUIRE(st.ok());
+  return out;
+}
+
 // `configure` sets up each replica (its comm is set already) and may change its options.
 inline ReplicaThreads run_replica_threads(int n, const TrainOptions& o, const Dataset& train, const Dataset& test,
-                                          const std::function<void(int, Replica&, TrainOptions&)>& configure) {
-  auto transports = collectives::make_inproc_group(n);
+                                          const std::function<void(int, Replica&, TrainOptions&)>& configure,
+                                          bool shm = false) {
+  auto transports = replica_group(n, shm);
   ReplicaThreads run;
   run.status.resize(n);
   run.params.resize(n);
@@ -65,11 +97,14 @@ inline ReplicaThreads run_replica_threads(int n, const TrainOptions& o, const Da
 
 // The replicas with --shard `stage` (none: plain sync) and gradient buckets of `bucket_bytes`.
 inline ReplicaThreads run_stage(int n, const TrainOptions& o, const Dataset& train, const Dataset& test,
-                                ShardStage stage, size_t bucket_bytes = kDefaultBucketBytes) {
-  return run_replica_threads(n, o, train, test, [&](int, Replica& r, TrainOptions&) {
-    r.shard = stage;
-    r.bucket_bytes = bucket_bytes;
-  });
+                                ShardStage stage, size_t bucket_bytes = kDefaultBucketBytes, bool shm = false) {
+  return run_replica_threads(
+      n, o, train, test,
+      [&](int, Replica& r, TrainOptions&) {
+        r.shard = stage;
+        r.bucket_bytes = bucket_bytes;
+      },
+      shm);
 }
 
 // Plain sync replicas (buckets of `plain_bucket_bytes`) and the same job's under --shard `stage`
@@ -78,11 +113,12 @@ inline ReplicaThreads run_stage(int n, const TrainOptions& o, const Dataset& tra
 inline std::pair<ReplicaThreads, ReplicaThreads> check_sharded_matches_plain(int n, const TrainOptions& o,
                                                                              const Dataset& train, const Dataset& test,
                                                                              ShardStage stage,
-                                                                             size_t plain_bucket_bytes) {
-  auto plain = run_stage(n, o, train, test, ShardStage::none, plain_bucket_bytes);
+                                                                             size_t plain_bucket_bytes,
+                                                                             bool shm = false) {
+  auto plain = run_stage(n, o, train, test, ShardStage::none, plain_bucket_bytes, shm);
   INFO(plain.errors());
   REQUIRE(plain.all_ok());
-  auto sharded = run_stage(n, o, train, test, stage);
+  auto sharded = run_stage(n, o, train, test, stage, kDefaultBucketBytes, shm);
   INFO(n << " replicas, --shard " << shard_stage_name(stage) << "\n" << sharded.errors());
   REQUIRE(sharded.all_ok());
   CHECK(sharded.identical());
