@@ -12,6 +12,7 @@
 #include "trainers/data/shard_ledger.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/trainer_driver.h"
+#include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
 
 using namespace troupe;
@@ -121,4 +122,37 @@ TEST_CASE("elastic sync data: 3 or 2 workers on 4 ledger shards hold the paramet
     INFO("3 workers, --shard " << shard_stage_name(stage) << ": relative difference " << sharded);
     CHECK(sharded <= 1e-5);
   }
+}
+
+// The gpt (token windows: a window's T next tokens its target) as an elastic job runs it: 3 and 2
+// workers on the ledger's 4 shards, their windows weighted by their rows, hold the 4 workers'
+// parameters, plain and with the optimizer state sharded (adamw with decay on matrices, clipping by
+// the whole model's norm: both must see the full batch's gradient).
+TEST_CASE("elastic sync data: the gpt at 3 and 2 workers on 4 ledger shards holds the parameters of 4 workers",
+          "[jobs][feed][elastic][equivalence][gpt]") {
+  const troupe::testing::MarkovChain2 chain(12, 3, 9);
+  const Dataset data = troupe::testing::token_window_dataset(chain.sample(48 * 8 * 20 + 1, 3), 8, 12);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  TrainOptions o;
+  o.model = "gpt";
+  o.trainer_args = {"layers=2", "heads=2", "dim=16"};
+  o.seq_len = 8;
+  o.batch_size = 48;  // 12 windows per ledger shard per step
+  o.epochs = 2;       // 40 steps
+  o.optimizer = "adamw";
+  o.lr = 0.003f;
+  o.weight_decay = 0.01f;
+  o.weight_decay_params = "matrices";
+  o.clip_grad_norm = 0.05f;
+  o.seed = 3;
+  const std::vector<float> full = train_elastic(o, data, test, 4, 4, 0);
+  for (int world : {3, 2}) {
+    const double diff = relative_difference(train_elastic(o, data, test, world, 4, kDefaultBucketBytes), full);
+    INFO(world << " workers: relative difference " << diff);
+    CHECK(diff <= 1e-5);
+  }
+  const double sharded =
+      relative_difference(train_elastic(o, data, test, 3, 4, kDefaultBucketBytes, ShardStage::optimizer), full);
+  INFO("3 workers, --shard optimizer: relative difference " << sharded);
+  CHECK(sharded <= 1e-5);
 }
