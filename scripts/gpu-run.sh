@@ -151,6 +151,17 @@ run_scaling() {
   tail -n 20 "$out/scaling.log" >> "$summary"
 }
 
+run_check() {  # tests, cli and cluster side by side, each lane bounded
+  timeout -k 5 250 bash -c 'run_tests 240' &
+  local tp=$!
+  timeout -k 5 250 bash -c 'run_cli 60' &
+  local cp=$!
+  timeout -k 5 250 bash -c 'run_cluster 75' &
+  local kp=$!
+  wait $tp $cp $kp
+  LD_LIBRARY_PATH=$libs timeout 20 troupe down > /dev/null 2>&1
+}
+
 export out libs summary models TROUPE_HOME
 TROUPE_HOME=${TROUPE_HOME:-$(mktemp -d /tmp/troupe-gpu.XXXXXX)}
 export -f note step predict_cpu run_tests run_cli run_cluster run_bench run_cnn run_scaling
@@ -162,31 +173,13 @@ case "$what" in
   bench) timeout -k 5 170 bash -c 'run_bench 40' ;;
   cnn) timeout -k 5 150 bash -c 'run_cnn 45' ;;
   scaling) timeout -k 5 290 bash -c 'run_scaling 280' ;;
-  check)
-    # the correctness lanes side by side, bounded (~250 s), no timings
-    timeout -k 5 250 bash -c 'run_tests 240' &
-    tp=$!
-    timeout -k 5 250 bash -c 'run_cli 60' &
-    cp=$!
-    timeout -k 5 250 bash -c 'run_cluster 75' &
-    kp=$!
-    wait $tp $cp $kp
-    LD_LIBRARY_PATH=$libs timeout 20 troupe down > /dev/null 2>&1
-    ;;
+  check) run_check ;;  # the correctness lanes side by side, bounded (~250 s), no timings
   session)
-    # correctness side by side, each lane bounded (~250 s in all), then the timings alone
-    timeout -k 5 250 bash -c 'run_tests 240' &
-    tp=$!
-    timeout -k 5 250 bash -c 'run_cli 60' &
-    cp=$!
-    timeout -k 5 250 bash -c 'run_cluster 75' &
-    kp=$!
-    wait $tp $cp $kp
-    LD_LIBRARY_PATH=$libs timeout 20 troupe down > /dev/null 2>&1
+    run_check  # correctness side by side (~250 s in all), then the timings alone
     timeout -k 5 170 bash -c 'run_bench 40'
     timeout -k 5 110 bash -c 'run_scaling 105'
     ;;
-  *) echo "usage: gpu-run.sh MODE... (tests cli cluster bench cnn scaling session)" >&2; exit 2 ;;
+  *) echo "usage: gpu-run.sh MODE... (tests cli cluster bench cnn scaling check session)" >&2; exit 2 ;;
 esac
 done
 cat "$summary"

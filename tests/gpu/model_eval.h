@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "trainers/model_file.h"
+#include "trainers/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::test {
@@ -34,6 +35,35 @@ inline double cpu_accuracy(const std::string& path, TrainOptions o, const Datase
   auto correct = count_correct(*setup->trainer, Parameters(params.data(), params.size()), test, 0, test.count);
   REQUIRE(correct.ok());
   return static_cast<double>(*correct) / static_cast<double>(test.count);
+}
+
+// A model trained on the CPU with `cpu` and saved under `name`, and its test accuracy there
+// (REQUIREd above 0.6: a model worth starting from).
+struct TrainedFile {
+  std::string path;
+  double accuracy = 0;
+};
+inline TrainedFile cpu_trained_file(TrainOptions cpu, const Dataset& train, const Dataset& test,
+                                    const std::string& name) {
+  cpu.device = Device::cpu();
+  cpu.save_path = model_path(name);
+  auto trained = train_with_trainer(cpu, train, test);
+  INFO(trained.status().to_string());
+  REQUIRE(trained.ok());
+  TrainedFile f{cpu.save_path, cpu_accuracy(cpu.save_path, cpu, test)};
+  REQUIRE(f.accuracy > 0.6);
+  return f;
+}
+
+// `o` starting from the model file at `path` and taking steps of a negligible size (sgd at 1e-7,
+// constant): a run that evaluates what it started from.
+inline TrainOptions negligible_steps_from(TrainOptions o, const std::string& path) {
+  o.init_from = path;
+  o.save_path.clear();
+  o.optimizer = "sgd";
+  o.lr = 1e-7f;
+  o.lr_schedule = "constant";
+  return o;
 }
 
 }  // namespace troupe::test

@@ -8,7 +8,6 @@
 #include "gpu_test_util.h"
 #include "model_eval.h"
 #include "trainers/cuda/cuda_trainer.h"
-#include "trainers/trainer_driver.h"
 
 namespace troupe {
 namespace {
@@ -62,30 +61,22 @@ TEST_CASE("GPU trainer --init-from starts from a CPU-trained model; a file of an
           "[gpu][model]") {
   const Dataset train = synthetic(1100, 6, 5, 41), test = synthetic(300, 6, 5, 42);
   TrainOptions cpu = small_mlp();
-  cpu.device = Device::cpu();
   cpu.epochs = 3;
-  cpu.save_path = model_path("cpu-trained.safetensors");
-  auto trained = train_with_trainer(cpu, train, test);
-  INFO(trained.status().to_string());
-  REQUIRE(trained.ok());
-  const double in_file = cpu_accuracy(cpu.save_path, cpu, test);
-  REQUIRE(in_file > 0.6);
+  const test::TrainedFile file = test::cpu_trained_file(cpu, train, test, "cpu-trained.safetensors");
 
   // One step at a negligible rate: the GPU evaluates what it started from.
-  TrainOptions g = small_mlp();
+  TrainOptions g = test::negligible_steps_from(small_mlp(), file.path);
   g.epochs = 1;
   g.max_steps = 1;
-  g.optimizer = "sgd";
-  g.lr = 1e-7f;
-  g.lr_schedule = "constant";
-  auto fresh = train_cuda(g, train, test);
+  TrainOptions seeded = g;
+  seeded.init_from.clear();
+  auto fresh = train_cuda(seeded, train, test);
   REQUIRE(fresh.ok());
-  g.init_from = cpu.save_path;
   auto from_file = train_cuda(g, train, test);
   INFO(from_file.status().to_string());
   REQUIRE(from_file.ok());
-  CHECK(from_file->test_accuracy == Approx(in_file).margin(2.5 / 300));
-  CHECK(fresh->test_accuracy < in_file - 0.2);  // the seeded start is not what the file holds
+  CHECK(from_file->test_accuracy == Approx(file.accuracy).margin(2.5 / 300));
+  CHECK(fresh->test_accuracy < file.accuracy - 0.2);  // the seeded start is not what the file holds
 
   TrainOptions other = g;
   other.hidden = {64};

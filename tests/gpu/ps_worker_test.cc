@@ -15,7 +15,6 @@
 #include "trainers/cuda_ps_worker.h"
 #include "trainers/ps/cpu_step_device.h"
 #include "trainers/ps/device_worker.h"
-#include "trainers/trainer_driver.h"
 
 namespace troupe {
 namespace {
@@ -154,20 +153,13 @@ TEST_CASE("GPU async workers: the servers start from --init-from and worker 0 --
   cpu.epochs = 3;
   cpu.batch_size = 64;
   cpu.seed = 7;
-  cpu.save_path = test::model_path("async-init.safetensors");
-  auto trained = train_with_trainer(cpu, train, test);
-  INFO(trained.status().to_string());
-  REQUIRE(trained.ok());
-  const double in_file = test::cpu_accuracy(cpu.save_path, cpu, test);
-  REQUIRE(in_file > 0.6);
-  TrainOptions o = cpu;  // an epoch at a negligible rate: the model stays what the file holds
-  o.init_from = cpu.save_path;
+  const test::TrainedFile file = test::cpu_trained_file(cpu, train, test, "async-init.safetensors");
+  const double in_file = file.accuracy;
+  // An epoch at a negligible rate: the model stays what the file holds.
+  TrainOptions o = test::negligible_steps_from(cpu, file.path);
   o.save_path = test::model_path("async-saved.safetensors");
   std::filesystem::remove(o.save_path);
   o.epochs = 1;
-  o.optimizer = "sgd";
-  o.lr = 1e-7f;
-  o.lr_schedule = "constant";
   auto results = run_gpu_workers(2, 2, 1, o, train, test);
   for (int r = 0; r < 2; ++r) {
     INFO("worker " << r << ": " << results[r].status().to_string());

@@ -120,20 +120,12 @@ TEST_CASE("GPU sync replicas (two sharing a GPU) start from --init-from, a CPU-t
   cpu.hidden = {32, 16};
   cpu.epochs = 3;
   cpu.batch_size = 32;
-  cpu.save_path = test::model_path("replica-init.safetensors");
-  auto trained = train_with_trainer(cpu, train, test);
-  INFO(trained.status().to_string());
-  REQUIRE(trained.ok());
-  const double in_file = test::cpu_accuracy(cpu.save_path, cpu, test);
-  REQUIRE(in_file > 0.6);
-  TrainOptions o = cpu;  // one step at a negligible rate: the replicas evaluate what they started from
-  o.save_path.clear();
-  o.init_from = cpu.save_path;
+  const test::TrainedFile file = test::cpu_trained_file(cpu, train, test, "replica-init.safetensors");
+  const double in_file = file.accuracy;
+  // One step at a negligible rate: the replicas evaluate what they started from.
+  TrainOptions o = test::negligible_steps_from(cpu, file.path);
   o.epochs = 1;
   o.max_steps = 1;
-  o.optimizer = "sgd";
-  o.lr = 1e-7f;
-  o.lr_schedule = "constant";
   Run two = run_gpu_replicas(2, o, train, test);
   for (int r = 0; r < 2; ++r) {
     INFO("replica " << r << ": " << two.results[r].status().to_string());
