@@ -48,9 +48,6 @@ TEST_CASE("submit: a sync job of 4 workers trains Fashion-MNIST to >= 0.885 and 
   CHECK(summary.at("test_accuracy").get<double>() >= 0.885);
   REQUIRE(summary.at("worker_samples_per_second").size() == 4u);
   for (const Json& rate : summary.at("worker_samples_per_second")) CHECK(rate.get<double>() > 0);
-  // Workers on one node: shared memory, the gradients in the group's arena (all-reduced in place).
-  CHECK(summary.at("transport") == "shm");
-  CHECK(summary.at("gradients_in_arena") == true);
 
   // The cluster agrees: the job SUCCEEDED with its 4 actors, which all exited normally.
   Json view = c.status(50);
@@ -74,6 +71,19 @@ TEST_CASE("submit: a sync job of 4 workers trains Fashion-MNIST to >= 0.885 and 
   INFO(logs.both());
   CHECK(logs.exit_code == 0);
   for (int r = 0; r < 4; ++r) CHECK(logs.out.find("worker " + std::to_string(r) + ": sync training mlp") != std::string::npos);
+}
+
+TEST_CASE("submit: sync workers on one node all-reduce their gradients in place, in the shared-memory arena",
+          "[jobs][cluster][sync]") {
+  ClusterFixture c;
+  c.up("--nodes 0 --cpus 2");  // the head alone: both workers on one node
+  auto r = c.troupe("submit --strategy sync --workers 2 --epochs 1 --json --no-progress", 300);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  Json summary = Json::parse(r.last_line());
+  CHECK(summary.at("transport") == "shm");
+  CHECK(summary.at("gradients_in_arena") == true);
+  CHECK(summary.at("test_accuracy").get<double>() >= 0.8);  // about 0.84 after one epoch
 }
 
 TEST_CASE("submit: an async job (4 workers, 2 parameter servers) trains to >= 0.885 and records staleness",
