@@ -32,7 +32,6 @@ struct ModelSpec {
 // options.init_from (--init-from) `initial` is that model file's parameters instead, loaded as the
 // CPU trainer of the same name loads them (the GPU models use its flat layout), so a model trained
 // on CPUs goes on on a GPU and the other way round; load_model_into's errors.
-
 Expected<ModelSpec> cuda_model_spec(const TrainOptions& options, DataSpec data);
 
 // The mlp `layout` in options.precision (f32, bf16, or f16: the loss scaled on the device), starting

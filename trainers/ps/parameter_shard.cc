@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/ops.h"
+#include "trainers/grad_clip.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::ps {
@@ -29,9 +30,7 @@ Expected<ShardOptions> shard_options(const TrainOptions& o, PsMode mode, int wor
   so.mode = mode;
   so.workers = workers;
   so.staleness = staleness;
-  if (o.clip_grad_norm > 0)
-    return invalid_argument("--clip-grad-norm: not with the parameter-server strategies yet (the norm would span the "
-                            "shards); drop it, or train with the local or sync strategy");
+  so.clip_grad_norm = mode == PsMode::central ? o.clip_grad_norm : 0.0f;
   so.optimizer = optimizer_options(o);
   if (!parse_lr_schedule(o.lr_schedule, &so.schedule))
     return invalid_argument("unknown --lr-schedule '" + o.lr_schedule + "'");
@@ -57,6 +56,10 @@ Expected<std::unique_ptr<ParameterShard>> ParameterShard::create(int index, Shar
     return invalid_argument(what + " of " + std::to_string(o.shards) + " holding floats [" +
                             std::to_string(range.begin) + ", " + std::to_string(range.end) + ") of " +
                             std::to_string(o.total_floats) + ": the index or range is outside the job");
+  if (o.clip_grad_norm > 0 && (o.mode != PsMode::central || o.shards != 1))
+    return invalid_argument(what + ": --clip-grad-norm on the servers needs the whole model on one central shard (the "
+                            "norm would span " + std::to_string(o.shards) + " shards); async workers clip their own "
+                            "pushes");
   auto opt = make_optimizer(o.optimizer, range.size());
   if (!opt.ok()) return opt.status().with_context(what);
   return std::unique_ptr<ParameterShard>(new ParameterShard(index, range, std::move(initial), o, std::move(*opt)));
@@ -177,6 +180,7 @@ void ParameterShard::apply_central_if_complete() {
   for (size_t w = 0; w < clocks_.size(); ++w)
     if (states_[w] == WorkerState::live && clocks_[w] <= version_) return;  // a live worker has not pushed yet
   if (contributions_ > 1) kernels::cpu::scale(sum_.data(), sum_.size(), 1.0f / static_cast<float>(contributions_));
+  clip_grad_norm(sum_.data(), sum_.size(), options_.clip_grad_norm);  // the global batch's, as sync clips it
   apply(sum_.data());
   contributions_ = 0;
   checkpoint_if_due();

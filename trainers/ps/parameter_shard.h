@@ -89,12 +89,17 @@ struct ShardOptions {
   std::chrono::milliseconds wait_timeout{30000};  // the longest a pull waits for other workers
   int shards = 1;                      // the job's shard count and parameter count, told to
   size_t total_floats = 0;             //   clients so they can check the partition (0: range end)
+  // central, one shard (the whole model): the averaged gradient clipped to this L2 norm before it
+  // is applied (--clip-grad-norm; 0: none). Async workers clip each push themselves (worker_loop).
+  float clip_grad_norm = 0;
 };
 
 // The options of every shard of a job trained with `options` by `workers` workers, each taking
 // global batch / workers rows per step for `steps_per_epoch` steps an epoch (train rows / global
 // batch). The schedule runs over the updates the shard will apply: workers x steps (async) or
-// steps (central). invalid_argument for a bad optimizer or schedule.
+// steps (central). --clip-grad-norm is the central shard's (above); --weight-decay-params matrices
+// needs the shard's decay ranges, which make_job_shard fills (ps_job.h). invalid_argument for a bad
+// optimizer or schedule.
 Expected<ShardOptions> shard_options(const TrainOptions& options, PsMode mode, int workers, int64_t staleness,
                                      int64_t steps_per_epoch);
 

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "trainers/epoch_report.h"
+#include "trainers/grad_clip.h"
 #include "trainers/ps/worker_common.h"
 #include "trainers/step_timeline.h"
 
@@ -41,6 +42,10 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
     return st;
   };
   const size_t n = device.parameters();
+  // --clip-grad-norm, async: each push is an update of its own, clipped by its whole gradient's norm
+  // here (every block is on this worker); central: the servers clip the averaged gradient.
+  const bool clips = o.clip_grad_norm > 0 && client.mode() == PsMode::async;
+  std::vector<float> clipped;
   const int local_batch = o.batch_size / w.workers;
   TrainOptions mine = o;  // progress and epoch reports count this worker's rows per step
   mine.batch_size = local_batch;
@@ -62,7 +67,9 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
     if (fresh.values)
       std::copy(fresh.values, fresh.values + fresh.range.size(), device.pull_buffer(cur) + fresh.range.begin);
     TROUPE_RETURN_IF_ERROR(feed.rows_of(tag, &replay_rows));
-    return device.replay(cur, replay_rows.batch(train.features()), out);
+    TROUPE_RETURN_IF_ERROR(device.replay(cur, replay_rows.batch(train.features()), out));
+    if (clips) clip_grad_norm(out, n, o.clip_grad_norm);  // as the push it stands for was
+    return Status{};
   });
   struct ClearReplay {  // the function refers to this frame
     PsClient& c;
@@ -122,7 +129,13 @@ Expected<TrainResult> run_worker_loop(StepDevice& device, const std::string& whe
         return fail(nonfinite_loss(stats->loss, epoch, tally.steps + 1, steps_per_epoch, clock + 1, o.effective_lr()));
       if (w.steps) w.steps->phase(StepPhase::optimizer);  // the push: the servers apply it
       t0 = Clock::now();
-      Status pushed = client.push(clock, device.push_buffer(), *versions, tag);
+      const float* push = device.push_buffer();
+      if (clips) {  // the device's buffer is its own: clipped in a copy
+        clipped.assign(push, push + n);
+        clip_grad_norm(clipped.data(), n, o.clip_grad_norm);
+        push = clipped.data();
+      }
+      Status pushed = client.push(clock, push, *versions, tag);
       if (!pushed.ok()) return fail(pushed.with_context("worker " + std::to_string(w.rank) + at_step));
       m.push_ms += ms_since(t0);
       TROUPE_RETURN_IF_ERROR(fail(feed.trained()));
