@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <thread>
 
 #include "gcs/in_memory_store.h"
@@ -24,9 +25,18 @@ TEST_CASE("node stats: this process's CPU time, memory, descriptors, sockets and
   int pair[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
   volatile double sink = 0;
+  // Busy until the thread itself has run 0.3 s of CPU (not 0.3 s of wall time: on a loaded host a
+  // thread may get a fraction of a core), within a 20 s deadline.
   std::thread busy([&] {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-    while (std::chrono::steady_clock::now() < until) sink = sink + 1;
+    auto thread_cpu = [] {
+      timespec t{};
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+    };
+    const double start = thread_cpu();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (thread_cpu() - start < 0.3 && std::chrono::steady_clock::now() < deadline)
+      for (int i = 0; i < 10000; ++i) sink = sink + 1;
   });
   auto during = gcs::measure_this_process("aa");
   busy.join();

@@ -567,6 +567,34 @@ TEST_CASE("load_range reads a stage's own shard, load_ranges any ranges of the o
     CHECK(damaged.status().code() == Code::corrupt_data);
     CHECK_THAT(damaged.status().message(), Catch::Contains(last));
   }
+  SECTION("read_position: the step and epoch from the first shard's header, nothing else read or held") {
+    auto at = read_position(m);
+    REQUIRE(at.ok());
+    CHECK(at->step == 40);
+    CHECK(at->epoch == 2);
+    CHECK(at->epoch_step == 9);
+    CHECK(at->params.empty());
+    // The payload is not read: a damaged byte past the header goes unnoticed here (the replica's
+    // load_ranges verifies every shard it reads), a damaged header does not.
+    const std::string first = shard_path(m.dir, 0, 3);
+    std::string bytes = read_bytes(first);
+    bytes[bytes.size() - 20] ^= 4;
+    write_bytes(first, bytes);
+    CHECK(read_position(m).ok());
+    CHECK(load_ranges(m, 20, {{0, 20}}).status().code() == Code::corrupt_data);
+    bytes[2] ^= 1;  // the magic
+    write_bytes(first, bytes);
+    auto bad = read_position(m);
+    CHECK(bad.status().code() == Code::corrupt_data);
+    CHECK_THAT(bad.status().message(), Catch::Contains(first));
+    write_bytes(first, bytes.substr(0, 30));
+    CHECK_THAT(read_position(m).status().message(), Catch::Contains("truncated to 30 bytes"));
+    Manifest other = m;
+    other.step = 41;
+    bytes[2] ^= 1;
+    write_bytes(first, bytes);
+    CHECK_THAT(read_position(other).status().message(), Catch::Contains("says step 40"));
+  }
   SECTION("a range outside the model, or another model's size, is refused") {
     CHECK(load_range(m, 20, 15, 25, 2).status().code() == Code::invalid_argument);
     auto other_model = load_range(m, 30, 12, 20, 2);

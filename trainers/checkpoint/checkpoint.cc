@@ -167,6 +167,20 @@ Expected<TrainingState> load_ranges(const Manifest& m, size_t total_floats, cons
   return out;
 }
 
+Expected<TrainingState> read_position(const Manifest& m) {
+  if (m.shards.empty()) return corrupt_data("the checkpoint of step " + std::to_string(m.step) + " lists no shards");
+  auto h = read_shard_header(m.shards.front().path);
+  if (!h.ok()) return h.status();
+  if (h->step != m.step)
+    return corrupt_data("checkpoint shard " + m.shards.front().path + " says step " + std::to_string(h->step) +
+                        "; its manifest is the checkpoint of step " + std::to_string(m.step));
+  TrainingState out;
+  out.step = h->step;
+  out.epoch = h->epoch;
+  out.epoch_step = h->epoch_step;
+  return out;
+}
+
 Expected<TrainingState> load_ranges(const Manifest& m, size_t total_floats, const std::vector<Range>& ranges) {
   return load_ranges(m, total_floats, ranges, ranges);
 }

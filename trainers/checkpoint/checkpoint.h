@@ -62,6 +62,11 @@ Expected<TrainingState> load_checkpoint(const Manifest& manifest, size_t total_f
 // contents. Errors as load_checkpoint's, or take's.
 Status read_shards(const Manifest& manifest, size_t total_floats, const std::function<Status(ShardData& shard)>& take);
 
+// Where the checkpoint stands — its step, epoch and steps of that epoch, no parameters — from its
+// first shard's header alone (read_shard_header: unverified; whoever reads the payload later
+// verifies every shard it reads). corrupt_data when the shard's step is not the manifest's.
+Expected<TrainingState> read_position(const Manifest& manifest);
+
 // Ranges [begin, end) of a checkpoint of a `total_floats`-parameter model, in order and disjoint:
 // params and optimizer vectors hold the ranges' floats one after another (a sharded replica's
 // chunks). Every shard is verified, one at a time (read_shards): nothing but one shard and the

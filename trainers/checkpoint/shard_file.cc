@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -80,6 +81,41 @@ Expected<WrittenShard> write_shard_file(const std::string& path, const ShardData
 
   TROUPE_RETURN_IF_ERROR(write_file_durably(path, bytes, "checkpoint shard"));
   return WrittenShard{path, bytes.size(), xxh64_hex(bytes.data(), bytes.size())};
+}
+
+Expected<ShardHeader> read_shard_header(const std::string& path) {
+  auto corrupt = [&](const std::string& what) { return corrupt_data("checkpoint shard " + path + " is corrupt: " + what); };
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    const int e = errno;
+    if (e == ENOENT) return not_found("checkpoint shard " + path + " does not exist");
+    return io_error("cannot open checkpoint shard " + path + ": " + std::strerror(e));
+  }
+  char b[16 + kFixedHeader];
+  const size_t got = std::fread(b, 1, sizeof b, f);
+  std::fclose(f);
+  if (got != sizeof b) return corrupt("truncated to " + std::to_string(got) + " bytes");
+  if (std::memcmp(b, kMagic, sizeof kMagic) != 0) return corrupt("bad magic (not a troupe checkpoint shard)");
+  const char* p = b + 8;
+  const uint32_t version = get<uint32_t>(p);
+  if (version != 1 && version != kShardFormatVersion)
+    return corrupt("format version " + std::to_string(version) + "; this troupe reads versions 1 to " +
+                   std::to_string(kShardFormatVersion));
+  p += 4;  // the header's length
+  ShardHeader h;
+  h.step = get<int64_t>(p);
+  h.epoch = get<int64_t>(p);
+  h.epoch_step = get<int64_t>(p);
+  h.shard = get<int32_t>(p);
+  h.shards = get<int32_t>(p);
+  h.total_floats = get<uint64_t>(p);
+  h.begin = get<uint64_t>(p);
+  h.end = get<uint64_t>(p);
+  if (h.end < h.begin || h.end > h.total_floats || h.shard < 0 || h.shard >= h.shards)
+    return corrupt("header range [" + std::to_string(h.begin) + ", " + std::to_string(h.end) + ") of " +
+                   std::to_string(h.total_floats) + ", shard " + std::to_string(h.shard) + " of " +
+                   std::to_string(h.shards));
+  return h;
 }
 
 Expected<ShardData> read_shard_file(const std::string& path) {

@@ -66,6 +66,12 @@ Expected<WrittenShard> write_shard_file(const std::string& path, const ShardData
 // a header that contradicts itself, a checksum mismatch).
 Expected<ShardData> read_shard_file(const std::string& path);
 
+// The fixed part of a shard file's header (step, epoch, epoch_step, shard, range; not the tag),
+// read from its first bytes alone: magic, version and the range checked, the checksum NOT (that
+// needs the whole file) — for a reader that only needs where a checkpoint stands and reads the
+// payload, verified, later. Errors as read_shard_file's.
+Expected<ShardHeader> read_shard_header(const std::string& path);
+
 // The file still is what a manifest recorded: it exists, has `bytes` bytes and hashes to
 // `checksum`. not_found or corrupt_data naming the file and what differs.
 Status verify_shard_file(const std::string& path, uint64_t bytes, const std::string& checksum);

@@ -96,7 +96,7 @@ Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, c
   }
   TROUPE_RETURN_IF_ERROR(broadcast_start_choice(comm, &c, timeout));
   if (step_only)
-    return load_with(store, spec, job, c, [](const checkpoint::Manifest& m) { return checkpoint::load_ranges(m, 0, {}); });
+    return load_with(store, spec, job, c, [](const checkpoint::Manifest& m) { return checkpoint::read_position(m); });
   return load_start(store, spec, job, c);
 }
 

@@ -47,9 +47,10 @@ Expected<StartPoint> load_start(gcs::Store& store, const JobSpec& spec, const Jo
 Expected<StartPoint> load_start_range(gcs::Store& store, const JobSpec& spec, const JobId& job,
                                       const StartChoice& choice, size_t total, size_t begin, size_t end, int hint);
 
-// Step 1, on every rank (a collective: all ranks call it). `step_only`: the checkpoint verified but
-// only its step and epoch kept in state (params and optimizer empty: a sharded replica loads its
-// own ranges from the manifest later, never the whole model).
+// Step 1, on every rank (a collective: all ranks call it). `step_only`: only the checkpoint's step
+// and epoch in state, read from its first shard's header (checkpoint::read_position; params and
+// optimizer empty): a sharded replica loads its own ranges from the manifest later, every shard it
+// reads verified then, never the whole model, and the checkpoint is read once, not twice.
 Expected<StartPoint> agree_start_point(gcs::Store& store, const JobSpec& spec, const JobId& job,
                                        collectives::Communicator& comm, std::chrono::milliseconds timeout,
                                        bool step_only = false);
