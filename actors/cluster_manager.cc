@@ -365,13 +365,24 @@ Status ClusterManager::apply(NodeRecord node, const NodeTransition& t, int64_t n
   if (t.to == NodeState::dead) unswept_.insert(node.id);  // from here on its actors must be swept
 
   std::string message = label(node) + " is " + node_state_text(t.to) + ": " + t.reason;
-  if (t.to == NodeState::dead) message = label(node) + " died: " + t.reason;
+  // A dead node's actors are marked first and its own event comes after theirs, saying how many:
+  // one actor_died per actor would otherwise bury the node's death below the newest events (the
+  // dashboard's overview lists the last 10; a node may hold hundreds of actors). The event is
+  // recorded even when the sweep fails (the next tick sweeps the rest).
+  Status swept;
+  if (t.to == NodeState::dead) {
+    const int before = *actors_marked;
+    swept = sweep_actors(node, now_ms, actors_marked);
+    const int marked = *actors_marked - before;
+    message = label(node) + " died: " + t.reason +
+              (marked > 0 ? " (" + std::to_string(marked) + " actor" + (marked == 1 ? "" : "s") + " on it marked dead)"
+                          : "");
+  }
   if (t.to == NodeState::alive) spdlog::info("{}", message);
   else spdlog::warn("{}", message);
   TROUPE_RETURN_IF_ERROR(gcs::record_event(store_, {now_ms, event_kind(t.to), node.id.hex(), message})
                              .with_context("recording the event of " + label(node)));
-  if (t.to != NodeState::dead) return {};
-  return sweep_actors(node, now_ms, actors_marked);
+  return swept;
 }
 
 Status ClusterManager::sweep_actors(const NodeRecord& node, int64_t now_ms, int* actors_marked) {

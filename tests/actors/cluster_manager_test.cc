@@ -141,8 +141,13 @@ TEST_CASE("cluster manager: a silent node is SUSPECT, then DEAD, and its actors 
   }
   CHECK(head.actor(12).state == ActorState::alive);
   CHECK(head.node(2).state == NodeState::alive);
+  // The node's death comes after its actors' (newest first in the overview), counting them.
   CHECK(head.event_kinds() ==
-        std::vector<std::string>{"node_joined", "node_joined", "node_suspect", "node_died", "actor_died", "actor_died"});
+        std::vector<std::string>{"node_joined", "node_joined", "node_suspect", "actor_died", "actor_died", "node_died"});
+  auto newest = gcs::recent_events(head.store, 1);
+  REQUIRE(newest.ok());
+  CHECK(newest->at(0).message == "node " + node_id(1).short_hex() + " (worker1 10.0.0.1:7000) died: " +
+                                     dead.death_reason + " (2 actors on it marked dead)");
 
   // DEAD is final: later ticks change nothing, a heartbeat is refused, re-registering too.
   head.now += 10'000;
@@ -192,7 +197,7 @@ TEST_CASE("cluster manager: a lost connection kills the node and its actors at o
   CHECK(head.actor(10).state == ActorState::dead);
   CHECK(head.actor(10).death_reason.find("connection to node lost") != std::string::npos);
   REQUIRE(head.manager->on_connection_lost(node_id(1)).ok());  // again: nothing more happens
-  CHECK(head.event_kinds() == std::vector<std::string>{"node_joined", "node_died", "actor_died"});
+  CHECK(head.event_kinds() == std::vector<std::string>{"node_joined", "actor_died", "node_died"});
   CHECK(head.manager->on_connection_lost(node_id(9)).code() == Code::not_found);
 }
 
