@@ -83,6 +83,41 @@ Expected<WrittenShard> write_shard_file(const std::string& path, const ShardData
   return WrittenShard{path, bytes.size(), xxh64_hex(bytes.data(), bytes.size())};
 }
 
+namespace {
+
+// What is wrong with a shard file's first 16 bytes (magic, a version this troupe reads; "" when
+// nothing), its version into *version.
+std::string prologue_defect(const char* b, uint32_t* version) {
+  if (std::memcmp(b, kMagic, sizeof kMagic) != 0) return "bad magic (not a troupe checkpoint shard)";
+  const char* p = b + 8;
+  *version = get<uint32_t>(p);
+  if (*version != 1 && *version != kShardFormatVersion)
+    return "format version " + std::to_string(*version) + "; this troupe reads versions 1 to " +
+           std::to_string(kShardFormatVersion);
+  return "";
+}
+
+// The header's fixed fields from step to end, at p (advanced past them).
+void get_position(const char*& p, ShardHeader* h) {
+  h->step = get<int64_t>(p);
+  h->epoch = get<int64_t>(p);
+  h->epoch_step = get<int64_t>(p);
+  h->shard = get<int32_t>(p);
+  h->shards = get<int32_t>(p);
+  h->total_floats = get<uint64_t>(p);
+  h->begin = get<uint64_t>(p);
+  h->end = get<uint64_t>(p);
+}
+
+// What is wrong with the header's range and shard number ("" when nothing).
+std::string range_defect(const ShardHeader& h) {
+  if (h.end >= h.begin && h.end <= h.total_floats && h.shard >= 0 && h.shard < h.shards) return "";
+  return "header range [" + std::to_string(h.begin) + ", " + std::to_string(h.end) + ") of " +
+         std::to_string(h.total_floats) + ", shard " + std::to_string(h.shard) + " of " + std::to_string(h.shards);
+}
+
+}  // namespace
+
 Expected<ShardHeader> read_shard_header(const std::string& path) {
   auto corrupt = [&](const std::string& what) { return corrupt_data("checkpoint shard " + path + " is corrupt: " + what); };
   std::FILE* f = std::fopen(path.c_str(), "rb");
@@ -95,26 +130,12 @@ Expected<ShardHeader> read_shard_header(const std::string& path) {
   const size_t got = std::fread(b, 1, sizeof b, f);
   std::fclose(f);
   if (got != sizeof b) return corrupt("truncated to " + std::to_string(got) + " bytes");
-  if (std::memcmp(b, kMagic, sizeof kMagic) != 0) return corrupt("bad magic (not a troupe checkpoint shard)");
-  const char* p = b + 8;
-  const uint32_t version = get<uint32_t>(p);
-  if (version != 1 && version != kShardFormatVersion)
-    return corrupt("format version " + std::to_string(version) + "; this troupe reads versions 1 to " +
-                   std::to_string(kShardFormatVersion));
-  p += 4;  // the header's length
+  uint32_t version = 0;
+  if (std::string defect = prologue_defect(b, &version); !defect.empty()) return corrupt(defect);
+  const char* p = b + 16;  // past magic, version and the header's length
   ShardHeader h;
-  h.step = get<int64_t>(p);
-  h.epoch = get<int64_t>(p);
-  h.epoch_step = get<int64_t>(p);
-  h.shard = get<int32_t>(p);
-  h.shards = get<int32_t>(p);
-  h.total_floats = get<uint64_t>(p);
-  h.begin = get<uint64_t>(p);
-  h.end = get<uint64_t>(p);
-  if (h.end < h.begin || h.end > h.total_floats || h.shard < 0 || h.shard >= h.shards)
-    return corrupt("header range [" + std::to_string(h.begin) + ", " + std::to_string(h.end) + ") of " +
-                   std::to_string(h.total_floats) + ", shard " + std::to_string(h.shard) + " of " +
-                   std::to_string(h.shards));
+  get_position(p, &h);
+  if (std::string defect = range_defect(h); !defect.empty()) return corrupt(defect);
   return h;
 }
 
@@ -124,13 +145,9 @@ Expected<ShardData> read_shard_file(const std::string& path) {
   const std::string& b = *file;
   auto corrupt = [&](const std::string& what) { return corrupt_data("checkpoint shard " + path + " is corrupt: " + what); };
   if (b.size() < 16 + kFixedHeader + 8) return corrupt("truncated to " + std::to_string(b.size()) + " bytes");
-  if (std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) return corrupt("bad magic (not a troupe checkpoint shard)");
-  const char* p = b.data() + 8;
-  const uint32_t version = get<uint32_t>(p);
-  if (version != 1 && version != kShardFormatVersion) {
-    return corrupt("format version " + std::to_string(version) + "; this troupe reads versions 1 to " +
-                   std::to_string(kShardFormatVersion));
-  }
+  uint32_t version = 0;
+  if (std::string defect = prologue_defect(b.data(), &version); !defect.empty()) return corrupt(defect);
+  const char* p = b.data() + 12;
   const uint32_t header_bytes = get<uint32_t>(p);
   // The checksum first: after it every field is what the writer wrote.
   uint64_t stored;
@@ -144,14 +161,7 @@ Expected<ShardData> read_shard_file(const std::string& path) {
   }
   ShardData d;
   ShardHeader& h = d.header;
-  h.step = get<int64_t>(p);
-  h.epoch = get<int64_t>(p);
-  h.epoch_step = get<int64_t>(p);
-  h.shard = get<int32_t>(p);
-  h.shards = get<int32_t>(p);
-  h.total_floats = get<uint64_t>(p);
-  h.begin = get<uint64_t>(p);
-  h.end = get<uint64_t>(p);
+  get_position(p, &h);
   d.optimizer.steps = get<int64_t>(p);
   const uint32_t vectors = get<uint32_t>(p), name_len = get<uint32_t>(p), tag_len = get<uint32_t>(p);
   if (kFixedHeader + name_len + tag_len != header_bytes) return corrupt("header lengths disagree");
@@ -159,11 +169,8 @@ Expected<ShardData> read_shard_file(const std::string& path) {
   p += name_len;
   h.tag.assign(p, tag_len);
   p += tag_len;
-  if (h.end < h.begin || h.end > h.total_floats || h.shard < 0 || h.shard >= h.shards || vectors > 8) {
-    return corrupt("header range [" + std::to_string(h.begin) + ", " + std::to_string(h.end) + ") of " +
-                   std::to_string(h.total_floats) + ", shard " + std::to_string(h.shard) + " of " +
-                   std::to_string(h.shards));
-  }
+  if (std::string defect = range_defect(h); !defect.empty()) return corrupt(defect);
+  if (vectors > 8) return corrupt(std::to_string(vectors) + " optimizer state vectors (at most 8)");
   const uint64_t n = h.end - h.begin;
   if (n > b.size() / sizeof(float) / (1 + vectors))  // (and the sums below cannot wrap)
     return corrupt("a range of " + std::to_string(n) + " floats in " + std::to_string(b.size()) + " bytes");
