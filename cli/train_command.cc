@@ -18,7 +18,6 @@
 #include "trainers/pipeline/local_pipeline.h"
 #include "trainers/pipeline/schedule.h"
 #include "trainers/trainer_library.h"
-#include "trainers/trainer_setup.h"
 
 namespace troupe::cli {
 
@@ -74,13 +73,8 @@ Runner add_train_command(CLI::App& app, GlobalOptions& global) {
         result = run->train;
         stages = run->stages;
         if (!o.save_path.empty()) {  // --save: the stages' parameters, assembled, under the trainer's blocks
-          auto setup = set_up_trainer(o, data->train->spec(), 0, 1);
-          const int epochs_done = run->train.history.empty() ? 0 : run->train.history.back().epoch;
-          Status saved = setup.ok() ? save_model(o.save_path, setup->space, run->params.data(), o.save_dtype,
-                                                 model_metadata(o, data->train->spec(), data->train->normalization, setup->model, run->train.steps, epochs_done,
-                                                                run->train.test_accuracy))
-                                    : setup.status();
-          if (!saved.ok()) result = saved.with_context("--save");
+          Status saved = save_trained_model(o, *data->train, run->params, run->train);
+          if (!saved.ok()) result = saved;
         }
       } else {
         result = run.status();

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "trainers/model_file.h"
-#include "trainers/trainer_setup.h"
 
 namespace troupe::job {
 
@@ -42,16 +41,7 @@ Status save_pipeline_model(const JobSetup& s, const pipeline::StageResult& resul
   }
   if (!writer) return {};
   const TrainOptions& o = s.spec.train;
-  auto setup = set_up_trainer(o, s.train().spec(), 0, 1);
-  if (!setup.ok()) return setup.status().with_context("--save");
-  if (setup->space.size() != total)
-    return internal_error("--save: the stages hold " + std::to_string(total) + " parameters, trainer '" + o.model +
-                          "' declares " + std::to_string(setup->space.size()));
-  const TrainResult& t = result.train;
-  const int epochs_done = t.history.empty() ? 0 : t.history.back().epoch;
-  TROUPE_RETURN_IF_ERROR(save_model(o.save_path, setup->space, params.data(), o.save_dtype,
-                                    model_metadata(o, s.train().spec(), s.train().normalization, setup->model, t.steps, epochs_done, t.test_accuracy))
-                             .with_context("--save"));
+  TROUPE_RETURN_IF_ERROR(save_trained_model(o, s.train(), params, result.train));
   spdlog::info("model written to {}", o.save_path);
   return {};
 }

@@ -56,10 +56,11 @@ Expected<std::unique_ptr<ParameterShard>> ParameterShard::create(int index, Shar
     return invalid_argument(what + " of " + std::to_string(o.shards) + " holding floats [" +
                             std::to_string(range.begin) + ", " + std::to_string(range.end) + ") of " +
                             std::to_string(o.total_floats) + ": the index or range is outside the job");
-  if (o.clip_grad_norm > 0 && (o.mode != PsMode::central || o.shards != 1))
-    return invalid_argument(what + ": --clip-grad-norm on the servers needs the whole model on one central shard (the "
-                            "norm would span " + std::to_string(o.shards) + " shards); async workers clip their own "
-                            "pushes");
+  if (o.clip_grad_norm > 0 && o.mode != PsMode::central)
+    return invalid_argument(what + ": --clip-grad-norm on an async shard: async workers clip their own pushes");
+  if (o.clip_grad_norm > 0 && o.shards != 1)
+    return invalid_argument(what + ": --clip-grad-norm with " + std::to_string(o.shards) + " central parameter "
+                            "servers: the norm of the averaged gradient would span them; use one");
   auto opt = make_optimizer(o.optimizer, range.size());
   if (!opt.ok()) return opt.status().with_context(what);
   return std::unique_ptr<ParameterShard>(new ParameterShard(index, range, std::move(initial), o, std::move(*opt)));

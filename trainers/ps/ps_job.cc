@@ -36,9 +36,6 @@ Expected<std::unique_ptr<ParameterShard>> make_job_shard(const TrainOptions& o, 
   so->wait_timeout = shape.wait_timeout;
   so->shards = shape.shards;
   so->total_floats = setup->space.size();
-  if (o.clip_grad_norm > 0 && shape.mode == PsMode::central && shape.shards != 1)
-    return invalid_argument("--clip-grad-norm with " + std::to_string(shape.shards) + " central parameter servers: "
-                            "the norm of the averaged gradient would span them; use one");
   // --weight-decay-params matrices: this shard's part of the model's matrices, from its range's start.
   for (const auto& [begin, end] : matrix_ranges(setup->space)) {
     const size_t b = std::max(begin, range.begin), e = std::min(end, range.end);
