@@ -68,6 +68,10 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help
   cmd->add_option("--epochs", o.epochs, "Passes over the training set")->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--batch-size", o.batch_size, batch_help)->check(CLI::Range(1, 65536))->capture_default_str();
+  cmd->add_option("--last-batch", o.last_batch,
+                  "An epoch's remainder: drop it, or pad (one short last step over exactly those examples; sync "
+                  "replicas without rows join with zero weight). Default: drop (async: its workers' short batches)")
+      ->check(CLI::IsMember({"drop", "pad"}));
   cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
   cmd->add_option("--lr", o.lr, "Peak learning rate (default: sgd 0.05, adam/adamw 0.002)")

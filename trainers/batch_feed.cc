@@ -3,15 +3,17 @@
 #include <algorithm>
 
 #include "trainers/local_trainer.h"
+#include "trainers/train_options.h"
 
 namespace troupe {
 
-SliceFeed::SliceFeed(const Dataset& data, uint64_t seed, int64_t global_batch, int rank, int replicas)
+SliceFeed::SliceFeed(const Dataset& data, uint64_t seed, int64_t global_batch, int rank, int replicas, bool pad)
     : data_(data),
       seed_(seed),
       global_batch_(global_batch),
       local_batch_(replicas > 0 ? global_batch / replicas : 0),
-      steps_(global_batch > 0 ? data.count / global_batch : 0),
+      steps_(epoch_steps(data.count, global_batch, pad)),
+      pad_(pad),
       rank_(rank),
       x_(static_cast<size_t>(local_batch_) * data.features()),
       y_(data.classifies() ? static_cast<size_t>(local_batch_ * data.target_width) : 0),
@@ -27,14 +29,21 @@ Status SliceFeed::begin_epoch(int epoch) {
 
 Expected<bool> SliceFeed::next(Batch* out) {
   if (step_ >= steps_ || order_.empty()) return false;
+  // This replica's rows of the step's global batch (fewer, or none, at a padded last step).
+  const int64_t rows = std::clamp<int64_t>(
+      step_examples(data_.count, global_batch_, pad_, step_) - rank_ * local_batch_, 0, local_batch_);
+  if (rows == 0) {
+    ++step_;
+    return false;
+  }
   const int64_t features = data_.features(), w = data_.target_width;
-  for (int64_t r = 0; r < local_batch_; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const int32_t idx = order_[static_cast<size_t>(step_ * global_batch_ + rank_ * local_batch_ + r)];
     copy_example(data_, idx, x_.data() + r * features, y_.data() + r * w, t_.data() + r * w);
     if (transform_) transform_(epoch_, idx, x_.data() + r * features);
   }
   ++step_;
-  *out = Batch{x_.data(), data_.classifies() ? y_.data() : nullptr, local_batch_, features};
+  *out = Batch{x_.data(), data_.classifies() ? y_.data() : nullptr, rows, features};
   out->targets = data_.classifies() ? nullptr : t_.data();
   out->target_width = w;
   fields_.bind(spec_, out);

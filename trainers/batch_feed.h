@@ -122,10 +122,12 @@ class BatchFeed {
 
 // Replica `rank` of `replicas`: rows [rank * b, (rank + 1) * b) of every global batch of
 // `global_batch` examples (b = global_batch / replicas) of epoch_permutation(seed, epoch); the last
-// partial global batch is dropped. The dataset must outlive the feed.
+// partial global batch is dropped, or with `pad` (--last-batch pad) its rows are the last step's:
+// this replica's part of them, which may be short or empty (next() then returns false). The dataset
+// must outlive the feed.
 class SliceFeed final : public BatchFeed {
  public:
-  SliceFeed(const Dataset& data, uint64_t seed, int64_t global_batch, int rank, int replicas);
+  SliceFeed(const Dataset& data, uint64_t seed, int64_t global_batch, int rank, int replicas, bool pad = false);
   Status begin_epoch(int epoch) override;
   Expected<bool> next(Batch* out) override;
 
@@ -135,6 +137,7 @@ class SliceFeed final : public BatchFeed {
   const Dataset& data_;
   uint64_t seed_;
   int64_t global_batch_, local_batch_, steps_;
+  bool pad_;
   int rank_;
   std::vector<int32_t> order_;
   int64_t step_ = 0;

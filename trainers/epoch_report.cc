@@ -15,9 +15,9 @@ TrainProgress step_progress(const TrainOptions& o, int epoch, int64_t steps_per_
   p.epochs = o.epochs;
   p.step = tally.steps;
   p.steps_per_epoch = steps_per_epoch;
-  p.loss = tally.steps ? tally.loss_sum / tally.steps : 0;
+  p.loss = tally.steps ? tally.mean_loss() : 0;
   if (epoch_seconds > 0 && tally.steps > 0) {
-    p.samples_per_second = tally.steps * o.batch_size / epoch_seconds;
+    p.samples_per_second = tally.examples_or(o.batch_size) / epoch_seconds;
     p.eta_seconds = static_cast<double>(steps_left) * epoch_seconds / tally.steps;
   }
   return p;
@@ -26,10 +26,11 @@ TrainProgress step_progress(const TrainOptions& o, int epoch, int64_t steps_per_
 EpochStats epoch_stats(int epoch, const EpochTally& tally, int batch_size, double seconds) {
   EpochStats es;
   es.epoch = epoch;
-  es.train_loss = tally.loss_sum / std::max<int64_t>(tally.steps, 1);
-  es.train_accuracy = static_cast<double>(tally.correct) / std::max<int64_t>(tally.steps * batch_size, 1);
+  es.train_loss = tally.mean_loss();
+  const int64_t examples = tally.examples_or(batch_size);
+  es.train_accuracy = static_cast<double>(tally.correct) / static_cast<double>(std::max<int64_t>(examples, 1));
   es.seconds = seconds;
-  es.samples_per_second = seconds > 0 ? tally.steps * batch_size / seconds : 0;
+  es.samples_per_second = seconds > 0 ? examples / seconds : 0;
   return es;
 }
 

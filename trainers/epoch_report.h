@@ -3,6 +3,7 @@
 // that stopped being finite. One place, so the trainers cannot drift apart.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -18,14 +19,22 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 struct EpochTally {
-  double loss_sum = 0;
+  double loss_sum = 0;   // of the steps' mean losses, each weighted by its examples when they are given
   int64_t correct = 0;
   int64_t steps = 0;
-  void add(float loss, int64_t step_correct) {
-    loss_sum += loss;
+  int64_t examples = 0;  // 0: every step a whole batch (the loop did not say)
+  // A step's mean loss and correct count; `step_examples` > 0: the examples it trained (a padded
+  // last step has fewer), so the epoch's mean loss, accuracy and samples/s count them.
+  void add(float loss, int64_t step_correct, int64_t step_examples = 0) {
+    loss_sum += step_examples > 0 ? static_cast<double>(loss) * step_examples : loss;
     correct += step_correct;
+    examples += step_examples;
     ++steps;
   }
+  double mean_loss() const {
+    return examples > 0 ? loss_sum / examples : loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));
+  }
+  int64_t examples_or(int batch_size) const { return examples > 0 ? examples : steps * batch_size; }
 };
 
 // A mid-epoch progress event after `tally.steps` steps of epoch `epoch` took `epoch_seconds`;

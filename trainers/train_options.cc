@@ -1,5 +1,6 @@
 #include "trainers/train_options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "trainers/trainer_registry.h"
@@ -70,7 +71,22 @@ Status TrainOptions::validate() const {
   if (accumulate > 1 && device.is_cuda())
     return invalid_argument("--accumulate runs on the CPU path only for now; drop it with --device " +
                             device.to_string());
+  if (!last_batch.empty() && last_batch != "drop" && last_batch != "pad")
+    return invalid_argument("--last-batch '" + last_batch + "' is not one of drop, pad");
+  if (pads_last_batch() && device.is_cuda())
+    return invalid_argument("--last-batch pad runs on the CPU path only for now (the GPU trainers train whole "
+                            "batches); drop it with --device " + device.to_string());
   return {};
+}
+
+int64_t epoch_steps(int64_t examples, int64_t batch, bool pad) {
+  if (batch <= 0) return 0;
+  return pad ? (examples + batch - 1) / batch : examples / batch;
+}
+
+int64_t step_examples(int64_t examples, int64_t batch, bool pad, int64_t step) {
+  const int64_t left = examples - step * batch;
+  return pad ? std::max<int64_t>(0, std::min(batch, left)) : (left >= batch ? batch : 0);
 }
 
 LossScaleOptions TrainOptions::loss_scale_options() const {

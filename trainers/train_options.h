@@ -51,6 +51,13 @@ struct TrainOptions {
   DType save_dtype = DType::f32;
   int epochs = 10;
   int batch_size = 128;
+  // The last batch of an epoch when the examples do not fill it (--last-batch): "drop" (whole
+  // batches only: count / batch_size steps, the remainder seen in other epochs' orders), "pad" (one
+  // more, short step of the remaining examples; in a sync job every replica takes that step, a
+  // replica with fewer rows weighted by them and one with none by a zero-weight row, so the update
+  // is the mean over exactly the remaining examples and no collective waits: epoch_steps), or ""
+  // (the strategy's default: drop, except async jobs, whose workers train their short last batch).
+  std::string last_batch;
   std::string optimizer = "adam";   // sgd, adam, adamw
   float lr = 0;                     // 0: the optimizer's default (default_lr)
   // "linear": the rate is lr * batch_size / lr_reference_batch (the linear scaling rule for global
@@ -94,7 +101,15 @@ struct TrainOptions {
 
   // invalid_argument naming the first bad field (epochs <= 0, lr <= 0, unknown optimizer, ...).
   Status validate() const;
+  bool pads_last_batch() const { return last_batch == "pad"; }
 };
+
+// Steps in an epoch of `examples` examples in batches of `batch`: whole batches only, or with `pad`
+// one more for a remainder (--last-batch).
+int64_t epoch_steps(int64_t examples, int64_t batch, bool pad);
+// The examples of step `step` (0-based) of such an epoch: `batch`, or the remainder at the padded
+// last step.
+int64_t step_examples(int64_t examples, int64_t batch, bool pad, int64_t step);
 
 struct EpochStats {
   int epoch = 0;                 // 1-based

@@ -117,6 +117,35 @@ Status write_checkpoint(const SliceParams& params, size_t n, const SliceState& s
                                               replica.checkpoints.commit);
 }
 
+// --last-batch pad: a copy of one training row, which a replica without rows at an epoch's short
+// last step trains with zero weight, so it still takes that step's collectives and adds nothing.
+class PaddingRow {
+ public:
+  explicit PaddingRow(DataSpec spec) : spec_(std::move(spec)) {}
+  void keep(const Batch& b) {
+    features_ = b.features;
+    width_ = b.target_width;
+    inputs_.assign(b.inputs, b.inputs + b.features);
+    if (b.labels) labels_.assign(b.labels, b.labels + b.target_width); else labels_.clear();
+    if (b.targets) targets_.assign(b.targets, b.targets + b.target_width); else targets_.clear();
+  }
+  bool empty() const { return inputs_.empty(); }
+  Batch batch() {
+    Batch b{inputs_.data(), labels_.empty() ? nullptr : labels_.data(), 1, features_};
+    b.targets = targets_.empty() ? nullptr : targets_.data();
+    b.target_width = width_;
+    fields_.bind(spec_, &b);
+    return b;
+  }
+
+ private:
+  DataSpec spec_;
+  int64_t features_ = 0, width_ = 1;
+  std::vector<float> inputs_, targets_;
+  std::vector<int32_t> labels_;
+  BatchFields fields_;
+};
+
 }  // namespace
 
 void init_parameters(const ParameterSpace& space, uint64_t seed, float* params) {
@@ -180,9 +209,12 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // This replica's share of the global batch relative to an even one (1 unless elastic and uneven).
   const float weight = elastic ? static_cast<float>(static_cast<double>(local_batch) * world / o.batch_size) : 1.0f;
   // Mini-batches are full: the last partial batch of an epoch is dropped (its examples are seen in
-  // other epochs, since every epoch has its own permutation).
-  const int64_t steps_per_epoch = train.count / o.batch_size;
-  if (steps_per_epoch == 0) {
+  // other epochs, since every epoch has its own permutation), or with --last-batch pad trained in
+  // one more, short step (below: every replica takes it, weighted by the rows it has).
+  const bool pad = o.pads_last_batch();
+  const int64_t steps_per_epoch = epoch_steps(train.count, o.batch_size, pad);
+  const int64_t last_rows = step_examples(train.count, o.batch_size, pad, steps_per_epoch - 1);
+  if (train.count < o.batch_size) {
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
   }
@@ -340,10 +372,13 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
                               params.begin() + static_cast<std::ptrdiff_t>(end));
   };
   const int64_t features = train.features();
-  SliceFeed slices(train, o.seed, o.batch_size, rank, world);
+  SliceFeed slices(train, o.seed, o.batch_size, rank, world, pad);
   BatchFeed& feed = replica.feed ? *replica.feed : slices;
   // Augmentation: the trainer's transform of each training example, in the feed (its threads).
   const ScopedTransform augment(feed, trainer, o.seed);
+  PaddingRow padding(train.spec());
+  // The step before a short last one keeps a row for a replica that gets none in it.
+  const auto short_rows_next = [&](int64_t s) { return last_rows < o.batch_size && s == steps_per_epoch - 2; };
   std::vector<float> micro_grads;  // one micro-batch's gradients (--accumulate)
   collectives::CollectiveOptions sync;
   sync.timeout = replica.timeout;
@@ -365,18 +400,27 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       Batch batch;
       auto more = feed.next(&batch);
       if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
-      if (*more && batch.size != local_batch) {
+      // --last-batch pad: the epoch's last step holds the remainder, of which this replica may have
+      // fewer rows than the others, or none (then a zero-weight copy of a row keeps it in step).
+      const bool short_step = s == steps_per_epoch - 1 && last_rows < o.batch_size;
+      if (*more && (short_step ? batch.size > local_batch : batch.size != local_batch)) {
         return internal_error("the data feed gave a batch of " + std::to_string(batch.size) + " examples; " +
                               "each replica trains " + std::to_string(local_batch) + " per step");
       }
-      if (!*more && world > 1) {  // the others would wait for this replica in the next all-reduce
+      if (!*more && world > 1 && !short_step) {  // the others would wait for this replica in the next all-reduce
         return internal_error("the data feed ran out at step " + std::to_string(s + 1) + " of " +
                               std::to_string(steps_per_epoch) + " of epoch " + std::to_string(epoch));
       }
-      if (!*more) {
+      if (!*more && !short_step) {
         if (replica.steps) replica.steps->abandon();
         break;
       }
+      const int64_t rows = *more ? batch.size : 0;
+      if (!*more) {
+        if (padding.empty()) return internal_error("no row kept to pad the short last step of epoch " + std::to_string(epoch));
+        batch = padding.batch();
+      }
+      else if (short_rows_next(s)) padding.keep(batch);
       if (epoch == first_epoch && s < skip_steps) {  // trained before the checkpoint this run resumed from
         TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
         continue;
@@ -385,11 +429,15 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       // The API promises zeroed gradients.
       if (zero) zero->zero_grads(); else std::fill_n(grad_store, grad_floats, 0.0f);
       slots[0] = slots[1] = 0.0f;
-      if (buckets) buckets->begin_step(grad, epoch, s + 1, weight);
+      // This replica's share of the step's examples relative to an even one: `weight`, or at a
+      // short last step its rows x replicas / the step's rows (0 for a padding row).
+      const float step_weight =
+          short_step ? static_cast<float>(static_cast<double>(rows) * world / static_cast<double>(last_rows)) : weight;
+      if (buckets) buckets->begin_step(grad, epoch, s + 1, step_weight);
       Batch whole = batch;
       whole.features = features;
       whole.loss_scale = scaled ? scaler.scale() : 1.0f;
-      auto stats = layered ? layered_step->forward_backward(whole, weight)
+      auto stats = layered ? layered_step->forward_backward(whole, step_weight)
                            : forward_backward_parts(trainer, whole, param_view, grad_view, o.accumulate, micro_grads);
       if (!stats.ok()) {
         return stats.status().with_context(where + ": forward_backward at epoch " + std::to_string(epoch) +
@@ -399,9 +447,9 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (replica.steps) replica.steps->phase(StepPhase::communication);  // step timeline
       if (replica.comm) {
         // (buckets and the layered step weight the gradients themselves, before they are reduced)
-        if (!buckets && !layered && weight != 1.0f) kernels::cpu::scale(grad, space.size(), weight);
-        slots[0] = stats->loss * weight;
-        slots[1] = static_cast<float>(stats->correct);
+        if (!buckets && !layered && step_weight != 1.0f) kernels::cpu::scale(grad, space.size(), step_weight);
+        slots[0] = stats->loss * step_weight;
+        slots[1] = rows > 0 ? static_cast<float>(stats->correct) : 0.0f;  // a padding row is no example
         Status st = buckets   ? buckets->finish_step(slots)
                     : layered ? replica.comm->allreduce(slots, slots, 2, DType::f32, collectives::ReduceOp::avg, sync)
                               : allreduce_unbucketed(grad_store, grad_floats, replica, sync);
@@ -443,10 +491,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       }
       TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
       if (replica.steps)
-        replica.steps->end(local_batch, stats->loss, buckets ? buckets->stats().comm_seconds : 0,
+        replica.steps->end(rows, stats->loss, buckets ? buckets->stats().comm_seconds : 0,
                            replica.comm ? replica.comm->payload_bytes() : 0);
       if (stats->correct < 0) counted = false;
-      tally.add(stats->loss, std::max<int64_t>(stats->correct, 0));
+      tally.add(stats->loss, std::max<int64_t>(stats->correct, 0), short_step ? last_rows : o.batch_size);
       // (stage parameters: no replica holds the whole parameters to compare)
       if (replica.comm && !layered && replica.checksum_every > 0 && step % replica.checksum_every == 0)
         TROUPE_RETURN_IF_ERROR(compare_checksums(params, replica, step).with_context(where));

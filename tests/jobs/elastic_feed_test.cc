@@ -41,7 +41,8 @@ std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, con
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       collectives::Communicator comm(std::move(transports[r]));
-      const job::LedgerFeedOptions fo = job::sync_feed_options(o.seed, o.batch_size, shards, r, world);
+      job::LedgerFeedOptions fo = job::sync_feed_options(o.seed, o.batch_size, shards, r, world);
+      fo.keep_partial = o.pads_last_batch();  // as job_worker.cc
       job::LedgerFeed feed(data, store, job, WorkerId::random(), fo);
       Replica replica;
       replica.comm = &comm;
@@ -154,5 +155,40 @@ TEST_CASE("elastic sync data: the gpt at 3 and 2 workers on 4 ledger shards hold
   const double sharded =
       relative_difference(train_elastic(o, data, test, 3, 4, kDefaultBucketBytes, ShardStage::optimizer), full);
   INFO("3 workers, --shard optimizer: relative difference " << sharded);
+  CHECK(sharded <= 1e-5);
+}
+
+// --last-batch pad through the ledger: 6,440 examples at batch 128 leave 40 for a 51st step, which
+// the interleaved plan gives to shard 0 (32 rows) and shard 1 (8); shards 2 and 3 have none. At 4
+// workers two of them train a zero-weight padding row; at 3 and 2 the lanes with rows make the
+// step. Every size holds one process's parameters (training the short batch), and every shard of
+// every epoch is DONE, claimed once.
+TEST_CASE("elastic sync data: a padded last step at 4, 3 and 2 workers on 4 ledger shards holds one process's "
+          "parameters", "[jobs][feed][elastic][equivalence][last-batch]") {
+  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(train.ok());
+  REQUIRE(test.ok());
+  const Dataset data = prefix_of(std::move(*train), 6440);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch_size = 128;
+  o.seed = 5;
+  o.optimizer = "adam";
+  o.last_batch = "pad";
+  std::vector<float> one;
+  auto single = train_with_trainer(o, data, *test, {}, &one);
+  REQUIRE(single.ok());
+  REQUIRE(single->steps == 102);
+  for (int world : {4, 3, 2}) {
+    for (size_t bucket_bytes : {size_t{0}, kDefaultBucketBytes}) {
+      const double diff = relative_difference(train_elastic(o, data, *test, world, 4, bucket_bytes), one);
+      INFO(world << " workers, buckets of " << bucket_bytes << " bytes: relative difference " << diff);
+      CHECK(diff <= 1e-5);
+    }
+  }
+  const double sharded =
+      relative_difference(train_elastic(o, data, *test, 3, 4, kDefaultBucketBytes, ShardStage::gradients), one);
+  INFO("3 workers, --shard gradients: relative difference " << sharded);
   CHECK(sharded <= 1e-5);
 }

@@ -2,8 +2,8 @@
 // .npy files written by NumPy — a sync job of 4 workers whose worker node is killed (every example
 // accounted exactly once, within half a point of the same job without the fault; the fault-free
 // run saves its model with --save), an async job, and data a node cannot read failing the job
-// naming the node and the path; central (its inputs streamed from the files), pipeline and elastic
-// jobs on the same files, each accounted exactly once.
+// naming the node and the path; central (its inputs streamed from the files), pipeline, elastic and
+// padded (--last-batch pad) sync jobs on the same files, each accounted exactly once.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -66,7 +66,7 @@ TEST_CASE("data: sync and async jobs train from .npy files, and a sync job rides
   CHECK(Json::parse(predicted.last_line()).at("accuracy").get<double>() == async_accuracy);
 }
 
-TEST_CASE("data: central, pipeline and elastic jobs train from .npy files, accounted exactly once",
+TEST_CASE("data: central, pipeline, elastic and padded sync jobs train from .npy files, accounted exactly once",
           "[jobs][cluster][data]") {
   ClusterFixture c;
   c.up("--nodes 2 --cpus 2");
@@ -77,15 +77,23 @@ TEST_CASE("data: central, pipeline and elastic jobs train from .npy files, accou
     const char* what;
     std::string args;
   };
+  // The padded sync job: 60,000 examples at batch 128 leave 96 for a 469th step of each epoch, 32
+  // rows for each of workers 0-2 and a zero-weight padding row for worker 3.
   for (const Case& k : {Case{"central, streamed", "--strategy central --workers 2 --stream"},
                         Case{"pipeline of 2 stages", "--strategy pipeline --stages 2 --workers 2"},
-                        Case{"elastic sync", "--strategy sync --workers 2 --elastic"}}) {
+                        Case{"elastic sync", "--strategy sync --workers 2 --elastic"},
+                        Case{"sync of 4 workers, the last batch padded", "--strategy sync --workers 4 --last-batch pad"}}) {
     INFO(k.what);
     auto r = c.troupe("submit " + k.args + " --epochs 2 --batch-size 128 --json --no-progress --data " + data, 300);
     INFO(r.both() << c.logs_tail());
     REQUIRE(r.exit_code == 0);
     const Json summary = Json::parse(r.last_line());
     CHECK(summary.at("test_accuracy").get<double>() >= 0.84);  // 2 epochs of the MLP
+    if (k.args.find("--last-batch pad") != std::string::npos) {
+      CHECK(summary.at("steps_per_epoch") == 469);
+      CHECK(summary.at("steps") == 938);
+      CHECK(summary.at("last_batch") == "pad");
+    }
     accounted_event(c, summary.at("job_id").get<std::string>());
   }
 }

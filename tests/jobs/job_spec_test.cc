@@ -291,6 +291,38 @@ TEST_CASE("job spec: --elastic travels with a sync job and is refused for other 
   CHECK(validate(micro).ok());
 }
 
+TEST_CASE("job spec: --last-batch travels with the job; pad is refused where a strategy trains whole batches, "
+          "drop where async trains every example", "[jobs][spec][last-batch]") {
+  JobSpec s;
+  s.workers = 4;
+  s.train.last_batch = "pad";
+  REQUIRE(validate(s).ok());
+  auto back = from_settings(to_settings(s));
+  REQUIRE(back.ok());
+  CHECK(back->train.last_batch == "pad");
+  CHECK(from_settings(to_settings(JobSpec{}))->train.last_batch.empty());
+  JobSpec async = s;
+  async.strategy = "async";
+  async.ps = 1;
+  CHECK(validate(async).ok());  // what its workers do anyway
+  async.train.last_batch = "drop";
+  CHECK(validate(async).message().find("--last-batch drop: an async job's workers train every example") !=
+        std::string::npos);
+  for (const char* strategy : {"central", "pipeline"}) {
+    JobSpec bad = s;
+    bad.strategy = strategy;
+    if (bad.strategy == "pipeline") bad.stages = 2;
+    INFO(strategy << ": " << validate(bad).to_string());
+    CHECK(validate(bad).message().find("--last-batch pad is for sync jobs") != std::string::npos);
+  }
+  JobSpec gpu = s;
+  gpu.gpus_per_worker = 1;
+  CHECK(validate(gpu).message().find("sync GPU workers train whole batches for now") != std::string::npos);
+  JobSpec unknown = s;
+  unknown.train.last_batch = "fill";
+  CHECK(validate(unknown).message().find("--last-batch 'fill' is not one of drop, pad") != std::string::npos);
+}
+
 TEST_CASE("job spec: --shard travels with a sync job and is refused where it cannot run", "[jobs][spec][sharded]") {
   JobSpec s;
   s.workers = 4;

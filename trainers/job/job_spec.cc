@@ -140,6 +140,7 @@ const std::map<std::string, Field>& fields() {
                    }};
     f["epochs"] = field<int>([](JobSpec& s) { return &s.train.epochs; });
     f["batch_size"] = field<int>([](JobSpec& s) { return &s.train.batch_size; });
+    f["last_batch"] = field<std::string>([](JobSpec& s) { return &s.train.last_batch; });
     f["optimizer"] = field<std::string>([](JobSpec& s) { return &s.train.optimizer; });
     f["lr"] = field<float>([](JobSpec& s) { return &s.train.lr; });
     f["lr_scaling"] = field<std::string>([](JobSpec& s) { return &s.train.lr_scaling; });
@@ -205,6 +206,8 @@ static Status validate_gpu_workers(const JobSpec& s) {
                             "f16 are the mlp's)");
   if (s.elastic) return invalid_argument(g + "GPU jobs are not elastic yet: drop --elastic");
   if (s.train.accumulate != 1) return invalid_argument(g + "GPU workers do not take --accumulate yet");
+  if (s.strategy == "sync" && s.train.pads_last_batch())
+    return invalid_argument(g + "sync GPU workers train whole batches for now: drop --last-batch pad");
   return {};
 }
 
@@ -262,6 +265,13 @@ Status validate(const JobSpec& s) {
   if (wire != DType::f32 && (s.strategy != "sync" || s.gpus_per_worker > 0))
     return invalid_argument("--grad-wire " + s.grad_wire + " is for sync jobs on CPU workers (their gradient "
                             "all-reduce)");
+  if (s.train.pads_last_batch() && (s.strategy == "central" || s.strategy == "pipeline"))
+    return invalid_argument("--last-batch pad is for sync jobs (and async ones, whose workers train their short last "
+                            "batch anyway); " + s.strategy + " jobs train whole batches for now: drop it");
+  if (s.train.last_batch == "drop" && s.strategy == "async")
+    return invalid_argument("--last-batch drop: an async job's workers train every example once (their epoch's last "
+                            "batch short, no collective waits on it), which its exactly-once accounting checks; "
+                            "drop the flag");
   ShardStage stage = ShardStage::none;
   if (!parse_shard_stage(s.shard, &stage))
     return invalid_argument("--shard '" + s.shard + "' is not one of none, optimizer, gradients, parameters");

@@ -64,7 +64,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
-  const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
+  const int64_t steps_per_epoch = epoch_steps(s.train().count, spec.train.batch_size, spec.train.pads_last_batch());
   // Where to start (the newest checkpoint after a restart) and, after one, undo the failed attempt.
   // A sharded replica reads only its ranges of a checkpoint, in train_replica (Replica::resume_ranges).
   const bool sharded = shard != ShardStage::none;
@@ -74,7 +74,8 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   const int64_t first_step = start->state ? start->state->step : 0;
   TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
 
-  const LedgerFeedOptions fo = sync_feed_options(spec.train.seed, spec.train.batch_size, shards, a.index, world);
+  LedgerFeedOptions fo = sync_feed_options(spec.train.seed, spec.train.batch_size, shards, a.index, world);
+  fo.keep_partial = spec.train.pads_last_batch();  // the epoch's short last step (--last-batch pad)
   LedgerFeed feed(s.train(), *s.store, a.job, WorkerId::random(), fo);
 
   Replica replica;

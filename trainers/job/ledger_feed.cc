@@ -103,20 +103,27 @@ Status LedgerFeed::begin_epoch(int epoch) {
 
 Expected<bool> LedgerFeed::next(Batch* out) {
   if (lanes_.empty()) return internal_error("LedgerFeed::next before begin_epoch");
+  size_t with_rows = 0;
   for (Lane& lane : lanes_) {
     if (!lane.pipeline) return internal_error("LedgerFeed::next after set_transform stopped the epoch's pipeline");
     lane.current.reset();
+    if (lane.ended) continue;  // (keep_partial only: otherwise the step ended below)
     auto batch = lane.pipeline->next();
     if (!batch.ok()) return batch.status();
     if (!batch->has_value()) {
       lane.ended = true;
-      return false;  // a step is whole or not at all
+      // A step is whole or not at all; keeping partial batches (a sync job's padded last step),
+      // the lanes with rows left make it.
+      if (!options_.keep_partial) return false;
+      continue;
     }
+    ++with_rows;
     lane.current = std::move(**batch);
     for (const data::ChunkProgress& p : lane.current->progress) {
       if (std::find(lane.held.begin(), lane.held.end(), p.tag) == lane.held.end()) lane.held.push_back(p.tag);
     }
   }
+  if (with_rows == 0) return false;
   const bool classes = data_.classifies();
   if (lanes_.size() == 1) {
     const data::Batch& b = *lanes_[0].current;
@@ -128,6 +135,7 @@ Expected<bool> LedgerFeed::next(Batch* out) {
     joined_targets_.clear();
     int64_t rows = 0;
     for (const Lane& lane : lanes_) {
+      if (!lane.current) continue;
       const data::Batch& b = *lane.current;
       joined_inputs_.insert(joined_inputs_.end(), b.inputs.begin(), b.inputs.end());
       joined_labels_.insert(joined_labels_.end(), b.labels.begin(), b.labels.end());

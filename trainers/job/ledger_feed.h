@@ -40,8 +40,9 @@ struct LedgerFeedOptions {
   int depth = 4;
   int report_every = 8;             // batches between progress reports of a shard
   // The last batch of the epoch, when fewer rows are left: trained (async: every example of every
-  // shard goes into an update exactly once, which the servers can then show) or dropped (sync,
-  // central: whole global batches only, like `troupe train`).
+  // shard goes into an update exactly once, which the servers can then show; sync with --last-batch
+  // pad: the padded last step, where the lanes that still have rows make the step's batch) or
+  // dropped (sync, central: whole global batches only, like `troupe train`).
   bool keep_partial = false;
 };
 

@@ -219,6 +219,7 @@ nlohmann::json sync_summary(const TrainResult& result, const JobSpec& spec, cons
   summary["strategy"] = spec.strategy;
   summary["workers"] = workers;
   summary["accumulate"] = spec.train.accumulate;  // micro-batches per step
+  summary["last_batch"] = spec.train.pads_last_batch() ? "pad" : "drop";  // an epoch's remainder
   summary["job_id"] = job.hex();
   return summary;
 }

@@ -75,6 +75,9 @@ Expected<StageResult> Loop::run() {
   if (o.accumulate != 1)
     return invalid_argument("--accumulate is not for --strategy pipeline: its --microbatches already sum "
                             "micro-batches' gradients into one update");
+  if (o.pads_last_batch())
+    return invalid_argument("--last-batch pad: pipeline stages train whole batches for now (their micro-batches "
+                            "are cut evenly); drop it");
   const Schedule schedule = *parse_schedule(po.schedule);  // validated
   const int64_t local_batch = o.batch_size / replicas, micro_rows = local_batch / po.microbatches;
   const int64_t steps_per_epoch = train.count / o.batch_size;
