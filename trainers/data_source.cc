@@ -278,7 +278,6 @@ Expected<TrainData> load_train_data(const TrainOptions& o) {
   if (o.loss != "xent" && o.loss != "mse") return invalid_argument("--loss " + o.loss + ": xent or mse");
   if (o.seq_len > 0) {
     if (o.loss != "xent") return invalid_argument("--seq-len trains next-token classes: --loss mse does not apply");
-    if (o.stream) return invalid_argument("--stream with --seq-len: token windows are kept in memory (8 bytes a token) for now");
     if (!o.normalize.empty() && o.normalize != "none")
       return invalid_argument("--normalize with --seq-len: token ids are classes, not values to normalise");
     // The tokenizer's pieces when the dataset names one (troupe data tokenize); every byte for

@@ -20,6 +20,11 @@ std::vector<FieldSpec> default_schema(const Dataset& d) {
 
 }  // namespace
 
+bool Dataset::one_class_per_example() const {
+  // (windows of 1 token streamed: their classes are in the files, not at hand for stratified plans)
+  return classes > 0 && target_width == 1 && !(stream && stream->holds_targets());
+}
+
 const std::vector<int32_t>& Dataset::class_labels() const {
   static const std::vector<int32_t> none;
   return one_class_per_example() ? labels : none;
@@ -39,7 +44,8 @@ void copy_example(const Dataset& d, int64_t idx, float* x, int32_t* y, float* t)
   if (d.stream) d.stream->copy(idx, x);
   else std::memcpy(x, d.images.data() + idx * f, static_cast<size_t>(f) * sizeof(float));
   const auto w = static_cast<size_t>(d.target_width);
-  if (d.classifies()) std::memcpy(y, d.labels.data() + idx * d.target_width, w * sizeof(int32_t));
+  if (d.stream && d.stream->holds_targets()) d.stream->copy_targets(idx, y);
+  else if (d.classifies()) std::memcpy(y, d.labels.data() + idx * d.target_width, w * sizeof(int32_t));
   else std::memcpy(t, d.targets.data() + idx * d.target_width, w * sizeof(float));
 }
 
@@ -54,6 +60,10 @@ Dataset select_rows(const Dataset& d, const std::vector<int64_t>& keep) {
   out.count = static_cast<int64_t>(keep.size());
   const int64_t f = d.features();
   const auto w = static_cast<size_t>(d.target_width);
+  if (d.stream && d.stream->holds_targets()) {  // windows: a view of inputs and targets, both in the files
+    out.stream = d.stream->select(keep);
+    return out;
+  }
   if (d.classifies()) out.labels.resize(keep.size() * w);
   else out.targets.resize(keep.size() * w);
   if (d.stream) {  // a view: the labels or targets copied, the inputs left in the files
@@ -78,6 +88,11 @@ Dataset materialize(const Dataset& d) {
   const int64_t f = d.features();
   out.images.resize(static_cast<size_t>(d.count * f));
   for (int64_t i = 0; i < d.count; ++i) d.stream->copy(i, out.images.data() + i * f);
+  if (d.stream->holds_targets()) {  // windows: their targets too
+    const int64_t w = d.target_width;
+    out.labels.resize(static_cast<size_t>(d.count * w));
+    for (int64_t i = 0; i < d.count; ++i) d.stream->copy_targets(i, out.labels.data() + i * w);
+  }
   return out;
 }
 

@@ -24,7 +24,8 @@ struct Dataset {
   int64_t target_width = 1;     // labels (or target values) per example
   std::vector<float> images;    // count * features inputs, row-major (u8 data scaled to [0, 1]); empty when streamed
   // --stream: the inputs are read from the files example by example as batches are cut
-  // (copy_example); labels and targets stay in memory.
+  // (copy_example); labels and targets stay in memory, except a token stream's windows, whose
+  // targets are read from the files too (StreamedInputs::holds_targets; labels then empty).
   std::shared_ptr<const StreamedInputs> stream;
   // --normalize: the statistics the inputs were normalised by, as JSON (trainers/normalization.h);
   // "" when they were not.
@@ -38,7 +39,7 @@ struct Dataset {
   int64_t features() const { return static_cast<int64_t>(rows) * cols; }
   bool classifies() const { return classes > 0; }
   // One class per example: what stratified shard plans and accuracy need.
-  bool one_class_per_example() const { return classes > 0 && target_width == 1; }
+  bool one_class_per_example() const;
   // The labels when one class per example (for stratified shard plans), else empty.
   const std::vector<int32_t>& class_labels() const;
   // What trainers are set up with (TrainerContext::data).

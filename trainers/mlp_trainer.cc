@@ -150,6 +150,13 @@ class MlpTrainer final : public Trainer, public LayerModel {
     return s;
   }
 
+  // --loss mse: the mean squared error over every output, as regress() computes it.
+  bool scores_values() const override { return regression_; }
+  Expected<BatchStats> output_loss_values(const float* out, const float* targets, int64_t rows, float* dout) override {
+    if (!regression_) return invalid_argument("the mlp was set up for classes, not target values");
+    return squared_error(out, targets, rows * model_->layout().dims.back(), 1.0f, dout);
+  }
+
  private:
   // Every layer's output for `rows` examples into acts_ (f32).
   void forward_layers(const float* x, int64_t rows, const Parameters& params) {
@@ -169,18 +176,9 @@ class MlpTrainer final : public Trainer, public LayerModel {
     const int64_t rows = batch.size, width = m.dims.back(), n = rows * width;
     forward_layers(batch.inputs, rows, params);
     const float* y = acts_.back().data();
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double d = static_cast<double>(y[i]) - batch.targets[i];
-      sum += d * d;
-    }
-    BatchStats s;
-    s.correct = -1;
-    s.loss = n > 0 ? static_cast<float>(sum / static_cast<double>(n)) : 0.0f;
+    if (grads) dout_.resize(static_cast<size_t>(n));
+    const BatchStats s = squared_error(y, batch.targets, n, batch.loss_scale, grads ? dout_.data() : nullptr);
     if (!grads) return s;
-    dout_.resize(static_cast<size_t>(n));
-    const float k = 2.0f * batch.loss_scale / static_cast<float>(std::max<int64_t>(n, 1));
-    for (int64_t i = 0; i < n; ++i) dout_[i] = k * (y[i] - batch.targets[i]);
     float* dy = dout_.data();
     for (int l = m.layers() - 1; l >= 0; --l) {
       float* dx = nullptr;
@@ -196,6 +194,23 @@ class MlpTrainer final : public Trainer, public LayerModel {
         dout_.swap(din_);
         dy = dout_.data();
       }
+    }
+    return s;
+  }
+
+  // The mean of (y - t)^2 over n values and, when `dy` is given, its gradient times `scale`.
+  static BatchStats squared_error(const float* y, const float* t, int64_t n, float scale, float* dy) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(y[i]) - t[i];
+      sum += d * d;
+    }
+    BatchStats s;
+    s.correct = -1;
+    s.loss = n > 0 ? static_cast<float>(sum / static_cast<double>(n)) : 0.0f;
+    if (dy) {
+      const float k = 2.0f * scale / static_cast<float>(std::max<int64_t>(n, 1));
+      for (int64_t i = 0; i < n; ++i) dy[i] = k * (y[i] - t[i]);
     }
     return s;
   }

@@ -1,5 +1,6 @@
 #include "trainers/streamed_inputs.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace troupe {
@@ -28,8 +29,57 @@ void convert_example(const data::Field& f, int64_t i, bool scale_u8, float* out)
 StreamedInputs::StreamedInputs(std::shared_ptr<const data::Table> table, std::vector<size_t> inputs, int64_t features)
     : table_(std::move(table)), inputs_(std::move(inputs)), features_(features) {}
 
+namespace {
+
+// n ids of a flat integer array from element `first`, converted as `T` (f32 inputs, i32 targets).
+template <typename T>
+void read_ids(const data::Array& a, int64_t first, int64_t n, T* out) {
+  const uint8_t* p = a.example(first);
+  switch (a.type) {
+    case data::ElemType::u8:
+      for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(p[k]);
+      return;
+    case data::ElemType::u16: {
+      uint16_t v[64];
+      for (int64_t at = 0; at < n; at += 64) {  // (unaligned in a raw file: copied out first)
+        const int64_t m = std::min<int64_t>(64, n - at);
+        std::memcpy(v, p + at * 2, static_cast<size_t>(m) * 2);
+        for (int64_t k = 0; k < m; ++k) out[at + k] = static_cast<T>(v[k]);
+      }
+      return;
+    }
+    default: {
+      const size_t w = data::elem_size(a.type);
+      for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(data::elem_value(a.type, p + k * w));
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const StreamedInputs> StreamedInputs::windows(std::shared_ptr<const data::Table> table, size_t stream,
+                                                              int64_t seq_len) {
+  auto out = std::make_shared<StreamedInputs>(std::move(table), std::vector<size_t>{stream}, seq_len);
+  out->seq_len_ = seq_len;
+  return out;
+}
+
+int64_t StreamedInputs::count() const {
+  if (!rows_.empty()) return static_cast<int64_t>(rows_.size());
+  if (seq_len_ > 0) return (table_->fields[inputs_.front()].array.count() - 1) / seq_len_;
+  return table_->count();
+}
+
+void StreamedInputs::copy_targets(int64_t example, int32_t* y) const {
+  read_ids(table_->fields[inputs_.front()].array, row_of(example) * seq_len_ + 1, seq_len_, y);
+}
+
 void StreamedInputs::copy(int64_t example, float* x) const {
-  const int64_t row = rows_.empty() ? example : rows_[static_cast<size_t>(example)];
+  const int64_t row = row_of(example);
+  if (seq_len_ > 0) {
+    read_ids(table_->fields[inputs_.front()].array, row * seq_len_, seq_len_, x);
+    return;
+  }
   float* first = x;
   for (size_t i : inputs_) {
     const data::Field& f = table_->fields[i];
@@ -48,6 +98,7 @@ std::shared_ptr<const StreamedInputs> StreamedInputs::normalized(Normalization n
 std::shared_ptr<const StreamedInputs> StreamedInputs::select(const std::vector<int64_t>& keep) const {
   auto out = std::make_shared<StreamedInputs>(table_, inputs_, features_);
   out->norm_ = norm_;
+  out->seq_len_ = seq_len_;
   out->rows_.reserve(keep.size());
   for (int64_t k : keep) out->rows_.push_back(rows_.empty() ? k : rows_[static_cast<size_t>(k)]);
   return out;

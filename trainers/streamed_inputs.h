@@ -28,9 +28,20 @@ class StreamedInputs {
   // The input fields `inputs` (indices into table.fields, concatenated per example in that order).
   StreamedInputs(std::shared_ptr<const data::Table> table, std::vector<size_t> inputs, int64_t features);
 
+  // Language-model windows of the one flat integer field `stream` (--seq-len T with --stream):
+  // example w is ids [wT, wT + T) as f32 and its targets ids [wT + 1, wT + T + 1), both read from
+  // the files as batches are cut, so no token is held in memory (trainers/token_windows.h). The ids
+  // must have been checked against the vocabulary already.
+  static std::shared_ptr<const StreamedInputs> windows(std::shared_ptr<const data::Table> table, size_t stream,
+                                                       int64_t seq_len);
+
   // Example `example` of this view's rows, converted, into x[0, features).
   void copy(int64_t example, float* x) const;
-  int64_t count() const { return rows_.empty() ? table_->count() : static_cast<int64_t>(rows_.size()); }
+  // Windows: the targets are in the files too (Dataset::labels stays empty).
+  bool holds_targets() const { return seq_len_ > 0; }
+  // A window's T targets (next ids) into y[0, T); windows only.
+  void copy_targets(int64_t example, int32_t* y) const;
+  int64_t count() const;
   // A view of rows `keep` of this one, in that order (the table shared, not copied).
   std::shared_ptr<const StreamedInputs> select(const std::vector<int64_t>& keep) const;
   // The same rows, normalised as they are converted.
@@ -42,6 +53,8 @@ class StreamedInputs {
   int64_t features_ = 0;
   std::vector<int64_t> rows_;  // the table's row of each example; empty: all of them, in order
   Normalization norm_;
+  int64_t seq_len_ = 0;        // > 0: token windows of inputs_[0]
+  int64_t row_of(int64_t example) const { return rows_.empty() ? example : rows_[static_cast<size_t>(example)]; }
 };
 
 }  // namespace troupe

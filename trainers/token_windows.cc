@@ -1,6 +1,9 @@
 #include "trainers/token_windows.h"
 
 #include <algorithm>
+#include <memory>
+
+#include "trainers/streamed_inputs.h"
 
 namespace troupe {
 
@@ -41,9 +44,8 @@ Expected<int64_t> max_id(const data::Field& f, const std::string& where) {
   return hi;
 }
 
-}  // namespace
-
-Expected<Dataset> token_windows(const data::Field& tokens, int64_t seq_len, int vocab, const std::string& where) {
+// The windows' dataset without their ids: count, shape, vocabulary and schema.
+Expected<Dataset> window_shell(const data::Field& tokens, int64_t seq_len, int vocab, const std::string& where) {
   if (!data::is_integer(tokens.array.type) || tokens.array.example_elements() != 1)
     return invalid_argument(where + ": '" + tokens.name + "' is not a flat stream of integer token ids");
   if (seq_len < 1) return invalid_argument(where + ": --seq-len " + std::to_string(seq_len) + " must be at least 1");
@@ -61,6 +63,16 @@ Expected<Dataset> token_windows(const data::Field& tokens, int64_t seq_len, int 
   const auto stored = static_cast<ValueType>(tokens.array.type);
   d.schema = {FieldSpec{"tokens", ValueType::f32, stored, {seq_len}, false},
               FieldSpec{"targets", ValueType::i32, stored, {seq_len}, true}};
+  return d;
+}
+
+}  // namespace
+
+Expected<Dataset> token_windows(const data::Field& tokens, int64_t seq_len, int vocab, const std::string& where) {
+  auto shell = window_shell(tokens, seq_len, vocab, where);
+  if (!shell.ok()) return shell.status();
+  Dataset d = std::move(*shell);
+  const int64_t windows = d.count;
   d.images.resize(static_cast<size_t>(windows * seq_len));
   d.labels.resize(static_cast<size_t>(windows * seq_len));
   for (int64_t t = 0; t < windows * seq_len + 1; ++t) {
@@ -73,6 +85,14 @@ Expected<Dataset> token_windows(const data::Field& tokens, int64_t seq_len, int 
     if (t > 0) d.labels[static_cast<size_t>(t - 1)] = static_cast<int32_t>(v);
   }
   return d;
+}
+
+Expected<Dataset> streamed_token_windows(std::shared_ptr<const data::Table> table, size_t field, int64_t seq_len,
+                                         int vocab, const std::string& where) {
+  auto shell = window_shell(table->fields[field], seq_len, vocab, where);
+  if (!shell.ok()) return shell.status();
+  shell->stream = StreamedInputs::windows(std::move(table), field, seq_len);
+  return shell;
 }
 
 Expected<WindowData> token_window_data(const data::Table& train, const data::Table* val, const TrainOptions& o,
@@ -92,7 +112,12 @@ Expected<WindowData> token_window_data(const data::Table& train, const data::Tab
   }
   const int vocab = std::max(static_cast<int>(*hi + 1), min_vocab);
   WindowData out;
-  auto windows = token_windows(**f, o.seq_len, vocab, o.data);
+  // --stream: the training windows read from the files as batches are cut (every id is below the
+  // vocabulary: max_id read them all); the evaluation windows in memory.
+  auto windows = o.stream ? streamed_token_windows(std::make_shared<const data::Table>(train),
+                                                   static_cast<size_t>(*f - train.fields.data()), o.seq_len, vocab,
+                                                   o.data)
+                          : token_windows(**f, o.seq_len, vocab, o.data);
   if (!windows.ok()) return windows.status();
   out.train = std::move(*windows);
   std::string evaluated;
@@ -110,13 +135,14 @@ Expected<WindowData> token_window_data(const data::Table& train, const data::Tab
       return invalid_argument(o.data + ": --val-fraction " + std::to_string(o.val_fraction) + " of " +
                               std::to_string(out.train.count) + " windows leaves an empty set");
     out.train = std::move(tr);
-    out.test = std::move(va);
+    out.test = materialize(va);  // (a view of streamed windows: read whole)
     evaluated = std::to_string(o.val_fraction) + " of the training windows (seeded)";
   }
   out.description = "'" + (*f)->name + "' (" + data::elem_name((*f)->array.type) + ", " +
                     std::to_string((*f)->array.count()) + " tokens, vocabulary " + std::to_string(vocab) +
                     ") in windows of " + std::to_string(o.seq_len) + ": " + std::to_string(out.train.count) +
-                    " training windows; evaluated on " + std::to_string(out.test.count) + " from " + evaluated;
+                    " training windows" + (o.stream ? " (streamed from the files)" : "") + "; evaluated on " +
+                    std::to_string(out.test.count) + " from " + evaluated;
   return out;
 }
 

@@ -4,10 +4,12 @@
 // every token once as an input; the feeds visit them in a seeded order per epoch. The vocabulary
 // (DataSpec::classes) is the largest id + 1 over the training and validation streams.
 //
-// Ids are fed as f32 inputs (exact: ids stay below 2^20) and i32 targets, and kept in memory
-// (8 bytes per token).
+// Ids are fed as f32 inputs (exact: ids stay below 2^20) and i32 targets, kept in memory (8 bytes
+// per token), or with --stream read from the files as batches are cut (nothing per token in memory:
+// StreamedInputs::windows).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/status.h"
@@ -21,6 +23,11 @@ namespace troupe {
 // naming the stream when it is not integers, holds a negative id or one >= vocab, or is shorter
 // than seq_len + 1 tokens.
 Expected<Dataset> token_windows(const data::Field& tokens, int64_t seq_len, int vocab, const std::string& where);
+
+// The same windows over field `field` of `table`, read from its files as batches are cut (the
+// table shared, not copied). The caller has checked every id against `vocab`.
+Expected<Dataset> streamed_token_windows(std::shared_ptr<const data::Table> table, size_t field, int64_t seq_len,
+                                         int vocab, const std::string& where);
 
 struct WindowData {
   Dataset train, test;

@@ -240,8 +240,10 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
     if (!layers)
       return invalid_argument("--shard parameters gathers the model layer by layer, and " + where + " does not "
                               "split into layers (Trainer::layers() is null); use --shard gradients");
-    if (train.spec().classes <= 0)
-      return invalid_argument("--shard parameters trains models of class targets for now; use --shard gradients");
+    if (train.spec().classes <= 0 && !layers->scores_values())
+      return invalid_argument("--shard parameters scores the last layer's output with the layers' loss, and " + where +
+                              "'s layers score class targets only (LayerModel::scores_values()); this dataset's "
+                              "target holds values: use --shard gradients");
     if (!layers->computes_in(o.precision))
       return invalid_argument("--shard parameters runs " + where + " layer by layer, and its layers compute in f32 "
                               "only (LayerModel::computes_in); use --shard gradients with --precision " +

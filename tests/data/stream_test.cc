@@ -76,6 +76,55 @@ np.save('x.npy', x); np.save('y.npy', y); np.save('f.npy', rng.normal(0, 1, (300
   CHECK(ra->test_accuracy > 0.8);
 }
 
+TEST_CASE("stream: token windows read from the files are the windows in memory, and train the same bit for bit",
+          "[data][stream][windows]") {
+  TempDir dir;
+  run_numpy(dir.path(), R"PY(
+(np.arange(0, 20001) * 7 % 97).astype(np.uint16).tofile('train.bin')
+)PY");
+  TrainOptions o;
+  o.data = dir.file("train.bin");
+  o.seq_len = 16;
+  o.model = "gpt";
+  o.trainer_args = {"layers=1", "heads=2", "dim=16"};
+  o.batch_size = 8;
+  o.epochs = 1;
+  o.max_steps = 30;
+  o.val_fraction = 0.1;  // a view of the streamed windows, read whole to evaluate
+  auto memory = load_train_data(o);
+  o.stream = true;
+  auto streamed = load_train_data(o);
+  REQUIRE(memory.ok());
+  REQUIRE(streamed.ok());
+  const Dataset& m = *memory->train;
+  const Dataset& st = *streamed->train;
+  CHECK(st.stream != nullptr);
+  CHECK(st.images.empty());
+  CHECK(st.labels.empty());  // the targets are read from the file too
+  CHECK(streamed->test->stream == nullptr);
+  CHECK(streamed->test->images == memory->test->images);
+  CHECK(streamed->test->labels == memory->test->labels);
+  CHECK(st.count == m.count);
+  CHECK(st.classes == m.classes);
+  CHECK(streamed->description.find("streamed from the files") != std::string::npos);
+  std::vector<float> xa(16), xb(16);
+  std::vector<int32_t> ya(16), yb(16);
+  for (int64_t i : {int64_t{0}, int64_t{77}, m.count - 1}) {
+    copy_example(m, i, xa.data(), ya.data(), nullptr);
+    copy_example(st, i, xb.data(), yb.data(), nullptr);
+    CHECK(xa == xb);
+    CHECK(ya == yb);
+  }
+  std::vector<float> a, b;
+  auto ra = train_with_trainer(o, m, *memory->test, {}, &a);
+  auto rb = train_with_trainer(o, st, *streamed->test, {}, &b);
+  INFO(ra.status().to_string() << " / " << rb.status().to_string());
+  REQUIRE(ra.ok());
+  REQUIRE(rb.ok());
+  CHECK(a == b);
+  CHECK(ra->test_loss == rb->test_loss);
+}
+
 // Joins a fresh memory cgroup (v1, as this machine mounts it) limited to `bytes`, when the test can
 // make one (root and a writable memory controller); the path, or "" when it cannot.
 std::string memory_cgroup(const std::string& name, int64_t bytes) {
@@ -90,6 +139,33 @@ std::string memory_cgroup(const std::string& name, int64_t bytes) {
     return "";
   }
   return dir;
+}
+
+// `troupe train ARGS`, its process alone in `cgroup` (none: ""), its RssAnon (memory that is not
+// the page cache's) sampled every 20 ms until it ends by a loop outside the cgroup: the sampling's
+// own forks must not be charged to the limit, or the OOM that an in-memory run meets could fail
+// them instead of the train process. Its exit code and peak in KiB; its output in dir's out / err.
+std::pair<int, int64_t> train_under_limit(const TempDir& dir, const std::string& cgroup, const std::string& args) {
+  const std::string script = dir.file("run.sh");
+  std::ofstream(script) << "#!/bin/sh\n"
+                        << "sh -c '" << (cgroup.empty() ? "" : "echo $$ > " + cgroup + "/cgroup.procs && ")
+                        << "exec " << troupe::testing::troupe_binary() << " train " << args << "' > "
+                        << dir.file("out") << " 2> " << dir.file("err") << " &\n"
+                        << "p=$!; peak=0\n"
+                        << "while kill -0 $p 2>/dev/null; do\n"
+                        << "  a=$(awk '/^RssAnon:/ {print $2}' /proc/$p/status 2>/dev/null)\n"
+                        << "  [ -n \"$a\" ] && [ \"$a\" -gt \"$peak\" ] && peak=$a\n"
+                        << "  sleep 0.02\n"
+                        << "done\n"
+                        << "wait $p; rc=$?; echo \"$rc $peak\" > " << dir.file("peak") << "\n";
+  auto r = run_command("sh " + script, 600);
+  INFO("the sampling script: " << r.both());
+  REQUIRE(r.exit_code == 0);
+  std::istringstream is(troupe::testing::slurp(dir.file("peak")));
+  int rc = -1;
+  int64_t peak_kb = -1;
+  is >> rc >> peak_kb;
+  return {rc, peak_kb};
 }
 
 TEST_CASE("stream: --stream goes through an epoch of a dataset several times its process's memory limit", "[data][stream]") {
@@ -113,32 +189,9 @@ np.save('x_val.npy', v); np.save('y_val.npy', (v[:, 0] > 127).astype(np.int64))
   if (cgroup.empty())
     WARN("no memory cgroup could be made here (needs root and a writable /sys/fs/cgroup/memory): the epoch runs "
          "without the 256 MiB limit, its peak anonymous memory still measured and checked");
-  // The train process alone joins the cgroup (a shell that joins, then execs it), and its RssAnon
-  // (memory that is not the page cache's) is sampled every 20 ms until it ends by a loop outside
-  // the cgroup: the sampling's own forks must not be charged to the limit, or the OOM that the
-  // in-memory run meets could fail them instead of the train process.
-  const std::string script = dir.file("run.sh");
   auto run = [&](const std::string& flags) {
-    std::ofstream(script) << "#!/bin/sh\n"
-                          << "sh -c '" << (cgroup.empty() ? "" : "echo $$ > " + cgroup + "/cgroup.procs && ")
-                          << "exec " << troupe::testing::troupe_binary() << " train --data " << dir.path() << " "
-                          << flags << " --epochs 1 --batch-size 256 --hidden 16 --json --no-progress' > "
-                          << dir.file("out") << " 2> " << dir.file("err") << " &\n"
-                          << "p=$!; peak=0\n"
-                          << "while kill -0 $p 2>/dev/null; do\n"
-                          << "  a=$(awk '/^RssAnon:/ {print $2}' /proc/$p/status 2>/dev/null)\n"
-                          << "  [ -n \"$a\" ] && [ \"$a\" -gt \"$peak\" ] && peak=$a\n"
-                          << "  sleep 0.02\n"
-                          << "done\n"
-                          << "wait $p; rc=$?; echo \"$rc $peak\" > " << dir.file("peak") << "\n";
-    auto r = run_command("sh " + script, 600);
-    INFO("the sampling script: " << r.both());
-    REQUIRE(r.exit_code == 0);
-    std::istringstream is(troupe::testing::slurp(dir.file("peak")));
-    int rc = -1;
-    int64_t peak_kb = -1;
-    is >> rc >> peak_kb;
-    return std::make_pair(rc, peak_kb);
+    return train_under_limit(dir, cgroup, "--data " + dir.path() + " " + flags +
+                                              " --epochs 1 --batch-size 256 --hidden 16 --json --no-progress");
   };
   const auto [rc, peak_kb] = run("--stream");
   const std::string out = troupe::testing::slurp(dir.file("out")), err = troupe::testing::slurp(dir.file("err"));
@@ -155,6 +208,54 @@ np.save('x_val.npy', v); np.save('y_val.npy', (v[:, 0] > 127).astype(np.int64))
     INFO("in memory: exit " << rc_memory << ", peak RssAnon " << peak_memory_kb << " KiB\n"
                             << troupe::testing::slurp(dir.file("err")));
     CHECK(rc_memory != 0);
+    ::rmdir(cgroup.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace troupe
+
+namespace troupe {
+namespace {
+
+TEST_CASE("stream: a token stream several times its process's memory limit trains with --stream --seq-len",
+          "[data][stream][windows]") {
+  TempDir dir;
+  // 100,000,000 u16 token ids (200 MB on disk; 800 MB as windows in memory: 4 bytes an input, 4 a
+  // target). A small separate val stream.
+  run_numpy(dir.path(), R"PY(
+rng = np.random.default_rng(9)
+with open('train.bin', 'wb') as f:
+    for _ in range(10):
+        rng.integers(0, 256, 10000000, dtype=np.uint16).tofile(f)
+rng.integers(0, 256, 20000, dtype=np.uint16).tofile('val.bin')
+)PY");
+  const int64_t limit = int64_t{256} << 20;
+  const std::string cgroup = memory_cgroup("troupe-stream-windows-" + std::to_string(::getpid()), limit);
+  if (cgroup.empty())
+    WARN("no memory cgroup could be made here (needs root and a writable /sys/fs/cgroup/memory): the run goes "
+         "without the 256 MiB limit, its peak anonymous memory still measured and checked");
+  // 300 steps of windows drawn from the whole stream's seeded order (an epoch is 1.56 M windows).
+  auto run = [&](const std::string& flags) {
+    return train_under_limit(dir, cgroup, "--data " + dir.file("train.bin") + "," + dir.file("val.bin") +
+                                              " --seq-len 64 --model gpt --trainer-arg layers=1 --trainer-arg heads=2 "
+                                              "--trainer-arg dim=32 --batch-size 16 --max-steps 300 --epochs 1 "
+                                              "--json --no-progress " + flags);
+  };
+  const auto [rc, peak_kb] = run("--stream");
+  const std::string out = troupe::testing::slurp(dir.file("out")), err = troupe::testing::slurp(dir.file("err"));
+  INFO("exit " << rc << ", peak RssAnon " << peak_kb << " KiB\n" << out << err);
+  CHECK(rc == 0);
+  CHECK(out.find("\"test_loss\"") != std::string::npos);
+  CHECK(peak_kb > 0);
+  CHECK(peak_kb * 1024 < limit);
+  WARN("--stream --seq-len 64: 300 steps over 100,000,000 tokens (200 MB on disk, 800 MB as windows in memory) with "
+       "a peak RssAnon of " << peak_kb / 1024 << " MiB");
+  if (!cgroup.empty()) {
+    const auto [rc_memory, peak_memory_kb] = run("");
+    INFO("in memory: exit " << rc_memory << ", peak RssAnon " << peak_memory_kb << " KiB\n"
+                            << troupe::testing::slurp(dir.file("err")));
+    CHECK(rc_memory != 0);  // the limit is real: the windows in memory do not fit under it
     ::rmdir(cgroup.c_str());
   }
 }

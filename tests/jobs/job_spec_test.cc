@@ -291,7 +291,7 @@ TEST_CASE("job spec: --elastic travels with a sync job and is refused for other 
   CHECK(validate(micro).ok());
 }
 
-TEST_CASE("job spec: --last-batch travels with the job; pad is refused where a strategy trains whole batches, "
+TEST_CASE("job spec: --last-batch travels with the job, pad is refused where a strategy trains whole batches, "
           "drop where async trains every example", "[jobs][spec][last-batch]") {
   JobSpec s;
   s.workers = 4;

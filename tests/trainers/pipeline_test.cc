@@ -294,6 +294,40 @@ TEST_CASE("pipeline: a user's trainer that declares its layers is pipelined and 
   }
 }
 
+TEST_CASE("pipeline: a regression (--loss mse) through 2 and 3 stages, both schedules, holds one process's "
+          "parameters and test loss", "[pipeline][equivalence][targets]") {
+  const Dataset train = linear_values(1024, 5), test = linear_values(200, 6);
+  TrainOptions o;
+  o.loss = "mse";
+  o.hidden = {32, 16};
+  o.epochs = 2;
+  o.batch_size = 64;
+  o.seed = 9;
+  o.lr = 0.01f;
+  std::vector<float> want;
+  auto local = train_with_trainer(o, train, test, {}, &want);
+  REQUIRE(local.ok());
+  for (int stages : {2, 3})
+    for (const char* schedule : {"gpipe", "1f1b"}) {
+      PipelineOptions po;
+      po.stages = stages;
+      po.workers = 2 * stages;
+      po.microbatches = 4;
+      po.schedule = schedule;
+      auto run = train_local_pipeline(o, po, train, test);
+      INFO(stages << " stages, " << schedule << ": " << (run.ok() ? std::string("ok") : run.status().to_string()));
+      REQUIRE(run.ok());
+      const double diff = relative_difference(run->params, want);
+      INFO("relative difference " << diff);
+      CHECK(diff <= 1e-5);
+      CHECK(run->train.test_accuracy == -1);
+      CHECK(run->train.test_loss == Approx(local->test_loss).epsilon(1e-4));
+    }
+  double zero_loss = 0;  // predicting 0 everywhere: the targets' mean square
+  for (float t : test.targets) zero_loss += static_cast<double>(t) * t / static_cast<double>(test.targets.size());
+  CHECK(local->test_loss < 0.5 * zero_loss);  // y = x A + b is being learned
+}
+
 TEST_CASE("pipeline: GPipe and 1F1B apply bit-identical updates", "[pipeline][equivalence]") {
   REQUIRE(fashion(Split::train).count > 0);
   TrainOptions o = four_layer_job();

@@ -267,6 +267,19 @@ TEST_CASE("sharded: --shard parameters (layer by layer) ends where plain sync en
   }
 }
 
+TEST_CASE("sharded: --shard parameters trains value targets (--loss mse) where plain sync does", "[sharded][equivalence][parameters]") {
+  const Dataset train = linear_values(48 * 40, 41), test = linear_values(96, 42);
+  TrainOptions o = sharded_job();
+  o.loss = "mse";
+  o.lr = 0.01f;
+  const int replicas = GENERATE(2, 4);
+  const auto [plain, sharded] =
+      troupe::testing::check_sharded_matches_plain(replicas, o, train, test, ShardStage::parameters, 2048);
+  CHECK(sharded.results[0].test_accuracy == -1);  // a regression counts nothing
+  CHECK(sharded.results[0].test_loss == Approx(plain.results[0].test_loss).epsilon(1e-5));
+  CHECK(sharded.results[0].test_loss < 0.5 * sharded.results[0].history.front().train_loss);  // it learned
+}
+
 TEST_CASE("sharded: --shard parameters refuses a precision its model's layers do not compute in", "[sharded][errors][parameters]") {
   const Dataset train = blobs(48 * 10, 4, 6, 39), test = blobs(96, 4, 6, 40);
   TrainOptions o = sharded_job();

@@ -54,12 +54,13 @@
 
 // Bumped whenever a type of this header changes layout or a virtual function is added, removed or
 // reordered; with the troupe version it is what a library is checked against before it is used.
-#define TROUPE_TRAINER_ABI 6  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
+#define TROUPE_TRAINER_ABI 7  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
                               // 4: mixed precision (TrainerContext::precision, Batch::loss_scale);
                               // 5: the data's schema and fields by name, targets of any width,
                               //    required_fields(), predict(), transform_example()
                               // 6: LayerModel::forward_layer_kept / backward_layer_kept, computes_in(),
                               //    LayerInfo::shared
+                              // 7: LayerModel::scores_values() / output_loss_values() (value targets)
 
 namespace troupe {
 
@@ -331,6 +332,19 @@ class LayerModel {
   // The mean loss (and correct count) of the last layer's output `out` for `labels`; when `dout` is
   // not null it receives the gradient of that mean loss with respect to `out`.
   virtual Expected<BatchStats> output_loss(const float* out, const int32_t* labels, int64_t rows, float* dout) = 0;
+
+  // Value targets (a regression: DataSpec::classes == 0, DataSpec::target_width values per
+  // example), ABI 7. Whether the layers score them — the runtime refuses a layer-by-layer strategy
+  // (pipelines, `--shard parameters`) on such data when not — and the mean loss of `out` for
+  // `targets` [rows x target_width], its gradient into `dout` when not null, as output_loss.
+  virtual bool scores_values() const { return false; }
+  virtual Expected<BatchStats> output_loss_values(const float* out, const float* targets, int64_t rows, float* dout) {
+    (void)out;
+    (void)targets;
+    (void)rows;
+    (void)dout;
+    return invalid_argument("these layers score class targets only (LayerModel::scores_values() is false)");
+  }
 
   // Kept activations (optional, ABI 6). When training, the runtime calls forward_layer_kept and
   // later backward_layer_kept for the same layer, `slot`, in, out, rows and parameter values: a layer

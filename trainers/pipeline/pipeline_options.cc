@@ -34,15 +34,16 @@ Status validate(const PipelineOptions& o, int batch_size) {
 }
 
 Status check_pipeline_model(const TrainOptions& o, const PipelineOptions& po, DataSpec data) {
-  if (data.classes <= 0)  // a class per example, or a sequence of them (a language model's windows)
-    return invalid_argument("a pipeline (--strategy pipeline) trains class targets; this dataset's target holds "
-                            "values (regression): train it with `troupe train` or a sync job (--strategy sync)");
   auto setup = set_up_trainer(o, data, 0, po.replicas());
   if (!setup.ok()) return setup.status();
   LayerModel* model = setup->trainer->layers();
   if (!model)
     return invalid_argument(setup->where + " does not declare its layers (Trainer::layers() returns null): --strategy pipeline needs a LayerModel "
                             "(trainers/api/trainer.h); train it with --strategy sync");
+  if (data.classes <= 0 && !model->scores_values())  // a regression the layers cannot score
+    return invalid_argument("a pipeline (--strategy pipeline) scores the last stage's output with the layers' loss, and " +
+                            setup->where + "'s layers score class targets only (LayerModel::scores_values()); this "
+                            "dataset's target holds values: train it with `troupe train` or a sync job");
   std::vector<int> counts;
   if (!po.stage_layers.empty()) {
     auto parsed = parse_stage_layers(po.stage_layers);

@@ -25,6 +25,18 @@ struct StepTotals {
   int64_t correct = 0;   // last stage: examples predicted right (-1: the model does not count)
 };
 
+// What the last stage scores its output against: class labels, or target values (a regression:
+// LayerModel::output_loss_values), `width` per example.
+struct StageTargets {
+  const int32_t* labels = nullptr;
+  const float* values = nullptr;
+  // Rows from `first` on.
+  StageTargets from(int64_t first, int64_t width) const {
+    const auto at = static_cast<size_t>(first * width);
+    return {labels ? labels + at : nullptr, values ? values + at : nullptr};
+  }
+};
+
 class StageExecutor {
  public:
   // `pipe` connects the stages (rank = stage); null only for a pipeline of one stage.
@@ -36,27 +48,30 @@ class StageExecutor {
   // gradients are added into `grads` (the caller zeroes them per step). `sequence` is the same on
   // every stage for the same step (stamped on every message, so stages out of step are an error).
   // Errors: the transport's (a neighbour died or timed out, naming it), a layer's own.
-  Status run_step(const std::vector<PipeOp>& ops, const float* inputs, const int32_t* labels, const Parameters& params,
-                  Gradients& grads, uint64_t sequence, StepTotals* totals);
+  Status run_step(const std::vector<PipeOp>& ops, const float* inputs, const StageTargets& targets,
+                  const Parameters& params, Gradients& grads, uint64_t sequence, StepTotals* totals);
 
   // A forward-only pass over `rows` examples in chunks of up to `chunk` rows (the same on every
   // stage); the last stage sums loss x rows and correct predictions into *totals.
-  Status forward_only(const float* inputs, const int32_t* labels, int64_t rows, int64_t features, int64_t chunk,
-                      const Parameters& params, uint64_t sequence, StepTotals* totals);
+  Status forward_only(const float* inputs, const StageTargets& targets, int64_t rows, int64_t features,
+                      int64_t chunk, const Parameters& params, uint64_t sequence, StepTotals* totals);
 
   // `value` summed over the stages of this replica's pipeline, added in stage order (stage 0 gathers
   // and sends the total back; the same on every stage): the squares of every stage's gradients for
   // --clip-grad-norm's global norm. `sequence` names the step, as run_step's.
   Expected<double> sum_over_stages(double value, uint64_t sequence);
 
-  // Labels per example (a sequence model's: one per position; 1 by default): the last stage reads
-  // micro-batch m's at labels + m * micro_rows * width.
+  // Labels (or values) per example (a sequence model's: one per position; 1 by default): the last
+  // stage reads micro-batch m's at labels + m * micro_rows * width.
   void set_label_width(int64_t width) { label_width_ = width; }
 
   double busy_seconds() const { return busy_seconds_; }  // time in layer calls and the loss, in all
   size_t activation_bytes() const;                          // the stash and gradient buffers
 
  private:
+  // The model's loss of `out` for `rows` targets (labels or values).
+  Expected<BatchStats> loss(const float* out, const StageTargets& targets, int64_t rows, float* dout);
+
   struct Outgoing {
     int peer = -1;
     const void* data = nullptr;

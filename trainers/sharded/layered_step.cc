@@ -65,9 +65,9 @@ Gradients LayeredStep::grads_of(size_t l) const {
 }
 
 Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float weight) {
-  if (!batch.labels)
-    return invalid_argument("--shard parameters trains models of class targets for now (LayerModel::output_loss "
-                            "takes labels); use --shard gradients");
+  if (!batch.labels && !(batch.targets && model_.scores_values()))
+    return invalid_argument("--shard parameters scores the last layer's output with the layers' loss, and these "
+                            "layers score class targets only (LayerModel::scores_values()); use --shard gradients");
   const size_t count = layers_.size();
   const int64_t rows = batch.size;
   float* const grads = state_.grads();
@@ -118,7 +118,8 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
     }
   }
   dout_.resize(acts_[count - 1].size());
-  auto stats = model_.output_loss(acts_[count - 1].data(), batch.labels, rows, dout_.data());
+  auto stats = batch.labels ? model_.output_loss(acts_[count - 1].data(), batch.labels, rows, dout_.data())
+                            : model_.output_loss_values(acts_[count - 1].data(), batch.targets, rows, dout_.data());
   if (!stats.ok()) return stats.status().with_context("the output loss");
   // An elastic replica's share, and f16's loss scale (the layers round dout as the whole model does).
   const float scale = weight * batch.loss_scale;
@@ -189,7 +190,9 @@ Expected<EvalTotals> LayeredStep::evaluate(const Dataset& data, int64_t first, i
     }
     for (int64_t at = 0; at < n_rows; at += kEvalRows) {
       const int64_t n = std::min(kEvalRows, n_rows - at);
-      auto s = model_.output_loss(x + at * in_width, data.labels.data() + (first + begin + at) * width, n, nullptr);
+      const int64_t row = (first + begin + at) * width;
+      auto s = data.classifies() ? model_.output_loss(x + at * in_width, data.labels.data() + row, n, nullptr)
+                                 : model_.output_loss_values(x + at * in_width, data.targets.data() + row, n, nullptr);
       if (!s.ok())
         return s.status().with_context("evaluating rows " + std::to_string(first + begin + at) + " of the test set");
       if (s->correct < 0) t.counted = false;

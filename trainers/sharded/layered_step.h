@@ -44,7 +44,8 @@ class LayeredStep {
 
   // The batch's mean loss and correct count (this replica's rows), its gradients averaged over the
   // replicas into each rank's chunks of state.grads(), scaled by `weight` (an elastic replica's
-  // share) and Batch::loss_scale first. Needs class labels (LayerModel::output_loss). The layers' errors name the layer; a
+  // share) and Batch::loss_scale first. Class labels (LayerModel::output_loss) or target values
+  // (output_loss_values, when the layers score them). The layers' errors name the layer; a
   // collective's names the unit and the rank it waited for. After an error the queued collectives
   // are dropped.
   Expected<BatchStats> forward_backward(const Batch& batch, float weight);
