@@ -7,6 +7,9 @@
 // parameters.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+
+#include "tests/core/temp_dir.h"
 #include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/replica_threads.h"
@@ -228,15 +231,81 @@ TEST_CASE("the gpt as layers pipelines: 2 and 4 stages (embeddings first, head l
       CHECK(diff <= 1e-5);
       CHECK(run->train.test_loss == Approx(one->test_loss).epsilon(1e-4));
     }
-  // A tied gpt's head shares the first stage's embedding: refused, saying why and what to do.
-  o.trainer_args = {"layers=2", "heads=2", "dim=16", "tie=1"};
+}
+
+// tie=1: the head is the first stage's token embedding. The last stage holds a copy, sends the
+// gradient its head adds to the owner each step and gets the updated values back
+// (trainers/pipeline/tied_blocks.h): every stage count, schedule and replica count holds one
+// process's parameters, the clipping norm counting the tied block once.
+TEST_CASE("the tied gpt pipelines: the head on the last stage shares the first stage's embedding and holds one "
+          "process's parameters", "[models][gpt][pipeline][tied]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 30 + 1, 3), 8, 12);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  TrainOptions o = gpt_sharded_job();  // tie=1, adamw with decay on matrices
+  o.max_steps = 30;
+  o.clip_grad_norm = 0.05f;
+  std::vector<float> want;
+  auto one = train_with_trainer(o, train, test, {}, &want);
+  INFO(one.status().to_string());
+  REQUIRE(one.ok());
+  for (int stages : {2, 4})
+    for (int replicas : {1, 2})
+      for (const char* schedule : {"gpipe", "1f1b"}) {
+        pipeline::PipelineOptions po;
+        po.stages = stages;
+        po.workers = stages * replicas;
+        po.microbatches = 4;
+        po.schedule = schedule;
+        auto run = pipeline::train_local_pipeline(o, po, train, test);
+        INFO(stages << " stages x " << replicas << " replicas, " << schedule << ": "
+                    << (run.ok() ? std::string("ok") : run.status().to_string()));
+        REQUIRE(run.ok());
+        REQUIRE(run->params.size() == want.size());  // the tied block once, as the owner holds it
+        const double diff = relative_difference(run->params, want);
+        INFO("relative difference " << diff);
+        CHECK(diff <= 1e-5);
+        CHECK(run->train.test_loss == Approx(one->test_loss).epsilon(1e-4));
+      }
+}
+
+// A tied pipeline stopped right after its checkpoint resumes from it bit for bit: the checkpoint
+// holds the embedding once (its owner's shard), and the last stage's copy is the owner's again
+// before the first resumed step.
+TEST_CASE("the tied gpt pipeline resumes from its checkpoint where an uninterrupted one ends",
+          "[models][gpt][pipeline][tied][resume]") {
+  const MarkovChain2 chain(12, 3, 9);
+  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 30 + 1, 3), 8, 12);
+  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  TrainOptions o = gpt_sharded_job();
+  o.max_steps = 30;
   pipeline::PipelineOptions po;
   po.stages = 2;
   po.workers = 2;
-  auto tied = pipeline::train_local_pipeline(o, po, train, test);
-  REQUIRE_FALSE(tied.ok());
-  CHECK(tied.status().code() == Code::invalid_argument);
-  CHECK(tied.status().message().find("layer 3 ('head') on stage 1 shares block #0 with a layer of another stage") !=
-        std::string::npos);
-  CHECK(tied.status().message().find("tie=0") != std::string::npos);
+  po.microbatches = 2;
+  auto whole = pipeline::train_local_pipeline(o, po, train, test);
+  REQUIRE(whole.ok());
+  troupe::testing::TempDir dir;
+  std::atomic<bool> cancel{false};
+  std::vector<checkpoint::Manifest> committed;
+  pipeline::LocalCheckpoints first;
+  first.every = 13;
+  first.dir = dir.path();
+  first.cancel = &cancel;
+  first.commit = [&](const checkpoint::Manifest& m) {
+    committed.push_back(m);
+    cancel = true;  // every stage stops before its next step
+    return Status{};
+  };
+  REQUIRE_FALSE(pipeline::train_local_pipeline(o, po, train, test, {}, std::chrono::seconds(20), first).ok());
+  REQUIRE(committed.size() == 1);
+  pipeline::LocalCheckpoints resume;
+  resume.resume = &committed[0];
+  auto rest = pipeline::train_local_pipeline(o, po, train, test, {}, std::chrono::seconds(20), resume);
+  INFO(rest.status().to_string());
+  REQUIRE(rest.ok());
+  CHECK(rest->train.steps == 30);
+  CHECK(rest->params == whole->params);
+  CHECK(rest->train.test_loss == whole->train.test_loss);
 }
+

@@ -60,7 +60,8 @@
                               //    required_fields(), predict(), transform_example()
                               // 6: LayerModel::forward_layer_kept / backward_layer_kept, computes_in(),
                               //    LayerInfo::shared
-                              // 7: LayerModel::scores_values() / output_loss_values() (value targets)
+                              // 7: LayerModel::scores_values() / output_loss_values() (value targets),
+                              //    views with extra segments (FlatSegment: tied blocks across stages)
 
 namespace troupe {
 
@@ -195,11 +196,30 @@ class ParameterSpace {
 // A view may hold only a range [first, first + size) of the flat layout (a pipeline stage holds
 // only its layers' blocks): then only the Params inside it may be looked up, and data() is the
 // start of the range.
+//
+// A view may also hold blocks outside its range, kept apart (ABI 7): a pipeline stage's copies of
+// tied blocks another stage owns (LayerInfo::shared). Looking such a Param up finds its segment;
+// data() and size() stay the range's.
+template <class T>
+struct FlatSegment {
+  T* data = nullptr;
+  size_t first = 0;  // offset in the whole flat layout
+  size_t size = 0;
+};
+
 template <class T>
 class FlatBuffer {
  public:
   FlatBuffer(T* data, size_t size, size_t first = 0) : data_(data), size_(size), first_(first) {}
-  T* operator[](const Param& p) const { return data_ + (p.offset - first_); }
+  // With `extras` segments besides the range (kept alive by the caller while the view is used).
+  FlatBuffer(T* data, size_t size, size_t first, const FlatSegment<T>* extras, int extra_count)
+      : data_(data), size_(size), first_(first), extras_(extras), extra_count_(extra_count) {}
+  T* operator[](const Param& p) const {
+    for (int i = 0; i < extra_count_; ++i)
+      if (p.offset >= extras_[i].first && p.offset < extras_[i].first + extras_[i].size)
+        return extras_[i].data + (p.offset - extras_[i].first);
+    return data_ + (p.offset - first_);
+  }
   T* data() const { return data_; }
   size_t size() const { return size_; }
   size_t first() const { return first_; }  // offset of data() in the whole flat layout
@@ -208,6 +228,8 @@ class FlatBuffer {
   T* data_;
   size_t size_;
   size_t first_;
+  const FlatSegment<T>* extras_ = nullptr;
+  int extra_count_ = 0;
 };
 using Parameters = FlatBuffer<const float>;
 
@@ -226,7 +248,16 @@ class Gradients {
  public:
   Gradients(float* data, size_t size, GradientHook* hook = nullptr, size_t first = 0)
       : data_(data), size_(size), hook_(hook), first_(first) {}
-  float* operator[](const Param& p) const { return data_ + (p.offset - first_); }
+  // With segments besides the range, as FlatBuffer's (ABI 7).
+  Gradients(float* data, size_t size, GradientHook* hook, size_t first, const FlatSegment<float>* extras,
+            int extra_count)
+      : data_(data), size_(size), hook_(hook), first_(first), extras_(extras), extra_count_(extra_count) {}
+  float* operator[](const Param& p) const {
+    for (int i = 0; i < extra_count_; ++i)
+      if (p.offset >= extras_[i].first && p.offset < extras_[i].first + extras_[i].size)
+        return extras_[i].data + (p.offset - extras_[i].first);
+    return data_ + (p.offset - first_);
+  }
   float* data() const { return data_; }
   size_t size() const { return size_; }
   size_t first() const { return first_; }  // as FlatBuffer::first
@@ -244,6 +275,8 @@ class Gradients {
   size_t size_;
   GradientHook* hook_;
   size_t first_;
+  const FlatSegment<float>* extras_ = nullptr;
+  int extra_count_ = 0;
 };
 
 // ---- what a trainer is fed and returns ----
@@ -305,9 +338,10 @@ struct LayerInfo {
   double flops_per_example = 0;  // forward + backward; 0: estimated as 6 x its parameter count
   // Blocks another (earlier) layer owns that this one reads too and ADDS gradients into: tied
   // weights, e.g. a language model's head that is its token embedding (ABI 6). The layer's
-  // forward_layer/backward_layer then get views of the whole model (look blocks up by Param as
-  // always). `--shard parameters` keeps the owner's layer gathered from its forward until its own
-  // backward; pipelines refuse a shared block on another stage.
+  // forward_layer/backward_layer then get views that hold those blocks too (look blocks up by
+  // Param as always). `--shard parameters` keeps the owner's layer gathered from its forward until
+  // its own backward; a pipeline stage holds a copy of a shared block another stage owns, kept
+  // equal to the owner's every step (trainers/pipeline/tied_blocks.h, ABI 7).
   std::vector<Param> shared;
 };
 

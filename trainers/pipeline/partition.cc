@@ -122,14 +122,7 @@ Expected<std::vector<StagePlan>> partition_layers(const std::vector<LayerInfo>& 
     p.in_features = p.first_layer == 0 ? input_features : layers[p.first_layer - 1].out_features;
     p.out_features = layers[p.end_layer - 1].out_features;
     p.weight = prefix[p.end_layer] - prefix[p.first_layer];
-    for (int l = p.first_layer; l < p.end_layer; ++l)
-      for (const Param& shared : layers[l].shared)
-        if (shared.offset < p.begin || shared.offset + shared.numel > p.end)
-          return invalid_argument(
-              "layer " + std::to_string(l) + " ('" + layers[l].name + "') on stage " + std::to_string(s) +
-              " shares block #" + std::to_string(shared.index) + " with a layer of another stage (tied weights, "
-              "e.g. a gpt with tie=1, whose head is its embedding): pipelines do not split tied weights across "
-              "stages; train it untied (tie=0), on one stage, or with --strategy sync (--shard parameters takes it)");
+    // (a block shared with a layer of another stage is copied there: tied_blocks.h)
     plans.push_back(p);
     layer = p.end_layer;
   }

@@ -20,6 +20,7 @@
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
 #include "trainers/pipeline/stage_executor.h"
+#include "trainers/pipeline/tied_blocks.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::pipeline {
@@ -155,8 +156,13 @@ Expected<StageResult> Loop::run() {
               params.begin());
   }
   if (ckpt.every > 0 && !ckpt.write) return invalid_argument("pipeline checkpoints need a writer");
-  const Parameters param_view(params.data(), n, plan.begin);
-  Gradients grad_view(grads.data(), n, nullptr, plan.begin);
+  // Tied blocks across stages: this stage's copies of blocks another stage owns, in its views, set
+  // to the owner's values before the first step (a fresh start, a resume, --init-from alike).
+  StageTies ties(tied_blocks(layers, *plans), stage, plan.begin, comms.pipe, comms.timeout);
+  TROUPE_RETURN_IF_ERROR(ties.share_values(params.data(), static_cast<uint64_t>(step))
+                             .with_context(where + ": tied blocks before training"));
+  const Parameters param_view(params.data(), n, plan.begin, ties.param_segments(), ties.segments());
+  Gradients grad_view(grads.data(), n, nullptr, plan.begin, ties.grad_segments(), ties.segments());
   StageExecutor exec(*model, layers, plan, stage, stages, comms.pipe, micro_rows,
                      stash_slots(schedule, stage, stages, po.microbatches), comms.timeout);
   exec.set_label_width(train.target_width);
@@ -173,8 +179,8 @@ Expected<StageResult> Loop::run() {
   rep.begin = plan.begin;
   rep.end = plan.end;
   const size_t state_vectors = (*opt)->save_state(0, 0).vectors.size();
-  rep.param_bytes = n * sizeof(float);
-  rep.grad_bytes = grads.size() * sizeof(float);
+  rep.param_bytes = (n + ties.copy_floats()) * sizeof(float);
+  rep.grad_bytes = (grads.size() + ties.copy_floats()) * sizeof(float);
   rep.optimizer_bytes = state_vectors * n * sizeof(float);
   rep.model_bytes = (2 + state_vectors) * setup->space.size() * sizeof(float);
   rep.activation_bytes = exec.activation_bytes();
@@ -205,6 +211,7 @@ Expected<StageResult> Loop::run() {
       if (!*more) return internal_error("the data feed ran out" + at);
       if (epoch == first_epoch && s < skip_steps) continue;  // trained before the checkpoint resumed from
       std::fill(grads.begin(), grads.end(), 0.0f);
+      ties.zero_grads();
       StepTotals totals;
       const auto pass_start = Clock::now();
       const double busy_before = exec.busy_seconds();
@@ -213,6 +220,9 @@ Expected<StageResult> Loop::run() {
                                  .with_context(where + at));
       rep.pass_seconds += seconds_since(pass_start);
       rep.busy_seconds += exec.busy_seconds() - busy_before;
+      // Tied blocks: the users' gradients added to the owner's, before its replicas average them.
+      TROUPE_RETURN_IF_ERROR(ties.gather_gradients(grads.data(), static_cast<uint64_t>(step + 1))
+                                 .with_context(where + at));
       kernels::cpu::scale(grads.data(), n, 1.0f / po.microbatches);  // the mean over the local batch
       float loss = static_cast<float>(totals.loss_sum / po.microbatches);
       int64_t correct = totals.correct;
@@ -241,6 +251,7 @@ Expected<StageResult> Loop::run() {
         return nonfinite_loss(loss, epoch, s + 1, steps_per_epoch, step, oo.lr);
       (*opt)->set_lr(scheduled_lr(lr_schedule, oo.lr, step - 1, total_steps, o.warmup_steps));
       (*opt)->step(params.data(), grads.data());
+      TROUPE_RETURN_IF_ERROR(ties.share_values(params.data(), static_cast<uint64_t>(step)).with_context(where + at));
       if (ckpt.every > 0 && step % ckpt.every == 0) {
         const StageSnapshot snap{step, epoch, s + 1, plan.begin, plan.end, setup->space.size(), params.data(), opt->get()};
         TROUPE_RETURN_IF_ERROR(ckpt.write(snap).with_context(where + ": checkpoint" + at));
