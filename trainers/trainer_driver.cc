@@ -419,10 +419,12 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       }
       const int64_t rows = *more ? batch.size : 0;
       if (!*more) {
-        if (padding.empty()) return internal_error("no row kept to pad the short last step of epoch " + std::to_string(epoch));
+        if (padding.empty())
+          return internal_error("no row kept to pad the short last step of epoch " + std::to_string(epoch));
         batch = padding.batch();
+      } else if (short_rows_next(s)) {
+        padding.keep(batch);
       }
-      else if (short_rows_next(s)) padding.keep(batch);
       if (epoch == first_epoch && s < skip_steps) {  // trained before the checkpoint this run resumed from
         TROUPE_RETURN_IF_ERROR(feed.trained().with_context("data of epoch " + std::to_string(epoch)));
         continue;

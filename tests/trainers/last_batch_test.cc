@@ -68,6 +68,17 @@ std::map<int, int> seen_counts() {
   return n;
 }
 
+// One epoch of the recorder at batch 32, the last batch padded; the record emptied.
+TrainOptions recorder_job() {
+  seen_batches.clear();
+  TrainOptions o;
+  o.model = "test-row-recorder";
+  o.epochs = 1;
+  o.batch_size = 32;
+  o.last_batch = "pad";
+  return o;
+}
+
 TrainOptions small_job() {
   TrainOptions o;
   o.hidden = {16};
@@ -84,12 +95,7 @@ TrainOptions small_job() {
 TEST_CASE("last batch: one process pads an epoch with one short step over exactly its remainder, or drops it",
           "[sync][last-batch]") {
   const Dataset train = indexed(250), test = indexed(10);
-  TrainOptions o;
-  o.model = "test-row-recorder";
-  o.epochs = 1;
-  o.batch_size = 32;
-  o.last_batch = "pad";
-  seen_batches.clear();
+  TrainOptions o = recorder_job();
   auto padded = train_with_trainer(o, train, test);
   REQUIRE(padded.ok());
   CHECK(padded->steps == 8);  // 7 whole batches and the 26 left
@@ -112,12 +118,7 @@ TEST_CASE("last batch: 4 sync replicas pad the short step, two of them with a ze
   // 237 examples at a global batch of 32 (8 per replica): the 8th step has 13 rows, 8 for replica
   // 0, 5 for replica 1, none for replicas 2 and 3 (each trains one padding row with weight 0).
   const Dataset train = indexed(237), test = indexed(8);
-  TrainOptions o;
-  o.model = "test-row-recorder";
-  o.epochs = 1;
-  o.batch_size = 32;
-  o.last_batch = "pad";
-  seen_batches.clear();
+  TrainOptions o = recorder_job();
   auto run = testing::run_replica_threads(4, o, train, test, {});
   INFO(run.errors());
   REQUIRE(run.all_ok());
