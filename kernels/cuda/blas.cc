@@ -89,4 +89,22 @@ Status matmul_low(const CublasHandle& handle, DType type, bool trans_a, bool tra
   return {};
 }
 
+Status matmul_strided(const CublasHandle& handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                      const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                      float beta, float* c, int64_t ldc, int64_t stride_c, int count) {
+  if (count < 0 || m < 0 || n < 0 || k < 0)
+    return invalid_argument("cuda::matmul_strided: negative size (m " + std::to_string(m) + ", n " + std::to_string(n) +
+                            ", k " + std::to_string(k) + ", count " + std::to_string(count) + ")");
+  if (count == 0 || m == 0 || n == 0) return {};
+  if (!handle.get()) return invalid_argument("cuda::matmul_strided: the cuBLAS handle was not created");
+  if (!a || !b || !c) return invalid_argument("cuda::matmul_strided: a null matrix");
+  // Row-major to column-major as matmul: operands swapped, each keeps its transpose flag; the row
+  // strides are the column-major leading dimensions.
+  TROUPE_CUBLAS_CHECK(cublasSgemmStridedBatched(
+      handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+      static_cast<int>(ldb), static_cast<long long>(stride_b), a, static_cast<int>(lda), static_cast<long long>(stride_a),
+      &beta, c, static_cast<int>(ldc), static_cast<long long>(stride_c), count));
+  return {};
+}
+
 }  // namespace troupe::kernels::cuda

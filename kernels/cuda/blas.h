@@ -46,4 +46,12 @@ Status matmul(const CublasHandle& handle, bool trans_a, bool trans_b, int m, int
 Status matmul_low(const CublasHandle& handle, DType type, bool trans_a, bool trans_b, int m, int n, int k,
                   float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c);
 
+// `count` products C_i = alpha * op(A_i) * op(B_i) + beta * C_i of row-major views given by their
+// row strides (lda, ldb, ldc: floats from one row to the next as stored) and batch strides
+// (stride_a, ...: floats from A_i to A_{i+1}); shapes as matmul's. cublasSgemmStridedBatched: an
+// attention call's heads are such a batch (a head's columns start head_dim floats after the last).
+Status matmul_strided(const CublasHandle& handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                      const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                      float beta, float* c, int64_t ldc, int64_t stride_c, int count);
+
 }  // namespace troupe::kernels::cuda
