@@ -198,10 +198,10 @@ __global__ void vocab_xent_kernel(const float* logits, const int32_t* __restrict
   }
 }
 
-__global__ void sum_in_order_kernel(const float* x, int64_t n, float* out) {
+__global__ void sum_in_order_kernel(const float* x, int64_t n, float scale, bool accumulate, float* out) {
   float s = 0.0f;
   for (int64_t i = 0; i < n; ++i) s += x[i];
-  *out = s;
+  *out = (accumulate ? *out : 0.0f) + scale * s;
 }
 
 __global__ void bias_grad_add_kernel(const float* __restrict__ dy, int64_t rows, int64_t cols, float* __restrict__ db) {
@@ -366,11 +366,11 @@ Status vocab_xent(const float* logits, const int32_t* targets, int64_t rows, int
   return {};
 }
 
-Status sum_in_order(const float* x, int64_t n, float* out, cudaStream_t stream) {
+Status sum_in_order(const float* x, int64_t n, float scale, bool accumulate, float* out, cudaStream_t stream) {
   TROUPE_RETURN_IF_ERROR(check_sizes("sum_in_order", {n}));
   TROUPE_RETURN_IF_ERROR(detail::check_pointers("sum_in_order", 1, {out}));
   if (n > 0) TROUPE_RETURN_IF_ERROR(detail::check_pointers("sum_in_order", static_cast<size_t>(n), {x}));
-  sum_in_order_kernel<<<1, 1, 0, stream>>>(x, n, out);
+  sum_in_order_kernel<<<1, 1, 0, stream>>>(x, n, scale, accumulate, out);
   TROUPE_LAUNCH_CHECK("sum_in_order_kernel");
   return {};
 }

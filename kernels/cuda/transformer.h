@@ -55,9 +55,9 @@ Status attention_backward(const CublasHandle& handle, const float* qkv, const fl
 // grad_scale / rows when not null. The mean is the caller's sum of row_loss / rows.
 Status vocab_xent(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab, float grad_scale,
                   float* dlogits, float* row_loss, cudaStream_t stream = nullptr);
-// `out` = the sum of `n` floats in index order (one thread: deterministic; for a step's few
-// thousand row losses).
-Status sum_in_order(const float* x, int64_t n, float* out, cudaStream_t stream = nullptr);
+// *out = scale x the sum of `n` floats in index order (one thread: deterministic; for a step's few
+// thousand row losses), added to *out when `accumulate`.
+Status sum_in_order(const float* x, int64_t n, float scale, bool accumulate, float* out, cudaStream_t stream = nullptr);
 
 // ---- helpers ----
 

@@ -122,8 +122,10 @@ TEST_CASE("cuda vocab_xent matches the cpu's for small and large vocabularies, i
       DeviceArray<int32_t> gt(targets);
       float* dl = in_place ? gl.get() : gd.get();
       REQUIRE(kc::vocab_xent(gl.get(), gt.get(), rows, vocab, 2.0f, dl, row_loss.get()).ok());
-      REQUIRE(kc::sum_in_order(row_loss.get(), rows, total.get()).ok());
-      CHECK(total.host()[0] / rows == Approx(loss).epsilon(1e-5));
+      REQUIRE(kc::sum_in_order(row_loss.get(), rows, 1.0f / static_cast<float>(rows), false, total.get()).ok());
+      CHECK(total.host()[0] == Approx(loss).epsilon(1e-5));
+      REQUIRE(kc::sum_in_order(row_loss.get(), rows, 1.0f / static_cast<float>(rows), true, total.get()).ok());
+      CHECK(total.host()[0] == Approx(2 * loss).epsilon(1e-5));  // accumulated
       check_close(in_place ? gl.host() : gd.host(), d, 4e-6 / rows, 1e-4, "dlogits");
     }
   }

@@ -106,11 +106,53 @@ TEST_CASE("tune: a 12-trial ASHA search beats the default settings, stops trials
     CHECK(job.at("state") == "CANCELLED");
     CHECK(job.at("message").get<std::string>().find("stopped early at rung") != std::string::npos);
   }
-  CHECK(stopped >= 4);
-  // What ASHA decided costs at most 2/3 of the 72 epochs a search without stops trains: a stopped
-  // trial counted to its rung, the others to their last epoch. A stopped trial may also have
-  // finished the epoch it was in when the stop reached it (the head decides twice a second, the
-  // trial does not wait for it): on a loaded machine that is up to one more epoch per stop.
+  CHECK(stopped >= 1);
+  // Every decision follows ASHA's rule (tune/asha.h: a trial goes on when among the best ceil(k/3)
+  // of the k that reached the rung so far, itself included), whatever order the head saw the
+  // arrivals in: a trial was judged against at least the trials that reached the rung more than a
+  // poll before it, and at most those that reached it by a poll after it. (How much a search saves
+  // depends on that order — here the larger, slower models arrive later and are better, which
+  // keeps more of them; bench/tune_asha.sh measures it: 0.51x fifo's trial-epochs.)
+  const int64_t slack_ms = 1500;  // the head polls twice a second; writes in flight
+  for (int rung : {1, 3}) {
+    struct Arrival {
+      int index;
+      int64_t when;
+      double value;
+      bool stopped, passed;
+    };
+    std::vector<Arrival> arrivals;
+    for (const Json& t : s.at("trials")) {
+      Arrival a{t.at("index").get<int>(), -1, 0, t.at("stopped_at").get<int>() == rung, false};
+      for (const Json& e : t.at("epochs"))
+        if (e.at("epoch").get<int>() == rung) a.when = e.at("time_ms").get<int64_t>();
+      for (const Json& v : t.at("values"))
+        if (v.at(0).get<int>() == rung) a.value = v.at(1).get<double>();
+      for (const Json& r : t.at("rungs_passed")) a.passed = a.passed || r.get<int>() == rung;
+      if (a.when >= 0) arrivals.push_back(a);
+    }
+    for (const Arrival& a : arrivals) {
+      int sure = 0, better_sure = 0, maybe = 0, not_worse_maybe = 0;
+      for (const Arrival& o : arrivals) {
+        if (o.index == a.index) continue;
+        if (o.when < a.when - slack_ms) {
+          ++sure;
+          better_sure += o.value > a.value ? 1 : 0;
+        }
+        if (o.when <= a.when + slack_ms) {
+          ++maybe;
+          not_worse_maybe += o.value >= a.value ? 1 : 0;
+        }
+      }
+      const auto top = [](int k) { return (k + 2) / 3; };  // ceil(k / 3)
+      INFO("rung " << rung << ", trial " << a.index << " (" << a.value << "): " << sure << " arrived surely before it ("
+                   << better_sure << " better), " << maybe << " maybe (" << not_worse_maybe << " as good or better)");
+      if (a.stopped) CHECK(not_worse_maybe >= top(sure + 1));  // enough were better before it
+      if (a.passed) CHECK(better_sure < top(maybe + 1));        // not too many were
+    }
+  }
+  // What was trained past the stops: a stopped trial may finish the epoch it was in when the stop
+  // reached it (the head decides twice a second, the trial does not wait for it).
   int decided = 0;
   for (const Json& t : s.at("trials"))
     decided += t.at("state") == "CANCELLED" ? t.at("stopped_at").get<int>()
@@ -118,7 +160,7 @@ TEST_CASE("tune: a 12-trial ASHA search beats the default settings, stops trials
                                             : t.at("values").back().at(0).get<int>();
   const int spent = s.at("trial_epochs").get<int>();
   WARN("trial-epochs by ASHA's decisions: " << decided << ", trained: " << spent << " (" << stopped << " stops)");
-  CHECK(decided <= 48);
+  CHECK(decided < 72);  // fewer than every trial to its end
   CHECK(spent <= decided + stopped);
   // The best trial's model, copied where --save said, is the one the trial wrote.
   REQUIRE(std::filesystem::exists(best));
