@@ -214,6 +214,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   const bool pad = o.pads_last_batch();
   const int64_t steps_per_epoch = epoch_steps(train.count, o.batch_size, pad);
   const int64_t last_rows = step_examples(train.count, o.batch_size, pad, steps_per_epoch - 1);
+  const bool short_last = last_rows < o.batch_size;  // the epoch ends in a short (padded) step
   if (train.count < o.batch_size) {
     return invalid_argument("--batch-size " + std::to_string(o.batch_size) + " is larger than the " +
                             std::to_string(train.count) + " training examples");
@@ -379,8 +380,6 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   // Augmentation: the trainer's transform of each training example, in the feed (its threads).
   const ScopedTransform augment(feed, trainer, o.seed);
   PaddingRow padding(train.spec());
-  // The step before a short last one keeps a row for a replica that gets none in it.
-  const auto short_rows_next = [&](int64_t s) { return last_rows < o.batch_size && s == steps_per_epoch - 2; };
   std::vector<float> micro_grads;  // one micro-batch's gradients (--accumulate)
   collectives::CollectiveOptions sync;
   sync.timeout = replica.timeout;
@@ -404,7 +403,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
       if (!more.ok()) return more.status().with_context("data of epoch " + std::to_string(epoch));
       // --last-batch pad: the epoch's last step holds the remainder, of which this replica may have
       // fewer rows than the others, or none (then a zero-weight copy of a row keeps it in step).
-      const bool short_step = s == steps_per_epoch - 1 && last_rows < o.batch_size;
+      const bool short_step = short_last && s == steps_per_epoch - 1;
       if (*more && (short_step ? batch.size > local_batch : batch.size != local_batch)) {
         return internal_error("the data feed gave a batch of " + std::to_string(batch.size) + " examples; " +
                               "each replica trains " + std::to_string(local_batch) + " per step");
@@ -422,7 +421,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
         if (padding.empty())
           return internal_error("no row kept to pad the short last step of epoch " + std::to_string(epoch));
         batch = padding.batch();
-      } else if (short_rows_next(s)) {
+      } else if (short_last && s == steps_per_epoch - 2) {  // a row for a replica that gets none next
         padding.keep(batch);
       }
       if (epoch == first_epoch && s < skip_steps) {  // trained before the checkpoint this run resumed from

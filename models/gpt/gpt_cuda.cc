@@ -21,6 +21,12 @@ Status allocate(kc::DeviceBuffer<float>& b, int64_t n, const char* what) {
 
 }  // namespace
 
+GptCuda::GptCuda(GptConfig c, GptModel::Params p, int64_t seq, const kernels::cuda::CublasHandle& blas)
+    : c_(c), p_(std::move(p)), seq_(seq), blas_(blas) {
+  for (const Param& q : {p_.wte, p_.wpe, p_.lnf_g, p_.lnf_b, p_.head}) params_ = std::max(params_, q.offset + q.numel);
+  for (const auto& b : p_.blocks) params_ = std::max(params_, b.fc2_b.offset + b.fc2_b.numel);
+}
+
 Status GptCuda::reserve(int rows) {
   if (rows <= capacity_) return {};
   if (seq_ < 1 || seq_ > c_.context)
@@ -141,10 +147,7 @@ Status GptCuda::forward_backward(const float* params, const float* x, const int3
   if (loss_acc)
     TROUPE_RETURN_IF_ERROR(kc::sum_in_order(row_loss_.get(), N, 1.0f / static_cast<float>(N), true, loss_acc, stream()));
   // Every gradient is added into, as on the CPU (its buffer is zero on entry there).
-  size_t total = p_.wte.offset;  // the layout's end: the largest offset + numel over the blocks
-  for (const Param& q : {p_.wte, p_.wpe, p_.lnf_g, p_.lnf_b, p_.head}) total = std::max(total, q.offset + q.numel);
-  for (const auto& b : p_.blocks) total = std::max(total, b.fc2_b.offset + b.fc2_b.numel);
-  TROUPE_CUDA_CHECK(cudaMemsetAsync(grads, 0, total * sizeof(float), stream()));
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(grads, 0, params_ * sizeof(float), stream()));
   TROUPE_CUDA_CHECK(cudaMemsetAsync(dx_.get(), 0, static_cast<size_t>(N * D) * sizeof(float), stream()));
   const float* dlogits = logits_.get();
   // logits = lnf head^T: d lnf = dlogits head, d head += dlogits^T lnf.

@@ -28,8 +28,7 @@ class GptCuda final : public CudaModel {
  public:
   // The model `c` with the blocks `p` (GptModel::declare's, so the flat layout is the CPU's) over
   // windows of `seq` ids (<= c.context); `blas` must outlive the model.
-  GptCuda(GptConfig c, GptModel::Params p, int64_t seq, const kernels::cuda::CublasHandle& blas)
-      : c_(c), p_(std::move(p)), seq_(seq), blas_(blas) {}
+  GptCuda(GptConfig c, GptModel::Params p, int64_t seq, const kernels::cuda::CublasHandle& blas);
 
   Status reserve(int rows) override;
   // grads are overwritten; *loss_acc += the mean loss (correct_acc is left alone: a language model
@@ -59,6 +58,7 @@ class GptCuda final : public CudaModel {
   GptModel::Params p_;
   int64_t seq_;
   const kernels::cuda::CublasHandle& blas_;
+  size_t params_ = 0;  // floats of the flat layout (its blocks' end)
   int capacity_ = 0;
   kernels::cuda::DeviceBuffer<int32_t> ids_;
   std::vector<kernels::cuda::DeviceBuffer<float>> xs_;  // xs_[l]: block l's input

@@ -28,6 +28,25 @@ Dataset prefix_of(Dataset d, int64_t n) {
   return d;
 }
 
+// The first `n` Fashion-MNIST training examples, and the test set.
+std::pair<Dataset, Dataset> fashion_prefix(int64_t n) {
+  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
+  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
+  REQUIRE(train.ok());
+  REQUIRE(test.ok());
+  return {prefix_of(std::move(*train), n), std::move(*test)};
+}
+
+// The mlp for two epochs at a global batch of 128 (adam, seed 5).
+TrainOptions two_epochs() {
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch_size = 128;
+  o.seed = 5;
+  o.optimizer = "adam";
+  return o;
+}
+
 // `world` replicas on the ledger's `shards` shards, as job_worker.cc's run_sync sets them up; every
 // replica's final parameters (they must agree), and the ledger's records of both epochs checked.
 std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, const Dataset& test, int world, int shards,
@@ -92,20 +111,12 @@ TEST_CASE("elastic sync data: 3 or 2 workers on 4 ledger shards hold the paramet
           "[jobs][feed][elastic][equivalence][sharded]") {
   // As ledger_feed_test.cc's equivalence: 100 steps (2 epochs of 6,400 examples at batch 128),
   // where rounding differences have not grown yet.
-  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
-  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
-  const Dataset data = prefix_of(std::move(*train), 6400);
-  TrainOptions o;
-  o.epochs = 2;
-  o.batch_size = 128;
-  o.seed = 5;
-  o.optimizer = "adam";
-  const std::vector<float> full = train_elastic(o, data, *test, 4, 4, 0);
+  const auto [data, test] = fashion_prefix(6400);
+  const TrainOptions o = two_epochs();
+  const std::vector<float> full = train_elastic(o, data, test, 4, 4, 0);
   for (int world : {3, 2}) {
     for (size_t bucket_bytes : {size_t{0}, kDefaultBucketBytes}) {
-      const double diff = relative_difference(train_elastic(o, data, *test, world, 4, bucket_bytes), full);
+      const double diff = relative_difference(train_elastic(o, data, test, world, 4, bucket_bytes), full);
       INFO(world << " workers, buckets of " << bucket_bytes << " bytes: relative difference " << diff);
       CHECK(diff <= 1e-5);
     }
@@ -113,13 +124,13 @@ TEST_CASE("elastic sync data: 3 or 2 workers on 4 ledger shards hold the paramet
   // With --accumulate 2: 3 workers (64 and 32 rows) compute their rows in 2 micro-batches each.
   TrainOptions micro = o;
   micro.accumulate = 2;
-  const double diff = relative_difference(train_elastic(micro, data, *test, 3, 4, 0), full);
+  const double diff = relative_difference(train_elastic(micro, data, test, 3, 4, 0), full);
   INFO("3 workers, 2 micro-batches: relative difference " << diff);
   CHECK(diff <= 1e-5);
   // A sharded job that shrank: 3 workers own 1/3 each of the state (--shard) while training the 4
   // shards' rows unevenly (64 and 32 rows, weighted); the update is still the full batch's.
   for (ShardStage stage : {ShardStage::optimizer, ShardStage::gradients, ShardStage::parameters}) {
-    const double sharded = relative_difference(train_elastic(o, data, *test, 3, 4, kDefaultBucketBytes, stage), full);
+    const double sharded = relative_difference(train_elastic(o, data, test, 3, 4, kDefaultBucketBytes, stage), full);
     INFO("3 workers, --shard " << shard_stage_name(stage) << ": relative difference " << sharded);
     CHECK(sharded <= 1e-5);
   }
@@ -165,30 +176,22 @@ TEST_CASE("elastic sync data: the gpt at 3 and 2 workers on 4 ledger shards hold
 // every epoch is DONE, claimed once.
 TEST_CASE("elastic sync data: a padded last step at 4, 3 and 2 workers on 4 ledger shards holds one process's "
           "parameters", "[jobs][feed][elastic][equivalence][last-batch]") {
-  auto train = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::train);
-  auto test = load_fashion_mnist(TROUPE_DEFAULT_DATASET_DIR, Split::test);
-  REQUIRE(train.ok());
-  REQUIRE(test.ok());
-  const Dataset data = prefix_of(std::move(*train), 6440);
-  TrainOptions o;
-  o.epochs = 2;
-  o.batch_size = 128;
-  o.seed = 5;
-  o.optimizer = "adam";
+  const auto [data, test] = fashion_prefix(6440);
+  TrainOptions o = two_epochs();
   o.last_batch = "pad";
   std::vector<float> one;
-  auto single = train_with_trainer(o, data, *test, {}, &one);
+  auto single = train_with_trainer(o, data, test, {}, &one);
   REQUIRE(single.ok());
   REQUIRE(single->steps == 102);
   for (int world : {4, 3, 2}) {
     for (size_t bucket_bytes : {size_t{0}, kDefaultBucketBytes}) {
-      const double diff = relative_difference(train_elastic(o, data, *test, world, 4, bucket_bytes), one);
+      const double diff = relative_difference(train_elastic(o, data, test, world, 4, bucket_bytes), one);
       INFO(world << " workers, buckets of " << bucket_bytes << " bytes: relative difference " << diff);
       CHECK(diff <= 1e-5);
     }
   }
   const double sharded =
-      relative_difference(train_elastic(o, data, *test, 3, 4, kDefaultBucketBytes, ShardStage::gradients), one);
+      relative_difference(train_elastic(o, data, test, 3, 4, kDefaultBucketBytes, ShardStage::gradients), one);
   INFO("3 workers, --shard gradients: relative difference " << sharded);
   CHECK(sharded <= 1e-5);
 }

@@ -45,6 +45,44 @@ TrainOptions gpt_sharded_job() {
   return o;
 }
 
+// Windows of 8 tokens of a Markov chain over 12 ids: `steps` global batches of 16 to train on, 20
+// windows to evaluate.
+struct Windows {
+  Dataset train, test;
+};
+Windows markov_windows(int64_t steps) {
+  const MarkovChain2 chain(12, 3, 9);
+  return {troupe::testing::token_window_dataset(chain.sample(16 * 8 * steps + 1, 3), 8, 12),
+          troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12)};
+}
+
+// `o` through 2 and 4 stages x each of `replicas` x GPipe and 1F1B ends where one process ends:
+// the same parameters to 1e-5, the same test loss to 1e-4.
+void check_pipelines_match_one_process(const TrainOptions& o, const Windows& w, std::vector<int> replicas) {
+  std::vector<float> want;
+  auto one = train_with_trainer(o, w.train, w.test, {}, &want);
+  INFO(one.status().to_string());
+  REQUIRE(one.ok());
+  for (int stages : {2, 4})
+    for (int r : replicas)
+      for (const char* schedule : {"gpipe", "1f1b"}) {
+        pipeline::PipelineOptions po;
+        po.stages = stages;
+        po.workers = stages * r;
+        po.microbatches = 4;
+        po.schedule = schedule;
+        auto run = pipeline::train_local_pipeline(o, po, w.train, w.test);
+        INFO(stages << " stages x " << r << " replicas, " << schedule << ": "
+                    << (run.ok() ? std::string("ok") : run.status().to_string()));
+        REQUIRE(run.ok());
+        REQUIRE(run->params.size() == want.size());
+        const double diff = relative_difference(run->params, want);
+        INFO("relative difference " << diff);
+        CHECK(diff <= 1e-5);
+        CHECK(run->train.test_loss == Approx(one->test_loss).epsilon(1e-4));
+      }
+}
+
 // The memory tests' job: 12 layers of dim 128, whose largest block (256 KiB) is small beside the
 // model (9.4 MB), as in the models sharding is for — what is held beyond the formula is bounded by
 // that block; 3 steps over windows of 32 tokens of a 32-token chain.
@@ -67,9 +105,8 @@ MemoryJob memory_job() {
 }  // namespace
 
 TEST_CASE("sharded gpt replicas end where plain sync replicas end after 100 steps", "[models][gpt][sharded]") {
-  const MarkovChain2 chain(12, 3, 9);
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 100 + 1, 3), 8, 12);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  const Windows w = markov_windows(100);
+  const Dataset &train = w.train, &test = w.test;
   const TrainOptions o = gpt_sharded_job();
   const int replicas = GENERATE(2, 4);
   auto plain = run_stage(replicas, o, train, test, ShardStage::none, 4096);
@@ -128,9 +165,8 @@ TEST_CASE("what a sharded gpt replica holds, measured, is within 10% of the ZeRO
 
 TEST_CASE("the gpt under --shard parameters (layer by layer, activations kept for the backward) ends where plain "
           "sync ends", "[models][gpt][sharded][parameters]") {
-  const MarkovChain2 chain(12, 3, 9);
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 100 + 1, 3), 8, 12);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  const Windows w = markov_windows(100);
+  const Dataset &train = w.train, &test = w.test;
   TrainOptions o = gpt_sharded_job();
   o.trainer_args = {"layers=2", "heads=2", "dim=16"};  // untied: the head is a layer of its own
   const int replicas = GENERATE(2, 4);
@@ -141,9 +177,8 @@ TEST_CASE("the gpt under --shard parameters (layer by layer, activations kept fo
 
 TEST_CASE("a tied gpt under --shard parameters (the head shares the embedding layer's wte) ends where plain sync ends",
           "[models][gpt][sharded][parameters]") {
-  const MarkovChain2 chain(12, 3, 9);
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 100 + 1, 3), 8, 12);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  const Windows w = markov_windows(100);
+  const Dataset &train = w.train, &test = w.test;
   TrainOptions o = gpt_sharded_job();  // tie=1: wte gets the head's and the embedding's gradients
   const int replicas = GENERATE(2, 4);
   const auto [plain, sharded] =
@@ -157,9 +192,8 @@ TEST_CASE("a tied gpt under --shard parameters (the head shares the embedding la
 // steps). Over shared memory every collective sums each element over the ranks in rank order, as
 // a sync job on one host does: plain and sharded replicas add the same floats the same way.
 TEST_CASE("a bf16 gpt: every stage ends where plain bf16 sync ends after 100 steps", "[models][gpt][sharded][precision]") {
-  const MarkovChain2 chain(12, 3, 9);
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 100 + 1, 3), 8, 12);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  const Windows w = markov_windows(100);
+  const Dataset &train = w.train, &test = w.test;
   TrainOptions o = gpt_sharded_job();
   o.trainer_args = {"layers=2", "heads=2", "dim=16"};
   o.precision = DType::bf16;  // gradients reduced in f32 (the default), as plain sync reduces them here
@@ -204,33 +238,12 @@ TEST_CASE("a gpt replica under --shard parameters holds its 1/N and at most two 
 
 TEST_CASE("the gpt as layers pipelines: 2 and 4 stages (embeddings first, head last) hold one process's parameters",
           "[models][gpt][pipeline]") {
-  const MarkovChain2 chain(12, 3, 9);
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 30 + 1, 3), 8, 12);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  const Windows w = markov_windows(30);
   TrainOptions o = gpt_sharded_job();
   o.trainer_args = {"layers=2", "heads=2", "dim=16"};  // 4 layers: embed, h0, h1, head
   o.max_steps = 30;
   o.clip_grad_norm = 0.05f;  // clips every step: the norm must span the stages
-  std::vector<float> want;
-  auto one = train_with_trainer(o, train, test, {}, &want);
-  INFO(one.status().to_string());
-  REQUIRE(one.ok());
-  for (int stages : {2, 4})
-    for (const char* schedule : {"gpipe", "1f1b"}) {
-      pipeline::PipelineOptions po;
-      po.stages = stages;
-      po.workers = stages;
-      po.microbatches = 4;
-      po.schedule = schedule;
-      auto run = pipeline::train_local_pipeline(o, po, train, test);
-      INFO(stages << " stages, " << schedule << ": " << (run.ok() ? std::string("ok") : run.status().to_string()));
-      REQUIRE(run.ok());
-      REQUIRE(run->params.size() == want.size());
-      const double diff = relative_difference(run->params, want);
-      INFO("relative difference " << diff);
-      CHECK(diff <= 1e-5);
-      CHECK(run->train.test_loss == Approx(one->test_loss).epsilon(1e-4));
-    }
+  check_pipelines_match_one_process(o, w, {1});
 }
 
 // tie=1: the head is the first stage's token embedding. The last stage holds a copy, sends the
@@ -239,34 +252,11 @@ TEST_CASE("the gpt as layers pipelines: 2 and 4 stages (embeddings first, head l
 // process's parameters, the clipping norm counting the tied block once.
 TEST_CASE("the tied gpt pipelines: the head on the last stage shares the first stage's embedding and holds one "
           "process's parameters", "[models][gpt][pipeline][tied]") {
-  const MarkovChain2 chain(12, 3, 9);
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 30 + 1, 3), 8, 12);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  const Windows w = markov_windows(30);
   TrainOptions o = gpt_sharded_job();  // tie=1, adamw with decay on matrices
   o.max_steps = 30;
   o.clip_grad_norm = 0.05f;
-  std::vector<float> want;
-  auto one = train_with_trainer(o, train, test, {}, &want);
-  INFO(one.status().to_string());
-  REQUIRE(one.ok());
-  for (int stages : {2, 4})
-    for (int replicas : {1, 2})
-      for (const char* schedule : {"gpipe", "1f1b"}) {
-        pipeline::PipelineOptions po;
-        po.stages = stages;
-        po.workers = stages * replicas;
-        po.microbatches = 4;
-        po.schedule = schedule;
-        auto run = pipeline::train_local_pipeline(o, po, train, test);
-        INFO(stages << " stages x " << replicas << " replicas, " << schedule << ": "
-                    << (run.ok() ? std::string("ok") : run.status().to_string()));
-        REQUIRE(run.ok());
-        REQUIRE(run->params.size() == want.size());  // the tied block once, as the owner holds it
-        const double diff = relative_difference(run->params, want);
-        INFO("relative difference " << diff);
-        CHECK(diff <= 1e-5);
-        CHECK(run->train.test_loss == Approx(one->test_loss).epsilon(1e-4));
-      }
+  check_pipelines_match_one_process(o, w, {1, 2});  // the tied block once, as the owner holds it
 }
 
 // A tied pipeline stopped right after its checkpoint resumes from it bit for bit: the checkpoint
@@ -274,9 +264,7 @@ TEST_CASE("the tied gpt pipelines: the head on the last stage shares the first s
 // before the first resumed step.
 TEST_CASE("the tied gpt pipeline resumes from its checkpoint where an uninterrupted one ends",
           "[models][gpt][pipeline][tied][resume]") {
-  const MarkovChain2 chain(12, 3, 9);
-  const Dataset train = troupe::testing::token_window_dataset(chain.sample(16 * 8 * 30 + 1, 3), 8, 12);
-  const Dataset test = troupe::testing::token_window_dataset(chain.sample(8 * 20 + 1, 4), 8, 12);
+  const auto [train, test] = markov_windows(30);
   TrainOptions o = gpt_sharded_job();
   o.max_steps = 30;
   pipeline::PipelineOptions po;

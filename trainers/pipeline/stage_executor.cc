@@ -82,12 +82,7 @@ Status StageExecutor::forward_micro(const float* in, int64_t rows, const Paramet
   return {};
 }
 
-Expected<BatchStats> StageExecutor::loss(const float* out, const StageTargets& targets, int64_t rows, float* dout) {
-  if (targets.values) return model_.output_loss_values(out, targets.values, rows, dout);
-  return model_.output_loss(out, targets.labels, rows, dout);
-}
-
-Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inputs, const StageTargets& targets,
+Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inputs, const TargetRows& targets,
                                const Parameters& params, Gradients& grads, uint64_t sequence, StepTotals* totals) {
   const bool first = stage_ == 0, last = stage_ == stages_ - 1;
   const int64_t rows = micro_rows_;
@@ -114,7 +109,7 @@ Status StageExecutor::run_step(const std::vector<PipeOp>& ops, const float* inpu
     } else {
       if (pipe_) TROUPE_RETURN_IF_ERROR(flush());
       const auto t0 = Clock::now();
-      auto s = loss(outs.back(), targets.from(op.micro * rows, label_width_), rows, d);
+      auto s = layer_loss(model_, outs.back(), targets.from(op.micro * rows, label_width_), rows, d);
       busy_seconds_ += seconds(t0, Clock::now());
       if (!s.ok()) return s.status().with_context("loss of micro-batch " + std::to_string(op.micro));
       totals->loss_sum += s->loss;
@@ -165,7 +160,7 @@ Expected<double> StageExecutor::sum_over_stages(double value, uint64_t sequence)
   return total;
 }
 
-Status StageExecutor::forward_only(const float* inputs, const StageTargets& targets, int64_t rows, int64_t features,
+Status StageExecutor::forward_only(const float* inputs, const TargetRows& targets, int64_t rows, int64_t features,
                                    int64_t chunk, const Parameters& params, uint64_t sequence, StepTotals* totals) {
   const bool first = stage_ == 0, last = stage_ == stages_ - 1;
   if (pipe_) pipe_->begin_call(pipe_call(sequence, static_cast<uint64_t>(rows)));
@@ -191,7 +186,7 @@ Status StageExecutor::forward_only(const float* inputs, const StageTargets& targ
                                  .with_context("evaluation: stage " + std::to_string(stage_) + " sending"));
       continue;
     }
-    auto s = loss(outs.back(), targets.from(at, label_width_), n, nullptr);
+    auto s = layer_loss(model_, outs.back(), targets.from(at, label_width_), n, nullptr);
     if (!s.ok()) return s.status().with_context("evaluation");
     totals->loss_sum += static_cast<double>(s->loss) * n;
     totals->correct = (totals->correct < 0 || s->correct < 0) ? -1 : totals->correct + s->correct;

@@ -15,6 +15,7 @@
 
 #include "collectives/transport.h"
 #include "trainers/api/trainer.h"
+#include "trainers/layer_loss.h"
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
 
@@ -25,18 +26,6 @@ struct StepTotals {
   int64_t correct = 0;   // last stage: examples predicted right (-1: the model does not count)
 };
 
-// What the last stage scores its output against: class labels, or target values (a regression:
-// LayerModel::output_loss_values), `width` per example.
-struct StageTargets {
-  const int32_t* labels = nullptr;
-  const float* values = nullptr;
-  // Rows from `first` on.
-  StageTargets from(int64_t first, int64_t width) const {
-    const auto at = static_cast<size_t>(first * width);
-    return {labels ? labels + at : nullptr, values ? values + at : nullptr};
-  }
-};
-
 class StageExecutor {
  public:
   // `pipe` connects the stages (rank = stage); null only for a pipeline of one stage.
@@ -44,16 +33,16 @@ class StageExecutor {
                 collectives::Transport* pipe, int64_t micro_rows, int slots, std::chrono::milliseconds timeout);
 
   // The forward and backward passes of one step: `ops` of stage_ops(). Stage 0 reads micro-batch m
-  // at inputs + m * micro_rows * features; the last stage reads labels likewise. Parameter
+  // at inputs + m * micro_rows * features; the last stage reads its targets likewise. Parameter
   // gradients are added into `grads` (the caller zeroes them per step). `sequence` is the same on
   // every stage for the same step (stamped on every message, so stages out of step are an error).
   // Errors: the transport's (a neighbour died or timed out, naming it), a layer's own.
-  Status run_step(const std::vector<PipeOp>& ops, const float* inputs, const StageTargets& targets,
+  Status run_step(const std::vector<PipeOp>& ops, const float* inputs, const TargetRows& targets,
                   const Parameters& params, Gradients& grads, uint64_t sequence, StepTotals* totals);
 
   // A forward-only pass over `rows` examples in chunks of up to `chunk` rows (the same on every
   // stage); the last stage sums loss x rows and correct predictions into *totals.
-  Status forward_only(const float* inputs, const StageTargets& targets, int64_t rows, int64_t features,
+  Status forward_only(const float* inputs, const TargetRows& targets, int64_t rows, int64_t features,
                       int64_t chunk, const Parameters& params, uint64_t sequence, StepTotals* totals);
 
   // `value` summed over the stages of this replica's pipeline, added in stage order (stage 0 gathers
@@ -69,9 +58,6 @@ class StageExecutor {
   size_t activation_bytes() const;                          // the stash and gradient buffers
 
  private:
-  // The model's loss of `out` for `rows` targets (labels or values).
-  Expected<BatchStats> loss(const float* out, const StageTargets& targets, int64_t rows, float* dout);
-
   struct Outgoing {
     int peer = -1;
     const void* data = nullptr;

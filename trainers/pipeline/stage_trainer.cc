@@ -50,9 +50,8 @@ Expected<SplitScore> Loop::evaluate(StageExecutor& exec, const Parameters& param
                                     int replicas) {
   const int64_t first = test.count * replica / replicas, last = test.count * (replica + 1) / replicas;
   StepTotals t;
-  const StageTargets all{test.classifies() ? test.labels.data() : nullptr, test.classifies() ? nullptr : test.targets.data()};
   TROUPE_RETURN_IF_ERROR(exec.forward_only(test.images.data() + static_cast<size_t>(first) * test.features(),
-                                           all.from(first, test.target_width), last - first, test.features(), kEvalChunk,
+                                           TargetRows::of(test).from(first, test.target_width), last - first, test.features(), kEvalChunk,
                                            params, kEvalSequence + epoch, &t));
   const bool is_last = !comms.pipe || comms.pipe->rank() == comms.pipe->size() - 1;
   if (!is_last) return SplitScore{};
@@ -215,7 +214,7 @@ Expected<StageResult> Loop::run() {
       StepTotals totals;
       const auto pass_start = Clock::now();
       const double busy_before = exec.busy_seconds();
-      TROUPE_RETURN_IF_ERROR(exec.run_step(ops, batch.inputs, StageTargets{batch.labels, batch.targets}, param_view, grad_view,
+      TROUPE_RETURN_IF_ERROR(exec.run_step(ops, batch.inputs, TargetRows::of(batch), param_view, grad_view,
                                            static_cast<uint64_t>(step + 1), &totals)
                                  .with_context(where + at));
       rep.pass_seconds += seconds_since(pass_start);

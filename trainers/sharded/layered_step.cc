@@ -1,5 +1,7 @@
 #include "trainers/sharded/layered_step.h"
 
+#include "trainers/layer_loss.h"
+
 #include <algorithm>
 
 #include "kernels/cpu/ops.h"
@@ -118,8 +120,7 @@ Expected<BatchStats> LayeredStep::forward_backward(const Batch& batch, float wei
     }
   }
   dout_.resize(acts_[count - 1].size());
-  auto stats = batch.labels ? model_.output_loss(acts_[count - 1].data(), batch.labels, rows, dout_.data())
-                            : model_.output_loss_values(acts_[count - 1].data(), batch.targets, rows, dout_.data());
+  auto stats = layer_loss(model_, acts_[count - 1].data(), TargetRows::of(batch), rows, dout_.data());
   if (!stats.ok()) return stats.status().with_context("the output loss");
   // An elastic replica's share, and f16's loss scale (the layers round dout as the whole model does).
   const float scale = weight * batch.loss_scale;
@@ -190,9 +191,7 @@ Expected<EvalTotals> LayeredStep::evaluate(const Dataset& data, int64_t first, i
     }
     for (int64_t at = 0; at < n_rows; at += kEvalRows) {
       const int64_t n = std::min(kEvalRows, n_rows - at);
-      const int64_t row = (first + begin + at) * width;
-      auto s = data.classifies() ? model_.output_loss(x + at * in_width, data.labels.data() + row, n, nullptr)
-                                 : model_.output_loss_values(x + at * in_width, data.targets.data() + row, n, nullptr);
+      auto s = layer_loss(model_, x + at * in_width, TargetRows::of(data).from(first + begin + at, width), n, nullptr);
       if (!s.ok())
         return s.status().with_context("evaluating rows " + std::to_string(first + begin + at) + " of the test set");
       if (s->correct < 0) t.counted = false;
