@@ -34,6 +34,7 @@ using retry_atom = caf::atom_constant<caf::atom("retryjobs")>;
 using watch_atom = caf::atom_constant<caf::atom("watchjobs")>;
 using adopt_atom = caf::atom_constant<caf::atom("adoptjobs")>;
 using search_atom = caf::atom_constant<caf::atom("searches")>;
+using explain_atom = caf::atom_constant<caf::atom("explain")>;
 
 class HeadService : public caf::event_based_actor {
  public:
@@ -102,6 +103,12 @@ class HeadService : public caf::event_based_actor {
         },
         [this](adopt_atom) { adopt_jobs(); },  // run_head, once the service is published
         [this](const GcsDataLost& lost) { after_gcs_lost(lost.what); },
+        [this](explain_atom) {  // exits seen without their reason, every 100 ms while some are left
+          explain_scheduled_ = false;
+          jobs_.explain_exits();
+          schedule_retry();
+          schedule_explain();
+        },
         [this](retry_atom) {
           retry_scheduled_ = false;
           retry_spawns();
@@ -327,9 +334,17 @@ class HeadService : public caf::event_based_actor {
                  retry_atom::value);
   }
 
+  // The job supervisor's exits that came without their reason (JobSupervisor::explain_exits).
+  void schedule_explain() {
+    if (explain_scheduled_ || !jobs_.unexplained_exits()) return;
+    explain_scheduled_ = true;
+    delayed_send(this, std::chrono::milliseconds(100), explain_atom::value);
+  }
+
   void on_down(const caf::down_msg& msg) {
     if (jobs_.on_down(msg.source, msg.reason, msg.reason ? to_status(system(), msg.reason, "exited").message() : "")) {
       schedule_retry();
+      schedule_explain();
       return;
     }
     if (auto spawned = spawned_.find(msg.source); spawned != spawned_.end()) {
@@ -484,12 +499,22 @@ class HeadService : public caf::event_based_actor {
   }
 
   // The actors a node started, ALIVE in one write with the GPUs their node gave them, and one
-  // actor_started event for the batch.
+  // actor_started event for the batch. One that already ended (its node wrote it DEAD, with its
+  // reason, before this write) keeps its DEAD record: the job supervisor reads the reason there.
   Status record_started(const std::vector<SpawnReply>& started, const NodeId& node,
                         const std::vector<gcs::ActorRecord>& records, std::map<ActorId, size_t>& index,
                         const std::string& type) {
-    std::vector<gcs::ActorRecord> alive;
-    alive.reserve(started.size());
+    gcs::Table<gcs::ActorRecord> table(*o_.store);
+    std::vector<std::string> keys;
+    for (const SpawnReply& sr : started) keys.push_back(sr.actor_id);
+    std::map<std::string, gcs::ActorRecord> ended;
+    auto existing = table.get_many(keys);
+    if (existing.ok()) {
+      for (const gcs::ActorRecord& r : *existing)
+        if (r.state == gcs::ActorState::dead) ended.emplace(r.id.hex(), r);
+    }
+    std::vector<gcs::ActorRecord> written;
+    written.reserve(started.size());
     const int64_t now = gcs::now_ms();
     for (const SpawnReply& sr : started) {
       auto id = ActorId::from_hex(sr.actor_id);
@@ -500,9 +525,14 @@ class HeadService : public caf::event_based_actor {
       r.state = gcs::ActorState::alive;
       r.pending_reason.clear();
       r.updated_ms = now;
-      alive.push_back(std::move(r));
+      if (auto dead = ended.find(sr.actor_id); dead != ended.end()) {  // what the head knows, and DEAD
+        r.state = gcs::ActorState::dead;
+        r.death_reason = dead->second.death_reason;
+        r.updated_ms = dead->second.updated_ms;
+      }
+      written.push_back(std::move(r));
     }
-    TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put_many(alive));
+    TROUPE_RETURN_IF_ERROR(table.put_many(written));
     gcs::Event e;
     e.kind = "actor_started";
     e.subject = node.hex();
@@ -750,6 +780,7 @@ class HeadService : public caf::event_based_actor {
   JobSupervisor jobs_{job_host()};
   SearchSupervisor searches_{*o_.store, trial_host(*o_.store, jobs_, [this] { schedule_retry(); })};
   bool retry_scheduled_ = false;
+  bool explain_scheduled_ = false;
   std::map<NodeId, caf::actor> managers_;
   std::map<caf::actor_addr, NodeId> by_addr_;
   std::map<caf::actor_addr, std::pair<NodeId, gcs::Resources>> spawned_;  // live `troupe spawn` actors

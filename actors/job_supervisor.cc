@@ -209,7 +209,11 @@ bool JobSupervisor::on_down(const caf::actor_addr& source, const caf::error& rea
   if (it == jobs_.end()) return true;
   for (Member& m : it->second.members) {
     if (m.running && m.handle.address() == source) {
-      member_exited(it->second, m, static_cast<bool>(reason), reason_text);
+      if (reason != caf::exit_reason::unknown) {
+        member_exited(it->second, m, static_cast<bool>(reason), reason_text);
+      } else if (!explain_exit(it->second, m, false)) {  // actors/job_exits.cc
+        unexplained_.push_back({job_id, m.id, gcs::now_ms() + exit_reason_grace_.count()});
+      }
       break;
     }
   }

@@ -31,6 +31,7 @@
 // through JobHost.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -90,8 +91,17 @@ class JobSupervisor {
   Expected<StopJobReply> stop(const StopJob& request);
   // Retries the placement of PENDING jobs; returns true while some are still pending.
   bool retry_pending();
-  // A monitored actor exited; false when it was not one of a job's.
+  // A monitored actor exited; false when it was not one of a job's. An exit whose reason the head
+  // did not see (CAF's exit_reason::unknown: the actor ended before the head's watch reached its
+  // node, as a worker failing in its first milliseconds does) takes its reason from the DEAD record
+  // its node manager writes (actors/job_exits.cc): at once when it is there, else by explain_exits.
   bool on_down(const caf::actor_addr& source, const caf::error& reason, const std::string& reason_text);
+  // Reads the records of the exits still unexplained again; one whose record has not come within
+  // the grace (set_exit_reason_grace, 5 s) fails naming that. true while some are left (the head
+  // calls it every 100 ms until then).
+  bool explain_exits();
+  bool unexplained_exits() const { return !unexplained_.empty(); }
+  void set_exit_reason_grace(std::chrono::milliseconds grace) { exit_reason_grace_ = grace; }
   // The node is gone (its connection dropped, or the failure detector declared it DEAD): every job
   // actor there failed, whether or not its down message ever arrives.
   void on_node_dead(const NodeId& node, const std::string& reason);
@@ -185,6 +195,9 @@ class JobSupervisor {
   // job_restarts.cc
   PlacementAsk make_ask(const Job& job, size_t slot) const;
   void member_exited(Job& job, Member& member, bool failed, const std::string& why);
+  // job_exits.cc: `member`'s exit with the reason on its DEAD record, or, when `give_up`, with none;
+  // false when the record does not say yet (nothing done).
+  bool explain_exit(Job& job, Member& member, bool give_up);
   // The restart policy's answer to members that failed together, for one reason (an actor's exit;
   // every actor of a dead node; what a restarted head found lost): one failure of the job, so one
   // restart of the budget however many actors it took. An async job replaces them all, its servers
@@ -215,6 +228,13 @@ class JobSupervisor {
   std::map<JobId, Job> jobs_;               // pending or running
   std::map<caf::actor_addr, JobId> by_addr_;
   std::set<NodeId> dead_nodes_;             // gone: no restart is pinned there
+  struct Unexplained {
+    JobId job;
+    ActorId actor;
+    int64_t give_up_ms = 0;
+  };
+  std::vector<Unexplained> unexplained_;    // exits seen without their reason (on_down)
+  std::chrono::milliseconds exit_reason_grace_{5000};
 };
 
 bool is_server_actor(const JobActor& a);  // a job's parameter server (type "troupe.ps")

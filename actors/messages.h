@@ -183,6 +183,10 @@ struct ActorStateChange {
   int64_t at_ms = 0;
   std::vector<int32_t> gpu_ids;
 };
+// The words of a DEAD record's death_reason that the head reads back when it saw an actor end
+// without its reason (actors/job_exits.cc): a clean exit, and the prefix of a failure's message.
+inline constexpr const char kExitedNormally[] = "exited normally";
+inline constexpr const char kCrashedPrefix[] = "crashed: ";
 
 // -- CAF inspection: field order is the wire format; change it only with a new wire name. --------
 

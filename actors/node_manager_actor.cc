@@ -224,14 +224,14 @@ class NodeManagerActor : public caf::event_based_actor {
     opts_.gpus->release(entry.id);  // before the report: a respawn the report prompts finds them free
     const caf::error& why = msg.reason;
     if (!why || why == caf::exit_reason::normal) {
-      report(entry, gcs::ActorState::dead, false, "exited normally");
+      report(entry, gcs::ActorState::dead, false, kExitedNormally);
     } else if (why == caf::exit_reason::user_shutdown) {
       report(entry, gcs::ActorState::dead, false,
              entry.stop_reason.empty() ? "shut down" : "stopped: " + entry.stop_reason);
     } else if (why == caf::exit_reason::kill) {
       report(entry, gcs::ActorState::dead, false, "killed");
     } else {
-      report(entry, gcs::ActorState::dead, true, "crashed: " + describe(system(), why));
+      report(entry, gcs::ActorState::dead, true, kCrashedPrefix + describe(system(), why));
     }
   }
 

@@ -141,3 +141,65 @@ TEST_CASE("job supervisor: stop cancels a running or pending job, and bad reques
   empty.job_id = h.record_job().hex();
   CHECK(h.supervisor.submit(empty).status().message().find("asks for no actors") != std::string::npos);
 }
+
+namespace {
+// The DEAD record a node manager writes when one of its actors ends (actors/actor_state_writer.h).
+void record_dead(gcs::InMemoryStore& store, const std::string& actor, const std::string& reason) {
+  gcs::ActorRecord r;
+  r.id = *ActorId::from_hex(actor);
+  r.state = gcs::ActorState::dead;
+  r.death_reason = reason;
+  REQUIRE(gcs::Table<gcs::ActorRecord>(store).put(r).ok());
+}
+}  // namespace
+
+TEST_CASE("job supervisor: an exit seen without its reason fails the job with the reason its node recorded",
+          "[jobs][supervisor]") {
+  // A worker failing in its first milliseconds ends before the head's watch reaches its node: CAF
+  // then says exit_reason::unknown, and the job must still fail with what the worker said.
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(h.request(id));
+  REQUIRE(reply.ok());
+  const caf::error unknown = caf::make_error(caf::exit_reason::unknown);
+  SECTION("the node's record is there already") {
+    record_dead(h.store, reply->actor_ids[1], "crashed: job 1 worker 1: loading the data on node 2: no such file");
+    CHECK(h.supervisor.on_down(h.addr(*reply, 1), unknown, "exited: exit_reason(unknown)"));
+    CHECK_FALSE(h.supervisor.unexplained_exits());
+    const gcs::JobRecord j = h.job(id);
+    CHECK(j.state == gcs::JobState::failed);
+    CHECK(j.message.find("failed: exited: job 1 worker 1: loading the data on node 2: no such file") != std::string::npos);
+    CHECK(j.message.find("unknown") == std::string::npos);
+    CHECK(was_stopped(h, *reply, 0));
+  }
+  SECTION("the node's record comes later: the job waits for it") {
+    CHECK(h.supervisor.on_down(h.addr(*reply, 1), unknown, "exited: exit_reason(unknown)"));
+    CHECK(h.supervisor.unexplained_exits());
+    CHECK(h.supervisor.explain_exits());  // still nothing recorded
+    CHECK(h.job(id).state == gcs::JobState::running);
+    CHECK(h.released.cpus == 0);  // its cpu is given back with its exit, not before
+    record_dead(h.store, reply->actor_ids[1], "crashed: worker 1: boom");
+    CHECK_FALSE(h.supervisor.explain_exits());
+    CHECK(h.job(id).state == gcs::JobState::failed);
+    CHECK(h.job(id).message.find("failed: exited: worker 1: boom") != std::string::npos);
+    CHECK(h.released.cpus == 1);
+  }
+  SECTION("a clean exit recorded is no failure") {
+    record_dead(h.store, reply->actor_ids[0], "exited normally");
+    CHECK(h.supervisor.on_down(h.addr(*reply, 0), unknown, "exited: exit_reason(unknown)"));
+    CHECK_FALSE(h.supervisor.unexplained_exits());
+    CHECK(h.job(id).state == gcs::JobState::running);
+    CHECK(h.released.cpus == 1);
+    CHECK_FALSE(was_stopped(h, *reply, 1));
+  }
+  SECTION("no record within the grace: the job fails saying so") {
+    h.supervisor.set_exit_reason_grace(std::chrono::milliseconds(0));
+    CHECK(h.supervisor.on_down(h.addr(*reply, 2), unknown, "exited: exit_reason(unknown)"));
+    CHECK_FALSE(h.supervisor.explain_exits());
+    const gcs::JobRecord j = h.job(id);
+    CHECK(j.state == gcs::JobState::failed);
+    CHECK(j.message.find("ps0 (actor " + reply->actor_ids[2].substr(0, 8)) != std::string::npos);
+    CHECK(j.message.find("its node recorded no reason within 0 ms") != std::string::npos);
+    CHECK(j.message.find("troupe logs " + id.short_hex()) != std::string::npos);
+  }
+}
