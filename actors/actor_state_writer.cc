@@ -73,11 +73,14 @@ Status ActorStateWriter::write(const ActorStateChange& c) {
   // The devices the node gave it (the head wrote them with ALIVE too): kept on the DEAD record.
   if (!c.gpu_ids.empty()) r.gpu_ids.assign(c.gpu_ids.begin(), c.gpu_ids.end());
   r.pending_reason.clear();
-  if (c.state == gcs::ActorState::dead) r.death_reason = c.reason;
+  if (gcs::actor_ended(c.state)) r.death_reason = c.reason;
   r.updated_ms = c.at_ms ? c.at_ms : gcs::now_ms();
   TROUPE_RETURN_IF_ERROR(actors.put(r));
   gcs::Event e;
-  e.kind = c.state == gcs::ActorState::alive ? "actor_started" : (c.crashed ? "actor_crashed" : "actor_died");
+  e.kind = c.state == gcs::ActorState::alive      ? "actor_started"
+           : c.state == gcs::ActorState::finished ? "actor_finished"
+           : c.crashed                            ? "actor_crashed"
+                                                  : "actor_died";
   e.subject = c.actor_id;
   e.message = c.type_name + " actor " + c.actor_id.substr(0, 8) + " on node " + c.node_id.substr(0, 8) + ": " +
               c.reason;

@@ -390,7 +390,7 @@ Status ClusterManager::sweep_actors(const NodeRecord& node, int64_t now_ms, int*
   auto listed = actors.list();
   if (!listed.ok()) return listed.status().with_context("marking the actors of " + label(node) + " dead");
   for (ActorRecord& a : *listed) {
-    if (a.node != node.id || a.state == gcs::ActorState::dead) continue;
+    if (a.node != node.id || gcs::actor_ended(a.state)) continue;
     a.state = gcs::ActorState::dead;
     a.death_reason = label(node) + " died: " + node.death_reason;
     a.updated_ms = now_ms;

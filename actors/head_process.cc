@@ -21,6 +21,7 @@
 #include "dashboard/dashboard_address.h"
 #include "dashboard/dashboard_server.h"
 #include "tls/tls_files.h"
+#include "gcs/actor_retention.h"
 #include "gcs/events.h"
 #include "gcs/gcs_stamp.h"
 #include "gcs/redis_store.h"
@@ -113,6 +114,24 @@ void check_gcs_kept_its_data(gcs::Store& gcs, const std::string& stamp, const ca
 }
 
 }  // namespace
+
+// How often the head trims the ended actors' records to the newest ended_actors_kept.
+constexpr int64_t kPruneEveryMs = 10000;
+
+// The ended actors beyond the newest `keep` removed from the GCS (gcs/actor_retention.h) when
+// `*next_ms` is due; then the next time is set. Failures are logged: the next round tries again.
+void prune_ended_actors_when_due(gcs::Store& store, int64_t keep, int64_t* next_ms) {
+  const int64_t now = gcs::now_ms();
+  if (keep <= 0 || now < *next_ms) return;
+  *next_ms = now + kPruneEveryMs;
+  auto removed = gcs::prune_ended_actors(store, static_cast<size_t>(keep));
+  if (!removed.ok()) {
+    spdlog::warn("head: trimming the ended actors' records to the newest {}: {}", keep, removed.status().to_string());
+  } else if (*removed > 0) {
+    spdlog::info("head: removed {} ended actor record(s) beyond the newest {} (setting ended_actors_kept)", *removed,
+                 keep);
+  }
+}
 
 Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   gcs::RedisStoreOptions so;
@@ -211,6 +230,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
                self.address, gcs.describe());
 
   uint64_t seq = 0;
+  int64_t next_prune_ms = 0;
   while (!stop.load()) {
     // The head heartbeats itself through its service, which knows the head's used resources.
     caf::anon_send(service, Heartbeat{head_id.hex(), ++seq, gcs::now_ms(), 0});
@@ -227,6 +247,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
       spdlog::warn("head: failure-detector tick failed: {}", report.status().to_string());
     }
     if (report.ok()) check_gcs_kept_its_data(gcs, stamp, service, board.get());
+    if (report.ok()) prune_ended_actors_when_due(gcs, o.config.ended_actors_kept, &next_prune_ms);
     std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
   }
   spdlog::info("head {} stopping", head_id.short_hex());

@@ -499,8 +499,8 @@ class HeadService : public caf::event_based_actor {
   }
 
   // The actors a node started, ALIVE in one write with the GPUs their node gave them, and one
-  // actor_started event for the batch. One that already ended (its node wrote it DEAD, with its
-  // reason, before this write) keeps its DEAD record: the job supervisor reads the reason there.
+  // actor_started event for the batch. One that already ended (its node wrote it FINISHED or DEAD,
+  // with its reason, before this write) keeps that record: the job supervisor reads the reason there.
   Status record_started(const std::vector<SpawnReply>& started, const NodeId& node,
                         const std::vector<gcs::ActorRecord>& records, std::map<ActorId, size_t>& index,
                         const std::string& type) {
@@ -511,7 +511,7 @@ class HeadService : public caf::event_based_actor {
     auto existing = table.get_many(keys);
     if (existing.ok()) {
       for (const gcs::ActorRecord& r : *existing)
-        if (r.state == gcs::ActorState::dead) ended.emplace(r.id.hex(), r);
+        if (gcs::actor_ended(r.state)) ended.emplace(r.id.hex(), r);
     }
     std::vector<gcs::ActorRecord> written;
     written.reserve(started.size());
@@ -525,8 +525,8 @@ class HeadService : public caf::event_based_actor {
       r.state = gcs::ActorState::alive;
       r.pending_reason.clear();
       r.updated_ms = now;
-      if (auto dead = ended.find(sr.actor_id); dead != ended.end()) {  // what the head knows, and DEAD
-        r.state = gcs::ActorState::dead;
+      if (auto dead = ended.find(sr.actor_id); dead != ended.end()) {  // what the head knows, and the end
+        r.state = dead->second.state;
         r.death_reason = dead->second.death_reason;
         r.updated_ms = dead->second.updated_ms;
       }
@@ -632,7 +632,7 @@ class HeadService : public caf::event_based_actor {
     return reply;
   }
 
-  // `troupe stop ACTOR`: an ALIVE actor of no job, stopped through its node (which records it DEAD;
+  // `troupe stop ACTOR`: an ALIVE actor of no job, stopped through its node (which records it FINISHED;
   // its down message gives its resources back here).
   Expected<StopActorReply> stop_spawned(const StopActor& s) {
     auto id = ActorId::from_hex(s.actor_id);

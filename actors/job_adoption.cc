@@ -13,6 +13,8 @@ namespace troupe::actors {
 void JobSupervisor::adopt(const SubmitJob& s, int attempt, const std::vector<AdoptedMember>& members) {
   auto id = JobId::from_hex(s.job_id);
   if (!id.ok() || jobs_.count(*id)) return;
+  // What the earlier head was still placing is placed again here under new ids.
+  retire_job_pending(*id, "the head placing it stopped; the restarted head places its job's actors again");
   Job job = make_job(*id, s);
   if (auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(id->hex()); rec.ok()) job.record = *rec;
   job.attempt = attempt;

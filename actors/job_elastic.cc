@@ -48,6 +48,7 @@ Status JobSupervisor::start_attempt(Job& job) {
   if (k < 1) k = all;
   if (k != job.size || static_cast<int>(job.asks.size()) != k) {
     job.size = k;
+    retire_unplaced(job.asks, "its elastic job was resized to " + std::to_string(k) + " workers");
     job.asks.clear();
     for (size_t slot = 0; slot < static_cast<size_t>(k); ++slot) job.asks.push_back(make_ask(job, slot));
   }

@@ -14,7 +14,7 @@ namespace troupe::actors {
 
 bool JobSupervisor::explain_exit(Job& job, Member& member, bool give_up) {
   auto rec = gcs::Table<gcs::ActorRecord>(*host_.store).get(member.id.hex());
-  if (rec.ok() && rec->state == gcs::ActorState::dead && !rec->death_reason.empty()) {
+  if (rec.ok() && gcs::actor_ended(rec->state) && !rec->death_reason.empty()) {
     const std::string& said = rec->death_reason;
     const bool failed = said != kExitedNormally;
     const size_t prefix = sizeof(kCrashedPrefix) - 1;

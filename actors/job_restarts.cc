@@ -50,8 +50,8 @@ void count_restarts(gcs::Store& store, const ActorId& id, int restarts) {
   if (!st.ok()) spdlog::warn("recording the restarts of actor {}: {}", id.short_hex(), st.to_string());
 }
 
-PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot) const {
-  PlacementAsk ask{ActorId::random(), job.actors[slot], std::nullopt, std::nullopt};
+PlacementAsk JobSupervisor::make_ask(const Job& job, size_t slot, const ActorId& id) const {
+  PlacementAsk ask{id.nil() ? ActorId::random() : id, job.actors[slot], std::nullopt, std::nullopt};
   // Names are unique per node, and an actor of the failed attempt may still hold its name there
   // (stopped, but hung in a collective): a restart's actors carry their attempt in the name.
   if (job.attempt > 0 && !ask.actor.name.empty()) ask.actor.name += "-a" + std::to_string(job.attempt);
@@ -138,7 +138,7 @@ void JobSupervisor::after_exit(Job& job) {
       after_success(job);
       end_job(job, gcs::JobState::failed, "every worker exited, but none recorded a result");
     }
-    jobs_.erase(job.id);  // `job` is gone from here on
+    forget_job(job.id, "its job ended");  // `job` is gone from here on
   }
 }
 
@@ -245,15 +245,21 @@ bool JobSupervisor::try_replace(Job& job) {
   if (gcs::now_ms() < job.restart_due_ms) return true;
   std::vector<size_t> still;
   for (size_t slot : job.replace) {
-    PlacementAsk ask = make_ask(job, slot);
+    PlacementAsk ask = replacement_ask(job, slot);
     auto placed = host_.place({ask}, "job-" + job.id.hex() + "-" + std::to_string(job.attempt), job.policy, job.id);
     if (!placed.ok() || !placed->started) {
       const std::string why = placed.ok() ? placed->pending_reason : placed.status().message();
+      if (placed.ok() && !placed->node_failures.empty()) {
+        // A node that refused or did not answer may still start it late: the next try is another actor.
+        retire_unplaced({ask}, "starting it failed (" + why + "); asked again as a new actor");
+        job.replacement_ids.erase(slot);
+      }
       note(*host_.store, job.id, "replacing " + job.actors[slot].name + ": waiting for resources: " + why);
       still.push_back(slot);
       continue;
     }
     Member m{ask.id, placed->nodes[ask.id], ask.actor, placed->handles[ask.id], true, slot};
+    job.replacement_ids.erase(slot);
     job.pins.erase(slot);
     job.avoids.erase(slot);
     host_.monitor(m.handle);

@@ -75,7 +75,7 @@ Expected<SubmitJobReply> JobSupervisor::submit(const SubmitJob& request) {
   auto [it, inserted] = jobs_.emplace(*id, std::move(job));
   Status st = try_start(it->second, &reply);
   if (!st.ok()) {
-    jobs_.erase(it);
+    forget_job(*id, "its job could not be placed: " + st.message());
     Status ended = gcs::update_job(*host_.store, *id, gcs::finish_job(gcs::JobState::failed, st.message())).status();
     if (!ended.ok()) spdlog::warn("job {}: recording the failure: {}", id->short_hex(), ended.to_string());
     return st;
@@ -89,8 +89,10 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
   auto placed = host_.place(job.asks, "job-" + job.id.hex(), job.policy, job.id);
   if (!placed.ok()) return placed.status();
   if (!placed->started) {
-    if (placed->undone)
+    if (placed->undone) {  // asked again under new ids: the old ones will never be placed
+      retire_unplaced(job.asks, "its gang started only in part and was asked again as new actors");
       for (size_t slot = 0; slot < job.asks.size(); ++slot) job.asks[slot] = make_ask(job, slot);
+    }
     const std::string reason = "waiting for resources: " + placed->pending_reason;
     auto rec = gcs::update_job(*host_.store, job.id, [&](gcs::JobRecord& j) -> Status {
       if (gcs::job_finished(j.state)) return invalid_argument("ended");
@@ -98,7 +100,7 @@ Status JobSupervisor::try_start(Job& job, SubmitJobReply* reply) {
       return {};
     });
     if (!rec.ok() && rec.status().code() == Code::invalid_argument) {  // cancelled while pending
-      jobs_.erase(job.id);
+      forget_job(job.id, "its job ended while it waited for room");
       return {};
     }
     if (reply) reply->pending_reason = placed->pending_reason;
@@ -166,7 +168,7 @@ bool JobSupervisor::retry_pending() {
     if (!st.ok()) {
       spdlog::warn("job {}: placing its actors failed: {}", id.short_hex(), st.to_string());
       end_job(it->second, gcs::JobState::failed, st.message());
-      jobs_.erase(id);
+      forget_job(id, "its job failed: " + st.message());
       continue;
     }
     it = jobs_.find(id);
@@ -185,7 +187,7 @@ Expected<StopJobReply> JobSupervisor::stop(const StopJob& request) {
     for (const Member& m : it->second.members) reply.stopped += m.running ? 1 : 0;
     it->second.ending = true;
     stop_members(it->second, why, false);
-    if (!any_running(it->second)) jobs_.erase(it);
+    if (!any_running(it->second)) forget_job(*id, "its job was stopped: " + why);
   }
   auto rec = gcs::update_job(*host_.store, *id, gcs::finish_job(gcs::JobState::cancelled, why));
   if (rec.ok()) {

@@ -168,6 +168,9 @@ class JobSupervisor {
     int64_t stop_grace_ms = 0;    // whole gang: actors not down by then are left behind (hung in a
                                   // collective with a peer behind a cut link) and the gang goes on
     std::vector<size_t> replace;  // single-actor restarts: slots waiting for a new actor
+    // The id of each waiting slot's replacement, kept across its placement retries: one PENDING
+    // record per replaced actor however long it waits for room (actors/job_pending.cc).
+    std::map<size_t, ActorId> replacement_ids;
     int64_t progress_timeout_ms = 0;
     int64_t last_step = -1;       // the job's step count when last seen to move
     int64_t last_move_ms = 0;     // when (or when this attempt started)
@@ -192,8 +195,8 @@ class JobSupervisor {
   Status try_start(Job& job, SubmitJobReply* reply);
   void stop_members(Job& job, const std::string& reason, bool servers_only);
   void end_job(Job& job, gcs::JobState state, const std::string& message);
-  // job_restarts.cc
-  PlacementAsk make_ask(const Job& job, size_t slot) const;
+  // job_restarts.cc: the ask for `slot` of the current attempt, under `id` (a fresh one when nil).
+  PlacementAsk make_ask(const Job& job, size_t slot, const ActorId& id = ActorId()) const;
   void member_exited(Job& job, Member& member, bool failed, const std::string& why);
   // job_exits.cc: `member`'s exit with the reason on its DEAD record, or, when `give_up`, with none;
   // false when the record does not say yet (nothing done).
@@ -219,6 +222,16 @@ class JobSupervisor {
   std::string resume_after_gcs_loss(Job& job, gcs::JobRecord& rec, const std::string& what);
   void account_async(Job& job, const std::string& result);  // after_success of an async job
   bool restarts_left(const Job& job) const { return job.attempt - job.free_attempts < job.max_restarts; }
+  // job_pending.cc: the PENDING records of actors that will never be placed — asks replaced by
+  // new ones, a job's that ended or was cancelled while they waited — recorded DEAD ("never
+  // placed: why"), so a job's PENDING records are its actors waiting for room, one each.
+  void retire_unplaced(const std::vector<PlacementAsk>& asks, const std::string& why);
+  // Every PENDING record of job `id` retired (a catch-all when the job is forgotten).
+  void retire_job_pending(const JobId& id, const std::string& why);
+  // Forgets job `id` (no longer supervised), retiring what of it still waits for room.
+  void forget_job(JobId id, const std::string& why);
+  // The ask a waiting replacement of `slot` is placed with: its kept id, its slot's pins.
+  PlacementAsk replacement_ask(Job& job, size_t slot);
   // job_elastic.cc
   Status start_attempt(Job& job);  // try_start, an elastic restart sized to what fits
   void check_grow_back();

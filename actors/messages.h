@@ -170,8 +170,8 @@ struct Heartbeat {
 };
 
 // A lifecycle transition of an actor owned by a node manager (see gcs/records.h for the diagram):
-// ALIVE after a spawn, DEAD after it exits. `crashed` tells a failure (exception, error exit)
-// from a clean stop; `reason` says which in words. `gpu_ids`: the node's devices the actor held.
+// ALIVE after a spawn; after it exits FINISHED (returned, stopped, shut down) or DEAD (killed,
+// crashed). `crashed` tells a failure (exception, error exit); `reason` says what in words. `gpu_ids`: the node's devices the actor held.
 struct ActorStateChange {
   std::string actor_id;
   std::string actor_name;
@@ -183,7 +183,7 @@ struct ActorStateChange {
   int64_t at_ms = 0;
   std::vector<int32_t> gpu_ids;
 };
-// The words of a DEAD record's death_reason that the head reads back when it saw an actor end
+// The words of an ended (FINISHED or DEAD) record's death_reason that the head reads back when it saw an actor end
 // without its reason (actors/job_exits.cc): a clean exit, and the prefix of a failure's message.
 inline constexpr const char kExitedNormally[] = "exited normally";
 inline constexpr const char kCrashedPrefix[] = "crashed: ";

@@ -114,7 +114,7 @@ class NodeManagerActor : public caf::event_based_actor {
     // no one to receive them.
     for (ActorTable::Entry& e : table_.entries()) {
       send_exit(e.handle, caf::exit_reason::user_shutdown);
-      report(e, gcs::ActorState::dead, false, "node manager " + node_hex_.substr(0, 8) + " shut down");
+      report(e, gcs::ActorState::finished, false, "node manager " + node_hex_.substr(0, 8) + " shut down");
       opts_.gpus->release(e.id);
     }
     event_based_actor::on_exit();
@@ -224,9 +224,9 @@ class NodeManagerActor : public caf::event_based_actor {
     opts_.gpus->release(entry.id);  // before the report: a respawn the report prompts finds them free
     const caf::error& why = msg.reason;
     if (!why || why == caf::exit_reason::normal) {
-      report(entry, gcs::ActorState::dead, false, kExitedNormally);
+      report(entry, gcs::ActorState::finished, false, kExitedNormally);
     } else if (why == caf::exit_reason::user_shutdown) {
-      report(entry, gcs::ActorState::dead, false,
+      report(entry, gcs::ActorState::finished, false,
              entry.stop_reason.empty() ? "shut down" : "stopped: " + entry.stop_reason);
     } else if (why == caf::exit_reason::kill) {
       report(entry, gcs::ActorState::dead, false, "killed");

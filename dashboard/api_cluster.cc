@@ -141,7 +141,7 @@ ApiResponse get_actors(gcs::Store& store, const QueryParams& q) {
   if (auto e = q.check_known({"state", "node", "job", "type", "q", "limit", "offset", "after"})) return param_error(*e);
   ActorFilter f;
   PageRequest page;
-  if (auto e = q.one_of("state", {"PENDING", "ALIVE", "RESTARTING", "DEAD"}, &f.state)) return param_error(*e);
+  if (auto e = q.one_of("state", {"PENDING", "ALIVE", "RESTARTING", "FINISHED", "DEAD"}, &f.state)) return param_error(*e);
   if (auto e = q.hex_prefix("node", &f.node)) return param_error(*e);
   if (auto e = q.hex_prefix("job", &f.job)) return param_error(*e);
   if (auto e = q.text("type", 128, &f.type)) return param_error(*e);

@@ -29,12 +29,10 @@ function row(cells, cls) {
 }
 function wrap(node) { const td = el("td"); td.appendChild(node); return td; }
 function state(s) { return el("span", s, "state " + s); }
-// An actor that ended without failing (its body returned, or it was stopped or shut down) reads
-// FINISHED, in grey: DEAD, in red, is kept for failures (a crash, a kill, its node lost).
-function actorState(a) {
-  const ended = a.state === "DEAD" && /^(exited normally|stopped|shut down)/.test(a.death_reason || "");
-  return state(ended ? "FINISHED" : a.state);
-}
+// The actor's state as the GCS records it: FINISHED (grey) for one that ended without failing (its
+// body returned, or it was stopped or shut down), DEAD (red) for a failure (a crash, a kill, its
+// node lost) or one never placed — the same word the counts and `troupe status` use.
+function actorState(a) { return state(a.state); }
 function fill(id, rows) { $(id).replaceChildren(...rows); }
 function num(v, digits) { return Number(v).toFixed(digits); }
 function gib(b) { return (b / 1073741824).toFixed(1); }

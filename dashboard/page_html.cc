@@ -85,7 +85,7 @@ const char* const kHtmlHead = R"PAGE(<!doctype html>
 <section><h2>Actors</h2><div id="actor-counts"></div>
 <div class="filters"><input id="actor-q" placeholder="search actors (id, type, name, node, reason)" size="40">
 <select id="actor-state"><option value="">any state</option><option>PENDING</option><option>ALIVE</option>
-<option>RESTARTING</option><option>DEAD</option></select>
+<option>RESTARTING</option><option>FINISHED</option><option>DEAD</option></select>
 <input id="actor-node" placeholder="node id prefix" size="14"><input id="actor-type" placeholder="type" size="14">
 <span class="note" id="actor-note"></span><span class="pager"><button id="actors-prev">&lsaquo; previous</button> <span class="note" id="actors-range"></span> <button id="actors-next">next &rsaquo;</button></span></div>
 <table><thead><tr><th>ID</th><th>Type</th><th>Name</th><th>Job</th><th>Node</th><th>State</th><th>Restarts</th><th>Reason</th></tr></thead>

@@ -95,7 +95,7 @@ function renderJob(id, d, t, events) {
 
 // ---- #/events ----
 const knownKinds = new Set(["node_joined", "node_suspect", "node_recovered", "node_died", "actor_started",
-                            "actor_crashed", "actor_died", "job_started", "job_succeeded", "job_failed",
+                            "actor_crashed", "actor_died", "actor_finished", "job_started", "job_succeeded", "job_failed",
                             "job_cancelled", "group_failed", "checkpoint_written", "checkpoint_corrupt"]);
 function updateKinds(events) {
   for (const e of events) knownKinds.add(e.kind);

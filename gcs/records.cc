@@ -27,6 +27,7 @@ const char* actor_state_name(ActorState s) {
     case ActorState::alive: return "ALIVE";
     case ActorState::restarting: return "RESTARTING";
     case ActorState::dead: return "DEAD";
+    case ActorState::finished: return "FINISHED";
   }
   return "UNKNOWN";
 }
@@ -128,7 +129,7 @@ Status decode(const std::string& bytes, ActorRecord* out) {
     TROUPE_RETURN_IF_ERROR(f.str("name", &r.name));
     TROUPE_RETURN_IF_ERROR(f.id("job", &r.job));
     TROUPE_RETURN_IF_ERROR(f.id("node", &r.node));
-    TROUPE_RETURN_IF_ERROR(f.enumeration("state", 3, &r.state));
+    TROUPE_RETURN_IF_ERROR(f.enumeration("state", 4, &r.state));
     TROUPE_RETURN_IF_ERROR(f.i32("restarts", &r.restarts));
     TROUPE_RETURN_IF_ERROR(f.resources("resources", &r.resources));
     TROUPE_RETURN_IF_ERROR(f.str("pending_reason", &r.pending_reason));

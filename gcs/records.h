@@ -59,11 +59,18 @@ struct NodeRecord {
 //
 //   (spawn request) --> PENDING --(placed and started)--> ALIVE --(crash, node dead)--> RESTARTING
 //        |  (reason says why it cannot be placed)            |                              |
-//        |                                                    +--(stopped / budget spent)--> DEAD
-//        +---------------------(cancelled)--------------------------------------------------> DEAD
+//        |                                                    +--(exited normally, stopped,
+//        |                                                    |   shut down)-------------> FINISHED
+//        |                                                    +--(crashed, killed, its node
+//        |                                                    |   lost, budget spent)-----> DEAD
+//        +----(never placed: cancelled, its job ended, superseded)------------------------> DEAD
 //   RESTARTING --(started again)--> ALIVE
-enum class ActorState : uint8_t { pending = 0, alive = 1, restarting = 2, dead = 3 };
-const char* actor_state_name(ActorState s);  // "PENDING", "ALIVE", "RESTARTING", "DEAD"
+// FINISHED and DEAD are final ("ended"): FINISHED is an actor that ended without failing, DEAD one
+// that failed or never ran. The GCS keeps the newest `ended_actors_kept` ended records
+// (gcs/actor_retention.h); older ones are removed by the head.
+enum class ActorState : uint8_t { pending = 0, alive = 1, restarting = 2, dead = 3, finished = 4 };
+const char* actor_state_name(ActorState s);  // "PENDING", "ALIVE", "RESTARTING", "DEAD", "FINISHED"
+inline bool actor_ended(ActorState s) { return s == ActorState::dead || s == ActorState::finished; }
 
 struct ActorRecord {
   ActorId id;
@@ -75,9 +82,9 @@ struct ActorRecord {
   int restarts = 0;
   Resources resources;        // demand
   std::string pending_reason; // why it is not placed (PENDING only)
-  std::string death_reason;   // why it died (DEAD only)
+  std::string death_reason;   // how it ended (FINISHED or DEAD)
   int64_t updated_ms = 0;
-  std::vector<int> gpu_ids;   // its node's devices it was given (actors/gpu_assignment.h); kept when DEAD
+  std::vector<int> gpu_ids;   // its node's devices it was given (actors/gpu_assignment.h); kept when it ends
 };
 
 enum class JobState : uint8_t { pending = 0, running = 1, succeeded = 2, failed = 3, cancelled = 4 };

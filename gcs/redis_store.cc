@@ -198,6 +198,15 @@ Status RedisStore::remove(const std::string& table, const std::string& key) {
   return r.ok() ? Status{} : r.status();
 }
 
+Status RedisStore::remove_many(const std::string& table, const std::vector<std::string>& keys) {
+  TROUPE_RETURN_IF_ERROR(check_name("table", table));
+  if (keys.empty()) return {};
+  std::vector<std::string> argv{"HDEL", table_key(table)};
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  auto r = run(argv);
+  return r.ok() ? Status{} : r.status();
+}
+
 Expected<std::vector<std::pair<std::string, std::string>>> RedisStore::get_all(const std::string& table) {
   TROUPE_RETURN_IF_ERROR(check_name("table", table));
   auto r = run({"HGETALL", table_key(table)});

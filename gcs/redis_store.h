@@ -51,6 +51,7 @@ class RedisStore final : public Store {
                                  const std::string& desired) override;
   Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   Status remove(const std::string& table, const std::string& key) override;
+  Status remove_many(const std::string& table, const std::vector<std::string>& keys) override;
   Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) override;
   Expected<std::vector<std::string>> keys(const std::string& table) override;
   Expected<std::vector<std::optional<std::string>>> get_many(const std::string& table,

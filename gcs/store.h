@@ -62,6 +62,12 @@ class Store {
   virtual Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) = 0;
   // Removing an absent key is not an error.
   virtual Status remove(const std::string& table, const std::string& key) = 0;
+  // Removes every one of `keys` (absent ones are no error). RedisStore sends one HDEL; this default
+  // calls remove() per key. On error some keys may have been removed.
+  virtual Status remove_many(const std::string& table, const std::vector<std::string>& keys) {
+    for (const std::string& key : keys) TROUPE_RETURN_IF_ERROR(remove(table, key));
+    return {};
+  }
   // Every (key, value) of the table, in no particular order.
   virtual Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) = 0;
   // Every key of the table, in no particular order, without the values (a page of a long table

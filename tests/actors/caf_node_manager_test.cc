@@ -152,20 +152,18 @@ TEST_CASE("a crash, a normal exit and a stop reach the state sink", "[actors]") 
   (void)call(head->system(), leaver->handle, Call{"leave", ""}, kTimeout);
   REQUIRE(nm.stop(*ActorId::from_hex(victim->actor_id), "test over").ok());
 
-  auto dead = [](const std::string& id) {
-    return [id](const ActorStateChange& c) {
-      return c.actor_id == id && c.state == gcs::ActorState::dead;
-    };
+  auto ended = [](const std::string& id, gcs::ActorState state) {
+    return [id, state](const ActorStateChange& c) { return c.actor_id == id && c.state == state; };
   };
   ActorStateChange c;
-  REQUIRE(node.states.wait_for(dead(bomb->actor_id), &c));
+  REQUIRE(node.states.wait_for(ended(bomb->actor_id, gcs::ActorState::dead), &c));  // a failure: DEAD
   CHECK(c.crashed);
   CHECK_THAT(c.reason, Catch::Contains("bomb went off"));
   CHECK(c.actor_name == "b1");
-  REQUIRE(node.states.wait_for(dead(leaver->actor_id), &c));
+  REQUIRE(node.states.wait_for(ended(leaver->actor_id, gcs::ActorState::finished), &c));  // no failure: FINISHED
   CHECK(!c.crashed);
   CHECK(c.reason == "exited normally");
-  REQUIRE(node.states.wait_for(dead(victim->actor_id), &c));
+  REQUIRE(node.states.wait_for(ended(victim->actor_id, gcs::ActorState::finished), &c));
   CHECK(!c.crashed);
   CHECK(c.reason == "stopped: test over");
 

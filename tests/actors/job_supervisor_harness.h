@@ -42,11 +42,13 @@ struct Harness {
     JobHost h;
     h.store = &store;
     h.place = [this](const std::vector<PlacementAsk>& asks, const std::string&, const std::string&,
-                     const JobId&) -> Expected<PlacementOutcome> {
+                     const JobId& job) -> Expected<PlacementOutcome> {
       PlacementOutcome o;
       last_asks = asks;
       all_asks.push_back(asks);
-      if (!fits || asks.size() > room) {
+      const bool placed = fits && asks.size() <= room;
+      record(asks, job, placed);
+      if (!placed) {
         o.pending_reason = reason;
         return o;
       }
@@ -70,6 +72,31 @@ struct Harness {
       released.gpus += r.gpus;
     };
     return h;
+  }
+
+  // What the head's placement writes: each ask's record, PENDING with the reason or ALIVE.
+  void record(const std::vector<PlacementAsk>& asks, const JobId& job, bool placed) {
+    std::vector<gcs::ActorRecord> records;
+    for (const PlacementAsk& a : asks) {
+      gcs::ActorRecord r;
+      r.id = a.id;
+      r.job = job;
+      r.type_name = a.actor.type_name;
+      r.name = a.actor.name;
+      r.node = placed ? node : NodeId();
+      r.state = placed ? gcs::ActorState::alive : gcs::ActorState::pending;
+      r.pending_reason = placed ? "" : reason;
+      r.updated_ms = gcs::now_ms();
+      records.push_back(std::move(r));
+    }
+    REQUIRE(gcs::Table<gcs::ActorRecord>(store).put_many(records).ok());
+  }
+  // Job `id`'s actor records in `state`, counted from the store.
+  size_t records_in(const JobId& id, gcs::ActorState state) {
+    auto all = gcs::Table<gcs::ActorRecord>(store).list();
+    REQUIRE(all.ok());
+    return static_cast<size_t>(
+        std::count_if(all->begin(), all->end(), [&](const gcs::ActorRecord& r) { return r.job == id && r.state == state; }));
   }
 
   JobId record_job() {

@@ -43,8 +43,8 @@ struct GpuNode {
       : gpus(std::make_shared<GpuAssignments>(id, devices)), node(gpu_registry(gpus), "sharing", gpus) {}
 };
 
-auto dead(const std::string& id) {
-  return [id](const ActorStateChange& c) { return c.actor_id == id && c.state == gcs::ActorState::dead; };
+auto finished(const std::string& id) {
+  return [id](const ActorStateChange& c) { return c.actor_id == id && c.state == gcs::ActorState::finished; };
 }
 
 }  // namespace
@@ -86,8 +86,8 @@ TEST_CASE("node manager gpus: two 1-GPU actors get devices 0 and 1, a third is r
 
   REQUIRE(nm.stop(*ActorId::from_hex(first->actor_id), "make room").ok());
   ActorStateChange gone;
-  REQUIRE(n.node.states.wait_for(dead(first->actor_id), &gone));
-  CHECK(gone.gpu_ids == std::vector<int32_t>{0});  // the DEAD report still says what it held
+  REQUIRE(n.node.states.wait_for(finished(first->actor_id), &gone));  // stopped: FINISHED
+  CHECK(gone.gpu_ids == std::vector<int32_t>{0});  // the FINISHED report still says what it held
   auto next = nm.spawn(gpu_request("echo", 1));
   REQUIRE(next.ok());
   CHECK(next->gpu_ids == std::vector<int32_t>{0});

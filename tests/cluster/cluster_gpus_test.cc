@@ -118,7 +118,7 @@ TEST_CASE("gpu actors get devices of their own, shares pack, and a demand that d
   REQUIRE(poll_until([&] {
     const Json now = c.status();  // held: a loop over a temporary's member would dangle
     for (const Json& a : now.at("actors")) {
-      if (a.at("id") == gone && a.at("state") == "DEAD") dead = a;
+      if (a.at("id") == gone && a.at("state") == "FINISHED") dead = a;  // stopped: ended without failing
       if (a.at("id") == third.at("actor_ids")[0] && a.at("state") == "ALIVE") started = a;
     }
     return !dead.is_null() && !started.is_null();
@@ -141,7 +141,7 @@ TEST_CASE("gpu actors get devices of their own, shares pack, and a demand that d
   // Stopping it again, or something that is not an actor, says why.
   auto again = c.troupe("stop " + gone.substr(0, 8), 60);
   CHECK(again.exit_code != 0);
-  CHECK(again.both().find("DEAD, not ALIVE") != std::string::npos);
+  CHECK(again.both().find("FINISHED, not ALIVE") != std::string::npos);
   auto nothing = c.troupe("stop 0000ffff", 60);
   CHECK(nothing.exit_code != 0);
   CHECK(nothing.both().find("no job or actor 0000ffff") != std::string::npos);

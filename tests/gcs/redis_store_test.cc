@@ -59,6 +59,14 @@ TEST_CASE("redis store: put, get, remove, get_all, keys and get_many", "[gcs][re
   CHECK(s->get_all("t")->size() == 1);
   CHECK(s->get_all("empty")->empty());
   CHECK(s->ping().ok());
+  // remove_many: one HDEL for several keys, absent ones no error.
+  REQUIRE(s->put("t", "c", "3").ok());
+  REQUIRE(s->put("t", "d", "4").ok());
+  REQUIRE(s->remove_many("t", {"c", "gone", "d"}).ok());
+  REQUIRE(s->remove_many("t", {}).ok());
+  CHECK_FALSE(s->get("t", "c")->has_value());
+  CHECK_FALSE(s->get("t", "d")->has_value());
+  CHECK(s->get_all("t")->size() == 1);
 
   // Keys follow the documented layout.
   auto raw = s->client().command({"HGET", "t-table:t:t", "b"});

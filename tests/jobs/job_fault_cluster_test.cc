@@ -305,20 +305,6 @@ TEST_CASE("faults: an async job whose parameter server node is killed restores t
   WARN("async, a parameter server restored: " << proof);
 }
 
-// A node process (not the head) hosting both an ALIVE worker and an ALIVE parameter server of the
-// job: its id and pid ("", 0: none).
-static std::pair<std::string, pid_t> node_with_worker_and_server(const Json& view, const std::string& job) {
-  std::map<std::string, std::set<std::string>> types;  // node -> actor types of the job there
-  for (const Json& a : view.at("actors"))
-    if (a.value("job", "") == job && a.at("state") == "ALIVE") types[a.at("node")].insert(a.at("type"));
-  for (const Json& n : view.at("nodes")) {
-    auto it = types.find(n.at("id"));
-    if (it != types.end() && !n.value("is_head", false) && it->second.count("troupe.ps") && it->second.count("troupe.worker"))
-      return {n.at("id"), n.at("pid").get<pid_t>()};
-  }
-  return {"", 0};
-}
-
 TEST_CASE("faults: an async job whose node held a worker and a parameter server replaces both at once, restores the "
           "server and loses no example", "[jobs][cluster][faults][async]") {
   ClusterFixture c;
@@ -432,15 +418,6 @@ namespace {
 
 bool any_contains(const std::vector<std::string>& lines, const std::string& text) {
   return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
-}
-
-// Joins a node of 2 cpus to `c`'s cluster from a session of its own (as another machine would).
-void join_node(ClusterFixture& c, ClusterFixture& joiner) {
-  const Json info = c.cluster_file();
-  auto join = joiner.troupe("up --address " + info.at("head_address").get<std::string>() + " --token " +
-                            info.at("token").get<std::string>() + " --cpus 2 --timeout 30", 60);
-  INFO(join.both() << c.logs_tail() << joiner.logs_tail());
-  REQUIRE(join.exit_code == 0);
 }
 
 // An elastic job of 4 workers (`job_args`) whose node hosting workers is SIGKILLed at `step`, with

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -159,5 +161,27 @@ inline void check_recovered(ClusterFixture& c, const Json& view, const std::stri
   CHECK(accounting.at("message").get<std::string>().find("2 attempts") != std::string::npos);
 }
 
+// A node process (not the head) hosting both an ALIVE worker and an ALIVE parameter server of the
+// job: its id and pid ("", 0: none).
+inline std::pair<std::string, pid_t> node_with_worker_and_server(const Json& view, const std::string& job) {
+  std::map<std::string, std::set<std::string>> types;  // node -> actor types of the job there
+  for (const Json& a : view.at("actors"))
+    if (a.value("job", "") == job && a.at("state") == "ALIVE") types[a.at("node")].insert(a.at("type"));
+  for (const Json& n : view.at("nodes")) {
+    auto it = types.find(n.at("id"));
+    if (it != types.end() && !n.value("is_head", false) && it->second.count("troupe.ps") && it->second.count("troupe.worker"))
+      return {n.at("id"), n.at("pid").get<pid_t>()};
+  }
+  return {"", 0};
+}
+
+// Joins a node of 2 cpus to `c`'s cluster from a session of its own (as another machine would).
+inline void join_node(ClusterFixture& c, ClusterFixture& joiner) {
+  const Json info = c.cluster_file();
+  auto join = joiner.troupe("up --address " + info.at("head_address").get<std::string>() + " --token " +
+                            info.at("token").get<std::string>() + " --cpus 2 --timeout 30", 60);
+  INFO(join.both() << c.logs_tail() << joiner.logs_tail());
+  REQUIRE(join.exit_code == 0);
+}
 
 }  // namespace troupe::testing
