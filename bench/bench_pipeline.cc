@@ -24,7 +24,7 @@
 #include "trainers/pipeline/local_pipeline.h"
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;
 using namespace troupe::bench;

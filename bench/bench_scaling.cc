@@ -40,7 +40,7 @@
 #include "trainers/ps/ps_client.h"
 #include "trainers/ps/ps_job.h"
 #include "trainers/ps/ps_server.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;
 

@@ -35,7 +35,7 @@
 #include "bench/synthetic.h"
 #include "collectives/shm_transport.h"
 #include "kernels/cpu/blas_info.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 using namespace troupe;

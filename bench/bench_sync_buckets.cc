@@ -1,7 +1,7 @@
 // bench_sync_buckets: step time of `sync` data-parallel training of the MLP (784-256-128-10, Adam,
 // one BLAS thread per replica) or the gpt (`--model gpt`: random byte windows) with the gradients
 // all-reduced in one call after backward (bucket 0) against buckets all-reduced by the comm thread
-// while backward runs (trainers/grad_buckets.h), for 2 and 4 replicas as threads of this process
+// while backward runs (trainers/sync/grad_buckets.h), for 2 and 4 replicas as threads of this process
 // over shared memory (staged through the group's slots: "shm"; or with the gradients in the
 // group's zero-copy arena, as a sync job on one host keeps them: "arena") and over TCP loopback.
 //
@@ -39,7 +39,7 @@
 #include "collectives/shm_transport.h"
 #include "collectives/tcp_transport.h"
 #include "kernels/cpu/blas_info.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 using namespace troupe;

@@ -24,7 +24,7 @@
 #include "kernels/cpu/ops.h"
 #include "trainers/local_trainer.h"
 #include "trainers/mlp.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 
 using namespace troupe;
 using namespace troupe::bench;

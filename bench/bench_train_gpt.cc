@@ -25,8 +25,8 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/transformer.h"
 #include "models/gpt/gpt_model.h"
-#include "trainers/optimizer.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/optim/optimizer.h"
+#include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;
 using namespace troupe::bench;

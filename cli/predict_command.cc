@@ -14,7 +14,7 @@
 #include "cli/predict_job.h"
 #include "cli/progress_bar.h"
 #include "trainers/predict.h"
-#include "trainers/trainer_library.h"
+#include "trainers/library/trainer_library.h"
 
 namespace troupe::cli {
 

@@ -28,7 +28,7 @@
 #include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/job/ps_member.h"
 #include "trainers/pipeline/pipeline_options.h"
-#include "trainers/trainer_library_store.h"
+#include "trainers/library/trainer_library_store.h"
 
 namespace troupe::cli {
 namespace {

@@ -17,7 +17,7 @@
 #include "trainers/model_file.h"
 #include "trainers/pipeline/local_pipeline.h"
 #include "trainers/pipeline/schedule.h"
-#include "trainers/trainer_library.h"
+#include "trainers/library/trainer_library.h"
 
 namespace troupe::cli {
 

@@ -24,7 +24,7 @@
 #include "gcs/job_epochs.h"
 #include "gcs/search_record.h"
 #include "trainers/job/ps_member.h"
-#include "trainers/trainer_library_store.h"
+#include "trainers/library/trainer_library_store.h"
 #include "tune/asha.h"
 #include "tune/search_space.h"
 

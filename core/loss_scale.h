@@ -1,4 +1,4 @@
-// The rule of dynamic loss scaling (f16 training; trainers/loss_scale.h tells the story): its
+// The rule of dynamic loss scaling (f16 training; trainers/optim/loss_scale.h tells the story): its
 // options, its counters and one step of it. The functions compile for the host and the device
 // (core/host_device.h), so the CPU trainer and the GPU's loss-scale kernels skip the same steps
 // and keep the same scale.

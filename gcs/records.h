@@ -179,7 +179,7 @@ struct CheckpointRecord {
   int64_t written_ms = 0;
 };
 
-// A user's trainer library shipped through the GCS (trainers/trainer_library_store.h). Its bytes are
+// A user's trainer library shipped through the GCS (trainers/library/trainer_library_store.h). Its bytes are
 // stored under the same key in table "trainer_library_blobs"; this record is written after them, so a
 // record always has its bytes.
 struct TrainerLibraryRecord {

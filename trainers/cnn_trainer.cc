@@ -296,6 +296,6 @@ class CnnTrainer final : public Trainer, public LayerModel {
 
 TROUPE_REGISTER_TRAINER("cnn", CnnTrainer);
 
-void link_builtin_cnn_trainer() {}  // see trainers/trainer_registry.cc
+void link_builtin_cnn_trainer() {}  // see trainers/library/trainer_registry.cc
 
 }  // namespace troupe

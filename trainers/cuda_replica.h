@@ -5,9 +5,9 @@
 // gradients are all-reduced on the device — NCCL when every worker has a GPU of its own, else the
 // staged path through the job's host group (collectives/device_communicator.h) — together with the
 // loss and correct count, and the optimizer runs on the device. Every replica then holds the same
-// parameters, as on the CPU path (train_replica, trainers/trainer_driver.h), to rounding.
+// parameters, as on the CPU path (train_replica, trainers/sync/trainer_driver.h), to rounding.
 //
-// Checkpoints as the CPU replicas write them (trainers/trainer_driver.h Replica::checkpoints,
+// Checkpoints as the CPU replicas write them (trainers/sync/trainer_driver.h Replica::checkpoints,
 // the same files: parameters and optimizer state in the CPU optimizers' format), copied from the
 // device; a restarted or resumed job starts from one. Limits, refused by the job spec before
 // anything runs: the built-in mlp and cnn, f32, or bf16 and f16 for the mlp (f16: the loss scale
@@ -38,7 +38,7 @@ struct CudaReplica {
   BatchFeed* feed = nullptr;                         // null: this replica's slice of the seeded shuffle
   std::chrono::milliseconds timeout{60000};          // per collective and per wait for the GPU
   const std::atomic<bool>* cancel = nullptr;         // set to stop before the next step (unavailable)
-  // Checkpoints, as Replica's (trainers/trainer_driver.h): every `checkpoints.every` steps (0:
+  // Checkpoints, as Replica's (trainers/sync/trainer_driver.h): every `checkpoints.every` steps (0:
   // never) each replica writes its slice under checkpoints.dir; `host` is the job's host group
   // their barrier goes through (null: one replica); rank 0 hands the manifest to checkpoints.commit.
   collectives::Communicator* host = nullptr;

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 #include "trainers/train_options.h"
 
 namespace troupe {

@@ -10,7 +10,7 @@
 #include "core/config.h"
 #include "trainers/data_source.h"
 #include "trainers/epoch_report.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 #ifdef TROUPE_WITH_CUDA
 #include "trainers/cuda/cuda_trainer.h"

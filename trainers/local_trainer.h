@@ -1,6 +1,6 @@
 // The one-device strategy: a training job in this process, on the CPU or one GPU. It loads the
 // dataset and runs the job: on the CPU through the trainer API's runtime loop
-// (trainers/trainer_driver.h) with any registered trainer, on a GPU with the built-in MLP's CUDA
+// (trainers/sync/trainer_driver.h) with any registered trainer, on a GPU with the built-in MLP's CUDA
 // trainer. Later strategies (sync, async) run the same step on many workers.
 #pragma once
 
@@ -14,7 +14,7 @@ namespace troupe {
 // being finite: the message names the epoch and step).
 Expected<TrainResult> train_local(const TrainOptions& options, const ProgressFn& progress = {});
 
-// The built-in MLP on already loaded data, on the CPU: train_with_trainer (trainers/trainer_driver.h)
+// The built-in MLP on already loaded data, on the CPU: train_with_trainer (trainers/sync/trainer_driver.h)
 // with trainer "mlp" whatever options.model says (benchmarks and tests call it on small data).
 Expected<TrainResult> train_mlp_cpu(const TrainOptions& options, const Dataset& train, const Dataset& test,
                                     const ProgressFn& progress = {});

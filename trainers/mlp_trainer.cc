@@ -245,6 +245,6 @@ class MlpTrainer final : public Trainer, public LayerModel {
 
 TROUPE_REGISTER_TRAINER("mlp", MlpTrainer);
 
-void link_builtin_mlp_trainer() {}  // see trainers/trainer_registry.cc
+void link_builtin_mlp_trainer() {}  // see trainers/library/trainer_registry.cc
 
 }  // namespace troupe

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "trainers/trainer_registry.h"
+#include "trainers/library/trainer_registry.h"
 
 namespace troupe {
 

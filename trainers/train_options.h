@@ -16,7 +16,7 @@
 namespace troupe {
 
 struct TrainOptions {
-  std::string model = "mlp";        // a registered trainer (trainers/trainer_registry.h): mlp, or a library's
+  std::string model = "mlp";        // a registered trainer (trainers/library/trainer_registry.h): mlp, or a library's
   std::vector<std::string> trainer_args;  // key=value settings for the trainer (trainers/api/trainer.h JobConfig)
   std::vector<int> hidden = {256, 128};
   std::string dataset = "fashion-mnist";
@@ -69,16 +69,16 @@ struct TrainOptions {
   // are summed (and averaged) before one update: the same update as one batch, in less memory.
   int accumulate = 1;
   // Compute precision: f32, or bf16 / f16 with f32 master weights (mixed precision; f16 with dynamic
-  // loss scaling, trainers/loss_scale.h). The trainer must support it (Trainer::supports_precision).
+  // loss scaling, trainers/optim/loss_scale.h). The trainer must support it (Trainer::supports_precision).
   DType precision = DType::f32;
   float loss_scale = 65536.0f;      // f16: the dynamic loss scale's starting value, in [1, 2^24]
   int64_t loss_scale_interval = 2000;  // f16: finite steps in a row before the scale doubles
   int64_t loss_scale_max_skips = 100;  // f16: overflowing steps in a row before training stops
-  std::string lr_schedule = "cosine";  // constant, or cosine decay to 0 over the job (trainers/lr_schedule.h)
+  std::string lr_schedule = "cosine";  // constant, or cosine decay to 0 over the job (trainers/optim/lr_schedule.h)
   float momentum = 0.9f;            // sgd only
   float weight_decay = 0.0f;
   // adamw's decoupled decay on every block ("all") or on the blocks of rank >= 2 only
-  // ("matrices": weights and embeddings, not biases or LayerNorm gains; trainers/optimizer.h).
+  // ("matrices": weights and embeddings, not biases or LayerNorm gains; trainers/optim/optimizer.h).
   std::string weight_decay_params = "all";
   // > 0: before each update the gradient is scaled down to this global L2 norm when it is longer
   // (the whole model's gradient; in a sync job the averaged one, after the all-reduce). 0: off.
@@ -143,7 +143,7 @@ struct TrainResult {
   double samples_per_second = 0; // training samples per second, excluding evaluation
   double wall_seconds = 0;       // whole job: loading, training, evaluation
   std::string precision = "f32";  // the compute precision (TrainOptions::precision)
-  int64_t overflow_steps = 0;    // f16: steps skipped because a gradient overflowed (trainers/loss_scale.h)
+  int64_t overflow_steps = 0;    // f16: steps skipped because a gradient overflowed (trainers/optim/loss_scale.h)
   float loss_scale = 0;          // f16: the loss scale at the end (0: none)
   std::vector<EpochStats> history;
 };

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "trainers/trainer_driver.h"
-#include "trainers/trainer_registry.h"
+#include "trainers/sync/trainer_driver.h"
+#include "trainers/library/trainer_registry.h"
 
 namespace troupe {
 

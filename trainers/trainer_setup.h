@@ -11,7 +11,7 @@
 #include "collectives/communicator.h"
 #include "trainers/api/trainer.h"
 #include "trainers/fashion_mnist.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 #include "trainers/train_options.h"
 
 namespace troupe {

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gcs/redis_server.h"
+#include "gcs/redis_store.h"
 #include "tests/core/temp_dir.h"
 #include "tests/support/run_command.h"
 
@@ -242,5 +243,18 @@ class ClusterFixture {
   TempDir home_{std::string(TROUPE_BINARY_DIR) + "/test-homes"};
   std::set<pid_t> seen_pids_;
 };
+
+// The cluster's GCS itself (its redis-server, as the session's cluster.json says how to reach it):
+// for what a test must count from the store rather than from the CLI's view.
+inline std::unique_ptr<troupe::gcs::RedisStore> cluster_gcs(const ClusterFixture& c) {
+  const Json info = c.cluster_file();
+  troupe::gcs::RedisStoreOptions o;
+  o.redis.host = info.at("redis_host").get<std::string>();
+  o.redis.port = info.at("redis_port").get<int>();
+  o.redis.password = info.at("redis_password").get<std::string>();
+  auto store = troupe::gcs::RedisStore::connect(o);
+  REQUIRE(store.ok());
+  return std::move(*store);
+}
 
 }  // namespace troupe::testing

@@ -9,7 +9,7 @@
 #include "data/dataset_spec.h"
 #include "tests/data/numpy_fixture.h"
 #include "trainers/data_source.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe {
 namespace {

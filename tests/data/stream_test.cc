@@ -13,7 +13,7 @@
 #include "tests/support/run_command.h"
 #include "trainers/data_source.h"
 #include "trainers/streamed_inputs.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe {
 namespace {

@@ -11,9 +11,9 @@
 #include "trainers/batch_feed.h"
 #include "trainers/data_source.h"
 #include "trainers/local_trainer.h"
-#include "trainers/micro_batches.h"
+#include "trainers/sync/micro_batches.h"
 #include "trainers/token_windows.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {

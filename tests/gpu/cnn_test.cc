@@ -10,7 +10,7 @@
 #include "trainers/cuda/cnn_cuda.h"
 #include "trainers/cuda/cuda_trainer.h"
 #include "trainers/local_trainer.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {

@@ -9,7 +9,7 @@
 #include "models/gpt/gpt_cuda.h"
 #include "models/gpt/gpt_model.h"
 #include "tests/models/small_gpt.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe {
 namespace {

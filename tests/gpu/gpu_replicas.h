@@ -9,7 +9,7 @@
 #include "collectives/device_communicator.h"
 #include "collectives/inproc_transport.h"
 #include "trainers/cuda_replica.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe::test {
 

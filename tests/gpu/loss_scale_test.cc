@@ -18,9 +18,9 @@
 #include "trainers/cuda/mlp_cuda.h"
 #include "trainers/cuda_replica.h"
 #include "trainers/local_trainer.h"
-#include "trainers/loss_scale.h"
+#include "trainers/optim/loss_scale.h"
 #include "trainers/mlp.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe {
 namespace {

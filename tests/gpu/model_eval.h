@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "trainers/model_file.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::test {

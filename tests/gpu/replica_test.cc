@@ -11,7 +11,7 @@
 #include "model_eval.h"
 #include "trainers/cuda_replica.h"
 #include "trainers/fashion_mnist.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe {
 namespace {

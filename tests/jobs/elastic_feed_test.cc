@@ -11,7 +11,7 @@
 #include "gcs/in_memory_store.h"
 #include "trainers/data/shard_ledger.h"
 #include "trainers/job/ledger_feed.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
 

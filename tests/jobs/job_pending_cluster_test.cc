@@ -21,17 +21,6 @@ using namespace troupe::testing;
 
 namespace {
 
-// The cluster's GCS, as its session file says how to reach it.
-std::unique_ptr<troupe::gcs::RedisStore> connect_gcs(ClusterFixture& c) {
-  const Json info = c.cluster_file();
-  troupe::gcs::RedisStoreOptions o;
-  o.redis.host = info.at("redis_host").get<std::string>();
-  o.redis.port = info.at("redis_port").get<int>();
-  o.redis.password = info.at("redis_password").get<std::string>();
-  auto store = troupe::gcs::RedisStore::connect(o);
-  REQUIRE(store.ok());
-  return std::move(*store);
-}
 
 // The GCS's PENDING actor records of job `job` (by its id's hex prefix), and of every job.
 struct PendingCount {
@@ -77,7 +66,7 @@ TEST_CASE("pending: a job waiting on a full cluster to replace a worker and a se
     if (victim.empty()) REQUIRE(c.troupe("stop " + id, 60).exit_code == 0);
   }
   REQUIRE_FALSE(victim.empty());
-  auto gcs = connect_gcs(c);
+  auto gcs = cluster_gcs(c);
   REQUIRE(::kill(pid, SIGKILL) == 0);
 
   // 30 s with no room: the head retries the placement every second or faster; the GCS holds at

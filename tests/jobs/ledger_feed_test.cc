@@ -17,7 +17,7 @@
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"
 #include "trainers/ps/ps_job.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "tests/support/numeric_test_util.h"
 
 using namespace troupe;

@@ -60,16 +60,6 @@ bool parts_left(const std::string& dir) {
   return false;
 }
 
-std::unique_ptr<troupe::gcs::RedisStore> gcs_of(ClusterFixture& c) {
-  const Json info = c.cluster_file();
-  troupe::gcs::RedisStoreOptions o;
-  o.redis.host = info.at("redis_host").get<std::string>();
-  o.redis.port = info.at("redis_port").get<int>();
-  o.redis.password = info.at("redis_password").get<std::string>();
-  auto store = troupe::gcs::RedisStore::connect(o);
-  REQUIRE(store.ok());
-  return std::move(*store);
-}
 
 }  // namespace
 
@@ -216,7 +206,7 @@ TEST_CASE("predict job: a predictor's node SIGKILLed midway over 240k rows, ever
   // shard, else let go and another tried (a predictor may be between shards).
   Json view = wait_for_step(c, id, 24000);
   REQUIRE(job_of(view, id).at("step").get<int64_t>() < 240000);
-  auto store = gcs_of(c);
+  auto store = cluster_gcs(c);
   auto rec = troupe::gcs::Table<troupe::gcs::JobRecord>(*store).get(id);
   REQUIRE(rec.ok());
   std::map<std::string, pid_t> pid_of_node;

@@ -18,7 +18,7 @@
 #include "data/readers/npy_reader.h"
 #include "data/safetensors.h"
 #include "models/gpt/gpt_generate.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 using namespace troupe;

@@ -23,8 +23,8 @@
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/checkpoint/checkpoint_catalog.h"
 #include "trainers/checkpoint/shard_file.h"
-#include "trainers/optimizer.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/optim/optimizer.h"
+#include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;
 using namespace troupe::checkpoint;

@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;
 

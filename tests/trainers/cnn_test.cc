@@ -14,7 +14,7 @@
 #include "tests/trainers/blobs.h"
 #include "tests/core/temp_dir.h"
 #include "trainers/local_trainer.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 using namespace troupe;

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "trainers/gpu_options.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 #include "trainers/trainer_setup.h"
 
 using namespace troupe;

@@ -1,4 +1,4 @@
-// Gradient buckets (trainers/grad_buckets.h): the grouping of blocks into buckets, and the comm
+// Gradient buckets (trainers/sync/grad_buckets.h): the grouping of blocks into buckets, and the comm
 // thread's all-reduce of each bucket as its blocks are announced, over an in-process group: averages
 // whatever order the blocks become ready in, misuse of ready() named, a peer that dies mid-step
 // named without a hang. The training-level tests (bucketed replicas against one process and against
@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "collectives/inproc_transport.h"
-#include "trainers/grad_buckets.h"
+#include "trainers/sync/grad_buckets.h"
 
 using namespace troupe;
 using namespace troupe::collectives;

@@ -13,8 +13,8 @@
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "tests/trainers/replica_threads.h"
-#include "trainers/trainer_driver.h"
-#include "trainers/trainer_registry.h"
+#include "trainers/sync/trainer_driver.h"
+#include "trainers/library/trainer_registry.h"
 
 using namespace troupe;
 using troupe::testing::relative_difference;

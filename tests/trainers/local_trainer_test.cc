@@ -6,7 +6,7 @@
 #include <set>
 
 #include "trainers/local_trainer.h"
-#include "trainers/lr_schedule.h"
+#include "trainers/optim/lr_schedule.h"
 
 using namespace troupe;
 

@@ -7,9 +7,9 @@
 
 #include "collectives/inproc_transport.h"
 #include "tests/trainers/blobs.h"
-#include "trainers/lr_schedule.h"
-#include "trainers/micro_batches.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/optim/lr_schedule.h"
+#include "trainers/sync/micro_batches.h"
+#include "trainers/sync/trainer_driver.h"
 #include "tests/support/numeric_test_util.h"
 
 using namespace troupe;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 
 using namespace troupe;
 

@@ -16,11 +16,11 @@
 #include "tests/core/temp_dir.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
-#include "trainers/param_init.h"
+#include "trainers/optim/param_init.h"
 #include "trainers/pipeline/local_pipeline.h"
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;
 using namespace troupe::pipeline;

@@ -1,6 +1,6 @@
 // Mixed precision on the CPU (`--precision bf16|f16`, the reference the CUDA kernels are to match):
 // the rounding kernel, the MLP's gradients computed from rounded operands, f16's dynamic loss
-// scaling (trainers/loss_scale.h) in the training loop and across sync replicas, and a trainer
+// scaling (trainers/optim/loss_scale.h) in the training loop and across sync replicas, and a trainer
 // that computes in f32 only refused by name.
 #include <catch2/catch.hpp>
 
@@ -13,9 +13,9 @@
 #include "kernels/cpu/ops.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
-#include "trainers/loss_scale.h"
+#include "trainers/optim/loss_scale.h"
 #include "trainers/mlp.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 using namespace troupe;

@@ -11,7 +11,7 @@
 
 #include "tests/trainers/blobs.h"
 #include "tests/trainers/ps_fixture.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "tests/support/numeric_test_util.h"
 
 using namespace troupe;

@@ -11,7 +11,7 @@
 #include "tests/trainers/ps_fixture.h"
 #include "tests/trainers/ps_recording.h"
 #include "trainers/step_timeline.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;
 using namespace troupe::ps;

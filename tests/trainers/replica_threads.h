@@ -17,7 +17,7 @@
 #include "collectives/inproc_transport.h"
 #include "collectives/shm_transport.h"
 #include "tests/support/numeric_test_util.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe::testing {
 

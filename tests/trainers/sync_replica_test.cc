@@ -15,7 +15,7 @@
 #include "core/config.h"
 #include "collectives/shm_transport.h"
 #include "tests/trainers/blobs.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 #include "tests/support/numeric_test_util.h"
 

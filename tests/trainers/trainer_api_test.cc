@@ -4,8 +4,8 @@
 
 #include "trainers/api/trainer.h"
 #include "trainers/mlp.h"
-#include "trainers/trainer_driver.h"
-#include "trainers/trainer_registry.h"
+#include "trainers/sync/trainer_driver.h"
+#include "trainers/library/trainer_registry.h"
 
 using namespace troupe;
 

@@ -8,10 +8,10 @@
 
 #include "kernels/cpu/denormals.h"
 #include "trainers/local_trainer.h"
-#include "trainers/lr_schedule.h"
+#include "trainers/optim/lr_schedule.h"
 #include "trainers/mlp.h"
-#include "trainers/optimizer.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/optim/optimizer.h"
+#include "trainers/sync/trainer_driver.h"
 #include "tests/trainers/blobs.h"
 
 using namespace troupe;

@@ -12,10 +12,10 @@
 #include "gcs/in_memory_store.h"
 #include "gcs/tables.h"
 #include "trainers/api/trainer.h"
-#include "trainers/trainer_driver.h"
-#include "trainers/trainer_library.h"
-#include "trainers/trainer_library_store.h"
-#include "trainers/trainer_registry.h"
+#include "trainers/sync/trainer_driver.h"
+#include "trainers/library/trainer_library.h"
+#include "trainers/library/trainer_library_store.h"
+#include "trainers/library/trainer_registry.h"
 
 using namespace troupe;
 namespace fs = std::filesystem;

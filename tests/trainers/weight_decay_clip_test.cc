@@ -1,5 +1,5 @@
 // adamw's decay on matrices only (--weight-decay-params matrices: the blocks of rank >= 2) and
-// gradient clipping by the global norm (--clip-grad-norm, trainers/grad_clip.h).
+// gradient clipping by the global norm (--clip-grad-norm, trainers/optim/grad_clip.h).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -7,8 +7,8 @@
 #include "kernels/cpu/ops.h"
 #include "tests/support/numeric_test_util.h"
 #include "trainers/api/trainer.h"
-#include "trainers/grad_clip.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/grad_clip.h"
+#include "trainers/optim/optimizer.h"
 
 using namespace troupe;
 using troupe::testing::random_floats;

@@ -37,7 +37,7 @@
 //
 // Build it as a shared library against the installed troupe (find_package(troupe) and link
 // troupe::trainer_api, or pkg-config troupe); troupe loads it with `--lib` and refuses a library
-// built against another troupe version (trainers/trainer_library.h).
+// built against another troupe version (trainers/library/trainer_library.h).
 #pragma once
 
 #include <cstddef>

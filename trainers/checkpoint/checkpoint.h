@@ -13,7 +13,7 @@
 
 #include "core/status.h"
 #include "trainers/checkpoint/shard_file.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 
 namespace troupe::checkpoint {
 

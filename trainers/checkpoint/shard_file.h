@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 
 namespace troupe::checkpoint {
 

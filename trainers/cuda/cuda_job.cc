@@ -8,7 +8,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/ops.h"
-#include "trainers/lr_schedule.h"
+#include "trainers/optim/lr_schedule.h"
 
 namespace troupe::cuda_detail {
 

@@ -16,9 +16,9 @@
 #include "trainers/cuda/replica_state.h"
 #include "trainers/epoch_report.h"
 #include "trainers/gpu_options.h"
-#include "trainers/loss_scale.h"
-#include "trainers/lr_schedule.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/optim/loss_scale.h"
+#include "trainers/optim/lr_schedule.h"
+#include "trainers/sync/trainer_driver.h"
 
 namespace troupe {
 namespace {
@@ -162,7 +162,7 @@ Expected<TrainResult> train_replica_cuda(const TrainOptions& o, const Dataset& t
                  skip_steps);
   }
   TROUPE_RETURN_IF_ERROR(replica.checkpoints.check());
-  // f16: dynamic loss scaling as the CPU replicas do it (trainers/loss_scale.h), decided on the
+  // f16: dynamic loss scaling as the CPU replicas do it (trainers/optim/loss_scale.h), decided on the
   // device from the all-reduced gradients (every replica alike); the scale starts afresh on resume,
   // the optimizer's count of applied steps goes on from the checkpoint's.
   const bool scaled = o.precision == DType::f16;

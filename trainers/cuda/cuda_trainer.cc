@@ -12,7 +12,7 @@
 #include "trainers/cuda/cuda_job.h"
 #include "trainers/epoch_report.h"
 #include "trainers/local_trainer.h"
-#include "trainers/loss_scale.h"
+#include "trainers/optim/loss_scale.h"
 #include "trainers/model_file.h"
 
 namespace troupe {

@@ -3,7 +3,7 @@
 #include "trainers/cuda/cnn_cuda.h"
 #include "trainers/cuda/mlp_cuda.h"
 #include "trainers/model_file.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {

@@ -5,8 +5,8 @@
 
 #include "trainers/export/checkpoint_choice.h"
 #include "trainers/model_file.h"
-#include "trainers/trainer_library.h"
-#include "trainers/trainer_library_store.h"
+#include "trainers/library/trainer_library.h"
+#include "trainers/library/trainer_library_store.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::exporting {

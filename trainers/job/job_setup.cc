@@ -7,8 +7,8 @@
 #include "trainers/data_source.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_file.h"
-#include "trainers/trainer_library.h"
-#include "trainers/trainer_library_store.h"
+#include "trainers/library/trainer_library.h"
+#include "trainers/library/trainer_library_store.h"
 
 namespace troupe::job {
 

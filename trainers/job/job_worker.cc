@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
-#include "trainers/grad_buckets.h"
+#include "trainers/sync/grad_buckets.h"
 #include "trainers/job/gpu_worker.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
@@ -16,7 +16,7 @@
 #include "trainers/job/ps_member.h"
 #include "trainers/job/step_timeline_publisher.h"
 #include "trainers/job/sync_recovery.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::job {

@@ -7,7 +7,7 @@
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
-#include "trainers/micro_batches.h"
+#include "trainers/sync/micro_batches.h"
 #include "trainers/model_file.h"
 #include "trainers/ps/worker_common.h"
 #include "trainers/ps/worker_loop.h"

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/ops.h"
-#include "trainers/grad_clip.h"
+#include "trainers/optim/grad_clip.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::ps {

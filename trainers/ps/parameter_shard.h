@@ -64,8 +64,8 @@
 
 #include "core/status.h"
 #include "trainers/checkpoint/checkpoint.h"
-#include "trainers/lr_schedule.h"
-#include "trainers/optimizer.h"
+#include "trainers/optim/lr_schedule.h"
+#include "trainers/optim/optimizer.h"
 #include "trainers/ps/applied_data.h"
 #include "trainers/ps/ps_partition.h"
 #include "trainers/ps/push_history.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "trainers/model_file.h"
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::ps {

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "trainers/epoch_report.h"
-#include "trainers/grad_clip.h"
+#include "trainers/optim/grad_clip.h"
 #include "trainers/ps/worker_common.h"
 #include "trainers/step_timeline.h"
 

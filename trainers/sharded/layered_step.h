@@ -22,7 +22,7 @@
 
 #include "core/status.h"
 #include "trainers/api/trainer.h"
-#include "trainers/grad_buckets.h"
+#include "trainers/sync/grad_buckets.h"
 #include "trainers/sharded/comm_queue.h"
 #include "trainers/dataset.h"
 #include "trainers/sharded/sharded_state.h"

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
-#include "trainers/grad_clip.h"
-#include "trainers/param_init.h"
+#include "trainers/optim/grad_clip.h"
+#include "trainers/optim/param_init.h"
 
 namespace troupe {
 

@@ -2,7 +2,7 @@
 // 2, FSDP's SHARD_GRAD_OP): what one replica holds beyond the full parameters, and the collectives
 // that replace the gradient all-reduce.
 //
-// Ownership follows the gradient buckets (trainers/grad_buckets.h): bucket [offset, offset + count)
+// Ownership follows the gradient buckets (trainers/sync/grad_buckets.h): bucket [offset, offset + count)
 // is cut into `size` chunks of ceil(count / size) floats and rank r owns the r-th (the last ranks'
 // may be shorter or empty). So a bucket, once its blocks are final, is reduce-scattered at once —
 // each rank receiving the average of its own chunk — while backward goes on (the comm thread of
@@ -40,8 +40,8 @@
 #include "collectives/communicator.h"
 #include "core/status.h"
 #include "trainers/api/trainer.h"
-#include "trainers/grad_buckets.h"
-#include "trainers/optimizer.h"
+#include "trainers/sync/grad_buckets.h"
+#include "trainers/optim/optimizer.h"
 #include "trainers/sharded/page_buffer.h"
 
 namespace troupe {

@@ -9,8 +9,8 @@
 
 #include "tests/core/temp_dir.h"
 #include "trainers/local_trainer.h"
-#include "trainers/trainer_library.h"
-#include "trainers/trainer_registry.h"
+#include "trainers/library/trainer_library.h"
+#include "trainers/library/trainer_registry.h"
 
 using namespace troupe;
 

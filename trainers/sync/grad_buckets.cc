@@ -1,4 +1,4 @@
-#include "trainers/grad_buckets.h"
+#include "trainers/sync/grad_buckets.h"
 
 #include <algorithm>
 

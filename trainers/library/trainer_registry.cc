@@ -1,4 +1,4 @@
-#include "trainers/trainer_registry.h"
+#include "trainers/library/trainer_registry.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "trainers/grad_clip.h"
+#include "trainers/optim/grad_clip.h"
 
 #include <cmath>
 

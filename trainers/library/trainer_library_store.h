@@ -1,6 +1,6 @@
 // Shipping a trainer library through the GCS: the submitting process stores the file once, keyed by
 // its checksum; every node that hosts one of the job's actors fetches it into a local cache and
-// loads it from there (trainers/trainer_library.h).
+// loads it from there (trainers/library/trainer_library.h).
 //
 // Two tables: "trainer_library_blobs" holds the bytes, "trainer_libraries" the record (name,
 // checksum, troupe version, ABI, size, trainers), written after the bytes. Storing the same bytes

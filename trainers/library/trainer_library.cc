@@ -1,4 +1,4 @@
-#include "trainers/trainer_library.h"
+#include "trainers/library/trainer_library.h"
 
 #include <dlfcn.h>
 
@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "trainers/api/trainer.h"
-#include "trainers/trainer_registry.h"
+#include "trainers/library/trainer_registry.h"
 
 namespace troupe {
 namespace {

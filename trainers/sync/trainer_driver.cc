@@ -1,4 +1,4 @@
-#include "trainers/trainer_driver.h"
+#include "trainers/sync/trainer_driver.h"
 
 #include <algorithm>
 #include <cstring>
@@ -18,14 +18,14 @@
 #include "kernels/cpu/ops.h"
 #include "trainers/checkpoint/collective_write.h"
 #include "trainers/epoch_report.h"
-#include "trainers/grad_clip.h"
+#include "trainers/optim/grad_clip.h"
 #include "trainers/local_trainer.h"
-#include "trainers/lr_schedule.h"
-#include "trainers/micro_batches.h"
+#include "trainers/optim/lr_schedule.h"
+#include "trainers/sync/micro_batches.h"
 #include "trainers/model_file.h"
-#include "trainers/loss_scale.h"
-#include "trainers/optimizer.h"
-#include "trainers/param_init.h"
+#include "trainers/optim/loss_scale.h"
+#include "trainers/optim/optimizer.h"
+#include "trainers/optim/param_init.h"
 #include "trainers/sharded/layered_step.h"
 #include "trainers/trainer_setup.h"
 
@@ -360,7 +360,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   result.model = setup->model;
   result.device = "cpu";
   result.precision = dtype_name(o.precision);
-  const bool scaled = o.precision == DType::f16;  // dynamic loss scaling (trainers/loss_scale.h)
+  const bool scaled = o.precision == DType::f16;  // dynamic loss scaling (trainers/optim/loss_scale.h)
   LossScaler scaler(o.loss_scale_options());
   spdlog::info("training {} on cpu with {} ({} steps/epoch, OpenBLAS {} kernels, {} thread(s))", result.model,
                zero ? zero->describe() : opt->describe(), steps_per_epoch, kernels::cpu::blas_corename(), o.cpu_threads);

@@ -1,4 +1,4 @@
-#include "trainers/param_init.h"
+#include "trainers/optim/param_init.h"
 
 #include <random>
 

@@ -1,4 +1,4 @@
-#include "trainers/micro_batches.h"
+#include "trainers/sync/micro_batches.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "trainers/optimizer.h"
+#include "trainers/optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>

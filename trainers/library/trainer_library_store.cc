@@ -1,4 +1,4 @@
-#include "trainers/trainer_library_store.h"
+#include "trainers/library/trainer_library_store.h"
 
 #include <xxhash.h>
 
@@ -13,7 +13,7 @@
 #include "core/durable_file.h"
 #include "core/version.h"
 #include "gcs/tables.h"
-#include "trainers/trainer_library.h"
+#include "trainers/library/trainer_library.h"
 
 namespace troupe {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainers/loss_scale.h"
+#include "trainers/optim/loss_scale.h"
 
 #include <string>
 

@@ -16,7 +16,7 @@
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/checkpoint/collective_write.h"
 #include "trainers/fashion_mnist.h"
-#include "trainers/grad_buckets.h"
+#include "trainers/sync/grad_buckets.h"
 #include "trainers/sharded/sharded_state.h"
 #include "trainers/step_timeline.h"
 #include "trainers/train_options.h"
@@ -57,7 +57,7 @@ struct Replica {
   const std::atomic<bool>* cancel = nullptr;
   // Gradients are all-reduced in buckets of about this many bytes by a communication thread, each
   // as soon as the trainer announces its blocks ready (Gradients::ready), overlapping backward
-  // (trainers/grad_buckets.h). 0: one all-reduce of everything after forward_backward. With
+  // (trainers/sync/grad_buckets.h). 0: one all-reduce of everything after forward_backward. With
   // TrainOptions::accumulate > 1 the buckets start only after the last micro-batch (no overlap).
   size_t bucket_bytes = kDefaultBucketBytes;
   // What the gradients travel as (`--grad-wire`): f32, or bf16 / f16 (half the bytes; partial sums

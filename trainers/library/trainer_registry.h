@@ -1,5 +1,5 @@
 // The process-wide registry of trainers (trainers/api/trainer.h) by name: the built-in ones (mlp)
-// and those of every library loaded with load_trainer_library (trainers/trainer_library.h). Each
+// and those of every library loaded with load_trainer_library (trainers/library/trainer_library.h). Each
 // binary or library collects its own TROUPE_REGISTER_TRAINER registrations; this registry is where
 // the runtime brings them together, after it has checked a library's version.
 #pragma once
