@@ -7,11 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "gcs/predict_accounting.h"
 #include "gcs/redis_store.h"
@@ -218,7 +220,11 @@ TEST_CASE("predict job: a predictor's node SIGKILLed midway over 240k rows, ever
       if (a.at("id") == rec->actors[slot]) node_of_slot[static_cast<int>(slot)] = a.at("node").get<std::string>();
   pid_t victim = 0;
   int held = 0;
-  for (int attempt = 0; attempt < 40 && victim == 0; ++attempt) {
+  // Tried for up to 30 s, 50 ms apart: 40 tries back to back took well under a second and all fell
+  // between shards once on a loaded host (CI-like run of 2026-12-06: "0 shard(s) held").
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int attempt = 0; victim == 0 && std::chrono::steady_clock::now() < give_up; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (const auto& [node, pid] : pid_of_node) {
       if (::kill(pid, SIGSTOP) != 0) continue;
       auto shards = troupe::gcs::Table<troupe::gcs::ShardRecord>(*store).list();
