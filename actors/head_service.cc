@@ -459,17 +459,12 @@ class HeadService : public caf::event_based_actor {
       req.gpus = a.gpus;  // the node manager picks the devices
       per_node[p.node].push_back(std::move(req));
     }
-    // Node by node; the started actors' ALIVE records then go in one write (record_started).
-    std::vector<Expected<std::vector<SpawnReply>>> spawned_all;  // kept: started_on points into it
-    spawned_all.reserve(per_node.size());
-    std::vector<StartedOn> started_on;
     for (auto& [node, reqs] : per_node) {
       auto nm = managers_.find(node);
-      spawned_all.push_back(nm == managers_.end()
-                                ? Expected<std::vector<SpawnReply>>(
+      Expected<std::vector<SpawnReply>> spawned =
+          nm == managers_.end() ? Expected<std::vector<SpawnReply>>(
                                       unavailable("node " + node.short_hex() + " has no connected node manager"))
-                                : NodeManagerClient(system(), nm->second, o_.node_timeout).spawn_batch(reqs));
-      Expected<std::vector<SpawnReply>>& spawned = spawned_all.back();
+                                : NodeManagerClient(system(), nm->second, o_.node_timeout).spawn_batch(reqs);
       if (spawned.ok()) {
         reply->started += static_cast<int32_t>(reqs.size());
         for (const SpawnReply& sr : *spawned) {
@@ -481,7 +476,7 @@ class HeadService : public caf::event_based_actor {
           outcome.handles[*aid] = sr.handle;
           outcome.nodes[*aid] = node;
         }
-        started_on.push_back({node, &*spawned, reqs.front().type_name});
+        TROUPE_RETURN_IF_ERROR(record_started(*spawned, node, records, index, reqs.front().type_name));
         continue;
       }
       const std::string why = "starting on node " + node.short_hex() + " failed: " + spawned.status().message();
@@ -496,7 +491,6 @@ class HeadService : public caf::event_based_actor {
       }
       TROUPE_RETURN_IF_ERROR(gcs::Table<gcs::ActorRecord>(*o_.store).put_many(failed));
     }
-    TROUPE_RETURN_IF_ERROR(record_started(started_on, records, index));
     for (const auto& [reason, count] : reasons) {
       reply->pending_reasons.push_back(std::to_string(count) + " actor(s): " + reason);
     }
@@ -504,48 +498,48 @@ class HeadService : public caf::event_based_actor {
     return outcome;
   }
 
-  // The actors each node started, ALIVE in one write with the GPUs their nodes gave them, and one
-  // actor_started event per node. One that already ended (its node wrote it FINISHED or DEAD, with
-  // its reason, before this write) keeps that record: the job supervisor reads the reason there.
-  // The write is guarded (Table::put_many_unless_changed: one round trip, nothing read back or
-  // decoded here): ALIVE goes in only where the record is still the PENDING one `records` wrote.
-  struct StartedOn {
-    NodeId node;
-    const std::vector<SpawnReply>* replies;
-    std::string type;
-  };
-  Status record_started(const std::vector<StartedOn>& started_on, const std::vector<gcs::ActorRecord>& records,
-                        std::map<ActorId, size_t>& index) {
-    if (started_on.empty()) return {};
-    std::vector<std::pair<gcs::ActorRecord, gcs::ActorRecord>> writes;
+  // The actors a node started, ALIVE in one write with the GPUs their node gave them, and one
+  // actor_started event for the batch. One that already ended (its node wrote it FINISHED or DEAD,
+  // with its reason, before this write) keeps that record: the job supervisor reads the reason there.
+  Status record_started(const std::vector<SpawnReply>& started, const NodeId& node,
+                        const std::vector<gcs::ActorRecord>& records, std::map<ActorId, size_t>& index,
+                        const std::string& type) {
+    gcs::Table<gcs::ActorRecord> table(*o_.store);
+    std::vector<std::string> keys;
+    for (const SpawnReply& sr : started) keys.push_back(sr.actor_id);
+    std::map<std::string, gcs::ActorRecord> ended;
+    auto existing = table.get_many(keys);
+    if (existing.ok()) {
+      for (const gcs::ActorRecord& r : *existing)
+        if (gcs::actor_ended(r.state)) ended.emplace(r.id.hex(), r);
+    }
+    std::vector<gcs::ActorRecord> written;
+    written.reserve(started.size());
     const int64_t now = gcs::now_ms();
-    for (const StartedOn& on : started_on) {
-      for (const SpawnReply& sr : *on.replies) {
-        auto id = ActorId::from_hex(sr.actor_id);
-        if (!id.ok() || !index.count(*id)) continue;  // not one of ours: the node answered oddly
-        const gcs::ActorRecord& pending = records[index[*id]];
-        gcs::ActorRecord r = pending;
-        r.node = on.node;
-        r.gpu_ids.assign(sr.gpu_ids.begin(), sr.gpu_ids.end());
-        r.state = gcs::ActorState::alive;
-        r.pending_reason.clear();
-        r.updated_ms = now;
-        writes.emplace_back(pending, std::move(r));
+    for (const SpawnReply& sr : started) {
+      auto id = ActorId::from_hex(sr.actor_id);
+      if (!id.ok() || !index.count(*id)) continue;  // not one of ours: the node answered oddly
+      gcs::ActorRecord r = records[index[*id]];
+      r.node = node;
+      r.gpu_ids.assign(sr.gpu_ids.begin(), sr.gpu_ids.end());
+      r.state = gcs::ActorState::alive;
+      r.pending_reason.clear();
+      r.updated_ms = now;
+      if (auto dead = ended.find(sr.actor_id); dead != ended.end()) {  // what the head knows, and the end
+        r.state = dead->second.state;
+        r.death_reason = dead->second.death_reason;
+        r.updated_ms = dead->second.updated_ms;
       }
+      written.push_back(std::move(r));
     }
-    auto written = gcs::Table<gcs::ActorRecord>(*o_.store).put_many_unless_changed(writes);
-    if (!written.ok()) return written.status();
-    for (const StartedOn& on : started_on) {
-      const std::vector<SpawnReply>& started = *on.replies;
-      gcs::Event e;
-      e.kind = "actor_started";
-      e.subject = on.node.hex();
-      e.message = "started " + std::to_string(started.size()) + " '" + on.type + "' actor" +
-                  (started.size() == 1 ? "" : "s") + " on node " + on.node.short_hex() +
-                  (started.size() == 1 ? " (" + started[0].actor_id.substr(0, 8) + ")" : "");
-      TROUPE_RETURN_IF_ERROR(gcs::record_event(*o_.store, e));
-    }
-    return {};
+    TROUPE_RETURN_IF_ERROR(table.put_many(written));
+    gcs::Event e;
+    e.kind = "actor_started";
+    e.subject = node.hex();
+    e.message = "started " + std::to_string(started.size()) + " '" + type + "' actor" +
+                (started.size() == 1 ? "" : "s") + " on node " + node.short_hex() +
+                (started.size() == 1 ? " (" + started[0].actor_id.substr(0, 8) + ")" : "");
+    return gcs::record_event(*o_.store, e);
   }
 
   // A `troupe spawn` whose actors (some, or its whole gang) wait for resources: placed again every

@@ -21,12 +21,9 @@ Expected<std::unique_ptr<NodeRuntime>> NodeRuntime::start(const std::string& bin
   ActorStateWriter* writer = &rt->writer_;
   nmo.on_state_change = [writer](const ActorStateChange& c) { writer->report(c); };
   nmo.on_shutdown = [flag = rt->shutdown_](const std::string& reason) {
-    {
-      std::lock_guard<std::mutex> lock(flag->mu);
-      flag->reason = reason;
-      flag->requested.store(true);
-    }
-    flag->cv.notify_all();
+    std::lock_guard<std::mutex> lock(flag->mu);
+    flag->reason = reason;
+    flag->requested.store(true);
   };
   rt->node_manager_ = spawn_node_manager(rt->system_->system(), nmo);
   auto port = rt->system_->publish(rt->node_manager_);
@@ -42,11 +39,6 @@ bool NodeRuntime::shutdown_requested(std::string* reason) const {
     *reason = shutdown_->reason;
   }
   return true;
-}
-
-bool NodeRuntime::wait_for_shutdown(std::chrono::steady_clock::time_point until) const {
-  std::unique_lock<std::mutex> lock(shutdown_->mu);
-  return shutdown_->cv.wait_until(lock, until, [this] { return shutdown_->requested.load(); });
 }
 
 NodeRuntime::~NodeRuntime() {

@@ -5,8 +5,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,9 +42,6 @@ class NodeRuntime {
   // Whether the node manager was asked to shut the process down (ShutdownNode: `troupe down`
   // through the head), and why. The node process's loop polls it (actors/node_process.cc).
   bool shutdown_requested(std::string* reason = nullptr) const;
-  // Waits until a shutdown is requested or `until` passes (no polling: woken by the request).
-  // Returns shutdown_requested().
-  bool wait_for_shutdown(std::chrono::steady_clock::time_point until) const;
 
  private:
   NodeRuntime() = default;
@@ -60,7 +55,6 @@ class NodeRuntime {
   struct Shutdown {
     std::atomic<bool> requested{false};
     std::mutex mu;
-    std::condition_variable cv;  // notified with `requested`
     std::string reason;
   };
   std::shared_ptr<Shutdown> shutdown_ = std::make_shared<Shutdown>();

@@ -183,60 +183,6 @@ Expected<bool> RedisStore::compare_and_set(const std::string& table, const std::
                            "compare_and_set", table, key, expected, desired);
 }
 
-// KEYS[1] the table's hash, ARGV[1] the channel ('' for none), then (key, expected, desired) triples:
-// each written when its field holds `expected` or nothing; answers 1 or 0 per triple.
-static const char* const kGuardedPutScript =
-    "local out = {} "
-    "for i = 2, #ARGV, 3 do "
-    "  local now = redis.call('HGET', KEYS[1], ARGV[i]) "
-    "  if now == false or now == ARGV[i + 1] then "
-    "    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2]) "
-    "    if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[i]) end "
-    "    out[#out + 1] = 1 "
-    "  else out[#out + 1] = 0 end "
-    "end return out";
-
-Expected<std::vector<bool>> RedisStore::put_many_unless_changed(const std::string& table,
-                                                                const std::vector<GuardedRow>& rows,
-                                                                const std::string& channel) {
-  TROUPE_RETURN_IF_ERROR(check_name("table", table));
-  if (!channel.empty()) TROUPE_RETURN_IF_ERROR(check_name("channel", channel));
-  std::vector<bool> written(rows.size(), false);
-  std::vector<size_t> left(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) left[i] = i;
-  const std::string what = "guarded put of " + std::to_string(rows.size()) + " rows into " + table;
-  // A script is not idempotent: after a dropped connection or a late reply the fields tell what it
-  // did (desired: written; expected or nothing: sent again, up to 3 times in all; else another's).
-  for (int attempt = 0; !left.empty(); ++attempt) {
-    std::vector<std::string> argv{"EVAL", kGuardedPutScript, "1", table_key(table),
-                                  channel.empty() ? "" : channel_key(channel)};
-    for (size_t i : left) argv.insert(argv.end(), {rows[i].key, rows[i].expected, rows[i].desired});
-    auto r = run(argv);
-    if (r.ok()) {
-      if (!r->is_array() || r->elements.size() != left.size())
-        return corrupt_data(describe() + ": " + what + " answered " + r->type_name() + " of " +
-                            std::to_string(r->elements.size()) + " elements for " + std::to_string(left.size()) + " rows");
-      for (size_t j = 0; j < left.size(); ++j) written[left[j]] = r->elements[j].is_integer() && r->elements[j].integer == 1;
-      return written;
-    }
-    const Status failed = r.status().with_context(what);
-    if (attempt == 2 || (failed.code() != Code::unavailable && failed.code() != Code::timeout)) return failed;
-    std::vector<std::string> keys;
-    for (size_t i : left) keys.push_back(rows[i].key);
-    auto now = get_many(table, keys);
-    if (!now.ok()) return failed;
-    std::vector<size_t> again;
-    for (size_t j = 0; j < left.size(); ++j) {
-      const GuardedRow& row = rows[left[j]];
-      const std::optional<std::string>& field = (*now)[j];
-      if (field && *field == row.desired) written[left[j]] = true;
-      else if (!field || *field == row.expected) again.push_back(left[j]);
-    }
-    left.swap(again);
-  }
-  return written;
-}
-
 Expected<std::optional<std::string>> RedisStore::get(const std::string& table, const std::string& key) {
   TROUPE_RETURN_IF_ERROR(check_name("table", table));
   auto r = run({"HGET", table_key(table), key});

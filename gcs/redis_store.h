@@ -52,8 +52,6 @@ class RedisStore final : public Store {
   Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   Status remove(const std::string& table, const std::string& key) override;
   Status remove_many(const std::string& table, const std::vector<std::string>& keys) override;
-  Expected<std::vector<bool>> put_many_unless_changed(const std::string& table, const std::vector<GuardedRow>& rows,
-                                                      const std::string& channel) override;
   Expected<std::vector<std::pair<std::string, std::string>>> get_all(const std::string& table) override;
   Expected<std::vector<std::string>> keys(const std::string& table) override;
   Expected<std::vector<std::optional<std::string>>> get_many(const std::string& table,

@@ -58,37 +58,6 @@ class Store {
   // claims, trainers/data/shard_ledger.h). Publishes nothing.
   virtual Expected<bool> compare_and_set(const std::string& table, const std::string& key,
                                          const std::string& expected, const std::string& desired) = 0;
-  // One row of put_many_unless_changed: `desired` goes in unless the field holds neither `expected`
-  // nor nothing.
-  struct GuardedRow {
-    std::string key, expected, desired;
-  };
-  // Writes each row's `desired` when its field still holds `expected` or is absent, and leaves a
-  // field another writer changed as that writer left it; publishes each written key on `channel`
-  // unless it is empty. Returns, row by row, whether it was written. RedisStore does it atomically
-  // in one round trip (a script); this default, row by row with compare_and_set.
-  virtual Expected<std::vector<bool>> put_many_unless_changed(const std::string& table,
-                                                              const std::vector<GuardedRow>& rows,
-                                                              const std::string& channel) {
-    std::vector<bool> written;
-    written.reserve(rows.size());
-    for (const GuardedRow& row : rows) {
-      auto now = get(table, row.key);
-      if (!now.ok()) return now.status();
-      bool wrote = false;
-      if (!now->has_value()) {
-        TROUPE_RETURN_IF_ERROR(put(table, row.key, row.desired));
-        wrote = true;
-      } else {
-        auto swapped = compare_and_set(table, row.key, row.expected, row.desired);
-        if (!swapped.ok()) return swapped.status();
-        wrote = *swapped;
-      }
-      if (wrote && !channel.empty()) TROUPE_RETURN_IF_ERROR(publish(channel, row.key));
-      written.push_back(wrote);
-    }
-    return written;
-  }
   // nullopt when the key is absent.
   virtual Expected<std::optional<std::string>> get(const std::string& table, const std::string& key) = 0;
   // Removing an absent key is not an error.

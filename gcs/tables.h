@@ -31,15 +31,6 @@ class Table {
     for (const Record& r : records) rows.emplace_back(record_key(r), encode(r));
     return store_.put_many(name(), rows, name());
   }
-  // Writes each pair's second record over its first where the store still holds the first's bytes
-  // (or nothing), leaving a record another writer changed meanwhile as it is; notifies watchers of
-  // each written one. One round trip on Redis. Whether each was written, in order.
-  Expected<std::vector<bool>> put_many_unless_changed(const std::vector<std::pair<Record, Record>>& pairs) {
-    std::vector<Store::GuardedRow> rows;
-    rows.reserve(pairs.size());
-    for (const auto& [was, now] : pairs) rows.push_back({record_key(now), encode(was), encode(now)});
-    return store_.put_many_unless_changed(name(), rows, name());
-  }
   // not_found when absent; version_mismatch / corrupt_data name the table and key.
   Expected<Record> get(const std::string& key) {
     auto bytes = store_.get(name(), key);

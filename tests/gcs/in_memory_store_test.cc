@@ -238,17 +238,3 @@ TEST_CASE("events: metrics round trip and a bad stream entry fails naming it", "
 }
 
 }  // namespace troupe::gcs
-
-TEST_CASE("in-memory store: put_many_unless_changed writes over the expected value or nothing, never over another's",
-          "[gcs][store]") {
-  troupe::gcs::InMemoryStore s;
-  REQUIRE(s.put("t", "mine", "pending").ok());
-  REQUIRE(s.put("t", "theirs", "ended").ok());
-  auto written = s.put_many_unless_changed(
-      "t", {{"mine", "pending", "alive"}, {"theirs", "pending", "alive"}, {"new", "pending", "alive"}}, "");
-  REQUIRE(written.ok());
-  CHECK(*written == std::vector<bool>{true, false, true});
-  CHECK(s.get("t", "mine")->value() == "alive");
-  CHECK(s.get("t", "theirs")->value() == "ended");
-  CHECK(s.get("t", "new")->value() == "alive");
-}

@@ -74,32 +74,6 @@ TEST_CASE("redis store: put, get, remove, get_all, keys and get_many", "[gcs][re
   CHECK(raw->str == binary);
 }
 
-TEST_CASE("redis store: put_many_unless_changed writes over the expected value or nothing, never over another's",
-          "[gcs][redis]") {
-  auto s = connect_store(shared_redis(), "t-guarded");
-  REQUIRE(s->put("t", "mine", "pending").ok());
-  REQUIRE(s->put("t", "theirs", "ended by its node").ok());
-  auto sub = s->subscribe({"t"});
-  REQUIRE(sub.ok());
-  auto written = s->put_many_unless_changed(
-      "t", {{"mine", "pending", "alive"}, {"theirs", "pending", "alive"}, {"new", "pending", "alive"}}, "t");
-  REQUIRE(written.ok());
-  CHECK(*written == std::vector<bool>{true, false, true});
-  CHECK(s->get("t", "mine")->value() == "alive");
-  CHECK(s->get("t", "theirs")->value() == "ended by its node");  // another writer's value stays
-  CHECK(s->get("t", "new")->value() == "alive");
-  std::vector<std::string> published;
-  for (int i = 0; i < 2; ++i) {
-    auto n = (*sub)->next(std::chrono::seconds(2));
-    REQUIRE(n.ok());
-    REQUIRE(n->has_value());
-    published.push_back((*n)->message);
-  }
-  std::sort(published.begin(), published.end());
-  CHECK(published == std::vector<std::string>{"mine", "new"});  // only what was written
-  CHECK(s->put_many_unless_changed("t", {}, "")->empty());
-}
-
 TEST_CASE("redis store: put_if_absent stores only the first value", "[gcs][redis]") {
   auto s = connect_store(shared_redis(), "t-absent");
   CHECK(*s->put_if_absent("t", "k", "first"));
