@@ -14,12 +14,18 @@ using namespace troupe::actors::testing;
 
 namespace {
 
+// The harness's job with `max_restarts` (backoff 0), restarted whole or actor by actor.
+SubmitJob supervised(Harness& h, const JobId& id, int max_restarts, bool whole_gang) {
+  SubmitJob s = h.request(id);
+  s.max_restarts = max_restarts;
+  s.restart_backoff_ms = 0;
+  s.restart_whole_gang = whole_gang;
+  return s;
+}
+
 // The harness's async job (2 workers, 1 server) that replaces failed actors, servers restored.
 SubmitJobReply submit_async(Harness& h, const JobId& id) {
-  SubmitJob s = h.request(id);
-  s.max_restarts = 3;
-  s.restart_backoff_ms = 0;
-  s.restart_whole_gang = false;
+  SubmitJob s = supervised(h, id, 3, false);
   s.restore_servers = true;
   auto reply = h.supervisor.submit(s);
   REQUIRE(reply.ok());
@@ -85,10 +91,7 @@ TEST_CASE("pending actors: a job stopped or failed while its replacements wait l
   // A budget spent while a replacement waits: the job fails, and its waiting actor ends with it.
   const JobId failed = h.record_job();
   h.fits = true;
-  SubmitJob s = h.request(failed);
-  s.max_restarts = 1;
-  s.restart_backoff_ms = 0;
-  s.restart_whole_gang = false;
+  SubmitJob s = supervised(h, failed, 1, false);
   auto second = h.supervisor.submit(s);
   REQUIRE(second.ok());
   h.fits = false;
@@ -125,11 +128,8 @@ TEST_CASE("pending actors: an elastic gang resized while it waits ends the asks 
           "[jobs][supervisor][pending][elastic]") {
   Harness h;
   const JobId id = h.record_job();
-  SubmitJob s = h.request(id);
+  SubmitJob s = supervised(h, id, 3, true);
   for (auto& a : s.actors) a.type_name = "troupe.worker";  // a sync gang of three
-  s.max_restarts = 3;
-  s.restart_backoff_ms = 0;
-  s.restart_whole_gang = true;
   s.elastic = true;
   auto reply = h.supervisor.submit(s);
   REQUIRE(reply.ok());
