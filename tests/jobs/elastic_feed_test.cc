@@ -48,7 +48,8 @@ TrainOptions two_epochs() {
 }
 
 // `world` replicas on the ledger's `shards` shards, as job_worker.cc's run_sync sets them up; every
-// replica's final parameters (they must agree), and the ledger's records of both epochs checked.
+// replica's final parameters (they must agree), and the ledger's records of both epochs checked:
+// every shard DONE, claimed once, by its rank (shard s by rank s mod world, whoever asked first).
 std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, const Dataset& test, int world, int shards,
                                  size_t bucket_bytes, ShardStage shard = ShardStage::none) {
   gcs::InMemoryStore store;
@@ -56,13 +57,15 @@ std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, con
   auto transports = collectives::make_inproc_group(world);
   std::vector<Status> status(world);
   std::vector<std::vector<float>> params(world);
+  std::vector<WorkerId> ids(world);
+  for (WorkerId& id : ids) id = WorkerId::random();
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       collectives::Communicator comm(std::move(transports[r]));
       job::LedgerFeedOptions fo = job::sync_feed_options(o.seed, o.batch_size, shards, r, world);
       fo.keep_partial = o.pads_last_batch();  // as job_worker.cc
-      job::LedgerFeed feed(data, store, job, WorkerId::random(), fo);
+      job::LedgerFeed feed(data, store, job, ids[r], fo);
       Replica replica;
       replica.comm = &comm;
       replica.feed = &feed;
@@ -88,6 +91,7 @@ std::vector<float> train_elastic(const TrainOptions& o, const Dataset& data, con
       INFO("world " << world << " epoch " << epoch << " shard " << s.shard);
       CHECK(s.state == gcs::ShardState::done);
       CHECK(s.claims == 1);
+      CHECK(s.owner == ids[static_cast<size_t>(s.shard % world)]);  // rank r trains the shards r, r + N', ...
     }
   }
   return params[0];

@@ -163,6 +163,64 @@ void racing_claims(const std::function<gcs::Store&(int)>& store_of, int threads,
   CHECK(*ShardLedger(store_of(0), job, with_shards(shards)).epoch_done(3));
 }
 
+// Lockstep claims by name: a worker gets its own shard whoever asks first, one left ASSIGNED by an
+// earlier attempt's worker is taken over (the stale holder's reports refused), a DONE one gives
+// nothing, and a shard outside the epoch is not found. A ShardSource with a name gives that shard once.
+void named_claims(gcs::Store& store) {
+  ShardLedger ledger(store, JobId::random(), with_shards(4));
+  const WorkerId a = WorkerId::random(), b = WorkerId::random(), stale = WorkerId::random();
+  CHECK(ledger.claim_shard(1, 2, a).status().code() == Code::not_found);  // epoch not created
+  REQUIRE(ledger.create_epoch(1, {10, 10, 10, 10}).ok());
+  CHECK(ledger.claim_shard(1, 4, a).status().code() == Code::not_found);
+  CHECK(ledger.claim_shard(1, -1, a).status().code() == Code::not_found);
+  CHECK(ledger.claim_shard(1, 0, WorkerId()).status().code() == Code::invalid_argument);
+
+  auto c3 = ledger.claim_shard(1, 3, a);  // the highest first: no lower free shard is taken instead
+  REQUIRE(c3.ok());
+  REQUIRE(c3->has_value());
+  CHECK((*c3)->shard == 3);
+  CHECK((*c3)->owner == a);
+  CHECK((*c3)->state == ShardState::assigned);
+  CHECK((*c3)->claims == 1);
+  CHECK((*ledger.epoch_status(1))[0].state == ShardState::unassigned);
+
+  // Shard 1 held by an earlier attempt's worker (it reported 6 examples) is taken over from 0.
+  auto held = ledger.claim_shard(1, 1, stale);
+  REQUIRE(held.ok());
+  REQUIRE(ledger.report_progress(1, 1, stale, 6).ok());
+  auto c1 = ledger.claim_shard(1, 1, b);
+  REQUIRE(c1.ok());
+  REQUIRE(c1->has_value());
+  CHECK((*c1)->owner == b);
+  CHECK((*c1)->progress == 0);
+  CHECK((*c1)->claims == 2);
+  CHECK(ledger.report_progress(1, 1, stale, 8).code() == Code::not_found);
+  CHECK(ledger.complete(1, 1, stale).code() == Code::not_found);
+
+  // DONE: nothing to claim, and the record is left as it was.
+  REQUIRE(ledger.complete(1, 3, a).ok());
+  auto again = ledger.claim_shard(1, 3, b);
+  REQUIRE(again.ok());
+  CHECK(!again->has_value());
+  CHECK((*ledger.epoch_status(1))[3].owner == a);
+  CHECK((*ledger.epoch_status(1))[3].state == ShardState::done);
+
+  // A source named shard 2 gives shard 2's indices once, then its end.
+  ShardPlan plan;
+  plan.epoch = 1;
+  plan.shards = {{0}, {1}, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {12}};
+  ShardSource source(ledger, plan, b, 2);
+  auto first = source.next();
+  REQUIRE(first.ok());
+  REQUIRE(first->has_value());
+  CHECK((*first)->tag == 2);
+  CHECK((*first)->indices.size() == 10);
+  auto end = source.next();
+  REQUIRE(end.ok());
+  CHECK(!end->has_value());
+  CHECK((*ledger.epoch_status(1))[0].state == ShardState::unassigned);  // never claimed by the source
+}
+
 }  // namespace
 
 TEST_CASE("shard ledger in memory: create, claim in order, progress, complete, epoch done", "[data][ledger]") {
@@ -178,6 +236,18 @@ TEST_CASE("shard ledger in memory: bad sizes, foreign workers and out-of-range p
 TEST_CASE("shard ledger in memory: release_worker returns only the dead worker's unfinished shards", "[data][ledger]") {
   gcs::InMemoryStore store;
   release(store);
+}
+
+TEST_CASE("shard ledger in memory: a lockstep worker claims its shard by name, taking it over from a stale holder",
+          "[data][ledger]") {
+  gcs::InMemoryStore store;
+  named_claims(store);
+}
+
+TEST_CASE("shard ledger over redis: a lockstep worker claims its shard by name, taking it over from a stale holder",
+          "[data][ledger][redis]") {
+  auto store = gcs::testing::connect_store(gcs::testing::shared_redis(), "t-ledger-named");
+  named_claims(*store);
 }
 
 TEST_CASE("shard ledger in memory: racing threads claim every shard exactly once", "[data][ledger]") {

@@ -174,6 +174,24 @@ Expected<std::optional<ShardRecord>> ShardLedger::claim(int epoch, WorkerId work
   return std::optional<ShardRecord>{};
 }
 
+Expected<std::optional<ShardRecord>> ShardLedger::claim_shard(int epoch, int shard, WorkerId worker) {
+  if (worker.nil()) return invalid_argument("claiming " + where(epoch, shard) + ": nil worker id");
+  if (shard < 0 || shard >= options_.shards)
+    return not_found(where(epoch, shard) + " does not exist: the job has " + std::to_string(options_.shards) +
+                     " shards per epoch");
+  std::optional<ShardRecord> claimed;
+  TROUPE_RETURN_IF_ERROR(modify(epoch, shard, [&](ShardRecord& r) -> Expected<bool> {
+    if (r.state == ShardState::done) return claimed.reset(), false;
+    r.state = ShardState::assigned;
+    r.owner = worker;
+    r.progress = r.resume_at;
+    ++r.claims;
+    claimed = r;
+    return true;
+  }));
+  return claimed;
+}
+
 Status ShardLedger::report_progress(int epoch, int shard, WorkerId worker, int64_t examples_done) {
   return modify(epoch, shard, [&](ShardRecord& r) -> Expected<bool> {
     if (r.owner != worker || r.state == ShardState::unassigned) {

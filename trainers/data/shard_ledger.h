@@ -76,11 +76,19 @@ class ShardLedger {
   Expected<int> rewind(int from_epoch);
 
   // ---- a worker ----
-  // Takes the lowest-numbered UNASSIGNED shard of `epoch` for `worker`: ASSIGNED, owner = worker,
-  // progress = resume_at (0 unless released with an offset), claims + 1; returns the record as written. nullopt when no shard is UNASSIGNED
-  // (the epoch is done, or what is left is held by others). not_found when the epoch was not
+  // Takes the lowest-numbered UNASSIGNED shard of `epoch` for `worker` (first come: an async
+  // worker): ASSIGNED, owner = worker, progress = resume_at (0 unless released with an offset),
+  // claims + 1; returns the record as written. nullopt when no shard is UNASSIGNED (the epoch is
+  // done, or what is left is held by others). not_found when the epoch was not
   // created; timeout when other writers kept winning for options.timeout.
   Expected<std::optional<gcs::ShardRecord>> claim(int epoch, WorkerId worker);
+  // Takes shard `shard` of `epoch` by name (a lockstep worker's own shard: sync rank r trains the
+  // shards r, r + N, ..., whichever worker gets to the ledger first): UNASSIGNED -> ASSIGNED as
+  // claim does. One still ASSIGNED is taken over the same way (its holder is an earlier attempt's
+  // worker that was not released — central workers keep their id across attempts —: it starts
+  // again at resume_at and a stale holder's late reports are refused). nullopt when the shard is
+  // DONE (nothing left of it). not_found when the epoch or shard was not created; timeout as claim.
+  Expected<std::optional<gcs::ShardRecord>> claim_shard(int epoch, int shard, WorkerId worker);
 
   // Records that `worker` is done with the first `examples_done` examples of its shard. Two round
   // trips: report every few batches, not every one. not_found when the worker does not hold the

@@ -3,7 +3,9 @@
 namespace troupe::data {
 
 Expected<std::optional<IndexChunk>> ShardSource::next() {
-  auto claimed = ledger_.claim(plan_.epoch, worker_);
+  if (named_ >= 0 && given_) return std::optional<IndexChunk>{};
+  given_ = named_ >= 0;
+  auto claimed = named_ >= 0 ? ledger_.claim_shard(plan_.epoch, named_, worker_) : ledger_.claim(plan_.epoch, worker_);
   if (!claimed.ok()) return claimed.status();
   if (!claimed->has_value()) return std::optional<IndexChunk>{};
   const gcs::ShardRecord& r = **claimed;

@@ -13,17 +13,21 @@ namespace troupe::data {
 // Each next() claims the next shard of `plan`'s epoch for `worker` and returns its indices, tagged
 // with the shard number; the end when no shard is left to claim. corrupt_data when the ledger's
 // size of a shard differs from the plan's (supervisor and worker planned different data or
-// options). The ledger and plan must outlive the source.
+// options). The ledger and plan must outlive the source. With a `named` shard (>= 0: a lockstep
+// worker's own, ShardLedger::claim_shard) the source gives that one shard once, or nothing when it
+// is DONE, instead of the lowest free one.
 class ShardSource final : public IndexSource {
  public:
-  ShardSource(ShardLedger& ledger, const ShardPlan& plan, WorkerId worker)
-      : ledger_(ledger), plan_(plan), worker_(worker) {}
+  ShardSource(ShardLedger& ledger, const ShardPlan& plan, WorkerId worker, int named = -1)
+      : ledger_(ledger), plan_(plan), worker_(worker), named_(named) {}
   Expected<std::optional<IndexChunk>> next() override;
 
  private:
   ShardLedger& ledger_;
   const ShardPlan& plan_;
   WorkerId worker_;
+  int named_;
+  bool given_ = false;  // the named shard was claimed already
 };
 
 // Reports a worker's batches to the ledger after it trained on them: every shard a batch finished

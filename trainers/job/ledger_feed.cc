@@ -38,6 +38,7 @@ LedgerFeedOptions sync_feed_options(uint64_t seed, int64_t global_batch, int sha
   fo.batch_size = global_batch / shards;
   fo.one_shard_per_epoch = true;
   fo.shards_per_step = shards_of(rank, world, shards);
+  for (int s = rank; s < shards && world > 0; s += world) fo.named_shards.push_back(s);
   return fo;
 }
 
@@ -79,8 +80,10 @@ Status LedgerFeed::begin_epoch(int epoch) {
   }
   const int lanes = std::max(1, options_.shards_per_step);
   lanes_.resize(static_cast<size_t>(lanes));
-  for (Lane& lane : lanes_) {
-    std::unique_ptr<data::IndexSource> source = std::make_unique<data::ShardSource>(ledger_, plan_, worker_);
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    Lane& lane = lanes_[k];
+    const int named = k < options_.named_shards.size() ? options_.named_shards[k] : -1;
+    std::unique_ptr<data::IndexSource> source = std::make_unique<data::ShardSource>(ledger_, plan_, worker_, named);
     if (options_.one_shard_per_epoch) source = std::make_unique<LimitSource>(std::move(source), 1);
     data::InputPipelineOptions po;
     po.batch_size = options_.batch_size;

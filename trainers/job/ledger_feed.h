@@ -7,11 +7,12 @@
 // (idempotent), so no one waits for a coordinator to do it. In a sync job (one_shard_per_epoch)
 // each worker trains exactly one shard per epoch, in lockstep with the others: with the interleaved
 // plan of S = workers shards and blocks of the per-worker batch, the t-th batches of all shards
-// together are the t-th global batch of `troupe train`.
+// together are the t-th global batch of `troupe train`. Rank r trains shard r (named_shards), not
+// whichever is free when it asks, so the same seed gives the same bits.
 //
 // An elastic sync job running with fewer workers than shards (shards_per_step > 1) gives a worker
-// several shards per epoch, trained side by side: each is claimed by its own lane (an input
-// pipeline of batch_size rows), and a step's batch is the lanes' t-th batches joined, so the
+// several shards per epoch, trained side by side: each is claimed by name by its own lane (an input
+// pipeline of batch_size rows; rank r of N' the shards r, r + N', ...), and a step's batch is the lanes' t-th batches joined, so the
 // workers' batches together are still the t-th global batch. Each lane's shard is completed on its
 // own.
 #pragma once
@@ -36,6 +37,10 @@ struct LedgerFeedOptions {
   int64_t batch_size = 32;          // this worker's batch (of each lane: shards_per_step > 1)
   bool one_shard_per_epoch = false; // sync: each lane trains one shard per epoch
   int shards_per_step = 1;          // sync: lanes, each one shard's batch_size rows of every step
+  // Lockstep (sync, central): the shard each lane trains every epoch, by name (rank r of N: r, r + N,
+  // ...), so a rank trains the same rows run to run and the ranks' sums add up in one order. Empty:
+  // each claim takes the lowest free shard, first come (async: a fast worker trains more).
+  std::vector<int> named_shards;
   int threads = 2;                  // input pipeline producers
   int depth = 4;
   int report_every = 8;             // batches between progress reports of a shard

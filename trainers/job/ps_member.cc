@@ -337,7 +337,8 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
 
   auto feed_options = ps_feed_options(spec, s.train());
   if (!feed_options.ok()) return feed_options.status();
-  const LedgerFeedOptions& fo = *feed_options;
+  LedgerFeedOptions fo = *feed_options;
+  if (spec.strategy == "central") fo.named_shards = {a.index};  // lockstep, like sync: worker i trains shard i
   const WorkerId me = worker_identity(a.job, a.index);
   int64_t takeover_clock = 0;  // every server restored: where the rank goes on
   if (a.attempt > 0 && spec.strategy == "async") {
