@@ -30,8 +30,8 @@
 #include "data/readers/npy_reader.h"
 #include "data/readers/webdataset_reader.h"
 #include "kernels/cpu/blas_info.h"
-#include "trainers/data_source.h"
-#include "trainers/streamed_inputs.h"
+#include "data/data_source.h"
+#include "data/feed/streamed_inputs.h"
 
 using namespace troupe;
 namespace fs = std::filesystem;
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
         }
       });
     };
-    // As the feeds convert u8 inputs (trainers/streamed_inputs.h: the widest vectors the CPU has),
+    // As the feeds convert u8 inputs (data/feed/streamed_inputs.h: the widest vectors the CPU has),
     // and beside it the same loop built for the baseline x86-64 (SSE2) alone.
     const double s = gather(bytes_to_unit_floats);
     const double base = gather(baseline_unit_floats);
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     ours.push_back({"png_shards", {bytes / s / 1e6, n / s}});
   }
   {  // load + convert
-    TrainOptions o;
+    DataOptions o;
     o.data = dir + "/x_train.npy," + dir + "/y_train.npy," + dir + "/x_test.npy," + dir + "/y_test.npy";
     const double s = median_seconds(runs, [&] { (void)load_train_data(o); });
     ours.push_back({"npy_load_convert", {70000.0 * 784 / s / 1e6, 70000 / s}});

@@ -1,4 +1,4 @@
-// bench_input_pipeline: how fast the input pipeline (trainers/data/input_pipeline.h) builds
+// bench_input_pipeline: how fast the input pipeline (data/feed/input_pipeline.h) builds
 // Fashion-MNIST batches, and whether a training loop ever waits for one.
 //
 //   build/bin/bench_input_pipeline                                   # every case
@@ -17,7 +17,7 @@
 #include <chrono>
 #include <numeric>
 
-#include "trainers/data/input_pipeline.h"
+#include "data/feed/input_pipeline.h"
 #include "trainers/local_trainer.h"
 
 using namespace troupe;

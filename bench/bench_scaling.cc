@@ -33,9 +33,9 @@
 
 #include "collectives/shm_transport.h"
 #include "core/config.h"
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 #include "kernels/cpu/blas_info.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"
 #include "trainers/ps/ps_job.h"

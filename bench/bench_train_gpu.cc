@@ -35,7 +35,7 @@ int main() {
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_trainer.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 
 namespace troupe::bench {
 
@@ -26,7 +26,7 @@ inline Dataset synthetic_images(int64_t count, uint64_t seed) {
   return d;
 }
 
-// `windows` windows of `seq` random byte tokens (trainers/token_windows.h's layout: inputs the ids
+// `windows` windows of `seq` random byte tokens (data/token_windows.h's layout: inputs the ids
 // as f32, targets the next ids).
 inline Dataset byte_windows(int64_t windows, int64_t seq, uint64_t seed) {
   Dataset d;

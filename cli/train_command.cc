@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
 #include "cli/train_flags.h"
-#include "trainers/data_source.h"
+#include "data/data_source.h"
 #include "trainers/job/job_report.h"
 #include "trainers/local_trainer.h"
 #include "trainers/model_file.h"

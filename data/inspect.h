@@ -35,7 +35,7 @@ FieldStats field_stats(const Field& f);
 nlohmann::json to_json(const std::vector<SplitStats>& stats, const OpenedDataset& d);
 std::string to_text(const std::vector<SplitStats>& stats, const OpenedDataset& d);
 
-// The statistics --normalize FILE reads (trainers/normalization.h): every field of the split
+// The statistics --normalize FILE reads (data/normalization.h): every field of the split
 // `split` (the training one) with its type, mean and std, as stored in the files (u8 unscaled).
 //   {"format": 1, "split": "train", "fields": {"x": {"type": "u8", "mean": 72.9, "std": 90.0}, ...}}
 nlohmann::json normalization_stats(const std::vector<SplitStats>& stats, const std::string& split);

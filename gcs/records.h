@@ -138,7 +138,7 @@ struct GroupRecord {
   std::string nccl_id;        // bytes of the NCCL unique id for GPU groups (may be empty)
 };
 
-// Shard lifecycle, one record per (job, epoch, shard); trainers/data/shard_ledger.h moves it, every
+// Shard lifecycle, one record per (job, epoch, shard); data/shards/shard_ledger.h moves it, every
 // move a compare-and-set so racing workers and the supervisor never both win:
 //
 //   (supervisor creates the epoch) --> UNASSIGNED --(claimed: owner set, progress = resume_at)--> ASSIGNED

@@ -55,7 +55,7 @@ class Store {
   // byte for byte; true when replaced, false when the key is absent or holds anything else (the
   // caller re-reads and decides again). Atomic against every other writer of the store, in this
   // process or any other: the one primitive for read-modify-write of a shared record (shard
-  // claims, trainers/data/shard_ledger.h). Publishes nothing.
+  // claims, data/shards/shard_ledger.h). Publishes nothing.
   virtual Expected<bool> compare_and_set(const std::string& table, const std::string& key,
                                          const std::string& expected, const std::string& desired) = 0;
   // nullopt when the key is absent.

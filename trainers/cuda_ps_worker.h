@@ -11,8 +11,8 @@
 #include <chrono>
 #include <vector>
 
-#include "trainers/batch_feed.h"
-#include "trainers/fashion_mnist.h"
+#include "data/feed/batch_feed.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/train_options.h"
 

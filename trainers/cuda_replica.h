@@ -26,8 +26,8 @@
 #include "collectives/device_communicator.h"
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/checkpoint/collective_write.h"
-#include "trainers/batch_feed.h"
-#include "trainers/fashion_mnist.h"
+#include "data/feed/batch_feed.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/train_options.h"
 
 namespace troupe {

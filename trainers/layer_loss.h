@@ -7,7 +7,7 @@
 
 #include "core/status.h"
 #include "trainers/api/trainer.h"
-#include "trainers/dataset.h"
+#include "data/dataset.h"
 
 namespace troupe {
 

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "core/config.h"
-#include "trainers/data_source.h"
+#include "data/data_source.h"
 #include "trainers/epoch_report.h"
 #include "trainers/sync/trainer_driver.h"
 
@@ -22,14 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
-
-std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch) {
-  std::vector<int32_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(seed + static_cast<uint64_t>(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
-  return order;
-}
 
 Expected<TrainResult> train_mlp_cpu(const TrainOptions& o, const Dataset& train, const Dataset& test,
                                     const ProgressFn& progress) {

@@ -4,7 +4,8 @@
 // trainer. Later strategies (sync, async) run the same step on many workers.
 #pragma once
 
-#include "trainers/fashion_mnist.h"
+#include "data/feed/epoch_order.h"  // epoch_permutation, the order of every trainer
+#include "data/readers/fashion_mnist.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
@@ -18,9 +19,5 @@ Expected<TrainResult> train_local(const TrainOptions& options, const ProgressFn&
 // with trainer "mlp" whatever options.model says (benchmarks and tests call it on small data).
 Expected<TrainResult> train_mlp_cpu(const TrainOptions& options, const Dataset& train, const Dataset& test,
                                     const ProgressFn& progress = {});
-
-// The permutation of [0, n) that epoch `epoch` (1-based) of a job seeded with `seed` visits.
-// Deterministic, and the same for the CPU and GPU trainers.
-std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
 
 }  // namespace troupe

@@ -13,7 +13,7 @@
 #include "core/status.h"
 #include "data/safetensors_writer.h"
 #include "trainers/api/trainer.h"
-#include "trainers/dataset.h"
+#include "data/dataset.h"
 #include "trainers/train_options.h"
 
 namespace troupe {

@@ -10,10 +10,10 @@
 #include "data/path_names.h"
 #include "data/readers/csv_reader.h"
 #include "data/safetensors.h"
-#include "trainers/data_source.h"
+#include "data/data_source.h"
 #include "trainers/model_file.h"
-#include "trainers/normalization.h"
-#include "trainers/token_windows.h"
+#include "data/normalization.h"
+#include "data/token_windows.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe {

@@ -79,16 +79,6 @@ Status TrainOptions::validate() const {
   return {};
 }
 
-int64_t epoch_steps(int64_t examples, int64_t batch, bool pad) {
-  if (batch <= 0) return 0;
-  return pad ? (examples + batch - 1) / batch : examples / batch;
-}
-
-int64_t step_examples(int64_t examples, int64_t batch, bool pad, int64_t step) {
-  const int64_t left = examples - step * batch;
-  return pad ? std::max<int64_t>(0, std::min(batch, left)) : (left >= batch ? batch : 0);
-}
-
 LossScaleOptions TrainOptions::loss_scale_options() const {
   LossScaleOptions o;
   o.initial = loss_scale;

@@ -12,36 +12,15 @@
 #include "core/dtype.h"
 #include "core/loss_scale.h"
 #include "core/status.h"
+#include "data/data_options.h"
+#include "data/feed/epoch_order.h"
 
 namespace troupe {
 
-struct TrainOptions {
+struct TrainOptions : DataOptions {  // the data it trains on: data/data_options.h
   std::string model = "mlp";        // a registered trainer (trainers/library/trainer_registry.h): mlp, or a library's
   std::vector<std::string> trainer_args;  // key=value settings for the trainer (trainers/api/trainer.h JobConfig)
   std::vector<int> hidden = {256, 128};
-  std::string dataset = "fashion-mnist";
-  std::string dataset_dir;          // empty: the dataset_dir setting
-  // --data SPEC (data/dataset_spec.h) instead of the built-in dataset; the fields a model reads
-  // (trainers/data_source.h): --inputs (empty: every field but the target), --target (empty: the
-  // one field named label, labels, y, target, class or cls); evaluation on --val SPEC, else the
-  // dataset's val or test split, else a seeded, stratified --val-fraction of the training split.
-  std::string data;
-  std::string val;
-  double val_fraction = 0.1;
-  std::vector<std::string> inputs;
-  std::string target;
-  std::string token_dtype = "u16";  // raw .bin token files
-  // Language-model windows (--seq-len T > 0): the token stream cut into windows of T ids, inputs
-  // ids[t, t+T) and targets ids[t+1, t+T+1) (trainers/token_windows.h).
-  int64_t seq_len = 0;
-  // --normalize: "" (none), "standard" (the training split's mean and std per input field), or a
-  // statistics file of `troupe data inspect --stats-out` (trainers/normalization.h).
-  std::string normalize;
-  // --stream: the training inputs are read from the files as batches are cut instead of converted
-  // into memory first (datasets larger than memory; trainers/streamed_inputs.h).
-  bool stream = false;
-  // The loss (--loss): xent (the target is classes) or mse (the target is values: regression).
-  std::string loss = "xent";
   // The model in and out (trainers/model_file.h): start from a safetensors file's parameters
   // (--init-from; --init-partial keeps blocks the file lacks), and write the final parameters
   // there when the job ends (--save, as --save-dtype f32|bf16|f16).
@@ -83,7 +62,6 @@ struct TrainOptions {
   // > 0: before each update the gradient is scaled down to this global L2 norm when it is longer
   // (the whole model's gradient; in a sync job the averaged one, after the all-reduce). 0: off.
   float clip_grad_norm = 0.0f;
-  uint64_t seed = 1;
   Device device = Device::cpu();
   int cpu_threads = 1;              // BLAS threads
   int64_t loss_check_every = 1;     // steps between finiteness checks of the loss
@@ -104,12 +82,6 @@ struct TrainOptions {
   bool pads_last_batch() const { return last_batch == "pad"; }
 };
 
-// Steps in an epoch of `examples` examples in batches of `batch`: whole batches only, or with `pad`
-// one more for a remainder (--last-batch).
-int64_t epoch_steps(int64_t examples, int64_t batch, bool pad);
-// The examples of step `step` (0-based) of such an epoch: `batch`, or the remainder at the padded
-// last step.
-int64_t step_examples(int64_t examples, int64_t batch, bool pad, int64_t step);
 
 struct EpochStats {
   int epoch = 0;                 // 1-based

@@ -117,4 +117,17 @@ Expected<SplitScore> replicas_score(const EvalTotals& mine, int64_t examples, co
   return s;
 }
 
+ExampleTransform trainer_transform(const Trainer& trainer, uint64_t seed) {
+  if (!trainer.transforms_inputs()) return {};
+  return [&trainer, seed](int epoch, int64_t example, float* inputs) {
+    trainer.transform_example(example_seed(seed, epoch, example), inputs);
+  };
+}
+
+ScopedTransform::ScopedTransform(BatchFeed& feed, const Trainer& trainer, uint64_t seed) : feed_(feed) {
+  feed_.set_transform(trainer_transform(trainer, seed));
+}
+
+ScopedTransform::~ScopedTransform() { feed_.set_transform({}); }
+
 }  // namespace troupe

@@ -9,8 +9,9 @@
 #include <string>
 
 #include "collectives/communicator.h"
+#include "data/feed/batch_feed.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/api/trainer.h"
-#include "trainers/fashion_mnist.h"
 #include "trainers/optim/optimizer.h"
 #include "trainers/train_options.h"
 
@@ -63,5 +64,24 @@ struct SplitScore {
 Expected<SplitScore> replicas_score(const EvalTotals& mine, int64_t examples, collectives::Communicator* comm,
                                     std::chrono::milliseconds timeout);
 
+
+// ---- augmentation in a training loop's feed ----
+
+// `trainer`'s transform_example as a feed's transform (empty when it transforms nothing); the
+// trainer must outlive the feed's use of it.
+ExampleTransform trainer_transform(const Trainer& trainer, uint64_t seed);
+
+// Sets `trainer`'s transform on `feed` for the life of this object, then clears it (the transform
+// refers to the trainer, which a training loop owns only while it runs).
+class ScopedTransform {
+ public:
+  ScopedTransform(BatchFeed& feed, const Trainer& trainer, uint64_t seed);
+  ~ScopedTransform();
+  ScopedTransform(const ScopedTransform&) = delete;
+  ScopedTransform& operator=(const ScopedTransform&) = delete;
+
+ private:
+  BatchFeed& feed_;
+};
 
 }  // namespace troupe

@@ -1,6 +1,6 @@
 // The GPT-style decoder as a built-in trainer, registered as "gpt" (`troupe train --model gpt
 // --seq-len T --data TOKENS`): it reads the token windows' fields "tokens" and "targets"
-// (trainers/token_windows.h) and scores the next token at every position. Settings: gpt_config.h.
+// (data/token_windows.h) and scores the next token at every position. Settings: gpt_config.h.
 // predict() gives the next token's logits after each window's last position.
 #include <algorithm>
 #include <cmath>

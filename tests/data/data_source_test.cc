@@ -1,4 +1,4 @@
-// The user's data as the trainers take it (trainers/data_source.h): the same Fashion-MNIST examples
+// The user's data as the trainers take it (data/data_source.h): the same Fashion-MNIST examples
 // from IDX, .npy, .npz, CSV and WebDataset files give the same Dataset bit for bit and the same parameters after
 // 100 steps; the fields a model reads; validation splits; and refusals before anything trains.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 
 #include "data/dataset_spec.h"
 #include "tests/data/numpy_fixture.h"
-#include "trainers/data_source.h"
+#include "data/data_source.h"
 #include "trainers/sync/trainer_driver.h"
 
 namespace troupe {

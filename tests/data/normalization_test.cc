@@ -8,9 +8,9 @@
 #include "data/safetensors.h"
 #include "tests/data/numpy_fixture.h"
 #include "tests/support/run_command.h"
-#include "trainers/data_source.h"
+#include "data/data_source.h"
 #include "trainers/local_trainer.h"
-#include "trainers/streamed_inputs.h"
+#include "data/feed/streamed_inputs.h"
 
 namespace troupe {
 namespace {

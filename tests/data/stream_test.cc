@@ -11,8 +11,8 @@
 
 #include "tests/data/numpy_fixture.h"
 #include "tests/support/run_command.h"
-#include "trainers/data_source.h"
-#include "trainers/streamed_inputs.h"
+#include "data/data_source.h"
+#include "data/feed/streamed_inputs.h"
 #include "trainers/sync/trainer_driver.h"
 
 namespace troupe {

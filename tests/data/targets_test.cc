@@ -8,11 +8,11 @@
 
 #include "data/dataset_spec.h"
 #include "tests/data/numpy_fixture.h"
-#include "trainers/batch_feed.h"
-#include "trainers/data_source.h"
+#include "data/feed/batch_feed.h"
+#include "data/data_source.h"
 #include "trainers/local_trainer.h"
 #include "trainers/sync/micro_batches.h"
-#include "trainers/token_windows.h"
+#include "data/token_windows.h"
 #include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 

@@ -18,7 +18,7 @@
 #include "data/safetensors.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "trainers/checkpoint/shard_file.h"
-#include "trainers/data_source.h"
+#include "data/data_source.h"
 #include "trainers/model_file.h"
 #include "trainers/trainer_setup.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/runtime.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "tests/support/numeric_test_util.h"
 
 namespace troupe::test {

@@ -10,7 +10,7 @@
 #include "gpu_test_util.h"
 #include "model_eval.h"
 #include "trainers/cuda_replica.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/sync/trainer_driver.h"
 
 namespace troupe {

@@ -7,7 +7,7 @@
 
 #include "gpu_test_util.h"
 #include "trainers/cuda/cuda_trainer.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/local_trainer.h"
 
 namespace troupe {

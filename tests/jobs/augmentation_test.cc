@@ -8,7 +8,7 @@
 
 #include "gcs/in_memory_store.h"
 #include "tests/support/numeric_test_util.h"
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/trainer_setup.h"
 

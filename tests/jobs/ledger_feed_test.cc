@@ -12,7 +12,7 @@
 #include "collectives/inproc_transport.h"
 #include "core/config.h"
 #include "gcs/in_memory_store.h"
-#include "trainers/data/shard_ledger.h"
+#include "data/shards/shard_ledger.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_client.h"

@@ -203,9 +203,10 @@ TEST_CASE("predict job: a predictor's node SIGKILLed midway over 240k rows, ever
   const std::string id = detached.last_line();
   const auto job = troupe::JobId::from_hex(id);
   REQUIRE(job.ok());
-  // Midway: some rows done. A node other than the head is frozen (SIGSTOP) so that what its
-  // predictors hold cannot change while the ledger is read; it is killed when one of them holds a
-  // shard, else let go and another tried (a predictor may be between shards).
+  // Midway: some rows done. Every node but the head is frozen at once (SIGSTOP), so what their
+  // predictors hold cannot change while the ledger is read and the job cannot run out of shards
+  // they hold; one that holds a shard is killed and the others let go, else all are let go and
+  // tried again 50 ms later (a predictor may be between shards).
   Json view = wait_for_step(c, id, 24000);
   REQUIRE(job_of(view, id).at("step").get<int64_t>() < 240000);
   auto store = cluster_gcs(c);
@@ -220,29 +221,32 @@ TEST_CASE("predict job: a predictor's node SIGKILLed midway over 240k rows, ever
       if (a.at("id") == rec->actors[slot]) node_of_slot[static_cast<int>(slot)] = a.at("node").get<std::string>();
   pid_t victim = 0;
   int held = 0;
-  // Tried for up to 30 s, 50 ms apart: 40 tries back to back took well under a second and all fell
-  // between shards once on a loaded host (CI-like run of 2026-12-06: "0 shard(s) held").
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (int attempt = 0; victim == 0 && std::chrono::steady_clock::now() < give_up; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (const auto& [node, pid] : pid_of_node) {
-      if (::kill(pid, SIGSTOP) != 0) continue;
-      auto shards = troupe::gcs::Table<troupe::gcs::ShardRecord>(*store).list();
-      REQUIRE(shards.ok());
-      held = 0;
-      for (const auto& sh : *shards) {
-        if (sh.job != *job || sh.state != troupe::gcs::ShardState::assigned) continue;
-        for (const auto& [slot, where] : node_of_slot)
-          held += where == node && troupe::gcs::predictor_identity(*job, slot) == sh.owner;
-      }
-      if (held > 0) {
-        victim = pid;
-        break;
-      }
-      ::kill(pid, SIGCONT);
+    std::map<std::string, pid_t> frozen;
+    for (const auto& [node, pid] : pid_of_node)
+      if (::kill(pid, SIGSTOP) == 0) frozen[node] = pid;
+    auto shards = troupe::gcs::Table<troupe::gcs::ShardRecord>(*store).list();
+    REQUIRE(shards.ok());
+    std::map<std::string, int> held_on;
+    for (const auto& sh : *shards) {
+      if (sh.job != *job || sh.state != troupe::gcs::ShardState::assigned) continue;
+      for (const auto& [slot, where] : node_of_slot)
+        held_on[where] += frozen.count(where) && troupe::gcs::predictor_identity(*job, slot) == sh.owner;
     }
+    for (const auto& [node, pid] : frozen)
+      if (victim == 0 && held_on[node] > 0) {
+        victim = pid;
+        held = held_on[node];
+      }
+    for (const auto& [node, pid] : frozen)
+      if (pid != victim) ::kill(pid, SIGCONT);
   }
-  INFO(held << " shard(s) held on the frozen node");
+  int away = 0;  // predictors on nodes that can be frozen
+  for (const auto& [slot, where] : node_of_slot) away += pid_of_node.count(where) ? 1 : 0;
+  INFO(held << " shard(s) held on the frozen node; " << away << " of " << rec->actors.size()
+            << " predictors on nodes other than the head");
   REQUIRE(victim > 0);
   REQUIRE(::kill(victim, SIGKILL) == 0);  // nothing here restarts it: the supervisor must
 

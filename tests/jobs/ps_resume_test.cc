@@ -10,7 +10,7 @@
 
 #include "gcs/async_accounting.h"
 #include "gcs/in_memory_store.h"
-#include "trainers/data/shard_ledger.h"
+#include "data/shards/shard_ledger.h"
 #include "tests/jobs/ps_scenario.h"
 #include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_resume.h"

@@ -16,7 +16,7 @@
 #include "gcs/in_memory_store.h"
 #include "tests/core/temp_dir.h"
 #include "trainers/checkpoint/checkpoint.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/ps/ps_job.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "trainers/dataset.h"
+#include "data/dataset.h"
 
 namespace troupe::testing {
 
@@ -142,7 +142,7 @@ inline void write_u16(const std::string& path, const std::vector<uint16_t>& ids)
   f.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
 }
 
-// The --seq-len windows of `ids` (as trainers/token_windows.cc cuts them) over `vocab` classes.
+// The --seq-len windows of `ids` (as data/token_windows.cc cuts them) over `vocab` classes.
 inline Dataset token_window_dataset(const std::vector<uint16_t>& ids, int64_t seq, int vocab) {
   Dataset d;
   d.count = (static_cast<int64_t>(ids.size()) - 1) / seq;

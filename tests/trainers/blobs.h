@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 
 namespace troupe {
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "tests/support/numeric_test_util.h"
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_job.h"
 #include "trainers/ps/ps_server.h"

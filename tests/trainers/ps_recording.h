@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 #include "trainers/ps/ps_client.h"
 #include "trainers/train_options.h"
 

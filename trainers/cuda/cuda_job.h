@@ -17,7 +17,7 @@
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_model.h"
 #include "trainers/cuda/model_spec.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/train_options.h"
 
 namespace troupe::cuda_detail {

@@ -12,7 +12,7 @@
 // CPU trainer's trajectory up to float rounding.
 #pragma once
 
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/mlp.h"
 #include "trainers/train_options.h"
 

@@ -4,7 +4,7 @@
 
 #include "core/version.h"
 #include "gcs/tables.h"
-#include "trainers/data_source.h"
+#include "data/data_source.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_file.h"
 #include "trainers/library/trainer_library.h"

@@ -8,7 +8,7 @@
 #include "actors/node_environment.h"
 #include "core/ids.h"
 #include "gcs/redis_store.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/job/job_spec.h"
 
 namespace troupe::job {
@@ -16,7 +16,7 @@ namespace troupe::job {
 struct JobSetup {
   std::unique_ptr<gcs::RedisStore> store;
   JobSpec spec;
-  // The node process's decoded splits (trainers/dataset_cache.h), shared with its other job actors
+  // The node process's decoded splits (data/dataset_cache.h), shared with its other job actors
   // and never copied.
   std::shared_ptr<const Dataset> train_set, test_set;
   const Dataset& train() const { return *train_set; }

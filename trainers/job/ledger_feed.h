@@ -1,5 +1,5 @@
 // The data of a job's worker: shards of each epoch claimed from the job's shard ledger in the GCS
-// (trainers/data/shard_ledger.h), batched ahead on background threads by the input pipeline,
+// (data/shards/shard_ledger.h), batched ahead on background threads by the input pipeline,
 // progress reported back as batches are trained, so the ledger always says which examples of an
 // epoch were trained and by whom.
 //
@@ -24,11 +24,11 @@
 
 #include "core/ids.h"
 #include "gcs/store.h"
-#include "trainers/batch_feed.h"
-#include "trainers/data/input_pipeline.h"
-#include "trainers/data/shard_ledger.h"
-#include "trainers/data/shard_plan.h"
-#include "trainers/data/shard_source.h"
+#include "data/feed/batch_feed.h"
+#include "data/feed/input_pipeline.h"
+#include "data/shards/shard_ledger.h"
+#include "data/shards/shard_plan.h"
+#include "data/shards/shard_source.h"
 
 namespace troupe::job {
 

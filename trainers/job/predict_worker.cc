@@ -15,7 +15,7 @@
 #include "gcs/predict_accounting.h"
 #include "gcs/redis_store.h"
 #include "gcs/tables.h"
-#include "trainers/data/shard_ledger.h"
+#include "data/shards/shard_ledger.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/predict_assembly.h"
 #include "trainers/job/predict_spec.h"

@@ -7,7 +7,7 @@
 
 #include "gcs/events.h"
 #include "trainers/cuda_ps_worker.h"
-#include "trainers/data/shard_ledger.h"
+#include "data/shards/shard_ledger.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/gpu_worker.h"
 #include "trainers/job/job_report.h"

@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "trainers/data/shard_ledger.h"
+#include "data/shards/shard_ledger.h"
 #include "trainers/job/tagged_rows.h"
 #include "trainers/ps/applied_data.h"
 #include "trainers/trainer_setup.h"

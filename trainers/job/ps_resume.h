@@ -26,8 +26,8 @@
 #include "core/status.h"
 #include "gcs/store.h"
 #include "trainers/checkpoint/checkpoint.h"
-#include "trainers/data/shard_plan.h"
-#include "trainers/fashion_mnist.h"
+#include "data/shards/shard_plan.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/ps/parameter_shard.h"
 #include "trainers/train_options.h"
 

@@ -33,9 +33,9 @@
 
 #include "core/ids.h"
 #include "core/status.h"
-#include "trainers/data/shard_ledger.h"
-#include "trainers/data/shard_plan.h"
-#include "trainers/fashion_mnist.h"
+#include "data/shards/shard_ledger.h"
+#include "data/shards/shard_plan.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/ps/ps_client.h"
 #include "trainers/train_options.h"
 

@@ -7,7 +7,7 @@
 #include "gcs/job_recovery.h"
 #include "gcs/tables.h"
 #include "trainers/checkpoint/checkpoint_catalog.h"
-#include "trainers/data/shard_ledger.h"
+#include "data/shards/shard_ledger.h"
 #include "trainers/job/job_checkpoint.h"
 
 namespace troupe::job {

@@ -1,4 +1,4 @@
-// The training rows a data tag names (trainers/batch_feed.h): the examples of each span, gathered
+// The training rows a data tag names (data/feed/batch_feed.h): the examples of each span, gathered
 // from the epochs' shard plans. A batch recomputed from its tag (a replacement worker completing
 // its predecessor's last push, a worker replaying pushes to a restored parameter server) is the
 // batch that was trained, row for row.
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "trainers/batch_feed.h"
-#include "trainers/data/shard_plan.h"
-#include "trainers/fashion_mnist.h"
+#include "data/feed/batch_feed.h"
+#include "data/shards/shard_plan.h"
+#include "data/readers/fashion_mnist.h"
 
 namespace troupe::job {
 

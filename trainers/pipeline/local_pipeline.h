@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/pipeline/pipeline_options.h"
 #include "trainers/pipeline/stage_trainer.h"
 #include "trainers/train_options.h"

@@ -10,7 +10,7 @@
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 #include "trainers/epoch_report.h"
 #include "trainers/optim/grad_clip.h"
 #include "trainers/optim/lr_schedule.h"

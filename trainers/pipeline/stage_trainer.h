@@ -21,7 +21,7 @@
 
 #include "collectives/communicator.h"
 #include "trainers/checkpoint/checkpoint.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/optim/optimizer.h"
 #include "trainers/pipeline/pipeline_options.h"
 #include "trainers/train_options.h"

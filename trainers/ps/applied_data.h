@@ -1,7 +1,7 @@
 // What data a parameter shard's updates were computed from: the exactly-once record of an async
 // job (gcs/async_accounting.h proves it from what every server publishes at the end).
 //
-// Every push carries the DataTag of the batch its gradient came from (trainers/batch_feed.h). The
+// Every push carries the DataTag of the batch its gradient came from (data/feed/batch_feed.h). The
 // shard keeps, under its lock:
 //   - per worker rank, the tag of its last applied push: a replacement of a failed worker asks for
 //     it (ps_client.h positions()) to resume the shards its predecessor held exactly where the
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 
 namespace troupe::ps {
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "trainers/batch_feed.h"
-#include "trainers/fashion_mnist.h"
+#include "data/feed/batch_feed.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/ps/ps_client.h"
 #include "trainers/ps/staleness.h"
 #include "trainers/train_options.h"

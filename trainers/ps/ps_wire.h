@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 #include "trainers/ps/push_history.h"
 
 namespace troupe::ps::wire {

@@ -13,7 +13,7 @@
 #include <deque>
 #include <vector>
 
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 
 namespace troupe::ps {
 

@@ -29,7 +29,7 @@
 
 #include "core/status.h"
 #include "trainers/api/trainer.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/trainer_setup.h"
 
 namespace troupe::ps {

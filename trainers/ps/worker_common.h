@@ -4,7 +4,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/ps/async_worker.h"
 #include "trainers/train_options.h"
 

@@ -24,7 +24,7 @@
 #include "trainers/api/trainer.h"
 #include "trainers/sync/grad_buckets.h"
 #include "trainers/sharded/comm_queue.h"
-#include "trainers/dataset.h"
+#include "data/dataset.h"
 #include "trainers/sharded/sharded_state.h"
 #include "trainers/trainer_setup.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/ops.h"
-#include "trainers/dataset.h"
+#include "data/dataset.h"
 
 namespace troupe {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "trainers/api/trainer.h"
-#include "trainers/dataset.h"  // BatchFields
+#include "data/dataset.h"  // BatchFields
 
 namespace troupe {
 

@@ -12,10 +12,10 @@
 
 #include "collectives/communicator.h"
 #include "trainers/api/trainer.h"
-#include "trainers/batch_feed.h"
+#include "data/feed/batch_feed.h"
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/checkpoint/collective_write.h"
-#include "trainers/fashion_mnist.h"
+#include "data/readers/fashion_mnist.h"
 #include "trainers/sync/grad_buckets.h"
 #include "trainers/sharded/sharded_state.h"
 #include "trainers/step_timeline.h"
