@@ -95,7 +95,7 @@ def self_test():
                  "tests/t.cc": '#include "models/m/m.h"\n'})
     cases = [
         ("trainers/t.cc", '#include "models/m/m.h"\n'),     # the runtime including a model
-        ("data/d.cc", '#include "data/dataset.h"\n'),   # the data path reaching up
+        ("data/d.cc", '#include "trainers/dataset.h"\n'),   # the data path reaching up
         ("core/c.cc", '#include "gcs/s.h"\n'),              # a lower layer including a higher one
         ("trainers/ps/p.cc", '#include "actors/x.h"\n'),    # only trainers/job may use actors
         ("gcs/g.cc", '#include "collectives/c.h"\n'),

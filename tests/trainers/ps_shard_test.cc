@@ -149,6 +149,24 @@ TEST_CASE("ps shard: a worker that finished or was removed no longer holds the o
     REQUIRE_FALSE(v.ok());
     CHECK_THAT(v.status().message(), Catch::Contains("a push from worker 2, which already finished"));
   }
+  SECTION("central: a lost worker stops the shard, and every pull says so") {
+    auto s = shard(sgd(PsMode::central, 3, -1, 1.0f), {0, 0});
+    const std::vector<float> g = {2, 4};
+    REQUIRE(s->push(0, 0, g.data(), 0).ok());
+    REQUIRE(s->push(1, 0, g.data(), 0).ok());
+    auto waiting = pull_async(*s, 0, 1);
+    CHECK(waits(waiting));
+    s->remove_worker(2, "its node was killed");
+    REQUIRE(waiting.wait_for(2s) == std::future_status::ready);
+    auto v = waiting.get();
+    REQUIRE_FALSE(v.ok());
+    CHECK(v.status().code() == Code::unavailable);
+    CHECK_THAT(v.status().message(), Catch::Contains("worker 2 was lost at clock 0 (its node was killed)"));
+    CHECK(s->version() == 0);  // the two pushes without worker 2's rows were not applied
+    CHECK(s->parameters() == std::vector<float>{0, 0});
+    std::vector<float> p(2);
+    CHECK(s->pull_final(p.data()).status().code() == Code::unavailable);
+  }
   SECTION("async: a removed worker's clock stops counting") {
     auto s = shard(sgd(PsMode::async, 2, 0));
     step(*s, 0, 0);

@@ -149,9 +149,10 @@ Expected<int64_t> ParameterShard::pull(int worker, int64_t clock, float* out) {
     changed_.notify_all();
   }
   const auto deadline = Clock::now() + options_.wait_timeout;
-  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || may_pull(clock); }))
+  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || !lost_.empty() || may_pull(clock); }))
     return Status(Code::timeout, waiting_for(worker, clock));
   if (!shut_down_.empty()) return unavailable(describe() + " shut down while a pull waited: " + shut_down_);
+  if (!lost_.empty()) return unavailable(describe() + ": " + lost_);
   std::copy(params_.begin(), params_.end(), out);
   return version_;
 }
@@ -159,12 +160,13 @@ Expected<int64_t> ParameterShard::pull(int worker, int64_t clock, float* out) {
 Expected<int64_t> ParameterShard::pull_final(float* out) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = Clock::now() + options_.wait_timeout;
-  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || unfinished().empty(); })) {
+  if (!changed_.wait_until(lock, deadline, [&] { return !shut_down_.empty() || !lost_.empty() || unfinished().empty(); })) {
     return Status(Code::timeout, "the final parameters of " + describe() + " waited " +
                                      std::to_string(options_.wait_timeout.count()) + " ms for worker(s) " +
                                      unfinished() + " to finish");
   }
   if (!shut_down_.empty()) return unavailable(describe() + " shut down: " + shut_down_);
+  if (!lost_.empty()) return unavailable(describe() + ": " + lost_);
   std::copy(params_.begin(), params_.end(), out);
   return version_;
 }
@@ -177,7 +179,7 @@ void ParameterShard::apply(const float* grads) {
 }
 
 void ParameterShard::apply_central_if_complete() {
-  if (contributions_ == 0) return;
+  if (contributions_ == 0 || !lost_.empty()) return;
   for (size_t w = 0; w < clocks_.size(); ++w)
     if (states_[w] == WorkerState::live && clocks_[w] <= version_) return;  // a live worker has not pushed yet
   if (contributions_ > 1) kernels::cpu::scale(sum_.data(), sum_.size(), 1.0f / static_cast<float>(contributions_));
@@ -376,7 +378,10 @@ void ParameterShard::remove_worker(int worker, const std::string& why) {
   if (worker < 0 || worker >= options_.workers || states_[static_cast<size_t>(worker)] != WorkerState::live) return;
   spdlog::warn("{}: worker {} removed at clock {}: {}", describe(), worker, clocks_[static_cast<size_t>(worker)], why);
   states_[static_cast<size_t>(worker)] = WorkerState::removed;
-  if (options_.mode == PsMode::central) apply_central_if_complete();
+  if (options_.mode == PsMode::central && lost_.empty())
+    lost_ = "worker " + std::to_string(worker) + " was lost at clock " +
+            std::to_string(clocks_[static_cast<size_t>(worker)]) + " (" + why +
+            "); a central job goes on only whole: it restarts from its last checkpoint";
   changed_.notify_all();
 }
 

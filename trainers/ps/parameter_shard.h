@@ -13,7 +13,11 @@
 //   central  CentralStorageStrategy. The shard gathers clock c's pushes of all live workers, then
 //            applies their average as one update (version c + 1); a pull for clock c waits until
 //            version >= c. With every worker live this is synchronous data parallelism: the same
-//            update as an all-reduce of the gradients.
+//            update as an all-reduce of the gradients. A finished worker is no longer waited for;
+//            a removed one (it died) stops the shard: no update goes without its rows (a checkpoint
+//            of the survivors' steps would hold a global batch the job never had, and lose the
+//            dead worker's shards), and every pull fails unavailable naming it, so the job
+//            restarts whole from its last checkpoint.
 //
 // Staleness of an applied update = shard version when it is applied minus the version the worker
 // pulled before computing it (always 0 in central mode); every push records one in the histogram.
@@ -218,6 +222,7 @@ class ParameterShard {
   bool restored_record_ = false;
   int64_t replayed_ = 0;
   std::string shut_down_;             // non-empty once shut down: why
+  std::string lost_;                  // central: non-empty once a worker was removed: which, and why
   ShardCheckpointing checkpointing_;  // every == 0: none
   std::function<void(int64_t)> on_all_finished_;  // run once; empty after
 };
