@@ -32,7 +32,7 @@ int main() {
 #include "kernels/cuda/conv_ops.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
-#include "trainers/cnn.h"
+#include "models/cnn/cnn.h"
 #ifdef TROUPE_WITH_CUDNN
 #include "kernels/cuda/conv_filter_grad.h"
 #include "kernels/cuda/cudnn_conv.h"

@@ -23,7 +23,7 @@
 #include "bench/peak_flops.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/local_trainer.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 #include "trainers/optim/optimizer.h"
 
 using namespace troupe;

@@ -34,6 +34,8 @@ int main() {
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/runtime.h"
+#include "models/mlp/mlp_gpu.h"
+#include "models/cnn/cnn_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
 #include "data/readers/fashion_mnist.h"
 

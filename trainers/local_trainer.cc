@@ -48,12 +48,9 @@ Expected<TrainResult> train_local(const TrainOptions& o, const ProgressFn& progr
   if (o.device.is_cpu()) {
     result = train_with_trainer(o, *train, *test, progress);
   } else {
-    if (o.model != "mlp" && o.model != "cnn") {
-      return unavailable("--device " + o.device.to_string() + ": trainer '" + o.model +
-                         "' runs on the CPU only (the GPU paths are the built-in mlp's and cnn's); use --device cpu");
-    }
 #ifdef TROUPE_WITH_CUDA
-    result = train_cuda(o, *train, *test, progress);
+    result = train_cuda(o, *train, *test, progress);  // a trainer without a GPU half is refused, named
+    if (!result.ok()) return result.status().with_context("--device " + o.device.to_string());
 #else
     return unavailable("--device " + o.device.to_string() +
                        ": this troupe was built without CUDA (nvcc was not found when it was configured); "

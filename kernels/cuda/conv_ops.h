@@ -1,4 +1,4 @@
-// CUDA kernels of the convolutional blocks (trainers/cnn.h: conv -> bias -> ReLU -> max pooling),
+// CUDA kernels of the convolutional blocks (models/cnn/cnn.h: conv -> bias -> ReLU -> max pooling),
 // around the cuDNN convolutions of kernels/cuda/cudnn_conv.h. They fuse what the CPU does in
 // separate passes (kernels/cpu/conv.h: bias + ReLU inside conv2d_forward, then max_pool_forward;
 // max_pool_backward then relu_backward) and give the same results: the same maxima, the same

@@ -1,5 +1,5 @@
 // CUDA kernels of mixed-precision training (`--precision bf16|f16` on a GPU): the device twins of the
-// CPU path's rounding (kernels::cpu::round_to, trainers/mlp.cc), which defines the numerics. A value
+// CPU path's rounding (kernels::cpu::round_to, models/mlp/mlp.cc), which defines the numerics. A value
 // "rounded to T" is T's nearest value (round to nearest even, core/dtype.h's code), kept as an f32;
 // where `low` is given it also receives T's bits, the operand cuBLAS's 16-bit matrix products read
 // (kernels/cuda/blas.h matmul_low). T must be bf16 or f16 (f32: invalid_argument), except for

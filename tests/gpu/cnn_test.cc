@@ -1,4 +1,4 @@
-// The cnn on a GPU (trainers/cuda/cnn_cuda.h) against the CPU cnn trainer: one step's loss, correct
+// The cnn on a GPU (models/cnn/cnn_cuda.h) against the CPU cnn trainer: one step's loss, correct
 // count and every gradient; training on synthetic images along the CPU's trajectory; CUDA graphs
 // against eager launches; and on Fashion-MNIST the accuracy users rely on (>= 0.92).
 #include <cmath>
@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "gpu_test_util.h"
-#include "trainers/cuda/cnn_cuda.h"
+#include "models/cnn/cnn_cuda.h"
+#include "models/cnn/cnn_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
 #include "trainers/local_trainer.h"
 #include "trainers/sync/trainer_driver.h"
@@ -157,7 +158,7 @@ TEST_CASE("GPU cnn reaches 0.92 test accuracy on Fashion-MNIST", "[gpu][cnn][e2e
   auto fashion = test::fashion_mnist();
   auto& train = fashion.train;
   auto& test = fashion.test;
-  TrainOptions o;  // the CPU accuracy test's run (tests/trainers/cnn_accuracy_test.cc)
+  TrainOptions o;  // the CPU accuracy test's run (tests/models/cnn_accuracy_test.cc)
   o.model = "cnn";
   o.trainer_args = {"channels=32,64", "kernel=3", "hidden=256"};
   o.epochs = 4;

@@ -14,12 +14,13 @@
 #include "kernels/cuda/loss_scale_ops.h"
 #include "kernels/cuda/low_ops.h"
 #include "kernels/cuda/ops.h"
+#include "models/mlp/mlp_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
-#include "trainers/cuda/mlp_cuda.h"
+#include "models/mlp/mlp_cuda.h"
 #include "trainers/cuda_replica.h"
 #include "trainers/local_trainer.h"
 #include "trainers/optim/loss_scale.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 #include "trainers/sync/trainer_driver.h"
 
 namespace troupe {

@@ -12,10 +12,11 @@
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/low_ops.h"
 #include "kernels/cuda/ops.h"
+#include "models/mlp/mlp_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
-#include "trainers/cuda/mlp_cuda.h"
+#include "models/mlp/mlp_cuda.h"
 #include "trainers/local_trainer.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 
 namespace troupe {
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpu_test_util.h"
+#include "models/mlp/mlp_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
 #include "data/readers/fashion_mnist.h"
 #include "trainers/local_trainer.h"

@@ -1,7 +1,7 @@
 // Finite-difference gradient checks, one per layer: the dense layer (matmul + bias) for its weight,
 // bias and input gradients, the ReLU, and softmax cross-entropy with respect to the logits. Each
 // compares the backward pass built from the kernels (as MlpCpu wires it) with central differences
-// of the forward pass. The whole MLP is checked the same way in tests/trainers/mlp_test.cc.
+// of the forward pass. The whole MLP is checked the same way in tests/models/mlp_test.cc.
 //
 // Tolerances: the forward runs in f32, so a central difference with step eps carries a rounding
 // error of about ulp(loss) / eps (~1e-5 here with eps = 1e-2 and losses of order 1..10) plus an

@@ -14,7 +14,7 @@
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "trainers/optim/loss_scale.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 #include "trainers/sync/trainer_driver.h"
 #include "trainers/trainer_setup.h"
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "trainers/api/trainer.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 #include "trainers/sync/trainer_driver.h"
 #include "trainers/library/trainer_registry.h"
 

@@ -9,7 +9,7 @@
 #include "kernels/cpu/denormals.h"
 #include "trainers/local_trainer.h"
 #include "trainers/optim/lr_schedule.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 #include "trainers/optim/optimizer.h"
 #include "trainers/sync/trainer_driver.h"
 #include "tests/trainers/blobs.h"

@@ -40,6 +40,8 @@ Status check_inputs(const TrainOptions& o, const ModelSpec& spec, const Dataset&
   return {};
 }
 
+}  // namespace
+
 Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, const Dataset& train,
                                        const Dataset& test, const ProgressFn& progress) {
   const auto job_start = Clock::now();
@@ -165,27 +167,12 @@ Expected<TrainResult> train_model_cuda(const TrainOptions& o, ModelSpec spec, co
   return result;
 }
 
-}  // namespace
 
 Expected<TrainResult> train_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
                                  const ProgressFn& progress) {
   auto spec = cuda_model_spec(o, train.spec());
   if (!spec.ok()) return spec.status();
   return train_model_cuda(o, std::move(*spec), train, test, progress);
-}
-
-Expected<TrainResult> train_mlp_cuda(const TrainOptions& o, const MlpLayout& layout, const Dataset& train,
-                                     const Dataset& test, const ProgressFn& progress) {
-  auto spec = mlp_model_spec(o, layout);
-  if (!spec.ok()) return spec.status();
-  return train_model_cuda(o, std::move(*spec), train, test, progress);
-}
-
-Expected<TrainResult> train_cnn_cuda(const TrainOptions& o, const Dataset& train, const Dataset& test,
-                                     const ProgressFn& progress) {
-  TrainOptions cnn = o;
-  cnn.model = "cnn";
-  return train_cuda(cnn, train, test, progress);
 }
 
 }  // namespace troupe

@@ -1,6 +1,6 @@
-// The GPU training loop of the one-device strategy: a model (the built-in mlp, or the cnn through
-// cuDNN) trained on one CUDA device with the data set, parameters and optimizer state all in
-// device memory.
+// The GPU training loop of the one-device strategy: a model with a GPU half (the built-in mlp, the
+// cnn through cuDNN: trainers/cuda/model_spec.h) trained on one CUDA device with the data set,
+// parameters and optimizer state all in device memory.
 //
 // Per epoch the host makes the same seeded permutation as the CPU trainer (epoch_permutation) and
 // uploads it; one gather kernel lays the epoch's batches out in order; then the steps run in chunks
@@ -13,31 +13,25 @@
 #pragma once
 
 #include "data/readers/fashion_mnist.h"
-#include "trainers/mlp.h"
+#include "trainers/cuda/model_spec.h"
 #include "trainers/train_options.h"
 
 namespace troupe {
 
-// Trains options.model ("mlp" or "cnn", built by cuda_model_spec: trainers/cuda/model_spec.h) on
-// options.device; what follows for train_mlp_cuda holds for it.
+// Trains options.model on options.device: its GPU half from cuda_model_spec (trainers/cuda/model_spec.h:
+// a built-in model with one registers it), then train_model_cuda.
 Expected<TrainResult> train_cuda(const TrainOptions& options, const Dataset& train, const Dataset& test,
                                  const ProgressFn& progress = {});
 
-// Trains the MLP `layout` on options.device (cuda:N) and evaluates on `test`. `layout` must map
-// train.features() inputs to train.classes outputs. TrainResult and EpochStats are filled as
-// documented in train_options.h; EpochStats.seconds and samples/s cover training only (not
+// Trains the model `spec` describes on options.device (cuda:N) and evaluates on `test`. The model
+// must map train.features() inputs to train.classes outputs. TrainResult and EpochStats are filled
+// as documented in train_options.h; EpochStats.seconds and samples/s cover training only (not
 // evaluation, not the one-off graph capture, which counts in wall_seconds).
-// Errors: invalid_argument (bad options or layout), unavailable (no GPU, built for another GPU,
-// out of GPU memory: the message says what to do), numeric_error (a non-finite training loss,
-// naming the epoch and step; every step's loss is checked, read back once per chunk), timeout (the
-// GPU stopped making progress), internal (a CUDA or cuBLAS failure: a bug).
-Expected<TrainResult> train_mlp_cuda(const TrainOptions& options, const MlpLayout& layout, const Dataset& train,
-                                     const Dataset& test, const ProgressFn& progress = {});
-
-// The same for the cnn trainer's network (trainers/cnn.h; its settings from options.trainer_args,
-// as on the CPU): cuDNN convolutions in strict f32 (options.tf32: TF32 tensor cores allowed).
-// unavailable also when this troupe was built without cuDNN or cuDNN cannot be loaded.
-Expected<TrainResult> train_cnn_cuda(const TrainOptions& options, const Dataset& train, const Dataset& test,
-                                     const ProgressFn& progress = {});
+// Errors: invalid_argument (bad options, a model that does not fit the data), unavailable (no GPU,
+// built for another GPU, out of GPU memory: the message says what to do), numeric_error (a
+// non-finite training loss, naming the epoch and step; every step's loss is checked, read back once
+// per chunk), timeout (the GPU stopped making progress), internal (a CUDA or cuBLAS failure: a bug).
+Expected<TrainResult> train_model_cuda(const TrainOptions& options, ModelSpec spec, const Dataset& train,
+                                       const Dataset& test, const ProgressFn& progress = {});
 
 }  // namespace troupe

@@ -4,12 +4,6 @@
 
 namespace troupe {
 
-// Defined next to each built-in trainer (mlp_trainer.cc, cnn_trainer.cc). Calling it from here makes the linker keep
-// that object file, and with it the TROUPE_REGISTER_TRAINER static initialiser, in every binary that
-// uses the registry: a static library's unreferenced objects are otherwise dropped.
-void link_builtin_mlp_trainer();
-void link_builtin_cnn_trainer();
-
 Status check_trainer_name(const std::string& name) {
   const bool ok_chars = std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
@@ -82,8 +76,8 @@ Status TrainerRegistry::add(const std::vector<TrainerRegistration>& registration
 
 TrainerRegistry& trainer_registry() {
   static TrainerRegistry* registry = [] {
-    link_builtin_mlp_trainer();
-    link_builtin_cnn_trainer();
+    // The built-in models (models/) register from OBJECT libraries that every binary offering them
+    // links (TROUPE_MODEL_LIBS), so their static registrations are always there by now.
     auto* r = new TrainerRegistry;  // never destroyed: trainers may outlive static destruction order
     Status st = r->add(detail::local_trainer_registrations(), "built-in");
     (void)st;  // built-in names are literals of this repository; trainer_registry_test checks them

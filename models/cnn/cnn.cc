@@ -1,4 +1,4 @@
-#include "trainers/cnn.h"
+#include "models/cnn/cnn.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "trainers/cuda/cnn_cuda.h"
+#include "models/cnn/cnn_cuda.h"
 
 #include <map>
 #include <string>

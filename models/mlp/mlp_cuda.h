@@ -1,4 +1,4 @@
-// The GPU model: forward and backward of an MLP (trainers/mlp.h layout) on device buffers, enqueued
+// The GPU model: forward and backward of an MLP (models/mlp/mlp.h layout) on device buffers, enqueued
 // on one stream through kernels/cuda, mirroring MlpCpu step for step. Nothing here synchronises or
 // allocates after reserve(), so a whole training step can be captured in a CUDA graph.
 //
@@ -19,7 +19,7 @@
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_model.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 
 namespace troupe {
 

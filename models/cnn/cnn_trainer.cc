@@ -1,4 +1,4 @@
-// The built-in convolutional network (trainers/cnn.h) as a Trainer over the public API, registered
+// The built-in convolutional network (models/cnn/cnn.h) as a Trainer over the public API, registered
 // as "cnn". Settings (--trainer-arg key=value): channels (filters per conv block, "32,64"), kernel
 // (odd, 3), hidden (dense hidden widths, also --hidden, whose default 256,128 applies when neither
 // is given), order (hwc or chw, when the channel count does not tell), flip=1 and crop=P (training
@@ -12,7 +12,7 @@
 // then dense<d>.w [in x out] and dense<d>.b. Weights start uniform in +-sqrt(6 / fan_in) (He's
 // variance, for the ReLUs that follow), biases at 0.
 //
-// Mixed precision (`--precision bf16|f16`, as the MLP: trainers/mlp.h): forward_backward and
+// Mixed precision (`--precision bf16|f16`, as the MLP: models/mlp/mlp.h): forward_backward and
 // evaluate read the parameters and the input rounded to that type, round every layer's output (a
 // conv block's ReLU output and its pooled output), the loss gradient (times Batch::loss_scale) and
 // every gradient backward writes; the convolutions and matmuls accumulate in f32. The LayerModel
@@ -28,7 +28,7 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/api/trainer.h"
-#include "trainers/cnn.h"
+#include "models/cnn/cnn.h"
 
 namespace troupe {
 namespace {
@@ -295,7 +295,5 @@ class CnnTrainer final : public Trainer, public LayerModel {
 }  // namespace
 
 TROUPE_REGISTER_TRAINER("cnn", CnnTrainer);
-
-void link_builtin_cnn_trainer() {}  // see trainers/library/trainer_registry.cc
 
 }  // namespace troupe

@@ -7,7 +7,7 @@
 
 #include "tests/support/numeric_test_util.h"
 #include "trainers/local_trainer.h"
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 
 using namespace troupe;
 using troupe::testing::central_difference;

@@ -1,4 +1,4 @@
-#include "trainers/cuda/mlp_cuda.h"
+#include "models/mlp/mlp_cuda.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "trainers/dense_layer.h"
+#include "models/mlp/dense_layer.h"
 
 #include "kernels/cpu/ops.h"
 

@@ -1,4 +1,4 @@
-// The built-in CNN trainer (trainers/cnn.h, cnn_trainer.cc) through the trainer API: its parameter
+// The built-in CNN trainer (models/cnn/cnn.h, cnn_trainer.cc) through the trainer API: its parameter
 // layout, its loss and every gradient against a double-precision forward written here from the
 // documented architecture (central differences), its LayerModel against forward_backward, clear
 // refusals of data and settings it cannot take, and training on small synthetic images. Its

@@ -15,8 +15,8 @@
 
 #include "kernels/cpu/ops.h"
 #include "trainers/api/trainer.h"
-#include "trainers/dense_layer.h"
-#include "trainers/mlp.h"
+#include "models/mlp/dense_layer.h"
+#include "models/mlp/mlp.h"
 
 namespace troupe {
 namespace {
@@ -244,7 +244,5 @@ class MlpTrainer final : public Trainer, public LayerModel {
 }  // namespace
 
 TROUPE_REGISTER_TRAINER("mlp", MlpTrainer);
-
-void link_builtin_mlp_trainer() {}  // see trainers/library/trainer_registry.cc
 
 }  // namespace troupe

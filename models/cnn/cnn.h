@@ -17,7 +17,7 @@
 #include "core/status.h"
 #include "kernels/cpu/conv.h"
 #include "trainers/api/trainer.h"
-#include "trainers/dense_layer.h"
+#include "models/mlp/dense_layer.h"
 
 namespace troupe {
 

@@ -1,4 +1,4 @@
-// The cnn trainer's network (trainers/cnn.h) on a GPU: cuDNN convolutions (kernels/cuda/cudnn_conv.h),
+// The cnn trainer's network (models/cnn/cnn.h) on a GPU: cuDNN convolutions (kernels/cuda/cudnn_conv.h),
 // fused bias + ReLU + max pooling and its backward (kernels/cuda/conv_ops.h), and the dense head
 // through cuBLAS and the MLP's fused kernels. Parameters use the CPU trainer's flat layout and
 // start where it starts for the same seed, so a GPU run follows the CPU trainer's trajectory up to
@@ -12,7 +12,7 @@
 
 #include "core/status.h"
 #include "kernels/cuda/blas.h"
-#include "trainers/cnn.h"
+#include "models/cnn/cnn.h"
 #include "trainers/cuda/cuda_model.h"
 #include "trainers/train_options.h"
 

@@ -1,4 +1,4 @@
-#include "trainers/mlp.h"
+#include "models/mlp/mlp.h"
 
 #include <algorithm>
 #include <cmath>
