@@ -203,11 +203,13 @@ TEST_CASE("predict job: a predictor's node SIGKILLed midway over 240k rows, ever
   const std::string id = detached.last_line();
   const auto job = troupe::JobId::from_hex(id);
   REQUIRE(job.ok());
-  // Midway: some rows done. Every node but the head is frozen at once (SIGSTOP), so what their
-  // predictors hold cannot change while the ledger is read and the job cannot run out of shards
-  // they hold; one that holds a shard is killed and the others let go, else all are let go and
-  // tried again 50 ms later (a predictor may be between shards).
-  Json view = wait_for_step(c, id, 24000);
+  // Midway: the hunt starts as soon as rows are being predicted (waiting for a later step, the
+  // status seen lagged so far that the job could end before a predictor was caught holding a shard:
+  // "0 shard(s) held" for 30 s in loaded runs). Every node but the head is frozen at once (SIGSTOP),
+  // so what their predictors hold cannot change while the ledger is read; one that holds a shard is
+  // killed and the others let go, else all are let go and tried again 50 ms later (a predictor may
+  // be between shards).
+  Json view = wait_for_step(c, id, 1);
   REQUIRE(job_of(view, id).at("step").get<int64_t>() < 240000);
   auto store = cluster_gcs(c);
   auto rec = troupe::gcs::Table<troupe::gcs::JobRecord>(*store).get(id);
