@@ -23,6 +23,37 @@ DataSpec spec() {
 // Rank r's `rows` rows: every input r + 1 (so its mean gradient is r + 1 in every column).
 std::vector<float> rows_of(int r, int64_t rows) { return std::vector<float>(rows * kFeatures, static_cast<float>(r + 1)); }
 
+// What one replica ends a step with.
+struct Stepped {
+  std::vector<float> grads;
+  BatchStats stats;
+  double comm_seconds = 0;
+};
+
+// One step of replica `replica` (rank r: rows_of(r, rows), a padding row when `rows` is 0) at
+// `weight`, forward_backward then reduce.
+Stepped one_step(const Replica& replica, int r, int64_t rows, float weight) {
+  MeanInputTrainer trainer;
+  const ParameterSpace space = troupe::testing::mean_input_space(trainer, kFeatures);
+  TrainOptions o;
+  o.optimizer = "sgd";
+  Stepped out;
+  auto state = ReplicaState::create(o, replica, trainer, space, spec(), "trainer 'mean'");
+  REQUIRE(state.ok());
+  REQUIRE((*state)->start(o, replica, 10, r).ok());
+  GradientSync sync(replica, **state, trainer, space);
+  (*state)->zero_grads();
+  const std::vector<float> inputs = rows_of(r, std::max<int64_t>(rows, 1));
+  Batch b{inputs.data(), nullptr, std::max<int64_t>(rows, 1), kFeatures};
+  auto s = sync.forward_backward(b, weight, 1, 0, 1);
+  REQUIRE(s.ok());
+  REQUIRE(sync.reduce(&*s, rows).ok());
+  out.stats = *s;
+  out.grads.assign((*state)->grad(), (*state)->grad() + kFeatures);
+  out.comm_seconds = sync.comm_seconds();
+  return out;
+}
+
 // Two replicas with `rows` rows each at `weights`, reduced through `bucket_bytes` buckets (0:
 // plain): each replica's gradient and stats after the reduction.
 void reduce_two(const std::vector<int64_t>& rows, const std::vector<float>& weights, size_t bucket_bytes,
@@ -30,27 +61,14 @@ void reduce_two(const std::vector<int64_t>& rows, const std::vector<float>& weig
   grads->assign(2, {});
   stats->assign(2, {});
   troupe::testing::on_replicas(2, [&](int r, collectives::Communicator& comm) {
-    MeanInputTrainer trainer;
-    const ParameterSpace space = troupe::testing::mean_input_space(trainer, kFeatures);
-    TrainOptions o;
-    o.optimizer = "sgd";
     Replica replica;
     replica.comm = &comm;
     replica.bucket_bytes = bucket_bytes;
     replica.timeout = std::chrono::seconds(10);
-    auto state = ReplicaState::create(o, replica, trainer, space, spec(), "trainer 'mean'");
-    REQUIRE(state.ok());
-    REQUIRE((*state)->start(o, replica, 10, r).ok());
-    GradientSync sync(replica, **state, trainer, space);
-    (*state)->zero_grads();
     const size_t i = static_cast<size_t>(r);
-    const std::vector<float> inputs = rows_of(r, std::max<int64_t>(rows[i], 1));
-    Batch b{inputs.data(), nullptr, std::max<int64_t>(rows[i], 1), kFeatures};
-    auto s = sync.forward_backward(b, weights[i], 1, 0, 1);
-    REQUIRE(s.ok());
-    REQUIRE(sync.reduce(&*s, rows[i], weights[i]).ok());
-    (*stats)[i] = *s;
-    (*grads)[i].assign((*state)->grad(), (*state)->grad() + kFeatures);
+    Stepped done = one_step(replica, r, rows[i], weights[i]);
+    (*stats)[i] = done.stats;
+    (*grads)[i] = std::move(done.grads);
   });
 }
 
@@ -99,22 +117,8 @@ TEST_CASE("gradient sync: a padding row adds nothing and counts no example", "[s
 }
 
 TEST_CASE("gradient sync: a lone replica keeps its own gradient and stats", "[sync][gradient_sync]") {
-  MeanInputTrainer trainer;
-  const ParameterSpace space = troupe::testing::mean_input_space(trainer, kFeatures);
-  TrainOptions o;
-  o.optimizer = "sgd";
-  Replica replica;
-  auto state = ReplicaState::create(o, replica, trainer, space, spec(), "trainer 'mean'");
-  REQUIRE(state.ok());
-  REQUIRE((*state)->start(o, replica, 10, 0).ok());
-  GradientSync sync(replica, **state, trainer, space);
-  (*state)->zero_grads();
-  const std::vector<float> inputs = rows_of(2, 5);
-  Batch b{inputs.data(), nullptr, 5, kFeatures};
-  auto s = sync.forward_backward(b, 1.0f, 1, 0, 1);
-  REQUIRE(s.ok());
-  REQUIRE(sync.reduce(&*s, 5, 1.0f).ok());
-  CHECK(s->correct == 5);
-  CHECK(std::vector<float>((*state)->grad(), (*state)->grad() + kFeatures) == std::vector<float>(kFeatures, 3.0f));
-  CHECK(sync.comm_seconds() == 0);
+  const Stepped s = one_step(Replica{}, 2, 5, 1.0f);
+  CHECK(s.stats.correct == 5);
+  CHECK(s.grads == std::vector<float>(kFeatures, 3.0f));
+  CHECK(s.comm_seconds == 0);
 }

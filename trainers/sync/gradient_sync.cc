@@ -41,6 +41,7 @@ GradientSync::GradientSync(const Replica& replica, ReplicaState& state, Trainer&
 
 Expected<BatchStats> GradientSync::forward_backward(const Batch& batch, float weight, int epoch, int64_t step_in_epoch,
                                                     int parts) {
+  weight_ = weight;
   if (buckets_) buckets_->begin_step(state_.grad(), epoch, step_in_epoch + 1, weight);
   if (layered_) return layered_->forward_backward(batch, weight);
   return forward_backward_parts(trainer_, batch, params_, grads_, parts, micro_grads_);
@@ -61,8 +62,9 @@ Status GradientSync::allreduce_plain() {
   return replica_.comm->allreduce(all + n, all + n, 2, DType::f32, avg, co);
 }
 
-Status GradientSync::reduce(BatchStats* stats, int64_t rows, float weight) {
+Status GradientSync::reduce(BatchStats* stats, int64_t rows) {
   if (!replica_.comm) return {};
+  const float weight = weight_;
   // (buckets and the layered step weight the gradients themselves, before they are reduced)
   if (!buckets_ && !layered_ && weight != 1.0f) kernels::cpu::scale(state_.grad(), space_.size(), weight);
   float* slots = state_.slots();

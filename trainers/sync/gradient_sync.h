@@ -28,10 +28,10 @@ class GradientSync {
   // The step's forward and backward of `batch` (--accumulate `parts` micro-batches), this
   // replica's gradient weighted by `weight`. The gradients must be zeroed (ReplicaState::zero_grads).
   Expected<BatchStats> forward_backward(const Batch& batch, float weight, int epoch, int64_t step_in_epoch, int parts);
-  // After forward_backward: the gradients averaged over the replicas with the step's loss (weighted)
-  // and correct count (none for a padding row: `rows` 0), which `stats` then holds for the whole
-  // step. Errors of the collectives (a replica that died or timed out).
-  Status reduce(BatchStats* stats, int64_t rows, float weight);
+  // After forward_backward: the gradients averaged over the replicas with the step's loss (weighted
+  // as forward_backward's gradient was) and correct count (none for a padding row: `rows` 0), which
+  // `stats` then holds for the whole step. Errors of the collectives (a replica that died or timed out).
+  Status reduce(BatchStats* stats, int64_t rows);
 
   // The parameters as the trainer sees them (ReplicaState::params()).
   const Parameters& params() const { return params_; }
@@ -53,6 +53,7 @@ class GradientSync {
   std::unique_ptr<LayeredStep> layered_;
   Gradients grads_;
   std::vector<float> micro_grads_;  // one micro-batch's gradients (--accumulate)
+  float weight_ = 1.0f;             // the step's weight, from forward_backward to reduce
   collectives::CollectiveOptions sync_;
 };
 

@@ -38,7 +38,8 @@ class ReplicaLoop {
               const ProgressFn& progress, TrainerSetup& setup, const StepRows& rows, ReplicaState& state,
               GradientSync& sync, BatchFeed& feed)
       : o_(o), train_(train), test_(test), replica_(replica), progress_(progress), setup_(setup), rows_(rows),
-        state_(state), sync_(sync), feed_(feed), padding_(train.spec()), scaler_(o.loss_scale_options()) {
+        state_(state), sync_(sync), feed_(feed), padding_(train.spec()), scaled_(o.precision == DType::f16),
+        scaler_(o.loss_scale_options()) {
     parse_lr_schedule(o.lr_schedule, &schedule_);  // validated by TrainOptions::validate
   }
 
@@ -72,7 +73,8 @@ class ReplicaLoop {
   GradientSync& sync_;
   BatchFeed& feed_;
   PaddingRow padding_;
-  LossScaler scaler_;  // dynamic loss scaling under f16 (trainers/optim/loss_scale.h)
+  const bool scaled_;  // f16: dynamic loss scaling (trainers/optim/loss_scale.h)
+  LossScaler scaler_;
   LrSchedule schedule_ = LrSchedule::constant;
   int first_epoch_ = 1;
   int64_t skip_steps_ = 0;
@@ -88,7 +90,7 @@ Status ReplicaLoop::run(const ReplicaState::Start& start, TrainResult* result) {
   skip_steps_ = start.skip_steps;
   stop_ = o_.max_steps > 0 && step_ >= o_.max_steps;
   for (int epoch = first_epoch_; epoch <= o_.epochs && !stop_; ++epoch) TROUPE_RETURN_IF_ERROR(run_epoch(epoch, result));
-  if (o_.precision == DType::f16) {
+  if (scaled_) {
     result->overflow_steps = scaler_.skipped();
     result->loss_scale = scaler_.scale();
   }
@@ -163,12 +165,12 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   state_.zero_grads();
   const float weight = rows_.weight_at(s, rows);
   batch.features = train_.features();
-  batch.loss_scale = o_.precision == DType::f16 ? scaler_.scale() : 1.0f;
+  batch.loss_scale = scaled_ ? scaler_.scale() : 1.0f;
   auto stats = sync_.forward_backward(batch, weight, epoch, s, o_.accumulate);
   if (!stats.ok()) return stats.status().with_context(setup_.where + ": forward_backward" + at_step(epoch, s));
   ++step_;
   if (steps) steps->phase(StepPhase::communication);
-  Status reduced = sync_.reduce(&*stats, rows, weight);
+  Status reduced = sync_.reduce(&*stats, rows);
   if (!reduced.ok()) return reduced.with_context(setup_.where + ": all-reducing gradients" + at_step(epoch, s));
   if (step_ % o_.loss_check_every == 0 && !std::isfinite(stats->loss))
     return nonfinite_loss(stats->loss, epoch, s + 1, rows_.steps_per_epoch, step_, state_.optimizer_settings().lr);
@@ -185,17 +187,16 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
 // f16: the gradients (all-reduced: every replica decides alike) carry the loss scale; an overflow
 // skips the update, else the scale is divided out.
 Status ReplicaLoop::apply(int epoch, int64_t s) {
-  const bool scaled = o_.precision == DType::f16;
   const float used_scale = scaler_.scale();
   const std::string at = at_step(epoch, s);
   Expected<bool> finite = true;
-  if (scaled) finite = state_.grads_finite();
+  if (scaled_) finite = state_.grads_finite();
   if (!finite.ok()) return finite.status().with_context(setup_.where + at);
-  auto go = scaled ? scaler_.update(*finite) : Expected<bool>(true);
+  auto go = scaled_ ? scaler_.update(*finite) : Expected<bool>(true);
   if (!go.ok()) return go.status().with_context(setup_.where + at);
   if (!*go) return {};
   const float lr = scheduled_lr(schedule_, state_.optimizer_settings().lr, step_ - 1, rows_.total_steps, o_.warmup_steps);
-  return state_.update(lr, scaled ? 1.0f / used_scale : 1.0f, o_.clip_grad_norm, at);
+  return state_.update(lr, scaled_ ? 1.0f / used_scale : 1.0f, o_.clip_grad_norm, at);
 }
 
 // The end of a run: the parameters finite, the result's totals and timings.
