@@ -18,7 +18,7 @@
 #include <numeric>
 
 #include "data/feed/input_pipeline.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 
 using namespace troupe;
 using namespace troupe::data;

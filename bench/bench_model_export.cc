@@ -31,8 +31,8 @@
 #include "trainers/export/model_export.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_file.h"
-#include "trainers/model_file.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/model_file.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe;
 namespace fs = std::filesystem;

@@ -36,7 +36,7 @@
 #include "collectives/shm_transport.h"
 #include "kernels/cpu/blas_info.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe;
 using namespace troupe::bench;

@@ -1,4 +1,4 @@
-// bench_step_timeline: what recording the step timeline (trainers/step_timeline.h) costs a training
+// bench_step_timeline: what recording the step timeline (trainers/report/step_timeline.h) costs a training
 // step — begin, three phase changes and end, as train_replica calls them — alone and while another
 // thread drains and reads the live phase every 500 ms, as the job layer's publisher does.
 //
@@ -13,7 +13,7 @@
 #include <atomic>
 #include <thread>
 
-#include "trainers/step_timeline.h"
+#include "trainers/report/step_timeline.h"
 
 using namespace troupe;
 

@@ -22,7 +22,7 @@
 #include "kernels/cpu/blas_info.h"
 #include "bench/peak_flops.h"
 #include "kernels/cpu/ops.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "models/mlp/mlp.h"
 #include "trainers/optim/optimizer.h"
 

@@ -1,5 +1,5 @@
 // `troupe predict --model FILE --data SPEC --out FILE.npy`: a saved model run over a dataset in
-// this process (trainers/predict.h), its outputs written as an .npy in the data's order, with a
+// this process (trainers/predict/predict.h), its outputs written as an .npy in the data's order, with a
 // progress bar and a summary (rows/s; the accuracy, or the mean squared error, when the data holds
 // the target); --json prints one JSON object. With --workers N the same runs on the cluster as a job
 // of N predictor actors (cli/predict_job.h): --detach, troupe status/logs/stop as for training jobs.
@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/predict_job.h"
 #include "cli/progress_bar.h"
-#include "trainers/predict.h"
+#include "trainers/predict/predict.h"
 #include "trainers/library/trainer_library.h"
 
 namespace troupe::cli {

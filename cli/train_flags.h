@@ -10,7 +10,7 @@
 #include "cli/progress_bar.h"
 #include "core/config.h"
 #include "core/status.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::cli {
 

@@ -47,7 +47,7 @@ class Communicator {
   uint64_t sequence() const { return sequence_; }  // collectives issued by this rank so far
   // Bytes this rank's collectives carried so far (any thread may read it): a reduction's elements
   // at its wire type's size (a bf16 wire: 2 bytes each), a broadcast's or all-gather's buffer; nothing
-  // in a group of one. The step timeline's per-step communication bytes (trainers/step_timeline.h).
+  // in a group of one. The step timeline's per-step communication bytes (trainers/report/step_timeline.h).
   uint64_t payload_bytes() const { return payload_bytes_.load(std::memory_order_relaxed); }
 
   // out[i] = op over ranks of in[i], for i < count; `in` may equal `out` (in place).

@@ -1,7 +1,7 @@
 // What the data path needs to know of a job: where its examples come from (the built-in dataset or
 // --data SPEC, --val), which fields are inputs and target, how token streams become windows
 // (--seq-len), normalisation (--normalize), streaming (--stream) and the kind of target the loss
-// wants. The training options (trainers/train_options.h) extend these; the data layer reads only
+// wants. The training options (trainers/setup/train_options.h) extend these; the data layer reads only
 // them (data/data_source.h, data/token_windows.h).
 #pragma once
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 
 int main(int argc, char** argv) {
   troupe::TrainOptions options;  // defaults: MLP 784-256-128-10, Adam 0.002, cosine decay, batch 128

@@ -8,7 +8,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 #ifdef TROUPE_WITH_CUDNN
 #include <spdlog/spdlog.h>

@@ -14,7 +14,7 @@
 #include "kernels/cuda/blas.h"
 #include "models/cnn/cnn.h"
 #include "trainers/cuda/cuda_model.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe {
 

@@ -12,7 +12,7 @@
 #include "data/safetensors.h"
 #include "data/tokenizer.h"
 #include "models/gpt/gpt_decoder.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 
 namespace troupe::models {
 namespace {

@@ -8,7 +8,7 @@
 #include "gcs/step_timeline.h"
 #include "gcs/timeline_view.h"
 #include "tests/dashboard/dashboard_fixture.h"
-#include "trainers/step_timeline.h"
+#include "trainers/report/step_timeline.h"
 
 using namespace troupe;
 using namespace troupe::testing;

@@ -1,4 +1,4 @@
-// The trained model leaves troupe (trainers/model_file.h): `--save` writes the MLP as safetensors,
+// The trained model leaves troupe (trainers/setup/model_file.h): `--save` writes the MLP as safetensors,
 // a NumPy forward pass over that file alone gets troupe's test accuracy, `--init-from` continues
 // from it (fine-tuning), and a file of another model is refused by name.
 #include <catch2/catch.hpp>
@@ -11,10 +11,10 @@
 
 #include "data/safetensors.h"
 #include "tests/data/numpy_fixture.h"
-#include "trainers/local_trainer.h"
-#include "trainers/model_file.h"
-#include "trainers/predict.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/local/local_trainer.h"
+#include "trainers/setup/model_file.h"
+#include "trainers/predict/predict.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 namespace {

@@ -9,7 +9,7 @@
 #include "tests/data/numpy_fixture.h"
 #include "tests/support/run_command.h"
 #include "data/data_source.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "data/feed/streamed_inputs.h"
 
 namespace troupe {

@@ -1,14 +1,14 @@
-// troupe predict in one process (trainers/predict.h): a regression model trained on normalised
+// troupe predict in one process (trainers/predict/predict.h): a regression model trained on normalised
 // inputs predicts its validation set with the very error its training reported (the trainer, the
 // loss and the normalisation all from the file's metadata), the CLI's JSON, and refusals.
 #include <catch2/catch.hpp>
 
 #include "tests/data/numpy_fixture.h"
 #include "tests/support/run_command.h"
-#include "trainers/local_trainer.h"
-#include "trainers/model_file.h"
-#include "trainers/trainer_setup.h"
-#include "trainers/predict.h"
+#include "trainers/local/local_trainer.h"
+#include "trainers/setup/model_file.h"
+#include "trainers/setup/trainer_setup.h"
+#include "trainers/predict/predict.h"
 
 namespace troupe {
 namespace {

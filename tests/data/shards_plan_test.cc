@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 
 namespace troupe::data {
 namespace {

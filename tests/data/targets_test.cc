@@ -10,11 +10,11 @@
 #include "tests/data/numpy_fixture.h"
 #include "data/feed/batch_feed.h"
 #include "data/data_source.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "trainers/sync/micro_batches.h"
 #include "data/token_windows.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 namespace {

@@ -16,7 +16,7 @@
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_file.h"
 #include "trainers/job/job_spec.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::testing {
 

@@ -19,8 +19,8 @@
 #include "tests/cluster/cluster_fixture.h"
 #include "trainers/checkpoint/shard_file.h"
 #include "data/data_source.h"
-#include "trainers/model_file.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/model_file.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe::testing;
 namespace fs = std::filesystem;

@@ -15,7 +15,7 @@
 #include "tests/export/checkpoint_fixture.h"
 #include "tests/support/run_command.h"
 #include "trainers/export/model_export.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 
 namespace troupe {
 namespace {

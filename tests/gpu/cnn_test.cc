@@ -10,9 +10,9 @@
 #include "models/cnn/cnn_cuda.h"
 #include "models/cnn/cnn_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 namespace {

@@ -1,4 +1,4 @@
-// Runs n GPU sync replicas (trainers/cuda_replica.h) as threads on device 0, staged through an
+// Runs n GPU sync replicas (trainers/cuda/cuda_replica.h) as threads on device 0, staged through an
 // in-process host group (n = 1: no communicator): what replica_test and loss_scale_test train.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "collectives/device_communicator.h"
 #include "collectives/inproc_transport.h"
-#include "trainers/cuda_replica.h"
+#include "trainers/cuda/cuda_replica.h"
 #include "trainers/sync/trainer_driver.h"
 
 namespace troupe::test {

@@ -15,7 +15,7 @@
 #include "models/mlp/mlp_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
 #include "models/mlp/mlp_cuda.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "models/mlp/mlp.h"
 
 namespace troupe {

@@ -1,4 +1,4 @@
-// GPU workers of async parameter-server jobs (trainers/cuda_ps_worker.h, what an async job's worker
+// GPU workers of async parameter-server jobs (trainers/cuda/cuda_ps_worker.h, what an async job's worker
 // with --gpus-per-worker runs): one worker has the conversation with the shards that the CPU
 // device loop has (the same clocks, tags and replays) and ends with its parameters to rounding;
 // two workers sharing a GPU, their parameter servers in this process over TCP, train synthetic
@@ -10,9 +10,9 @@
 
 #include "gpu_test_util.h"
 #include "model_eval.h"
-#include "tests/trainers/ps_fixture.h"
-#include "tests/trainers/ps_recording.h"
-#include "trainers/cuda_ps_worker.h"
+#include "tests/trainers/ps/ps_fixture.h"
+#include "tests/trainers/ps/ps_recording.h"
+#include "trainers/cuda/cuda_ps_worker.h"
 #include "trainers/ps/cpu_step_device.h"
 #include "trainers/ps/device_worker.h"
 

@@ -1,4 +1,4 @@
-// GPU sync replicas (trainers/cuda_replica.h, what a job worker with --gpus-per-worker runs): two
+// GPU sync replicas (trainers/cuda/cuda_replica.h, what a job worker with --gpus-per-worker runs): two
 // replicas sharing one GPU through the staged path hold the parameters one replica training on the
 // global batch holds, to rounding, and the CPU replicas' parameters too; end to end they reach the
 // CPU's accuracy on Fashion-MNIST.
@@ -9,7 +9,7 @@
 #include "gpu_replicas.h"
 #include "gpu_test_util.h"
 #include "model_eval.h"
-#include "trainers/cuda_replica.h"
+#include "trainers/cuda/cuda_replica.h"
 #include "data/readers/fashion_mnist.h"
 #include "trainers/sync/trainer_driver.h"
 

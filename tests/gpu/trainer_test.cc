@@ -9,7 +9,7 @@
 #include "models/mlp/mlp_gpu.h"
 #include "trainers/cuda/cuda_trainer.h"
 #include "data/readers/fashion_mnist.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 
 namespace troupe {
 namespace {

@@ -10,7 +10,7 @@
 #include "tests/support/numeric_test_util.h"
 #include "data/feed/batch_feed.h"
 #include "trainers/job/ledger_feed.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe;
 

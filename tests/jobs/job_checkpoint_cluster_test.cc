@@ -108,7 +108,9 @@ static void checkpoint_restart_resume(const std::string& strategy) {
   // manifest). Damage the first shard of the newest checkpoint whose manifest is in the GCS: the
   // resume must skip it and say so.
   std::vector<std::string> dirs = step_dirs(job_dir);
-  INFO("checkpoint directories: " << dirs.size());
+  std::string listed;
+  for (const std::string& d : dirs) listed += " " + fs::path(d).filename().string();
+  INFO("checkpoint directories:" << listed << (dirs.size() > 4 ? "\n" + c.logs_tail() : std::string()));
   REQUIRE(dirs.size() >= 2);
   CHECK(dirs.size() <= 4);
   const int64_t newest = newest_manifest_step(port, "ckpt-secret", job);

@@ -15,7 +15,7 @@
 #include "trainers/job/ps_applied.h"
 #include "trainers/job/ps_resume.h"
 #include "trainers/ps/async_worker.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe;
 using troupe::testing::kPsLedgerShards;

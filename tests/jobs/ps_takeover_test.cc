@@ -20,7 +20,7 @@
 #include "trainers/ps/async_worker.h"
 #include "trainers/ps/ps_server.h"
 #include "trainers/ps/ps_job.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe;
 

@@ -13,9 +13,9 @@
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "tests/core/temp_dir.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe;
 using troupe::testing::first_difference;

@@ -7,7 +7,7 @@
 
 #include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
-#include "tests/trainers/ps_fixture.h"
+#include "tests/trainers/ps/ps_fixture.h"
 #include "trainers/sync/trainer_driver.h"
 
 using namespace troupe;

@@ -12,7 +12,7 @@
 #include "tests/core/temp_dir.h"
 #include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
-#include "tests/trainers/replica_threads.h"
+#include "tests/trainers/sync/replica_threads.h"
 #include "trainers/pipeline/local_pipeline.h"
 
 using namespace troupe;

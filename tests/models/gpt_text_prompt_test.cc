@@ -14,7 +14,7 @@
 #include "data/tokenizer.h"
 #include "models/gpt/gpt_generate.h"
 #include "tests/core/temp_dir.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 
 using namespace troupe;
 using troupe::testing::TempDir;

@@ -13,13 +13,13 @@
 #include "tests/core/temp_dir.h"
 #include "tests/models/markov_tokens.h"
 #include "tests/support/numeric_test_util.h"
-#include "trainers/local_trainer.h"
-#include "trainers/predict.h"
+#include "trainers/local/local_trainer.h"
+#include "trainers/predict/predict.h"
 #include "data/readers/npy_reader.h"
 #include "data/safetensors.h"
 #include "models/gpt/gpt_generate.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 using namespace troupe;
 using troupe::testing::MarkovChain2;

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "tests/support/numeric_test_util.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "models/mlp/mlp.h"
 
 using namespace troupe;

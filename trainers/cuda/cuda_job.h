@@ -18,7 +18,7 @@
 #include "trainers/cuda/cuda_model.h"
 #include "trainers/cuda/model_spec.h"
 #include "data/readers/fashion_mnist.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::cuda_detail {
 

@@ -1,4 +1,4 @@
-#include "trainers/cuda_ps_worker.h"
+#include "trainers/cuda/cuda_ps_worker.h"
 
 #include <algorithm>
 
@@ -6,8 +6,8 @@
 
 #include "trainers/cuda/ps_cuda_device.h"
 #include "trainers/cuda/model_spec.h"
-#include "trainers/gpu_options.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/gpu_options.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/ps/device_worker.h"
 
 namespace troupe {

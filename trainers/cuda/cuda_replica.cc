@@ -1,4 +1,4 @@
-#include "trainers/cuda_replica.h"
+#include "trainers/cuda/cuda_replica.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +14,8 @@
 #include "trainers/cuda/cuda_job.h"
 #include "trainers/cuda/model_spec.h"
 #include "trainers/cuda/replica_state.h"
-#include "trainers/epoch_report.h"
-#include "trainers/gpu_options.h"
+#include "trainers/report/epoch_report.h"
+#include "trainers/setup/gpu_options.h"
 #include "trainers/optim/loss_scale.h"
 #include "trainers/optim/lr_schedule.h"
 #include "trainers/sync/trainer_driver.h"

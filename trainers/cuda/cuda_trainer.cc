@@ -10,10 +10,10 @@
 
 #include "kernels/cuda/runtime.h"
 #include "trainers/cuda/cuda_job.h"
-#include "trainers/epoch_report.h"
-#include "trainers/local_trainer.h"
+#include "trainers/report/epoch_report.h"
+#include "trainers/local/local_trainer.h"
 #include "trainers/optim/loss_scale.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 
 namespace troupe {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "data/readers/fashion_mnist.h"
 #include "trainers/cuda/model_spec.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe {
 

@@ -3,8 +3,8 @@
 #include <map>
 #include <mutex>
 
-#include "trainers/model_file.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/model_file.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 namespace {

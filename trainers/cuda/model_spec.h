@@ -17,7 +17,7 @@
 #include "kernels/cuda/blas.h"
 #include "trainers/api/trainer.h"
 #include "trainers/cuda/cuda_model.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe {
 

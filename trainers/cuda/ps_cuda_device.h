@@ -1,5 +1,5 @@
 // The StepDevice (trainers/ps/step_device.h) of one GPU: what an async job's GPU worker computes
-// its gradients on (trainers/cuda_ps_worker.h). Internal to trainers/cuda.
+// its gradients on (trainers/cuda/cuda_ps_worker.h). Internal to trainers/cuda.
 //
 //   host (pinned)          copy stream                      compute stream
 //   batch[b]      ------>  H2D x[b], y[b]; record up[b]

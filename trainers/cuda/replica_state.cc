@@ -6,7 +6,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/runtime.h"
 #include "trainers/checkpoint/collective_write.h"
-#include "trainers/gpu_options.h"
+#include "trainers/setup/gpu_options.h"
 
 namespace troupe::cuda_detail {
 

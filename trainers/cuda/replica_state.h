@@ -1,4 +1,4 @@
-// A GPU replica's training state in and out of checkpoints (trainers/cuda_replica.h): the
+// A GPU replica's training state in and out of checkpoints (trainers/cuda/cuda_replica.h): the
 // parameters and the optimizer's vectors on the device, in the CPU replicas' checkpoint format.
 // Internal to trainers/cuda.
 #pragma once
@@ -10,8 +10,8 @@
 #include "core/status.h"
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/checkpoint/collective_write.h"
-#include "trainers/cuda_replica.h"
-#include "trainers/train_options.h"
+#include "trainers/cuda/cuda_replica.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::cuda_detail {
 

@@ -4,10 +4,10 @@
 #include <filesystem>
 
 #include "trainers/export/checkpoint_choice.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/library/trainer_library.h"
 #include "trainers/library/trainer_library_store.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::exporting {
 namespace {

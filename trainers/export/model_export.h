@@ -1,4 +1,4 @@
-// `troupe export`: a job's checkpoint — of any strategy — as one model file (trainers/model_file.h).
+// `troupe export`: a job's checkpoint — of any strategy — as one model file (trainers/setup/model_file.h).
 //
 //   the job's trainer, set up with its settings and example shape (a --lib trainer: its library
 //     loaded first, from --lib or fetched from the GCS)  -> the parameter layout (blocks, shapes)

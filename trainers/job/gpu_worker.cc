@@ -5,12 +5,12 @@
 #include "actors/gpu_assignment.h"
 #include "collectives/device_communicator.h"
 #include "collectives/group_rendezvous.h"
-#include "trainers/cuda_replica.h"
+#include "trainers/cuda/cuda_replica.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
 #include "trainers/job/ledger_feed.h"
 #include "trainers/job/sync_recovery.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 
 namespace troupe::job {
 

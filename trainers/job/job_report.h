@@ -13,7 +13,7 @@
 
 #include "core/ids.h"
 #include "gcs/store.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::job {
 

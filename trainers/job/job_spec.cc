@@ -189,7 +189,7 @@ const std::map<std::string, Field>& fields() {
 }  // namespace
 
 // GPU workers (trainers/job/gpu_worker.h): sync, or async (parameter-server workers on GPUs:
-// trainers/cuda_ps_worker.h), the built-in mlp or cnn, one device each (or a share of one), f32, or
+// trainers/cuda/cuda_ps_worker.h), the built-in mlp or cnn, one device each (or a share of one), f32, or
 // bf16 and (sync, as on CPUs) f16 for the mlp, checkpoints and resume as CPU workers; no elastic
 // jobs or --accumulate yet.
 static Status validate_gpu_workers(const JobSpec& s) {

@@ -24,7 +24,7 @@
 #include "core/status.h"
 #include "tls/tls_context.h"
 #include "trainers/pipeline/pipeline_options.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::job {
 

@@ -17,7 +17,7 @@
 #include "trainers/job/step_timeline_publisher.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::job {
 namespace {

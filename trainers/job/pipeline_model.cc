@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 
 namespace troupe::job {
 

@@ -2,7 +2,7 @@
 // so at the end replica 0's stages put theirs together over their pipe group (the replicas of a
 // stage hold the same parameters): every stage's range is gathered (an all-gather of the ranges,
 // then one broadcast per stage from that stage, bit-exact), and the last stage — the one that
-// evaluated the test split and reports the job — writes the model file (trainers/model_file.h).
+// evaluated the test split and reports the job — writes the model file (trainers/setup/model_file.h).
 #pragma once
 
 #include <chrono>

@@ -7,7 +7,7 @@
 #include "trainers/job/job_report.h"
 #include "trainers/job/pipeline_model.h"
 #include "trainers/job/sync_recovery.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/pipeline/schedule.h"
 #include "trainers/pipeline/stage_checkpoint.h"
 #include "trainers/pipeline/stage_trainer.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "trainers/predict.h"
+#include "trainers/predict/predict.h"
 
 namespace troupe::job {
 

@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gcs/events.h"
-#include "trainers/cuda_ps_worker.h"
+#include "trainers/cuda/cuda_ps_worker.h"
 #include "data/shards/shard_ledger.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/gpu_worker.h"

@@ -15,7 +15,7 @@
 //              ledger through the input pipeline (async: --shard-policy, several shards per worker,
 //              taken as workers get to them; central: one interleaved shard per epoch, as sync) ->
 //              train_ps_worker (with --gpus-per-worker, async: train_ps_worker_cuda on the device
-//              its node manager gave it, trainers/cuda_ps_worker.h) -> rank 0 records progress,
+//              its node manager gave it, trainers/cuda/cuda_ps_worker.h) -> rank 0 records progress,
 //              metrics and the result.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include "data/shards/shard_ledger.h"
 #include "trainers/job/tagged_rows.h"
 #include "trainers/ps/applied_data.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::job {
 

@@ -29,7 +29,7 @@
 #include "data/shards/shard_plan.h"
 #include "data/readers/fashion_mnist.h"
 #include "trainers/ps/parameter_shard.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::job {
 

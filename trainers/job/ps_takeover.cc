@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "trainers/job/tagged_rows.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::job {
 namespace {

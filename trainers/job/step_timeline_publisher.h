@@ -1,4 +1,4 @@
-// Publishes a worker's step timeline (trainers/step_timeline.h) to the GCS
+// Publishes a worker's step timeline (trainers/report/step_timeline.h) to the GCS
 // (gcs/step_timeline.h) from a thread of its own, every `interval`: the steps completed since the
 // last flush as one stream entry, the phase in progress in the timeline_live table, and (rank 0) a
 // point of the job's loss curve. The
@@ -17,7 +17,7 @@
 
 #include "core/ids.h"
 #include "gcs/store.h"
-#include "trainers/step_timeline.h"
+#include "trainers/report/step_timeline.h"
 
 namespace troupe::job {
 

@@ -12,7 +12,7 @@
 #include "data/readers/fashion_mnist.h"
 #include "trainers/pipeline/pipeline_options.h"
 #include "trainers/pipeline/stage_trainer.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::pipeline {
 

@@ -2,7 +2,7 @@
 
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::pipeline {
 

@@ -15,7 +15,7 @@
 
 #include "collectives/transport.h"
 #include "trainers/api/trainer.h"
-#include "trainers/layer_loss.h"
+#include "trainers/pipeline/layer_loss.h"
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
 

@@ -1,6 +1,6 @@
 #include "trainers/pipeline/stage_trainer.h"
 
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,17 +11,17 @@
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
 #include "data/feed/batch_feed.h"
-#include "trainers/epoch_report.h"
+#include "trainers/report/epoch_report.h"
 #include "trainers/optim/grad_clip.h"
 #include "trainers/optim/lr_schedule.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/optim/optimizer.h"
 #include "trainers/optim/param_init.h"
 #include "trainers/pipeline/partition.h"
 #include "trainers/pipeline/schedule.h"
 #include "trainers/pipeline/stage_executor.h"
 #include "trainers/pipeline/tied_blocks.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::pipeline {
 namespace {

@@ -24,7 +24,7 @@
 #include "data/readers/fashion_mnist.h"
 #include "trainers/optim/optimizer.h"
 #include "trainers/pipeline/pipeline_options.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::pipeline {
 

@@ -8,10 +8,10 @@
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
 #include "trainers/sync/micro_batches.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/ps/worker_common.h"
 #include "trainers/ps/worker_loop.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::ps {
 namespace {

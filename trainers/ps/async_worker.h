@@ -26,10 +26,10 @@
 #include "data/readers/fashion_mnist.h"
 #include "trainers/ps/ps_client.h"
 #include "trainers/ps/staleness.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe {
-class StepRecorder;  // trainers/step_timeline.h
+class StepRecorder;  // trainers/report/step_timeline.h
 }
 
 namespace troupe::ps {
@@ -56,7 +56,7 @@ struct PsWorker {
   // An async job resumed from another job's checkpoint: the epochs before this one were trained
   // (trainers/job/ps_resume.h).
   int first_epoch = 1;
-  // The step timeline (trainers/step_timeline.h), if given: each step's data wait, then its pull
+  // The step timeline (trainers/report/step_timeline.h), if given: each step's data wait, then its pull
   // (recorded as `communication`: the shards' staleness wait included), forward/backward, and its
   // push (recorded as `optimizer`: the servers apply the update).
   StepRecorder* steps = nullptr;
@@ -78,7 +78,7 @@ struct PsWorkerReport {
 // own samples/s (sum over workers for the job's); test accuracy on rank 0 only (-1 elsewhere).
 // `final_params` (if given) receives the parameters once every worker finished (rank 0: those it
 // evaluated last). With options.save_path (--save) rank 0 writes them as a model file
-// (trainers/model_file.h), its folder checked before the first step. On an error the
+// (trainers/setup/model_file.h), its folder checked before the first step. On an error the
 // worker also tells the shards it finished, so the others are not held up. Errors:
 // invalid_argument (bad options, a global batch that does not divide among the workers x
 // --accumulate micro-batches, shards holding another number of parameters than the trainer declares),

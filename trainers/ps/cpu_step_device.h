@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/denormals.h"
 #include "trainers/ps/step_device.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::ps {
 

@@ -1,5 +1,5 @@
 // An async job's worker whose gradients a StepDevice computes (step_device.h; a GPU's through
-// trainers/cuda_ps_worker.h): the loop the CPU worker (async_worker.h) runs too (worker_loop.h),
+// trainers/cuda/cuda_ps_worker.h): the loop the CPU worker (async_worker.h) runs too (worker_loop.h),
 // with the same clocks, staleness waits, data tags, accounting, replays and evaluation, step for
 // step, the device's work queued so that it starts as soon as its inputs are there:
 //

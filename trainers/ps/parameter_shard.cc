@@ -8,7 +8,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "trainers/optim/grad_clip.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::ps {
 

@@ -74,7 +74,7 @@
 #include "trainers/ps/ps_partition.h"
 #include "trainers/ps/push_history.h"
 #include "trainers/ps/staleness.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::ps {
 

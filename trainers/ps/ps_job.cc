@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::ps {
 

@@ -8,7 +8,7 @@
 #include "core/status.h"
 #include "trainers/api/trainer.h"
 #include "trainers/ps/parameter_shard.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::ps {
 

@@ -30,7 +30,7 @@
 #include "core/status.h"
 #include "trainers/api/trainer.h"
 #include "data/readers/fashion_mnist.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe::ps {
 

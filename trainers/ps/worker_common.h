@@ -6,7 +6,7 @@
 #include "core/status.h"
 #include "data/readers/fashion_mnist.h"
 #include "trainers/ps/async_worker.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe::ps {
 

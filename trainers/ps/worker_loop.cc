@@ -6,10 +6,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "trainers/epoch_report.h"
+#include "trainers/report/epoch_report.h"
 #include "trainers/optim/grad_clip.h"
 #include "trainers/ps/worker_common.h"
-#include "trainers/step_timeline.h"
+#include "trainers/report/step_timeline.h"
 
 namespace troupe::ps {
 namespace {

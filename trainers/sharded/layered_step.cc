@@ -1,6 +1,6 @@
 #include "trainers/sharded/layered_step.h"
 
-#include "trainers/layer_loss.h"
+#include "trainers/pipeline/layer_loss.h"
 
 #include <algorithm>
 

@@ -26,7 +26,7 @@
 #include "trainers/sharded/comm_queue.h"
 #include "data/dataset.h"
 #include "trainers/sharded/sharded_state.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 

@@ -10,7 +10,7 @@
 #include "trainers/sync/gradient_sync.h"
 #include "trainers/sync/replica_state.h"
 #include "trainers/sync/trainer_driver.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 

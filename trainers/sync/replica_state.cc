@@ -5,11 +5,11 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/ops.h"
-#include "trainers/model_file.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/optim/grad_clip.h"
 #include "trainers/optim/param_init.h"
 #include "trainers/sharded/layered_step.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 

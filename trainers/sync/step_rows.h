@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/status.h"
-#include "trainers/train_options.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe {
 

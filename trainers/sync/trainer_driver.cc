@@ -9,9 +9,9 @@
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
-#include "trainers/epoch_report.h"
-#include "trainers/local_trainer.h"
-#include "trainers/model_file.h"
+#include "trainers/report/epoch_report.h"
+#include "trainers/local/local_trainer.h"
+#include "trainers/setup/model_file.h"
 #include "trainers/optim/loss_scale.h"
 #include "trainers/optim/lr_schedule.h"
 #include "trainers/optim/param_init.h"
@@ -21,7 +21,7 @@
 #include "trainers/sync/replica_results.h"
 #include "trainers/sync/replica_state.h"
 #include "trainers/sync/step_rows.h"
-#include "trainers/trainer_setup.h"
+#include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
 namespace {

@@ -18,8 +18,8 @@
 #include "data/readers/fashion_mnist.h"
 #include "trainers/sync/grad_buckets.h"
 #include "trainers/sharded/sharded_state.h"
-#include "trainers/step_timeline.h"
-#include "trainers/train_options.h"
+#include "trainers/report/step_timeline.h"
+#include "trainers/setup/train_options.h"
 
 namespace troupe {
 
@@ -65,7 +65,7 @@ struct Replica {
   DType grad_wire = DType::f32;
   GradBucketStats* bucket_stats = nullptr;  // if set, receives the buckets' timings after training
   // If set, every step's phases (data wait, forward+backward, communication, optimizer) are
-  // recorded there (trainers/step_timeline.h; the job layer publishes them).
+  // recorded there (trainers/report/step_timeline.h; the job layer publishes them).
   StepRecorder* steps = nullptr;
 
   // Checkpoints (trainers/checkpoint/). Every `checkpoints.every` steps (0: never), right after the

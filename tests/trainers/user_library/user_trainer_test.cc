@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "tests/core/temp_dir.h"
-#include "trainers/local_trainer.h"
+#include "trainers/local/local_trainer.h"
 #include "trainers/library/trainer_library.h"
 #include "trainers/library/trainer_registry.h"
 
