@@ -109,103 +109,128 @@ char* Segment::staging(int rank, int parity) {
 }
 char* Segment::arena(int rank) { return base_ + at_.arenas + static_cast<size_t>(rank) * header_->arena_bytes; }
 
+namespace {
+
+// The layout every rank computes alike from the options: sizes rounded so every slot, ring and arena
+// starts on a page; where the arenas start and the segment's size (Segment::offsets).
+struct Layout {
+  size_t staging = 0, mailbox = 0, arena = 0;
+  size_t arenas = 0, total = 0;
+};
+
+// Rank 0: creates, sizes, maps and fills the segment into `map`.
+Status create_segment(const ShmGroupOptions& o, const std::string& path, const std::string& who, const Layout& l,
+                      Clock::time_point deadline, Mapping& map) {
+  const size_t staging = l.staging, mailbox = l.mailbox, arena = l.arena;
+  // Unlink-and-recreate: a segment left by a crashed run under this name is never reused, and
+  // O_EXCL makes sure the one we fill is the one we created.
+  int fd = -1;
+  while (fd < 0) {
+    ::shm_unlink(path.c_str());
+    fd = ::shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && (errno != EEXIST || Clock::now() >= deadline))
+      return io_error(who + ": shm_open(" + path + "): " + errno_text() + "; is /dev/shm mounted and writable?");
+  }
+  if (::ftruncate(fd, static_cast<off_t>(l.total)) != 0) {
+    Status st = io_error(who + ": cannot size /dev/shm" + path + " to " + std::to_string(l.total) +
+                         " bytes: " + errno_text() + "; free space in /dev/shm or lower the buffer sizes");
+    ::close(fd);
+    ::shm_unlink(path.c_str());
+    return st;
+  }
+  // The arenas hold what ranks write every call (a sync job's gradients): their pages are reserved
+  // now, so a /dev/shm too small for them fails here, naming it, not with a SIGBUS mid-training.
+  if (arena > 0) {
+    const int e = ::posix_fallocate(fd, static_cast<off_t>(l.arenas), static_cast<off_t>(l.total - l.arenas));
+    if (e != 0 && e != EOPNOTSUPP && e != EINVAL) {
+      Status st = io_error(who + ": cannot reserve " + std::to_string(l.total - l.arenas) + " bytes of arenas in /dev/shm" +
+                           path + ": " + std::strerror(e) + "; free space in /dev/shm or lower shared_buffer_bytes");
+      ::close(fd);
+      ::shm_unlink(path.c_str());
+      return st;
+    }
+  }
+  void* p = ::mmap(nullptr, l.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    ::shm_unlink(path.c_str());
+    return io_error(who + ": mmap of " + std::to_string(l.total) + " bytes: " + errno_text());
+  }
+  map = {static_cast<char*>(p), l.total};
+  // The file is zero-filled: every atomic starts at 0. Fill the layout, then publish it.
+  auto* h = reinterpret_cast<SegmentHeader*>(map.base);
+  h->magic = kMagic;
+  h->size = o.size;
+  h->creator_pid = static_cast<int32_t>(::getpid());
+  h->staging_bytes = staging;
+  h->mailbox_bytes = mailbox;
+  h->arena_bytes = arena;
+  h->total_bytes = l.total;
+  h->ready.store(1, std::memory_order_release);
+  return {};
+}
+
+// The other ranks: wait for rank 0's segment of this layout and map it into `map`.
+Status open_segment(const ShmGroupOptions& o, const std::string& path, const std::string& who, const Layout& l,
+                    Clock::time_point deadline, Mapping& map) {
+  const size_t staging = l.staging, mailbox = l.mailbox, arena = l.arena;
+  while (true) {
+    int fd = ::shm_open(path.c_str(), O_RDWR, 0600);
+    struct stat st {};
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == l.total) {
+      void* p = ::mmap(nullptr, l.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) map = {static_cast<char*>(p), l.total};
+    } else if (fd >= 0 && st.st_size > 0 && static_cast<size_t>(st.st_size) != l.total) {
+      // Sized by rank 0 for another layout (or a stale segment of another shape).
+      auto* h = static_cast<SegmentHeader*>(::mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, fd, 0));
+      if (h != MAP_FAILED) {
+        bool ours = h->ready.load(std::memory_order_acquire) == 1 && !process_gone(h->creator_pid);
+        std::string theirs = "size " + std::to_string(h->size) + ", staging " + std::to_string(h->staging_bytes) +
+                             ", mailbox " + std::to_string(h->mailbox_bytes) + ", arena " +
+                             std::to_string(h->arena_bytes);
+        ::munmap(h, sizeof(SegmentHeader));
+        if (ours) {
+          ::close(fd);
+          return invalid_argument(who + ": rank 0 created it with " + theirs + " but this rank asked for size " +
+                                  std::to_string(o.size) + ", staging " + std::to_string(staging) + ", mailbox " +
+                                  std::to_string(mailbox) + ", arena " + std::to_string(arena) +
+                                  "; pass the same ShmGroupOptions on every rank");
+        }
+      }
+    }
+    if (fd >= 0) ::close(fd);
+    if (map.base) {
+      auto* h = reinterpret_cast<SegmentHeader*>(map.base);
+      if (h->ready.load(std::memory_order_acquire) == 1 && h->magic == kMagic && h->size == o.size &&
+          !process_gone(h->creator_pid))
+        break;
+      map = Mapping{};  // not filled in yet, or stale (its creator died): look again
+    }
+    if (Clock::now() >= deadline)
+      return Status(Code::timeout, who + ": rank 0 did not create /dev/shm" + path + " before the deadline (" +
+                                       std::to_string(o.timeout.count()) + " ms); is rank 0 running?");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return {};
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Segment>> Segment::join(const ShmGroupOptions& o) {
   TROUPE_RETURN_IF_ERROR(check_options(o));
   const std::string path = "/troupe." + o.name;
   const std::string who = "rank " + std::to_string(label_of(o, o.rank)) + " joining shm group '" + o.name + "'";
   const auto deadline = Clock::now() + o.timeout;
-  // Sizes rounded so every slot, ring and arena starts on a page; all ranks compute the same.
-  const size_t staging = round_up(o.staging_bytes, 2 * kPage);
-  const size_t mailbox = round_up(o.mailbox_bytes, kPage);
-  const size_t arena = round_up(o.shared_buffer_bytes, kPage);
-  const Offsets want = offsets(o.size, staging, mailbox, arena);
+  Layout l;
+  l.staging = round_up(o.staging_bytes, 2 * kPage);
+  l.mailbox = round_up(o.mailbox_bytes, kPage);
+  l.arena = round_up(o.shared_buffer_bytes, kPage);
+  const Offsets want = offsets(o.size, l.staging, l.mailbox, l.arena);
+  l.arenas = want.arenas;
+  l.total = want.total;
   Mapping map;
-
-  if (o.rank == 0) {
-    // Unlink-and-recreate: a segment left by a crashed run under this name is never reused, and
-    // O_EXCL makes sure the one we fill is the one we created.
-    int fd = -1;
-    while (fd < 0) {
-      ::shm_unlink(path.c_str());
-      fd = ::shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-      if (fd < 0 && (errno != EEXIST || Clock::now() >= deadline))
-        return io_error(who + ": shm_open(" + path + "): " + errno_text() + "; is /dev/shm mounted and writable?");
-    }
-    if (::ftruncate(fd, static_cast<off_t>(want.total)) != 0) {
-      Status st = io_error(who + ": cannot size /dev/shm" + path + " to " + std::to_string(want.total) +
-                           " bytes: " + errno_text() + "; free space in /dev/shm or lower the buffer sizes");
-      ::close(fd);
-      ::shm_unlink(path.c_str());
-      return st;
-    }
-    // The arenas hold what ranks write every call (a sync job's gradients): their pages are reserved
-    // now, so a /dev/shm too small for them fails here, naming it, not with a SIGBUS mid-training.
-    if (arena > 0) {
-      const int e = ::posix_fallocate(fd, static_cast<off_t>(want.arenas), static_cast<off_t>(want.total - want.arenas));
-      if (e != 0 && e != EOPNOTSUPP && e != EINVAL) {
-        Status st = io_error(who + ": cannot reserve " + std::to_string(want.total - want.arenas) + " bytes of arenas in /dev/shm" +
-                             path + ": " + std::strerror(e) + "; free space in /dev/shm or lower shared_buffer_bytes");
-        ::close(fd);
-        ::shm_unlink(path.c_str());
-        return st;
-      }
-    }
-    void* p = ::mmap(nullptr, want.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) {
-      ::shm_unlink(path.c_str());
-      return io_error(who + ": mmap of " + std::to_string(want.total) + " bytes: " + errno_text());
-    }
-    map = {static_cast<char*>(p), want.total};
-    // The file is zero-filled: every atomic starts at 0. Fill the layout, then publish it.
-    auto* h = reinterpret_cast<SegmentHeader*>(map.base);
-    h->magic = kMagic;
-    h->size = o.size;
-    h->creator_pid = static_cast<int32_t>(::getpid());
-    h->staging_bytes = staging;
-    h->mailbox_bytes = mailbox;
-    h->arena_bytes = arena;
-    h->total_bytes = want.total;
-    h->ready.store(1, std::memory_order_release);
-  } else {
-    while (true) {
-      int fd = ::shm_open(path.c_str(), O_RDWR, 0600);
-      struct stat st {};
-      if (fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == want.total) {
-        void* p = ::mmap(nullptr, want.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p != MAP_FAILED) map = {static_cast<char*>(p), want.total};
-      } else if (fd >= 0 && st.st_size > 0 && static_cast<size_t>(st.st_size) != want.total) {
-        // Sized by rank 0 for another layout (or a stale segment of another shape).
-        auto* h = static_cast<SegmentHeader*>(::mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, fd, 0));
-        if (h != MAP_FAILED) {
-          bool ours = h->ready.load(std::memory_order_acquire) == 1 && !process_gone(h->creator_pid);
-          std::string theirs = "size " + std::to_string(h->size) + ", staging " + std::to_string(h->staging_bytes) +
-                               ", mailbox " + std::to_string(h->mailbox_bytes) + ", arena " +
-                               std::to_string(h->arena_bytes);
-          ::munmap(h, sizeof(SegmentHeader));
-          if (ours) {
-            ::close(fd);
-            return invalid_argument(who + ": rank 0 created it with " + theirs + " but this rank asked for size " +
-                                    std::to_string(o.size) + ", staging " + std::to_string(staging) + ", mailbox " +
-                                    std::to_string(mailbox) + ", arena " + std::to_string(arena) +
-                                    "; pass the same ShmGroupOptions on every rank");
-          }
-        }
-      }
-      if (fd >= 0) ::close(fd);
-      if (map.base) {
-        auto* h = reinterpret_cast<SegmentHeader*>(map.base);
-        if (h->ready.load(std::memory_order_acquire) == 1 && h->magic == kMagic && h->size == o.size &&
-            !process_gone(h->creator_pid))
-          break;
-        map = Mapping{};  // not filled in yet, or stale (its creator died): look again
-      }
-      if (Clock::now() >= deadline)
-        return Status(Code::timeout, who + ": rank 0 did not create /dev/shm" + path + " before the deadline (" +
-                                         std::to_string(o.timeout.count()) + " ms); is rank 0 running?");
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
+  TROUPE_RETURN_IF_ERROR(o.rank == 0 ? create_segment(o, path, who, l, deadline, map)
+                                     : open_segment(o, path, who, l, deadline, map));
 
   auto segment = std::unique_ptr<Segment>(new Segment(map.release(), o.rank));
   segment->labels_ = o.rank_labels;
