@@ -70,7 +70,7 @@ Expected<bool> ShardLedger::swap(const Read& current, ShardRecord& next) {
 }
 
 template <class Edit>
-Status ShardLedger::modify(int epoch, int shard, Edit&& edit) {
+Status ShardLedger::modify(int epoch, int shard, Edit&& edit, ShardRecord* written) {
   const auto deadline = Clock::now() + options_.timeout;
   int lost = 0;
   while (true) {
@@ -86,7 +86,10 @@ Status ShardLedger::modify(int epoch, int shard, Edit&& edit) {
     if (!*changed) return {};
     auto swapped = swap(**current, next);
     if (!swapped.ok()) return swapped.status();
-    if (*swapped) return {};
+    if (*swapped) {
+      if (written) *written = next;
+      return {};
+    }
     if (++lost, Clock::now() >= deadline) {
       return Status(Code::timeout, where(epoch, shard) + ": lost " + std::to_string(lost) +
                                        " races to other writers in " + std::to_string(options_.timeout.count()) +
@@ -179,17 +182,19 @@ Expected<std::optional<ShardRecord>> ShardLedger::claim_shard(int epoch, int sha
   if (shard < 0 || shard >= options_.shards)
     return not_found(where(epoch, shard) + " does not exist: the job has " + std::to_string(options_.shards) +
                      " shards per epoch");
-  std::optional<ShardRecord> claimed;
+  bool done = false;
+  ShardRecord claimed;
   TROUPE_RETURN_IF_ERROR(modify(epoch, shard, [&](ShardRecord& r) -> Expected<bool> {
-    if (r.state == ShardState::done) return claimed.reset(), false;
+    done = r.state == ShardState::done;
+    if (done) return false;
     r.state = ShardState::assigned;
     r.owner = worker;
     r.progress = r.resume_at;
     ++r.claims;
-    claimed = r;
     return true;
-  }));
-  return claimed;
+  }, &claimed));
+  if (done) return std::optional<ShardRecord>{};
+  return std::optional<ShardRecord>(claimed);
 }
 
 Status ShardLedger::report_progress(int epoch, int shard, WorkerId worker, int64_t examples_done) {

@@ -121,8 +121,9 @@ class ShardLedger {
   Expected<bool> swap(const Read& current, gcs::ShardRecord& next);
   // Reads the shard, lets `edit` change the record (or refuse with an error; false: no change
   // needed) and writes it back, again from a fresh read after each lost race, until the deadline.
+  // `written`, when given, receives the record as stored (its updated_ms too) after a write.
   template <class Edit>
-  Status modify(int epoch, int shard, Edit&& edit);
+  Status modify(int epoch, int shard, Edit&& edit, gcs::ShardRecord* written = nullptr);
 
   gcs::Store& store_;
   JobId job_;

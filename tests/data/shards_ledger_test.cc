@@ -182,6 +182,7 @@ void named_claims(gcs::Store& store) {
   CHECK((*c3)->owner == a);
   CHECK((*c3)->state == ShardState::assigned);
   CHECK((*c3)->claims == 1);
+  CHECK((*c3)->updated_ms == (*ledger.epoch_status(1))[3].updated_ms);  // the record as stored
   CHECK((*ledger.epoch_status(1))[0].state == ShardState::unassigned);
 
   // Shard 1 held by an earlier attempt's worker (it reported 6 examples) is taken over from 0.
