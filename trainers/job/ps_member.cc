@@ -301,16 +301,14 @@ Status run_server(const actors::NodeEnvironment& env, const MemberArgs& a, const
   return {};
 }
 
-Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
-                     const std::atomic<bool>& cancel) {
+namespace {
+
+// Worker a.index's connection to the job's parameter servers, once they published their
+// addresses. An async job's worker dials a failed server again where it comes back (restored)
+// under its key.
+Expected<std::unique_ptr<ps::PsClient>> connect_worker(const MemberArgs& a, JobSetup& s, int servers,
+                                                       const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
-  const int servers = server_count(spec);
-  int gpu = -1;  // an async job's GPU worker: its device, known before it connects
-  if (spec.gpus_per_worker > 0) {
-    auto device = worker_gpu(env, a, spec);
-    if (!device.ok()) return device.status();
-    gpu = *device;
-  }
   auto addresses = server_addresses(*s.store, a.job, servers, server_attempt(spec, a.attempt), cancel);
   if (!addresses.ok()) return addresses.status();
   ps::PsClientOptions co;
@@ -334,35 +332,37 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   }
   auto client = ps::connect_ps(*addresses, co);
   if (!client.ok()) return client.status().with_context("connecting to the parameter servers");
+  return client;
+}
 
-  auto feed_options = ps_feed_options(spec, s.train());
-  if (!feed_options.ok()) return feed_options.status();
-  LedgerFeedOptions fo = *feed_options;
-  if (spec.strategy == "central") fo.named_shards = {a.index};  // lockstep, like sync: worker i trains shard i
-  const WorkerId me = worker_identity(a.job, a.index);
-  int64_t takeover_clock = 0;  // every server restored: where the rank goes on
-  if (a.attempt > 0 && spec.strategy == "async") {
-    // A replacement: its predecessor's last push completed on every server, and what it held back
-    // to the ledger where the servers' applied data ends (ps_takeover.h).
-    data::ShardLedger ledger(*s.store, a.job, data::ShardLedgerOptions{fo.plan.shards});
-    auto taken = take_over(**client, spec.train, s.train(), fo.plan, ledger, me, a.index, spec.workers);
-    if (!taken.ok()) return taken.status().with_context("taking over from the failed worker");
-    spdlog::info("job {} {}", a.job.short_hex(), taken->summary);
-    takeover_clock = taken->start_clock;
-    // Recorded whether or not the predecessor held shards: the takeover itself is what users look for.
-    gcs::Event e;
-    e.kind = "shards_moved";
-    e.subject = a.job.hex();
-    e.message = "job " + a.job.short_hex() + " " + taken->summary;
-    Status st = gcs::record_event(*s.store, e);
-    if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", e.message, st.to_string());
-  }
-  LedgerFeed feed(s.train(), *s.store, a.job, me, fo);
-  ProgressReporter reporter(*s.store, a.job);
+// A replacement worker of an async job: its predecessor's last push completed on every server, and
+// what it held back to the ledger where the servers' applied data ends (ps_takeover.h). The clock
+// where the rank goes on (every server restored).
+Expected<int64_t> take_over_rank(ps::PsClient& client, const MemberArgs& a, JobSetup& s, const LedgerFeedOptions& fo,
+                                 WorkerId me) {
+  const JobSpec& spec = s.spec;
+  data::ShardLedger ledger(*s.store, a.job, data::ShardLedgerOptions{fo.plan.shards});
+  auto taken = take_over(client, spec.train, s.train(), fo.plan, ledger, me, a.index, spec.workers);
+  if (!taken.ok()) return taken.status().with_context("taking over from the failed worker");
+  spdlog::info("job {} {}", a.job.short_hex(), taken->summary);
+  const int64_t takeover_clock = taken->start_clock;
+  // Recorded whether or not the predecessor held shards: the takeover itself is what users look for.
+  gcs::Event e;
+  e.kind = "shards_moved";
+  e.subject = a.job.hex();
+  e.message = "job " + a.job.short_hex() + " " + taken->summary;
+  Status st = gcs::record_event(*s.store, e);
+  if (!st.ok()) spdlog::warn("{}: recording shards_moved: {}", e.message, st.to_string());
+  return takeover_clock;
+}
+
+// Rank 0 reports the job's progress. After a restart, its first step is when the job trains again
+// (/metrics: troupe_job_resume_seconds): any replacement of an async job (only the lost members are
+// replaced), rank 0 of a central one.
+ProgressFn worker_progress(ProgressReporter& reporter, JobSetup& s, const MemberArgs& a) {
+  const JobSpec& spec = s.spec;
   ProgressFn progress;
   if (a.index == 0) progress = [&reporter](const TrainProgress& p) { reporter.on_progress(p); };
-  // After a restart, its first step is when the job trains again (/metrics: troupe_job_resume_seconds):
-  // any replacement of an async job (only the lost members are replaced), rank 0 of a central one.
   if (a.attempt > 0 && (spec.strategy == "async" || a.index == 0)) {
     const std::string source = spec.strategy == "async" ? "the parameter servers' state (a replacement worker)"
                                                         : "the servers' restored state";
@@ -373,11 +373,16 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
       note_resumed(*s.store, a.job, a.attempt, source, p.step);
     };
   }
-  ps::PsWorkerReport report;
-  TrainOptions options = spec.train;
-  ps::PsWorker worker{client->get(), a.index, spec.workers};
+  return progress;
+}
+
+// Where the worker starts: an async worker's clock (its client's, or a takeover's), the first epoch
+// a resumed async job has left, a central job's step its server restored.
+Status plan_start(ps::PsWorker& worker, ps::PsClient& client, const MemberArgs& a, JobSetup& s,
+                  const LedgerFeedOptions& fo, int64_t takeover_clock) {
+  const JobSpec& spec = s.spec;
   worker.whole_global_batches = spec.strategy == "central";
-  if (spec.strategy == "async") worker.start_clock = std::max((*client)->start_clock(), takeover_clock);
+  if (spec.strategy == "async") worker.start_clock = std::max(client.start_clock(), takeover_clock);
   worker.wait_for_all = spec.strategy == "async" && spec.checkpoint_every > 0;
   if (spec.strategy == "async" && !spec.resume_job.empty()) {  // epochs the resumed job trained are done
     auto first = first_open_epoch(*s.store, a.job, fo.plan.shards, spec.train.epochs);
@@ -389,29 +394,15 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
     if (!step.ok()) return step.status();
     worker.start_step = *step;
   }
-  if (worker.start_step > 0) reporter.start_at(worker.start_step);
-  StepRecorder step_recorder;  // the step timeline: recorded by the worker loop, published to the GCS
-  StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
-  worker.steps = &step_recorder;
-  Expected<TrainResult> result = internal_error("not trained");
-  if (spec.gpus_per_worker > 0) {  // an async job's GPU worker (the spec refuses central ones)
-    CudaPsWorker on;
-    on.device = gpu;
-    on.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
-    result = train_ps_worker_cuda(options, s.train(), s.test(), feed, worker, on, progress, &report);
-  } else {
-    result = ps::train_ps_worker(options, s.train(), s.test(), feed, worker, progress, &report);
-  }
-  timeline.stop(result.ok());
-  if (!result.ok()) return result.status();
-  // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
-  const double rate = report.steps > 0 ? result->samples_per_second : 0;
-  record_job_metric(*s.store, a.job, a.index, "samples_per_second", rate);
-  record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
-  record_job_metric(*s.store, a.job, a.index, "communication_ms", report.pull_ms + report.push_ms);
-  record_job_metric(*s.store, a.job, a.index, "compute_ms", report.compute_ms);
-  if (a.index != 0) return {};
-  nlohmann::json summary = train_result_json(*result);
+  return {};
+}
+
+// The job's summary, written by rank 0 once it trained (an async job's waits for the servers'
+// records of the data they applied first).
+nlohmann::json ps_summary(const MemberArgs& a, JobSetup& s, const TrainResult& result, const ps::PsWorker& worker,
+                          const ps::PsWorkerReport& report, const LedgerFeedOptions& fo, int servers) {
+  const JobSpec& spec = s.spec;
+  nlohmann::json summary = train_result_json(result);
   summary["strategy"] = spec.strategy;
   summary["workers"] = spec.workers;
   summary["accumulate"] = spec.train.accumulate;  // micro-batches per step
@@ -450,7 +441,66 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   double total = 0;
   for (const auto& r : summary["worker_samples_per_second"]) total += r.is_null() ? 0.0 : r.get<double>();
   if (total > 0) summary["samples_per_second"] = total;
-  return record_success(*s.store, a.job, summary, result->test_accuracy);
+  return summary;
+}
+
+}  // namespace
+
+Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
+                     const std::atomic<bool>& cancel) {
+  const JobSpec& spec = s.spec;
+  const int servers = server_count(spec);
+  int gpu = -1;  // an async job's GPU worker: its device, known before it connects
+  if (spec.gpus_per_worker > 0) {
+    auto device = worker_gpu(env, a, spec);
+    if (!device.ok()) return device.status();
+    gpu = *device;
+  }
+  auto client = connect_worker(a, s, servers, cancel);
+  if (!client.ok()) return client.status();
+
+  auto feed_options = ps_feed_options(spec, s.train());
+  if (!feed_options.ok()) return feed_options.status();
+  LedgerFeedOptions fo = *feed_options;
+  if (spec.strategy == "central") fo.named_shards = {a.index};  // lockstep, like sync: worker i trains shard i
+  const WorkerId me = worker_identity(a.job, a.index);
+  int64_t takeover_clock = 0;  // every server restored: where the rank goes on
+  if (a.attempt > 0 && spec.strategy == "async") {
+    auto taken = take_over_rank(**client, a, s, fo, me);
+    if (!taken.ok()) return taken.status();
+    takeover_clock = *taken;
+  }
+  LedgerFeed feed(s.train(), *s.store, a.job, me, fo);
+  ProgressReporter reporter(*s.store, a.job);
+  const ProgressFn progress = worker_progress(reporter, s, a);
+  ps::PsWorkerReport report;
+  TrainOptions options = spec.train;
+  ps::PsWorker worker{client->get(), a.index, spec.workers};
+  TROUPE_RETURN_IF_ERROR(plan_start(worker, **client, a, s, fo, takeover_clock));
+  if (worker.start_step > 0) reporter.start_at(worker.start_step);
+  StepRecorder step_recorder;  // the step timeline: recorded by the worker loop, published to the GCS
+  StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
+  worker.steps = &step_recorder;
+  Expected<TrainResult> result = internal_error("not trained");
+  if (spec.gpus_per_worker > 0) {  // an async job's GPU worker (the spec refuses central ones)
+    CudaPsWorker on;
+    on.device = gpu;
+    on.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+    result = train_ps_worker_cuda(options, s.train(), s.test(), feed, worker, on, progress, &report);
+  } else {
+    result = ps::train_ps_worker(options, s.train(), s.test(), feed, worker, progress, &report);
+  }
+  timeline.stop(result.ok());
+  if (!result.ok()) return result.status();
+  // (A stopped job ends through its servers: stopping them fails the workers' next pull at once.)
+  const double rate = report.steps > 0 ? result->samples_per_second : 0;
+  record_job_metric(*s.store, a.job, a.index, "samples_per_second", rate);
+  record_job_metric(*s.store, a.job, a.index, "data_wait_ms", feed.data_wait_ms());
+  record_job_metric(*s.store, a.job, a.index, "communication_ms", report.pull_ms + report.push_ms);
+  record_job_metric(*s.store, a.job, a.index, "compute_ms", report.compute_ms);
+  if (a.index != 0) return {};
+  return record_success(*s.store, a.job, ps_summary(a, s, *result, worker, report, fo, servers),
+                        result->test_accuracy);
 }
 
 }  // namespace troupe::job
