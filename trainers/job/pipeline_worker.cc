@@ -73,6 +73,85 @@ Expected<StartChoice> agree_start(gcs::Store& store, const JobSpec& spec, const 
   return c;
 }
 
+// Every worker forms its pipe group first, then its stage group: no worker waits on a group whose
+// members are still waiting on another. A group of one is not formed (left null).
+Status join_groups(gcs::Store& store, const actors::NodeEnvironment& env, const MemberArgs& a, const JobSpec& spec,
+                   const pipeline::PipelineOptions& po, std::unique_ptr<collectives::Communicator>* pipe,
+                   std::unique_ptr<collectives::Communicator>* peers) {
+  const int stages = po.stages, replicas = po.replicas();
+  const int stage = a.index % stages, replica = a.index / stages;
+  const std::string prefix = "job-" + a.job.hex();
+  if (stages > 1) {
+    auto c = join(store, env, a, spec, prefix + "-pipe-" + std::to_string(replica), stage, stages);
+    if (!c.ok()) return c.status();
+    *pipe = std::move(*c);
+  }
+  if (replicas > 1) {
+    auto c = join(store, env, a, spec, prefix + "-stage-" + std::to_string(stage), replica, replicas);
+    if (!c.ok()) return c.status();
+    *peers = std::move(*c);
+  }
+  return {};
+}
+
+// Every stage's report (its `r` and `rate`) to every stage of the replica, kReportFields each (the
+// reporter writes them into the summary).
+Expected<std::vector<double>> gather_reports(const pipeline::StageReport& r, double rate, int stages,
+                                             collectives::Communicator* pipe, std::chrono::milliseconds timeout) {
+  std::vector<double> mine(kReportFields), all(static_cast<size_t>(kReportFields) * stages);
+  pack(r, rate, mine.data());
+  if (pipe) {
+    collectives::CollectiveOptions co;
+    co.timeout = timeout;
+    TROUPE_RETURN_IF_ERROR(pipe->allgather(mine.data(), all.data(), 2 * kReportFields, DType::f32, co)
+                               .with_context("gathering the stages' reports"));
+  } else {
+    all = mine;
+  }
+  return all;
+}
+
+// Where a run started and its last checkpoint, as the summary tells them.
+struct RunPoints {
+  StartChoice choice;           // where the job started (kind 1: this job's checkpoint)
+  int64_t first_step = 0;       // 0: a fresh start
+  int64_t steps_per_epoch = 0;
+  int64_t last_checkpoint = 0;  // the step of the last checkpoint committed
+};
+
+// The job's summary, written by the reporter: its result, every stage's report (`all`) and the
+// mean bubble over the stages.
+nlohmann::json pipeline_summary(const JobSpec& spec, const MemberArgs& a, const pipeline::PipelineOptions& po,
+                                const TrainResult& train, const std::vector<double>& all, double bubble,
+                                const RunPoints& run) {
+  const int stages = po.stages;
+  nlohmann::json summary = train_result_json(train);
+  summary["strategy"] = spec.strategy;
+  summary["workers"] = spec.workers;
+  summary["job_id"] = a.job.hex();
+  summary["stages"] = stages;
+  summary["replicas"] = po.replicas();
+  summary["microbatches"] = po.microbatches;
+  summary["schedule"] = po.schedule;
+  summary["stage_reports"] = stages_json(all, stages);
+  summary["bubble_fraction"] = bubble;
+  summary["bubble_estimate_gpipe"] = pipeline::gpipe_bubble_estimate(stages, po.microbatches);
+  summary["steps_per_epoch"] = run.steps_per_epoch;
+  summary["attempt"] = a.attempt;
+  // Every step was recorded by this job (not resumed from another's checkpoint): the supervisor
+  // proves the data accounting from the GCS (gcs/data_accounting.h).
+  summary["trained_ranges"] = spec.resume_job.empty();
+  if (run.first_step > 0)
+    summary["resumed_from"] = {{"job_id", run.choice.kind == 1 ? a.job.hex() : spec.resume_job},
+                               {"step", run.first_step}};
+  if (spec.checkpoint_every > 0) {
+    summary["checkpoint_every"] = spec.checkpoint_every;
+    summary["last_checkpoint_step"] = run.last_checkpoint;
+    summary["checkpoint_dir"] = checkpoint_dir(spec, a.job);
+  }
+  return summary;
+}
+
 }  // namespace
 
 Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
@@ -81,20 +160,8 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   const pipeline::PipelineOptions po = pipeline_options(spec);
   const int stages = po.stages, replicas = po.replicas();
   const int stage = a.index % stages, replica = a.index / stages;
-  const std::string prefix = "job-" + a.job.hex();
-  // Every worker forms its pipe group first, then its stage group: no worker waits on a group
-  // whose members are still waiting on another.
   std::unique_ptr<collectives::Communicator> pipe, peers;
-  if (stages > 1) {
-    auto c = join(*s.store, env, a, spec, prefix + "-pipe-" + std::to_string(replica), stage, stages);
-    if (!c.ok()) return c.status();
-    pipe = std::move(*c);
-  }
-  if (replicas > 1) {
-    auto c = join(*s.store, env, a, spec, prefix + "-stage-" + std::to_string(stage), replica, replicas);
-    if (!c.ok()) return c.status();
-    peers = std::move(*c);
-  }
+  TROUPE_RETURN_IF_ERROR(join_groups(*s.store, env, a, spec, po, &pipe, &peers));
   Interrupts::Registration pipe_interruptible, peers_interruptible;  // a stop leaves their collectives
   if (a.interrupts) {
     pipe_interruptible = a.interrupts->add(pipe ? &pipe->transport() : nullptr);
@@ -164,44 +231,14 @@ Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs&
   record_job_metric(*s.store, a.job, a.index, "bubble_fraction", r.bubble_fraction);
   record_job_metric(*s.store, a.job, a.index, "memory_bytes", double(r.param_bytes + r.grad_bytes + r.optimizer_bytes));
   record_job_metric(*s.store, a.job, a.index, "memory_fraction", r.memory_fraction());
-  // Every stage's report to every stage of the replica (the reporter writes them into the summary).
-  std::vector<double> mine(kReportFields), all(static_cast<size_t>(kReportFields) * stages);
-  pack(r, rate, mine.data());
-  if (pipe) {
-    collectives::CollectiveOptions co;
-    co.timeout = comms.timeout;
-    TROUPE_RETURN_IF_ERROR(pipe->allgather(mine.data(), all.data(), 2 * kReportFields, DType::f32, co)
-                               .with_context("gathering the stages' reports"));
-  } else {
-    all = mine;
-  }
+  auto all = gather_reports(r, rate, stages, pipe.get(), comms.timeout);
+  if (!all.ok()) return all.status();
   if (!reporter) return {};
   TROUPE_RETURN_IF_ERROR(trained.durable_through(result->train.steps).with_context("recording the trained steps"));
   double bubble = 0;
-  for (int i = 0; i < stages; ++i) bubble += all[static_cast<size_t>(i) * kReportFields + 8] / stages;
-  nlohmann::json summary = train_result_json(result->train);
-  summary["strategy"] = spec.strategy;
-  summary["workers"] = spec.workers;
-  summary["job_id"] = a.job.hex();
-  summary["stages"] = stages;
-  summary["replicas"] = replicas;
-  summary["microbatches"] = po.microbatches;
-  summary["schedule"] = po.schedule;
-  summary["stage_reports"] = stages_json(all, stages);
-  summary["bubble_fraction"] = bubble;
-  summary["bubble_estimate_gpipe"] = pipeline::gpipe_bubble_estimate(stages, po.microbatches);
-  summary["steps_per_epoch"] = steps_per_epoch;
-  summary["attempt"] = a.attempt;
-  // Every step was recorded by this job (not resumed from another's checkpoint): the supervisor
-  // proves the data accounting from the GCS (gcs/data_accounting.h).
-  summary["trained_ranges"] = spec.resume_job.empty();
-  if (first_step > 0) summary["resumed_from"] = {{"job_id", choice->kind == 1 ? a.job.hex() : spec.resume_job},
-                                                 {"step", first_step}};
-  if (spec.checkpoint_every > 0) {
-    summary["checkpoint_every"] = spec.checkpoint_every;
-    summary["last_checkpoint_step"] = last_checkpoint;
-    summary["checkpoint_dir"] = checkpoint_dir(spec, a.job);
-  }
+  for (int i = 0; i < stages; ++i) bubble += (*all)[static_cast<size_t>(i) * kReportFields + 8] / stages;
+  const nlohmann::json summary = pipeline_summary(spec, a, po, result->train, *all, bubble,
+                                                  RunPoints{*choice, first_step, steps_per_epoch, last_checkpoint});
   record_job_metric(*s.store, a.job, -1, "bubble_fraction", bubble);
   return record_success(*s.store, a.job, summary, result->train.test_accuracy);
 }
