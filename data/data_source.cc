@@ -230,23 +230,148 @@ Expected<Dataset> to_dataset(const Table& table, const std::vector<std::string>&
   return d;
 }
 
-Expected<TrainData> load_train_data(const DataOptions& o) {
+namespace {
+
+// The built-in Fashion-MNIST, which takes none of the options that describe a --data dataset.
+Expected<TrainData> builtin_train_data(const DataOptions& o) {
+  if (!o.normalize.empty() && o.normalize != "none")
+    return invalid_argument("--normalize applies to --data; the built-in dataset is fed as it is (pixels / 255)");
+  if (o.loss != "xent") return invalid_argument("--loss " + o.loss + " applies to --data; the built-in dataset holds classes");
+  if (o.seq_len > 0) return invalid_argument("--seq-len applies to a token stream given with --data");
+  if (o.stream) return invalid_argument("--stream applies to --data; the built-in dataset is small and kept in memory");
+  auto train = cached_fashion_mnist(o.dataset_dir, Split::train);
+  if (!train.ok()) return train.status().with_context("loading the training set");
+  auto test = cached_fashion_mnist(o.dataset_dir, Split::test);
+  if (!test.ok()) return test.status().with_context("loading the test set");
   TrainData out;
-  if (o.data.empty()) {
-    if (!o.normalize.empty() && o.normalize != "none")
-      return invalid_argument("--normalize applies to --data; the built-in dataset is fed as it is (pixels / 255)");
-    if (o.loss != "xent") return invalid_argument("--loss " + o.loss + " applies to --data; the built-in dataset holds classes");
-    if (o.seq_len > 0) return invalid_argument("--seq-len applies to a token stream given with --data");
-    if (o.stream) return invalid_argument("--stream applies to --data; the built-in dataset is small and kept in memory");
-    auto train = cached_fashion_mnist(o.dataset_dir, Split::train);
-    if (!train.ok()) return train.status().with_context("loading the training set");
-    auto test = cached_fashion_mnist(o.dataset_dir, Split::test);
-    if (!test.ok()) return test.status().with_context("loading the test set");
-    out.train = *train;
-    out.test = *test;
-    out.description = "fashion-mnist (" + o.dataset_dir + ")";
-    return out;
+  out.train = *train;
+  out.test = *test;
+  out.description = "fashion-mnist (" + o.dataset_dir + ")";
+  return out;
+}
+
+// The table a model is evaluated on, when there is one, and where it came from (for messages).
+struct ValidationTable {
+  std::optional<Table> table;
+  std::string from;
+};
+
+// The validation table: --val, else the dataset's own val or test split.
+Expected<ValidationTable> validation_table(const DataOptions& o, const data::SpecOptions& so,
+                                           const data::OpenedDataset& opened) {
+  ValidationTable val;
+  if (!o.val.empty()) {
+    auto v = data::open_dataset(o.val, so);
+    if (!v.ok()) return v.status().with_context("--val");
+    auto t = training_split(*v, o.val);
+    if (!t.ok()) return t.status();
+    val.table = std::move(*t);
+    val.from = o.val;
+  } else {
+    for (const char* name : {"val", "test"}) {
+      auto it = opened.splits.find(name);
+      if (it != opened.splits.end() && opened.splits.size() > 1) {  // (a lone split is the training one)
+        val.table = it->second;
+        val.from = o.data + " (split " + name + ")";
+        break;
+      }
+    }
   }
+  return val;
+}
+
+// --seq-len: next-token windows over a token stream.
+Expected<TrainData> token_train_data(const DataOptions& o, const data::OpenedDataset& opened, const Table& train,
+                                     const ValidationTable& val) {
+  if (o.loss != "xent") return invalid_argument("--seq-len trains next-token classes: --loss mse does not apply");
+  if (!o.normalize.empty() && o.normalize != "none")
+    return invalid_argument("--normalize with --seq-len: token ids are classes, not values to normalise");
+  // The tokenizer's pieces when the dataset names one (troupe data tokenize); every byte for
+  // text:FILE (a byte-level model reads any text).
+  int min_vocab = o.data.rfind("text:", 0) == 0 ? 256 : 0;
+  if (!opened.tokenizer.empty()) {
+    auto tokenizer = data::Tokenizer::load(opened.tokenizer);
+    if (!tokenizer.ok()) return tokenizer.status().with_context("--data " + o.data + ": its dataset.yaml's tokenizer");
+    min_vocab = tokenizer->vocab();
+  }
+  auto w = token_window_data(train, val.table ? &*val.table : nullptr, o, val.from, min_vocab);
+  if (!w.ok()) return w.status();
+  TrainData out;
+  out.train = std::make_shared<const Dataset>(std::move(w->train));
+  out.test = std::make_shared<const Dataset>(std::move(w->test));
+  out.description = o.data + ": " + w->description;
+  return out;
+}
+
+// Checks that the validation table reads like the training one: the same inputs (type and shape)
+// and a target of the same kind. Text labels are re-indexed to the training set's classes; numeric
+// ones raise *classes to cover the validation set's largest label.
+Status match_validation(const Field& y, const std::vector<const Field*>& xs, bool values, ValidationTable& val,
+                        int* classes) {
+  auto vy = pick_target(*val.table, y.name, val.from);
+  if (!vy.ok()) return vy.status();
+  for (const Field* f : xs) {
+    const Field* v = val.table->find(f->name);
+    if (!v) return invalid_argument(val.from + ": no field '" + f->name + "' (an input of the training set)");
+    if (v->array.type != f->array.type || v->array.example_shape() != f->array.example_shape())
+      return invalid_argument(val.from + ": field '" + f->name + "' is " +
+                              data::describe(v->array.type, v->array.example_shape()) + " (" + v->source +
+                              "), the training set's is " + data::describe(f->array.type, f->array.example_shape()) +
+                              " (" + f->source + "): they would be read differently");
+  }
+  if (values) {
+    if ((*vy)->array.example_shape() != y.array.example_shape())
+      return invalid_argument(val.from + ": the target '" + (*vy)->name + "' is " +
+                              data::describe((*vy)->array.type, (*vy)->array.example_shape()) +
+                              ", the training set's is " + data::describe(y.array.type, y.array.example_shape()));
+  } else if (y.classes.empty() && !(*vy)->classes.empty())
+    return invalid_argument(val.from + ": the validation set's labels are text (" + data::join((*vy)->classes) +
+                            "), the training set's are numbers");
+  if (!values && !y.classes.empty()) {
+    if ((*vy)->classes.empty())
+      return invalid_argument(val.from + ": the training set's labels are text (" + data::join(y.classes) +
+                              "), the validation set's are numbers");
+    auto remapped = remap_classes(**vy, y, val.from);
+    if (!remapped.ok()) return remapped.status();
+    for (Field& f : val.table->fields)
+      if (f.name == remapped->name) f = std::move(*remapped);
+  } else if (!values) {
+    auto vhi = max_label(**vy, val.from);
+    if (!vhi.ok()) return vhi.status();
+    *classes = std::max<int>(*classes, static_cast<int>(*vhi + 1));
+  }
+  return {};
+}
+
+// The set evaluated on: the validation table's, else a seeded share (--val-fraction) split off
+// *train, which keeps the rest. val.from then says which share it is.
+Expected<Dataset> evaluation_set(const DataOptions& o, ValidationTable& val, const std::vector<std::string>& input_names,
+                                 const std::string& target, int classes, bool values, Dataset* train) {
+  if (val.table) {
+    auto t = to_dataset(*val.table, input_names, target, classes, val.from, values);
+    if (!t.ok()) return t.status();
+    if (t->features() != train->features())
+      return invalid_argument(val.from + ": " + std::to_string(t->features()) + " input values per example, the training set has " +
+                              std::to_string(train->features()));
+    return std::move(*t);
+  }
+  if (!(o.val_fraction > 0 && o.val_fraction < 1))
+    return invalid_argument("--val-fraction " + std::to_string(o.val_fraction) + " is not in (0, 1), and " + o.data +
+                            " has no val or test split (or give --val SPEC)");
+  auto [tr, va] = split_fraction(*train, o.val_fraction, o.seed);
+  if (va.count == 0 || tr.count == 0)
+    return invalid_argument(o.data + ": --val-fraction " + std::to_string(o.val_fraction) + " of " +
+                            std::to_string(train->count) + " examples leaves an empty set");
+  *train = std::move(tr);
+  Dataset test = materialize(va);
+  val.from = std::to_string(o.val_fraction) + " of the training split (seeded" + (values ? ")" : ", stratified)");
+  return test;
+}
+
+}  // namespace
+
+Expected<TrainData> load_train_data(const DataOptions& o) {
+  if (o.data.empty()) return builtin_train_data(o);
   data::SpecOptions so;
   so.target = o.target;
   so.token_dtype = o.token_dtype;
@@ -255,46 +380,10 @@ Expected<TrainData> load_train_data(const DataOptions& o) {
   const std::string target = o.target.empty() ? opened->target : o.target;
   auto train_table = training_split(*opened, o.data);
   if (!train_table.ok()) return train_table.status();
-  // The validation table: --val, else the dataset's own val or test split.
-  std::optional<Table> val_table;
-  std::string val_from;
-  if (!o.val.empty()) {
-    auto v = data::open_dataset(o.val, so);
-    if (!v.ok()) return v.status().with_context("--val");
-    auto t = training_split(*v, o.val);
-    if (!t.ok()) return t.status();
-    val_table = std::move(*t);
-    val_from = o.val;
-  } else {
-    for (const char* name : {"val", "test"}) {
-      auto it = opened->splits.find(name);
-      if (it != opened->splits.end() && opened->splits.size() > 1) {  // (a lone split is the training one)
-        val_table = it->second;
-        val_from = o.data + " (split " + name + ")";
-        break;
-      }
-    }
-  }
+  auto val = validation_table(o, so, *opened);
+  if (!val.ok()) return val.status();
   if (o.loss != "xent" && o.loss != "mse") return invalid_argument("--loss " + o.loss + ": xent or mse");
-  if (o.seq_len > 0) {
-    if (o.loss != "xent") return invalid_argument("--seq-len trains next-token classes: --loss mse does not apply");
-    if (!o.normalize.empty() && o.normalize != "none")
-      return invalid_argument("--normalize with --seq-len: token ids are classes, not values to normalise");
-    // The tokenizer's pieces when the dataset names one (troupe data tokenize); every byte for
-    // text:FILE (a byte-level model reads any text).
-    int min_vocab = o.data.rfind("text:", 0) == 0 ? 256 : 0;
-    if (!opened->tokenizer.empty()) {
-      auto tokenizer = data::Tokenizer::load(opened->tokenizer);
-      if (!tokenizer.ok()) return tokenizer.status().with_context("--data " + o.data + ": its dataset.yaml's tokenizer");
-      min_vocab = tokenizer->vocab();
-    }
-    auto w = token_window_data(*train_table, val_table ? &*val_table : nullptr, o, val_from, min_vocab);
-    if (!w.ok()) return w.status();
-    out.train = std::make_shared<const Dataset>(std::move(w->train));
-    out.test = std::make_shared<const Dataset>(std::move(w->test));
-    out.description = o.data + ": " + w->description;
-    return out;
-  }
+  if (o.seq_len > 0) return token_train_data(o, *opened, *train_table, *val);
   const bool values = o.loss == "mse";
   auto y = pick_target(*train_table, target, o.data);
   if (!y.ok()) return y.status();
@@ -310,66 +399,15 @@ Expected<TrainData> load_train_data(const DataOptions& o) {
   if (!xs.ok()) return xs.status();
   std::vector<std::string> input_names;
   for (const Field* f : *xs) input_names.push_back(f->name);
-  if (val_table) {
-    auto vy = pick_target(*val_table, (*y)->name, val_from);
-    if (!vy.ok()) return vy.status();
-    for (const Field* f : *xs) {
-      const Field* v = val_table->find(f->name);
-      if (!v) return invalid_argument(val_from + ": no field '" + f->name + "' (an input of the training set)");
-      if (v->array.type != f->array.type || v->array.example_shape() != f->array.example_shape())
-        return invalid_argument(val_from + ": field '" + f->name + "' is " +
-                                data::describe(v->array.type, v->array.example_shape()) + " (" + v->source +
-                                "), the training set's is " + data::describe(f->array.type, f->array.example_shape()) +
-                                " (" + f->source + "): they would be read differently");
-    }
-    if (values) {
-      if ((*vy)->array.example_shape() != (*y)->array.example_shape())
-        return invalid_argument(val_from + ": the target '" + (*vy)->name + "' is " +
-                                data::describe((*vy)->array.type, (*vy)->array.example_shape()) +
-                                ", the training set's is " + data::describe((*y)->array.type, (*y)->array.example_shape()));
-    } else if ((*y)->classes.empty() && !(*vy)->classes.empty())
-      return invalid_argument(val_from + ": the validation set's labels are text (" + data::join((*vy)->classes) +
-                              "), the training set's are numbers");
-    if (!values && !(*y)->classes.empty()) {
-      if ((*vy)->classes.empty())
-        return invalid_argument(val_from + ": the training set's labels are text (" + data::join((*y)->classes) +
-                                "), the validation set's are numbers");
-      auto remapped = remap_classes(**vy, **y, val_from);
-      if (!remapped.ok()) return remapped.status();
-      for (Field& f : val_table->fields)
-        if (f.name == remapped->name) f = std::move(*remapped);
-    } else if (!values) {
-      auto vhi = max_label(**vy, val_from);
-      if (!vhi.ok()) return vhi.status();
-      classes = std::max<int>(classes, static_cast<int>(*vhi + 1));
-    }
-  }
+  if (val->table) TROUPE_RETURN_IF_ERROR(match_validation(**y, *xs, values, *val, &classes));
   auto train = to_dataset(*train_table, input_names, (*y)->name, classes, o.data, values, o.stream);
   if (!train.ok()) return train.status();
   auto norm = make_normalization(o.normalize, *xs);
   if (!norm.ok()) return norm.status();
-  Dataset test;
-  if (val_table) {
-    auto t = to_dataset(*val_table, input_names, (*y)->name, classes, val_from, values);
-    if (!t.ok()) return t.status();
-    if (t->features() != train->features())
-      return invalid_argument(val_from + ": " + std::to_string(t->features()) + " input values per example, the training set has " +
-                              std::to_string(train->features()));
-    test = std::move(*t);
-  } else {
-    if (!(o.val_fraction > 0 && o.val_fraction < 1))
-      return invalid_argument("--val-fraction " + std::to_string(o.val_fraction) + " is not in (0, 1), and " + o.data +
-                              " has no val or test split (or give --val SPEC)");
-    auto [tr, va] = split_fraction(*train, o.val_fraction, o.seed);
-    if (va.count == 0 || tr.count == 0)
-      return invalid_argument(o.data + ": --val-fraction " + std::to_string(o.val_fraction) + " of " +
-                              std::to_string(train->count) + " examples leaves an empty set");
-    *train = std::move(tr);
-    test = materialize(va);
-    val_from = std::to_string(o.val_fraction) + " of the training split (seeded" + (values ? ")" : ", stratified)");
-  }
+  auto test = evaluation_set(o, *val, input_names, (*y)->name, classes, values, &*train);
+  if (!test.ok()) return test.status();
   if (!norm->empty()) {  // the training split's statistics, on both sets alike
-    for (Dataset* d : {&*train, &test}) {
+    for (Dataset* d : {&*train, &*test}) {
       d->normalization = norm->to_json();
       if (d->stream) d->stream = d->stream->normalized(*norm);
       for (int64_t i = 0; !d->stream && i < d->count; ++i) norm->apply(d->images.data() + i * d->features());
@@ -377,13 +415,14 @@ Expected<TrainData> load_train_data(const DataOptions& o) {
   }
   const std::string target_text = values ? std::to_string(train->target_width) + " value(s), --loss mse"
                                          : std::to_string(classes) + " classes";
+  TrainData out;
   out.description = o.data + ": " + std::to_string(train->count) + " training examples" +
                     (o.stream ? " (streamed from the files)" : "") + ", inputs " + field_list(*xs) +
                     (norm->empty() ? "" : ", normalised (" + o.normalize + ")") + ", target " + (*y)->name + " (" +
                     target_text + "); evaluated on " +
-                    std::to_string(test.count) + " from " + val_from;
+                    std::to_string(test->count) + " from " + val->from;
   out.train = std::make_shared<const Dataset>(std::move(*train));
-  out.test = std::make_shared<const Dataset>(std::move(test));
+  out.test = std::make_shared<const Dataset>(std::move(*test));
   return out;
 }
 
