@@ -161,32 +161,17 @@ void recovery_metrics(gcs::Store& store, std::string* out) {
       resume.sample({{"job_id", job}}, static_cast<double>(std::max<int64_t>(0, r.resumed_ms - r.detected_ms)) / 1000.0);
 }
 
-}  // namespace
-
-Expected<std::string> prometheus_metrics(gcs::Store& store) {
-  const auto began = std::chrono::steady_clock::now();
-  auto nodes = gcs::Table<gcs::NodeRecord>(store).list();
-  if (!nodes.ok()) return nodes.status();
-  auto actors = gcs::Table<gcs::ActorRecord>(store).list();
-  if (!actors.ok()) return actors.status();
-  auto jobs = gcs::Table<gcs::JobRecord>(store).list();
-  if (!jobs.ok()) return jobs.status();
-  const double read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-
-  std::string out;
-  Family(&out, "troupe_up", "gauge", "1: the head answered this scrape and read the GCS").sample({}, 1);
-  Family(&out, "troupe_gcs_read_seconds", "gauge", "Seconds this scrape's reads of the GCS took")
-      .sample({}, read_seconds);
-
-  // Nodes: counts by state over all; per-node series for the newest kMaxNodeSeries.
+// Nodes: counts by state over all; per-node series for the newest kMaxNodeSeries, to which *nodes
+// is cut (newest first).
+void node_metrics(std::vector<gcs::NodeRecord>* nodes, std::string* out) {
   std::map<std::string, int> node_states{{"ALIVE", 0}, {"SUSPECT", 0}, {"DEAD", 0}};
   for (const gcs::NodeRecord& n : *nodes) ++node_states[gcs::node_state_name(n.state)];
-  Family by_state(&out, "troupe_nodes", "gauge", "Nodes by state");
+  Family by_state(out, "troupe_nodes", "gauge", "Nodes by state");
   for (const auto& [state, count] : node_states) by_state.sample({{"state", state}}, count);
   std::sort(nodes->begin(), nodes->end(),
             [](const gcs::NodeRecord& a, const gcs::NodeRecord& b) { return a.started_ms > b.started_ms; });
   if (nodes->size() > kMaxNodeSeries) nodes->resize(kMaxNodeSeries);
-  Family up(&out, "troupe_node_up", "gauge", "1 ALIVE, 0.5 SUSPECT, 0 DEAD");
+  Family up(out, "troupe_node_up", "gauge", "1 ALIVE, 0.5 SUSPECT, 0 DEAD");
   for (const gcs::NodeRecord& n : *nodes)
     up.sample({{"node", n.id.hex()}, {"hostname", n.hostname}, {"head", n.is_head ? "1" : "0"}}, node_up(n.state));
   struct PerNode {
@@ -205,14 +190,16 @@ Expected<std::string> prometheus_metrics(gcs::Store& store) {
        [](const gcs::NodeRecord& n) { return static_cast<double>(n.used.memory_bytes); }},
   };
   for (const PerNode& p : per_node) {  // each family's samples together, as the format requires
-    Family f(&out, p.name, "gauge", p.help);
+    Family f(out, p.name, "gauge", p.help);
     for (const gcs::NodeRecord& n : *nodes) {
       f.sample({{"node", n.id.hex()}, {"kind", "total"}}, p.total(n));
       f.sample({{"node", n.id.hex()}, {"kind", "used"}}, p.used(n));
     }
   }
+}
 
-  // Each live node process's own figures, as it last published them (gcs/node_stats.h).
+// Each live node process's own figures, as it last published them (gcs/node_stats.h).
+Status node_process_metrics(gcs::Store& store, const std::vector<gcs::NodeRecord>& nodes, std::string* out) {
   int unreadable_stats = 0;
   auto stats = gcs::list_node_stats(store, &unreadable_stats);
   if (!stats.ok()) return stats.status();
@@ -238,45 +225,54 @@ Expected<std::string> prometheus_metrics(gcs::Store& store) {
        [](const gcs::NodeProcessStats& s) { return static_cast<double>(s.threads); }},
   };
   for (const PerProcess& p : per_process) {
-    Family f(&out, p.name, p.type, p.help);
-    for (const gcs::NodeRecord& n : *nodes) {
+    Family f(out, p.name, p.type, p.help);
+    for (const gcs::NodeRecord& n : nodes) {
       auto it = stats_of.find(n.id.hex());
       if (n.state != gcs::NodeState::dead && it != stats_of.end()) f.sample({{"node", n.id.hex()}}, p.value(it->second));
     }
   }
-  Family age(&out, "troupe_node_process_stats_age_seconds", "gauge",
+  Family age(out, "troupe_node_process_stats_age_seconds", "gauge",
              "How old a live node process's published figures are (they come every 5 s)");
-  for (const gcs::NodeRecord& n : *nodes) {
+  for (const gcs::NodeRecord& n : nodes) {
     auto it = stats_of.find(n.id.hex());
     if (n.state != gcs::NodeState::dead && it != stats_of.end())
       age.sample({{"node", n.id.hex()}}, static_cast<double>(now - it->second.time_ms) / 1000.0);
   }
-  Family(&out, "troupe_node_process_stats_unreadable", "gauge", "Node figures in the GCS that do not decode")
+  Family(out, "troupe_node_process_stats_unreadable", "gauge", "Node figures in the GCS that do not decode")
       .sample({}, unreadable_stats);
+  return {};
+}
 
-  // Actors: by state and type, and restarts by type (types are few: troupe.worker, troupe.ps, ...).
+// Actors: by state and type, and restarts by type (types are few: troupe.worker, troupe.ps, ...).
+// Returns the restarts by job, for the jobs' series.
+std::map<std::string, int64_t> actor_metrics(const std::vector<gcs::ActorRecord>& actors, std::string* out) {
   std::map<std::pair<std::string, std::string>, int> actor_counts;
   std::map<std::string, int64_t> restarts_by_type;
   std::map<std::string, int64_t> restarts_by_job;
-  for (const gcs::ActorRecord& a : *actors) {
+  for (const gcs::ActorRecord& a : actors) {
     ++actor_counts[{gcs::actor_state_name(a.state), a.type_name}];
     restarts_by_type[a.type_name] += a.restarts;
     if (!a.job.nil()) restarts_by_job[a.job.hex()] += a.restarts;
   }
-  Family actor_family(&out, "troupe_actors", "gauge", "Actors by state and type");
+  Family actor_family(out, "troupe_actors", "gauge", "Actors by state and type");
   for (const auto& [key, count] : actor_counts) actor_family.sample({{"state", key.first}, {"type", key.second}}, count);
-  Family actor_restarts(&out, "troupe_actor_restarts_total", "counter", "Restarts of the actors of a type");
+  Family actor_restarts(out, "troupe_actor_restarts_total", "counter", "Restarts of the actors of a type");
   for (const auto& [type, count] : restarts_by_type) actor_restarts.sample({{"type", type}}, static_cast<double>(count));
+  return restarts_by_job;
+}
 
-  // Jobs: counts by state and strategy over all; per-job series for the newest kMaxJobSeries.
+// Jobs: counts by state and strategy over all; per-job series for the newest kMaxJobSeries, to
+// which *jobs is cut (newest first).
+void job_metrics(std::vector<gcs::JobRecord>* jobs, const std::map<std::string, int64_t>& restarts_by_job,
+                 std::string* out) {
   std::map<std::pair<std::string, std::string>, int> job_counts;
   for (const gcs::JobRecord& j : *jobs) ++job_counts[{gcs::job_state_name(j.state), j.strategy}];
-  Family job_family(&out, "troupe_jobs", "gauge", "Jobs by state and strategy");
+  Family job_family(out, "troupe_jobs", "gauge", "Jobs by state and strategy");
   for (const auto& [key, count] : job_counts) job_family.sample({{"state", key.first}, {"strategy", key.second}}, count);
   std::sort(jobs->begin(), jobs->end(),
             [](const gcs::JobRecord& a, const gcs::JobRecord& b) { return a.submitted_ms > b.submitted_ms; });
   if (jobs->size() > kMaxJobSeries) jobs->resize(kMaxJobSeries);
-  Family info(&out, "troupe_job_info", "gauge", "1 per job, its name, strategy and state as labels");
+  Family info(out, "troupe_job_info", "gauge", "1 per job, its name, strategy and state as labels");
   for (const gcs::JobRecord& j : *jobs)
     info.sample({{"job_id", j.id.hex()}, {"name", j.name}, {"strategy", j.strategy},
                  {"state", gcs::job_state_name(j.state)}}, 1);
@@ -300,14 +296,36 @@ Expected<std::string> prometheus_metrics(gcs::Store& store) {
       {"troupe_job_workers", "gauge", "The job's workers", [](const gcs::JobRecord& j) { return double(j.workers); }},
   };
   for (const PerJob& p : per_job) {
-    Family f(&out, p.name, p.type, p.help);
+    Family f(out, p.name, p.type, p.help);
     for (const gcs::JobRecord& j : *jobs) f.sample({{"job_id", j.id.hex()}}, p.value(j));
   }
-  Family job_restarts(&out, "troupe_job_restarts_total", "counter", "Restarts of the job's actors");
+  Family job_restarts(out, "troupe_job_restarts_total", "counter", "Restarts of the job's actors");
   for (const gcs::JobRecord& j : *jobs) {
     auto it = restarts_by_job.find(j.id.hex());
     job_restarts.sample({{"job_id", j.id.hex()}}, it == restarts_by_job.end() ? 0.0 : static_cast<double>(it->second));
   }
+}
+
+}  // namespace
+
+Expected<std::string> prometheus_metrics(gcs::Store& store) {
+  const auto began = std::chrono::steady_clock::now();
+  auto nodes = gcs::Table<gcs::NodeRecord>(store).list();
+  if (!nodes.ok()) return nodes.status();
+  auto actors = gcs::Table<gcs::ActorRecord>(store).list();
+  if (!actors.ok()) return actors.status();
+  auto jobs = gcs::Table<gcs::JobRecord>(store).list();
+  if (!jobs.ok()) return jobs.status();
+  const double read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+
+  std::string out;
+  Family(&out, "troupe_up", "gauge", "1: the head answered this scrape and read the GCS").sample({}, 1);
+  Family(&out, "troupe_gcs_read_seconds", "gauge", "Seconds this scrape's reads of the GCS took")
+      .sample({}, read_seconds);
+  node_metrics(&*nodes, &out);
+  TROUPE_RETURN_IF_ERROR(node_process_metrics(store, *nodes, &out));
+  const std::map<std::string, int64_t> restarts_by_job = actor_metrics(*actors, &out);
+  job_metrics(&*jobs, restarts_by_job, &out);
   recovery_metrics(store, &out);
   TROUPE_RETURN_IF_ERROR(worker_metrics(store, *jobs, &out));
   return out;
