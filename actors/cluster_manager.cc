@@ -225,42 +225,96 @@ bool same_resources(const gcs::Resources& a, const gcs::Resources& b) {
   return a.cpus == b.cpus && a.gpus == b.gpus && a.memory_bytes == b.memory_bytes;
 }
 
+// A tick long after the one before: the head itself did not run (stopped, or starved of CPU), so
+// it heard nobody meanwhile and the nodes' silence is its own. Timed on the head's monotonic
+// clock: the wall clock may jump. `entered` is when the tick began, on the wall clock.
+void note_head_pause(const ClusterManagerOptions& o, int64_t now_ms, int64_t entered, int64_t* last_tick_ms,
+                     int64_t* grace_until_ms) {
+  const int64_t ran = o.monotonic();
+  if (*last_tick_ms > 0 && ran - *last_tick_ms > o.detector.suspect_after_ms) {
+    *grace_until_ms = std::max(*grace_until_ms, std::max(now_ms, entered) + o.detector.dead_after_ms);
+    spdlog::warn("the head did not run for {} ms (stopped or starved): no node is suspected for the next {} ms",
+                 ran - *last_tick_ms, o.detector.dead_after_ms);
+  }
+  *last_tick_ms = ran;
+}
+
+// After the tick's read of the nodes table, begun at `entered`: a GCS that was away (or answered
+// late) leaves the nodes a full timeout before any is suspected.
+void note_store_outage(const ClusterManagerOptions& o, int64_t now_ms, int64_t entered, bool* store_outage,
+                       int64_t* grace_until_ms) {
+  // A read that waited out a GCS restart inside the client's reconnect budget succeeds late, as
+  // does one queued behind a heartbeat that did: heartbeats could not be taken meanwhile either.
+  const int64_t stalled = o.clock() - entered;
+  if (stalled > o.detector.suspect_after_ms && !*store_outage) {
+    spdlog::info("the GCS answered the head only after {} ms", stalled);
+    *store_outage = true;
+  }
+  if (*store_outage) {
+    // The silence is the store's, not the nodes': give every node a full timeout from now before
+    // suspecting it (heartbeats taken meanwhile are in memory, but a node may have been between
+    // reconnects while the head stalled on the store).
+    *store_outage = false;
+    // From the time the GCS answered, not the tick's (taken before a read that may have stalled).
+    *grace_until_ms = std::max(*grace_until_ms, std::max(now_ms, o.clock()) + o.detector.dead_after_ms);
+    spdlog::info("GCS reachable again: no node is suspected for the next {} ms", o.detector.dead_after_ms);
+  }
+}
+
+// Is the head service taking heartbeats? (options.self) While its own heartbeat is overdue no node
+// is suspected; once it comes again, a short grace follows.
+void note_service_stall(const ClusterManagerOptions& o, int64_t now_ms, const std::map<NodeId, int64_t>& heard,
+                        bool* service_stalled, int64_t* grace_until_ms) {
+  if (!o.self) return;
+  auto own = heard.find(*o.self);
+  // Sent every tick: two periods without it (before any node could be suspected) is a stall.
+  const int64_t limit = std::min(2 * o.heartbeat_period_ms, o.detector.suspect_after_ms / 2);
+  const bool overdue = own != heard.end() && now_ms - own->second > limit;
+  if (overdue && !*service_stalled) {
+    spdlog::warn("the head service has not taken the head's own heartbeat for {} ms (busy): no node is suspected "
+                 "until it does", now_ms - own->second);
+    *service_stalled = true;
+  } else if (!overdue && *service_stalled) {
+    // Its mailbox is drained in order, the nodes' heartbeats that waited there with it: a short
+    // grace covers a tick that runs during the drain; a node that sent nothing while the service
+    // was busy is as silent as it looks.
+    *service_stalled = false;
+    *grace_until_ms = std::max(*grace_until_ms, std::max(now_ms, o.clock()) + o.detector.suspect_after_ms);
+    spdlog::info("the head service takes heartbeats again: no node is suspected for the next {} ms",
+                 o.detector.suspect_after_ms);
+  }
+}
+
+// Brings a listed record up to date with what its node's heartbeats noted since it was written (a
+// DEAD node's are not taken): true when that changed it.
+bool take_heard(NodeRecord* n, const std::map<NodeId, int64_t>& heard, const std::map<NodeId, gcs::Resources>& used) {
+  auto h = heard.find(n->id);
+  if (h == heard.end() || n->state == NodeState::dead) return false;
+  bool fresh = false;
+  if (h->second > n->last_heartbeat_ms) {
+    n->last_heartbeat_ms = h->second;
+    fresh = true;
+  }
+  auto u = used.find(n->id);
+  if (u != used.end() && !same_resources(u->second, n->used)) {
+    n->used = u->second;
+    fresh = true;
+  }
+  return fresh;
+}
+
 }  // namespace
 
 Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
   const int64_t entered = now();
   std::lock_guard<std::mutex> lock(mu_);
-  // A tick long after the one before: the head itself did not run (stopped, or starved of CPU), so
-  // it heard nobody meanwhile and the nodes' silence is its own. Timed on the head's monotonic
-  // clock: the wall clock may jump.
-  const int64_t ran = options_.monotonic();
-  if (last_tick_ms_ > 0 && ran - last_tick_ms_ > options_.detector.suspect_after_ms) {
-    grace_until_ms_ = std::max(grace_until_ms_, std::max(now_ms, entered) + options_.detector.dead_after_ms);
-    spdlog::warn("the head did not run for {} ms (stopped or starved): no node is suspected for the next {} ms",
-                 ran - last_tick_ms_, options_.detector.dead_after_ms);
-  }
-  last_tick_ms_ = ran;
+  note_head_pause(options_, now_ms, entered, &last_tick_ms_, &grace_until_ms_);
   auto listed = gcs::Table<NodeRecord>(store_).list();
   if (!listed.ok()) {
     store_outage_ = true;
     return listed.status().with_context("cluster manager tick: reading the nodes table");
   }
-  // A read that waited out a GCS restart inside the client's reconnect budget succeeds late, as
-  // does one queued behind a heartbeat that did: heartbeats could not be taken meanwhile either.
-  const int64_t stalled = now() - entered;
-  if (stalled > options_.detector.suspect_after_ms && !store_outage_) {
-    spdlog::info("the GCS answered the head only after {} ms", stalled);
-    store_outage_ = true;
-  }
-  if (store_outage_) {
-    // The silence is the store's, not the nodes': give every node a full timeout from now before
-    // suspecting it (heartbeats taken meanwhile are in memory, but a node may have been between
-    // reconnects while the head stalled on the store).
-    store_outage_ = false;
-    // From the time the GCS answered, not the tick's (taken before a read that may have stalled).
-    grace_until_ms_ = std::max(grace_until_ms_, std::max(now_ms, now()) + options_.detector.dead_after_ms);
-    spdlog::info("GCS reachable again: no node is suspected for the next {} ms", options_.detector.dead_after_ms);
-  }
+  note_store_outage(options_, now_ms, entered, &store_outage_, &grace_until_ms_);
   std::map<NodeId, int64_t> heard;  // what heartbeats noted since, copied out of their lock
   std::map<NodeId, gcs::Resources> used;
   {
@@ -268,25 +322,7 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
     heard = heard_ms_;
     used = used_;
   }
-  if (options_.self) {  // is the head service taking heartbeats? (options.self)
-    auto own = heard.find(*options_.self);
-    // Sent every tick: two periods without it (before any node could be suspected) is a stall.
-    const int64_t limit = std::min(2 * options_.heartbeat_period_ms, options_.detector.suspect_after_ms / 2);
-    const bool overdue = own != heard.end() && now_ms - own->second > limit;
-    if (overdue && !service_stalled_) {
-      spdlog::warn("the head service has not taken the head's own heartbeat for {} ms (busy): no node is suspected "
-                   "until it does", now_ms - own->second);
-      service_stalled_ = true;
-    } else if (!overdue && service_stalled_) {
-      // Its mailbox is drained in order, the nodes' heartbeats that waited there with it: a short
-      // grace covers a tick that runs during the drain; a node that sent nothing while the service
-      // was busy is as silent as it looks.
-      service_stalled_ = false;
-      grace_until_ms_ = std::max(grace_until_ms_, std::max(now_ms, now()) + options_.detector.suspect_after_ms);
-      spdlog::info("the head service takes heartbeats again: no node is suspected for the next {} ms",
-                   options_.detector.suspect_after_ms);
-    }
-  }
+  note_service_stall(options_, now_ms, heard, &service_stalled_, &grace_until_ms_);
   std::vector<NodeRecord>& nodes = *listed;
   TROUPE_RETURN_IF_ERROR(refill(&nodes, now_ms).with_context("cluster manager tick"));
   std::sort(nodes.begin(), nodes.end(), [](const NodeRecord& a, const NodeRecord& b) { return a.id < b.id; });
@@ -301,19 +337,8 @@ Expected<TickReport> ClusterManager::tick(int64_t now_ms) {
   std::vector<NodeRecord> beats;  // nodes heard since their record was written, with nothing else to write
   for (auto& n : nodes) {
     const int64_t recorded = n.last_heartbeat_ms;
-    bool fresh = false;
+    const bool fresh = take_heard(&n, heard, used);
     auto h = heard.find(n.id);
-    if (h != heard.end() && n.state != NodeState::dead) {
-      if (h->second > n.last_heartbeat_ms) {
-        n.last_heartbeat_ms = h->second;
-        fresh = true;
-      }
-      auto u = used.find(n.id);
-      if (u != used.end() && !same_resources(u->second, n.used)) {
-        n.used = u->second;
-        fresh = true;
-      }
-    }
     // A node of an earlier head (a restarted head) heartbeats to nobody until it reconnects and
     // registers again: its silence is timed from this manager's start, not from its last record.
     if (h == heard.end() && n.last_heartbeat_ms < created_ms_) n.last_heartbeat_ms = created_ms_;
