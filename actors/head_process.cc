@@ -133,26 +133,84 @@ void prune_ended_actors_when_due(gcs::Store& store, int64_t keep, int64_t* next_
   }
 }
 
-Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
+namespace {
+
+// The GCS the head dials: its own connection, the watchdog's, and (riding out outages) its actors'.
+gcs::RedisStoreOptions gcs_options(const HeadProcessOptions& o) {
   gcs::RedisStoreOptions so;
   so.redis.host = o.redis_host;
   so.redis.port = o.redis_port;
   so.redis.password = o.redis_password;
-  std::unique_ptr<gcs::RedisWatchdog> watchdog;  // before the GCS is dialled: a dead one is started
-  if (o.embedded_redis) {
-    gcs::RedisWatchdogOptions wo;
-    wo.server = *o.embedded_redis;
-    wo.pid_files = {o.redis_pid_file};
-    wo.on_restart = [so](const std::string& what) {  // its own connection: this is the watchdog's thread
-      auto events = gcs::RedisStore::connect(so);
-      Status st = events.ok() ? gcs::record_event(**events, gcs::Event{0, "gcs_restarted", "", what})
-                              : events.status();
-      if (!st.ok()) spdlog::warn("head: recording gcs_restarted: {}", st.to_string());
-    };
-    auto started = gcs::RedisWatchdog::start(std::move(wo));
-    if (!started.ok()) return started.status().with_context("head: watching the embedded redis-server");
-    watchdog = std::move(*started);
+  return so;
+}
+
+// With an embedded redis-server: its watchdog, started before the GCS is dialled so that a dead
+// server is started again. Null without one.
+Expected<std::unique_ptr<gcs::RedisWatchdog>> watch_embedded_redis(const HeadProcessOptions& o,
+                                                                   const gcs::RedisStoreOptions& so) {
+  if (!o.embedded_redis) return std::unique_ptr<gcs::RedisWatchdog>();
+  gcs::RedisWatchdogOptions wo;
+  wo.server = *o.embedded_redis;
+  wo.pid_files = {o.redis_pid_file};
+  wo.on_restart = [so](const std::string& what) {  // its own connection: this is the watchdog's thread
+    auto events = gcs::RedisStore::connect(so);
+    Status st = events.ok() ? gcs::record_event(**events, gcs::Event{0, "gcs_restarted", "", what})
+                            : events.status();
+    if (!st.ok()) spdlog::warn("head: recording gcs_restarted: {}", st.to_string());
+  };
+  auto started = gcs::RedisWatchdog::start(std::move(wo));
+  if (!started.ok()) return started.status().with_context("head: watching the embedded redis-server");
+  return std::move(*started);
+}
+
+// The head service's options; spawns the actor that answers the nodes' heartbeats, so that they
+// never wait behind the service's GCS calls.
+HeadServiceOptions head_service_options(const HeadProcessOptions& o, gcs::Store& gcs, ClusterManager* cluster,
+                                        ActorSystem& system, const NodeId& head_id, const caf::actor& nm) {
+  HeadServiceOptions hs;
+  hs.store = &gcs;
+  hs.cluster = cluster;
+  hs.system = &system;
+  hs.gcs_info.redis_host = o.redis_host;
+  hs.gcs_info.redis_port = o.redis_port;
+  hs.gcs_info.redis_password = o.redis_password;
+  hs.gcs_info.heartbeat_period_ms = o.config.heartbeat_period_ms;
+  hs.gcs_info.heartbeats = spawn_heartbeat_receiver(system.system(), cluster);
+  hs.default_policy = o.config.scheduler_policy;
+  hs.head_node = head_id;
+  hs.head_node_manager = nm;
+  return hs;
+}
+
+// The head's own node record: the head offers its resources to actors like any node.
+gcs::NodeRecord head_record(const NodeId& head_id, const std::string& address, const NodeResources& resources) {
+  gcs::NodeRecord self;
+  self.id = head_id;
+  self.address = address;
+  self.hostname = resources.hostname;
+  self.pid = static_cast<int>(::getpid());
+  self.is_head = true;
+  self.version = TROUPE_VERSION_STRING;
+  self.total = resources.total;
+  self.gpus = resources.gpus;
+  return self;
+}
+
+// The nodes' state changes of a tick, logged; a node declared DEAD is told to the service.
+void announce_transitions(const TickReport& report, const caf::actor& service) {
+  for (const NodeTransition& t : report.transitions) {
+    spdlog::info("node {}: {} -> {} ({})", t.node.short_hex(), gcs::node_state_name(t.from),
+                 gcs::node_state_name(t.to), t.reason);
+    if (t.to == gcs::NodeState::dead) caf::anon_send(service, NodeDeclaredDead{t.node.hex(), t.reason});
   }
+}
+
+}  // namespace
+
+Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
+  const gcs::RedisStoreOptions so = gcs_options(o);
+  auto watchdog = watch_embedded_redis(o, so);  // before the GCS is dialled: a dead one is started
+  if (!watchdog.ok()) return watchdog.status();
   auto store = gcs::RedisStore::connect(so);
   if (!store.ok()) return store.status().with_context("head: connecting to the GCS");
   auto resources = detect_node_resources(o.resources);
@@ -180,19 +238,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   ActorSystem& system = (*runtime)->system();
   const caf::actor nm = (*runtime)->node_manager();
 
-  HeadServiceOptions hs;
-  hs.store = &gcs;
-  hs.cluster = cluster.get();
-  hs.system = &system;
-  hs.gcs_info.redis_host = o.redis_host;
-  hs.gcs_info.redis_port = o.redis_port;
-  hs.gcs_info.redis_password = o.redis_password;
-  hs.gcs_info.heartbeat_period_ms = o.config.heartbeat_period_ms;
-  // Nodes' heartbeats are answered by an actor of their own, never behind the service's GCS calls.
-  hs.gcs_info.heartbeats = spawn_heartbeat_receiver(system.system(), cluster.get());
-  hs.default_policy = o.config.scheduler_policy;
-  hs.head_node = head_id;
-  hs.head_node_manager = nm;
+  HeadServiceOptions hs = head_service_options(o, gcs, cluster.get(), system, head_id, nm);
   caf::actor service = spawn_head_service(system.system(), hs);
   // The service keeps itself alive (its job watch timer), the receiver waits for heartbeats: every
   // way out of here stops both, or the actor system would wait for them forever.
@@ -211,15 +257,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
   TROUPE_RETURN_IF_ERROR(start_dashboard(o, so, gcs, system, &board));
   // Registered last: `troupe up` takes an ALIVE head as ready for nodes to join, so the service must
   // be reachable by then.
-  gcs::NodeRecord self;
-  self.id = head_id;
-  self.address = (*runtime)->address();
-  self.hostname = resources->hostname;
-  self.pid = static_cast<int>(::getpid());
-  self.is_head = true;
-  self.version = TROUPE_VERSION_STRING;
-  self.total = resources->total;
-  self.gpus = resources->gpus;
+  const gcs::NodeRecord self = head_record(head_id, (*runtime)->address(), *resources);
   TROUPE_RETURN_IF_ERROR(cluster->register_node(self, o.token, TROUPE_VERSION_STRING));
 
   // A GCS that answers without this stamp lost its data (gcs/gcs_stamp.h).
@@ -237,11 +275,7 @@ Status run_head(const HeadProcessOptions& o, const std::atomic<bool>& stop) {
     auto report = cluster->tick();
     int64_t wait_ms = o.config.heartbeat_period_ms;
     if (report.ok()) {
-      for (const NodeTransition& t : report->transitions) {
-        spdlog::info("node {}: {} -> {} ({})", t.node.short_hex(), gcs::node_state_name(t.from),
-                     gcs::node_state_name(t.to), t.reason);
-        if (t.to == gcs::NodeState::dead) caf::anon_send(service, NodeDeclaredDead{t.node.hex(), t.reason});
-      }
+      announce_transitions(*report, service);
       wait_ms = std::max<int64_t>(1, std::min<int64_t>(wait_ms, report->next_tick_ms - gcs::now_ms()));
     } else {
       spdlog::warn("head: failure-detector tick failed: {}", report.status().to_string());
