@@ -10,6 +10,8 @@
 #include <fstream>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 
 #include "cli/bench_launch.h"
 #include "cli/bench_netns.h"
@@ -229,6 +231,114 @@ std::vector<AllreduceCase> plan_cases(const BenchAllreduceOptions& o) {
   return cases;
 }
 
+namespace {
+
+// --netns: the two hosts (deleted with this), the link measured between them, and the flags that
+// tell troupe's ranks where each rank runs.
+struct NetnsSetup {
+  std::unique_ptr<NetnsHosts> hosts;
+  NetnsLink link;
+  std::vector<std::string> rank_placement;
+};
+
+// --netns: makes the two hosts, measures their link and places the ranks on them (where->hosts);
+// ranks on both hosts and sharing one make *transport hierarchical. The exit code when that fails
+// (the failure reported), else nullopt.
+std::optional<int> set_up_netns(const char* cmd, const BenchAllreduceOptions& o, const std::string& root,
+                                NetnsSetup* netns, Placement* where, std::string* transport) {
+  auto made = NetnsHosts::create();
+  if (!made.ok()) return report_error(cmd, made.status());
+  netns->hosts = std::move(*made);
+  const NetnsHosts& hosts = *netns->hosts;
+  where->hosts = &hosts;
+  auto measured = measure_link(hosts, o.iperf_seconds, root);
+  if (!measured.ok()) {
+    std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, measured.status().message().c_str(),
+                 root.c_str());
+    return kExitFailure;
+  }
+  netns->link.one_way_gbps = measured->one_way;
+  netns->link.bidir_gbps = measured->bidir;
+  netns->link.command = "iperf3 -c " + hosts.address(1) + " -t " + std::to_string(o.iperf_seconds) +
+                        " -J [--bidir] from " + hosts.name(0) + " to a server in " + hosts.name(1);
+  std::vector<int> host_of_rank;
+  std::string labels;
+  for (int r = 0; r < o.ranks; ++r) {
+    host_of_rank.push_back(where->host(r));
+    labels += (r ? "," : "") + std::to_string(where->host(r));
+  }
+  if (is_hierarchical(host_of_rank)) *transport = "hierarchical";
+  netns->rank_placement = {"--hosts", labels};
+  return std::nullopt;
+}
+
+// The argv of troupe's own rank program, its results in `dir` (--rank and --listen-host come per rank).
+std::vector<std::string> troupe_rank_argv(const BenchAllreduceOptions& o, const std::string& dir,
+                                          const std::string& transport, const std::vector<AllreduceCase>& cases,
+                                          const std::vector<std::string>& rank_placement) {
+  std::vector<std::string> argv = {self_executable(), "bench-rank", "--dir", dir, "--size", std::to_string(o.ranks),
+                                   "--transport", o.netns ? "tcp" : transport, "--dtype", dtype_name(o.dtype),
+                                   "--op", o.op, "--algorithm", o.algorithm, "--timeout", seconds(o.timeout),
+                                   "--zero-copy", o.zero_copy ? "true" : "false"};
+  for (const std::string& f : case_flags(cases)) argv.push_back(f);
+  for (const std::string& f : rank_placement) argv.push_back(f);
+  return argv;
+}
+
+// Runs troupe's ranks (`argv`, each listening on its placed address), their results in `dir`.
+ImplementationRun run_troupe_ranks(const std::string& name, const std::string& detail, const std::string& dir,
+                                   const std::vector<std::string>& argv, const BenchAllreduceOptions& o,
+                                   const std::vector<AllreduceCase>& cases, const Placement& where, int* exit_code) {
+  return run_implementation(name, detail, dir, o, cases,
+                            [&](auto* out) {
+                              return start_ranks(argv, o.ranks, dir, out, where, [&](int r) {
+                                return std::vector<std::string>{"--listen-host", where.address(r)};
+                              });
+                            },
+                            exit_code);
+}
+
+// --peers tls: troupe's ranks again (`argv`), their TCP mesh under TLS (a CA and a certificate made
+// for the run). An error when those cannot be made.
+Expected<ImplementationRun> run_troupe_tls(const BenchAllreduceOptions& o, const std::vector<AllreduceCase>& cases,
+                                           const std::string& root, const std::vector<std::string>& argv,
+                                           const Placement& where, int* exit_code) {
+  const std::string tls_dir = root + "/tls";
+  Status made = tls::make_ca(tls_dir, "bench");
+  if (made.ok()) made = tls::issue_member(tls_dir, tls_dir, "rank", {}).status();
+  if (!made.ok()) return made.with_context("--peers tls");
+  const std::string tdir = root + "/troupe-tls";
+  fs::create_directories(tdir);
+  std::vector<std::string> targv = argv;
+  targv[3] = tdir;  // --dir
+  targv.insert(targv.end(), {"--tls-dir", tls_dir});
+  return run_troupe_ranks("troupe+tls", "troupe Communicator::allreduce, TCP mesh under TLS 1.3", tdir, targv, o,
+                          cases, where, exit_code);
+}
+
+// Whether every run that ran succeeded with right results; each failure and wrong result is
+// reported (a peer that could not run only warned).
+bool all_right(const char* cmd, const ImplementationRun& ours, const std::vector<ImplementationRun>& peers) {
+  std::vector<const ImplementationRun*> runs = {&ours};
+  for (const ImplementationRun& p : peers) runs.push_back(&p);
+  bool ok = true;
+  for (const ImplementationRun* run : runs) {
+    if (run->status == "failed") {
+      std::fprintf(stderr, "troupe %s: error: %s failed: %s\n", cmd, run->name.c_str(), run->detail.c_str());
+      ok = false;
+    }
+    for (const CaseSummary& c : run->cases) {
+      if (c.wrong == 0) continue;
+      std::fprintf(stderr, "troupe %s: error: %s got %llu wrong elements at %zu bytes\n", cmd, run->name.c_str(),
+                   static_cast<unsigned long long>(c.wrong), c.bytes);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
 int run_bench_allreduce(const BenchAllreduceOptions& o) {
   const char* cmd = "bench allreduce";
   auto transport = resolve_transport(o.transport);
@@ -248,53 +358,20 @@ int run_bench_allreduce(const BenchAllreduceOptions& o) {
   const std::string root = tmpl;
 
   // --netns: the two hosts (deleted when this function returns, however it returns) and their link.
-  std::unique_ptr<NetnsHosts> hosts;
+  NetnsSetup netns;
   Placement where;
   where.ranks = o.ranks;
-  NetnsLink link;
-  std::vector<std::string> rank_placement;
   if (o.netns) {
-    auto made = NetnsHosts::create();
-    if (!made.ok()) return report_error(cmd, made.status());
-    hosts = std::move(*made);
-    where.hosts = hosts.get();
-    auto measured = measure_link(*hosts, o.iperf_seconds, root);
-    if (!measured.ok()) {
-      std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, measured.status().message().c_str(),
-                   root.c_str());
-      return kExitFailure;
-    }
-    link.one_way_gbps = measured->one_way;
-    link.bidir_gbps = measured->bidir;
-    link.command = "iperf3 -c " + hosts->address(1) + " -t " + std::to_string(o.iperf_seconds) +
-                   " -J [--bidir] from " + hosts->name(0) + " to a server in " + hosts->name(1);
-    std::vector<int> host_of_rank;
-    std::string labels;
-    for (int r = 0; r < o.ranks; ++r) {
-      host_of_rank.push_back(where.host(r));
-      labels += (r ? "," : "") + std::to_string(where.host(r));
-    }
-    if (is_hierarchical(host_of_rank)) *transport = "hierarchical";
-    rank_placement = {"--hosts", labels};
+    if (auto failed = set_up_netns(cmd, o, root, &netns, &where, &*transport)) return *failed;
   }
 
   // troupe's own ranks first: without them there is nothing to compare with.
   int exit_code = 0;
   const std::string dir = root + "/troupe";
   fs::create_directories(dir);
-  std::vector<std::string> argv = {self_executable(), "bench-rank", "--dir", dir, "--size", std::to_string(o.ranks),
-                                   "--transport", o.netns ? "tcp" : *transport, "--dtype", dtype_name(o.dtype),
-                                   "--op", o.op, "--algorithm", o.algorithm, "--timeout", seconds(o.timeout),
-                                   "--zero-copy", o.zero_copy ? "true" : "false"};
-  for (const std::string& f : case_flags(cases)) argv.push_back(f);
-  for (const std::string& f : rank_placement) argv.push_back(f);
-  ImplementationRun ours = run_implementation("troupe", "troupe Communicator::allreduce", dir, o, cases,
-                                              [&](auto* out) {
-                                                return start_ranks(argv, o.ranks, dir, out, where, [&](int r) {
-                                                  return std::vector<std::string>{"--listen-host", where.address(r)};
-                                                });
-                                              },
-                                              &exit_code);
+  const std::vector<std::string> argv = troupe_rank_argv(o, dir, *transport, cases, netns.rank_placement);
+  ImplementationRun ours = run_troupe_ranks("troupe", "troupe Communicator::allreduce", dir, argv, o, cases, where,
+                                            &exit_code);
   if (ours.status != "ok") {
     std::fprintf(stderr, "troupe %s: error: %s\n  (logs kept in %s)\n", cmd, ours.detail.c_str(), root.c_str());
     return exit_code == kExitUsage ? kExitUsage : kExitFailure;
@@ -305,47 +382,17 @@ int run_bench_allreduce(const BenchAllreduceOptions& o) {
       peers.push_back(run_peer(name, o, cases, root, where, &exit_code));
       continue;
     }
-    // troupe's ranks again, their TCP mesh under TLS (a CA and a certificate made for the run).
-    const std::string tls_dir = root + "/tls";
-    Status made = tls::make_ca(tls_dir, "bench");
-    if (made.ok()) made = tls::issue_member(tls_dir, tls_dir, "rank", {}).status();
-    if (!made.ok()) return report_error(cmd, made.with_context("--peers tls"));
-    const std::string tdir = root + "/troupe-tls";
-    fs::create_directories(tdir);
-    std::vector<std::string> targv = argv;
-    targv[3] = tdir;  // --dir
-    targv.insert(targv.end(), {"--tls-dir", tls_dir});
-    peers.push_back(run_implementation("troupe+tls", "troupe Communicator::allreduce, TCP mesh under TLS 1.3", tdir, o,
-                                       cases,
-                                       [&](auto* out) {
-                                         return start_ranks(targv, o.ranks, tdir, out, where, [&](int r) {
-                                           return std::vector<std::string>{"--listen-host", where.address(r)};
-                                         });
-                                       },
-                                       &exit_code));
+    auto tls_run = run_troupe_tls(o, cases, root, argv, where, &exit_code);
+    if (!tls_run.ok()) return report_error(cmd, tls_run.status());
+    peers.push_back(std::move(*tls_run));
   }
 
-  const NetnsLink* shown = o.netns ? &link : nullptr;
+  const NetnsLink* shown = o.netns ? &netns.link : nullptr;
   if (o.json) std::printf("%s\n", to_json(o, *transport, ours, peers, shown).dump().c_str());
   else print_table(o, *transport, ours, peers, shown);
 
   // Exit 1 when anything that ran failed or got a wrong result; a peer that could not run only warns.
-  std::vector<const ImplementationRun*> runs = {&ours};
-  for (const ImplementationRun& p : peers) runs.push_back(&p);
-  bool ok = true;
-  for (const ImplementationRun* run : runs) {
-    if (run->status == "failed") {
-      std::fprintf(stderr, "troupe %s: error: %s failed: %s\n", cmd, run->name.c_str(), run->detail.c_str());
-      ok = false;
-    }
-    for (const CaseSummary& c : run->cases) {
-      if (c.wrong == 0) continue;
-      std::fprintf(stderr, "troupe %s: error: %s got %llu wrong elements at %zu bytes\n", cmd, run->name.c_str(),
-                   static_cast<unsigned long long>(c.wrong), c.bytes);
-      ok = false;
-    }
-  }
-  if (!ok) {
+  if (!all_right(cmd, ours, peers)) {
     std::fprintf(stderr, "troupe %s: logs kept in %s\n", cmd, root.c_str());
     return kExitFailure;
   }
