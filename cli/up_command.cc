@@ -421,6 +421,112 @@ Status join_over_ssh(const Session& s, const ClusterSpec& spec, const std::vecto
   return {};
 }
 
+namespace {
+
+// A second cluster is refused while this session's head runs.
+Status check_no_head_up(const Session& s) {
+  if (auto existing = s.read_cluster(); existing.ok()) {
+    for (const SessionProcess& p : s.processes()) {
+      if (p.role == "head" && p.alive) {
+        return invalid_argument("a cluster is already up here (head pid " + std::to_string(p.pid) + ", session " +
+                                s.dir() + "); run `troupe down` first");
+      }
+    }
+  }
+  return {};
+}
+
+// The GCS of the new cluster: the --redis server, else an embedded redis-server started in the
+// session (on the address the head listens on, with the cluster's TLS), noted in *info.
+Status start_gcs(const Session& s, const UpFlags& f, ClusterInfo* info) {
+  if (!f.redis.empty()) {
+    auto colon = f.redis.rfind(':');
+    if (colon == std::string::npos) return invalid_argument("--redis '" + f.redis + "' is not host:port");
+    info->redis_host = f.redis.substr(0, colon);
+    info->redis_port = std::atoi(f.redis.c_str() + colon + 1);
+    info->redis_password = f.redis_password;
+    info->embedded_redis = false;
+    return {};
+  }
+  gcs::RedisServerOptions ro;
+  ro.session_dir = s.redis_dir();
+  ro.bind = f.bind;  // nodes on other hosts reach the GCS at the address the head listens on
+  ro.detach = true;
+  ro.tls = info->tls;
+  auto redis = gcs::RedisServer::start(ro);
+  if (!redis.ok()) return redis.status().with_context("starting the embedded redis-server");
+  info->redis_host = f.bind;
+  info->redis_port = (*redis)->port();
+  info->redis_password = (*redis)->password();
+  (void)write_pid_file(s.pid_file("redis"), (*redis)->pid());
+  return {};
+}
+
+// The new cluster's description (its token, TLS files and GCS), with the GCS started.
+Expected<ClusterInfo> new_cluster(const Session& s, const UpFlags& f, const ClusterSpec* spec,
+                                  const std::optional<SlurmAllocation>& slurm) {
+  ClusterInfo info;
+  if (f.tls) {
+    auto files = setup_tls(s, f);
+    if (!files.ok()) return files.status();
+    info.tls = *files;
+  }
+  info.version = TROUPE_VERSION_STRING;
+  info.token = random_token();
+  info.started_ms = gcs::now_ms();
+  if (spec) info.cluster_file = std::filesystem::absolute(f.cluster_file).string();
+  if (slurm) info.slurm_job = slurm->job_id;
+  TROUPE_RETURN_IF_ERROR(start_gcs(s, f, &info));
+  return info;
+}
+
+std::optional<double> flag_cpus(const UpFlags& f) { return f.cpus > 0 ? std::optional<double>(f.cpus) : std::nullopt; }
+std::optional<int> flag_gpus(const UpFlags& f) { return f.gpus >= 0 ? std::optional<int>(f.gpus) : std::nullopt; }
+
+// What to start: --nodes N identical local nodes, the cluster file's launch plan, or one node on
+// every node of the Slurm allocation but the first (the head's).
+std::vector<NodeLaunch> node_plan(const UpFlags& f, const ClusterSpec* spec, const std::optional<SlurmAllocation>& slurm) {
+  std::vector<NodeLaunch> plan;
+  if (spec) {
+    plan = launch_plan(*spec);
+  } else if (slurm) {
+    for (size_t i = 1; i < slurm->nodes.size(); ++i) plan.push_back({"node", slurm->nodes[i].name, slurm->nodes[i].cpus, flag_gpus(f)});
+  } else {
+    for (int i = 0; i < f.nodes; ++i) plan.push_back({"node", std::nullopt, flag_cpus(f), flag_gpus(f)});
+  }
+  return plan;
+}
+
+std::vector<std::string> head_args(const UpFlags& f, const ClusterSpec* spec) {
+  std::vector<std::string> args{"head"};
+  for (const auto& a : spec ? resource_args(spec->head.cpus, spec->head.gpus) : resource_args(flag_cpus(f), flag_gpus(f))) {
+    args.push_back(a);
+  }
+  return args;
+}
+
+// What `troupe up` prints once the cluster is up: its processes, how to join it, where to look.
+void print_cluster_up(const Session& s, gcs::Store& store, const ClusterInfo& info, const std::string& label,
+                      double secs, size_t nodes, pid_t head) {
+  std::printf("troupe cluster%s up in %.2f s: head + %zu node%s ALIVE\n", label.c_str(), secs, nodes,
+              nodes == 1 ? "" : "s");
+  std::printf("  head:       %s (pid %d)\n", info.head_address.c_str(), static_cast<int>(head));
+  std::printf("  GCS:        redis %s:%d%s\n", info.redis_host.c_str(), info.redis_port,
+              info.embedded_redis ? (" (embedded, data in " + s.redis_dir() + ")").c_str() : "");
+  if (info.tls.enabled()) {
+    std::printf("  TLS:        every connection, certificates of the cluster CA %s\n", info.tls.ca.c_str());
+    std::printf("  join:       troupe tls issue --host HOST --out DIR (here), copy DIR to HOST, there: troupe up "
+                "--address %s --token %s --tls-ca DIR/ca.pem --tls-cert DIR/HOST.pem --tls-key DIR/HOST.key\n",
+                info.head_address.c_str(), info.token.c_str());
+  } else {
+    std::printf("  join:       troupe up --address %s --token %s\n", info.head_address.c_str(), info.token.c_str());
+  }
+  std::printf("  dashboard:  %s\n", dashboard_line(store, info.token).c_str());
+  std::printf("  session:    %s  (troupe status, troupe logs, troupe down)\n", s.dir().c_str());
+}
+
+}  // namespace
+
 int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
   const auto start = Clock::now();
   UpFlags f = flags;
@@ -432,51 +538,16 @@ int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
   }
   const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   Session s = Session::current();
-  if (auto existing = s.read_cluster(); existing.ok()) {
-    for (const SessionProcess& p : s.processes()) {
-      if (p.role == "head" && p.alive) {
-        return report_error("up", invalid_argument("a cluster is already up here (head pid " + std::to_string(p.pid) +
-                                                   ", session " + s.dir() + "); run `troupe down` first"));
-      }
-    }
-  }
+  TROUPE_RETURN_IF_ERROR_CLI(check_no_head_up(s), "up");
   stop_all(s);  // leftovers of a cluster that died without `troupe down`
   // A new cluster starts with an empty GCS: the embedded redis's data of an earlier cluster goes.
   std::error_code ec;
   std::filesystem::remove_all(s.redis_dir(), ec);
   TROUPE_RETURN_IF_ERROR_CLI(s.create(), "up");
 
-  ClusterInfo info;
-  if (f.tls) {
-    auto files = setup_tls(s, f);
-    if (!files.ok()) return report_error("up", files.status());
-    info.tls = *files;
-  }
-  info.version = TROUPE_VERSION_STRING;
-  info.token = random_token();
-  info.started_ms = gcs::now_ms();
-  if (spec) info.cluster_file = std::filesystem::absolute(f.cluster_file).string();
-  if (slurm) info.slurm_job = slurm->job_id;
-  if (!f.redis.empty()) {
-    auto colon = f.redis.rfind(':');
-    if (colon == std::string::npos) return report_error("up", invalid_argument("--redis '" + f.redis + "' is not host:port"));
-    info.redis_host = f.redis.substr(0, colon);
-    info.redis_port = std::atoi(f.redis.c_str() + colon + 1);
-    info.redis_password = f.redis_password;
-    info.embedded_redis = false;
-  } else {
-    gcs::RedisServerOptions ro;
-    ro.session_dir = s.redis_dir();
-    ro.bind = f.bind;  // nodes on other hosts reach the GCS at the address the head listens on
-    ro.detach = true;
-    ro.tls = info.tls;
-    auto redis = gcs::RedisServer::start(ro);
-    if (!redis.ok()) return report_error("up", redis.status().with_context("starting the embedded redis-server"));
-    info.redis_host = f.bind;
-    info.redis_port = (*redis)->port();
-    info.redis_password = (*redis)->password();
-    (void)write_pid_file(s.pid_file("redis"), (*redis)->pid());
-  }
+  auto cluster = new_cluster(s, f, spec, slurm);
+  if (!cluster.ok()) return report_error("up", cluster.status());
+  ClusterInfo& info = *cluster;
   auto store = connect_gcs(info);
   if (!store.ok()) {
     stop_all(s);
@@ -491,22 +562,8 @@ int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
   info.head_address = f.bind + ":" + std::to_string(port);
   TROUPE_RETURN_IF_ERROR_CLI(s.write_cluster(info), "up");
 
-  // What to start: --nodes N identical local nodes, or the cluster file's launch plan.
-  std::optional<double> flag_cpus = f.cpus > 0 ? std::optional<double>(f.cpus) : std::nullopt;
-  std::optional<int> flag_gpus = f.gpus >= 0 ? std::optional<int>(f.gpus) : std::nullopt;
-  std::vector<NodeLaunch> plan;
-  if (spec) {
-    plan = launch_plan(*spec);
-  } else if (slurm) {
-    for (size_t i = 1; i < slurm->nodes.size(); ++i) plan.push_back({"node", slurm->nodes[i].name, slurm->nodes[i].cpus, flag_gpus});
-  } else {
-    for (int i = 0; i < f.nodes; ++i) plan.push_back({"node", std::nullopt, flag_cpus, flag_gpus});
-  }
-  std::vector<std::string> head_args{"head"};
-  for (const auto& a : spec ? resource_args(spec->head.cpus, spec->head.gpus) : resource_args(flag_cpus, flag_gpus)) {
-    head_args.push_back(a);
-  }
-  auto head = start_role(s, "head", head_args, {});
+  const std::vector<NodeLaunch> plan = node_plan(f, spec, slurm);
+  auto head = start_role(s, "head", head_args(f, spec), {});
   Status st = head.ok() ? wait_alive(**store, 1, s, deadline) : head.status();
   if (st.ok() && spec && spec->provider == "ssh") {
     st = join_over_ssh(s, *spec, plan, info, deadline);
@@ -526,21 +583,7 @@ int up_cluster(const UpFlags& flags, GlobalOptions&, const ClusterSpec* spec) {
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   const std::string label = spec ? " '" + spec->name + "'" : slurm ? " (Slurm job " + slurm->job_id + ")" : "";
-  std::printf("troupe cluster%s up in %.2f s: head + %zu node%s ALIVE\n", label.c_str(), secs, plan.size(),
-              plan.size() == 1 ? "" : "s");
-  std::printf("  head:       %s (pid %d)\n", info.head_address.c_str(), static_cast<int>(*head));
-  std::printf("  GCS:        redis %s:%d%s\n", info.redis_host.c_str(), info.redis_port,
-              info.embedded_redis ? (" (embedded, data in " + s.redis_dir() + ")").c_str() : "");
-  if (info.tls.enabled()) {
-    std::printf("  TLS:        every connection, certificates of the cluster CA %s\n", info.tls.ca.c_str());
-    std::printf("  join:       troupe tls issue --host HOST --out DIR (here), copy DIR to HOST, there: troupe up "
-                "--address %s --token %s --tls-ca DIR/ca.pem --tls-cert DIR/HOST.pem --tls-key DIR/HOST.key\n",
-                info.head_address.c_str(), info.token.c_str());
-  } else {
-    std::printf("  join:       troupe up --address %s --token %s\n", info.head_address.c_str(), info.token.c_str());
-  }
-  std::printf("  dashboard:  %s\n", dashboard_line(**store, info.token).c_str());
-  std::printf("  session:    %s  (troupe status, troupe logs, troupe down)\n", s.dir().c_str());
+  print_cluster_up(s, **store, info, label, secs, plan.size(), *head);
   return 0;
 }
 
