@@ -42,3 +42,32 @@ endif()
 
 set(TROUPE_DATASET_DIR "/usr/share/datasets/fashion-mnist" CACHE PATH
     "Default Fashion-MNIST directory (Debian package dataset-fashion-mnist)")
+
+# libtorch (Debian's libtorch-dev, or another PyTorch's with -DTorch_DIR=<its share/cmake/Torch>): the
+# torchscript model (models/torch/), a library loaded only by the processes that train it. Without
+# it troupe builds and its torch tests skip, saying so. The Python that scripts the tests' fixtures
+# (python3-torch) is looked for beside it.
+option(TROUPE_TORCH "Build the torchscript model when libtorch is found" ON)
+set(TROUPE_WITH_TORCH OFF)
+if(TROUPE_TORCH)
+  find_package(Torch CONFIG QUIET)
+  if(Torch_FOUND)
+    set(TROUPE_WITH_TORCH ON)
+    message(STATUS "troupe: libtorch ${Torch_VERSION} found: the torchscript model is built")
+  else()
+    message(STATUS "troupe: libtorch not found (install libtorch-dev): no torchscript model")
+  endif()
+endif()
+set(TROUPE_TORCH_PYTHON "")
+if(TROUPE_WITH_TORCH)
+  foreach(candidate /usr/bin/python3 python3)
+    execute_process(COMMAND ${candidate} -c "import torch" RESULT_VARIABLE no_torch OUTPUT_QUIET ERROR_QUIET)
+    if(no_torch EQUAL 0)
+      set(TROUPE_TORCH_PYTHON ${candidate})
+      break()
+    endif()
+  endforeach()
+  if(NOT TROUPE_TORCH_PYTHON)
+    message(STATUS "troupe: no python3 with torch (install python3-torch): the torch tests will skip")
+  endif()
+endif()

@@ -10,12 +10,15 @@ packages=(
   libopenblas-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libbenchmark-dev libyaml-cpp-dev
   libcpp-httplib-dev libzip-dev libarchive-dev libpng-dev libjpeg62-turbo-dev libhdf5-dev libsentencepiece-dev
   python3-numpy python3-pil python3-h5py
+  libtorch-dev python3-torch
   dataset-fashion-mnist
   libgloo-dev libopenmpi-dev openmpi-bin iperf3 prometheus
   chromium nodejs
   openssh-client openssh-server
   slurmctld slurmd slurm-client munge tcpdump
 )
+# libtorch-dev: the torchscript model (models/torch/, PyTorch's C++ library); python3-torch scripts
+# its tests' modules (Debian's /usr/bin/python3 has it, whichever python3 comes first on PATH).
 # openssh-server: the ssh provider's test (tests/cluster/ssh_real_test.cc) runs a real sshd on loopback.
 # slurmctld, slurmd, munge: `troupe up --slurm`'s test (tests/cluster/slurm_real_test.cc) runs a real
 # two-node Slurm (the daemons in network namespaces; nothing is started as a system service).

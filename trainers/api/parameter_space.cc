@@ -23,8 +23,23 @@ Param ParameterSpace::declare(const std::string& name, const std::vector<int64_t
   p.index = static_cast<int>(blocks_.size());
   p.offset = size_;
   p.numel = numel;
-  blocks_.push_back(ParamBlock{name, shape, init, p});
+  blocks_.push_back(ParamBlock{name, shape, init, p, {}});
   size_ += numel;
+  return p;
+}
+
+Param ParameterSpace::declare(const std::string& name, const std::vector<int64_t>& shape, std::vector<float> values) {
+  Init init;
+  init.kind = Init::Kind::given;
+  const Param p = declare(name, shape, init);
+  if (p.index < 0) return p;
+  if (values.size() != p.numel) {
+    if (status_.ok())
+      status_ = invalid_argument("parameter '" + name + "': " + std::to_string(values.size()) + " starting values for " +
+                                 std::to_string(p.numel) + " elements");
+    return Param{};
+  }
+  blocks_.back().values = std::move(values);
   return p;
 }
 

@@ -55,7 +55,7 @@
 
 // Bumped whenever a type of this header changes layout or a virtual function is added, removed or
 // reordered; with the troupe version it is what a library is checked against before it is used.
-#define TROUPE_TRAINER_ABI 7  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
+#define TROUPE_TRAINER_ABI 8  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
                               // 4: mixed precision (TrainerContext::precision, Batch::loss_scale);
                               // 5: the data's schema and fields by name, targets of any width,
                               //    required_fields(), predict(), transform_example()
@@ -63,6 +63,8 @@
                               //    LayerInfo::shared
                               // 7: LayerModel::scores_values() / output_loss_values() (value targets),
                               //    views with extra segments (FlatSegment: tied blocks across stages)
+                              // 8: blocks declared with their starting values (Init::Kind::given,
+                              //    ParamBlock::values: a PyTorch module's own initialisation)
 
 namespace troupe {
 
@@ -121,9 +123,10 @@ struct TrainerContext {
 // ---- parameters ----
 
 // How the runtime fills a parameter block before the first step. Blocks are filled in declaration
-// order from one random stream seeded with the job's seed, so every replica starts identical.
+// order from one random stream seeded with the job's seed, so every replica starts identical. A
+// block declared with its values (given, ABI 8) starts from them and draws nothing from the stream.
 struct Init {
-  enum class Kind : uint8_t { zeros, constant, uniform, normal };
+  enum class Kind : uint8_t { zeros, constant, uniform, normal, given };
   Kind kind = Kind::zeros;
   float a = 0;  // constant: the value; uniform: the bound (values in [-a, a)); normal: the std deviation
   static Init zeros() { return {Kind::zeros, 0}; }
@@ -144,6 +147,7 @@ struct ParamBlock {
   std::vector<int64_t> shape;
   Init init;
   Param param;
+  std::vector<float> values;  // Init::Kind::given: the block's starting values (ABI 8)
 };
 
 // Collects the blocks a trainer declares in setup(). Blocks are laid out back to back, in
@@ -153,6 +157,9 @@ class ParameterSpace {
   // Declares a block; dimensions must be > 0 and the name unique. A bad declaration is remembered and
   // reported by the runtime after setup() returns (status()), so setup code can stay linear.
   Param declare(const std::string& name, const std::vector<int64_t>& shape, Init init);
+  // Declares a block that starts from `values` (as many as the shape holds; the same on every
+  // replica: e.g. a PyTorch module's own initialisation), ABI 8.
+  Param declare(const std::string& name, const std::vector<int64_t>& shape, std::vector<float> values);
   const std::vector<ParamBlock>& blocks() const { return blocks_; }
   size_t size() const { return size_; }
   Status status() const { return status_; }

@@ -52,7 +52,7 @@ std::map<void*, TrainerLibrary>& loaded() {
 Expected<TrainerLibrary> load_trainer_library(const std::string& path) {
   TROUPE_RETURN_IF_ERROR(check_elf(path));
   std::lock_guard<std::mutex> lock(g_mu);
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!handle) {
     const char* why = dlerror();
     return invalid_argument("cannot load trainer library " + path + ": " + (why ? why : "dlopen failed") +

@@ -1,8 +1,11 @@
 // Loading a user's trainer library (a shared object built against the installed troupe, see
 // trainers/api/trainer.h and examples/user_trainer) into this process.
 //
-// The library is opened with dlopen(RTLD_NOW | RTLD_LOCAL): every symbol resolved up front (a
-// missing one fails here, not mid-training) and none of its symbols visible to other libraries.
+// The library is opened with dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND): every symbol resolved up
+// front (a missing one fails here, not mid-training), none of its symbols visible to other
+// libraries, and its own (and its dependencies') definitions used before the process's: libtorch's
+// libprotobuf must not bind to the protobuf copy inside libsentencepiece, which troupe links (it
+// crashed in libprotobuf's initialisation).
 // Before any C++ type crosses from it, its troupe_trainer_abi() (plain C) is compared with this
 // troupe's version and ABI; only then are its registrations added to trainer_registry(). Libraries
 // are never unloaded: trainers made from them may live until the process ends.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainers/library/bundled_models.h"
+
 namespace troupe {
 
 Status check_trainer_name(const std::string& name) {
@@ -14,14 +16,24 @@ Status check_trainer_name(const std::string& name) {
   return {};
 }
 
-Expected<RegisteredTrainer> TrainerRegistry::find(const std::string& name) const {
+Expected<RegisteredTrainer> TrainerRegistry::find_registered(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const RegisteredTrainer& t : trainers_) {
     if (t.name == name) return t;
   }
-  std::vector<std::string> known;
-  for (const RegisteredTrainer& t : trainers_) known.push_back(t.name);
-  std::sort(known.begin(), known.end());
+  return not_found(name);
+}
+
+Expected<RegisteredTrainer> TrainerRegistry::find(const std::string& name) const {
+  auto found = find_registered(name);
+  if (found.ok()) return found;
+  // A bundled model (bundled_models.h) registers itself in the process's registry when loaded.
+  if (this == &trainer_registry()) {
+    Status bundled = load_bundled_model(name);
+    if (bundled.ok()) return find_registered(name);
+    if (bundled.code() != Code::not_found) return bundled;
+  }
+  const std::vector<std::string> known = names();
   std::string list;
   for (const std::string& n : known) list += (list.empty() ? "" : ", ") + n;
   return not_found("unknown trainer '" + name + "'; known: " + list +
@@ -39,10 +51,13 @@ Expected<std::unique_ptr<Trainer>> TrainerRegistry::create(const std::string& na
 bool TrainerRegistry::contains(const std::string& name) const { return find(name).ok(); }
 
 std::vector<std::string> TrainerRegistry::names() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> out;
-  for (const RegisteredTrainer& t : trainers_) out.push_back(t.name);
+  std::vector<std::string> out = this == &trainer_registry() ? bundled_model_names() : std::vector<std::string>{};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const RegisteredTrainer& t : trainers_) out.push_back(t.name);
+  }
   std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

@@ -25,6 +25,8 @@ class TrainerRegistry {
   // "unknown trainer 'cnn'; known: logreg, mlp (load a trainer library with --lib)".
   Expected<std::unique_ptr<Trainer>> create(const std::string& name) const;
   bool contains(const std::string& name) const;
+  // The process's registry loads a bundled model (trainers/library/bundled_models.h) the first time
+  // its name is asked for.
   Expected<RegisteredTrainer> find(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
   std::string names_list() const;          // "logreg, mlp"
@@ -34,6 +36,8 @@ class TrainerRegistry {
   Status add(const std::vector<TrainerRegistration>& registrations, const std::string& origin);
 
  private:
+  Expected<RegisteredTrainer> find_registered(const std::string& name) const;  // not_found(name) when absent
+
   mutable std::mutex mu_;
   std::vector<RegisteredTrainer> trainers_;
 };

@@ -31,6 +31,9 @@ void draw(const ParameterSpace& space, uint64_t seed, size_t last, Put put) {
         for (size_t i = 0; i < n; ++i) put(first + i, dist(rng));
         break;
       }
+      case Init::Kind::given:  // the trainer's values; nothing drawn
+        for (size_t i = 0; i < n; ++i) put(first + i, b.values[i]);
+        break;
     }
   }
 }

@@ -1,5 +1,6 @@
 // How the runtime fills a trainer's declared parameter blocks from the job's seed: block by block in
-// declaration order from one mt19937_64 (trainers/api/trainer.h, Init). The same on every replica,
+// declaration order from one mt19937_64 (trainers/api/trainer.h, Init); a block declared with its
+// values takes them and draws nothing. The same on every replica,
 // and for the MLP the same as mlp_init.
 #pragma once
 

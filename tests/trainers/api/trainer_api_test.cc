@@ -4,6 +4,7 @@
 
 #include "trainers/api/trainer.h"
 #include "models/mlp/mlp.h"
+#include "trainers/optim/param_init.h"
 #include "trainers/sync/trainer_driver.h"
 #include "trainers/library/trainer_registry.h"
 
@@ -95,6 +96,36 @@ TEST_CASE("init_parameters fills blocks in order from the seed, as mlp_init does
   double sq = 0;
   for (size_t i = 5; i < v.size(); ++i) sq += v[i] * v[i];
   CHECK(std::sqrt(sq / 1000) == Approx(0.1).epsilon(0.1));
+}
+
+TEST_CASE("a block declared with its values starts from them, draws nothing, and every range sees them (ABI 8)",
+          "[trainer_api][params]") {
+  // The blocks around it get what they would without it: a module's own initialisation (a
+  // PyTorch model's) leaves the seeded stream of the others as it was.
+  ParameterSpace with, without;
+  with.declare("a", {4}, Init::uniform(0.5f));
+  const Param g = with.declare("given", {2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  with.declare("b", {5}, Init::normal(0.2f));
+  without.declare("a", {4}, Init::uniform(0.5f));
+  without.declare("b", {5}, Init::normal(0.2f));
+  REQUIRE(with.status().ok());
+  REQUIRE(g.numel == 6);
+  CHECK(with.blocks()[1].init.kind == Init::Kind::given);
+  std::vector<float> w(with.size()), wo(without.size());
+  init_parameters(with, 9, w.data());
+  init_parameters(without, 9, wo.data());
+  CHECK(std::vector<float>(w.begin(), w.begin() + 4) == std::vector<float>(wo.begin(), wo.begin() + 4));
+  CHECK(std::vector<float>(w.begin() + 4, w.begin() + 10) == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(std::vector<float>(w.begin() + 10, w.end()) == std::vector<float>(wo.begin() + 4, wo.end()));
+  // A range (a pipeline stage's, a sharded replica's chunk) is the same floats as the whole.
+  std::vector<float> part(5);
+  init_parameter_range(with, 9, 3, 8, part.data());
+  CHECK(part == std::vector<float>(w.begin() + 3, w.begin() + 8));
+
+  ParameterSpace bad;
+  bad.declare("short", {2, 2}, std::vector<float>{1, 2, 3});
+  CHECK(bad.status().code() == Code::invalid_argument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("parameter 'short': 3 starting values for 4 elements"));
 }
 
 TEST_CASE("the registry has the built-in mlp and names the known trainers for an unknown one", "[trainer_api][registry]") {

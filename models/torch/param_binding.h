@@ -1,0 +1,52 @@
+// A TorchScript module's parameters as views of troupe's flat buffers: each parameter tensor's data
+// is the runtime's parameter block (no copy per step), its .grad() the gradient block that
+// backward() accumulates into in place, and a hook on its gradient accumulator announces the block
+// ready (Gradients::ready) as soon as autograd has finished it, so the runtime's buckets all-reduce
+// while backward goes on — as PyTorch's own DDP does with the same hooks.
+#pragma once
+
+#include <torch/script.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "trainers/api/trainer.h"
+
+namespace troupe::torch_model {
+
+class ParamBinding {
+ public:
+  ParamBinding() = default;
+  ParamBinding(const ParamBinding&) = delete;
+  ParamBinding& operator=(const ParamBinding&) = delete;
+
+  // Declares every parameter of `module` in `space` under its state_dict name, in the module's
+  // order, starting from the module's own values (ParameterSpace's given values); hooks each one's
+  // gradient accumulator. `what` names the module in errors.
+  Status declare(torch::jit::Module& module, ParameterSpace& space, const std::string& what);
+
+  // Points the parameters at `params` and, when `grads` is given, their gradients at it (the
+  // tensors are rebuilt only where a buffer moved); the hooks announce blocks to `grads` until
+  // release() — outside forward_backward nothing is announced.
+  void bind(const Parameters& params, const Gradients* grads);
+  void release() { grads_ = nullptr; }
+
+  size_t count() const { return entries_.size(); }
+  int64_t numel() const;
+
+ private:
+  struct Entry {
+    at::Tensor tensor;  // the module's parameter
+    Param param;
+    // Held here: the variable keeps its accumulator weakly, and a new one would have no hook.
+    std::shared_ptr<torch::autograd::Node> accumulator;
+  };
+  class ReadyHook;
+
+  std::vector<Entry> entries_;
+  const Gradients* grads_ = nullptr;
+};
+
+}  // namespace troupe::torch_model
