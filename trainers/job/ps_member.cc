@@ -61,19 +61,15 @@ ps::PsJobShape job_shape(const JobSpec& spec, int64_t train_examples) {
   return shape;
 }
 
-// The data feed of a worker of `spec` (an async or central job) training `train`; the ledger's
-// plan comes from it.
-Expected<LedgerFeedOptions> ps_feed_options(const JobSpec& spec, const Dataset& train) {
+// The data feed of worker `worker` of `spec` (an async or central job) training `train`; the
+// ledger's plan comes from it (the same for every worker of an async job, and for its servers).
+Expected<LedgerFeedOptions> ps_feed_options(const JobSpec& spec, const Dataset& train, int worker) {
+  // Central workers step in lockstep, like sync: worker i trains interleaved shard i of each epoch.
+  if (spec.strategy == "central")
+    return sync_feed_options(spec.train.seed, spec.train.batch_size, spec.workers, worker, spec.workers);
   LedgerFeedOptions fo;
   fo.batch_size = spec.train.batch_size / spec.workers;
   fo.plan.seed = spec.train.seed;
-  if (spec.strategy == "central") {  // lockstep, like sync: one interleaved shard each per epoch
-    fo.plan.shards = spec.workers;
-    fo.plan.policy = data::ShardPolicy::interleaved;
-    fo.plan.block = fo.batch_size;
-    fo.one_shard_per_epoch = true;
-    return fo;
-  }
   // Taken as workers get to them: a fast worker trains more of the epoch.
   fo.plan.shards = 4 * spec.workers;
   // auto: every class in every shard when each example has one class, else interleaved blocks
@@ -203,7 +199,7 @@ ps::ShardCheckpointing server_checkpointing(gcs::Store& store, const JobSpec& sp
 // Steps 1-3 of ps_resume.h for a server of an async job resumed from another job's checkpoint.
 Status resume_async_server(gcs::Store& store, const JobSpec& spec, const MemberArgs& a, ps::ParameterShard& shard,
                            const checkpoint::TrainingState& state, const Dataset& train) {
-  auto fo = ps_feed_options(spec, train);
+  auto fo = ps_feed_options(spec, train, 0);  // an async job's plan, whichever worker asks
   if (!fo.ok()) return fo.status();
   auto resumed = resumed_data(state, spec.ps, spec.workers);
   if (!resumed.ok()) return resumed.status();
@@ -459,10 +455,9 @@ Status run_ps_worker(const actors::NodeEnvironment& env, const MemberArgs& a, Jo
   auto client = connect_worker(a, s, servers, cancel);
   if (!client.ok()) return client.status();
 
-  auto feed_options = ps_feed_options(spec, s.train());
+  auto feed_options = ps_feed_options(spec, s.train(), a.index);
   if (!feed_options.ok()) return feed_options.status();
   LedgerFeedOptions fo = *feed_options;
-  if (spec.strategy == "central") fo.named_shards = {a.index};  // lockstep, like sync: worker i trains shard i
   const WorkerId me = worker_identity(a.job, a.index);
   int64_t takeover_clock = 0;  // every server restored: where the rank goes on
   if (a.attempt > 0 && spec.strategy == "async") {
