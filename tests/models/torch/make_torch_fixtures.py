@@ -5,6 +5,8 @@
 
 OUT_DIR/small_cnn.pt      a scripted conv -> relu -> max-pool -> linear module for 1x8x8 inputs, 4 classes
 OUT_DIR/fashion_mlp.pt    a scripted 784-64-10 MLP for Fashion-MNIST (the troupe train test)
+OUT_DIR/fashion_mlp_state.safetensors  a state_dict of that MLP saved from Python (other values than
+                          the module's: a model trained elsewhere, for --init-from)
 OUT_DIR/small_cnn.json    one batch (x, y) and what PyTorch computes for it with that module: the
                           cross-entropy loss and every parameter's gradient (state_dict names)
 OUT_DIR/wrong_width.pt    the same module scoring 3 classes (a data of 4 classes must be refused)
@@ -13,6 +15,7 @@ OUT_DIR/not_torchscript.pt  a file that is not TorchScript
 """
 import json
 import os
+import struct
 import sys
 
 import torch
@@ -52,6 +55,21 @@ class Raises(nn.Module):
         return self.fc(x.flatten(1))
 
 
+def save_safetensors(state, path):
+    """A state_dict as safetensors (8-byte header length, JSON header, the tensors' bytes), as the
+    safetensors package writes it."""
+    header, blobs, offset = {}, [], 0
+    for name, tensor in state.items():
+        data = tensor.detach().contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(7)
@@ -59,7 +77,11 @@ def main(out):
     model.save(os.path.join(out, "small_cnn.pt"))
     torch.jit.script(SmallCnn(classes=3)).save(os.path.join(out, "wrong_width.pt"))
     torch.jit.script(Raises()).save(os.path.join(out, "raises.pt"))
-    torch.jit.script(FashionMlp()).save(os.path.join(out, "fashion_mlp.pt"))
+    mlp = FashionMlp()
+    torch.jit.script(mlp).save(os.path.join(out, "fashion_mlp.pt"))
+    elsewhere = {name: value + 0.02 * torch.randn(value.shape, generator=torch.Generator().manual_seed(i))
+                 for i, (name, value) in enumerate(mlp.state_dict().items())}
+    save_safetensors(elsewhere, os.path.join(out, "fashion_mlp_state.safetensors"))
     with open(os.path.join(out, "not_torchscript.pt"), "w") as f:
         f.write("a text file, not a TorchScript archive\n")
 
