@@ -526,7 +526,11 @@ TEST_CASE("matrix: central, the link cut to a node with the server and a worker"
   run_cut_cell(cell, [](const Holding& b) { return b.workers >= 1 && b.servers >= 1; });
 }
 TEST_CASE("matrix: pipeline, the link cut to a node with two stages", "[matrix][netns]") {
-  Cell cell{"pipeline", "two stages cut off", "--nodes 1 --cpus 2", kPipeline, nullptr};
+  // 10 epochs, not kPipeline's 3: those train in about 2.5 s here, less than stopping the fillers and
+  // noticing the cut (2 s) take, so the job often ended before the cut could fail it (no restart).
+  const std::string job = "--strategy pipeline --stages 4 --microbatches 2 --hidden 128,64,32 --epochs 10 "
+                          "--batch-size 128 --checkpoint-every 100";
+  Cell cell{"pipeline", "two stages cut off", "--nodes 1 --cpus 2", job, nullptr};
   cell.fill_a = {2};
   run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
 }
