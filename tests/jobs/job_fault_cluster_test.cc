@@ -211,19 +211,8 @@ TEST_CASE("faults: an async job whose worker node is killed replaces the worker,
 
   const std::string id = submit_detached(c, job_args);
   Json view = wait_for_step(c, id, 2000);
-  std::string victim, server_node;
-  for (const Json& a : view.at("actors")) {
-    if (a.value("job", "") == id && a.at("state") == "ALIVE" && a.at("type") == "troupe.ps") server_node = a.at("node");
-  }
-  for (const Json& a : view.at("actors")) {
-    if (a.value("job", "") != id || a.at("state") != "ALIVE" || a.at("type") != "troupe.worker") continue;
-    for (const Json& n : view.at("nodes")) {
-      if (n.at("id") == a.at("node") && !n.value("is_head", false) && n.at("id") != server_node) victim = n.at("id");
-    }
-  }
+  const auto [victim, pid] = worker_node_without_server(view, id);
   REQUIRE_FALSE(victim.empty());
-  pid_t pid = 0;
-  for (const Json& n : view.at("nodes")) if (n.at("id") == victim) pid = n.at("pid").get<pid_t>();
   REQUIRE(::kill(pid, SIGKILL) == 0);
 
   Json end = wait_for_end(c, id, std::chrono::seconds(180));

@@ -175,6 +175,22 @@ inline std::pair<std::string, pid_t> node_with_worker_and_server(const Json& vie
   return {"", 0};
 }
 
+// A node process (not the head) hosting an ALIVE worker of the job but not its parameter server:
+// its id and pid ("", 0: none).
+inline std::pair<std::string, pid_t> worker_node_without_server(const Json& view, const std::string& job) {
+  std::string victim, server_node;
+  for (const Json& a : view.at("actors"))
+    if (a.value("job", "") == job && a.at("state") == "ALIVE" && a.at("type") == "troupe.ps") server_node = a.at("node");
+  for (const Json& a : view.at("actors")) {
+    if (a.value("job", "") != job || a.at("state") != "ALIVE" || a.at("type") != "troupe.worker") continue;
+    for (const Json& n : view.at("nodes"))
+      if (n.at("id") == a.at("node") && !n.value("is_head", false) && n.at("id") != server_node) victim = n.at("id");
+  }
+  for (const Json& n : view.at("nodes"))
+    if (!victim.empty() && n.at("id") == victim) return {victim, n.at("pid").get<pid_t>()};
+  return {"", 0};
+}
+
 // Joins a node of 2 cpus to `c`'s cluster from a session of its own (as another machine would).
 inline void join_node(ClusterFixture& c, ClusterFixture& joiner) {
   const Json info = c.cluster_file();
