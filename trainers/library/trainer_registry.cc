@@ -33,10 +33,7 @@ Expected<RegisteredTrainer> TrainerRegistry::find(const std::string& name) const
     if (bundled.ok()) return find_registered(name);
     if (bundled.code() != Code::not_found) return bundled;
   }
-  const std::vector<std::string> known = names();
-  std::string list;
-  for (const std::string& n : known) list += (list.empty() ? "" : ", ") + n;
-  return not_found("unknown trainer '" + name + "'; known: " + list +
+  return not_found("unknown trainer '" + name + "'; known: " + names_list() +
                    " (a trainer of your own: build it as a library and pass --lib libmine.so)");
 }
 
