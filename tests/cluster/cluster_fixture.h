@@ -128,6 +128,17 @@ class ClusterFixture {
     return r;
   }
 
+  // `troupe up` from a cluster file: `nodes` nodes of `cpus` cpus and a head offering half a cpu, so
+  // the head holds none of a job's actors of one cpu, and a node SIGKILLed takes actors with it. The
+  // spread placement is then the same whatever the nodes' random ids (worker-0, worker-1, ..., then
+  // the servers, on the nodes in turn).
+  CommandResult up_beside_head(int nodes, int cpus) {
+    const std::string file = home_.path() + "/nodes-beside-head.yaml";
+    std::ofstream(file) << "provider: local\nhead:\n  cpus: 0.5\nnode_types:\n  - name: cpu\n    count: " << nodes
+                        << "\n    cpus: " << cpus << "\n";
+    return up(file);
+  }
+
   // `troupe status --json`, required to succeed and to parse.
   Json status(int events = 10) {
     auto r = troupe("status --json --events " + std::to_string(events), 60);

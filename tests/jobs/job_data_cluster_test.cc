@@ -144,8 +144,10 @@ Json killed_mid_job_and_finished(ClusterFixture& c, const std::string& id) {
   REQUIRE(pid > 0);
   REQUIRE(::kill(pid, SIGKILL) == 0);
   Json end = wait_for_end(c, id, std::chrono::seconds(300));
-  INFO(c.logs_tail());
   Json j = job_of(end, id);
+  // The job's own words first: a log cut short at its end still shows how the job ended.
+  INFO("job " << id << " " << j.value("state", "?") << ": " << j.value("message", ""));
+  INFO(c.logs_tail());
   INFO(j.dump(1));
   REQUIRE(j.at("state") == "SUCCEEDED");
   CHECK_FALSE(event_of(end, "job_restarting", id).is_null());
@@ -159,16 +161,18 @@ Json killed_mid_job_and_finished(ClusterFixture& c, const std::string& id) {
 TEST_CASE("data: an async job trains the gpt on tokenized text through a worker node killed, and generate reads it",
           "[jobs][cluster][data][gpt]") {
   // Token windows: every example's target is its next 32 tokens. The killed node held a worker
-  // (and maybe a server): its replacement takes over with the windows' whole targets, and every
+  // and a server: their replacements takes over with the windows' whole targets, and every
   // window is accounted exactly once; the saved model continues a text prompt through the
   // tokenizer its data names.
   ClusterFixture c;
-  c.up("--nodes 2 --cpus 2");
+  // Two nodes of 4 cpus beside a head that holds no actor: each node a worker and a server, the
+  // other node room for the replacements.
+  c.up_beside_head(2, 4);
   const std::string tok = tokenized_story(c);
   const std::string model = c.home() + "/gpt.safetensors";
   const std::string id = submit_detached(
       c, "--strategy async --workers 2 --ps 2 --model gpt --trainer-arg layers=1 --trainer-arg heads=2 "
-         "--trainer-arg dim=32 --seq-len 32 --batch-size 16 --epochs 8 --lr 0.003 --checkpoint-every 50 "
+         "--trainer-arg dim=32 --seq-len 32 --batch-size 16 --epochs 24 --lr 0.003 --checkpoint-every 50 "
          "--checkpoint-dir " + c.home() + "/ckpt --save " + model + " --data " + tok);
   // Mid-epoch 2, after a checkpoint (a server on the victim comes back from it).
   const Json j = killed_mid_job_and_finished(c, id);
@@ -185,7 +189,7 @@ TEST_CASE("data: an async job trains the gpt on tokenized text through a worker 
 TEST_CASE("data: a sync gpt job on tokenized text rides out a worker node killed, resumed from its checkpoint",
           "[jobs][cluster][data][gpt]") {
   ClusterFixture c;
-  c.up("--nodes 2 --cpus 2");
+  c.up_beside_head(2, 4);  // a worker on each node
   const std::string tok = tokenized_story(c);
   // Two layers of width 64 for 8 epochs: long enough (~15 s here) to be killed mid-way.
   const std::string job_args = "--strategy sync --workers 2 --model gpt --trainer-arg layers=2 --trainer-arg heads=2 "

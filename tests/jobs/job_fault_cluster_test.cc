@@ -301,11 +301,7 @@ TEST_CASE("faults: an async job whose node held a worker and a parameter server 
   // server; the other node has room for the replacements. The head offers half a cpu, so it holds
   // none of the job's actors (of one cpu each), and the spread placement is the same whatever the
   // nodes' random ids: worker-0, worker-1, then ps-0 and ps-1 on the two nodes in turn.
-  const std::string cluster_file = c.home() + "/two-nodes.yaml";
-  std::ofstream(cluster_file) << "provider: local\n"
-                                 "head:\n  cpus: 0.5\n"
-                                 "node_types:\n  - name: cpu\n    count: 2\n    cpus: 4\n";
-  c.up(cluster_file);
+  c.up_beside_head(2, 4);
   const std::string job_args = "--strategy async --workers 2 --ps 2 --epochs 6 --batch-size 64 "
                                "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt";
   const double baseline = fault_free_accuracy(c, job_args);
