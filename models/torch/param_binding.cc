@@ -50,14 +50,15 @@ Status ParamBinding::declare(torch::jit::Module& module, ParameterSpace& space, 
     if (!accumulator)
       return internal_error(what + ": parameter '" + named.name + "' has no gradient accumulator (is it a leaf?)");
     accumulator->add_post_hook(std::make_unique<ReadyHook>(this, entries_.size()));
-    entries_.push_back(Entry{t, p, std::move(accumulator)});
+    entries_.push_back(Entry{named.name, t, p, std::move(accumulator)});
   }
   if (entries_.empty()) return invalid_argument(what + " has no trainable parameters");
   return {};
 }
 
-void ParamBinding::bind(const Parameters& params, const Gradients* grads) {
-  for (Entry& e : entries_) {
+void ParamBinding::bind_range(size_t first, size_t end, const Parameters& params, const Gradients* grads) {
+  for (size_t i = first; i < end; ++i) {
+    Entry& e = entries_[i];
     const float* data = params[e.param];
     if (e.tensor.data_ptr<float>() != data) e.tensor.set_data(view_of(data, e.tensor));
     if (!grads) continue;

@@ -30,14 +30,20 @@ class ParamBinding {
   // Points the parameters at `params` and, when `grads` is given, their gradients at it (the
   // tensors are rebuilt only where a buffer moved); the hooks announce blocks to `grads` until
   // release() — outside forward_backward nothing is announced.
-  void bind(const Parameters& params, const Gradients* grads);
+  void bind(const Parameters& params, const Gradients* grads) { bind_range(0, entries_.size(), params, grads); }
+  // bind() for the parameters [first, end) only (a pipeline stage's layer: `params` may hold only its
+  // range); the hooks announce to `grads` from then on, as bind's.
+  void bind_range(size_t first, size_t end, const Parameters& params, const Gradients* grads);
   void release() { grads_ = nullptr; }
 
   size_t count() const { return entries_.size(); }
+  const std::string& name(size_t i) const { return entries_[i].name; }  // its state_dict name
+  const Param& param(size_t i) const { return entries_[i].param; }
   int64_t numel() const;
 
  private:
   struct Entry {
+    std::string name;
     at::Tensor tensor;  // the module's parameter
     Param param;
     // Held here: the variable keeps its accumulator weakly, and a new one would have no hook.

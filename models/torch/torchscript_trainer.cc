@@ -7,28 +7,21 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "models/torch/guarded.h"
+#include "models/torch/module_loss.h"
 #include "models/torch/param_binding.h"
+#include "models/torch/sequential_layers.h"
 #include "trainers/api/trainer.h"
 
 namespace troupe {
 namespace {
 
-// A failure inside libtorch (a module that raises, shapes that do not fit) as an error naming where.
-template <typename F>
-auto guarded(const std::string& where, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    const size_t trace = what.find("\nException raised from");  // libtorch appends its C++ stack
-    if (trace != std::string::npos) what.resize(trace);
-    return invalid_argument(where + ": " + what);
-  }
-}
+using torch_model::guarded;
 
 class TorchScriptTrainer final : public Trainer {
  public:
@@ -44,8 +37,15 @@ class TorchScriptTrainer final : public Trainer {
     torch::manual_seed(ctx.seed);  // dropout and the like: the same stream on every replica
     TROUPE_RETURN_IF_ERROR(load());
     TROUPE_RETURN_IF_ERROR(set_shapes(ctx));
-    return params_.declare(module_, space, what());
+    TROUPE_RETURN_IF_ERROR(params_.declare(module_, space, what()));
+    auto layers = torch_model::SequentialLayers::make(module_, params_, input_shape_, loss_);  // null: not a chain
+    if (!layers.ok()) return layers.status();
+    layers_ = std::move(*layers);
+    return {};
   }
+
+  // A scripted nn.Sequential's children as layers (pipelines, `--shard parameters`); null otherwise.
+  LayerModel* layers() override { return layers_.get(); }
 
   Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
     params_.bind(params, &grads);
@@ -130,6 +130,7 @@ class TorchScriptTrainer final : public Trainer {
       return invalid_argument("--trainer-arg input_shape: " + std::to_string(n) + " values per example, but the data "
                               "has " + std::to_string(ctx.data.features));
     input_shape_ = *shape;
+    loss_ = {classes_, width_, has_loss_, what()};
     return {};
   }
 
@@ -143,38 +144,11 @@ class TorchScriptTrainer final : public Trainer {
   // The batch's loss into `loss` (a tensor to back-propagate) and `s`: its value and, for classes,
   // how many examples the scores got right.
   Status score(const Batch& batch, const at::Tensor& out, at::Tensor* loss, BatchStats* s) {
-    at::Tensor target;
-    if (classes_ > 0) {
-      target = torch::from_blob(const_cast<int32_t*>(batch.labels), {batch.size * width_}, torch::kInt32)
-                   .to(torch::kLong);
-      if (width_ == 1) target = target.reshape({batch.size});
-    } else {
-      target = torch::from_blob(const_cast<float*>(batch.targets), {batch.size, width_}, torch::kFloat32);
-    }
-    if (has_loss_) {
-      *loss = module_.get_method("loss")({out, target}).toTensor();
-    } else if (classes_ > 0) {
-      if (out.dim() != 2 || out.size(0) != batch.size || out.size(1) != classes_)
-        return invalid_argument(what() + " returned scores of shape " + shape_text(out) + "; [" +
-                                std::to_string(batch.size) + ", " + std::to_string(classes_) +
-                                "] expected for this data's " + std::to_string(classes_) + " classes");
-      *loss = torch::nn::functional::cross_entropy(out, target);
-    } else {
-      if (out.numel() != batch.size * width_)
-        return invalid_argument(what() + " returned values of shape " + shape_text(out) + "; " +
-                                std::to_string(width_) + " per example expected");
-      *loss = torch::mse_loss(out.reshape({batch.size, width_}), target);
-    }
+    const at::Tensor target = torch_model::target_tensor(loss_, batch.labels, batch.targets, batch.size);
+    TROUPE_RETURN_IF_ERROR(torch_model::mean_loss(module_, loss_, out, target, batch.size, loss));
     s->loss = loss->item<float>();
-    if (classes_ > 0 && width_ == 1 && out.dim() == 2)
-      s->correct = out.argmax(1).eq(target).sum().item<int64_t>();
+    s->correct = torch_model::correct_count(loss_, out, target);
     return {};
-  }
-
-  static std::string shape_text(const at::Tensor& t) {
-    std::string s = "[";
-    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-    return s + "]";
   }
 
   std::string file_;
@@ -183,6 +157,8 @@ class TorchScriptTrainer final : public Trainer {
   bool has_loss_ = false;
   int classes_ = 0;
   int64_t width_ = 1;
+  torch_model::LossSpec loss_;
+  std::unique_ptr<torch_model::SequentialLayers> layers_;
   std::vector<int64_t> input_shape_;
 };
 

@@ -12,6 +12,8 @@ OUT_DIR/small_cnn.json    one batch (x, y) and what PyTorch computes for it with
 OUT_DIR/wrong_width.pt    the same module scoring 3 classes (a data of 4 classes must be refused)
 OUT_DIR/raises.pt         a module whose forward raises
 OUT_DIR/not_torchscript.pt  a file that is not TorchScript
+OUT_DIR/seq_cnn.pt        a scripted nn.Sequential for 1x8x8 inputs, 4 classes (conv, relu, pool, flatten,
+                          linear, tanh, linear): three layers for pipelines and --shard parameters
 """
 import json
 import os
@@ -82,6 +84,9 @@ def main(out):
     elsewhere = {name: value + 0.02 * torch.randn(value.shape, generator=torch.Generator().manual_seed(i))
                  for i, (name, value) in enumerate(mlp.state_dict().items())}
     save_safetensors(elsewhere, os.path.join(out, "fashion_mlp_state.safetensors"))
+    torch.jit.script(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                                   nn.Linear(4 * 4 * 4, 16), nn.Tanh(), nn.Linear(16, 4))).save(
+        os.path.join(out, "seq_cnn.pt"))
     with open(os.path.join(out, "not_torchscript.pt"), "w") as f:
         f.write("a text file, not a TorchScript archive\n")
 
