@@ -8,6 +8,7 @@
 #   <prefix>/lib/libtroupe_trainer_api.a, libtroupe_schema.a, libtroupe_base.a
 #   <prefix>/lib/cmake/troupe/troupe{Config,ConfigVersion,Targets}.cmake
 #   <prefix>/lib/pkgconfig/troupe.pc
+#   <prefix>/include/troupe/models/torch/*.h, <prefix>/share/troupe/torch/*.cc   (troupe::torch_module)
 include(CMakePackageConfigHelpers)
 
 set(TROUPE_INSTALL_CMAKEDIR lib/cmake/troupe)
@@ -20,6 +21,20 @@ install(FILES core/status.h core/device.h core/dtype.h core/host_device.h ${CMAK
   DESTINATION include/troupe/core COMPONENT trainer_api)
 install(FILES trainers/api/trainer.h DESTINATION include/troupe/trainers/api COMPONENT trainer_api)
 install(FILES data/schema.h DESTINATION include/troupe/data COMPONENT trainer_api)
+# A user's libtorch module (models/torch/module_trainer.h): troupe::torch_module compiles the adapter's
+# few sources into the user's library, against the libtorch that build finds (find_package(Torch)),
+# so troupe's own libtorch never has to match it.
+set(TROUPE_TORCH_ADAPTER_SOURCES libtorch_version.cc module_loss.cc module_steps.cc param_binding.cc)
+add_library(troupe_torch_module INTERFACE)
+set_target_properties(troupe_torch_module PROPERTIES EXPORT_NAME torch_module)
+foreach(source ${TROUPE_TORCH_ADAPTER_SOURCES})
+  target_sources(troupe_torch_module INTERFACE $<INSTALL_INTERFACE:$<INSTALL_PREFIX>/share/troupe/torch/${source}>)
+  install(FILES models/torch/${source} DESTINATION share/troupe/torch COMPONENT trainer_api)
+endforeach()
+target_link_libraries(troupe_torch_module INTERFACE troupe_trainer_api)
+install(TARGETS troupe_torch_module EXPORT troupeTargets COMPONENT trainer_api)
+install(FILES models/torch/guarded.h models/torch/module_loss.h models/torch/module_steps.h
+  models/torch/module_trainer.h models/torch/param_binding.h DESTINATION include/troupe/models/torch COMPONENT trainer_api)
 install(EXPORT troupeTargets NAMESPACE troupe:: DESTINATION ${TROUPE_INSTALL_CMAKEDIR} COMPONENT trainer_api)
 
 configure_package_config_file(cmake/troupeConfig.cmake.in ${CMAKE_BINARY_DIR}/troupeConfig.cmake

@@ -12,10 +12,9 @@ at::Tensor target_tensor(const LossSpec& spec, const int32_t* labels, const floa
   return torch::from_blob(const_cast<float*>(targets), {rows, spec.width}, torch::kFloat32);
 }
 
-Status mean_loss(torch::jit::Module& module, const LossSpec& spec, const at::Tensor& out, const at::Tensor& target,
-                 int64_t rows, at::Tensor* loss) {
-  if (spec.module_loss) {
-    *loss = module.get_method("loss")({out, target}).toTensor();
+Status mean_loss(const LossSpec& spec, const at::Tensor& out, const at::Tensor& target, int64_t rows, at::Tensor* loss) {
+  if (spec.own) {
+    *loss = spec.own(out, target);
   } else if (spec.classes > 0) {
     if (out.dim() != 2 || out.size(0) != rows || out.size(1) != spec.classes)
       return invalid_argument(spec.what + " returned scores of shape " + shape_text(out) + "; [" + std::to_string(rows) +

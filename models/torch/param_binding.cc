@@ -36,21 +36,27 @@ at::Tensor view_of(const float* data, const at::Tensor& like) {
 }  // namespace
 
 Status ParamBinding::declare(torch::jit::Module& module, ParameterSpace& space, const std::string& what) {
-  for (const auto& named : module.named_parameters(/*recurse=*/true)) {
-    at::Tensor t = named.value;
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) named.emplace_back(p.name, p.value);
+  return declare(named, space, what);
+}
+
+Status ParamBinding::declare(const std::vector<std::pair<std::string, at::Tensor>>& named_list, ParameterSpace& space,
+                             const std::string& what) {
+  for (const auto& [name, t] : named_list) {
     if (t.scalar_type() != torch::kFloat32)
-      return invalid_argument(what + ": parameter '" + named.name + "' is " + std::string(c10::toString(t.scalar_type())) +
+      return invalid_argument(what + ": parameter '" + name + "' is " + std::string(c10::toString(t.scalar_type())) +
                               "; troupe trains f32 parameters (call .float() on the module before saving it)");
     if (!t.requires_grad()) continue;  // frozen: not trained, stays the module's
     const at::Tensor values = t.detach().contiguous();
     std::vector<float> start(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
-    const Param p = space.declare(named.name, block_shape(t), std::move(start));
+    const Param p = space.declare(name, block_shape(t), std::move(start));
     if (!space.status().ok()) return space.status();
     auto accumulator = torch::autograd::impl::grad_accumulator(t);
     if (!accumulator)
-      return internal_error(what + ": parameter '" + named.name + "' has no gradient accumulator (is it a leaf?)");
+      return internal_error(what + ": parameter '" + name + "' has no gradient accumulator (is it a leaf?)");
     accumulator->add_post_hook(std::make_unique<ReadyHook>(this, entries_.size()));
-    entries_.push_back(Entry{named.name, t, p, std::move(accumulator)});
+    entries_.push_back(Entry{name, t, p, std::move(accumulator)});
   }
   if (entries_.empty()) return invalid_argument(what + " has no trainable parameters");
   return {};

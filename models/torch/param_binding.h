@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -26,6 +27,10 @@ class ParamBinding {
   // order, starting from the module's own values (ParameterSpace's given values); hooks each one's
   // gradient accumulator. `what` names the module in errors.
   Status declare(torch::jit::Module& module, ParameterSpace& space, const std::string& what);
+  // The same for a module's parameters given by name, in order (a torch::nn::Module's
+  // named_parameters(), module_trainer.h).
+  Status declare(const std::vector<std::pair<std::string, at::Tensor>>& named, ParameterSpace& space,
+                 const std::string& what);
 
   // Points the parameters at `params` and, when `grads` is given, their gradients at it (the
   // tensors are rebuilt only where a buffer moved); the hooks announce blocks to `grads` until

@@ -194,7 +194,7 @@ Expected<BatchStats> SequentialLayers::scored(const float* out, const at::Tensor
                        .clone()
                        .requires_grad_(dout != nullptr);
     at::Tensor loss;
-    TROUPE_RETURN_IF_ERROR(mean_loss(module_, loss_, o, target, rows, &loss));
+    TROUPE_RETURN_IF_ERROR(mean_loss(loss_, o, target, rows, &loss));
     BatchStats s;
     s.loss = loss.item<float>();
     s.correct = correct_count(loss_, o.detach(), target);

@@ -6,15 +6,11 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <memory>
-#include <numeric>
 #include <string>
-#include <vector>
 
 #include "models/torch/guarded.h"
-#include "models/torch/module_loss.h"
-#include "models/torch/param_binding.h"
+#include "models/torch/module_steps.h"
 #include "models/torch/sequential_layers.h"
 #include "trainers/api/trainer.h"
 
@@ -23,20 +19,20 @@ namespace {
 
 using torch_model::guarded;
 
-class TorchScriptTrainer final : public Trainer {
+class TorchScriptTrainer final : public torch_model::ModuleSteps {
  public:
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
     file_ = ctx.config.get("file");
     if (file_.empty())
       return invalid_argument("--model torchscript needs the module's file: --trainer-arg file=model.pt (saved "
                               "from Python with torch.jit.script(module).save(...))");
-    auto threads = ctx.config.get_int("threads", 1);
-    if (!threads.ok()) return threads.status();
-    if (*threads < 1) return invalid_argument("--trainer-arg threads=" + std::to_string(*threads) + " must be >= 1");
-    torch::set_num_threads(static_cast<int>(*threads));
-    torch::manual_seed(ctx.seed);  // dropout and the like: the same stream on every replica
+    TROUPE_RETURN_IF_ERROR(set_threads_and_seed(ctx));
     TROUPE_RETURN_IF_ERROR(load());
-    TROUPE_RETURN_IF_ERROR(set_shapes(ctx));
+    torch_model::LossSpec::Own own;
+    if (module_.find_method("loss")) own = [this](const at::Tensor& out, const at::Tensor& target) {
+      return module_.get_method("loss")({out, target}).toTensor();
+    };
+    TROUPE_RETURN_IF_ERROR(set_shapes(ctx, std::move(own)));
     TROUPE_RETURN_IF_ERROR(params_.declare(module_, space, what()));
     auto layers = torch_model::SequentialLayers::make(module_, params_, input_shape_, loss_);  // null: not a chain
     if (!layers.ok()) return layers.status();
@@ -47,57 +43,17 @@ class TorchScriptTrainer final : public Trainer {
   // A scripted nn.Sequential's children as layers (pipelines, `--shard parameters`); null otherwise.
   LayerModel* layers() override { return layers_.get(); }
 
-  Expected<BatchStats> forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) override {
-    params_.bind(params, &grads);
-    module_.train();
-    auto stats = guarded(what() + ", forward and backward", [&]() -> Expected<BatchStats> {
-      const at::Tensor out = forward(batch);
-      at::Tensor loss;
-      BatchStats s;
-      TROUPE_RETURN_IF_ERROR(score(batch, out, &loss, &s));
-      (batch.loss_scale == 1.0f ? loss : loss * batch.loss_scale).backward();
-      return s;
-    });
-    params_.release();
-    return stats;
-  }
-
-  Expected<BatchStats> evaluate(const Batch& batch, const Parameters& params) override {
-    params_.bind(params, nullptr);
-    torch::NoGradGuard no_grad;
-    module_.eval();
-    return guarded(what() + ", evaluation", [&]() -> Expected<BatchStats> {
-      at::Tensor loss;
-      BatchStats s;
-      TROUPE_RETURN_IF_ERROR(score(batch, forward(batch), &loss, &s));
-      return s;
-    });
-  }
-
   std::string describe() const override {
-    return file_ + " (" + std::to_string(params_.numel()) + " parameters in " +
-           std::to_string(params_.count()) + " tensors)";
+    return file_ + " (" + std::to_string(params_.numel()) + " parameters in " + std::to_string(params_.count()) +
+           " tensors)";
   }
 
-  int64_t prediction_width() const override { return classes_ > 0 ? classes_ : width_; }
-
-  Status predict(const Batch& batch, const Parameters& params, float* out) override {
-    params_.bind(params, nullptr);
-    torch::NoGradGuard no_grad;
-    module_.eval();
-    return guarded(what() + ", prediction", [&]() -> Status {
-      const at::Tensor y = forward(batch).reshape({batch.size, -1}).contiguous();
-      if (y.size(1) != prediction_width())
-        return invalid_argument(what() + " returned " + std::to_string(y.size(1)) + " values per example; " +
-                                std::to_string(prediction_width()) + " expected");
-      std::copy_n(y.data_ptr<float>(), static_cast<size_t>(batch.size * prediction_width()), out);
-      return {};
-    });
-  }
+ protected:
+  at::Tensor run(const at::Tensor& x) override { return module_.forward({x}).toTensor(); }
+  void set_training(bool on) override { on ? module_.train() : module_.eval(); }
+  std::string what() const override { return "torchscript module " + file_; }
 
  private:
-  std::string what() const { return "torchscript module " + file_; }
-
   Status load() {
     return guarded(what(), [&]() -> Status {
       try {
@@ -111,55 +67,13 @@ class TorchScriptTrainer final : public Trainer {
                        "built with: build troupe with -DTorch_DIR=<a matching PyTorch's share/cmake/Torch>)"
                      : " (save it from Python with torch.jit.script(module).save(path) or torch.jit.trace)"));
       }
-      has_loss_ = module_.find_method("loss").has_value();
       return {};
     });
   }
 
-  Status set_shapes(const TrainerContext& ctx) {
-    classes_ = ctx.data.classes;
-    width_ = ctx.data.target_width;
-    if (classes_ > 0 && width_ != 1 && !has_loss_)
-      return invalid_argument(what() + ": this data's target holds " + std::to_string(width_) +
-                              " classes per example; cross-entropy takes one (give the module a loss(output, "
-                              "target) method for sequences)");
-    auto shape = ctx.config.get_int_list("input_shape", ctx.data.input_shape());
-    if (!shape.ok()) return shape.status();
-    const int64_t n = std::accumulate(shape->begin(), shape->end(), int64_t{1}, std::multiplies<int64_t>());
-    if (n != ctx.data.features)
-      return invalid_argument("--trainer-arg input_shape: " + std::to_string(n) + " values per example, but the data "
-                              "has " + std::to_string(ctx.data.features));
-    input_shape_ = *shape;
-    loss_ = {classes_, width_, has_loss_, what()};
-    return {};
-  }
-
-  at::Tensor forward(const Batch& batch) {
-    std::vector<int64_t> shape{batch.size};
-    shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
-    const at::Tensor x = torch::from_blob(const_cast<float*>(batch.inputs), shape, torch::kFloat32);
-    return module_.forward({x}).toTensor();
-  }
-
-  // The batch's loss into `loss` (a tensor to back-propagate) and `s`: its value and, for classes,
-  // how many examples the scores got right.
-  Status score(const Batch& batch, const at::Tensor& out, at::Tensor* loss, BatchStats* s) {
-    const at::Tensor target = torch_model::target_tensor(loss_, batch.labels, batch.targets, batch.size);
-    TROUPE_RETURN_IF_ERROR(torch_model::mean_loss(module_, loss_, out, target, batch.size, loss));
-    s->loss = loss->item<float>();
-    s->correct = torch_model::correct_count(loss_, out, target);
-    return {};
-  }
-
   std::string file_;
   torch::jit::Module module_;
-  torch_model::ParamBinding params_;
-  bool has_loss_ = false;
-  int classes_ = 0;
-  int64_t width_ = 1;
-  torch_model::LossSpec loss_;
   std::unique_ptr<torch_model::SequentialLayers> layers_;
-  std::vector<int64_t> input_shape_;
 };
 
 }  // namespace

@@ -1,0 +1,93 @@
+#include "models/torch/module_steps.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include "models/torch/guarded.h"
+
+namespace troupe::torch_model {
+
+Expected<BatchStats> ModuleSteps::forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) {
+  params_.bind(params, &grads);
+  set_training(true);
+  auto stats = guarded(what() + ", forward and backward", [&]() -> Expected<BatchStats> {
+    const at::Tensor out = forward(batch);
+    at::Tensor loss;
+    BatchStats s;
+    TROUPE_RETURN_IF_ERROR(score(batch, out, &loss, &s));
+    (batch.loss_scale == 1.0f ? loss : loss * batch.loss_scale).backward();
+    return s;
+  });
+  params_.release();
+  return stats;
+}
+
+Expected<BatchStats> ModuleSteps::evaluate(const Batch& batch, const Parameters& params) {
+  params_.bind(params, nullptr);
+  torch::NoGradGuard no_grad;
+  set_training(false);
+  return guarded(what() + ", evaluation", [&]() -> Expected<BatchStats> {
+    at::Tensor loss;
+    BatchStats s;
+    TROUPE_RETURN_IF_ERROR(score(batch, forward(batch), &loss, &s));
+    return s;
+  });
+}
+
+Status ModuleSteps::predict(const Batch& batch, const Parameters& params, float* out) {
+  params_.bind(params, nullptr);
+  torch::NoGradGuard no_grad;
+  set_training(false);
+  return guarded(what() + ", prediction", [&]() -> Status {
+    const at::Tensor y = forward(batch).reshape({batch.size, -1}).contiguous();
+    if (y.size(1) != prediction_width())
+      return invalid_argument(what() + " returned " + std::to_string(y.size(1)) + " values per example; " +
+                              std::to_string(prediction_width()) + " expected");
+    std::copy_n(y.data_ptr<float>(), static_cast<size_t>(batch.size * prediction_width()), out);
+    return {};
+  });
+}
+
+Status ModuleSteps::set_threads_and_seed(const TrainerContext& ctx) {
+  auto threads = ctx.config.get_int("threads", 1);
+  if (!threads.ok()) return threads.status();
+  if (*threads < 1) return invalid_argument("--trainer-arg threads=" + std::to_string(*threads) + " must be >= 1");
+  torch::set_num_threads(static_cast<int>(*threads));
+  torch::manual_seed(ctx.seed);
+  return {};
+}
+
+Status ModuleSteps::set_shapes(const TrainerContext& ctx, LossSpec::Own own) {
+  loss_ = {ctx.data.classes, ctx.data.target_width, what(), std::move(own)};
+  if (loss_.classes > 0 && loss_.width != 1 && !loss_.own)
+    return invalid_argument(what() + ": this data's target holds " + std::to_string(loss_.width) +
+                            " classes per example; cross-entropy takes one (give the module a loss(output, "
+                            "target) method for sequences)");
+  auto shape = ctx.config.get_int_list("input_shape", ctx.data.input_shape());
+  if (!shape.ok()) return shape.status();
+  const int64_t n = std::accumulate(shape->begin(), shape->end(), int64_t{1}, std::multiplies<int64_t>());
+  if (n != ctx.data.features)
+    return invalid_argument("--trainer-arg input_shape: " + std::to_string(n) + " values per example, but the data "
+                            "has " + std::to_string(ctx.data.features));
+  input_shape_ = *shape;
+  return {};
+}
+
+at::Tensor ModuleSteps::forward(const Batch& batch) {
+  std::vector<int64_t> shape{batch.size};
+  shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
+  return run(torch::from_blob(const_cast<float*>(batch.inputs), shape, torch::kFloat32));
+}
+
+// The batch's loss into `loss` (a tensor to back-propagate) and `s`: its value and, for classes,
+// how many examples the scores got right.
+Status ModuleSteps::score(const Batch& batch, const at::Tensor& out, at::Tensor* loss, BatchStats* s) {
+  const at::Tensor target = target_tensor(loss_, batch.labels, batch.targets, batch.size);
+  TROUPE_RETURN_IF_ERROR(mean_loss(loss_, out, target, batch.size, loss));
+  s->loss = loss->item<float>();
+  s->correct = correct_count(loss_, out, target);
+  return {};
+}
+
+}  // namespace troupe::torch_model
