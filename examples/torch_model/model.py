@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""A PyTorch model trained by troupe without any C++ (docs/torch.md): script it and save it, then
+"""A PyTorch model trained by troupe without any C++ (docs/torch.md): script it, save it, train it.
 
+    /usr/bin/python3 examples/torch_model/model.py fashion_cnn.pt
     troupe train --model torchscript:fashion_cnn.pt --trainer-arg input_shape=1,28,28 --save model.safetensors
 
-and load what troupe saved back into the same module:
-
-    python3 model.py --load model.safetensors
+model.safetensors holds the module's state_dict under its own names: in Python,
+FashionCnn().load_state_dict({k: torch.from_numpy(v) for k, v in safetensors.numpy.load_file(path).items()}).
 """
-import argparse
+import sys
 
 import torch
 import torch.nn as nn
@@ -26,20 +26,7 @@ class FashionCnn(nn.Module):
         return self.fc(x.flatten(1))
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--out", default="fashion_cnn.pt")
-    p.add_argument("--load", help="a safetensors file troupe saved (--save): load it into the module")
-    a = p.parse_args()
-    model = FashionCnn()
-    if a.load:
-        from safetensors.numpy import load_file  # or read the file's header with numpy alone
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in load_file(a.load).items()})
-        print("loaded", a.load)
-        return
-    torch.jit.script(model).save(a.out)
-    print("saved", a.out)
-
-
 if __name__ == "__main__":
-    main()
+    out = sys.argv[1] if len(sys.argv) > 1 else "fashion_cnn.pt"
+    torch.jit.script(FashionCnn()).save(out)
+    print("saved", out)
