@@ -1,13 +1,16 @@
 // examples/torch_model's libtorch module in C++ (models/torch/module_trainer.h), built against the
 // installed troupe and Debian's libtorch by build_torch_module.sh (a CTest fixture), loaded as
 // `--lib` loads it: one process learns, sync replicas of 2 hold one process's parameters, `troupe
-// train --lib` trains it, and the same library compiled against another libtorch is refused with an
-// error that says what to do.
+// train --lib` trains it, a sync job on a cluster trains it on each node, and the same library
+// compiled against another libtorch is refused with an error that says what to do.
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "tests/cluster/cluster_fixture.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/support/run_command.h"
 #include "tests/trainers/blobs.h"
@@ -82,4 +85,18 @@ TEST_CASE("torch module: a library built against another libtorch is refused, na
   CHECK(r.exit_code != 0);
   CHECK(r.both().find("built against libtorch 9.9.0, but this process runs libtorch 1.13") != std::string::npos);
   CHECK(r.both().find("-DTorch_DIR=") != std::string::npos);
+}
+
+TEST_CASE("torch module: a sync job of the C++ module on a cluster ships the library through the GCS and trains on "
+          "each node", "[torch][user_module][cluster]") {
+  troupe::testing::ClusterFixture c;
+  c.up_beside_head(2, 2);  // a worker on each node, each loading the library the GCS gave its node
+  auto r = c.troupe("submit --strategy sync --workers 2 --lib " + kLib + " --model fashion-cnn --trainer-arg "
+                    "input_shape=1,28,28 --epochs 1 --max-steps 120 --batch-size 64 --json --no-progress", 300);
+  INFO(r.both() << c.logs_tail());
+  REQUIRE(r.exit_code == 0);
+  const auto result = nlohmann::json::parse(r.last_line());
+  CHECK(result.at("model").get<std::string>().find("libtorch module") != std::string::npos);
+  CHECK(result.at("steps") == 120);
+  CHECK(result.at("test_accuracy").get<double>() > 0.6);
 }
