@@ -3,6 +3,11 @@
 // backward() accumulates into in place, and a hook on its gradient accumulator announces the block
 // ready (Gradients::ready) as soon as autograd has finished it, so the runtime's buckets all-reduce
 // while backward goes on — as PyTorch's own DDP does with the same hooks.
+//
+// The module's buffers (BatchNorm's running_mean, running_var, num_batches_tracked) are state blocks
+// of the parameter space (ParameterSpace::declare_state, ABI 9): the module's own tensors, loaded
+// from the runtime's values before each forward, and after a training forward the change it made
+// to them is handed to the runtime in their gradient slots, which averages it over the replicas.
 #pragma once
 
 #include <torch/script.h>
@@ -33,7 +38,14 @@ class ParamBinding {
   void bind(const Parameters& params, const Gradients* grads);
   void release() { grads_ = nullptr; }
 
+  // The module's buffers set to the runtime's values in `params` (before a forward).
+  void load_state(const Parameters& params);
+  // After a training forward: each buffer's change from its value in `params`, times `scale` (the
+  // batch's loss scale, as gradients carry it), added into its slot of `grads` and announced.
+  void store_changes(const Parameters& params, Gradients& grads, float scale);
+
   size_t count() const { return entries_.size(); }
+  size_t buffers() const { return state_.size(); }
   int64_t numel() const;
 
  private:
@@ -45,7 +57,14 @@ class ParamBinding {
   };
   class ReadyHook;
 
+  struct StateEntry {
+    at::Tensor tensor;  // the module's buffer, of its own dtype (num_batches_tracked: int64)
+    Param param;
+  };
+  Status declare_buffers(torch::jit::Module& module, ParameterSpace& space, const std::string& what);
+
   std::vector<Entry> entries_;
+  std::vector<StateEntry> state_;
   const Gradients* grads_ = nullptr;
 };
 

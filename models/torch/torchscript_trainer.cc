@@ -51,7 +51,9 @@ class TorchScriptTrainer final : public Trainer {
     params_.bind(params, &grads);
     module_.train();
     auto stats = guarded(what() + ", forward and backward", [&]() -> Expected<BatchStats> {
+      params_.load_state(params);
       const at::Tensor out = forward(batch);
+      params_.store_changes(params, grads, batch.loss_scale);  // BatchNorm's statistics of this batch
       at::Tensor loss;
       BatchStats s;
       TROUPE_RETURN_IF_ERROR(score(batch, out, &loss, &s));
@@ -67,6 +69,7 @@ class TorchScriptTrainer final : public Trainer {
     torch::NoGradGuard no_grad;
     module_.eval();
     return guarded(what() + ", evaluation", [&]() -> Expected<BatchStats> {
+      params_.load_state(params);
       at::Tensor loss;
       BatchStats s;
       TROUPE_RETURN_IF_ERROR(score(batch, forward(batch), &loss, &s));
@@ -75,8 +78,8 @@ class TorchScriptTrainer final : public Trainer {
   }
 
   std::string describe() const override {
-    return file_ + " (" + std::to_string(params_.numel()) + " parameters in " +
-           std::to_string(params_.count()) + " tensors)";
+    return file_ + " (" + std::to_string(params_.numel()) + " parameters in " + std::to_string(params_.count()) +
+           " tensors" + (params_.buffers() ? ", " + std::to_string(params_.buffers()) + " buffers" : "") + ")";
   }
 
   int64_t prediction_width() const override { return classes_ > 0 ? classes_ : width_; }
@@ -86,6 +89,7 @@ class TorchScriptTrainer final : public Trainer {
     torch::NoGradGuard no_grad;
     module_.eval();
     return guarded(what() + ", prediction", [&]() -> Status {
+      params_.load_state(params);
       const at::Tensor y = forward(batch).reshape({batch.size, -1}).contiguous();
       if (y.size(1) != prediction_width())
         return invalid_argument(what() + " returned " + std::to_string(y.size(1)) + " values per example; " +
