@@ -51,6 +51,7 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
   std::unique_ptr<ShardedState> s(new ShardedState(comm, options));
   s->total_ = total;
   s->chunks_ = plan_owned_chunks(buckets, comm.rank(), comm.size());
+  s->state_in_chunk_.resize(s->chunks_.size());
   size_t widest = 0;
   for (const OwnedChunk& c : s->chunks_) {
     widest = std::max(widest, c.chunk);
@@ -63,7 +64,6 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
     OptimizerOptions mine = optimizer;
     mine.decay_ranges = ranges_within(optimizer.decay_ranges, c.begin, c.end);
     mine.state_ranges = ranges_within(optimizer.state_ranges, c.begin, c.end);
-    s->state_in_chunk_.resize(s->chunks_.size());
     s->state_in_chunk_[s->optimizers_.size()] = mine.state_ranges;
     auto opt = make_optimizer(mine, c.end - c.begin);
     if (!opt.ok()) return opt.status();
