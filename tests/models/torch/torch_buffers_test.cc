@@ -1,9 +1,11 @@
 // A module's buffers (BatchNorm's running_mean, running_var, num_batches_tracked) as model state
 // (ParameterSpace::declare_state, ABI 9): declared by their state_dict names, changed by a training
 // forward as PyTorch changes them, averaged over sync replicas (which end identical), kept by
-// checkpoints and a resume, and loaded by --init-from from a state_dict with an I64 batch count.
+// checkpoints and a resume, loaded by --init-from from a state_dict with an I64 batch count, and
+// kept by parameter servers (central: averaged as sync; async: each push's change added).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -14,6 +16,7 @@
 #include "tests/core/temp_dir.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
+#include "tests/trainers/ps/ps_fixture.h"
 #include "tests/trainers/sync/replica_threads.h"
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/library/trainer_registry.h"
@@ -226,4 +229,34 @@ TEST_CASE("torch buffers: --init-from loads a state_dict's buffers, its batch co
   std::vector<float> want = block(m.space, module, "conv.weight");
   for (float& v : want) v += 0.1f;
   CHECK(relative_difference(block(m.space, params, "conv.weight"), want) < 1e-6);
+}
+
+TEST_CASE("torch buffers: parameter servers keep them: central averages the workers' changes, async adds each "
+          "push's", "[torch][buffers][ps]") {
+  const Dataset train = blobs(240, 4, 8, 3), test = blobs(80, 4, 8, 4);
+  const Made m = make();
+  TrainOptions o = blob_job();
+  o.clip_grad_norm = 0;  // central clips on one server only; the shapes below use two
+  o.lr = 1e-30f;         // still parameters: central's running mean is one process's
+  o.momentum = 0;
+  o.weight_decay = 0;
+  std::vector<float> one;
+  REQUIRE(train_with_trainer(o, train, test, {}, &one).ok());
+  const DataSpec data{train.features(), train.classes};
+  ps::PsJob central = ps::start_ps_job(o, data, ps::ps_shape(ps::PsMode::central, 2, train.count));
+  ps::WorkerRuns run = ps::run_ps_workers(central, 2, o, train, test, /*want_params=*/true);
+  for (const Status& st : run.status) REQUIRE(st.ok());
+  CHECK(run.params[1] == run.params[0]);
+  CHECK(block(m.space, run.params[0], "bn.num_batches_tracked") == block(m.space, one, "bn.num_batches_tracked"));
+  CHECK(relative_difference(block(m.space, run.params[0], "bn.running_mean"), block(m.space, one, "bn.running_mean")) <
+        1e-5);
+
+  ps::PsJob async = ps::start_ps_job(o, data, ps::ps_shape(ps::PsMode::async, 2, train.count), "job-1");
+  ps::WorkerRuns pushed = ps::run_ps_workers(async, 2, o, train, test, /*want_params=*/true);
+  for (const Status& st : pushed.status) REQUIRE(st.ok());
+  // Every push's +1 on the servers: the worker that finished last pulled them all.
+  const float steps = block(m.space, one, "bn.num_batches_tracked")[0];
+  const float seen = std::max(block(m.space, pushed.params[0], "bn.num_batches_tracked")[0],
+                              block(m.space, pushed.params[1], "bn.num_batches_tracked")[0]);
+  CHECK(seen == 2 * steps);
 }
