@@ -12,7 +12,9 @@ Expected<BatchStats> ModuleSteps::forward_backward(const Batch& batch, const Par
   params_.bind(params, &grads);
   set_training(true);
   auto stats = guarded(what() + ", forward and backward", [&]() -> Expected<BatchStats> {
+    params_.load_state(params);
     const at::Tensor out = forward(batch);
+    params_.store_changes(params, grads, batch.loss_scale);  // BatchNorm's statistics of this batch
     at::Tensor loss;
     BatchStats s;
     TROUPE_RETURN_IF_ERROR(score(batch, out, &loss, &s));
@@ -28,6 +30,7 @@ Expected<BatchStats> ModuleSteps::evaluate(const Batch& batch, const Parameters&
   torch::NoGradGuard no_grad;
   set_training(false);
   return guarded(what() + ", evaluation", [&]() -> Expected<BatchStats> {
+    params_.load_state(params);
     at::Tensor loss;
     BatchStats s;
     TROUPE_RETURN_IF_ERROR(score(batch, forward(batch), &loss, &s));
@@ -40,6 +43,7 @@ Status ModuleSteps::predict(const Batch& batch, const Parameters& params, float*
   torch::NoGradGuard no_grad;
   set_training(false);
   return guarded(what() + ", prediction", [&]() -> Status {
+    params_.load_state(params);
     const at::Tensor y = forward(batch).reshape({batch.size, -1}).contiguous();
     if (y.size(1) != prediction_width())
       return invalid_argument(what() + " returned " + std::to_string(y.size(1)) + " values per example; " +

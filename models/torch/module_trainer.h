@@ -67,14 +67,16 @@ class ModuleTrainer final : public ModuleSteps {
       return module_->loss(out, target);
     };
     TROUPE_RETURN_IF_ERROR(set_shapes(ctx, std::move(own)));
-    std::vector<std::pair<std::string, at::Tensor>> named;
-    for (const auto& p : module_->named_parameters(/*recurse=*/true)) named.emplace_back(p.key(), p.value());
-    return params_.declare(named, space, what());
+    ParamBinding::Named params, buffers;
+    for (const auto& p : module_->named_parameters(/*recurse=*/true)) params.emplace_back(p.key(), p.value());
+    for (const auto& b : module_->named_buffers(/*recurse=*/true)) buffers.emplace_back(b.key(), b.value());
+    return params_.declare(params, buffers, space, what());
   }
 
   std::string describe() const override {
     return "libtorch module (" + std::to_string(params_.numel()) + " parameters in " +
-           std::to_string(params_.count()) + " tensors)";
+           std::to_string(params_.count()) + " tensors" +
+           (params_.buffers() ? ", " + std::to_string(params_.buffers()) + " buffers" : "") + ")";
   }
 
  protected:

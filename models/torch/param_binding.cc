@@ -36,12 +36,13 @@ at::Tensor view_of(const float* data, const at::Tensor& like) {
 }  // namespace
 
 Status ParamBinding::declare(torch::jit::Module& module, ParameterSpace& space, const std::string& what) {
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) named.emplace_back(p.name, p.value);
-  return declare(named, space, what);
+  Named params, buffers;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) params.emplace_back(p.name, p.value);
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) buffers.emplace_back(b.name, b.value);
+  return declare(params, buffers, space, what);
 }
 
-Status ParamBinding::declare(const std::vector<std::pair<std::string, at::Tensor>>& named_list, ParameterSpace& space,
+Status ParamBinding::declare(const Named& named_list, const Named& buffers, ParameterSpace& space,
                              const std::string& what) {
   for (const auto& [name, t] : named_list) {
     if (t.scalar_type() != torch::kFloat32)
@@ -59,7 +60,40 @@ Status ParamBinding::declare(const std::vector<std::pair<std::string, at::Tensor
     entries_.push_back(Entry{name, t, p, std::move(accumulator)});
   }
   if (entries_.empty()) return invalid_argument(what + " has no trainable parameters");
+  return declare_buffers(buffers, space, what);
+}
+
+// After the parameters, in the module's order, under their state_dict names: f32 values of any
+// floating or integer buffer (a count is exact up to 2^24).
+Status ParamBinding::declare_buffers(const Named& buffers, ParameterSpace& space, const std::string& what) {
+  for (const auto& [name, t] : buffers) {
+    if (!t.defined() || t.numel() == 0) continue;
+    if (t.is_complex() || t.scalar_type() == torch::kBool)
+      return invalid_argument(what + ": buffer '" + name + "' is " + std::string(c10::toString(t.scalar_type())) +
+                              "; troupe keeps floating and integer buffers as model state");
+    const at::Tensor values = t.detach().to(torch::kFloat32).contiguous();
+    std::vector<float> start(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+    const Param p = space.declare_state(name, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                                        std::move(start));  // a scalar stays [], as PyTorch loads it
+    if (!space.status().ok()) return space.status();
+    state_.push_back(StateEntry{t, p});
+  }
   return {};
+}
+
+void ParamBinding::load_state(const Parameters& params) {
+  torch::NoGradGuard no_grad;
+  for (StateEntry& e : state_) e.tensor.copy_(view_of(params[e.param], e.tensor));
+}
+
+void ParamBinding::store_changes(const Parameters& params, Gradients& grads, float scale) {
+  torch::NoGradGuard no_grad;
+  for (StateEntry& e : state_) {
+    at::Tensor change = e.tensor.to(torch::kFloat32) - view_of(params[e.param], e.tensor);
+    if (scale != 1.0f) change.mul_(scale);
+    view_of(grads[e.param], e.tensor).add_(change);
+    grads.ready(e.param);
+  }
 }
 
 void ParamBinding::bind_range(size_t first, size_t end, const Parameters& params, const Gradients* grads) {

@@ -3,6 +3,11 @@
 // backward() accumulates into in place, and a hook on its gradient accumulator announces the block
 // ready (Gradients::ready) as soon as autograd has finished it, so the runtime's buckets all-reduce
 // while backward goes on — as PyTorch's own DDP does with the same hooks.
+//
+// The module's buffers (BatchNorm's running_mean, running_var, num_batches_tracked) are state blocks
+// of the parameter space (ParameterSpace::declare_state, ABI 9): the module's own tensors, loaded
+// from the runtime's values before each forward, and after a training forward the change it made
+// to them is handed to the runtime in their gradient slots, which averages it over the replicas.
 #pragma once
 
 #include <torch/script.h>
@@ -27,10 +32,10 @@ class ParamBinding {
   // order, starting from the module's own values (ParameterSpace's given values); hooks each one's
   // gradient accumulator. `what` names the module in errors.
   Status declare(torch::jit::Module& module, ParameterSpace& space, const std::string& what);
-  // The same for a module's parameters given by name, in order (a torch::nn::Module's
-  // named_parameters(), module_trainer.h).
-  Status declare(const std::vector<std::pair<std::string, at::Tensor>>& named, ParameterSpace& space,
-                 const std::string& what);
+  // The same for a module's parameters and buffers given by name, in order (a torch::nn::Module's
+  // named_parameters() and named_buffers(), module_trainer.h).
+  using Named = std::vector<std::pair<std::string, at::Tensor>>;
+  Status declare(const Named& params, const Named& buffers, ParameterSpace& space, const std::string& what);
 
   // Points the parameters at `params` and, when `grads` is given, their gradients at it (the
   // tensors are rebuilt only where a buffer moved); the hooks announce blocks to `grads` until
@@ -41,9 +46,16 @@ class ParamBinding {
   void bind_range(size_t first, size_t end, const Parameters& params, const Gradients* grads);
   void release() { grads_ = nullptr; }
 
+  // The module's buffers set to the runtime's values in `params` (before a forward).
+  void load_state(const Parameters& params);
+  // After a training forward: each buffer's change from its value in `params`, times `scale` (the
+  // batch's loss scale, as gradients carry it), added into its slot of `grads` and announced.
+  void store_changes(const Parameters& params, Gradients& grads, float scale);
+
   size_t count() const { return entries_.size(); }
   const std::string& name(size_t i) const { return entries_[i].name; }  // its state_dict name
   const Param& param(size_t i) const { return entries_[i].param; }
+  size_t buffers() const { return state_.size(); }
   int64_t numel() const;
 
  private:
@@ -56,7 +68,14 @@ class ParamBinding {
   };
   class ReadyHook;
 
+  struct StateEntry {
+    at::Tensor tensor;  // the module's buffer, of its own dtype (num_batches_tracked: int64)
+    Param param;
+  };
+  Status declare_buffers(const Named& buffers, ParameterSpace& space, const std::string& what);
+
   std::vector<Entry> entries_;
+  std::vector<StateEntry> state_;
   const Gradients* grads_ = nullptr;
 };
 

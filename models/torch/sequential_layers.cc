@@ -42,7 +42,9 @@ void copy_out(const at::Tensor& t, float* out) {
 Expected<std::unique_ptr<SequentialLayers>> SequentialLayers::make(torch::jit::Module& module, ParamBinding& binding,
                                                                    const std::vector<int64_t>& input_shape,
                                                                    LossSpec loss) {
-  if (!is_sequential(module)) return std::unique_ptr<SequentialLayers>();
+  // Buffers (BatchNorm's statistics) are state blocks after every parameter, in no layer's range:
+  // such a module trains whole (not yet split into stages or gathered layer by layer).
+  if (!is_sequential(module) || binding.buffers() > 0) return std::unique_ptr<SequentialLayers>();
   std::unique_ptr<SequentialLayers> layers(new SequentialLayers(module, binding, std::move(loss)));
   TROUPE_RETURN_IF_ERROR(layers->find_layers(input_shape));
   return layers;

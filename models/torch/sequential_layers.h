@@ -23,7 +23,7 @@ namespace troupe::torch_model {
 class SequentialLayers final : public LayerModel {
  public:
   // The layers of `module` when it is a scripted nn.Sequential whose children's parameters are
-  // `binding`'s in order; null when it is not a sequence. `input_shape` is one example's.
+  // `binding`'s in order; null when it is not a sequence or has buffers. `input_shape` is one example's.
   static Expected<std::unique_ptr<SequentialLayers>> make(torch::jit::Module& module, ParamBinding& binding,
                                                           const std::vector<int64_t>& input_shape, LossSpec loss);
 

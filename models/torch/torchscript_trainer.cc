@@ -45,7 +45,7 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
 
   std::string describe() const override {
     return file_ + " (" + std::to_string(params_.numel()) + " parameters in " + std::to_string(params_.count()) +
-           " tensors)";
+           " tensors" + (params_.buffers() ? ", " + std::to_string(params_.buffers()) + " buffers" : "") + ")";
   }
 
  protected:

@@ -43,4 +43,21 @@ Param ParameterSpace::declare(const std::string& name, const std::vector<int64_t
   return p;
 }
 
+Param ParameterSpace::declare_state(const std::string& name, const std::vector<int64_t>& shape,
+                                    std::vector<float> values) {
+  // An empty shape is a scalar (PyTorch's num_batches_tracked): one float, kept shaped [] so the
+  // saved tensor loads back into PyTorch.
+  const Param p = declare(name, shape.empty() ? std::vector<int64_t>{1} : shape, std::move(values));
+  if (p.index < 0) return p;
+  blocks_.back().state = true;
+  blocks_.back().shape = shape;
+  return p;
+}
+
+bool ParameterSpace::has_state() const {
+  for (const ParamBlock& b : blocks_)
+    if (b.state) return true;
+  return false;
+}
+
 }  // namespace troupe

@@ -55,7 +55,7 @@
 
 // Bumped whenever a type of this header changes layout or a virtual function is added, removed or
 // reordered; with the troupe version it is what a library is checked against before it is used.
-#define TROUPE_TRAINER_ABI 8  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
+#define TROUPE_TRAINER_ABI 9  // 2: Gradients is a class with ready(); 3: LayerModel, views of a range;
                               // 4: mixed precision (TrainerContext::precision, Batch::loss_scale);
                               // 5: the data's schema and fields by name, targets of any width,
                               //    required_fields(), predict(), transform_example()
@@ -65,6 +65,8 @@
                               //    views with extra segments (FlatSegment: tied blocks across stages)
                               // 8: blocks declared with their starting values (Init::Kind::given,
                               //    ParamBlock::values: a PyTorch module's own initialisation)
+                              // 9: state blocks (ParameterSpace::declare_state, ParamBlock::state: a
+                              //    BatchNorm's running statistics kept with the parameters)
 
 namespace troupe {
 
@@ -148,6 +150,7 @@ struct ParamBlock {
   Init init;
   Param param;
   std::vector<float> values;  // Init::Kind::given: the block's starting values (ABI 8)
+  bool state = false;         // model state, not trained (ParameterSpace::declare_state, ABI 9)
 };
 
 // Collects the blocks a trainer declares in setup(). Blocks are laid out back to back, in
@@ -160,7 +163,17 @@ class ParameterSpace {
   // Declares a block that starts from `values` (as many as the shape holds; the same on every
   // replica: e.g. a PyTorch module's own initialisation), ABI 8.
   Param declare(const std::string& name, const std::vector<int64_t>& shape, std::vector<float> values);
+  // Declares a block of model state that is not trained (ABI 9): a BatchNorm's running mean and
+  // variance, its batch count. It sits in the flat parameter buffer like a parameter, so --save,
+  // checkpoints, --resume and --init-from keep it under its name, and starts from `values`. Its
+  // slot in the gradient buffer carries the CHANGE the step makes to it (new value - value in
+  // `params`, times Batch::loss_scale as every gradient): the runtime averages that change over
+  // the replicas as it averages gradients (so replicas stay identical) and adds it to the block
+  // outside the optimizer — no learning rate, momentum, weight decay or clipping. A trainer that
+  // writes nothing there leaves the block as it is. An empty shape is a scalar (one float).
+  Param declare_state(const std::string& name, const std::vector<int64_t>& shape, std::vector<float> values);
   const std::vector<ParamBlock>& blocks() const { return blocks_; }
+  bool has_state() const;  // whether any block is state
   size_t size() const { return size_; }
   Status status() const { return status_; }
 

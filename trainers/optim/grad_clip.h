@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
+#include <vector>
 
 namespace troupe {
 
@@ -17,5 +19,13 @@ double clip_grad_norm(float* grads, size_t n, float max_norm);
 // once the parts' sums give the whole norm (1: no clipping, when max_norm <= 0 or norm <= max_norm).
 double squared_norm(const float* grads, size_t n);
 float clip_factor(double norm, float max_norm);
+
+// The same leaving out `skip`, sorted disjoint ranges [first, second) of grads[0, n): the model's
+// state blocks (ParameterSpace::declare_state), whose slots carry changes, not gradients — they
+// count in no norm and are never scaled. An empty `skip` is the functions above.
+using FlatRanges = std::vector<std::pair<size_t, size_t>>;
+double clip_grad_norm(float* grads, size_t n, float max_norm, const FlatRanges& skip);
+double squared_norm(const float* grads, size_t n, const FlatRanges& skip);
+void scale_except(float* grads, size_t n, float factor, const FlatRanges& skip);
 
 }  // namespace troupe

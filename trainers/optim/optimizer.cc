@@ -18,7 +18,7 @@ class Sgd final : public Optimizer {
     hp_.weight_decay = o.weight_decay;
     if (o.momentum != 0.0f) velocity_.assign(n, 0.0f);
   }
-  void step(float* params, const float* grads) override {
+  void apply(float* params, const float* grads) override {
     kernels::cpu::sgd_step(params, grads, velocity_.empty() ? nullptr : velocity_.data(), n_, hp_);
     ++steps_;
   }
@@ -62,7 +62,7 @@ class Adam final : public Optimizer {
     hp_.weight_decay = o.weight_decay;
     hp_.decoupled = decoupled;
   }
-  void step(float* params, const float* grads) override {
+  void apply(float* params, const float* grads) override {
     ++steps_;
     if (ranges_.empty()) {
       kernels::cpu::adam_step(params, grads, m_.data(), v_.data(), n_, steps_, hp_);
@@ -98,6 +98,18 @@ class Adam final : public Optimizer {
 };
 
 }  // namespace
+
+// The rule runs over everything (one pass, as without state), then each state range gets back its
+// value before the rule plus its averaged change: what the rule wrote there (decay, momentum of a
+// change) is undone, and the rule's own state for those floats is never read.
+void Optimizer::step(float* params, const float* grads) {
+  kept_.clear();
+  for (const auto& [b, e] : state_ranges_) kept_.insert(kept_.end(), params + b, params + e);
+  apply(params, grads);
+  size_t at = 0;
+  for (const auto& [b, e] : state_ranges_)
+    for (size_t i = b; i < e; ++i) params[i] = kept_[at++] + grads[i];
+}
 
 std::vector<const std::vector<float>*> Optimizer::state_vectors() const {
   std::vector<const std::vector<float>*> out;
@@ -149,7 +161,30 @@ std::vector<std::pair<size_t, size_t>> matrix_ranges(const ParameterSpace& space
   return out;
 }
 
-Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, size_t n) {
+std::vector<std::pair<size_t, size_t>> state_ranges(const ParameterSpace& space) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const ParamBlock& b : space.blocks()) {
+    if (!b.state) continue;
+    const size_t begin = b.param.offset, end = b.param.offset + b.param.numel;
+    if (!out.empty() && out.back().second == begin) out.back().second = end;
+    else out.push_back({begin, end});
+  }
+  return out;
+}
+
+std::vector<std::pair<size_t, size_t>> ranges_within(const std::vector<std::pair<size_t, size_t>>& ranges,
+                                                     size_t begin, size_t end) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const auto& r : ranges) {
+    const size_t b = std::max(r.first, begin), e = std::min(r.second, end);
+    if (b < e) out.push_back({b - begin, e - begin});
+  }
+  return out;
+}
+
+namespace {
+
+Expected<std::unique_ptr<Optimizer>> make_rule(const OptimizerOptions& o, size_t n) {
   if (!(o.lr > 0.0f) || !std::isfinite(o.lr)) {
     return invalid_argument("learning rate " + std::to_string(o.lr) + " must be a positive finite number");
   }
@@ -173,6 +208,18 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, s
     return std::unique_ptr<Optimizer>(new Adam(o, n, o.name == "adamw"));
   }
   return invalid_argument("optimizer '" + o.name + "' is not one of sgd, adam, adamw");
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& o, size_t n) {
+  for (const auto& [b, e] : o.state_ranges)
+    if (b >= e || e > n)
+      return internal_error("state range [" + std::to_string(b) + ", " + std::to_string(e) + ") is outside the " +
+                            std::to_string(n) + " parameters of the optimizer");
+  auto made = make_rule(o, n);
+  if (made.ok()) (*made)->set_state_ranges(o.state_ranges);
+  return made;
 }
 
 }  // namespace troupe

@@ -27,6 +27,11 @@ struct OptimizerOptions {
   bool decay_matrices_only = false;
   bool decay_ranges_set = false;
   std::vector<std::pair<size_t, size_t>> decay_ranges;
+  // Model state, not trained (ParameterSpace::declare_state): the ranges [first, second) of the
+  // optimizer's parameters (relative to them: cut to a chunk or shard) that step() leaves to the
+  // rule `param += grad` (the averaged change the trainer made) instead of the optimizer's; see
+  // state_ranges(). Sorted and disjoint.
+  std::vector<std::pair<size_t, size_t>> state_ranges;
 };
 
 // An optimizer's state, or a slice [begin, begin + length) of it, for checkpoints: the step count
@@ -41,8 +46,9 @@ struct OptimizerState {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Applies one update to params[0, n) from grads[0, n).
-  virtual void step(float* params, const float* grads) = 0;
+  // Applies one update to params[0, n) from grads[0, n); the state ranges (OptimizerOptions::
+  // state_ranges) take their change, params += grads, and nothing of the optimizer's rule.
+  void step(float* params, const float* grads);
   virtual std::string describe() const = 0;  // "sgd(lr=0.05, momentum=0.9)"
   // Changes the learning rate from the next step on (schedules call this every step).
   virtual void set_lr(float lr) = 0;
@@ -55,16 +61,30 @@ class Optimizer {
   // number of vectors or their lengths do not fit, naming what differs; on error nothing changes.
   Status load_state(const OptimizerState& state, size_t begin);
 
+  void set_state_ranges(std::vector<std::pair<size_t, size_t>> ranges) { state_ranges_ = std::move(ranges); }
+  const std::vector<std::pair<size_t, size_t>>& kept_ranges() const { return state_ranges_; }  // as set
+
  protected:
+  virtual void apply(float* params, const float* grads) = 0;  // the rule, over params[0, n)
   virtual std::vector<std::vector<float>*> state_vectors() = 0;  // in OptimizerState's order
   std::vector<const std::vector<float>*> state_vectors() const;
   virtual size_t size() const = 0;
   int64_t steps_ = 0;
+
+ private:
+  std::vector<std::pair<size_t, size_t>> state_ranges_;
+  std::vector<float> kept_;  // the state ranges' values before the rule ran over them
 };
 
 // The flat ranges of `space`'s blocks of rank >= 2 (weight matrices and embeddings), merged where
 // adjacent: what `--weight-decay-params matrices` decays. Biases and LayerNorm gains are rank 1.
 std::vector<std::pair<size_t, size_t>> matrix_ranges(const ParameterSpace& space);
+
+// The flat ranges of `space`'s state blocks (ParameterSpace::declare_state), merged where adjacent.
+std::vector<std::pair<size_t, size_t>> state_ranges(const ParameterSpace& space);
+// The parts of sorted `ranges` inside [begin, end), relative to begin (a chunk's or shard's share).
+std::vector<std::pair<size_t, size_t>> ranges_within(const std::vector<std::pair<size_t, size_t>>& ranges,
+                                                     size_t begin, size_t end);
 
 // Builds an optimizer for `n` parameters. Unknown names or out-of-range values are invalid_argument.
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerOptions& options, size_t n);

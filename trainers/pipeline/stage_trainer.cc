@@ -80,6 +80,7 @@ Expected<std::unique_ptr<Optimizer>> stage_optimizer(OptimizerOptions& oo, const
     if (b < e) oo.decay_ranges.push_back({b - plan.begin, e - plan.begin});
   }
   oo.decay_ranges_set = true;
+  oo.state_ranges = ranges_within(state_ranges(space), plan.begin, plan.end);  // state blocks: their change
   return make_optimizer(oo, plan.end - plan.begin);
 }
 
@@ -357,10 +358,11 @@ Status StageSteps::reduce(const std::string& at, float* loss, int64_t* correct) 
 // By the whole model's norm: every stage's squares summed over the pipe.
 Status StageSteps::clip(const std::string& at) {
   if (o_.clip_grad_norm <= 0) return {};
-  auto total = p_.exec.sum_over_stages(squared_norm(p_.grads.data(), n_), static_cast<uint64_t>(step_ + 1));
+  const FlatRanges& state = p_.opt.kept_ranges();  // state blocks' changes: in no norm, never scaled
+  auto total = p_.exec.sum_over_stages(squared_norm(p_.grads.data(), n_, state), static_cast<uint64_t>(step_ + 1));
   if (!total.ok()) return total.status().with_context(where_ + ": the gradient norm" + at);
   const float factor = clip_factor(std::sqrt(*total), o_.clip_grad_norm);
-  if (factor != 1.0f) kernels::cpu::scale(p_.grads.data(), n_, factor);
+  if (factor != 1.0f) scale_except(p_.grads.data(), n_, factor, state);
   return {};
 }
 

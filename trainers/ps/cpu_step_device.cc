@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
+#include "trainers/optim/optimizer.h"
 
 namespace troupe::ps {
 
@@ -35,6 +36,10 @@ float* CpuStepDevice::pull_buffer(int slot) {
     broken_ = internal_error("parameter slot " + std::to_string(slot) + " handed out for a pull while a computation "
                              "on it was in flight");
   return params_[slot].data();
+}
+
+std::vector<std::pair<size_t, size_t>> CpuStepDevice::state_ranges() const {
+  return troupe::state_ranges(setup_.space);
 }
 
 Status CpuStepDevice::upload_batch(const Batch& batch) {

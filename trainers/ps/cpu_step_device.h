@@ -24,6 +24,7 @@ class CpuStepDevice final : public StepDevice {
   size_t parameters() const override { return n_; }
   std::string name() const override { return "cpu (" + setup_.where + ")"; }
   std::string model() const override { return setup_.model; }
+  std::vector<std::pair<size_t, size_t>> state_ranges() const override;
   float* pull_buffer(int slot) override;
   const float* push_buffer() const override { return grads_.data(); }
   Status upload_batch(const Batch& batch) override;

@@ -183,7 +183,7 @@ void ParameterShard::apply_central_if_complete() {
   for (size_t w = 0; w < clocks_.size(); ++w)
     if (states_[w] == WorkerState::live && clocks_[w] <= version_) return;  // a live worker has not pushed yet
   if (contributions_ > 1) kernels::cpu::scale(sum_.data(), sum_.size(), 1.0f / static_cast<float>(contributions_));
-  clip_grad_norm(sum_.data(), sum_.size(), options_.clip_grad_norm);  // the global batch's, as sync clips it
+  clip_grad_norm(sum_.data(), sum_.size(), options_.clip_grad_norm, options_.optimizer.state_ranges);  // the global batch's, as sync clips it
   apply(sum_.data());
   contributions_ = 0;
   checkpoint_if_due();

@@ -42,6 +42,8 @@ Expected<std::unique_ptr<ParameterShard>> make_job_shard(const TrainOptions& o, 
     if (b < e) so->optimizer.decay_ranges.emplace_back(b - range.begin, e - range.begin);
   }
   so->optimizer.decay_ranges_set = true;
+  // State blocks (BatchNorm statistics): each push's change is added as it comes, outside the rule.
+  so->optimizer.state_ranges = ranges_within(state_ranges(setup->space), range.begin, range.end);
   return ParameterShard::create(index, range,
                                 std::vector<float>(all.begin() + static_cast<long>(range.begin),
                                                    all.begin() + static_cast<long>(range.end)),

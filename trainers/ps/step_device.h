@@ -26,6 +26,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "trainers/api/trainer.h"
@@ -40,6 +42,9 @@ class StepDevice {
   virtual size_t parameters() const = 0;   // floats in the flat vector
   virtual std::string name() const = 0;    // "cuda:0 (NVIDIA H100 80GB HBM3)", "cpu (mlp)"
   virtual std::string model() const = 0;   // "mlp 784-256-128-10 (235146 parameters)"
+  // The model's state blocks (ParameterSpace::declare_state) as sorted flat ranges: their pushed
+  // slots are changes, which clipping leaves out. None by default.
+  virtual std::vector<std::pair<size_t, size_t>> state_ranges() const { return {}; }
 
   // Host memory for parameters() floats, slot 0 or 1, that the host is about to write (a pull).
   // Errors come from the next call that uses the slot.

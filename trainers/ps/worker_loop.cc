@@ -105,7 +105,7 @@ void WorkerLoop::set_replay() {
       std::copy(fresh.values, fresh.values + fresh.range.size(), device_.pull_buffer(cur_) + fresh.range.begin);
     TROUPE_RETURN_IF_ERROR(feed_.rows_of(tag, &replay_rows_));
     TROUPE_RETURN_IF_ERROR(device_.replay(cur_, replay_rows_.batch(train_.features()), out));
-    if (clips_) clip_grad_norm(out, n_, o_.clip_grad_norm);  // as the push it stands for was
+    if (clips_) clip_grad_norm(out, n_, o_.clip_grad_norm, device_.state_ranges());  // as the push it stands for was
     return Status{};
   });
 }
@@ -219,7 +219,7 @@ Status WorkerLoop::push(const Versions& versions, const DataTag& tag, const std:
   const float* push = device_.push_buffer();
   if (clips_) {  // the device's buffer is its own: clipped in a copy
     clipped_.assign(push, push + n_);
-    clip_grad_norm(clipped_.data(), n_, o_.clip_grad_norm);
+    clip_grad_norm(clipped_.data(), n_, o_.clip_grad_norm, device_.state_ranges());
     push = clipped_.data();
   }
   Status pushed = client_.push(clock_, push, versions, tag);

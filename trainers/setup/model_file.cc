@@ -16,13 +16,29 @@ namespace troupe {
 
 namespace {
 std::string dtype_tag(DType t) { return t == DType::bf16 ? "BF16" : t == DType::f16 ? "F16" : "F32"; }
+
+// A state block's tensor as f32: as a parameter's, or from the integers PyTorch keeps some state in
+// (BatchNorm's num_batches_tracked is I64), exact up to 2^24.
+Expected<std::vector<float>> state_as_f32(const data::NamedTensor& t, const std::string& where) {
+  if (t.dtype != "I64" && t.dtype != "I32") return data::tensor_as_f32(t, where);
+  const size_t size = t.dtype == "I64" ? 8 : 4, n = t.bytes.size() / size;
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t v = 0;
+    if (size == 8) std::memcpy(&v, t.bytes.data() + i * 8, 8);
+    else { int32_t w = 0; std::memcpy(&w, t.bytes.data() + i * 4, 4); v = w; }
+    out[i] = static_cast<float>(v);
+  }
+  return out;
+}
 }  // namespace
 
 Expected<std::unique_ptr<ModelWriter>> ModelWriter::create(const std::string& path, const ParameterSpace& space,
                                                            DType dtype,
                                                            const std::map<std::string, std::string>& metadata) {
   std::vector<data::TensorSpec> tensors;
-  for (const ParamBlock& b : space.blocks()) tensors.push_back({b.name, dtype_tag(dtype), b.shape});
+  // State blocks (running statistics, batch counts) stay F32 whatever `dtype`: counts exact to 2^24.
+  for (const ParamBlock& b : space.blocks()) tensors.push_back({b.name, dtype_tag(b.state ? DType::f32 : dtype), b.shape});
   auto file = data::SafetensorsWriter::create(path, std::move(tensors), metadata);
   if (!file.ok()) return file.status();
   std::unique_ptr<ModelWriter> w(new ModelWriter());
@@ -41,7 +57,7 @@ Status ModelWriter::write_range(size_t begin, const float* values, size_t count)
     if (b >= e) continue;
     const float* from = values + (b - begin);
     const uint64_t at = static_cast<uint64_t>(b - p.offset);
-    if (dtype_ == DType::f32) {
+    if (dtype_ == DType::f32 || blocks[i].state) {
       TROUPE_RETURN_IF_ERROR(file_->write(i, at * 4, from, (e - b) * 4));
       continue;
     }
@@ -112,7 +128,7 @@ Status load_model_into(const std::string& path, const ParameterSpace& space, con
     if (t->dtype == "F32") {
       loads.push_back({&b, t->bytes.data(), {}});
     } else {
-      auto values = data::tensor_as_f32(*t, "--init-from " + path);
+      auto values = b.state ? state_as_f32(*t, "--init-from " + path) : data::tensor_as_f32(*t, "--init-from " + path);
       if (!values.ok()) return values.status();
       loads.push_back({&b, nullptr, std::move(*values)});
     }

@@ -51,6 +51,7 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
   std::unique_ptr<ShardedState> s(new ShardedState(comm, options));
   s->total_ = total;
   s->chunks_ = plan_owned_chunks(buckets, comm.rank(), comm.size());
+  s->state_in_chunk_.resize(s->chunks_.size());
   size_t widest = 0;
   for (const OwnedChunk& c : s->chunks_) {
     widest = std::max(widest, c.chunk);
@@ -59,12 +60,11 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
       continue;
     }
     // The chunk's own optimizer: --weight-decay-params matrices' ranges cut to it, relative to it.
+    // So are the state blocks' ranges (kept for clipping too).
     OptimizerOptions mine = optimizer;
-    mine.decay_ranges.clear();
-    for (const auto& r : optimizer.decay_ranges) {
-      const size_t b = std::max(r.first, c.begin), e = std::min(r.second, c.end);
-      if (b < e) mine.decay_ranges.push_back({b - c.begin, e - c.begin});
-    }
+    mine.decay_ranges = ranges_within(optimizer.decay_ranges, c.begin, c.end);
+    mine.state_ranges = ranges_within(optimizer.state_ranges, c.begin, c.end);
+    s->state_in_chunk_[s->optimizers_.size()] = mine.state_ranges;
     auto opt = make_optimizer(mine, c.end - c.begin);
     if (!opt.ok()) return opt.status();
     s->optimizer_bytes_ +=
@@ -168,7 +168,8 @@ void ShardedState::scale(float factor) {
 
 Expected<double> ShardedState::clip_grad_norm(float max_norm) {
   double sum = 0;
-  for (const OwnedChunk& c : chunks_) sum += squared_norm(grads_.data() + c.begin, c.end - c.begin);
+  for (size_t i = 0; i < chunks_.size(); ++i)
+    sum += squared_norm(grads_.data() + chunks_[i].begin, chunks_[i].end - chunks_[i].begin, state_of(i));
   // Every rank's double sum, gathered as bytes (two f32 words each: all-gather does no arithmetic)
   // and added in rank order: the same total on every rank, to a double's precision.
   std::vector<double> sums(static_cast<size_t>(comm_.size()));
@@ -178,7 +179,9 @@ Expected<double> ShardedState::clip_grad_norm(float max_norm) {
   for (double part : sums) total += part;
   const double norm = std::sqrt(total);
   const float factor = clip_factor(norm, max_norm);
-  if (factor != 1.0f) scale(factor);
+  if (factor != 1.0f)
+    for (size_t i = 0; i < chunks_.size(); ++i)
+      scale_except(grads_.data() + chunks_[i].begin, chunks_[i].end - chunks_[i].begin, factor, state_of(i));
   return norm;
 }
 

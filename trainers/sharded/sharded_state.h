@@ -41,6 +41,7 @@
 #include "core/status.h"
 #include "trainers/api/trainer.h"
 #include "trainers/sync/grad_buckets.h"
+#include "trainers/optim/grad_clip.h"
 #include "trainers/optim/optimizer.h"
 #include "trainers/sharded/page_buffer.h"
 
@@ -176,6 +177,12 @@ class ShardedState {
   size_t total_ = 0;
   std::vector<OwnedChunk> chunks_;                     // per bucket
   std::vector<std::unique_ptr<Optimizer>> optimizers_;  // per bucket: its chunk's state (null when empty)
+  // Per bucket: the state blocks' ranges in its chunk, relative to it (no norm, no clipping).
+  std::vector<FlatRanges> state_in_chunk_;
+  const FlatRanges& state_of(size_t chunk) const {
+    static const FlatRanges kNone;
+    return chunk < state_in_chunk_.size() ? state_in_chunk_[chunk] : kNone;
+  }
   PageBuffer grads_;
   PageBuffer params_;  // stage parameters only
   std::vector<float> staging_;  // the largest uneven unit's floats padded to chunk x size

@@ -32,6 +32,7 @@ Status ReplicaState::make_optimizer_state(const TrainOptions& o, const Replica& 
   oo_ = optimizer_options(o);
   oo_.decay_ranges = matrix_ranges(space_);  // --weight-decay-params matrices
   oo_.decay_ranges_set = true;
+  oo_.state_ranges = state_ranges(space_);  // state blocks: their averaged change, not the rule
   units_ = plan_grad_buckets(space_.blocks(), replica.bucket_bytes);
   if (layered_) {  // the units are the model's layers
     LayerModel* layers = trainer.layers();
@@ -162,7 +163,7 @@ Status ReplicaState::update(float lr, float unscale, float clip, const std::stri
   }
   if (unscale != 1.0f) kernels::cpu::scale(grad_, space_.size(), unscale);
   if (clip > 0)  // after the all-reduce: the averaged gradient, the same on every replica
-    clip_grad_norm(grad_, space_.size(), clip);
+    clip_grad_norm(grad_, space_.size(), clip, oo_.state_ranges);
   opt_->set_lr(lr);
   opt_->step(params_.data(), grad_);
   return {};

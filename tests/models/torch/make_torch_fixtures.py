@@ -9,6 +9,12 @@ OUT_DIR/fashion_mlp_state.safetensors  a state_dict of that MLP saved from Pytho
                           the module's: a model trained elsewhere, for --init-from)
 OUT_DIR/small_cnn.json    one batch (x, y) and what PyTorch computes for it with that module: the
                           cross-entropy loss and every parameter's gradient (state_dict names)
+OUT_DIR/small_bn_cnn.pt   conv -> batchnorm -> relu -> max-pool -> linear for 1x8x8 inputs, 4 classes
+OUT_DIR/small_bn_cnn.json one batch and what PyTorch computes for it in training mode: the loss, every
+                          parameter's gradient, and every buffer after the forward (running statistics)
+OUT_DIR/small_bn_cnn_state.safetensors  a state_dict of that module with other values, saved as the
+                          safetensors package saves it: num_batches_tracked as I64 (for --init-from)
+OUT_DIR/fashion_bn_cnn.pt a scripted Conv2d-BatchNorm2d-ReLU-pool x2 -> Linear CNN for Fashion-MNIST
 OUT_DIR/wrong_width.pt    the same module scoring 3 classes (a data of 4 classes must be refused)
 OUT_DIR/raises.pt         a module whose forward raises
 OUT_DIR/not_torchscript.pt  a file that is not TorchScript
@@ -36,6 +42,36 @@ class SmallCnn(nn.Module):
         return self.fc(x.flatten(1))
 
 
+class SmallBnCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 4 * 4, 4)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        return self.fc(x.flatten(1))
+
+
+class FashionBnCnn(nn.Module):
+    """Small enough to train an epoch of Fashion-MNIST in seconds on one core."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 8, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = x.reshape(-1, 1, 28, 28)
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return self.fc(x.flatten(1))
+
+
 class FashionMlp(nn.Module):
     def __init__(self):
         super().__init__()
@@ -59,11 +95,13 @@ class Raises(nn.Module):
 
 def save_safetensors(state, path):
     """A state_dict as safetensors (8-byte header length, JSON header, the tensors' bytes), as the
-    safetensors package writes it."""
+    safetensors package writes it: floating tensors F32, int64 ones (num_batches_tracked) I64."""
     header, blobs, offset = {}, [], 0
     for name, tensor in state.items():
-        data = tensor.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + len(data)]}
+        integer = tensor.dtype == torch.int64
+        data = tensor.detach().contiguous().numpy().astype("<i8" if integer else "<f4").tobytes()
+        header[name] = {"dtype": "I64" if integer else "F32", "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
     text = json.dumps(header).encode()
@@ -93,6 +131,7 @@ def main(out):
     g = torch.Generator().manual_seed(11)
     x = torch.randn(6, 1, 8, 8, generator=g)
     y = torch.tensor([0, 1, 2, 3, 1, 2])
+    write_bn_fixtures(out, x, y)
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     reference = {
@@ -104,6 +143,30 @@ def main(out):
     }
     with open(os.path.join(out, "small_cnn.json"), "w") as f:
         json.dump(reference, f)
+
+
+def write_bn_fixtures(out, x, y):
+    torch.manual_seed(8)
+    bn = torch.jit.script(SmallBnCnn())
+    bn.save(os.path.join(out, "small_bn_cnn.pt"))
+    other = {name: (value + 1 if value.dtype == torch.int64 else
+                    value.abs() + 0.5 if "running_var" in name else value + 0.1)
+             for name, value in bn.state_dict().items()}
+    save_safetensors(other, os.path.join(out, "small_bn_cnn_state.safetensors"))
+    bn.train()
+    loss = F.cross_entropy(bn(x * 2 + 1), y)  # not zero-mean: the running statistics move
+    loss.backward()
+    reference = {
+        "x": (x * 2 + 1).flatten().tolist(),
+        "y": y.tolist(),
+        "loss": loss.item(),
+        "grads": {n: p.grad.flatten().tolist() for n, p in bn.named_parameters()},
+        "buffers": {n: b.double().flatten().tolist() for n, b in bn.named_buffers()},
+    }
+    with open(os.path.join(out, "small_bn_cnn.json"), "w") as f:
+        json.dump(reference, f)
+    torch.manual_seed(9)
+    torch.jit.script(FashionBnCnn()).save(os.path.join(out, "fashion_bn_cnn.pt"))
 
 
 if __name__ == "__main__":

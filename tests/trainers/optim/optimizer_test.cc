@@ -142,3 +142,32 @@ TEST_CASE("adamw decays decoupled from the gradient, adam adds the decay to it",
   CHECK(pw == Approx(2.0 * 0.95).epsilon(1e-6));
   CHECK(pa == Approx(2.0 - 0.1).epsilon(1e-6));
 }
+
+TEST_CASE("state ranges take their change and nothing of the rule: no rate, momentum or decay (ABI 9)",
+          "[optimizer][state]") {
+  // Floats 1-2 are state (a running mean and a count); 0 and 3 parameters. Each optimizer with
+  // momentum or moments and weight decay, two steps: the state moves by exactly its changes.
+  for (const char* name : {"sgd", "adam", "adamw"}) {
+    auto o = options(name, 0.5f);
+    o.momentum = 0.9f;
+    o.weight_decay = 0.1f;
+    o.state_ranges = {{1, 3}};
+    auto opt = make_optimizer(o, 4);
+    REQUIRE(opt.ok());
+    std::vector<float> p = {1.0f, 0.25f, 7.0f, 1.0f};
+    const std::vector<float> g = {0.5f, 0.125f, 1.0f, 0.5f};
+    (*opt)->step(p.data(), g.data());
+    (*opt)->step(p.data(), g.data());
+    INFO(name);
+    CHECK(p[1] == 0.5f);
+    CHECK(p[2] == 9.0f);
+    CHECK(p[0] != 1.0f);
+    CHECK(p[0] == p[3]);  // the rule ran on the parameters alike
+  }
+  auto o = options("sgd", 0.5f);
+  o.state_ranges = {{2, 5}};
+  auto bad = make_optimizer(o, 4);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("state range [2, 5) is outside the 4 parameters"));
+  CHECK(ranges_within({{1, 3}, {6, 9}}, 2, 8) == std::vector<std::pair<size_t, size_t>>{{0, 1}, {4, 6}});
+}

@@ -76,3 +76,25 @@ TEST_CASE("clip_grad_norm scales a long gradient to the norm and leaves a short 
   CHECK(std::sqrt(norm) == Approx(1.0).epsilon(1e-6));
   CHECK(clip_grad_norm(g.data(), g.size(), 0.0f) == Approx(1.0).epsilon(1e-6));  // 0: off, the norm reported
 }
+
+TEST_CASE("state blocks: state_ranges finds them, and clipping leaves their changes out of the norm and unscaled",
+          "[grad_clip][state]") {
+  ParameterSpace space;
+  space.declare("w", {2}, Init::zeros());                        // [0, 2)
+  space.declare_state("bn.running_mean", {1}, {0.0f});           // [2, 3)
+  space.declare_state("bn.num_batches_tracked", {}, {0.0f});     // [3, 4): a scalar, shaped []
+  space.declare("b", {1}, Init::zeros());                        // [4, 5)
+  REQUIRE(space.status().ok());
+  CHECK(space.has_state());
+  CHECK(space.blocks()[2].shape.empty());
+  CHECK(space.blocks()[2].param.numel == 1u);
+  const FlatRanges state = state_ranges(space);
+  CHECK(state == FlatRanges{{2, 4}});
+  std::vector<float> g = {3.0f, 0.0f, 100.0f, 1.0f, 4.0f};
+  const double norm = clip_grad_norm(g.data(), g.size(), 1.0f, state);
+  CHECK(norm == Approx(5.0));
+  CHECK(g[0] == Approx(0.6f));
+  CHECK(g[4] == Approx(0.8f));
+  CHECK(g[2] == 100.0f);  // the state's changes as they were
+  CHECK(g[3] == 1.0f);
+}
