@@ -34,9 +34,12 @@ class TorchScriptTrainer final : public Trainer {
  public:
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
     file_ = ctx.config.get("file");
+    // A cluster job's copy of the file from the GCS, where this node does not hold it at file's path.
+    local_ = ctx.config.get("file_local", file_);
     if (file_.empty())
-      return invalid_argument("--model torchscript needs the module's file: --trainer-arg file=model.pt (saved "
-                              "from Python with torch.jit.script(module).save(...))");
+      return invalid_argument("--model torchscript needs the module's file: --model torchscript:model.pt or "
+                              "--trainer-arg file=model.pt (saved from Python with "
+                              "torch.jit.script(module).save(...))");
     auto threads = ctx.config.get_int("threads", 1);
     if (!threads.ok()) return threads.status();
     if (*threads < 1) return invalid_argument("--trainer-arg threads=" + std::to_string(*threads) + " must be >= 1");
@@ -101,7 +104,7 @@ class TorchScriptTrainer final : public Trainer {
   Status load() {
     return guarded(what(), [&]() -> Status {
       try {
-        module_ = torch::jit::load(file_);
+        module_ = torch::jit::load(local_);
       } catch (const c10::Error& e) {
         std::string why = e.what_without_backtrace();
         const bool version = why.find("version") != std::string::npos;
@@ -177,7 +180,7 @@ class TorchScriptTrainer final : public Trainer {
     return s + "]";
   }
 
-  std::string file_;
+  std::string file_, local_;
   torch::jit::Module module_;
   torch_model::ParamBinding params_;
   bool has_loss_ = false;

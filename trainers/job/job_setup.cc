@@ -7,6 +7,8 @@
 #include "data/data_source.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_file.h"
+#include "trainers/job/job_model_file.h"
+#include "trainers/library/trainer_file_store.h"
 #include "trainers/library/trainer_library.h"
 #include "trainers/library/trainer_library_store.h"
 
@@ -31,6 +33,8 @@ Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job)
     if (!lib.ok()) return lib.status().with_context("loading the job's trainer library");
     library_file = std::filesystem::path(*path).filename().string();
   }
+  TROUPE_RETURN_IF_ERROR(use_model_file(s.store.get(), s.spec, default_trainer_file_cache())
+                             .with_context("the job's model file on node " + env.node.short_hex()));
   if (s.spec.train.dataset_dir.empty()) s.spec.train.dataset_dir = env.config.dataset_dir;
   s.spec.train.cpu_threads = static_cast<int>(env.config.cpu_threads);
   TROUPE_RETURN_IF_ERROR(validate(s.spec));

@@ -1,0 +1,44 @@
+#include "trainers/job/job_model_file.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "trainers/library/trainer_file_store.h"
+#include "trainers/setup/model_args.h"
+
+namespace troupe::job {
+
+Status ship_model_file(gcs::Store& store, JobSpec& spec) {
+  const std::string path = model_file_path(spec.train);
+  if (path.empty()) {
+    spec.model_file_sum.clear();
+    return {};
+  }
+  if (!spec.model_file_sum.empty()) {
+    auto held = store.get(kTrainerFileBlobTable, spec.model_file_sum);
+    if (held.ok() && held->has_value()) return {};
+  }
+  auto sum = put_trainer_file(store, path);
+  if (!sum.ok()) return sum.status().with_context("shipping --model " + spec.train.model + "'s file to the nodes");
+  spec.model_file_sum = *sum;
+  return {};
+}
+
+Status use_model_file(gcs::Store* store, JobSpec& spec, const std::string& cache_dir) {
+  const std::string setting = model_file_key(spec.train.model) + "_local=";
+  auto& args = spec.train.runtime_args;
+  args.erase(std::remove_if(args.begin(), args.end(), [&](const std::string& a) { return a.rfind(setting, 0) == 0; }),
+             args.end());
+  if (spec.model_file_sum.empty()) return {};
+  const std::string path = model_file_path(spec.train);
+  auto local = local_trainer_file(store, path, spec.model_file_sum, cache_dir);
+  if (!local.ok()) return local.status();
+  if (*local != path) {
+    spdlog::info("model file {} is not on this machine as submitted: using the GCS's copy {}", path, *local);
+    args.push_back(setting + *local);
+  }
+  return {};
+}
+
+}  // namespace troupe::job
