@@ -2,9 +2,12 @@
 // relative to the directory they submit from, the file moved away before the job's workers start
 // (the nodes of a multi-host cluster do not have it): the workers train the GCS's copy (fetched
 // into their cache), and `troupe export JOB` — which fetches it too — writes --save's tensors and
-// the same description.
+// the same description. An elastic sync job of the module shrinks to the workers that fit when a
+// node is killed and completes, each example trained once.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <string>
 
@@ -93,4 +96,29 @@ TEST_CASE("torchscript: a job of --model torchscript:FILE, submitted from anothe
   CHECK(a->metadata.at("troupe.description") == named);
   CHECK(b->metadata.at("troupe.description") == named);
   CHECK(b->metadata.at("troupe.trainer_args") == "file=" + work.file("module.pt"));
+}
+
+TEST_CASE("torchscript: an elastic sync job goes on with the workers that fit after its node is killed, and completes "
+          "with each example trained once", "[torch][cluster][elastic]") {
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 2");  // 4 workers on the head and the node; after the node dies room for 2
+  const std::string id = submit_detached(c, "--model torchscript:" + kFixture + " --strategy sync --elastic --workers 4 "
+                                            "--epochs 2 --batch-size 128 --optimizer sgd --lr 0.05 "
+                                            "--checkpoint-every 50 --checkpoint-dir " + c.home() + "/ckpt");
+  const auto [victim, pid] = node_hosting(wait_for_step(c, id, 150), id);
+  REQUIRE_FALSE(victim.empty());
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+
+  Json end = wait_for_end(c, id, std::chrono::seconds(240));
+  INFO(c.logs_tail());
+  Json j = job_of(end, id);
+  INFO(j.dump(1));
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK(accuracy_of(end, id) >= 0.75);
+  const std::vector<std::string> resized = event_messages(end, "job_resized", id);
+  for (const std::string& line : resized) UNSCOPED_INFO(line);
+  CHECK(std::any_of(resized.begin(), resized.end(),
+                    [](const std::string& l) { return l.find("continues with 2 of 4 workers") != std::string::npos; }));
+  CHECK(j.at("result").value("final_workers", 0) == 2);
+  accounted_event(c, id);
 }
