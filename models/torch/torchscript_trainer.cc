@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -30,6 +31,17 @@ auto guarded(const std::string& where, F&& f) -> decltype(f()) {
   }
 }
 
+// libtorch takes the inter-op pool's size once per process, before any inter-op work: later calls throw.
+void one_interop_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      torch::set_num_interop_threads(1);
+    } catch (const std::exception&) {  // the pool was already started (by the host program): keep it
+    }
+  });
+}
+
 class TorchScriptTrainer final : public Trainer {
  public:
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
@@ -40,10 +52,15 @@ class TorchScriptTrainer final : public Trainer {
       return invalid_argument("--model torchscript needs the module's file: --model torchscript:model.pt or "
                               "--trainer-arg file=model.pt (saved from Python with "
                               "torch.jit.script(module).save(...))");
-    auto threads = ctx.config.get_int("threads", 1);
+    // libtorch's intra-op threads: threads=N, else the cpus the runtime gave this worker (cpus=, a
+    // job's --cpus-per-worker), else 1; inter-op work (torch.jit.fork) on the caller's thread.
+    auto cpus = ctx.config.get_int("cpus", 1);
+    if (!cpus.ok()) return cpus.status();
+    auto threads = ctx.config.get_int("threads", std::max<int64_t>(*cpus, 1));
     if (!threads.ok()) return threads.status();
     if (*threads < 1) return invalid_argument("--trainer-arg threads=" + std::to_string(*threads) + " must be >= 1");
     torch::set_num_threads(static_cast<int>(*threads));
+    one_interop_thread();
     torch::manual_seed(ctx.seed);  // dropout and the like: the same stream on every replica
     TROUPE_RETURN_IF_ERROR(load());
     TROUPE_RETURN_IF_ERROR(set_shapes(ctx));

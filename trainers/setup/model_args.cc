@@ -8,8 +8,9 @@ namespace {
 struct ModelArgs {
   const char* model;
   const char* file_key;  // the trainer arg naming its file ("" none)
+  bool takes_cpus;       // sizes threads of its own to the runtime arg cpus=N
 };
-constexpr ModelArgs kModels[] = {{"torchscript", "file"}};
+constexpr ModelArgs kModels[] = {{"torchscript", "file", true}};
 
 // The index of `key=...` in `args`, or -1.
 int find_arg(const std::vector<std::string>& args, const std::string& key) {
@@ -24,6 +25,12 @@ std::string model_file_key(const std::string& model) {
   for (const ModelArgs& m : kModels)
     if (model == m.model) return m.file_key;
   return "";
+}
+
+bool model_takes_cpus(const std::string& model) {
+  for (const ModelArgs& m : kModels)
+    if (model == m.model) return m.takes_cpus;
+  return false;
 }
 
 std::string model_file_path(const TrainOptions& o) {

@@ -50,3 +50,9 @@ TEST_CASE("model file arg: torchscript: with no file, a model that reads none an
   o.trainer_args = {"file=b.pt"};
   CHECK_THAT(expand_model_file(o).message(), Catch::Contains("both name the file"));
 }
+
+TEST_CASE("model args: only the torchscript model is given the worker's cpus (the built-in models refuse settings "
+          "they do not know)", "[setup][model_file]") {
+  CHECK(model_takes_cpus("torchscript"));
+  for (const char* m : {"mlp", "cnn", "gpt", "mine"}) CHECK_FALSE(model_takes_cpus(m));
+}
