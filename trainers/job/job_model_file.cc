@@ -26,11 +26,12 @@ Status ship_model_file(gcs::Store& store, JobSpec& spec) {
 }
 
 Status use_model_file(gcs::Store* store, JobSpec& spec, const std::string& cache_dir) {
-  const std::string setting = model_file_key(spec.train.model) + "_local=";
-  auto& args = spec.train.runtime_args;
+  const std::string key = model_file_key(spec.train.model);
+  if (spec.model_file_sum.empty() || key.empty()) return {};
+  const std::string setting = key + "_local=";
+  auto& args = spec.train.runtime_args;  // a copy set by an earlier call goes: this call decides
   args.erase(std::remove_if(args.begin(), args.end(), [&](const std::string& a) { return a.rfind(setting, 0) == 0; }),
              args.end());
-  if (spec.model_file_sum.empty()) return {};
   const std::string path = model_file_path(spec.train);
   auto local = local_trainer_file(store, path, spec.model_file_sum, cache_dir);
   if (!local.ok()) return local.status();
