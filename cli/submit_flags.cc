@@ -6,6 +6,7 @@
 #include "gcs/events.h"
 #include "gcs/tables.h"
 #include "trainers/job/job_actors.h"
+#include "trainers/job/job_model_file.h"
 #include "trainers/job/ps_member.h"
 #include "trainers/pipeline/pipeline_options.h"
 
@@ -103,6 +104,7 @@ Status finish_submit_spec(gcs::Store& store, job::JobSpec& spec, bool workers_gi
   // A pipeline of K stages and no --workers runs one replica.
   if (spec.strategy == "pipeline" && spec.stages > 0 && !workers_given) spec.workers = spec.stages;
   TROUPE_RETURN_IF_ERROR(job::validate(spec));
+  TROUPE_RETURN_IF_ERROR(job::ship_model_file(store, spec));  // the nodes need not hold the module file
   if (spec.strategy == "pipeline" && spec.library.empty() && spec.train.data.empty() && spec.train.dataset == "fashion-mnist") {
     // Built-in trainers can be checked here: layers to cut, and enough of them for the stages.
     TROUPE_RETURN_IF_ERROR(pipeline::check_pipeline_model(spec.train, job::pipeline_options(spec), DataSpec{28 * 28, 10}));

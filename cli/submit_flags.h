@@ -36,8 +36,9 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f);
 Expected<job::JobSpec> flags_spec(SubmitFlags& f);
 
 // Makes `spec` ready to submit: its checkpoint directory absolute, a pipeline's workers defaulted
-// to its stages (when --workers was not given), then validated and checked against the cluster's
-// capacity (invalid_argument naming what cannot be).
+// to its stages (when --workers was not given), then validated, its model file (torchscript:FILE)
+// stored in the GCS (trainers/job/job_model_file.h) and checked against the cluster's capacity
+// (invalid_argument naming what cannot be).
 Status finish_submit_spec(gcs::Store& store, job::JobSpec& spec, bool workers_given);
 
 // The head's message for job `id` (its actors, restart policy), and its first JobRecord (PENDING).

@@ -1,6 +1,7 @@
 #include "cli/train_flags.h"
 
 #include "data/dataset_spec.h"
+#include "trainers/setup/model_args.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -31,7 +32,9 @@ Expected<std::vector<int>> parse_sizes(const std::string& text) {
 
 void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help) {
   TrainOptions& o = f.options;
-  cmd->add_option("--model,--trainer", o.model, "Registered trainer to train: mlp, or one of --lib's")
+  cmd->add_option("--model,--trainer", o.model,
+                  "Registered trainer to train: mlp, cnn, gpt, torchscript:FILE (a module saved from Python), or one "
+                  "of --lib's")
       ->capture_default_str();
   cmd->add_option("--lib", f.lib, "Trainer library (.so built against this troupe) to load first");
   cmd->add_option("--trainer-arg", o.trainer_args, "Setting for the trainer, key=value (repeatable)");
@@ -120,6 +123,7 @@ Status finish_train_flags(TrainFlags& f) {
   if (!parse_dtype(f.save_dtype, &f.options.save_dtype))
     return invalid_argument("--save-dtype '" + f.save_dtype + "' is not one of f32, bf16, f16");
   // Jobs read the data on other processes, in other folders: paths from here on are absolute.
+  TROUPE_RETURN_IF_ERROR(expand_model_file(f.options));
   f.options.data = data::absolute_spec(f.options.data);
   f.options.val = data::absolute_spec(f.options.val);
   if (!f.options.init_from.empty()) f.options.init_from = std::filesystem::absolute(f.options.init_from).string();

@@ -30,7 +30,8 @@ struct TrainFlags {
 // --no-progress to `cmd`. `batch_help` describes --batch-size.
 void add_train_flags(CLI::App* cmd, TrainFlags& f, const std::string& batch_help);
 
-// After parsing: --hidden into the options (invalid_argument naming a bad size).
+// After parsing: --hidden into the options, --model NAME:FILE expanded (trainers/setup/model_args.h),
+// paths made absolute (invalid_argument naming a bad flag).
 Status finish_train_flags(TrainFlags& f);
 
 // Draws `p` on `bar`: a bar per epoch with loss, samples/s and ETA, and one line per finished epoch.

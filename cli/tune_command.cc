@@ -154,10 +154,12 @@ Expected<gcs::SearchRecord> build_search(CLI::App* cmd, TuneFlags& f, gcs::Store
     library = lib->checksum;
   }
   const std::vector<std::string> base_trainer_args = f.job.train.options.trainer_args;
+  const std::string base_model = f.job.train.options.model;  // finish_train_flags expands torchscript:FILE in place
   const bool workers_given = f.job.workers_flag->count() > 0;
   for (size_t k = 0; k < drawn->size(); ++k) {
     const tune::TrialSettings& settings = (*drawn)[k];
     f.job.train.options.trainer_args = base_trainer_args;
+    f.job.train.options.model = base_model;
     for (const auto& [name, value] : settings) TROUPE_RETURN_IF_ERROR(apply_setting(cmd, f, name, value));
     gcs::TrialRecord t;
     t.index = static_cast<int>(k);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <mutex>
 #include <numeric>
 
 #include "models/torch/guarded.h"
@@ -53,11 +54,31 @@ Status ModuleSteps::predict(const Batch& batch, const Parameters& params, float*
   });
 }
 
+namespace {
+
+// libtorch takes the inter-op pool's size once per process, before any inter-op work: later calls throw.
+void one_interop_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      torch::set_num_interop_threads(1);
+    } catch (const std::exception&) {  // the pool was already started (by the host program): keep it
+    }
+  });
+}
+
+}  // namespace
+
+// libtorch's intra-op threads: threads=N, else the cpus the runtime gave this worker (cpus=, a job's
+// --cpus-per-worker), else 1; inter-op work (torch.jit.fork) on the caller's thread.
 Status ModuleSteps::set_threads_and_seed(const TrainerContext& ctx) {
-  auto threads = ctx.config.get_int("threads", 1);
+  auto cpus = ctx.config.get_int("cpus", 1);
+  if (!cpus.ok()) return cpus.status();
+  auto threads = ctx.config.get_int("threads", std::max<int64_t>(*cpus, 1));
   if (!threads.ok()) return threads.status();
   if (*threads < 1) return invalid_argument("--trainer-arg threads=" + std::to_string(*threads) + " must be >= 1");
   torch::set_num_threads(static_cast<int>(*threads));
+  one_interop_thread();
   torch::manual_seed(ctx.seed);
   return {};
 }

@@ -23,9 +23,12 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
  public:
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
     file_ = ctx.config.get("file");
+    // A cluster job's copy of the file from the GCS, where this node does not hold it at file's path.
+    local_ = ctx.config.get("file_local", file_);
     if (file_.empty())
-      return invalid_argument("--model torchscript needs the module's file: --trainer-arg file=model.pt (saved "
-                              "from Python with torch.jit.script(module).save(...))");
+      return invalid_argument("--model torchscript needs the module's file: --model torchscript:model.pt or "
+                              "--trainer-arg file=model.pt (saved from Python with "
+                              "torch.jit.script(module).save(...))");
     TROUPE_RETURN_IF_ERROR(set_threads_and_seed(ctx));
     TROUPE_RETURN_IF_ERROR(load());
     torch_model::LossSpec::Own own;
@@ -57,7 +60,7 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
   Status load() {
     return guarded(what(), [&]() -> Status {
       try {
-        module_ = torch::jit::load(file_);
+        module_ = torch::jit::load(local_);
       } catch (const c10::Error& e) {
         std::string why = e.what_without_backtrace();
         const bool version = why.find("version") != std::string::npos;
@@ -71,7 +74,7 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
     });
   }
 
-  std::string file_;
+  std::string file_, local_;
   torch::jit::Module module_;
   std::unique_ptr<torch_model::SequentialLayers> layers_;
 };

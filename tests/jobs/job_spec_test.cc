@@ -16,6 +16,7 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   s.staleness = 3;
   s.shard_policy = "interleaved";
   s.library = "0123456789abcdef";
+  s.model_file_sum = "fedcba9876543210";
   s.cpus_per_worker = 0.5;
   s.transport = "tcp";
   s.checksum_every = 7;
@@ -49,6 +50,7 @@ TEST_CASE("job spec: every setting survives the trip through the job record", "[
   CHECK(back->staleness == 3);
   CHECK(back->shard_policy == "interleaved");
   CHECK(back->library == s.library);
+  CHECK(back->model_file_sum == s.model_file_sum);
   CHECK(back->cpus_per_worker == 0.5);
   CHECK(back->transport == "tcp");
   CHECK(back->checksum_every == 7);

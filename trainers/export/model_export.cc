@@ -6,6 +6,8 @@
 #include "trainers/export/checkpoint_choice.h"
 #include "trainers/setup/model_file.h"
 #include "trainers/library/trainer_library.h"
+#include "trainers/job/job_model_file.h"
+#include "trainers/library/trainer_file_store.h"
 #include "trainers/library/trainer_library_store.h"
 #include "trainers/setup/trainer_setup.h"
 
@@ -43,7 +45,10 @@ Expected<ExportResult> export_model(const CheckpointSource& src, const ExportOpt
   const auto t0 = std::chrono::steady_clock::now();
   TROUPE_RETURN_IF_ERROR(check_save_target(o.out, "--out"));
   TROUPE_RETURN_IF_ERROR(load_library(src, o));
-  const TrainOptions& train = src.spec.train;
+  job::JobSpec spec = src.spec;  // its model file: the path, else the GCS's copy (job_model_file.h)
+  TROUPE_RETURN_IF_ERROR(job::use_model_file(o.store, spec, default_trainer_file_cache())
+                             .with_context("the model file of " + src.where));
+  const TrainOptions& train = spec.train;
   auto setup = set_up_trainer(train, src.data, 0, 1);
   if (!setup.ok()) return setup.status().with_context("setting up " + src.where + "'s trainer '" + train.model + "'");
   auto chosen = choose_checkpoint(src, o.step, setup->space.size());

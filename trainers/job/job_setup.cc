@@ -1,5 +1,6 @@
 #include "trainers/job/job_setup.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/version.h"
@@ -7,6 +8,9 @@
 #include "data/data_source.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_file.h"
+#include "trainers/job/job_model_file.h"
+#include "trainers/library/trainer_file_store.h"
+#include "trainers/setup/model_args.h"
 #include "trainers/library/trainer_library.h"
 #include "trainers/library/trainer_library_store.h"
 
@@ -31,6 +35,11 @@ Expected<JobSetup> prepare(const actors::NodeEnvironment& env, const JobId& job)
     if (!lib.ok()) return lib.status().with_context("loading the job's trainer library");
     library_file = std::filesystem::path(*path).filename().string();
   }
+  TROUPE_RETURN_IF_ERROR(use_model_file(s.store.get(), s.spec, default_trainer_file_cache())
+                             .with_context("the job's model file on node " + env.node.short_hex()));
+  // A trainer with threads of its own (the torchscript model's libtorch pool) sizes them to the worker's cpus.
+  if (model_takes_cpus(s.spec.train.model))
+    s.spec.train.runtime_args.push_back("cpus=" + std::to_string(std::max(1, static_cast<int>(s.spec.cpus_per_worker))));
   if (s.spec.train.dataset_dir.empty()) s.spec.train.dataset_dir = env.config.dataset_dir;
   s.spec.train.cpu_threads = static_cast<int>(env.config.cpu_threads);
   TROUPE_RETURN_IF_ERROR(validate(s.spec));

@@ -92,6 +92,7 @@ const std::map<std::string, Field>& fields() {
     f["staleness"] = field<int>([](JobSpec& s) { return &s.staleness; });
     f["shard_policy"] = field<std::string>([](JobSpec& s) { return &s.shard_policy; });
     f["library"] = field<std::string>([](JobSpec& s) { return &s.library; });
+    f["model_file_sum"] = field<std::string>([](JobSpec& s) { return &s.model_file_sum; });
     f["cpus_per_worker"] = field<double>([](JobSpec& s) { return &s.cpus_per_worker; });
     f["gpus_per_worker"] = field<double>([](JobSpec& s) { return &s.gpus_per_worker; });
     f["cpus_per_server"] = field<double>([](JobSpec& s) { return &s.cpus_per_server; });

@@ -10,6 +10,7 @@
 //   shard_policy   auto | contiguous | stratified | interleaved (auto: stratified when every example
 //                  has one class, else interleaved; sync always uses interleaved: see below)
 //   library        checksum of the trainer library in the GCS ("" for built-in trainers)
+//   model_file_sum checksum of the model's file (torchscript:FILE) in the GCS ("" when none)
 //   cpus_per_worker, gpus_per_worker, transport (auto | shm | tcp | hierarchical), checksum_every,
 //   collective_timeout_ms, checkpoint_every / checkpoint_dir / checkpoint_keep (sync: sharded
 //   checkpoints, trainers/checkpoint/), resume_job / resume_step (a job resumed from another's
@@ -36,6 +37,9 @@ struct JobSpec {
   int staleness = -1;
   std::string shard_policy = "auto";
   std::string library;             // checksum; empty: the trainer is built in
+  // The xxh64 of the model's file (--model torchscript:FILE) whose bytes the submitter stored in the
+  // GCS: workers use the GCS copy where the path does not hold them (trainers/job/job_model_file.h).
+  std::string model_file_sum;
   double cpus_per_worker = 1;
   double gpus_per_worker = 0;
   double cpus_per_server = 1;      // each parameter-server actor (async, central)

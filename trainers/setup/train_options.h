@@ -20,6 +20,11 @@ namespace troupe {
 struct TrainOptions : DataOptions {  // the data it trains on: data/data_options.h
   std::string model = "mlp";        // a registered trainer (trainers/library/trainer_registry.h): mlp, or a library's
   std::vector<std::string> trainer_args;  // key=value settings for the trainer (trainers/api/trainer.h JobConfig)
+  // Settings this process's runtime gives the trainer beside trainer_args, "key=value" — a cluster
+  // job's GCS copy of the model's file as "file_local" where the file arg's path does not hold it
+  // (trainers/job/job_model_file.h), a worker's cpus as "cpus" to the models that size threads of
+  // their own (trainers/setup/model_args.h). Never saved with a model: its metadata keeps trainer_args.
+  std::vector<std::string> runtime_args;
   std::vector<int> hidden = {256, 128};
   // The model in and out (trainers/setup/model_file.h): start from a safetensors file's parameters
   // (--init-from; --init-partial keeps blocks the file lacks), and write the final parameters

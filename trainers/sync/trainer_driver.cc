@@ -236,6 +236,9 @@ void init_parameters(const ParameterSpace& space, uint64_t seed, float* params) 
 Expected<JobConfig> trainer_config(const TrainOptions& o) {
   auto config = JobConfig::parse(o.trainer_args);
   if (!config.ok()) return config.status().with_context("--trainer-arg");
+  auto runtime = JobConfig::parse(o.runtime_args);
+  if (!runtime.ok()) return runtime.status().with_context("the runtime's trainer settings");
+  for (const auto& [key, value] : runtime->values()) config->set(key, value);
   if (!config->has("hidden")) {
     std::string hidden;
     for (int h : o.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);

@@ -27,8 +27,8 @@ namespace troupe {
 // seeded with `seed`: the same on every replica, and for the MLP the same as mlp_init.
 void init_parameters(const ParameterSpace& space, uint64_t seed, float* params);
 
-// The trainer's settings for a job: TrainOptions::trainer_args, plus "hidden" from --hidden when
-// the args do not set it. invalid_argument for an arg that is not key=value.
+// The trainer's settings for a job: TrainOptions::trainer_args and runtime_args, plus "hidden" from
+// --hidden when the args do not set it. invalid_argument for an arg that is not key=value.
 Expected<JobConfig> trainer_config(const TrainOptions& options);
 
 // Runs the whole job on the CPU. `final_params` (if given) receives the trained parameters. Errors:
