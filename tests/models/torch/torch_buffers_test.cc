@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/core/temp_dir.h"
+#include "tests/models/torch/torch_jobs.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "tests/trainers/ps/ps_fixture.h"
@@ -64,15 +65,7 @@ std::vector<float> block(const ParameterSpace& space, const std::vector<float>& 
 }
 
 TrainOptions blob_job() {
-  TrainOptions o;
-  o.model = "torchscript";
-  o.trainer_args = {"file=" + kModule, "input_shape=1,8,8"};
-  o.epochs = 2;
-  o.batch_size = 24;
-  o.seed = 5;
-  o.optimizer = "sgd";
-  o.lr = 0.05f;
-  o.momentum = 0.9f;
+  TrainOptions o = troupe::testing::torch_sgd_job("torchscript", {"file=" + kModule, "input_shape=1,8,8"}, 2);
   o.weight_decay = 0.01f;  // must not decay the running statistics
   o.clip_grad_norm = 1.0f;  // nor scale them
   return o;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/models/torch/torch_jobs.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "tests/trainers/sync/replica_threads.h"
@@ -23,15 +24,7 @@ std::string fixture(const std::string& name) { return std::string(TROUPE_TORCH_F
 
 // seq_cnn.pt: conv-relu-pool-flatten, linear-tanh, linear: three layers over 1x8x8 inputs, 4 classes.
 TrainOptions sequence_job(const std::string& file = "seq_cnn.pt") {
-  TrainOptions o;
-  o.model = "torchscript";
-  o.trainer_args = {"file=" + fixture(file), "input_shape=1,8,8"};
-  o.epochs = 6;
-  o.batch_size = 24;
-  o.seed = 5;
-  o.optimizer = "sgd";
-  o.lr = 0.05f;
-  o.momentum = 0.9f;
+  TrainOptions o = troupe::testing::torch_sgd_job("torchscript", {"file=" + fixture(file), "input_shape=1,8,8"}, 6);
   o.evaluate_each_epoch = false;
   return o;
 }

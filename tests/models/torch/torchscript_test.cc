@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/models/torch/torch_jobs.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
 #include "tests/trainers/sync/replica_threads.h"
@@ -63,16 +64,7 @@ Made make(const std::string& file, int classes = 4) {
 }
 
 TrainOptions blob_job() {
-  TrainOptions o;
-  o.model = "torchscript";
-  o.trainer_args = {"file=" + fixture("small_cnn.pt"), "input_shape=1,8,8"};
-  o.epochs = 2;
-  o.batch_size = 24;
-  o.seed = 5;
-  o.optimizer = "sgd";
-  o.lr = 0.05f;
-  o.momentum = 0.9f;
-  return o;
+  return troupe::testing::torch_sgd_job("torchscript", {"file=" + fixture("small_cnn.pt"), "input_shape=1,8,8"}, 2);
 }
 
 }  // namespace

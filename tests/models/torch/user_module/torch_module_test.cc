@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/models/torch/torch_jobs.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/support/run_command.h"
 #include "tests/trainers/blobs.h"
@@ -26,18 +27,7 @@ namespace {
 const std::string kLib = std::string(TROUPE_TORCH_MODULE_DIR) + "/cmake/libtorch_net.so";
 const std::string kOtherTorchLib = std::string(TROUPE_TORCH_MODULE_DIR) + "/libtorch_net_9.9.so";
 
-TrainOptions cnn_job() {
-  TrainOptions o;
-  o.model = "fashion-cnn";
-  o.trainer_args = {"input_shape=1,28,28"};
-  o.epochs = 5;
-  o.batch_size = 24;
-  o.seed = 5;
-  o.optimizer = "sgd";
-  o.lr = 0.05f;
-  o.momentum = 0.9f;
-  return o;
-}
+TrainOptions cnn_job() { return troupe::testing::torch_sgd_job("fashion-cnn", {"input_shape=1,28,28"}, 5); }
 
 }  // namespace
 
