@@ -21,6 +21,7 @@
 #include <torch/version.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -43,6 +44,12 @@ std::string running_libtorch_version();
 // An error when the libtorch running is not the major.minor `compiled` names.
 Status check_libtorch(const std::string& compiled, const std::string& what);
 
+// Held while a module is seeded and made (one per library, shared by its replicas in a process).
+inline std::mutex& construction_lock() {
+  static std::mutex m;
+  return m;
+}
+
 template <class M, class = void>
 struct has_own_loss : std::false_type {};
 template <class M>
@@ -56,8 +63,12 @@ class ModuleTrainer final : public ModuleSteps {
 
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
     TROUPE_RETURN_IF_ERROR(check_libtorch(TROUPE_TORCH_COMPILED_VERSION, what()));
-    TROUPE_RETURN_IF_ERROR(set_threads_and_seed(ctx));  // before the module draws its initial values
+    TROUPE_RETURN_IF_ERROR(set_threads_and_seed(ctx));
     TROUPE_RETURN_IF_ERROR(guarded(what() + ", constructing it", [&]() -> Status {
+      // libtorch's generator is the process's: replicas set up side by side in one process (a node
+      // hosting two workers) must not interleave their initial draws.
+      std::lock_guard<std::mutex> lock(construction_lock());
+      torch::manual_seed(ctx.seed);
       if constexpr (std::is_constructible_v<M, const TrainerContext&>) module_ = std::make_shared<M>(ctx);
       else module_ = std::make_shared<M>();
       return {};
