@@ -71,7 +71,7 @@ void one_interop_thread() {
 
 // libtorch's intra-op threads: threads=N, else the cpus the runtime gave this worker (cpus=, a job's
 // --cpus-per-worker), else 1; inter-op work (torch.jit.fork) on the caller's thread.
-Status ModuleSteps::set_threads_and_seed(const TrainerContext& ctx) {
+Status ModuleSteps::set_threads(const TrainerContext& ctx) {
   auto cpus = ctx.config.get_int("cpus", 1);
   if (!cpus.ok()) return cpus.status();
   auto threads = ctx.config.get_int("threads", std::max<int64_t>(*cpus, 1));
@@ -79,7 +79,6 @@ Status ModuleSteps::set_threads_and_seed(const TrainerContext& ctx) {
   if (*threads < 1) return invalid_argument("--trainer-arg threads=" + std::to_string(*threads) + " must be >= 1");
   torch::set_num_threads(static_cast<int>(*threads));
   one_interop_thread();
-  torch::manual_seed(ctx.seed);
   return {};
 }
 

@@ -29,8 +29,8 @@ class ModuleSteps : public Trainer {
   virtual std::string what() const = 0;             // names the module in errors
 
   // For setup(): libtorch's threads (`--trainer-arg threads=N`, default the worker's cpus, else 1; one
-  // inter-op thread) and the seed of its own draws (dropout and the like: the same stream on every replica).
-  Status set_threads_and_seed(const TrainerContext& ctx);
+  // inter-op thread).
+  Status set_threads(const TrainerContext& ctx);
   // For setup(): one example's input shape (`--trainer-arg input_shape=C,H,W`, default the data's)
   // and the loss (`own`: the module's loss(output, target), or null for cross-entropy / mse).
   Status set_shapes(const TrainerContext& ctx, LossSpec::Own own);

@@ -63,10 +63,10 @@ class ModuleTrainer final : public ModuleSteps {
 
   Status setup(const TrainerContext& ctx, ParameterSpace& space) override {
     TROUPE_RETURN_IF_ERROR(check_libtorch(TROUPE_TORCH_COMPILED_VERSION, what()));
-    TROUPE_RETURN_IF_ERROR(set_threads_and_seed(ctx));
+    TROUPE_RETURN_IF_ERROR(set_threads(ctx));
     TROUPE_RETURN_IF_ERROR(guarded(what() + ", constructing it", [&]() -> Status {
       // libtorch's generator is the process's: replicas set up side by side in one process (a node
-      // hosting two workers) must not interleave their initial draws.
+      // hosting two workers) must not interleave their seeding and initial draws.
       std::lock_guard<std::mutex> lock(construction_lock());
       torch::manual_seed(ctx.seed);
       if constexpr (std::is_constructible_v<M, const TrainerContext&>) module_ = std::make_shared<M>(ctx);

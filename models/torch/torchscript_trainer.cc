@@ -29,7 +29,8 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
       return invalid_argument("--model torchscript needs the module's file: --model torchscript:model.pt or "
                               "--trainer-arg file=model.pt (saved from Python with "
                               "torch.jit.script(module).save(...))");
-    TROUPE_RETURN_IF_ERROR(set_threads_and_seed(ctx));
+    TROUPE_RETURN_IF_ERROR(set_threads(ctx));
+    torch::manual_seed(ctx.seed);  // dropout and the like: the same stream on every replica
     TROUPE_RETURN_IF_ERROR(load());
     torch_model::LossSpec::Own own;
     if (module_.find_method("loss")) own = [this](const at::Tensor& out, const at::Tensor& target) {
