@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/core/temp_dir.h"
+#include "tests/models/torch/reference_batch.h"
 #include "tests/models/torch/torch_jobs.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
@@ -94,13 +95,8 @@ TEST_CASE("torch buffers: BatchNorm's buffers are state blocks by their state_di
   std::vector<float> params(m.space.size()), grads(m.space.size(), 0.0f);
   init_parameters(m.space, 1, params.data());
   CHECK(block(m.space, params, "bn.running_var") == std::vector<float>(4, 1.0f));
-  const std::vector<float> x = ref.at("x").get<std::vector<float>>();
-  const std::vector<int32_t> y = ref.at("y").get<std::vector<int32_t>>();
-  Batch batch;
-  batch.inputs = x.data();
-  batch.labels = y.data();
-  batch.size = static_cast<int64_t>(y.size());
-  batch.features = 64;
+  const troupe::testing::ReferenceBatch reference(ref);
+  const Batch& batch = reference.batch;
   Gradients g(grads.data(), grads.size());
   auto stats = m.trainer->forward_backward(batch, Parameters(params.data(), params.size()), g);
   INFO(stats.status().to_string());

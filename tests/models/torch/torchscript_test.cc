@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/models/torch/reference_batch.h"
 #include "tests/models/torch/torch_jobs.h"
 #include "tests/support/numeric_test_util.h"
 #include "tests/trainers/blobs.h"
@@ -88,13 +89,8 @@ TEST_CASE("torchscript: the module's parameters are declared by their state_dict
     CHECK(std::vector<float>(params.begin() + b.param.offset, params.begin() + b.param.offset + b.param.numel) == want);
   }
 
-  const std::vector<float> x = ref.at("x").get<std::vector<float>>();
-  const std::vector<int32_t> y = ref.at("y").get<std::vector<int32_t>>();
-  Batch batch;
-  batch.inputs = x.data();
-  batch.labels = y.data();
-  batch.size = static_cast<int64_t>(y.size());
-  batch.features = 64;
+  const troupe::testing::ReferenceBatch reference(ref);
+  const Batch& batch = reference.batch;
   Announced hook;
   Gradients g(grads.data(), grads.size(), &hook);
   auto stats = m.trainer->forward_backward(batch, Parameters(params.data(), params.size()), g);
