@@ -101,6 +101,11 @@ struct SubmitJob {
   // Where a restart places the actors it restarts: "any" (wherever there is room), "same" (each on
   // the node it ran on, unless that node is gone), "other" (the failed actor anywhere but its node).
   std::string restart_on = "any";
+  // A sync job that recovers live (trainers/job/live_recovery.h; restart_whole_gang false): a
+  // failed worker is replaced alone while the others keep their state, like an async job's; but a
+  // stuck job (progress_timeout_ms) and a GCS that lost its data still restart the whole gang from
+  // the checkpoint.
+  bool live_recovery = false;
 };
 struct SubmitJobReply {
   std::vector<std::string> actor_ids;  // in the order asked for
@@ -186,7 +191,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJob& x) {
   return f(caf::meta::type_name("troupe.submit_job"), x.job_id, x.policy, x.actors, x.max_restarts,
            x.restart_backoff_ms, x.restart_whole_gang, x.restore_servers, x.progress_timeout_ms,
-           x.elastic, x.restart_on);
+           x.elastic, x.restart_on, x.live_recovery);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SubmitJobReply& x) {

@@ -39,7 +39,7 @@ std::string JobSupervisor::resume_after_gcs_loss(Job& job, gcs::JobRecord& rec, 
   if (spec_value(rec, "checkpoint_every").empty() || spec_value(rec, "checkpoint_every") == "0" || dir.empty())
     return "it wrote no checkpoints to resume from (submit with --checkpoint-every N --checkpoint-dir DIR to have "
            "it resume)";
-  if (!job.whole_gang)
+  if (!job.whole_gang && !job.live)
     return "an async job does not resume from its checkpoints after a GCS loss: its servers' applied-data records and "
            "the ledger's resume offsets were only in the GCS (its checkpoint files stay in " + dir + ")";
   if (!job.restarting && !job.members.empty() && !restarts_left(job))
@@ -66,7 +66,7 @@ std::string JobSupervisor::resume_after_gcs_loss(Job& job, gcs::JobRecord& rec, 
   spdlog::warn("job {}: {}", job.id.short_hex(), cause);
   // A restart already under way (its actors being stopped, or its placement waiting) finds the
   // checkpoints now; a running attempt is stopped and the gang placed again: one restart.
-  if (!job.restarting && !job.members.empty()) begin_restart(job, {}, cause);
+  if (!job.restarting && !job.members.empty()) begin_restart(job, {}, cause, true);
   return "";
 }
 

@@ -106,7 +106,7 @@ void JobSupervisor::members_failed(Job& job, const Failed& given, const std::str
             cause + "; an async job's parameter server cannot be restored without checkpoints (its shard has "
                     "no copy): submit with --checkpoint-every N --checkpoint-dir DIR to have it restored");
   } else if (restarts_left(job)) {
-    begin_restart(job, failed, cause);
+    begin_restart(job, failed, cause, job.whole_gang);
   } else {
     end_job(job, gcs::JobState::failed,
             cause + (job.max_restarts > 0 ? "; no restarts left (all " + std::to_string(job.max_restarts) + " used)" : ""));
@@ -171,7 +171,7 @@ std::string JobSupervisor::choose_restart_nodes(Job& job, const Failed& failed) 
   return job.whole_gang ? " each on the node it ran on" : " on the node" + std::string(nodes.size() == 1 ? " " : "s ") + names;
 }
 
-void JobSupervisor::begin_restart(Job& job, const Failed& failed, const std::string& cause) {
+void JobSupervisor::begin_restart(Job& job, const Failed& failed, const std::string& cause, bool whole) {
   ++job.attempt;
   const std::string where = choose_restart_nodes(job, failed);
   const int64_t backoff = backoff_for(job.backoff_ms, job.attempt);
@@ -190,9 +190,16 @@ void JobSupervisor::begin_restart(Job& job, const Failed& failed, const std::str
     auto node = gcs::Table<gcs::NodeRecord>(*host_.store).get(m->node.hex());
     if (node.ok() && node->last_heartbeat_ms > 0) failed_ms = std::min(failed_ms, node->last_heartbeat_ms);
   }
-  Status noted = gcs::note_restart(*host_.store, job.id, job.attempt, cause, failed_ms, now);
+  Status noted = gcs::note_restart(*host_.store, job.id, job.attempt, cause, failed_ms, now, step);
   if (!noted.ok()) spdlog::warn("job {}: recording the restart for /metrics: {}", job.id.short_hex(), noted.to_string());
-  if (job.whole_gang) {
+  if (whole) {
+    // A live job stuck while a replacement waited for room: the whole gang goes again, and the
+    // replacement's ask will never be placed.
+    std::vector<PlacementAsk> waiting;
+    for (const auto& [slot, id] : job.replacement_ids) waiting.push_back(make_ask(job, slot, id));
+    retire_unplaced(waiting, "its job restarts every worker instead");
+    job.replace.clear();
+    job.replacement_ids.clear();
     job.restarting = true;
     job.stop_grace_ms = gcs::now_ms() + kStopGraceMs;
     job_event(*host_.store, "job_restarting", job.id,
@@ -287,7 +294,9 @@ void JobSupervisor::check_progress() {
   const int64_t now = gcs::now_ms();
   std::vector<JobId> stuck;
   for (auto& [id, job] : jobs_) {
-    if (job.progress_timeout_ms <= 0 || !job.whole_gang || job.ending || job.restarting || job.members.empty()) continue;
+    if (job.progress_timeout_ms <= 0 || !(job.whole_gang || job.live) || job.ending || job.restarting ||
+        job.members.empty())
+      continue;
     auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(id.hex());
     if (!rec.ok() || rec->state != gcs::JobState::running) continue;
     job.record = *rec;
@@ -305,7 +314,7 @@ void JobSupervisor::check_progress() {
     const std::string why = fmt::format("the job made no progress for {:g} s (stuck at step {}: a worker hung?)",
                                         job.progress_timeout_ms / 1000.0, job.last_step);
     spdlog::warn("job {}: {}", id.short_hex(), why);
-    if (restarts_left(job)) begin_restart(job, {&job.members.front()}, why);
+    if (restarts_left(job)) begin_restart(job, {&job.members.front()}, why, true);
     else end_job(job, gcs::JobState::failed, why + "; no restarts left (all " + std::to_string(job.max_restarts) + " used)");
   }
   check_grow_back();

@@ -21,6 +21,7 @@ Json to_json(const SubmitJob& s) {
           {"restore_servers", s.restore_servers},
           {"elastic", s.elastic},
           {"restart_on", s.restart_on},
+          {"live_recovery", s.live_recovery},
           {"progress_timeout_ms", s.progress_timeout_ms}};
 }
 
@@ -38,6 +39,7 @@ SubmitJob from_json(const Json& j) {
   s.restore_servers = j.value("restore_servers", false);
   s.elastic = j.value("elastic", false);
   s.restart_on = j.value("restart_on", std::string("any"));
+  s.live_recovery = j.value("live_recovery", false);
   s.progress_timeout_ms = j.at("progress_timeout_ms").get<int64_t>();
   return s;
 }

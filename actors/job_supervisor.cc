@@ -38,6 +38,7 @@ JobSupervisor::Job JobSupervisor::make_job(const JobId& id, const SubmitJob& req
   job.max_restarts = std::max(0, request.max_restarts);
   job.backoff_ms = std::max<int64_t>(0, request.restart_backoff_ms);
   job.whole_gang = request.restart_whole_gang;
+  job.live = request.live_recovery && !request.restart_whole_gang;
   job.restore_servers = request.restore_servers;
   job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
   job.elastic = request.elastic && request.restart_whole_gang;

@@ -161,6 +161,7 @@ class JobSupervisor {
     int max_restarts = 0;
     int64_t backoff_ms = 0;
     bool whole_gang = true;
+    bool live = false;            // a live sync job: replaced slot by slot, but restarted whole when stuck
     bool restore_servers = false; // not a whole gang: a failed server is replaced (it restores its shard)
     int attempt = 0;              // restarts begun so far
     bool restarting = false;      // whole gang: the failed attempt's actors are being stopped
@@ -210,7 +211,8 @@ class JobSupervisor {
   void members_failed(Job& job, const Failed& failed, const std::string& why);
   // After a member is down: the gang placed again, the servers stopped, or the job forgotten.
   void after_exit(Job& job);
-  void begin_restart(Job& job, const Failed& failed, const std::string& why);
+  // `whole`: every actor stopped and the gang placed again (else only the failed slots replaced).
+  void begin_restart(Job& job, const Failed& failed, const std::string& why, bool whole);
   std::string choose_restart_nodes(Job& job, const Failed& failed);
   void place_gang_again(Job& job);
   bool try_replace(Job& job);

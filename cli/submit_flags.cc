@@ -58,7 +58,9 @@ actors::SubmitJob submit_message(const JobId& id, const job::JobSpec& spec) {
   s.job_id = id.hex();
   s.max_restarts = spec.max_restarts;
   s.restart_backoff_ms = spec.restart_backoff_ms;
-  s.restart_whole_gang = spec.strategy != "async";
+  // async and live sync jobs replace only what failed; the others restart the whole gang.
+  s.live_recovery = job::recovers_live(spec);
+  s.restart_whole_gang = spec.strategy != "async" && !s.live_recovery;
   s.restore_servers = spec.strategy == "async" && spec.checkpoint_every > 0;
   s.progress_timeout_ms = spec.progress_timeout_ms;
   s.elastic = spec.elastic;
@@ -188,6 +190,11 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
                "sync: after a failure go on with the workers that fit (each training several of the epoch's "
                "shards, same updates) instead of waiting for room for all; grow back after the next checkpoint "
                "once there is room");
+  cmd->add_option("--recovery", s.recovery,
+                  "sync: after a worker is lost, live (the others keep their state in memory and hand it to its "
+                  "replacement: no completed step lost), checkpoint (every worker restarts from the newest "
+                  "checkpoint), or auto (live where built: CPU sync jobs without --shard or --elastic)")
+      ->check(CLI::IsMember({"auto", "live", "checkpoint"}))->capture_default_str();
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
 
 }

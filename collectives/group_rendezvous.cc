@@ -64,21 +64,26 @@ Status validate(const GroupOptions& o) {
   return {};
 }
 
+// The generation in member key `key` of group `name`; -1 when the key is another group's.
+int64_t key_generation(const std::string& key, const std::string& name) {
+  const std::string prefix = name + "/";
+  if (key.compare(0, prefix.size(), prefix) != 0) return -1;
+  const size_t slash = key.find('/', prefix.size());
+  if (slash == std::string::npos) return -1;
+  try {
+    return std::stoll(key.substr(prefix.size(), slash - prefix.size()));
+  } catch (...) {
+    return -1;
+  }
+}
+
 // Removes the member keys of older generations of this group (best effort).
 void remove_old_members(gcs::Store& store, const std::string& name, int64_t generation) {
-  auto all = store.get_all(kGroupMembersTable);
-  if (!all) return;
-  const std::string prefix = name + "/";
-  for (const auto& row : *all) {
-    const std::string& key = row.first;
-    if (key.compare(0, prefix.size(), prefix) != 0) continue;
-    size_t slash = key.find('/', prefix.size());
-    if (slash == std::string::npos) continue;
-    try {
-      int64_t g = std::stoll(key.substr(prefix.size(), slash - prefix.size()));
-      if (g < generation) (void)store.remove(kGroupMembersTable, key);
-    } catch (...) {
-    }
+  auto keys = store.keys(kGroupMembersTable);
+  if (!keys) return;
+  for (const std::string& key : *keys) {
+    const int64_t g = key_generation(key, name);
+    if (g >= 0 && g < generation) (void)store.remove(kGroupMembersTable, key);
   }
 }
 
@@ -95,6 +100,14 @@ Status check_not_stale(gcs::Store& store, const std::string& name, int64_t gener
 }
 
 }  // namespace
+
+Expected<int64_t> newest_generation(gcs::Store& store, const std::string& name) {
+  auto keys = store.keys(kGroupMembersTable);
+  if (!keys) return keys.status().with_context("reading the members of group '" + name + "'");
+  int64_t newest = -1;
+  for (const std::string& key : *keys) newest = std::max(newest, key_generation(key, name));
+  return newest;
+}
 
 std::string group_member_key(const std::string& name, int64_t generation, int rank) {
   return name + "/" + std::to_string(generation) + "/" + std::to_string(rank);
@@ -143,6 +156,15 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
     for (int r = 0; r < o.world_size; ++r)
       if (!members[r]) missing.push_back(r);
     if (missing.empty()) break;
+    if (o.superseded_by) {  // members gone to a newer generation: go there too
+      auto newest = newest_generation(store, o.name);
+      if (newest.ok() && *newest > o.generation) {
+        *o.superseded_by = *newest;
+        (void)store.remove(kGroupMembersTable, own_key);
+        return Status(Code::unavailable, label + " was superseded by generation " + std::to_string(*newest) +
+                                             " while it waited for its members");
+      }
+    }
     if (Clock::now() >= deadline) {
       std::string list;
       for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);

@@ -48,6 +48,11 @@ struct GroupOptions {
   size_t shared_buffer_bytes = 0;
   // Set: the TCP mesh's connections are TLS, both ends authenticated by the cluster's CA.
   std::shared_ptr<const tls::TlsContext> tls = nullptr;
+  // Set: while this member waits for the others, a member registered under a newer generation of
+  // the group makes it give way — form_group returns unavailable ("superseded") and sets
+  // *superseded_by to that generation, so the caller joins it instead of waiting for members that
+  // went there (a sync job's live recovery: trainers/job/live_recovery.h).
+  int64_t* superseded_by = nullptr;
 };
 
 // Registers, waits for all members of this generation and connects them; the TCP handshake admits
@@ -57,6 +62,9 @@ struct GroupOptions {
 // ("group 'g' generation 3: ranks 2, 5 did not register within 30 s", or the TCP mesh's own
 // timeout naming the ranks that did not connect), the store's errors.
 Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const GroupOptions& options);
+
+// The newest generation any member of group `name` registered under (-1: none registered).
+Expected<int64_t> newest_generation(gcs::Store& store, const std::string& name);
 
 // Records a "group_failed" event (subject: the group name) whose message carries the generation
 // and `error` (which names the missing rank and the collective's sequence number).

@@ -9,7 +9,9 @@ using Json = nlohmann::json;
 
 std::string encode(const JobRecovery& r) {
   return Json{{"restarts", r.restarts}, {"attempt", r.attempt},       {"cause", r.cause},
-              {"failed_ms", r.failed_ms}, {"detected_ms", r.detected_ms}, {"resumed_ms", r.resumed_ms}}
+              {"failed_ms", r.failed_ms}, {"detected_ms", r.detected_ms}, {"resumed_ms", r.resumed_ms},
+              {"mode", r.mode},           {"failed_step", r.failed_step}, {"from_step", r.from_step},
+              {"source_rank", r.source_rank}, {"bytes_moved", r.bytes_moved}}
       .dump();
 }
 
@@ -25,6 +27,12 @@ Expected<JobRecovery> decode_job_recovery(const std::string& bytes, const JobId&
     r.failed_ms = j.at("failed_ms").get<int64_t>();
     r.detected_ms = j.at("detected_ms").get<int64_t>();
     r.resumed_ms = j.at("resumed_ms").get<int64_t>();
+    // Added later (live recovery): absent from an older head's records.
+    r.mode = j.value("mode", std::string());
+    r.failed_step = j.value("failed_step", int64_t{-1});
+    r.from_step = j.value("from_step", int64_t{-1});
+    r.source_rank = j.value("source_rank", -1);
+    r.bytes_moved = j.value("bytes_moved", int64_t{0});
     return r;
   } catch (const std::exception& e) {
     return corrupt_data("the recovery record of job " + job.short_hex() + " does not decode: " + e.what());
@@ -41,7 +49,7 @@ Expected<std::optional<JobRecovery>> job_recovery(Store& store, const JobId& job
 }
 
 Status note_restart(Store& store, const JobId& job, int attempt, const std::string& cause, int64_t failed_ms,
-                    int64_t detected_ms) {
+                    int64_t detected_ms, int64_t failed_step) {
   auto old = job_recovery(store, job);
   JobRecovery r;
   r.restarts = old.ok() && *old ? (*old)->restarts + 1 : 1;
@@ -49,15 +57,31 @@ Status note_restart(Store& store, const JobId& job, int attempt, const std::stri
   r.cause = cause;
   r.failed_ms = failed_ms;
   r.detected_ms = detected_ms;
+  r.failed_step = failed_step;
   return store.put(kJobRecoveryTable, job.hex(), encode(r));
 }
 
-Status note_resumed_at(Store& store, const JobId& job, int attempt, int64_t resumed_ms) {
+Status note_resumed_at(Store& store, const JobId& job, int attempt, int64_t resumed_ms, int64_t from_step) {
   auto old = job_recovery(store, job);
   if (!old.ok()) return old.status();
   if (!*old || (*old)->attempt != attempt || (*old)->resumed_ms != 0) return {};
   JobRecovery r = **old;
   r.resumed_ms = resumed_ms;
+  if (from_step >= 0) r.from_step = from_step;
+  if (r.mode.empty()) r.mode = "checkpoint";
+  return store.put(kJobRecoveryTable, job.hex(), encode(r));
+}
+
+Status note_recovery_mode(Store& store, const JobId& job, int attempt, const std::string& mode, int64_t from_step,
+                          int source_rank, int64_t bytes) {
+  auto old = job_recovery(store, job);
+  if (!old.ok()) return old.status();
+  if (!*old || (*old)->attempt != attempt) return {};
+  JobRecovery r = **old;
+  r.mode = mode;
+  r.from_step = from_step;
+  r.source_rank = source_rank;
+  r.bytes_moved = bytes;
   return store.put(kJobRecoveryTable, job.hex(), encode(r));
 }
 

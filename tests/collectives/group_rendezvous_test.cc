@@ -127,6 +127,33 @@ TEST_CASE("group_rendezvous: a rank that never registers makes every other rank 
   CHECK_FALSE(gcs::Table<gcs::GroupRecord>(store).get("g").ok());
 }
 
+TEST_CASE("group_rendezvous: a member waiting for its generation gives way to a newer one its peers went to") {
+  gcs::InMemoryStore store;
+  CHECK(*newest_generation(store, "g") == -1);
+  int64_t newer = -1;
+  GroupOptions o = options("g", 4, 0, 2, std::chrono::seconds(20));
+  o.superseded_by = &newer;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread late([&] {  // rank 1 of generation 6 registers while rank 0 waits at 4
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(store.put(kGroupMembersTable, group_member_key("g", 6, 1), "127.0.0.1:1 x y").ok());
+  });
+  auto comm = form_group(store, o);
+  late.join();
+  REQUIRE_FALSE(comm.ok());
+  INFO(comm.status().to_string());
+  CHECK(comm.status().code() == Code::unavailable);
+  CHECK(contains(comm.status(), "group 'g' generation 4 was superseded by generation 6"));
+  CHECK(newer == 6);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not its 20 s deadline
+  CHECK(*newest_generation(store, "g") == 6);
+  // It took its own registration back: generation 4 holds no member.
+  CHECK_FALSE(store.get(kGroupMembersTable, group_member_key("g", 4, 0))->has_value());
+  // Without superseded_by a member waits for its own generation (until its deadline).
+  auto alone = form_group(store, options("g", 7, 0, 2, std::chrono::milliseconds(400)));
+  CHECK(alone.status().code() == Code::timeout);
+}
+
 TEST_CASE("group_rendezvous: bad options are invalid_argument") {
   gcs::InMemoryStore store;
   CHECK(form_group(store, options("", 0, 0, 1)).status().code() == Code::invalid_argument);

@@ -117,6 +117,7 @@ const std::map<std::string, Field>& fields() {
     f["restart_on"] = field<std::string>([](JobSpec& s) { return &s.restart_on; });
     f["progress_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.progress_timeout_ms; });
     f["elastic"] = field<bool>([](JobSpec& s) { return &s.elastic; });
+    f["recovery"] = field<std::string>([](JobSpec& s) { return &s.recovery; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
     f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
@@ -212,6 +213,21 @@ static Status validate_gpu_workers(const JobSpec& s) {
   return {};
 }
 
+namespace {
+// --recovery: one of auto, live, checkpoint; live only where it is built.
+Status validate_recovery(const JobSpec& s) {
+  if (s.recovery != "auto" && s.recovery != "live" && s.recovery != "checkpoint")
+    return invalid_argument("--recovery '" + s.recovery + "' is not one of auto, live, checkpoint");
+  if (s.recovery != "live" || recovers_live(s)) return {};
+  const std::string what = s.strategy != "sync" ? "--strategy " + s.strategy
+                           : s.shard != "none"  ? "--shard " + s.shard
+                           : s.elastic          ? "--elastic"
+                                                : "GPU workers";
+  return invalid_argument("--recovery live is built for CPU sync jobs only so far, not " + what +
+                          ": use --recovery checkpoint (or auto)");
+}
+}  // namespace
+
 Status validate(const JobSpec& s) {
   if (s.strategy != "sync" && s.strategy != "async" && s.strategy != "central" && s.strategy != "pipeline") {
     return invalid_argument("--strategy '" + s.strategy + "' is not one of sync, async, central, pipeline");
@@ -301,10 +317,16 @@ Status validate(const JobSpec& s) {
                             "on while a failed actor is replaced");
   }
   if (!s.resume_job.empty() && s.resume_step < 1) return invalid_argument("resume_step must be >= 1");
+  TROUPE_RETURN_IF_ERROR(validate_recovery(s));
   for (const std::string& a : s.train.trainer_args) {
     if (a.find(';') != std::string::npos) return invalid_argument("--trainer-arg '" + a + "' may not contain ';'");
   }
   return s.train.validate();
+}
+
+bool recovers_live(const JobSpec& s) {
+  return s.recovery != "checkpoint" && s.strategy == "sync" && s.shard == "none" && !s.elastic &&
+         s.gpus_per_worker <= 0;
 }
 
 pipeline::PipelineOptions pipeline_options(const JobSpec& s) {

@@ -93,8 +93,16 @@ struct JobSpec {
   // `workers` shards, weighted so a step's update is the full-size one, and the job grows back to
   // `workers` right after a checkpoint once there is room again (actors/job_supervisor.h).
   bool elastic = false;
+  // After a worker is lost: "live" (the survivors keep training state in memory, the lost worker is
+  // replaced and takes it from them; no completed step is lost: trainers/job/live_recovery.h),
+  // "checkpoint" (every worker restarts from the newest checkpoint) or "auto" (live where it is
+  // built: CPU sync jobs that are not sharded or elastic; else checkpoint).
+  std::string recovery = "auto";
   TrainOptions train;
 };
+
+// Whether `spec`'s job recovers live (see JobSpec::recovery).
+bool recovers_live(const JobSpec& spec);
 
 // invalid_argument naming the first bad field: an unknown strategy, workers < 1, async without
 // parameter servers (or servers for another strategy), a global batch that does not divide among

@@ -12,6 +12,7 @@
 #include "trainers/job/job_setup.h"
 #include "trainers/job/job_spec.h"
 #include "trainers/job/ledger_feed.h"
+#include "trainers/job/live_recovery.h"
 #include "trainers/job/pipeline_worker.h"
 #include "trainers/job/ps_member.h"
 #include "trainers/job/step_timeline_publisher.h"
@@ -43,19 +44,76 @@ size_t gradient_arena_bytes(const JobSpec& spec, const Dataset& train, int rank,
   return bytes;
 }
 
-Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
+// Where generation `gen` of a sync job starts, agreed by every rank of `comm`: a live job's state
+// from the memory of the rank holding the newest step (trainers/job/live_recovery.h), rank 0 then
+// rewinding the ledger to it; else (nobody holds one, or the job recovers from checkpoints) the
+// newest checkpoint or the beginning, rewound after a restart (trainers/job/sync_recovery.h).
+Expected<StartPoint> start_generation(const JobSpec& spec, JobSetup& s, const MemberArgs& a, int64_t gen,
+                                      collectives::Communicator& comm, int64_t steps_per_epoch, HeldState* held) {
+  const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  const bool sharded = spec.shard != "none";
+  if (held) {
+    auto live = share_held_state(comm, held, timeout);
+    if (!live.ok()) return live.status();
+    held->held = false;  // handed on: a later failure outside a step must not go back to it
+    if (live->live) {
+      if (comm.rank() == 0)
+        TROUPE_RETURN_IF_ERROR(rewind_live(*s.store, a.job, spec.workers, steps_per_epoch, gen, *live));
+      collectives::CollectiveOptions co;
+      co.timeout = timeout;
+      TROUPE_RETURN_IF_ERROR(comm.barrier(co).with_context("waiting for rank 0 to rewind to the live state"));
+      StartPoint start;
+      start.own = true;
+      start.source = "the memory of rank " + std::to_string(live->source) + " (step " +
+                     std::to_string(live->state.step) + ")";
+      start.state = std::move(live->state);
+      return start;
+    }
+  }
+  return start_sync_attempt(*s.store, spec, a.job, static_cast<int>(gen), spec.workers, steps_per_epoch, comm,
+                            timeout, sharded);
+}
+
+// Rank 0's summary of a finished sync job, recorded as its result.
+Status record_sync_result(const JobSpec& spec, JobSetup& s, const MemberArgs& a, int64_t gen, const TrainResult& result,
+                          const Replica& replica, const collectives::GroupOptions& go, collectives::Communicator& comm,
+                          const std::vector<float>& rates, const StartPoint& start, int64_t last_checkpoint,
+                          int64_t steps_per_epoch, int world, const GradBucketStats& buckets,
+                          const ShardStats& shard_stats) {
+  nlohmann::json summary = sync_summary(result, spec, a.job, static_cast<int>(gen), steps_per_epoch, spec.workers);
+  if (spec.elastic) summary["final_workers"] = world;  // the size the last attempt ran at
+  summary["worker_samples_per_second"] = rates;
+  summary["bucket_bytes"] = effective_bucket_bytes(spec);
+  summary["grad_wire"] = dtype_name(replica.grad_wire);
+  summary["shard"] = spec.shard;
+  summary["recovery"] = recovers_live(spec) ? "live" : "checkpoint";
+  if (replica.shard != ShardStage::none) summary["sharded_state_bytes"] = shard_stats.total();
+  summary["transport"] = comm.transport().kind();
+  summary["gradients_in_arena"] = go.shared_buffer_bytes > 0 && comm.shared_buffer(go.shared_buffer_bytes) != nullptr;
+  summary["communication_seconds"] = buckets.comm_seconds;
+  summary["communication_hidden_fraction"] = buckets.hidden_fraction();
+  add_start_and_checkpoints(&summary, spec, a.job, start, last_checkpoint, replica.checkpoints.dir);
+  return record_success(*s.store, a.job, summary, result.test_accuracy);
+}
+
+// One generation of a sync worker: the group "job-<id>" formed at `gen`, its start agreed, the
+// replica trained. Live jobs pass `held` (the state kept when a step's all-reduce fails) and
+// `superseded` (set to a newer generation when the replacements went there while this one formed).
+Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
+                        const std::atomic<bool>& cancel, int64_t gen, HeldState* held, int64_t* superseded) {
   const JobSpec& spec = s.spec;
-  if (spec.gpus_per_worker > 0) return run_sync_gpu(env, a, s, cancel);
   // The ledger keeps spec.workers shards per epoch at any size; an elastic job running smaller gives
   // each worker several (shards_of).
   const int shards = spec.workers;
   const int world = a.world > 0 ? std::min(a.world, shards) : shards;
-  if (world != shards && !spec.elastic)
-    return invalid_argument("told to run with " + std::to_string(world) + " of " + std::to_string(shards) +
-                            " workers, but the job is not elastic");
   ShardStage shard = ShardStage::none;
   parse_shard_stage(spec.shard, &shard);  // validated
   collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
+  go.generation = gen;
+  go.superseded_by = superseded;
+  // Live: a replacement may wait for survivors still blocked in the broken collective (a cut link is
+  // noticed only at its deadline), so registration outlasts the collective timeout.
+  if (held) go.timeout = std::max(go.timeout, std::chrono::milliseconds(spec.collective_timeout_ms + 30000));
   if (shard == ShardStage::none && world > 1) go.shared_buffer_bytes = gradient_arena_bytes(spec, s.train(), a.index, world);
   auto tls = data_plane_tls(spec);
   if (!tls.ok()) return tls.status();
@@ -63,16 +121,11 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};
-  const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   const int64_t steps_per_epoch = epoch_steps(s.train().count, spec.train.batch_size, spec.train.pads_last_batch());
-  // Where to start (the newest checkpoint after a restart) and, after one, undo the failed attempt.
-  // A sharded replica reads only its ranges of a checkpoint, in train_replica (Replica::resume_ranges).
-  const bool sharded = shard != ShardStage::none;
-  auto start =
-      start_sync_attempt(*s.store, spec, a.job, a.attempt, shards, steps_per_epoch, **comm, timeout, sharded);
+  auto start = start_generation(spec, s, a, gen, **comm, steps_per_epoch, held);
   if (!start.ok()) return start.status();
   const int64_t first_step = start->state ? start->state->step : 0;
-  TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
+  TrainedLog trained(*s.store, a.job, static_cast<int>(gen), steps_per_epoch, first_step);
 
   LedgerFeedOptions fo = sync_feed_options(spec.train.seed, spec.train.batch_size, shards, a.index, world);
   fo.keep_partial = spec.train.pads_last_batch();  // the epoch's short last step (--last-batch pad)
@@ -88,12 +141,13 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   replica.bucket_bytes = static_cast<size_t>(effective_bucket_bytes(spec));
   replica.grad_wire = effective_grad_wire(spec, (*comm)->transport().kind());
   replica.shard = shard;
+  replica.held = held;
   ShardStats shard_stats;
   replica.shard_stats = &shard_stats;
   GradBucketStats buckets;
   replica.bucket_stats = &buckets;
   if (start->state) replica.resume = &*start->state;
-  if (start->state && sharded)
+  if (start->state && start->manifest && shard != ShardStage::none)
     replica.resume_ranges = [m = *start->manifest](size_t total, const std::vector<checkpoint::Range>& params,
                                                    const std::vector<checkpoint::Range>& optimizer) {
       return checkpoint::load_ranges(m, total, params, optimizer);
@@ -103,7 +157,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   ProgressReporter reporter(*s.store, a.job);
   if (replica.resume) reporter.start_at(first_step);
   ProgressFn progress;
-  if (a.index == 0) progress = rank0_progress(*s.store, a.job, a.attempt, reporter, start->source, first_step);
+  if (a.index == 0) progress = rank0_progress(*s.store, a.job, static_cast<int>(gen), reporter, start->source, first_step);
   StepRecorder step_recorder;  // the step timeline (issue 7): recorded by train_replica, published to the GCS
   StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
   replica.steps = &step_recorder;
@@ -130,19 +184,37 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
     record_job_metric(*s.store, a.job, a.index, "sharded_state_bytes", static_cast<double>(shard_stats.total()));
   if (a.index != 0) return {};
   TROUPE_RETURN_IF_ERROR(trained.durable_through(result->steps).with_context("recording the trained steps"));
-  nlohmann::json summary = sync_summary(*result, spec, a.job, a.attempt, steps_per_epoch, shards);
-  if (spec.elastic) summary["final_workers"] = world;  // the size the last attempt ran at
-  summary["worker_samples_per_second"] = rates;
-  summary["bucket_bytes"] = effective_bucket_bytes(spec);
-  summary["grad_wire"] = dtype_name(replica.grad_wire);
-  summary["shard"] = spec.shard;
-  if (replica.shard != ShardStage::none) summary["sharded_state_bytes"] = shard_stats.total();
-  summary["transport"] = (*comm)->transport().kind();
-  summary["gradients_in_arena"] = go.shared_buffer_bytes > 0 && (*comm)->shared_buffer(go.shared_buffer_bytes) != nullptr;
-  summary["communication_seconds"] = buckets.comm_seconds;
-  summary["communication_hidden_fraction"] = buckets.hidden_fraction();
-  add_start_and_checkpoints(&summary, spec, a.job, *start, last_checkpoint, replica.checkpoints.dir);
-  return record_success(*s.store, a.job, summary, result->test_accuracy);
+  return record_sync_result(spec, s, a, gen, *result, replica, go, **comm, rates, *start, last_checkpoint,
+                            steps_per_epoch, world, buckets, shard_stats);
+}
+
+Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
+  const JobSpec& spec = s.spec;
+  if (spec.gpus_per_worker > 0) return run_sync_gpu(env, a, s, cancel);
+  const int world = a.world > 0 ? std::min(a.world, spec.workers) : spec.workers;
+  if (world != spec.workers && !spec.elastic)
+    return invalid_argument("told to run with " + std::to_string(world) + " of " + std::to_string(spec.workers) +
+                            " workers, but the job is not elastic");
+  if (!recovers_live(spec)) return train_generation(env, a, s, cancel, a.attempt, nullptr, nullptr);
+  // Live recovery (trainers/job/live_recovery.h): after a peer is lost mid-step this worker keeps its
+  // state, waits for the replacements' generation and goes on there.
+  HeldState held;
+  const std::string group = "job-" + a.job.hex();
+  for (int64_t gen = a.attempt;;) {
+    int64_t newer = -1;
+    Status st = train_generation(env, a, s, cancel, gen, &held, &newer);
+    if (st.ok()) return st;
+    if (newer > gen) {  // the replacements went to a newer generation while this one formed
+      gen = newer;
+      continue;
+    }
+    if (!held.held || cancel.load()) return st;
+    spdlog::warn("job {} worker {}: {}; keeping the state of step {} for the replacement", a.job.short_hex(), a.index,
+                 st.to_string(), held.state.step);
+    auto next = await_replacements(*s.store, group, gen, std::chrono::milliseconds(spec.collective_timeout_ms), cancel);
+    if (!next.ok()) return next.status().with_context("after: " + st.message());
+    gen = *next;
+  }
 }
 
 }  // namespace

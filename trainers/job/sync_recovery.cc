@@ -151,7 +151,7 @@ void note_resumed(gcs::Store& store, const JobId& job, int attempt, const std::s
               std::to_string(step + 1) + " done, started from " + (source.empty() ? "the beginning" : source);
   Status st = gcs::record_event(store, e);
   if (!st.ok()) spdlog::warn("job {}: recording job_resumed: {}", job.short_hex(), st.to_string());
-  st = gcs::note_resumed_at(store, job, attempt, gcs::now_ms());
+  st = gcs::note_resumed_at(store, job, attempt, gcs::now_ms(), step);
   if (!st.ok()) spdlog::warn("job {}: recording the resume for /metrics: {}", job.short_hex(), st.to_string());
 }
 

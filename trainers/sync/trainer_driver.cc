@@ -171,7 +171,14 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   ++step_;
   if (steps) steps->phase(StepPhase::communication);
   Status reduced = sync_.reduce(&*stats, rows);
-  if (!reduced.ok()) return reduced.with_context(setup_.where + ": all-reducing gradients" + at_step(epoch, s));
+  if (!reduced.ok()) {
+    reduced = reduced.with_context(setup_.where + ": all-reducing gradients" + at_step(epoch, s));
+    if (replica_.held) {  // nothing of this step applied: the state is step_ - 1's, kept for live recovery
+      Status kept = hold_state(state_, step_ - 1, epoch, s, reduced, replica_.held);
+      if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
+    }
+    return reduced;
+  }
   if (step_ % o_.loss_check_every == 0 && !std::isfinite(stats->loss))
     return nonfinite_loss(stats->loss, epoch, s + 1, rows_.steps_per_epoch, step_, state_.optimizer_settings().lr);
   if (steps) steps->phase(StepPhase::optimizer);

@@ -17,6 +17,7 @@
 #include "trainers/checkpoint/collective_write.h"
 #include "data/readers/fashion_mnist.h"
 #include "trainers/sync/grad_buckets.h"
+#include "trainers/sync/held_state.h"
 #include "trainers/sharded/sharded_state.h"
 #include "trainers/report/step_timeline.h"
 #include "trainers/setup/train_options.h"
@@ -102,6 +103,10 @@ struct Replica {
   // so a job resumes from them with any --shard and any number of replicas. none: all-reduce.
   ShardStage shard = ShardStage::none;
   ShardStats* shard_stats = nullptr;  // if set (and sharded), receives what the replica held, measured
+  // Live recovery (trainers/job/live_recovery.h): when set, a step whose gradient all-reduce fails
+  // (a peer lost) leaves the replica's state as of the last completed step here before the error
+  // is returned, so the job layer can go on from memory. Unsharded replicas only.
+  HeldState* held = nullptr;
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch

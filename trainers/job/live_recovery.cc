@@ -1,0 +1,159 @@
+#include "trainers/job/live_recovery.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "collectives/group_rendezvous.h"
+#include "gcs/data_accounting.h"
+#include "gcs/events.h"
+#include "gcs/job_recovery.h"
+#include "trainers/job/sync_recovery.h"
+
+namespace troupe::job {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Integers travel as f32 pairs: [v >> 20, v & 0xfffff], each part exact (v < 2^44).
+void put_int(float* at, int64_t v) {
+  at[0] = static_cast<float>(v >> 20);
+  at[1] = static_cast<float>(v & 0xfffff);
+}
+int64_t get_int(const float* at) { return (static_cast<int64_t>(at[0]) << 20) | static_cast<int64_t>(at[1]); }
+
+// The state's shape and position, broadcast before its numbers.
+constexpr size_t kNameChars = 8;
+struct Header {
+  enum : size_t { step = 0, epoch = 2, epoch_step = 4, opt_steps = 6, vectors = 8, params = 10, length = 12,
+                  name = 14, size = 14 + kNameChars };
+};
+
+void write_header(const checkpoint::TrainingState& s, float* h) {
+  put_int(h + Header::step, s.step);
+  put_int(h + Header::epoch, s.epoch);
+  put_int(h + Header::epoch_step, s.epoch_step);
+  put_int(h + Header::opt_steps, s.optimizer.steps);
+  put_int(h + Header::vectors, static_cast<int64_t>(s.optimizer.vectors.size()));
+  put_int(h + Header::params, static_cast<int64_t>(s.params.size()));
+  put_int(h + Header::length, s.optimizer.vectors.empty() ? 0 : static_cast<int64_t>(s.optimizer.vectors[0].size()));
+  for (size_t i = 0; i < kNameChars; ++i)
+    h[Header::name + i] = i < s.optimizer.name.size() ? static_cast<float>(s.optimizer.name[i]) : 0.0f;
+}
+
+void read_header(const float* h, checkpoint::TrainingState* s) {
+  s->step = get_int(h + Header::step);
+  s->epoch = get_int(h + Header::epoch);
+  s->epoch_step = get_int(h + Header::epoch_step);
+  s->optimizer.steps = get_int(h + Header::opt_steps);
+  s->optimizer.name.clear();
+  for (size_t i = 0; i < kNameChars && h[Header::name + i] != 0.0f; ++i)
+    s->optimizer.name += static_cast<char>(h[Header::name + i]);
+  s->params.resize(static_cast<size_t>(get_int(h + Header::params)));
+  s->optimizer.vectors.assign(static_cast<size_t>(get_int(h + Header::vectors)),
+                              std::vector<float>(static_cast<size_t>(get_int(h + Header::length))));
+  s->extras.clear();
+}
+
+// The lowest rank holding the newest step, and how many ranks do not hold it; -1 when none holds one.
+int choose_source(const std::vector<float>& held, int* receivers, int64_t* newest) {
+  *newest = -1;
+  int source = -1;
+  const int world = static_cast<int>(held.size() / 2);
+  for (int r = 0; r < world; ++r) {
+    if (held[2 * r] < 0) continue;
+    const int64_t step = get_int(&held[2 * r]);
+    if (step > *newest) {
+      *newest = step;
+      source = r;
+    }
+  }
+  *receivers = 0;
+  for (int r = 0; r < world; ++r)
+    if (held[2 * r] < 0 || get_int(&held[2 * r]) != *newest) ++*receivers;
+  return source;
+}
+
+}  // namespace
+
+Expected<LiveStart> share_held_state(collectives::Communicator& comm, const HeldState* mine,
+                                     std::chrono::milliseconds timeout) {
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  float own[2] = {-1.0f, 0.0f};
+  if (mine && mine->held) put_int(own, mine->state.step);
+  std::vector<float> held(2 * static_cast<size_t>(comm.size()));
+  TROUPE_RETURN_IF_ERROR(comm.allgather(own, held.data(), 2, DType::f32, co).with_context("telling the steps held"));
+  LiveStart out;
+  int64_t newest = -1;
+  out.source = choose_source(held, &out.receivers, &newest);
+  if (out.source < 0) return out;  // nobody holds a state: the checkpoint, or the beginning
+  out.live = true;
+  const bool source = comm.rank() == out.source;
+  if (source) out.state = mine->state;
+  float header[Header::size] = {};
+  if (source) write_header(out.state, header);
+  const std::string sending = "taking the state of step " + std::to_string(newest) + " from rank " +
+                              std::to_string(out.source);
+  TROUPE_RETURN_IF_ERROR(comm.broadcast(header, Header::size, DType::f32, out.source, co).with_context(sending));
+  if (!source) read_header(header, &out.state);
+  TROUPE_RETURN_IF_ERROR(
+      comm.broadcast(out.state.params.data(), out.state.params.size(), DType::f32, out.source, co).with_context(sending));
+  for (std::vector<float>& v : out.state.optimizer.vectors)
+    TROUPE_RETURN_IF_ERROR(comm.broadcast(v.data(), v.size(), DType::f32, out.source, co).with_context(sending));
+  const size_t floats = out.state.params.size() + out.state.optimizer.vectors.size() *
+                        (out.state.optimizer.vectors.empty() ? 0 : out.state.optimizer.vectors[0].size());
+  out.bytes = static_cast<int64_t>(floats * sizeof(float));
+  return out;
+}
+
+Expected<int64_t> await_replacements(gcs::Store& store, const std::string& group, int64_t failed,
+                                     std::chrono::milliseconds wait, const std::atomic<bool>& cancel) {
+  const auto deadline = Clock::now() + wait;
+  for (;;) {
+    if (cancel.load()) return unavailable("stopped while waiting for the replacements of group '" + group + "'");
+    auto newest = collectives::newest_generation(store, group);
+    if (!newest.ok()) return newest.status();
+    if (*newest > failed) return *newest;
+    if (Clock::now() >= deadline)
+      return Status(Code::timeout, "no replacement joined group '" + group + "' after generation " +
+                                       std::to_string(failed) + " failed, within " +
+                                       std::to_string(wait.count() / 1000) + " s (no room for one? see troupe status)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t steps_per_epoch, int64_t generation,
+                   const LiveStart& live) {
+  const int64_t step = live.state.step;
+  StartPoint at;
+  at.state = checkpoint::TrainingState{};
+  at.state->step = step;
+  at.own = true;
+  at.source = "the memory of rank " + std::to_string(live.source) + " (step " + std::to_string(step) + ")";
+  TROUPE_RETURN_IF_ERROR(rewind_to(store, job, shards, steps_per_epoch, at));
+  // The steps up to `step` are kept: in every replica's memory now. Recorded from the newest range.
+  auto ranges = gcs::trained_ranges(store, job);
+  if (!ranges.ok()) return ranges.status().with_context("reading the trained ranges");
+  int64_t recorded = 0;
+  for (const gcs::TrainedRange& r : *ranges) recorded = std::max(recorded, r.global_end_step);
+  // (kept by the generation before this one, which trained them)
+  TrainedLog kept(store, job, static_cast<int>(std::max<int64_t>(0, generation - 1)), steps_per_epoch, recorded);
+  TROUPE_RETURN_IF_ERROR(kept.durable_through(step).with_context("recording the steps kept in memory"));
+  const std::string message = "job " + job.short_hex() + " goes on live at generation " + std::to_string(generation) +
+                              " from " + at.source + ": " + std::to_string(live.bytes) + " bytes of state sent to " +
+                              std::to_string(live.receivers) + " rank(s), no completed step lost";
+  spdlog::info("{}", message);
+  gcs::Event e;
+  e.kind = "job_recovered_live";
+  e.subject = job.hex();
+  e.message = message;
+  Status st = gcs::record_event(store, e);
+  if (!st.ok()) spdlog::warn("job {}: recording job_recovered_live: {}", job.short_hex(), st.to_string());
+  st = gcs::note_recovery_mode(store, job, static_cast<int>(generation), "live", step, live.source, live.bytes);
+  if (!st.ok()) spdlog::warn("job {}: recording the live recovery: {}", job.short_hex(), st.to_string());
+  return {};
+}
+
+}  // namespace troupe::job

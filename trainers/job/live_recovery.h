@@ -1,0 +1,64 @@
+// Live recovery of a sync job (issue 44): a lost replica is replaced from its peers' memory, and
+// the job loses no completed step.
+//
+//   1. A peer dies (process, node, link, exception). The survivors' gradient all-reduce of step
+//      s + 1 fails; nothing of that step is applied, so each keeps its state after step s
+//      (trainers/sync/held_state.h) and leaves the broken group. A survivor whose all-reduce had
+//      completed (the dead peer's part arrived before it died) holds step s + 1.
+//   2. The job supervisor places a replacement for each dead slot only, under the next attempt
+//      (actors/job_supervisor.h); it registers in the group at that generation. The survivors wait
+//      for that generation to appear (await_replacements) and join it at their old ranks.
+//   3. In the new group every rank says which step it holds (-1: a replacement, nothing), and the
+//      lowest rank holding the newest step broadcasts its state — parameters, optimizer state,
+//      step and position in the epoch — over the group's data plane (share_held_state). The
+//      step in flight is trained again by everyone, on the same examples.
+//   4. Rank 0 rewinds the shard ledger to that step (the replicas claim their shards again and
+//      skip the steps done, as after a checkpoint restart), records the steps up to it as kept —
+//      they live in every replica's memory — and says how the recovery went (live_recovered).
+//
+// Nobody holding any state (every worker lost at once, a cluster restart) is the old path: the
+// newest checkpoint on disk, or the beginning (trainers/job/sync_recovery.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "core/ids.h"
+#include "gcs/store.h"
+#include "trainers/job/job_spec.h"
+#include "trainers/sync/held_state.h"
+
+namespace troupe::job {
+
+// What the ranks of a re-formed group go on from.
+struct LiveStart {
+  bool live = false;                // some rank held the job's state; every rank has it now
+  checkpoint::TrainingState state;  // that state (live only)
+  int source = -1;                  // the rank it came from
+  int receivers = 0;                // ranks that did not hold that step (replacements, a survivor behind)
+  int64_t bytes = 0;                // the state's bytes, as broadcast from the source
+};
+
+// A collective of the re-formed group: every rank tells the step it holds (`mine` null: none);
+// when some rank holds one, the lowest rank holding the newest step broadcasts its state to all.
+// Errors: the collectives' (a peer lost again), invalid_argument when the ranks' models differ.
+Expected<LiveStart> share_held_state(collectives::Communicator& comm, const HeldState* mine,
+                                     std::chrono::milliseconds timeout);
+
+// A survivor's wait for its replacements: the newest generation of group `group` registered above
+// `failed`, polled until `wait` passes. unavailable when `cancel` is set (the job was stopped);
+// timeout naming the group and the wait (no replacement came: the survivor then fails, and the
+// supervisor restarts it with the rest).
+Expected<int64_t> await_replacements(gcs::Store& store, const std::string& group, int64_t failed,
+                                     std::chrono::milliseconds wait, const std::atomic<bool>& cancel);
+
+// Step 4, on rank 0 of generation `generation` before the first step: the ledger and trained ranges
+// put at live.state.step (gcs/data_accounting.h), the steps up to it recorded as kept, the event
+// "job_recovered_live" and the job's recovery record (gcs/job_recovery.h) saying from which rank,
+// how many bytes, and that no step was lost.
+Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t steps_per_epoch, int64_t generation,
+                   const LiveStart& live);
+
+}  // namespace troupe::job
