@@ -64,9 +64,11 @@ std::string JobSupervisor::resume_after_gcs_loss(Job& job, gcs::JobRecord& rec, 
   if (!st.ok()) return "its record cannot be written back: " + st.message();
   job.record = rec;
   spdlog::warn("job {}: {}", job.id.short_hex(), cause);
-  // A restart already under way (its actors being stopped, or its placement waiting) finds the
-  // checkpoints now; a running attempt is stopped and the gang placed again: one restart.
-  if (!job.restarting && !job.members.empty()) begin_restart(job, {}, cause, true);
+  // A restart already under way (its actors being stopped, or its placement waiting; a live job's
+  // replacement: the survivors hand it their state, rank 0 records the ledger and ranges again from
+  // the restored checkpoint on) finds the checkpoints now; a running attempt is stopped and the gang
+  // placed again: one restart.
+  if (!job.restarting && job.replace.empty() && !job.members.empty()) begin_restart(job, {}, cause, true);
   return "";
 }
 

@@ -159,6 +159,15 @@ void recovery_metrics(gcs::Store& store, std::string* out) {
   for (const auto& [job, r] : last)
     if (r.resumed_ms > 0)
       resume.sample({{"job_id", job}}, static_cast<double>(std::max<int64_t>(0, r.resumed_ms - r.detected_ms)) / 1000.0);
+  Family lost(out, "troupe_job_recovery_steps_lost", "gauge",
+              "A job's last restart: completed steps it trained again (live recovery: 0; from a checkpoint: the "
+              "steps since it), by how it went on");
+  for (const auto& [job, r] : last)
+    if (r.steps_lost() >= 0) lost.sample({{"job_id", job}, {"mode", r.mode}}, static_cast<double>(r.steps_lost()));
+  Family moved(out, "troupe_job_recovery_bytes_moved", "gauge",
+               "A job's last live recovery: the bytes of state a survivor sent to the replacements");
+  for (const auto& [job, r] : last)
+    if (r.mode == "live") moved.sample({{"job_id", job}}, static_cast<double>(r.bytes_moved));
 }
 
 // Nodes: counts by state over all; per-node series for the newest kMaxNodeSeries, to which *nodes

@@ -388,3 +388,35 @@ TEST_CASE("job restarts: --restart-on same pins the restart to the nodes the act
     CHECK(*h.last_asks[0].avoid == h.node);
   }
 }
+
+TEST_CASE("job restarts: a live sync job replaces only its failed worker, but restarts the whole gang when stuck",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 3, false);
+  s.live_recovery = true;
+  s.progress_timeout_ms = 300;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  // A worker fails: only it is replaced (attempt 1, same rank); the survivors keep their state.
+  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("killed")), "killed");
+  CHECK(h.stopped.empty());
+  CHECK_FALSE(h.supervisor.retry_pending());
+  REQUIRE(h.last_asks.size() == 1u);
+  CHECK(h.last_asks[0].actor.args[1] == "1");  // the same rank
+  CHECK(h.last_asks[0].actor.args[2] == "1");  // attempt 1: the generation the group re-forms at
+  CHECK(count_events(h.store, "job_restarting") == 1);
+  // Then its step count stands still: nobody knows who hangs, so every actor is stopped and the
+  // gang placed again (from the checkpoint), unlike an async job.
+  REQUIRE(gcs::update_job(h.store, id, [&](gcs::JobRecord& j) -> Status {
+    j.state = gcs::JobState::running;
+    j.step = 40;
+    return {};
+  }).ok());
+  h.supervisor.check_progress();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  h.supervisor.check_progress();
+  CHECK(h.stopped.size() >= 2u);
+  CHECK(h.job(id).message.find("stuck at step 40") != std::string::npos);
+  CHECK(count_events(h.store, "job_restarting") == 2);
+}

@@ -93,6 +93,7 @@ Status record_sync_result(const JobSpec& spec, JobSetup& s, const MemberArgs& a,
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();
   add_start_and_checkpoints(&summary, spec, a.job, start, last_checkpoint, replica.checkpoints.dir);
+  add_recovery(&summary, *s.store, a.job);
   return record_success(*s.store, a.job, summary, result.test_accuracy);
 }
 
