@@ -6,7 +6,8 @@
 # `--recovery checkpoint`, killing a node in each. From the job's events and its summary: detect
 # (kill -> job_restarting), resume (kill -> job_resumed, the first step trained again), completed
 # steps lost (the summary's recovery.steps_lost: the steps done when the failure reached the
-# supervisor minus the step the job went on from), bytes of state moved (live), test accuracy.
+# supervisor minus the step the job went on from), back (kill -> the job's step count at the kill's
+# again: the steps lost trained again included), bytes of state moved (live), test accuracy.
 # Prints each run and, per mode, the medians and the ratios checkpoint / live.
 #   bench/recovery.sh [RUNS]       (default 5; build/bin/troupe must be built)
 set -euo pipefail
@@ -19,9 +20,9 @@ job_field() {  # job_field JOB EXPR: EXPR of the job's record j
   status | python3 -c "import json,sys; d=json.load(sys.stdin); j=next((j for j in d['jobs'] if j['id']=='$1'), {}); print($2)"
 }
 
-# One faulted job with `--recovery $1`; prints "detect_ms resume_ms steps_lost bytes accuracy".
+# One faulted job with `--recovery $1`; prints "detect_ms resume_ms back_ms steps_lost bytes accuracy".
 faulted_run() {
-  local mode=$1 job target step victim killed state
+  local mode=$1 job target step victim killed state at back
   job=$("$troupe" submit --strategy sync --workers 4 --epochs 6 --batch-size 128 --checkpoint-every 100 \
         --checkpoint-dir "$TROUPE_HOME/ckpt" --recovery "$mode" --detach 2>/dev/null | tail -1)
   target=$((900 + RANDOM % 200))   # somewhere between two checkpoints
@@ -41,8 +42,15 @@ print(next((pids[a['node']] for a in d['actors'] if a.get('job')=='$job' and a['
     sleep 0.1
   done
   [ -n "$victim" ] || { echo "recovery.sh: no node other than the head hosts a worker of job $job" >&2; exit 1; }
+  at=$(job_field "$job" "j.get('step', 0)")
   killed=$(date +%s%3N)
   kill -9 "$victim"
+  back=-1
+  for _ in $(seq 1 1200); do   # back at the step it had reached
+    step=$(job_field "$job" "j.get('step', 0) if j.get('state') == 'RUNNING' else 10**9")
+    if [ "$step" -ge "$at" ]; then back=$(( $(date +%s%3N) - killed )); break; fi
+    sleep 0.05
+  done
   for _ in $(seq 1 1200); do
     state=$(job_field "$job" "j.get('state')")
     [ "$state" = SUCCEEDED ] || [ "$state" = FAILED ] && break
@@ -54,7 +62,7 @@ ev={e['kind']:e for e in reversed(d['events']) if e.get('subject')=='$job'}
 j=next(j for j in d['jobs'] if j['id']=='$job')
 r=j['result'].get('recovery', {})
 assert r.get('mode') == '$mode', 'job $job went on by %s, not $mode: %s' % (r.get('mode'), j.get('message'))
-print(ev['job_restarting']['time_ms']-$killed, ev['job_resumed']['time_ms']-$killed, r['steps_lost'],
+print(ev['job_restarting']['time_ms']-$killed, ev['job_resumed']['time_ms']-$killed, $back, r['steps_lost'],
       r.get('bytes_moved', 0), j['result']['test_accuracy'])"
   # A replacement node for the next run (the killed one is DEAD).
   local info=$TROUPE_HOME/session/cluster.json
@@ -66,7 +74,7 @@ results=()
 for run in $(seq 1 "$runs"); do
   for mode in live checkpoint; do
     line=$(faulted_run "$mode")
-    echo "run $run $mode: detect_ms resume_ms steps_lost bytes_moved accuracy = $line"
+    echo "run $run $mode: detect_ms resume_ms back_ms steps_lost bytes_moved accuracy = $line"
     results+=("$mode $line")
   done
 done
@@ -76,9 +84,10 @@ rows={}
 for l in sys.stdin:
     if l.strip():
         mode,*v=l.split(); rows.setdefault(mode,[]).append(list(map(float,v)))
-names=['detect_ms','resume_ms','steps_lost','bytes_moved','accuracy']
+names=['detect_ms','resume_ms','back_ms','steps_lost','bytes_moved','accuracy']
 med={m:[statistics.median(c) for c in zip(*r)] for m,r in rows.items()}
 for m in ('live','checkpoint'):
     print('%-10s median over %d runs: ' % (m, len(rows[m])) + ', '.join('%s %g' % (n, v) for n,v in zip(names, med[m])))
-print('checkpoint / live: resume %.2fx, steps lost %s' % (med['checkpoint'][1]/med['live'][1],
-      'inf (live lost none)' if med['live'][2]==0 else '%.2fx' % (med['checkpoint'][2]/med['live'][2])))"
+print('checkpoint / live: resume %.2fx, back %.2fx, steps lost %s' % (med['checkpoint'][1]/med['live'][1],
+      med['checkpoint'][2]/med['live'][2],
+      'inf (live lost none)' if med['live'][3]==0 else '%.2fx' % (med['checkpoint'][3]/med['live'][3])))"

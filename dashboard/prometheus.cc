@@ -145,7 +145,7 @@ void recovery_metrics(gcs::Store& store, std::string* out) {
       auto id = JobId::from_hex(key);
       if (!id.ok()) continue;
       auto r = gcs::decode_job_recovery(bytes, *id);
-      if (r.ok()) last.emplace_back(key, *r);
+      if (r.ok() && r->restarts > 0) last.emplace_back(key, *r);  // (0: a worker's note before any restart)
     }
   }
   Family detect(out, "troupe_job_failure_detection_seconds", "gauge",

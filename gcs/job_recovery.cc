@@ -11,7 +11,8 @@ std::string encode(const JobRecovery& r) {
   return Json{{"restarts", r.restarts}, {"attempt", r.attempt},       {"cause", r.cause},
               {"failed_ms", r.failed_ms}, {"detected_ms", r.detected_ms}, {"resumed_ms", r.resumed_ms},
               {"mode", r.mode},           {"failed_step", r.failed_step}, {"from_step", r.from_step},
-              {"source_rank", r.source_rank}, {"bytes_moved", r.bytes_moved}}
+              {"source_rank", r.source_rank}, {"bytes_moved", r.bytes_moved},
+              {"pending_failed_step", r.pending_failed_step}}
       .dump();
 }
 
@@ -33,6 +34,7 @@ Expected<JobRecovery> decode_job_recovery(const std::string& bytes, const JobId&
     r.from_step = j.value("from_step", int64_t{-1});
     r.source_rank = j.value("source_rank", -1);
     r.bytes_moved = j.value("bytes_moved", int64_t{0});
+    r.pending_failed_step = j.value("pending_failed_step", int64_t{-1});
     return r;
   } catch (const std::exception& e) {
     return corrupt_data("the recovery record of job " + job.short_hex() + " does not decode: " + e.what());
@@ -57,7 +59,7 @@ Status note_restart(Store& store, const JobId& job, int attempt, const std::stri
   r.cause = cause;
   r.failed_ms = failed_ms;
   r.detected_ms = detected_ms;
-  r.failed_step = failed_step;
+  r.failed_step = old.ok() && *old ? std::max(failed_step, (*old)->pending_failed_step) : failed_step;
   return store.put(kJobRecoveryTable, job.hex(), encode(r));
 }
 
@@ -69,6 +71,20 @@ Status note_resumed_at(Store& store, const JobId& job, int attempt, int64_t resu
   r.resumed_ms = resumed_ms;
   if (from_step >= 0) r.from_step = from_step;
   if (r.mode.empty()) r.mode = "checkpoint";
+  return store.put(kJobRecoveryTable, job.hex(), encode(r));
+}
+
+Status note_failed_step(Store& store, const JobId& job, int64_t steps) {
+  auto old = job_recovery(store, job);
+  if (!old.ok()) return old.status();
+  JobRecovery r = *old ? **old : JobRecovery{};
+  if (!*old || r.resumed_ms != 0) {  // the supervisor has not begun this restart yet
+    if (r.pending_failed_step >= steps) return {};
+    r.pending_failed_step = steps;
+  } else {
+    if (r.failed_step >= steps) return {};
+    r.failed_step = steps;
+  }
   return store.put(kJobRecoveryTable, job.hex(), encode(r));
 }
 

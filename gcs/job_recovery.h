@@ -34,6 +34,9 @@ struct JobRecovery {
   int64_t from_step = -1;      // the step the restarted attempt went on from (-1: not yet)
   int source_rank = -1;        // live: the rank whose memory the state came from
   int64_t bytes_moved = 0;     // live: the bytes of state it sent
+  // A worker's note_failed_step that came before the supervisor's note_restart (the worker saw its
+  // peer gone first): the next restart's failed_step takes it into account.
+  int64_t pending_failed_step = -1;
   // Steps the job had done that were trained again: failed_step - from_step (0 when none, -1 unknown).
   int64_t steps_lost() const { return failed_step < 0 || from_step < 0 ? -1 : std::max<int64_t>(0, failed_step - from_step); }
 };
@@ -44,6 +47,10 @@ Status note_restart(Store& store, const JobId& job, int attempt, const std::stri
 // Rank 0: attempt `attempt` trained its first step, going on from step `from_step` (-1: not said)
 // (ignored unless it is the last restart's, or already noted).
 Status note_resumed_at(Store& store, const JobId& job, int attempt, int64_t resumed_ms, int64_t from_step = -1);
+// A worker of the attempt that failed, as it ends: it had completed `steps` steps. The restart's
+// failed_step is the most any of them says, and at least what the supervisor read from the job's
+// record (which lags); said before the supervisor began the restart, it waits for it.
+Status note_failed_step(Store& store, const JobId& job, int64_t steps);
 // Rank 0 of a sync job's attempt, before its first step: how it went on — "live" from rank
 // `source_rank`'s memory (`bytes` sent), or "checkpoint" (source -1) — from step `from_step`.
 // Ignored unless `attempt` is the last restart's.

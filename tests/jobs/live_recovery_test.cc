@@ -186,3 +186,50 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   CHECK_FALSE(recovers_live(s));
   CHECK(validate(s).ok());  // auto: checkpoint where live is not built
 }
+
+TEST_CASE("live recovery: a survivor blocked in a collective with a lost peer leaves it once the replacement's "
+          "generation is registered") {
+  gcs::InMemoryStore store;
+  auto transports = collectives::make_inproc_group(2);
+  collectives::Communicator comm(std::move(transports[0]));  // rank 1 never calls: it is gone
+  GenerationWatch watch(store, "job-y", 4, &comm.transport(), std::chrono::milliseconds(20));
+  std::thread replaced([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(store.put(collectives::kGroupMembersTable, collectives::group_member_key("job-y", 5, 1), "a b c").ok());
+  });
+  std::vector<float> grads(64, 1.0f);
+  collectives::CollectiveOptions co;
+  co.timeout = std::chrono::seconds(30);
+  const auto start = std::chrono::steady_clock::now();
+  Status st = comm.allreduce(grads.data(), grads.data(), grads.size(), DType::f32, collectives::ReduceOp::avg, co);
+  replaced.join();
+  INFO(st.to_string());
+  CHECK_FALSE(st.ok());
+  CHECK(st.message().find("group 'job-y' generation 4 was replaced by generation 5") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not the 30 s deadline
+}
+
+TEST_CASE("live recovery: a restart's failed step is the most the failed attempt's workers did, said before or after "
+          "the supervisor began the restart") {
+  gcs::InMemoryStore store;
+  const JobId job = JobId::random();
+  // A survivor saw its peer gone before the supervisor did: its step waits for the restart.
+  REQUIRE(gcs::note_failed_step(store, job, 1042).ok());
+  REQUIRE(gcs::note_restart(store, job, 1, "worker-3 failed", 1000, 1050, 1010).ok());  // the record lags
+  REQUIRE(gcs::note_failed_step(store, job, 1041).ok());  // a worker a step behind: no change
+  auto rec = gcs::job_recovery(store, job);
+  REQUIRE(rec.ok());
+  REQUIRE(rec->has_value());
+  CHECK((*rec)->restarts == 1);
+  CHECK((*rec)->failed_step == 1042);
+  REQUIRE(gcs::note_resumed_at(store, job, 1, 2000, 1000).ok());  // from the checkpoint of step 1000
+  rec = gcs::job_recovery(store, job);
+  CHECK((*rec)->mode == "checkpoint");
+  CHECK((*rec)->steps_lost() == 42);
+  // The next failure: a stopped worker says its step after the supervisor began the restart.
+  REQUIRE(gcs::note_restart(store, job, 2, "worker-1 failed", 3000, 3010, 1300).ok());
+  REQUIRE(gcs::note_failed_step(store, job, 1333).ok());
+  rec = gcs::job_recovery(store, job);
+  CHECK((*rec)->restarts == 2);
+  CHECK((*rec)->failed_step == 1333);
+}

@@ -2,9 +2,12 @@
 
 #include <sys/statvfs.h>
 
+#include <optional>
+
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
+#include "gcs/job_recovery.h"
 #include "trainers/sync/grad_buckets.h"
 #include "trainers/job/gpu_worker.h"
 #include "trainers/job/job_checkpoint.h"
@@ -122,6 +125,8 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
   auto comm = collectives::form_group(*s.store, go);
   if (!comm.ok()) return comm.status().with_context("forming the job's collective group");
   auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};
+  std::optional<GenerationWatch> watch;  // live: a replaced peer makes this worker leave its step
+  if (held) watch.emplace(*s.store, go.name, gen, &(*comm)->transport());
   const int64_t steps_per_epoch = epoch_steps(s.train().count, spec.train.batch_size, spec.train.pads_last_batch());
   auto start = start_generation(spec, s, a, gen, **comm, steps_per_epoch, held);
   if (!start.ok()) return start.status();
@@ -162,9 +167,14 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
   StepRecorder step_recorder;  // the step timeline (issue 7): recorded by train_replica, published to the GCS
   StepTimelinePublisher timeline(*s.store, a.job, a.index, step_recorder);
   replica.steps = &step_recorder;
+  int64_t steps_done = first_step;
+  replica.steps_done = &steps_done;
   auto result = train_replica(spec.train, s.train(), s.test(), replica, progress);
   timeline.stop(result.ok());
   if (!result.ok()) {
+    // How far this attempt got: a restart's steps lost are counted from the most any worker did.
+    Status noted = gcs::note_failed_step(*s.store, a.job, steps_done);
+    (void)noted;
     if (result.status().code() != Code::unavailable || !cancel.load()) {
       Status st = collectives::record_group_failure(*s.store, go.name, go.generation, result.status());
       (void)st;

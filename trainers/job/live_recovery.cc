@@ -124,6 +124,37 @@ Expected<int64_t> await_replacements(gcs::Store& store, const std::string& group
   }
 }
 
+GenerationWatch::GenerationWatch(gcs::Store& store, std::string group, int64_t gen,
+                                 collectives::Transport* transport, std::chrono::milliseconds every)
+    : store_(store), group_(std::move(group)), gen_(gen), transport_(transport), every_(every) {
+  thread_ = std::thread([this] { run(); });
+}
+
+GenerationWatch::~GenerationWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void GenerationWatch::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!wake_.wait_for(lock, every_, [this] { return stop_; })) {
+    lock.unlock();
+    auto newest = collectives::newest_generation(store_, group_);  // a GCS away: try again later
+    lock.lock();
+    if (!newest.ok() || *newest <= gen_) continue;
+    spdlog::warn("group '{}': generation {} registered while this worker trains at {}: a peer was replaced; "
+                 "leaving the step", group_, *newest, gen_);
+    transport_->interrupt(unavailable("group '" + group_ + "' generation " + std::to_string(gen_) +
+                                      " was replaced by generation " + std::to_string(*newest) +
+                                      " (a peer was lost)"));
+    return;
+  }
+}
+
 Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t steps_per_epoch, int64_t generation,
                    const LiveStart& live) {
   const int64_t step = live.state.step;

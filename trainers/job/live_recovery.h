@@ -22,7 +22,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "collectives/communicator.h"
 #include "core/ids.h"
@@ -53,6 +56,34 @@ Expected<LiveStart> share_held_state(collectives::Communicator& comm, const Held
 // supervisor restarts it with the rest).
 Expected<int64_t> await_replacements(gcs::Store& store, const std::string& group, int64_t failed,
                                      std::chrono::milliseconds wait, const std::atomic<bool>& cancel);
+
+// While a live job's worker trains at generation `gen` of group `group`, watches the group for a
+// newer generation (the supervisor placed a replacement for a peer it knows is lost — its node's
+// heartbeats stopped, a cut link — while this worker may still wait for that peer in a collective)
+// and then interrupts `transport`, so the survivor leaves the broken step at once, keeping its
+// state, instead of at the collective's deadline. Polls every `every`; stops when destroyed
+// (destroy it before the transport).
+class GenerationWatch {
+ public:
+  GenerationWatch(gcs::Store& store, std::string group, int64_t gen, collectives::Transport* transport,
+                  std::chrono::milliseconds every = std::chrono::milliseconds(100));
+  ~GenerationWatch();
+  GenerationWatch(const GenerationWatch&) = delete;
+  GenerationWatch& operator=(const GenerationWatch&) = delete;
+
+ private:
+  void run();
+
+  gcs::Store& store_;
+  const std::string group_;
+  const int64_t gen_;
+  collectives::Transport* transport_;
+  const std::chrono::milliseconds every_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 // Step 4, on rank 0 of generation `generation` before the first step: the ledger and trained ranges
 // put at live.state.step (gcs/data_accounting.h), the steps up to it recorded as kept, the event

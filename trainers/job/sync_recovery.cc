@@ -145,7 +145,7 @@ Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, in
 
 void add_recovery(nlohmann::json* summary, gcs::Store& store, const JobId& job) {
   auto rec = gcs::job_recovery(store, job);
-  if (!rec.ok() || !*rec) return;
+  if (!rec.ok() || !*rec || (*rec)->restarts == 0) return;
   const gcs::JobRecovery& r = **rec;
   nlohmann::json j = {{"restarts", r.restarts},       {"mode", r.mode},         {"cause", r.cause},
                       {"from_step", r.from_step},     {"failed_step", r.failed_step},

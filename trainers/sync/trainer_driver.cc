@@ -184,6 +184,7 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   if (steps) steps->phase(StepPhase::optimizer);
   TROUPE_RETURN_IF_ERROR(apply(epoch, s));
   TROUPE_RETURN_IF_ERROR(feed_.trained().with_context("data of epoch " + std::to_string(epoch)));
+  if (replica_.steps_done) *replica_.steps_done = step_;
   if (steps) steps->end(rows, stats->loss, sync_.comm_seconds(), replica_.comm ? replica_.comm->payload_bytes() : 0);
   if (stats->correct < 0) counted_ = false;
   tally.add(stats->loss, std::max<int64_t>(stats->correct, 0), rows_.examples_at(s));

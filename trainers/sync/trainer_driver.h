@@ -107,6 +107,8 @@ struct Replica {
   // (a peer lost) leaves the replica's state as of the last completed step here before the error
   // is returned, so the job layer can go on from memory. Unsharded replicas only.
   HeldState* held = nullptr;
+  // If set, the steps completed so far, updated after every step (what a failed run got through).
+  int64_t* steps_done = nullptr;
 };
 
 // train_with_trainer for one replica. Errors as above, plus invalid_argument when the global batch
