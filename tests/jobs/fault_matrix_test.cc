@@ -169,11 +169,22 @@ int64_t now_ms() {
       .count();
 }
 
+// `how`: the sync job's summary's recovery ("live, 0 steps lost", "checkpoint, 37 steps lost"), or
+// "" for strategies that do not say.
 void record_row(const Cell& cell, const std::string& fault, int64_t detect_ms, int64_t resume_ms, int restarts,
-                double acc, double baseline) {
+                double acc, double baseline, const std::string& how) {
   std::ofstream out(std::string(TROUPE_BINARY_DIR) + "/fault-matrix.tsv", std::ios::app);
   out << cell.strategy << '\t' << cell.placement << '\t' << fault << '\t' << detect_ms << '\t' << resume_ms << '\t'
-      << restarts << '\t' << acc << '\t' << baseline << '\t' << "exactly once" << '\n';
+      << restarts << '\t' << acc << '\t' << baseline << '\t' << "exactly once" << '\t' << how << '\n';
+}
+
+// How a sync job went on after its restart, from its summary: "live, 0 steps lost" or "checkpoint, N
+// steps lost"; "" when the summary does not say.
+std::string recovery_of(const Json& job) {
+  const Json result = job.value("result", Json::object());
+  if (!result.is_object() || !result.contains("recovery") || !result.at("recovery").contains("mode")) return "";
+  const Json& r = result.at("recovery");
+  return r.value("mode", std::string()) + ", " + std::to_string(r.value("steps_lost", int64_t{-1})) + " steps lost";
 }
 
 // The view once the job is past cell.at_step, has written a checkpoint, and `placed(view)` holds.
@@ -226,9 +237,10 @@ void settle_cell(ClusterFixture& c, const Cell& cell, const std::string& fault, 
   CHECK(within_half_point(acc, baseline));
   Json accounting = accounted_event(c, id);
   const int64_t detect = restarting.value("time_ms", int64_t{0}) - t0;
-  record_row(cell, fault, detect, resumed > 0 ? resumed - t0 : -1, restarts, acc, baseline);
+  const std::string how = recovery_of(j);
+  record_row(cell, fault, detect, resumed > 0 ? resumed - t0 : -1, restarts, acc, baseline, how);
   WARN(cell.strategy << " / " << cell.placement << " / " << fault << ": detected " << detect << " ms, resumed "
-                     << (resumed - t0) << " ms after the fault, " << restarts << " restart(s); accuracy " << acc
+                     << (resumed - t0) << " ms after the fault, " << restarts << " restart(s), " << how << "; accuracy " << acc
                      << " vs " << baseline << "; " << accounting.at("message").get<std::string>());
 }
 

@@ -48,6 +48,13 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
   WARN("recovered: " << how);
   CHECK(how.find("no completed step lost") != std::string::npos);
   CHECK_FALSE(event_of(view, "job_resumed", id).is_null());
+  const Json recovery = j.at("result").at("recovery");  // the summary says how it went
+  INFO(recovery.dump());
+  CHECK(recovery.at("setting") == "live");
+  CHECK(recovery.at("mode") == "live");
+  CHECK(recovery.at("steps_lost") == 0);
+  CHECK(recovery.at("bytes_moved").get<int64_t>() > 0);
+  CHECK(recovery.at("restarts") == 1);
   Json accounting = accounted_event(c, id);
   (void)accounting;
   const std::string saved = slurp(file), expected = slurp(baseline_file);

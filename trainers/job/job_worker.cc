@@ -89,14 +89,13 @@ Status record_sync_result(const JobSpec& spec, JobSetup& s, const MemberArgs& a,
   summary["bucket_bytes"] = effective_bucket_bytes(spec);
   summary["grad_wire"] = dtype_name(replica.grad_wire);
   summary["shard"] = spec.shard;
-  summary["recovery"] = recovers_live(spec) ? "live" : "checkpoint";
   if (replica.shard != ShardStage::none) summary["sharded_state_bytes"] = shard_stats.total();
   summary["transport"] = comm.transport().kind();
   summary["gradients_in_arena"] = go.shared_buffer_bytes > 0 && comm.shared_buffer(go.shared_buffer_bytes) != nullptr;
   summary["communication_seconds"] = buckets.comm_seconds;
   summary["communication_hidden_fraction"] = buckets.hidden_fraction();
   add_start_and_checkpoints(&summary, spec, a.job, start, last_checkpoint, replica.checkpoints.dir);
-  add_recovery(&summary, *s.store, a.job);
+  add_recovery(&summary, *s.store, a.job, recovers_live(spec) ? "live" : "checkpoint");
   return record_success(*s.store, a.job, summary, result.test_accuracy);
 }
 

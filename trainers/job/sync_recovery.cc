@@ -143,12 +143,13 @@ Status rewind_after_restart(gcs::Store& store, const JobId& job, int workers, in
   return comm.barrier(co).with_context("waiting for rank 0 to rewind the failed attempt");
 }
 
-void add_recovery(nlohmann::json* summary, gcs::Store& store, const JobId& job) {
+void add_recovery(nlohmann::json* summary, gcs::Store& store, const JobId& job, const std::string& setting) {
+  (*summary)["recovery"] = {{"setting", setting}};
   auto rec = gcs::job_recovery(store, job);
   if (!rec.ok() || !*rec || (*rec)->restarts == 0) return;
   const gcs::JobRecovery& r = **rec;
-  nlohmann::json j = {{"restarts", r.restarts},       {"mode", r.mode},         {"cause", r.cause},
-                      {"from_step", r.from_step},     {"failed_step", r.failed_step},
+  nlohmann::json j = {{"setting", setting},           {"restarts", r.restarts},  {"mode", r.mode},
+                      {"cause", r.cause},             {"from_step", r.from_step}, {"failed_step", r.failed_step},
                       {"steps_lost", r.steps_lost()}, {"source_rank", r.source_rank},
                       {"bytes_moved", r.bytes_moved}};
   if (r.resumed_ms > 0 && r.failed_ms > 0) j["seconds_to_resume"] = static_cast<double>(r.resumed_ms - r.failed_ms) / 1000.0;

@@ -87,10 +87,10 @@ nlohmann::json sync_summary(const TrainResult& result, const JobSpec& spec, cons
 void add_start_and_checkpoints(nlohmann::json* summary, const JobSpec& spec, const JobId& job,
                                const StartPoint& start, int64_t last_checkpoint, const std::string& dir);
 
-// The summary's "recovery" (a sync job that restarted; gcs/job_recovery.h): how its last restart
-// went on — mode live or checkpoint, from which step and rank, bytes moved, steps lost — and how
-// many restarts it had. Nothing when the job never restarted or the record cannot be read.
-void add_recovery(nlohmann::json* summary, gcs::Store& store, const JobId& job);
+// The summary's "recovery": {"setting": live or checkpoint (how the job would recover)} and, for a
+// job that restarted (gcs/job_recovery.h), how its last restart went on — mode live or checkpoint,
+// from which step and rank, bytes moved, steps lost — and how many restarts it had.
+void add_recovery(nlohmann::json* summary, gcs::Store& store, const JobId& job, const std::string& setting);
 
 // Rank 0 of a restarted attempt, after its first step: records the event "job_resumed" (the end of
 // the recovery that began with the supervisor's "job_restarting").

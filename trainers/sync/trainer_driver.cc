@@ -188,7 +188,15 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   if (steps) steps->end(rows, stats->loss, sync_.comm_seconds(), replica_.comm ? replica_.comm->payload_bytes() : 0);
   if (stats->correct < 0) counted_ = false;
   tally.add(stats->loss, std::max<int64_t>(stats->correct, 0), rows_.examples_at(s));
-  TROUPE_RETURN_IF_ERROR(after_step_checks(state_, replica_, setup_.space.size(), step_, epoch, s + 1, setup_.where));
+  Status checked = after_step_checks(state_, replica_, setup_.space.size(), step_, epoch, s + 1, setup_.where);
+  if (!checked.ok() && replica_.held && checked.code() != Code::internal) {
+    // A peer lost in the checksum's or the checkpoint's collective: this step is applied on every
+    // replica (its all-reduce completed), so the state kept is this step's. (Diverged replicas,
+    // internal, are not a loss to recover from.)
+    Status kept = hold_state(state_, step_, epoch, s + 1, checked, replica_.held);
+    if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
+  }
+  TROUPE_RETURN_IF_ERROR(checked);
   return Step::trained;
 }
 
