@@ -50,6 +50,9 @@ class ReplicaLoop {
 
  private:
   Status run_epoch(int epoch, TrainResult* result);
+  // The epoch's end: scored on the test split (when due) and reported. A peer lost in the scoring
+  // (live recovery) leaves the state kept as of the epoch's end, to be scored again after it.
+  Status end_epoch(int epoch, const EpochTally& tally, double epoch_seconds, TrainResult* result);
   enum class Step { trained, skipped, epoch_ended };
   // Step s of `epoch`: trained, skipped (done before the checkpoint this run resumed from), or the
   // epoch ended before it (a lone replica's feed ran out).
@@ -89,6 +92,10 @@ Status ReplicaLoop::run(const ReplicaState::Start& start, TrainResult* result) {
   first_epoch_ = start.first_epoch;
   skip_steps_ = start.skip_steps;
   stop_ = o_.max_steps > 0 && step_ >= o_.max_steps;
+  // Resumed exactly at an epoch's end (live recovery after a peer was lost while that epoch was
+  // scored, or a checkpoint of its last step): that epoch's score first, which may be the job's last.
+  if (start.step > 0 && start.skip_steps == 0 && first_epoch_ > 1)
+    TROUPE_RETURN_IF_ERROR(end_epoch(first_epoch_ - 1, EpochTally{}, 0.0, result));
   for (int epoch = first_epoch_; epoch <= o_.epochs && !stop_; ++epoch) TROUPE_RETURN_IF_ERROR(run_epoch(epoch, result));
   if (scaled_) {
     result->overflow_steps = scaler_.skipped();
@@ -115,12 +122,22 @@ Status ReplicaLoop::run_epoch(int epoch, TrainResult* result) {
   TROUPE_RETURN_IF_ERROR(feed_.end_epoch().with_context(data_of));
   const double epoch_seconds = seconds_since(epoch_start);
   train_seconds_ += epoch_seconds;
+  return end_epoch(epoch, tally, epoch_seconds, result);
+}
+
+Status ReplicaLoop::end_epoch(int epoch, const EpochTally& tally, double epoch_seconds, TrainResult* result) {
   EpochStats es = epoch_stats(epoch, tally, o_.batch_size, epoch_seconds);
   if (!counted_) es.train_accuracy = -1;
   if (o_.evaluate_each_epoch || epoch == o_.epochs || stop_) {
     auto score = score_replicas(*setup_.trainer, sync_, test_, replica_);
-    if (!score.ok())
-      return score.status().with_context(setup_.where + ": evaluate after epoch " + std::to_string(epoch));
+    if (!score.ok()) {
+      Status failed = score.status().with_context(setup_.where + ": evaluate after epoch " + std::to_string(epoch));
+      if (replica_.held && failed.code() != Code::internal && (o_.max_steps <= 0 || step_ < o_.max_steps)) {
+        Status kept = hold_state(state_, step_, epoch, rows_.steps_per_epoch, failed, replica_.held);
+        if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
+      }
+      return failed;
+    }
     es.test_accuracy = score->accuracy;
     es.test_loss = score->loss;
   }
