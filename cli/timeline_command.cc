@@ -46,7 +46,8 @@ Runner add_timeline_command(CLI::App& app, GlobalOptions&) {
       std::printf("%s\n", j.dump(2).c_str());
       return 0;
     }
-    std::printf("%s\n", gcs::chrome_trace(*job, *workers).dump().c_str());
+    auto recovery = gcs::job_recovery(**store, *job_id);  // its last restart, drawn when readable
+    std::printf("%s\n", gcs::chrome_trace(*job, *workers, recovery.ok() ? *recovery : std::nullopt).dump().c_str());
     std::fprintf(stderr, "troupe timeline: job %s: %zu steps of %zu workers%s\n", job_id->short_hex().c_str(), recorded,
                  workers->size(), recorded == 0 ? " (none recorded yet)" : "");
     return 0;

@@ -33,7 +33,8 @@ ApiResponse get_job_timeline(gcs::Store& store, const QueryParams& q, const std:
   if (!workers.ok()) return status_response(workers.status());
   ApiResponse r;
   if (format == "chrome") {
-    r.body = gcs::chrome_trace(*job, *workers);
+    auto recovery = gcs::job_recovery(store, job->id);  // drawn when readable
+    r.body = gcs::chrome_trace(*job, *workers, recovery.ok() ? *recovery : std::nullopt);
     return r;
   }
   auto curve = gcs::read_loss_curve(store, id, gcs::kLossCurvePoints);

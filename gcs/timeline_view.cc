@@ -202,10 +202,31 @@ json timeline_json(const JobRecord& job, const std::vector<WorkerTimeline>& work
           {"phases", phases_json(job)}, {"loss_curve", std::move(curve)}, {"now_ms", now}};
 }
 
-json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& workers) {
+namespace {
+
+// The "job" track's slices of its last restart (chrome_trace): nothing until it resumed.
+void add_recovery(const JobRecovery& r, json* events) {
+  if (r.restarts <= 0 || r.failed_ms <= 0 || r.resumed_ms < r.failed_ms) return;
+  events->push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", -1}, {"args", {{"name", "job"}}}});
+  const json args = {{"restarts", r.restarts},        {"cause", r.cause},         {"failed_step", r.failed_step},
+                     {"from_step", r.from_step},      {"steps_lost", r.steps_lost()},
+                     {"source_rank", r.source_rank},  {"bytes_moved", r.bytes_moved}};
+  const std::string mode = r.mode.empty() ? "restart" : r.mode;
+  events->push_back({{"name", "recovery (" + mode + ")"}, {"cat", "recovery"}, {"ph", "X"}, {"pid", 1}, {"tid", -1},
+                     {"ts", r.failed_ms * 1000}, {"dur", (r.resumed_ms - r.failed_ms) * 1000}, {"args", args}});
+  if (r.detected_ms >= r.failed_ms)
+    events->push_back({{"name", "detecting"}, {"cat", "recovery"}, {"ph", "X"}, {"pid", 1}, {"tid", -1},
+                       {"ts", r.failed_ms * 1000}, {"dur", (r.detected_ms - r.failed_ms) * 1000}});
+}
+
+}  // namespace
+
+json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& workers,
+                  const std::optional<JobRecovery>& recovery) {
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
                     {"args", {{"name", "job " + job.id.hex() + " (" + job.strategy + ")"}}}});
+  if (recovery) add_recovery(*recovery, &events);
   for (const WorkerTimeline& w : workers) {
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", w.rank},
                       {"args", {{"name", "worker " + std::to_string(w.rank)}}}});

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "gcs/job_recovery.h"
 #include "gcs/records.h"
 #include "gcs/step_timeline.h"
 #include "gcs/store.h"
@@ -49,7 +51,10 @@ nlohmann::json timeline_json(const JobRecord& job, const std::vector<WorkerTimel
                              const TimelineOptions& options, const std::vector<LossPoint>& loss_curve = {});
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}: per worker (tid = rank) a
-// "step N" slice with its phases nested inside.
-nlohmann::json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& workers);
+// "step N" slice with its phases nested inside; with the job's last restart (gcs/job_recovery.h) a
+// "job" track (tid -1) draws it: "recovery (live|checkpoint)" from the failure to the first step
+// trained again, "detecting" from the failure to the supervisor's decision inside it.
+nlohmann::json chrome_trace(const JobRecord& job, const std::vector<WorkerTimeline>& workers,
+                            const std::optional<JobRecovery>& recovery = std::nullopt);
 
 }  // namespace troupe::gcs

@@ -315,3 +315,39 @@ TEST_CASE("the loss curve grows with every flush and comes with the timeline", "
   REQUIRE(curve.size() == 3);
   CHECK(curve[2] == Json::array({300, 1.0 / 3}));
 }
+
+TEST_CASE("timeline: the Chrome trace draws a job's last recovery on a job track, from the failure to the first step "
+          "again") {
+  gcs::JobRecord job;
+  job.id = JobId::random();
+  job.strategy = "sync";
+  gcs::JobRecovery r;
+  r.restarts = 1;
+  r.mode = "live";
+  r.cause = "worker-2 failed";
+  r.failed_ms = 5000;
+  r.detected_ms = 5040;
+  r.resumed_ms = 5600;
+  r.failed_step = 900;
+  r.from_step = 900;
+  r.source_rank = 1;
+  r.bytes_moved = 4096;
+  Json trace = gcs::chrome_trace(job, {}, r);
+  Json recovery, detecting;
+  for (const Json& e : trace.at("traceEvents")) {
+    if (e.value("name", "") == "recovery (live)") recovery = e;
+    if (e.value("name", "") == "detecting") detecting = e;
+  }
+  REQUIRE(recovery.is_object());
+  CHECK(recovery.at("tid") == -1);
+  CHECK(recovery.at("ts") == 5000000);
+  CHECK(recovery.at("dur") == 600000);
+  CHECK(recovery.at("args").at("steps_lost") == 0);
+  CHECK(recovery.at("args").at("source_rank") == 1);
+  REQUIRE(detecting.is_object());
+  CHECK(detecting.at("dur") == 40000);
+  r.resumed_ms = 0;  // not trained again yet: nothing drawn
+  const Json waiting = gcs::chrome_trace(job, {}, r), never = gcs::chrome_trace(job, {});
+  for (const Json& e : waiting.at("traceEvents")) CHECK(e.value("cat", "") != "recovery");
+  for (const Json& e : never.at("traceEvents")) CHECK(e.value("cat", "") != "recovery");
+}

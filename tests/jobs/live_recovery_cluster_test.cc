@@ -57,6 +57,15 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
   CHECK(recovery.at("restarts") == 1);
   Json accounting = accounted_event(c, id);
   (void)accounting;
+  // `troupe timeline` draws the recovery on the job's track.
+  auto timeline = c.troupe("timeline " + id, 60);
+  INFO(timeline.out.substr(0, 1500) << timeline.err);
+  REQUIRE(timeline.exit_code == 0);
+  int64_t drawn_lost = -1;  // the recovery slice's steps lost (-1: no slice)
+  const Json trace = Json::parse(timeline.out);
+  for (const Json& e : trace.at("traceEvents"))
+    if (e.at("name").get<std::string>() == "recovery (live)") drawn_lost = e.at("args").at("steps_lost").get<int64_t>();
+  CHECK(drawn_lost == 0);
   const std::string saved = slurp(file), expected = slurp(baseline_file);
   REQUIRE(saved.size() > 1000);
   INFO("the recovered job's model differs from the undisturbed job's (same seed)");
