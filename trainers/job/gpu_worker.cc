@@ -33,7 +33,7 @@ Status run_sync_gpu(const actors::NodeEnvironment& env, const MemberArgs& a, Job
   const int device = *gpu;
   const bool saves = a.index == 0 && !spec.train.save_path.empty();
   if (saves) TROUPE_RETURN_IF_ERROR(check_save_target(spec.train.save_path));  // fails now, not after training
-  collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
+  collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world, a.attempt);
   auto tls = data_plane_tls(spec);
   if (!tls.ok()) return tls.status();
   go.tls = *tls;

@@ -67,8 +67,7 @@ Expected<StartPoint> start_generation(const JobSpec& spec, JobSetup& s, const Me
       TROUPE_RETURN_IF_ERROR(comm.barrier(co).with_context("waiting for rank 0 to rewind to the live state"));
       StartPoint start;
       start.own = true;
-      start.source = "the memory of rank " + std::to_string(live->source) + " (step " +
-                     std::to_string(live->state.step) + ")";
+      start.source = live_source(*live);
       start.state = std::move(live->state);
       return start;
     }
@@ -111,8 +110,7 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
   const int world = a.world > 0 ? std::min(a.world, shards) : shards;
   ShardStage shard = ShardStage::none;
   parse_shard_stage(spec.shard, &shard);  // validated
-  collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world);
-  go.generation = gen;
+  collectives::GroupOptions go = sync_group_options(env, a, spec.transport, world, gen);
   go.superseded_by = superseded;
   // Live: a replacement may wait for survivors still blocked in the broken collective (a cut link is
   // noticed only at its deadline), so registration outlasts the collective timeout.
@@ -230,7 +228,7 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
 }  // namespace
 
 collectives::GroupOptions sync_group_options(const actors::NodeEnvironment& env, const MemberArgs& a,
-                                             const std::string& transport, int world) {
+                                             const std::string& transport, int world, int64_t generation) {
   collectives::GroupOptions go;
   go.name = "job-" + a.job.hex();
   go.rank = a.index;
@@ -239,7 +237,7 @@ collectives::GroupOptions sync_group_options(const actors::NodeEnvironment& env,
   go.node = env.node;
   go.actor = a.actor;
   go.transport = transport;
-  go.generation = a.attempt;  // a restarted gang forms the group anew
+  go.generation = generation;
   return go;
 }
 

@@ -42,10 +42,10 @@ struct MemberArgs {
 };
 Expected<MemberArgs> parse_member_args(const std::vector<std::string>& args);
 
-// The collective group "job-<id>" of a sync job's `world` workers as worker `a` joins it: at
-// generation = attempt, so a restarted gang forms it anew.
+// The collective group "job-<id>" of a sync job's `world` workers as worker `a` joins it at
+// `generation`: its attempt (a restarted gang forms it anew), or a live job's re-formed generation.
 collectives::GroupOptions sync_group_options(const actors::NodeEnvironment& env, const MemberArgs& a,
-                                             const std::string& transport, int world);
+                                             const std::string& transport, int world, int64_t generation);
 
 // Runs worker `args.index` of the job until it ends, fails, or `cancel` is set.
 Status run_worker(const actors::NodeEnvironment& env, const MemberArgs& args, const std::atomic<bool>& cancel);

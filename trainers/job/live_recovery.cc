@@ -77,6 +77,10 @@ int choose_source(const std::vector<float>& held, int* receivers, int64_t* newes
 
 }  // namespace
 
+std::string live_source(const LiveStart& live) {
+  return "the memory of rank " + std::to_string(live.source) + " (step " + std::to_string(live.state.step) + ")";
+}
+
 Expected<LiveStart> share_held_state(collectives::Communicator& comm, const HeldState* mine,
                                      std::chrono::milliseconds timeout) {
   collectives::CollectiveOptions co;
@@ -162,7 +166,7 @@ Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t step
   at.state = checkpoint::TrainingState{};
   at.state->step = step;
   at.own = true;
-  at.source = "the memory of rank " + std::to_string(live.source) + " (step " + std::to_string(step) + ")";
+  at.source = live_source(live);
   TROUPE_RETURN_IF_ERROR(rewind_to(store, job, shards, steps_per_epoch, at));
   // The steps up to `step` are kept: in every replica's memory now. Recorded from the newest range.
   auto ranges = gcs::trained_ranges(store, job);

@@ -44,6 +44,9 @@ struct LiveStart {
   int64_t bytes = 0;                // the state's bytes, as broadcast from the source
 };
 
+// "the memory of rank R (step S)": where a live start came from, for logs, events and the summary.
+std::string live_source(const LiveStart& live);
+
 // A collective of the re-formed group: every rank tells the step it holds (`mine` null: none);
 // when some rank holds one, the lowest rank holding the newest step broadcasts its state to all.
 // Errors: the collectives' (a peer lost again), invalid_argument when the ranks' models differ.

@@ -59,6 +59,9 @@ class ReplicaLoop {
   Expected<Step> run_step(int epoch, int64_t s, EpochTally& tally);
   // The batch of step s (or the padding row), its rows in *rows; false: the epoch ends.
   Expected<bool> draw(int epoch, int64_t s, Batch* batch, int64_t* rows);
+  // Live recovery (Replica::held, if set): the state as of global step `step`, `epoch_step` steps
+  // into `epoch`, kept for the job layer after `cause` ended the run.
+  void keep_state(int64_t step, int epoch, int64_t epoch_step, const Status& cause);
   // The update after the reduction: f16's overflow check and scale, the rate of the schedule.
   Status apply(int epoch, int64_t s);
   std::string at_step(int epoch, int64_t s) const {
@@ -132,10 +135,8 @@ Status ReplicaLoop::end_epoch(int epoch, const EpochTally& tally, double epoch_s
     auto score = score_replicas(*setup_.trainer, sync_, test_, replica_);
     if (!score.ok()) {
       Status failed = score.status().with_context(setup_.where + ": evaluate after epoch " + std::to_string(epoch));
-      if (replica_.held && failed.code() != Code::internal && (o_.max_steps <= 0 || step_ < o_.max_steps)) {
-        Status kept = hold_state(state_, step_, epoch, rows_.steps_per_epoch, failed, replica_.held);
-        if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
-      }
+      if (failed.code() != Code::internal && (o_.max_steps <= 0 || step_ < o_.max_steps))
+        keep_state(step_, epoch, rows_.steps_per_epoch, failed);
       return failed;
     }
     es.test_accuracy = score->accuracy;
@@ -190,10 +191,7 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   Status reduced = sync_.reduce(&*stats, rows);
   if (!reduced.ok()) {
     reduced = reduced.with_context(setup_.where + ": all-reducing gradients" + at_step(epoch, s));
-    if (replica_.held) {  // nothing of this step applied: the state is step_ - 1's, kept for live recovery
-      Status kept = hold_state(state_, step_ - 1, epoch, s, reduced, replica_.held);
-      if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
-    }
+    keep_state(step_ - 1, epoch, s, reduced);  // nothing of this step applied: the state is step_ - 1's
     return reduced;
   }
   if (step_ % o_.loss_check_every == 0 && !std::isfinite(stats->loss))
@@ -206,15 +204,18 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   if (stats->correct < 0) counted_ = false;
   tally.add(stats->loss, std::max<int64_t>(stats->correct, 0), rows_.examples_at(s));
   Status checked = after_step_checks(state_, replica_, setup_.space.size(), step_, epoch, s + 1, setup_.where);
-  if (!checked.ok() && replica_.held && checked.code() != Code::internal) {
-    // A peer lost in the checksum's or the checkpoint's collective: this step is applied on every
-    // replica (its all-reduce completed), so the state kept is this step's. (Diverged replicas,
-    // internal, are not a loss to recover from.)
-    Status kept = hold_state(state_, step_, epoch, s + 1, checked, replica_.held);
-    if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
-  }
+  // A peer lost in the checksum's or the checkpoint's collective: this step is applied on every
+  // replica (its all-reduce completed), so the state kept is this step's. (Diverged replicas,
+  // internal, are not a loss to recover from.)
+  if (!checked.ok() && checked.code() != Code::internal) keep_state(step_, epoch, s + 1, checked);
   TROUPE_RETURN_IF_ERROR(checked);
   return Step::trained;
+}
+
+void ReplicaLoop::keep_state(int64_t step, int epoch, int64_t epoch_step, const Status& cause) {
+  if (!replica_.held) return;
+  Status kept = hold_state(state_, step, epoch, epoch_step, cause, replica_.held);
+  if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
 }
 
 // f16: the gradients (all-reduced: every replica decides alike) carry the loss scale; an overflow
