@@ -15,6 +15,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::allgather: return "allgather";
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::shift: return "shift";
   }
   return "collective?";
 }
@@ -29,6 +30,7 @@ std::string CallDescriptor::describe() const {
     s += ")";
   }
   if (kind == CollectiveKind::broadcast) s += " from root " + std::to_string(root);
+  if (kind == CollectiveKind::shift) s += " by " + std::to_string(root);
   return s;
 }
 
@@ -45,6 +47,9 @@ Expected<std::string> choose_algorithm(const std::string& op, const std::string&
   } else if (op == "allgather" || op == "reduce_scatter") {
     known = {"ring"};
     chosen = "ring";
+  } else if (op == "shift") {
+    known = {"pairs"};
+    chosen = "pairs";
   } else if (op == "barrier") {
     known = {"dissemination"};
     chosen = "dissemination";

@@ -87,5 +87,7 @@ Status reduce_scatter_ring(const CallContext& ctx, float* data, size_t count, Re
 Status allgather_ring(const CallContext& ctx, char* out, size_t block_bytes);
 Status broadcast_tree(const CallContext& ctx, char* buf, size_t bytes, int root);
 Status barrier_dissemination(const CallContext& ctx);
+// `in` (bytes) to rank + distance, `out` (bytes) from rank - distance, in segments (shift_pairs.cc).
+Status shift_pairs(const CallContext& ctx, const char* in, char* out, size_t bytes, int distance);
 
 }  // namespace troupe::collectives

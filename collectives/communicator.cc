@@ -216,4 +216,28 @@ Status Communicator::barrier(const CollectiveOptions& options) {
   return finish(barrier_dissemination(call->ctx));
 }
 
+Status Communicator::shift(const void* in, void* out, size_t count, DType dtype, int distance,
+                           const CollectiveOptions& options) {
+  CallDescriptor d;
+  d.kind = CollectiveKind::shift;
+  d.dtype = dtype;
+  d.root = distance;
+  d.count = count;
+  const size_t bytes = count * dtype_size(dtype);
+  auto call = begin(d, bytes, options);
+  if (!call) return call.status();
+  const CallContext& ctx = call->ctx;
+  if (count > 0 && (in == nullptr || out == nullptr)) return invalid_argument(ctx.prefix + ": null buffer");
+  const char* from = static_cast<const char*>(in);
+  char* to = static_cast<char*>(out);
+  if (count > 0 && from < to + bytes && to < from + bytes)
+    return invalid_argument(ctx.prefix + ": the buffers overlap; a shift needs two");
+  count_payload(bytes);
+  if (size() == 1 || ring_mod(distance, size()) == 0) {
+    if (count > 0) std::memcpy(out, in, bytes);
+    return {};
+  }
+  return finish(shift_pairs(ctx, from, to, bytes, distance));
+}
+
 }  // namespace troupe::collectives

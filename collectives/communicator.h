@@ -61,6 +61,12 @@ class Communicator {
   Status reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                         const CollectiveOptions& options = {});
   Status barrier(const CollectiveOptions& options = {});
+  // Point to point around the ring: `in` (count elements) goes to rank (rank() + distance) mod size(),
+  // `out` (count elements, not overlapping `in`) receives rank (rank() - distance) mod size()'s.
+  // Every rank passes the same count (pad to the largest), dtype and distance. What a buddy mirror
+  // (trainers/sharded/buddy_mirror.h) moves; a group of one, or distance 0 mod size(), copies.
+  Status shift(const void* in, void* out, size_t count, DType dtype, int distance,
+               const CollectiveOptions& options = {});
 
   // A buffer of `bytes` the transport's native collectives read in place (the shm transport's
   // per-rank arena, ShmGroupOptions::shared_buffer_bytes): an allreduce with in == out inside it

@@ -27,11 +27,9 @@ class NativeCollectives {
   // The algorithm name reported in errors and accepted in CollectiveOptions::algorithm ("shm").
   virtual std::string name() const = 0;
   // Whether this path runs `kind`; the Communicator runs the point-to-point algorithms over the
-  // transport's send/recv for the kinds it does not (the hierarchical transport only all-reduces).
-  virtual bool handles(CollectiveKind kind) const {
-    (void)kind;
-    return true;
-  }
+  // transport's send/recv for the kinds it does not (the hierarchical transport only all-reduces;
+  // a shift, point to point by nature, always goes over send/recv).
+  virtual bool handles(CollectiveKind kind) const { return kind != CollectiveKind::shift; }
 
   virtual Status allreduce(const NativeCall& call, const void* in, void* out, size_t count, DType dtype,
                            ReduceOp op) = 0;

@@ -20,7 +20,7 @@ namespace troupe::collectives {
 
 using Clock = std::chrono::steady_clock;
 
-enum class CollectiveKind : uint8_t { allreduce = 1, broadcast, allgather, reduce_scatter, barrier };
+enum class CollectiveKind : uint8_t { allreduce = 1, broadcast, allgather, reduce_scatter, barrier, shift };
 const char* collective_name(CollectiveKind kind);
 
 // What every rank of one collective call must agree on. The Communicator hands it to the transport
@@ -33,7 +33,7 @@ struct CallDescriptor {
   DType dtype = DType::f32;
   uint8_t reduce = 0;     // ReduceOp for allreduce / reduce_scatter, else 0
   DType wire = DType::f32;
-  int32_t root = -1;      // broadcast only
+  int32_t root = -1;      // broadcast only (shift: the distance)
   uint64_t count = 0;     // elements per rank as the caller passed them
 
   // "allreduce #5 of 1000 f32 (sum)"

@@ -256,7 +256,7 @@ TEST_CASE("shm: a late rank's arrival wakes the ranks asleep in the barrier at o
   }
 }
 
-TEST_CASE("shm: the point-to-point algorithms run over shm send/recv when named", "[shm][collectives]") {
+TEST_CASE("shm: the point-to-point algorithms and the shift run over shm send/recv", "[shm][collectives]") {
   for (int ranks : {3, 4}) {
     ShmGroupOptions options = shm_options(unique_shm_name("p2p"), ranks);
     options.mailbox_bytes = 16 << 10;  // smaller than the messages: rings wrap and fill
@@ -288,6 +288,10 @@ TEST_CASE("shm: the point-to-point algorithms run over shm send/recv when named"
                           inputs(q, count, DType::f16).begin()))
             return internal_error("ring allgather block " + std::to_string(q) + " differs");
         TROUPE_RETURN_IF_ERROR(comm.barrier(dissemination));
+        // A shift always goes point to point (the shm path does not handle it).
+        std::vector<char> next(own.size());
+        TROUPE_RETURN_IF_ERROR(comm.shift(own.data(), next.data(), count, DType::f16, 1));
+        if (next != inputs((r + n - 1) % n, count, DType::f16)) return internal_error("shift: not rank r-1's buffer");
       }
       return {};
     });

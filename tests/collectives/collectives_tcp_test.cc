@@ -271,3 +271,48 @@ TEST_CASE("tcp: 64 MiB of f32 over 2 ranks, exact and with a bf16 wire") {
   });
   for (auto& s : status) REQUIRE(s.to_string() == "ok");
 }
+
+TEST_CASE("tcp: shift moves every rank's buffer to rank + distance, and a dead neighbour fails it naming the rank") {
+  for (int ranks : {2, 3, 5}) {
+    auto status = run_tcp(ranks, [&](Communicator& comm) -> Status {
+      const int r = comm.rank();
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1021}, (size_t{1} << 18) + 7}) {
+        for (int distance : {1, -1, 2}) {
+          std::vector<float> in = inputs(r, count), out(count, -9.0f);
+          TROUPE_RETURN_IF_ERROR(comm.shift(in.data(), out.data(), count, DType::f32, distance));
+          const int from = ((r - distance) % ranks + ranks) % ranks;
+          if (out != inputs(from, count))
+            return internal_error("shift by " + std::to_string(distance) + " of " + std::to_string(count) +
+                                  ": not rank " + std::to_string(from) + "'s buffer");
+        }
+      }
+      return {};
+    });
+    for (auto& s : status) REQUIRE(s.to_string() == "ok");
+  }
+  // Rank 2 of 3 leaves: rank 0, receiving from it, fails naming it. (Rank 1's send to it may
+  // already sit in the socket's buffer and succeed: what a mirror counts is what its receiver got.)
+  auto status = run_tcp(3, [&](Communicator& comm) -> Status {
+    if (comm.rank() == 2) return {};
+    CollectiveOptions options;
+    options.timeout = std::chrono::milliseconds(3000);
+    std::vector<float> in(100000, 1.0f), out(in.size());
+    return comm.shift(in.data(), out.data(), in.size(), DType::f32, 1, options);
+  });
+  INFO("rank 0: " << status[0].to_string());
+  CHECK_FALSE(status[0].ok());
+  CHECK(status[0].message().find("shift #1 (pairs)") != std::string::npos);
+  CHECK(status[0].message().find("rank 2") != std::string::npos);
+}
+
+TEST_CASE("tcp: a shift's overlapping buffers are refused before anything is sent") {
+  auto status = run_tcp(2, [&](Communicator& comm) -> Status {
+    std::vector<float> v(64);
+    Status st = comm.shift(v.data(), v.data() + 8, 32, DType::f32, 1);
+    if (st.code() != Code::invalid_argument || st.message().find("overlap") == std::string::npos)
+      return internal_error("overlap not refused: " + st.to_string());
+    std::vector<float> in(4, 2.0f), out(4);
+    return comm.shift(in.data(), out.data(), 4, DType::f32, 1);  // the group still works
+  });
+  for (auto& s : status) REQUIRE(s.to_string() == "ok");
+}
