@@ -193,8 +193,13 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
   cmd->add_option("--recovery", s.recovery,
                   "sync: after a worker is lost, live (the others keep their state in memory and hand it to its "
                   "replacement: no completed step lost), checkpoint (every worker restarts from the newest "
-                  "checkpoint), or auto (live where built: CPU sync jobs without --shard or --elastic)")
+                  "checkpoint), or auto (live where built: CPU sync jobs, with --shard or not, without --elastic)")
       ->check(CLI::IsMember({"auto", "live", "checkpoint"}))->capture_default_str();
+  cmd->add_option("--mirror-every", s.mirror_every,
+                  "sync --shard with live recovery: each worker copies its neighbour's shard of the state every "
+                  "this many steps; a lost worker's shard comes back from that copy (the job rolls back to it in "
+                  "memory)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
 
 }

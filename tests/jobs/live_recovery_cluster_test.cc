@@ -4,7 +4,9 @@
 // parameters of the same job run without the fault (same seed), byte for byte, its data accounted
 // exactly once. On a real local cluster, faults as users meet them: a worker's exception with the
 // workers packed on one node, and a node process killed with two workers on it; nothing is restarted
-// by the test. (--transport tcp: the sums add in the same order wherever the replacement lands.)
+// by the test. The same with --shard optimizer and --shard parameters, whose lost shards come back
+// from the buddy mirrors (trainers/sharded/buddy_mirror.h). (--transport tcp: the sums add in the
+// same order wherever the replacement lands.)
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -46,7 +48,7 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
   REQUIRE_FALSE(live.is_null());
   const std::string how = live.at("message").get<std::string>();
   WARN("recovered: " << how);
-  CHECK(how.find("no completed step lost") != std::string::npos);
+  CHECK(how.find("goes on live at generation") != std::string::npos);
   CHECK_FALSE(event_of(view, "job_resumed", id).is_null());
   const Json recovery = j.at("result").at("recovery");  // the summary says how it went
   INFO(recovery.dump());
@@ -72,18 +74,16 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
   CHECK(saved == expected);
 }
 
-}  // namespace
-
-TEST_CASE("live recovery: a worker's exception mid-epoch, the workers packed on one node: only it is replaced, "
-          "from a peer's memory, and the job ends byte-identical to the undisturbed run",
-          "[jobs][cluster][faults][live]") {
+// A flaky worker's exception at rank 2's step 150 (of 468 in epoch 1), the four workers packed on
+// the head alone (the replacement in the same process); `extra` adds to the job's arguments.
+void exception_packed(const std::string& extra) {
   ClusterFixture c;
-  c.up("--nodes 0 --cpus 4");  // the head alone: 4 workers packed in one process, the replacement too
+  c.up("--nodes 0 --cpus 4");
   const std::string args = "--lib " + std::string(TROUPE_FLAKY_TRAINER) +
                            " --trainer flaky --strategy sync --workers 4 --epochs 2 --batch-size 128 --seed 7 "
-                           "--transport tcp --restart-backoff 0";
-  // Rank 2 throws at its 150th step (of 468 in epoch 1) unless the marker file exists. The
-  // undisturbed run has the same arguments (they are in the saved model's metadata) and the marker.
+                           "--transport tcp --restart-backoff 0" + extra;
+  // Rank 2 throws at its 150th step unless the marker file exists. The undisturbed run has the same
+  // arguments (they are in the saved model's metadata) and the marker.
   const std::string marker = c.home() + "/thrown";
   const std::string faulty = args + " --trainer-arg marker=" + marker + " --trainer-arg throw_at=150 "
                                     "--trainer-arg throw_rank=2";
@@ -98,19 +98,19 @@ TEST_CASE("live recovery: a worker's exception mid-epoch, the workers packed on 
   check_live(c, id, file, baseline);
 }
 
-TEST_CASE("live recovery: a node with two of the job's four workers killed mid-epoch: both replaced from the "
-          "survivors' memory, the job ends byte-identical to the undisturbed run",
-          "[jobs][cluster][faults][live]") {
+// A node holding two of the job's four workers SIGKILLed once the job reported step 120 (of 468),
+// on 3 nodes of 2 cpus beside a head of half a cpu (room for the replacements).
+void node_killed(const std::string& extra) {
   ClusterFixture c;
-  c.up_beside_head(3, 2);  // 6 cpus on 3 nodes beside a head of half a cpu: room for the replacements
+  c.up_beside_head(3, 2);
   const std::string args = "--strategy sync --workers 4 --epochs 1 --batch-size 128 --seed 7 --transport tcp "
-                           "--restart-backoff 0";
+                           "--restart-backoff 0" + extra;
   const std::string baseline = c.home() + "/undisturbed.safetensors";
   run_saving(c, args, baseline);
 
   const std::string file = c.home() + "/recovered.safetensors";
   const std::string id = submit_detached(c, args + " --save " + file);
-  Json view = wait_for_step(c, id, 120);  // of 468
+  Json view = wait_for_step(c, id, 120);
   std::string victim;
   pid_t pid = 0;
   std::map<std::string, int> workers_on;
@@ -128,4 +128,30 @@ TEST_CASE("live recovery: a node with two of the job's four workers killed mid-e
   WARN("node " << victim.substr(0, 8) << " killed once the job reported step " << at_step);
   Json end = wait_for_end(c, id, std::chrono::seconds(300));
   check_live(c, id, file, baseline);
+}
+
+}  // namespace
+
+TEST_CASE("live recovery: a worker's exception mid-epoch, the workers packed on one node: only it is replaced, "
+          "from a peer's memory, and the job ends byte-identical to the undisturbed run",
+          "[jobs][cluster][faults][live]") {
+  exception_packed("");
+}
+
+TEST_CASE("live recovery: a node with two of the job's four workers killed mid-epoch: both replaced from the "
+          "survivors' memory, the job ends byte-identical to the undisturbed run",
+          "[jobs][cluster][faults][live]") {
+  node_killed("");
+}
+
+TEST_CASE("live recovery, --shard optimizer: a worker's exception mid-epoch; its shard of the optimizer state "
+          "comes back from its buddy's mirror and the job ends byte-identical to the undisturbed run",
+          "[jobs][cluster][faults][live][sharded]") {
+  exception_packed(" --shard optimizer");
+}
+
+TEST_CASE("live recovery, --shard parameters --mirror-every 1: a node with two of four workers killed; their "
+          "shards come back from buddies on other nodes and the job ends byte-identical to the undisturbed run",
+          "[jobs][cluster][faults][live][sharded]") {
+  node_killed(" --shard parameters --mirror-every 1");
 }

@@ -118,6 +118,7 @@ const std::map<std::string, Field>& fields() {
     f["progress_timeout_ms"] = field<int64_t>([](JobSpec& s) { return &s.progress_timeout_ms; });
     f["elastic"] = field<bool>([](JobSpec& s) { return &s.elastic; });
     f["recovery"] = field<std::string>([](JobSpec& s) { return &s.recovery; });
+    f["mirror_every"] = field<int64_t>([](JobSpec& s) { return &s.mirror_every; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
     f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
@@ -218,9 +219,10 @@ namespace {
 Status validate_recovery(const JobSpec& s) {
   if (s.recovery != "auto" && s.recovery != "live" && s.recovery != "checkpoint")
     return invalid_argument("--recovery '" + s.recovery + "' is not one of auto, live, checkpoint");
+  if (s.mirror_every < 1)
+    return invalid_argument("--mirror-every " + std::to_string(s.mirror_every) + " is not a number of steps >= 1");
   if (s.recovery != "live" || recovers_live(s)) return {};
   const std::string what = s.strategy != "sync" ? "--strategy " + s.strategy
-                           : s.shard != "none"  ? "--shard " + s.shard
                            : s.elastic          ? "--elastic"
                                                 : "GPU workers";
   return invalid_argument("--recovery live is built for CPU sync jobs only so far, not " + what +
@@ -325,8 +327,7 @@ Status validate(const JobSpec& s) {
 }
 
 bool recovers_live(const JobSpec& s) {
-  return s.recovery != "checkpoint" && s.strategy == "sync" && s.shard == "none" && !s.elastic &&
-         s.gpus_per_worker <= 0;
+  return s.recovery != "checkpoint" && s.strategy == "sync" && !s.elastic && s.gpus_per_worker <= 0;
 }
 
 pipeline::PipelineOptions pipeline_options(const JobSpec& s) {

@@ -56,7 +56,7 @@ Expected<StartPoint> start_generation(const JobSpec& spec, JobSetup& s, const Me
   const auto timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   const bool sharded = spec.shard != "none";
   if (held) {
-    auto live = share_held_state(comm, held, timeout);
+    auto live = sharded ? agree_mirror_step(comm, &held->mirror, timeout) : share_held_state(comm, held, timeout);
     if (!live.ok()) return live.status();
     held->held = false;  // handed on: a later failure outside a step must not go back to it
     if (live->live) {
@@ -68,6 +68,10 @@ Expected<StartPoint> start_generation(const JobSpec& spec, JobSetup& s, const Me
       StartPoint start;
       start.own = true;
       start.source = live_source(*live);
+      if (sharded) {  // each replica restores its shard when it starts
+        start.mirror_step = live->state.step;
+        start.mirror_distance = live->distance;
+      }
       start.state = std::move(live->state);
       return start;
     }
@@ -145,6 +149,22 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
   replica.grad_wire = effective_grad_wire(spec, (*comm)->transport().kind());
   replica.shard = shard;
   replica.held = held;
+  replica.mirror_every = spec.mirror_every;
+  if (held && shard != ShardStage::none) {
+    auto distance = agree_buddy_distance(**comm, env.node, replica.timeout);
+    if (!distance.ok()) return distance.status();
+    replica.mirror_distance = *distance;
+  }
+  if (start->mirror_step >= 0) {
+    replica.mirror.hold = &held->mirror;
+    replica.mirror.step = start->mirror_step;
+    replica.mirror.distance = start->mirror_distance;
+    if (a.index == 0)
+      replica.mirror.restored = [&s, &a, gen, step = start->mirror_step](int64_t bytes) {
+        Status st = gcs::note_recovery_mode(*s.store, a.job, static_cast<int>(gen), "live", step, -1, bytes);
+        if (!st.ok()) spdlog::warn("job {}: recording the live recovery's bytes: {}", a.job.short_hex(), st.to_string());
+      };
+  }
   ShardStats shard_stats;
   replica.shard_stats = &shard_stats;
   GradBucketStats buckets;

@@ -78,7 +78,60 @@ int choose_source(const std::vector<float>& held, int* receivers, int64_t* newes
 }  // namespace
 
 std::string live_source(const LiveStart& live) {
+  if (live.source < 0) return "the buddy mirrors of step " + std::to_string(live.state.step);
   return "the memory of rank " + std::to_string(live.source) + " (step " + std::to_string(live.state.step) + ")";
+}
+
+Expected<LiveStart> agree_mirror_step(collectives::Communicator& comm, const MirrorHold* mine,
+                                      std::chrono::milliseconds timeout) {
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  const MirrorReport own = mine ? report_of(*mine) : MirrorReport{};
+  constexpr size_t kReport = 7;  // older, newest (f32 pairs), whether each was mirrored, the distance
+  float report[kReport];
+  put_int(report, own.older);
+  put_int(report + 2, own.newest);
+  report[4] = own.older_mirrored ? 1.0f : 0.0f;
+  report[5] = own.newest_mirrored ? 1.0f : 0.0f;
+  report[6] = static_cast<float>(own.distance);
+  std::vector<float> all(kReport * static_cast<size_t>(comm.size()));
+  TROUPE_RETURN_IF_ERROR(
+      comm.allgather(report, all.data(), kReport, DType::f32, co).with_context("telling the mirrored rounds held"));
+  std::vector<MirrorReport> ranks(static_cast<size_t>(comm.size()));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const float* at = &all[kReport * r];
+    ranks[r] = MirrorReport{get_int(at), get_int(at + 2), at[4] != 0.0f, at[5] != 0.0f, static_cast<int>(at[6])};
+  }
+  LiveStart out;
+  const int64_t step = choose_mirror_step(ranks);
+  if (step < 0) {
+    bool any = false;
+    for (const MirrorReport& r : ranks) any = any || r.older >= 0 || r.newest >= 0;
+    if (any && comm.rank() == 0)
+      spdlog::warn("no round of the buddy mirrors holds every shard of the state (a shard's owner and its buddy "
+                   "both lost?): going on from the checkpoint");
+    return out;
+  }
+  out.live = true;
+  out.state.step = step;
+  for (const MirrorReport& r : ranks) {
+    if (!r.holds(step)) ++out.receivers;
+    if (r.holds(step)) out.distance = r.distance;  // one group's rounds: one distance
+  }
+  return out;
+}
+
+Expected<int> agree_buddy_distance(collectives::Communicator& comm, const NodeId& node,
+                                   std::chrono::milliseconds timeout) {
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  float mine[2];
+  put_int(mine, static_cast<int64_t>(std::hash<std::string>{}(node.hex()) & ((int64_t{1} << 40) - 1)));
+  std::vector<float> all(2 * static_cast<size_t>(comm.size()));
+  TROUPE_RETURN_IF_ERROR(comm.allgather(mine, all.data(), 2, DType::f32, co).with_context("telling the ranks' nodes"));
+  std::vector<int64_t> nodes(static_cast<size_t>(comm.size()));
+  for (size_t r = 0; r < nodes.size(); ++r) nodes[r] = get_int(&all[2 * r]);
+  return choose_buddy_distance(nodes);
 }
 
 Expected<LiveStart> share_held_state(collectives::Communicator& comm, const HeldState* mine,
@@ -176,9 +229,12 @@ Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t step
   // (kept by the generation before this one, which trained them)
   TrainedLog kept(store, job, static_cast<int>(std::max<int64_t>(0, generation - 1)), steps_per_epoch, recorded);
   TROUPE_RETURN_IF_ERROR(kept.durable_through(step).with_context("recording the steps kept in memory"));
+  // (A mirror's round may be older than the last completed step: the summary counts the steps lost.)
+  const std::string sent = live.source >= 0 ? std::to_string(live.bytes) + " bytes of state sent to " +
+                                                  std::to_string(live.receivers) + " rank(s), no completed step lost"
+                                            : std::to_string(live.receivers) + " rank(s) take their shard from a buddy";
   const std::string message = "job " + job.short_hex() + " goes on live at generation " + std::to_string(generation) +
-                              " from " + at.source + ": " + std::to_string(live.bytes) + " bytes of state sent to " +
-                              std::to_string(live.receivers) + " rank(s), no completed step lost";
+                              " from " + at.source + ": " + sent;
   spdlog::info("{}", message);
   gcs::Event e;
   e.kind = "job_recovered_live";

@@ -42,9 +42,11 @@ struct LiveStart {
   int source = -1;                  // the rank it came from
   int receivers = 0;                // ranks that did not hold that step (replacements, a survivor behind)
   int64_t bytes = 0;                // the state's bytes, as broadcast from the source
+  int distance = 1;                 // agree_mirror_step: the buddy distance of the rounds chosen
 };
 
-// "the memory of rank R (step S)": where a live start came from, for logs, events and the summary.
+// "the memory of rank R (step S)" (or "the buddy mirrors of step S", source -1): where a live start
+// came from, for logs, events and the summary.
 std::string live_source(const LiveStart& live);
 
 // A collective of the re-formed group: every rank tells the step it holds (`mine` null: none);
@@ -52,6 +54,20 @@ std::string live_source(const LiveStart& live);
 // Errors: the collectives' (a peer lost again), invalid_argument when the ranks' models differ.
 Expected<LiveStart> share_held_state(collectives::Communicator& comm, const HeldState* mine,
                                      std::chrono::milliseconds timeout);
+
+// The same for a sharded job (trainers/sharded/buddy_mirror.h): every rank tells the rounds of its
+// buddy mirror it holds (`mine` null or empty: none), and all agree on the newest step every rank's
+// chunks survive at (choose_mirror_step). live: that step (state.step; source -1, the chunks come
+// from their owners or buddies when each replica starts: ReplicaState's restore); receivers = the
+// ranks without their own round of it. Not live: no round covers every chunk (an owner and its buddy
+// both lost, every worker lost): the checkpoint path, and the log says why.
+Expected<LiveStart> agree_mirror_step(collectives::Communicator& comm, const MirrorHold* mine,
+                                      std::chrono::milliseconds timeout);
+
+// The buddy distance of this group's mirror (choose_buddy_distance over the ranks' nodes, told by
+// an all-gather): every rank's buddy on another node where the placement allows.
+Expected<int> agree_buddy_distance(collectives::Communicator& comm, const NodeId& node,
+                                   std::chrono::milliseconds timeout);
 
 // A survivor's wait for its replacements: the newest generation of group `group` registered above
 // `failed`, polled until `wait` passes. unavailable when `cancel` is set (the job was stopped);

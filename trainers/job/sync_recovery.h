@@ -28,6 +28,10 @@ struct StartPoint {
   std::optional<checkpoint::Manifest> manifest;    // the checkpoint state came from
   std::string source;                              // "job 1a2b3c4d step 300", for logs and the summary
   bool own = false;                                // the job's own checkpoint (a restart)
+  // A live sharded job: go on from the buddy mirrors' round of this step (state holds only the step),
+  // taken at this buddy distance.
+  int64_t mirror_step = -1;
+  int mirror_distance = 1;
 };
 
 // Which checkpoint a job starts from: kind 0 none (the first step), 1 the job's own newest intact

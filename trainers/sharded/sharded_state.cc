@@ -67,9 +67,15 @@ Expected<std::unique_ptr<ShardedState>> ShardedState::create(collectives::Commun
     s->state_in_chunk_[s->optimizers_.size()] = mine.state_ranges;
     auto opt = make_optimizer(mine, c.end - c.begin);
     if (!opt.ok()) return opt.status();
-    s->optimizer_bytes_ +=
-        static_cast<int64_t>((*opt)->save_state(0, 0).vectors.size() * (c.end - c.begin) * sizeof(float));
+    s->vectors_ = (*opt)->save_state(0, 0).vectors.size();
+    s->optimizer_bytes_ += static_cast<int64_t>(s->vectors_ * (c.end - c.begin) * sizeof(float));
     s->optimizers_.push_back(std::move(*opt));
+  }
+  if (s->optimizers_.empty() || std::all_of(s->optimizers_.begin(), s->optimizers_.end(),
+                                              [](const auto& o) { return o == nullptr; })) {
+    auto probe = make_optimizer(optimizer, 1);  // no chunk here: the vectors an optimizer of this kind keeps
+    if (!probe.ok()) return probe.status();
+    s->vectors_ = (*probe)->save_state(0, 0).vectors.size();
   }
   auto grads = PageBuffer::create(total);
   if (!grads.ok()) return grads.status();
@@ -370,6 +376,31 @@ std::string ShardedState::describe() const {
       return opt->describe() + ", its state sharded 1/" + std::to_string(comm_.size()) + " (--shard " +
              shard_stage_name(options_.stage) + ")";
   return std::string("no parameters of its own (--shard ") + shard_stage_name(options_.stage) + ")";
+}
+
+size_t ShardedState::owned_floats(int rank) const {
+  size_t n = 0;
+  for (const OwnedChunk& c : chunks_) {
+    const size_t r = static_cast<size_t>(rank);
+    n += std::min(c.bucket_count, c.chunk * (r + 1)) - std::min(c.bucket_count, c.chunk * r);
+  }
+  return n;
+}
+
+OptimizerState ShardedState::owned_optimizer() const {
+  OptimizerState out;
+  for (size_t i : owned_in_flat_order()) {
+    if (!optimizers_[i]) continue;
+    OptimizerState chunk = optimizers_[i]->save_state(0, chunks_[i].end - chunks_[i].begin);
+    if (out.vectors.empty()) {
+      out.name = chunk.name;
+      out.steps = chunk.steps;
+      out.vectors.resize(chunk.vectors.size());
+    }
+    for (size_t v = 0; v < chunk.vectors.size(); ++v)
+      out.vectors[v].insert(out.vectors[v].end(), chunk.vectors[v].begin(), chunk.vectors[v].end());
+  }
+  return out;
 }
 
 int64_t ShardedState::steps() const {

@@ -148,6 +148,14 @@ class ShardedState {
   Expected<std::vector<float>> param_slice(size_t begin, size_t end);
   Status load_optimizer(const OptimizerState& whole);
 
+  // Live recovery's buddy mirror (trainers/sharded/buddy_mirror.h): the floats rank `rank` of this
+  // group owns (its chunks' sizes summed: rank 0's are the most), the optimizer's state vectors per
+  // float, and this rank's optimizer state of its chunks one after another in flat order (what
+  // load_owned_optimizer takes back).
+  size_t owned_floats(int rank) const;
+  size_t optimizer_vectors() const { return vectors_; }
+  OptimizerState owned_optimizer() const;
+
   std::string describe() const;  // "adamw(...) on 1/4 of the state (optimizer)"
   int64_t steps() const;
   ShardStats stats() const;
@@ -188,6 +196,7 @@ class ShardedState {
   std::vector<float> staging_;  // the largest uneven unit's floats padded to chunk x size
   std::vector<float> piece_;    // one chunk
   int64_t optimizer_bytes_ = 0;
+  size_t vectors_ = 0;  // the optimizer's state vectors (per float of a chunk)
   double gather_seconds_ = 0;
   std::atomic<int64_t> resident_peak_{0};
   int64_t params_peak_ = 0;

@@ -9,21 +9,25 @@
 
 #include "core/status.h"
 #include "trainers/checkpoint/checkpoint.h"
+#include "trainers/sharded/buddy_mirror.h"
 
 namespace troupe {
 
 class ReplicaState;
 
 struct HeldState {
-  bool held = false;               // a step's collective failed and `state` was kept
+  bool held = false;               // a step's collective failed and `state` (or `mirror`) was kept
   checkpoint::TrainingState state; // after `state.step` global steps: epoch, steps of it, params, optimizer
-  Status cause;                    // why the step failed (a peer lost, naming it)
+  // --shard: the buddy mirror's rounds instead of `state` (whose step is then the newest round's).
+  MirrorHold mirror;
+  bool sharded() const { return mirror.any(); }
 };
 
 // Keeps `state`'s whole parameters and optimizer state in `out`, at global step `step` (steps
-// completed), `epoch_step` steps into `epoch`, with the failure `cause`. Only for replicas that
-// hold every parameter (no --shard): invalid_argument otherwise (the caller then fails as before).
-Status hold_state(ReplicaState& state, int64_t step, int epoch, int64_t epoch_step, const Status& cause,
-                  HeldState* out);
+// completed), `epoch_step` steps into `epoch`. Only for replicas that hold every parameter (no
+// --shard: their buddy mirror is kept instead): invalid_argument otherwise.
+Status hold_state(ReplicaState& state, int64_t step, int epoch, int64_t epoch_step, HeldState* out);
+// A sharded replica's rounds kept in `out`.
+void hold_mirror(MirrorHold rounds, HeldState* out);
 
 }  // namespace troupe

@@ -101,8 +101,33 @@ Expected<ReplicaState::Start> ReplicaState::start(const TrainOptions& o, const R
     if (rank == 0) spdlog::info("parameters from {}{}", o.init_from, o.init_partial ? " (the blocks it has)" : "");
   }
   Start at;
-  if (replica.resume) TROUPE_RETURN_IF_ERROR(resume(replica, steps_per_epoch, &at));
+  if (replica.mirror.step >= 0 && zero_) {
+    TROUPE_RETURN_IF_ERROR(resume_from_mirror(replica, steps_per_epoch, &at));
+  } else if (replica.resume) {
+    TROUPE_RETURN_IF_ERROR(resume(replica, steps_per_epoch, &at));
+  }
   return at;
+}
+
+Status ReplicaState::resume_from_mirror(const Replica& replica, int64_t steps_per_epoch, Start* at) {
+  auto back = restore_from_mirror(*replica.comm, *zero_, !layered_, param_data_, replica.mirror, replica.timeout);
+  if (!back.ok()) return back.status().with_context(where_);
+  checkpoint::TrainingState position;
+  position.step = back->step;
+  position.epoch = back->epoch;
+  position.epoch_step = back->epoch_step;
+  const checkpoint::ResumeAt where = checkpoint::resume_at(position, steps_per_epoch);
+  at->step = back->step;
+  at->first_epoch = where.epoch;
+  at->skip_steps = where.skip_steps;
+  const bool own = replica.mirror.hold && replica.mirror.hold->round_of(replica.mirror.step) != nullptr;
+  spdlog::info("going on from the buddy mirrors of step {}: epoch {} after {} of its steps (this replica's shard "
+               "from {}; {} bytes moved in all)", at->step, at->first_epoch, at->skip_steps,
+               own ? "its own memory"
+                   : "rank " + std::to_string((replica.comm->rank() + replica.mirror.distance) % replica.comm->size()),
+               back->bytes);
+  if (replica.mirror.restored) replica.mirror.restored(back->bytes);
+  return {};
 }
 
 Status ReplicaState::resume(const Replica& replica, int64_t steps_per_epoch, Start* at) {

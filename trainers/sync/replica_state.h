@@ -83,6 +83,8 @@ class ReplicaState {
                               const std::string& where);
   void place_buffers(const Replica& replica);
   Status resume(const Replica& replica, int64_t steps_per_epoch, Start* at);
+  // Replica::mirror: this replica's chunks from its own round or its buddy's (collective).
+  Status resume_from_mirror(const Replica& replica, int64_t steps_per_epoch, Start* at);
 
   const ParameterSpace& space_;
   std::string where_;

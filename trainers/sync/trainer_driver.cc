@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -44,11 +45,14 @@ class ReplicaLoop {
   }
 
   // Every epoch from `start` on; the result's history, timings and loss-scale counts filled.
+  // A lost peer's run leaves, for live recovery (Replica::held), the state kept where the step failed
+  // or, sharded, the buddy mirror's rounds.
   Status run(const ReplicaState::Start& start, TrainResult* result);
   int64_t steps_done() const { return step_; }
   double train_seconds() const { return train_seconds_; }
 
  private:
+  Status run_epochs(TrainResult* result);
   Status run_epoch(int epoch, TrainResult* result);
   // The epoch's end: scored on the test split (when due) and reported. A peer lost in the scoring
   // (live recovery) leaves the state kept as of the epoch's end, to be scored again after it.
@@ -59,9 +63,9 @@ class ReplicaLoop {
   Expected<Step> run_step(int epoch, int64_t s, EpochTally& tally);
   // The batch of step s (or the padding row), its rows in *rows; false: the epoch ends.
   Expected<bool> draw(int epoch, int64_t s, Batch* batch, int64_t* rows);
-  // Live recovery (Replica::held, if set): the state as of global step `step`, `epoch_step` steps
-  // into `epoch`, kept for the job layer after `cause` ended the run.
-  void keep_state(int64_t step, int epoch, int64_t epoch_step, const Status& cause);
+  // Live recovery (Replica::held, if set; unsharded): the state as of global step `step`,
+  // `epoch_step` steps into `epoch`, kept for the job layer before a lost peer's error is returned.
+  void keep_state(int64_t step, int epoch, int64_t epoch_step);
   // The update after the reduction: f16's overflow check and scale, the rate of the schedule.
   Status apply(int epoch, int64_t s);
   std::string at_step(int epoch, int64_t s) const {
@@ -88,16 +92,33 @@ class ReplicaLoop {
   bool stop_ = false;
   bool counted_ = true;  // the trainer reports correct predictions
   double train_seconds_ = 0;
+  std::optional<BuddyMirror> mirror_;  // sharded live recovery (trainers/sharded/buddy_mirror.h)
 };
+
+// Whether `st` is a run cut short by a lost peer (or link), which live recovery goes on from — not
+// a bug, diverged replicas, bad numbers or input.
+bool lost_peer(const Status& st) {
+  return st.code() == Code::unavailable || st.code() == Code::timeout || st.code() == Code::io_error;
+}
 
 Status ReplicaLoop::run(const ReplicaState::Start& start, TrainResult* result) {
   step_ = start.step;
   first_epoch_ = start.first_epoch;
   skip_steps_ = start.skip_steps;
   stop_ = o_.max_steps > 0 && step_ >= o_.max_steps;
+  if (replica_.held && replica_.comm && state_.sharded())
+    mirror_.emplace(*replica_.comm, *state_.zero(), replica_.mirror_every, replica_.mirror_distance, replica_.timeout);
+  Status st = run_epochs(result);
+  if (!st.ok() && mirror_ && lost_peer(st)) hold_mirror(mirror_->release(), replica_.held);
+  return st;
+}
+
+Status ReplicaLoop::run_epochs(TrainResult* result) {
+  if (mirror_)  // the first round: the start itself
+    TROUPE_RETURN_IF_ERROR(mirror_->after_step(state_.params(), step_, first_epoch_, skip_steps_));
   // Resumed exactly at an epoch's end (live recovery after a peer was lost while that epoch was
   // scored, or a checkpoint of its last step): that epoch's score first, which may be the job's last.
-  if (start.step > 0 && start.skip_steps == 0 && first_epoch_ > 1)
+  if (step_ > 0 && skip_steps_ == 0 && first_epoch_ > 1)
     TROUPE_RETURN_IF_ERROR(end_epoch(first_epoch_ - 1, EpochTally{}, 0.0, result));
   for (int epoch = first_epoch_; epoch <= o_.epochs && !stop_; ++epoch) TROUPE_RETURN_IF_ERROR(run_epoch(epoch, result));
   if (scaled_) {
@@ -136,7 +157,7 @@ Status ReplicaLoop::end_epoch(int epoch, const EpochTally& tally, double epoch_s
     if (!score.ok()) {
       Status failed = score.status().with_context(setup_.where + ": evaluate after epoch " + std::to_string(epoch));
       if (failed.code() != Code::internal && (o_.max_steps <= 0 || step_ < o_.max_steps))
-        keep_state(step_, epoch, rows_.steps_per_epoch, failed);
+        keep_state(step_, epoch, rows_.steps_per_epoch);
       return failed;
     }
     es.test_accuracy = score->accuracy;
@@ -191,7 +212,7 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   Status reduced = sync_.reduce(&*stats, rows);
   if (!reduced.ok()) {
     reduced = reduced.with_context(setup_.where + ": all-reducing gradients" + at_step(epoch, s));
-    keep_state(step_ - 1, epoch, s, reduced);  // nothing of this step applied: the state is step_ - 1's
+    keep_state(step_ - 1, epoch, s);  // nothing of this step applied: the state is step_ - 1's
     return reduced;
   }
   if (step_ % o_.loss_check_every == 0 && !std::isfinite(stats->loss))
@@ -207,14 +228,15 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
   // A peer lost in the checksum's or the checkpoint's collective: this step is applied on every
   // replica (its all-reduce completed), so the state kept is this step's. (Diverged replicas,
   // internal, are not a loss to recover from.)
-  if (!checked.ok() && checked.code() != Code::internal) keep_state(step_, epoch, s + 1, checked);
+  if (!checked.ok() && checked.code() != Code::internal) keep_state(step_, epoch, s + 1);
   TROUPE_RETURN_IF_ERROR(checked);
+  if (mirror_) TROUPE_RETURN_IF_ERROR(mirror_->after_step(state_.params(), step_, epoch, s + 1));
   return Step::trained;
 }
 
-void ReplicaLoop::keep_state(int64_t step, int epoch, int64_t epoch_step, const Status& cause) {
-  if (!replica_.held) return;
-  Status kept = hold_state(state_, step, epoch, epoch_step, cause, replica_.held);
+void ReplicaLoop::keep_state(int64_t step, int epoch, int64_t epoch_step) {
+  if (!replica_.held || state_.sharded()) return;  // sharded: the mirror's rounds (run)
+  Status kept = hold_state(state_, step, epoch, epoch_step, replica_.held);
   if (!kept.ok()) spdlog::warn("{}: keeping the state for live recovery: {}", setup_.where, kept.to_string());
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -105,8 +106,15 @@ struct Replica {
   ShardStats* shard_stats = nullptr;  // if set (and sharded), receives what the replica held, measured
   // Live recovery (trainers/job/live_recovery.h): when set, a step whose gradient all-reduce fails
   // (a peer lost) leaves the replica's state as of the last completed step here before the error
-  // is returned, so the job layer can go on from memory. Unsharded replicas only.
+  // is returned, so the job layer can go on from memory. A sharded replica keeps a buddy mirror
+  // instead (trainers/sharded/buddy_mirror.h), a round every `mirror_every` steps, and leaves its
+  // rounds here when a peer is lost.
   HeldState* held = nullptr;
+  int64_t mirror_every = 1;
+  int mirror_distance = 1;  // rank r mirrors r - mirror_distance's chunks (choose_buddy_distance)
+  // A sharded replica's start from the buddy mirrors' round of step `mirror.step` (>= 0; every rank
+  // of the group alike; `mirror.hold` this rank's rounds, empty for a replacement) instead of `resume`.
+  MirrorResume mirror;
   // If set, the steps completed so far, updated after every step (what a failed run got through).
   int64_t* steps_done = nullptr;
 };

@@ -1,0 +1,187 @@
+#include "trainers/sharded/buddy_mirror.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace troupe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A record: four int64 (step, epoch, steps into it, the optimizer's step count) as raw bits in
+// the first 8 floats — a shift moves bytes, nothing adds them —, then the owned parameters, then
+// each optimizer vector over the same floats; zeros after, up to the largest rank's record.
+constexpr size_t kHeaderFloats = 8;
+enum HeaderField : size_t { kStep = 0, kEpoch, kEpochStep, kOptimizerSteps };
+
+void put(float* record, HeaderField field, int64_t v) { std::memcpy(record + 2 * field, &v, sizeof v); }
+int64_t get(const float* record, HeaderField field) {
+  int64_t v = 0;
+  std::memcpy(&v, record + 2 * field, sizeof v);
+  return v;
+}
+
+size_t record_floats(const ShardedState& zero, int rank) {
+  return kHeaderFloats + (1 + zero.optimizer_vectors()) * zero.owned_floats(rank);
+}
+
+collectives::CollectiveOptions options_with(std::chrono::milliseconds timeout) {
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  return co;
+}
+
+}  // namespace
+
+const MirrorRound* MirrorHold::round_of(int64_t step) const {
+  if (step < 0) return nullptr;
+  if (newest.step == step) return &newest;
+  if (older.step == step) return &older;
+  return nullptr;
+}
+
+MirrorReport report_of(const MirrorHold& hold) {
+  MirrorReport r;
+  r.older = hold.older.step;
+  r.newest = hold.newest.step;
+  r.older_mirrored = hold.older.mirrored;
+  r.newest_mirrored = hold.newest.mirrored;
+  r.distance = hold.distance;
+  return r;
+}
+
+int64_t choose_mirror_step(const std::vector<MirrorReport>& ranks) {
+  std::set<int64_t, std::greater<int64_t>> steps;
+  for (const MirrorReport& r : ranks) {
+    if (r.older >= 0) steps.insert(r.older);
+    if (r.newest >= 0) steps.insert(r.newest);
+  }
+  const int n = static_cast<int>(ranks.size());
+  for (int64_t step : steps) {
+    std::vector<bool> covered(ranks.size(), false);
+    for (int k = 0; k < n; ++k) {
+      if (ranks[k].holds(step)) covered[k] = true;
+      if (ranks[k].mirrors(step)) covered[((k - ranks[k].distance) % n + n) % n] = true;
+    }
+    if (std::all_of(covered.begin(), covered.end(), [](bool c) { return c; })) return step;
+  }
+  return -1;
+}
+
+int choose_buddy_distance(const std::vector<int64_t>& node_of_rank) {
+  const int n = static_cast<int>(node_of_rank.size());
+  for (int d = 1; d < n; ++d) {
+    bool apart = true;
+    for (int r = 0; r < n && apart; ++r) apart = node_of_rank[r] != node_of_rank[((r - d) % n + n) % n];
+    if (apart) return d;
+  }
+  return 1;
+}
+
+BuddyMirror::BuddyMirror(collectives::Communicator& comm, ShardedState& zero, int64_t every, int distance,
+                         std::chrono::milliseconds timeout)
+    : comm_(comm), zero_(zero), every_(std::max<int64_t>(every, 1)), distance_(distance), timeout_(timeout) {
+  record_floats_ = record_floats(zero, 0);  // rank 0 owns the most
+  hold_.distance = distance;
+}
+
+void BuddyMirror::write_own(MirrorRound& round, const float* params, int64_t step, int epoch, int64_t epoch_step) {
+  round.own.assign(record_floats_, 0.0f);
+  float* at = round.own.data();
+  const OptimizerState opt = zero_.owned_optimizer();
+  put(at, kStep, step);
+  put(at, kEpoch, epoch);
+  put(at, kEpochStep, epoch_step);
+  put(at, kOptimizerSteps, opt.steps);
+  at += kHeaderFloats;
+  for (const auto& [begin, end] : zero_.owned_ranges()) at = std::copy(params + begin, params + end, at);
+  for (const std::vector<float>& v : opt.vectors) at = std::copy(v.begin(), v.end(), at);
+  round.step = step;
+  round.mirrored = false;
+}
+
+Status BuddyMirror::after_step(const float* params, int64_t step, int epoch, int64_t epoch_step) {
+  if (started_ && step % every_ != 0) return {};
+  const auto t0 = Clock::now();
+  // Having got here, every rank finished the newest round (the steps since needed them all): it
+  // becomes the older, and the new round is written over the buffers of the one before.
+  if (started_) std::swap(hold_.older, hold_.newest);
+  started_ = true;
+  MirrorRound& round = hold_.newest;
+  write_own(round, params, step, epoch, epoch_step);
+  round.buddy.resize(record_floats_);
+  TROUPE_RETURN_IF_ERROR(comm_.shift(round.own.data(), round.buddy.data(), record_floats_, DType::f32, distance_,
+                                     options_with(timeout_))
+                             .with_context("mirroring the sharded state of step " + std::to_string(step) +
+                                           " to rank +" + std::to_string(distance_)));
+  round.mirrored = true;
+  ++rounds_;
+  seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  return {};
+}
+
+MirrorHold BuddyMirror::release() {
+  MirrorHold out = std::move(hold_);
+  hold_ = MirrorHold{};
+  hold_.distance = distance_;
+  started_ = false;
+  return out;
+}
+
+Expected<MirrorStart> restore_from_mirror(collectives::Communicator& comm, ShardedState& zero, bool whole_params,
+                                          float* params, const MirrorResume& at_round,
+                                          std::chrono::milliseconds timeout) {
+  const size_t floats = record_floats(zero, 0);
+  const int64_t step = at_round.step;
+  const int d = at_round.distance;
+  const MirrorRound* mine = at_round.hold ? at_round.hold->round_of(step) : nullptr;
+  // Every rank sends back the mirror it holds of rank r-d (zeros when it has none of `step`) and
+  // receives rank r+d's mirror of itself: used when it lacks its own round.
+  const MirrorRound* sent = mine && mine->mirrored && mine->buddy.size() == floats ? mine : nullptr;
+  std::vector<float> none, back(floats);
+  if (!sent) none.assign(floats, 0.0f);
+  const std::string restoring = "restoring the sharded state of step " + std::to_string(step) + " from memory";
+  TROUPE_RETURN_IF_ERROR(comm.shift(sent ? sent->buddy.data() : none.data(), back.data(), floats, DType::f32, -d,
+                                    options_with(timeout))
+                             .with_context(restoring));
+  MirrorStart out;
+  const float* record = mine && mine->own.size() == floats ? mine->own.data() : back.data();
+  if (record == back.data()) out.bytes = static_cast<int64_t>(record_floats(zero, comm.rank()) * sizeof(float));
+  if (get(record, kStep) != step)
+    return internal_error(restoring + ": rank " + std::to_string(comm.rank()) + "'s record " +
+                          (record == back.data() ? "from rank " + std::to_string((comm.rank() + d) % comm.size()) : "") +
+                          " is of step " + std::to_string(get(record, kStep)));
+  out.step = step;
+  out.epoch = static_cast<int>(get(record, kEpoch));
+  out.epoch_step = get(record, kEpochStep);
+  const size_t owned = zero.owned_floats(comm.rank());
+  const float* at = record + kHeaderFloats;
+  if (!whole_params) {
+    zero.load_owned_params(at);
+  } else {
+    for (const auto& [begin, end] : zero.owned_ranges()) {
+      std::copy(at, at + (end - begin), params + begin);
+      at += end - begin;
+    }
+    at = record + kHeaderFloats;
+  }
+  at += owned;
+  OptimizerState opt = zero.owned_optimizer();  // its name and vectors' shape; the numbers below
+  opt.steps = get(record, kOptimizerSteps);
+  for (std::vector<float>& v : opt.vectors) {
+    v.assign(at, at + owned);
+    at += owned;
+  }
+  TROUPE_RETURN_IF_ERROR(zero.load_owned_optimizer(opt).with_context(restoring));
+  if (whole_params)
+    TROUPE_RETURN_IF_ERROR(zero.gather(params).with_context(restoring + ": gathering the whole parameters"));
+  // The bytes every rank received for its chunks, summed (as f32 pairs: 2^20 x high + low, exact).
+  float moved[2] = {static_cast<float>(out.bytes >> 20), static_cast<float>(out.bytes & 0xfffff)};
+  TROUPE_RETURN_IF_ERROR(comm.allreduce(moved, moved, 2, DType::f32, collectives::ReduceOp::sum, options_with(timeout))
+                             .with_context(restoring + ": summing the bytes moved"));
+  out.bytes = (static_cast<int64_t>(moved[0]) << 20) + static_cast<int64_t>(moved[1]);
+  return out;
+}
+
+}  // namespace troupe
