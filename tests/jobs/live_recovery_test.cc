@@ -172,13 +172,21 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   CHECK_FALSE(recovers_live(s));
   s.recovery = "live";
   CHECK(validate(s).ok());
-  s.shard = "optimizer";
+  s.shard = "optimizer";  // sharded: the buddy mirrors
+  CHECK(recovers_live(s));
+  CHECK(validate(s).ok());
+  s.mirror_every = 0;
+  CHECK(validate(s).message().find("--mirror-every 0 is not a number of steps >= 1") != std::string::npos);
+  s.mirror_every = 10;
+  s.shard = "none";
+  s.gpus_per_worker = 1;
   CHECK_FALSE(recovers_live(s));
   Status st = validate(s);
+  INFO(st.to_string());
   CHECK(st.code() == Code::invalid_argument);
-  CHECK(st.message().find("--recovery live is built for CPU sync jobs only so far, not --shard optimizer") !=
+  CHECK(st.message().find("--recovery live is built for CPU sync jobs only so far, not GPU workers") !=
         std::string::npos);
-  s.shard = "none";
+  s.gpus_per_worker = 0;
   s.recovery = "sometimes";
   CHECK(validate(s).message().find("--recovery 'sometimes' is not one of auto, live, checkpoint") != std::string::npos);
   s.recovery = "auto";
