@@ -200,6 +200,11 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
                   "this many steps; a lost worker's shard comes back from that copy (the job rolls back to it in "
                   "memory)")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--mirror-overlap", s.mirror_overlap,
+                  "sync --shard with live recovery: send each copy beside the next step (on: a thread and a second "
+                  "connection per worker), after it (off), or auto (on where the host has 2 hardware threads per "
+                  "worker)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   cmd->add_option("--name", s.name, "A name for the job (shown by troupe status)");
 
 }

@@ -32,9 +32,12 @@ std::string run_saving(ClusterFixture& c, const std::string& args, const std::st
 }
 
 // What a live recovery must show once the job ended: SUCCEEDED; the supervisor replaced only what
-// failed (restart 1 of 3, "while the others go on"); the job went on live from a survivor's memory
-// with no completed step lost; exactly-once accounting; the saved model equal to `baseline_file`'s.
-void check_live(ClusterFixture& c, const std::string& id, const std::string& file, const std::string& baseline_file) {
+// failed (restart 1 of 3, "while the others go on"); the job went on live from its workers' memory
+// with at most `max_lost` completed steps lost (plain sync: none; a buddy mirror's newest round may be
+// the step before, when the fault lands while that round is sent); exactly-once accounting; the saved
+// model equal to `baseline_file`'s.
+void check_live(ClusterFixture& c, const std::string& id, const std::string& file, const std::string& baseline_file,
+                int64_t max_lost) {
   Json view = c.status(400);
   Json j = job_of(view, id);
   INFO(j.dump(1) << c.logs_tail());
@@ -54,7 +57,7 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
   INFO(recovery.dump());
   CHECK(recovery.at("setting") == "live");
   CHECK(recovery.at("mode") == "live");
-  CHECK(recovery.at("steps_lost") == 0);
+  CHECK(recovery.at("steps_lost").get<int64_t>() <= max_lost);
   CHECK(recovery.at("bytes_moved").get<int64_t>() > 0);
   CHECK(recovery.at("restarts") == 1);
   Json accounting = accounted_event(c, id);
@@ -67,7 +70,8 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
   const Json trace = Json::parse(timeline.out);
   for (const Json& e : trace.at("traceEvents"))
     if (e.at("name").get<std::string>() == "recovery (live)") drawn_lost = e.at("args").at("steps_lost").get<int64_t>();
-  CHECK(drawn_lost == 0);
+  CHECK(drawn_lost >= 0);
+  CHECK(drawn_lost <= max_lost);
   const std::string saved = slurp(file), expected = slurp(baseline_file);
   REQUIRE(saved.size() > 1000);
   INFO("the recovered job's model differs from the undisturbed job's (same seed)");
@@ -76,7 +80,7 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
 
 // A flaky worker's exception at rank 2's step 150 (of 468 in epoch 1), the four workers packed on
 // the head alone (the replacement in the same process); `extra` adds to the job's arguments.
-void exception_packed(const std::string& extra) {
+void exception_packed(const std::string& extra, int64_t max_lost) {
   ClusterFixture c;
   c.up("--nodes 0 --cpus 4");
   const std::string args = "--lib " + std::string(TROUPE_FLAKY_TRAINER) +
@@ -95,12 +99,12 @@ void exception_packed(const std::string& extra) {
   const std::string id = run_saving(c, faulty, file);
   CHECK(fs::exists(marker));  // it did throw
   INFO("the exception came at step 150 of rank 2");
-  check_live(c, id, file, baseline);
+  check_live(c, id, file, baseline, max_lost);
 }
 
 // A node holding two of the job's four workers SIGKILLed once the job reported step 120 (of 468),
 // on 3 nodes of 2 cpus beside a head of half a cpu (room for the replacements).
-void node_killed(const std::string& extra) {
+void node_killed(const std::string& extra, int64_t max_lost) {
   ClusterFixture c;
   c.up_beside_head(3, 2);
   const std::string args = "--strategy sync --workers 4 --epochs 1 --batch-size 128 --seed 7 --transport tcp "
@@ -127,7 +131,7 @@ void node_killed(const std::string& extra) {
   REQUIRE(::kill(pid, SIGKILL) == 0);
   WARN("node " << victim.substr(0, 8) << " killed once the job reported step " << at_step);
   Json end = wait_for_end(c, id, std::chrono::seconds(300));
-  check_live(c, id, file, baseline);
+  check_live(c, id, file, baseline, max_lost);
 }
 
 }  // namespace
@@ -135,23 +139,25 @@ void node_killed(const std::string& extra) {
 TEST_CASE("live recovery: a worker's exception mid-epoch, the workers packed on one node: only it is replaced, "
           "from a peer's memory, and the job ends byte-identical to the undisturbed run",
           "[jobs][cluster][faults][live]") {
-  exception_packed("");
+  exception_packed("", 0);
 }
 
 TEST_CASE("live recovery: a node with two of the job's four workers killed mid-epoch: both replaced from the "
           "survivors' memory, the job ends byte-identical to the undisturbed run",
           "[jobs][cluster][faults][live]") {
-  node_killed("");
+  node_killed("", 0);
 }
 
 TEST_CASE("live recovery, --shard optimizer: a worker's exception mid-epoch; its shard of the optimizer state "
-          "comes back from its buddy's mirror and the job ends byte-identical to the undisturbed run",
+          "comes back from its buddy's mirror (sent beside the steps) and the job ends byte-identical to the "
+          "undisturbed run",
           "[jobs][cluster][faults][live][sharded]") {
-  exception_packed(" --shard optimizer");
+  exception_packed(" --shard optimizer --mirror-overlap on", 1);
 }
 
 TEST_CASE("live recovery, --shard parameters --mirror-every 1: a node with two of four workers killed; their "
-          "shards come back from buddies on other nodes and the job ends byte-identical to the undisturbed run",
+          "shards come back from buddies on other nodes (sent after each step) and the job ends byte-identical to "
+          "the undisturbed run",
           "[jobs][cluster][faults][live][sharded]") {
-  node_killed(" --shard parameters --mirror-every 1");
+  node_killed(" --shard parameters --mirror-every 1 --mirror-overlap off", 1);
 }

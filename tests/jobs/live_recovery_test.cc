@@ -178,6 +178,12 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   s.mirror_every = 0;
   CHECK(validate(s).message().find("--mirror-every 0 is not a number of steps >= 1") != std::string::npos);
   s.mirror_every = 10;
+  s.mirror_overlap = "sometimes";
+  CHECK(validate(s).message().find("--mirror-overlap 'sometimes' is not one of auto, on, off") != std::string::npos);
+  s.mirror_overlap = "on";
+  CHECK(mirror_overlaps(s));
+  s.mirror_overlap = "off";
+  CHECK_FALSE(mirror_overlaps(s));
   s.shard = "none";
   s.gpus_per_worker = 1;
   CHECK_FALSE(recovers_live(s));

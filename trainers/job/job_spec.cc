@@ -119,6 +119,7 @@ const std::map<std::string, Field>& fields() {
     f["elastic"] = field<bool>([](JobSpec& s) { return &s.elastic; });
     f["recovery"] = field<std::string>([](JobSpec& s) { return &s.recovery; });
     f["mirror_every"] = field<int64_t>([](JobSpec& s) { return &s.mirror_every; });
+    f["mirror_overlap"] = field<std::string>([](JobSpec& s) { return &s.mirror_overlap; });
     f["model"] = field<std::string>([](JobSpec& s) { return &s.train.model; });
     f["dataset"] = field<std::string>([](JobSpec& s) { return &s.train.dataset; });
     f["dataset_dir"] = field<std::string>([](JobSpec& s) { return &s.train.dataset_dir; });
@@ -221,6 +222,8 @@ Status validate_recovery(const JobSpec& s) {
     return invalid_argument("--recovery '" + s.recovery + "' is not one of auto, live, checkpoint");
   if (s.mirror_every < 1)
     return invalid_argument("--mirror-every " + std::to_string(s.mirror_every) + " is not a number of steps >= 1");
+  if (s.mirror_overlap != "auto" && s.mirror_overlap != "on" && s.mirror_overlap != "off")
+    return invalid_argument("--mirror-overlap '" + s.mirror_overlap + "' is not one of auto, on, off");
   if (s.recovery != "live" || recovers_live(s)) return {};
   const std::string what = s.strategy != "sync" ? "--strategy " + s.strategy
                            : s.elastic          ? "--elastic"
@@ -351,6 +354,11 @@ DType effective_grad_wire(const JobSpec& spec, const std::string& transport) {
   }
   parse_dtype(spec.grad_wire, &wire);  // validated
   return wire;
+}
+
+bool mirror_overlaps(const JobSpec& spec) {
+  if (spec.mirror_overlap != "auto") return spec.mirror_overlap == "on";
+  return std::thread::hardware_concurrency() >= 2u * static_cast<unsigned>(spec.workers);
 }
 
 int64_t effective_bucket_bytes(const JobSpec& spec) {

@@ -101,11 +101,18 @@ struct JobSpec {
   // A live --shard job: every rank mirrors its buddy's chunks every this many steps
   // (trainers/sharded/buddy_mirror.h); a loss rolls back in memory to the newest whole round.
   int64_t mirror_every = 1;
+  // Whether a mirror round's send overlaps the next step (a thread and a second group of the same
+  // ranks) or runs after the step: "on", "off", or "auto" — on where the host has two hardware
+  // threads per worker (as gradient buckets), else off (with ranks outnumbering cores there is no
+  // idle core to overlap on: measured in docs/benchmarks.md).
+  std::string mirror_overlap = "auto";
   TrainOptions train;
 };
 
 // Whether `spec`'s job recovers live (see JobSpec::recovery).
 bool recovers_live(const JobSpec& spec);
+// Whether a live sharded job's mirror rounds overlap the steps here (JobSpec::mirror_overlap).
+bool mirror_overlaps(const JobSpec& spec);
 
 // invalid_argument naming the first bad field: an unknown strategy, workers < 1, async without
 // parameter servers (or servers for another strategy), a global batch that does not divide among

@@ -128,6 +128,20 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
   auto interruptible = a.interrupts ? a.interrupts->add(&(*comm)->transport()) : Interrupts::Registration{};
   std::optional<GenerationWatch> watch;  // live: a replaced peer makes this worker leave its step
   if (held) watch.emplace(*s.store, go.name, gen, &(*comm)->transport());
+  // A live sharded job's buddy mirror shifts over a second group of the same ranks, beside the steps.
+  std::unique_ptr<collectives::Communicator> mirror_comm;
+  Interrupts::Registration mirror_interruptible;
+  std::optional<GenerationWatch> mirror_watch;
+  if (held && shard != ShardStage::none && world > 1 && mirror_overlaps(spec)) {
+    collectives::GroupOptions mo = go;
+    mo.name = go.name + "-mirror";
+    mo.shared_buffer_bytes = 0;
+    auto formed = collectives::form_group(*s.store, mo);
+    if (!formed.ok()) return formed.status().with_context("forming the buddy mirror's group");
+    mirror_comm = std::move(*formed);
+    if (a.interrupts) mirror_interruptible = a.interrupts->add(&mirror_comm->transport());
+    mirror_watch.emplace(*s.store, go.name, gen, &mirror_comm->transport());
+  }
   const int64_t steps_per_epoch = epoch_steps(s.train().count, spec.train.batch_size, spec.train.pads_last_batch());
   auto start = start_generation(spec, s, a, gen, **comm, steps_per_epoch, held);
   if (!start.ok()) return start.status();
@@ -154,6 +168,7 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
     auto distance = agree_buddy_distance(**comm, env.node, replica.timeout);
     if (!distance.ok()) return distance.status();
     replica.mirror_distance = *distance;
+    replica.mirror_comm = mirror_comm.get();
   }
   if (start->mirror_step >= 0) {
     replica.mirror.hold = &held->mirror;

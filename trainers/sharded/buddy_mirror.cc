@@ -80,10 +80,52 @@ int choose_buddy_distance(const std::vector<int64_t>& node_of_rank) {
 }
 
 BuddyMirror::BuddyMirror(collectives::Communicator& comm, ShardedState& zero, int64_t every, int distance,
-                         std::chrono::milliseconds timeout)
-    : comm_(comm), zero_(zero), every_(std::max<int64_t>(every, 1)), distance_(distance), timeout_(timeout) {
+                         std::chrono::milliseconds timeout, collectives::Communicator* own)
+    : comm_(comm), zero_(zero), every_(std::max<int64_t>(every, 1)), distance_(distance), timeout_(timeout), own_(own) {
   record_floats_ = record_floats(zero, 0);  // rank 0 owns the most
   hold_.distance = distance;
+  if (own_) thread_ = std::thread([this] { run(); });
+}
+
+BuddyMirror::~BuddyMirror() {
+  if (!own_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();  // after the shift in flight, by its deadline at the latest
+}
+
+void BuddyMirror::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return posted_ || stop_; });
+    if (!posted_) return;  // stopped
+    lock.unlock();
+    Status st = shift_newest(*own_);
+    lock.lock();
+    shifted_ = st;
+    posted_ = false;
+    cv_.notify_all();
+  }
+}
+
+Status BuddyMirror::wait() {
+  if (!own_) return {};
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !posted_; });
+  return shifted_;
+}
+
+Status BuddyMirror::shift_newest(collectives::Communicator& comm) {
+  MirrorRound& round = hold_.newest;
+  TROUPE_RETURN_IF_ERROR(comm.shift(round.own.data(), round.buddy.data(), record_floats_, DType::f32, distance_,
+                                    options_with(timeout_))
+                             .with_context("mirroring the sharded state of step " + std::to_string(round.step) +
+                                           " to rank +" + std::to_string(distance_)));
+  round.mirrored = true;
+  return {};
 }
 
 void BuddyMirror::write_own(MirrorRound& round, const float* params, int64_t step, int epoch, int64_t epoch_step) {
@@ -103,6 +145,7 @@ void BuddyMirror::write_own(MirrorRound& round, const float* params, int64_t ste
 
 Status BuddyMirror::after_step(const float* params, int64_t step, int epoch, int64_t epoch_step) {
   if (started_ && step % every_ != 0) return {};
+  TROUPE_RETURN_IF_ERROR(wait());  // (normally over: the step's first collective waited for it)
   const auto t0 = Clock::now();
   // Having got here, every rank finished the newest round (the steps since needed them all): it
   // becomes the older, and the new round is written over the buffers of the one before.
@@ -111,17 +154,21 @@ Status BuddyMirror::after_step(const float* params, int64_t step, int epoch, int
   MirrorRound& round = hold_.newest;
   write_own(round, params, step, epoch, epoch_step);
   round.buddy.resize(record_floats_);
-  TROUPE_RETURN_IF_ERROR(comm_.shift(round.own.data(), round.buddy.data(), record_floats_, DType::f32, distance_,
-                                     options_with(timeout_))
-                             .with_context("mirroring the sharded state of step " + std::to_string(step) +
-                                           " to rank +" + std::to_string(distance_)));
-  round.mirrored = true;
   ++rounds_;
+  if (own_) {  // the shift beside the next step's computation
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_ = true;
+    cv_.notify_all();
+  } else {
+    TROUPE_RETURN_IF_ERROR(shift_newest(comm_));
+  }
   seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   return {};
 }
 
 MirrorHold BuddyMirror::release() {
+  Status st = wait();  // a failed shift leaves its round not mirrored
+  (void)st;
   MirrorHold out = std::move(hold_);
   hold_ = MirrorHold{};
   hold_.distance = distance_;

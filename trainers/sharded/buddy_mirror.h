@@ -21,8 +21,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -75,24 +78,45 @@ struct MirrorStart {
   int64_t bytes = 0;  // of the records the ranks without their own round received, all ranks'
 };
 
+// Overlapped (given a communicator of its own: a second group of the same ranks), a round's shift
+// runs on the mirror's thread while the next step computes; the replica waits for it (wait())
+// before that step's first collective, so every step's collectives still prove the round before
+// finished on every rank, as when it runs in line.
 class BuddyMirror {
  public:
   // The mirror of `zero`'s chunks over `comm` (the replica's group), a round every `every` steps,
-  // each rank's sent to rank + distance.
+  // each rank's sent to rank + distance; `own` (null: in line on `comm`) the group its shifts use.
   BuddyMirror(collectives::Communicator& comm, ShardedState& zero, int64_t every, int distance,
-              std::chrono::milliseconds timeout);
+              std::chrono::milliseconds timeout, collectives::Communicator* own = nullptr);
+  ~BuddyMirror();
+  BuddyMirror(const BuddyMirror&) = delete;
+  BuddyMirror& operator=(const BuddyMirror&) = delete;
 
   // After `step` global steps (the update applied on every rank), `epoch_step` steps into `epoch`;
   // `params` the flat parameters (this rank's chunks hold its values). Takes a round when one is
-  // due (every `every`-th step, and the first call: the start). Errors: the shift's (a peer lost).
+  // due (every `every`-th step, and the first call: the start): the copy now, the shift now or, with
+  // a group of its own, started on the mirror's thread. Errors: the shift's (a peer lost).
   Status after_step(const float* params, int64_t step, int epoch, int64_t epoch_step);
-  // The rounds, handed over for live recovery (the mirror is empty after).
+  // Until the round's shift in flight (if any) is over: its error, if it failed. Any thread.
+  Status wait();
+  bool overlapped() const { return own_ != nullptr; }
+  // The rounds, handed over for live recovery, once the shift in flight is over (the mirror is
+  // empty after).
   MirrorHold release();
-  double seconds() const { return seconds_; }  // in rounds, all steps
+  double seconds() const { return seconds_; }  // in rounds (overlapped: their copies only), all steps
   int64_t rounds() const { return rounds_; }
 
  private:
   void write_own(MirrorRound& round, const float* params, int64_t step, int epoch, int64_t epoch_step);
+  Status shift_newest(collectives::Communicator& comm);  // the newest round's own record out, the buddy's in
+  void run();  // the mirror's thread (overlapped)
+
+  collectives::Communicator* const own_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool posted_ = false, stop_ = false;  // guarded by mu_
+  Status shifted_;                      // the last shift's outcome, guarded by mu_
 
   collectives::Communicator& comm_;
   ShardedState& zero_;

@@ -169,9 +169,11 @@ void GradBucketSync::run() {
     lock.unlock();
     if (weight != 1.0f) kernels::cpu::scale(data, count, weight);
     const auto start = Clock::now();
-    Status st = i < slots_index && options_.reduce
-                    ? options_.reduce(i, data, count, co)
-                    : comm_.allreduce(data, data, count, DType::f32, collectives::ReduceOp::avg, co);
+    Status st = i == 0 && options_.before_step ? options_.before_step() : Status();
+    if (st.ok())
+      st = i < slots_index && options_.reduce
+               ? options_.reduce(i, data, count, co)
+               : comm_.allreduce(data, data, count, DType::f32, collectives::ReduceOp::avg, co);
     const auto end = Clock::now();
     lock.lock();
     stats_.comm_seconds += std::chrono::duration<double>(end - start).count();

@@ -79,6 +79,9 @@ class GradBucketSync final : public GradientHook {
     // while the comm thread can go on (the next bucket is complete), so it cannot deadlock, and at
     // most until the collective in flight returns or fails.
     int max_ready_ahead = 0;
+    // If set, called on the comm thread before each step's first collective; its error is the
+    // step's (a sharded replica's overlapped buddy mirror waits there for its round's shift).
+    std::function<Status()> before_step;
   };
 
   // Starts the comm thread. `comm` and `space` must outlive this object.

@@ -10,9 +10,11 @@ namespace {
 
 // The buckets of a plain (bucket_bytes > 0) or sharded (by buckets; 0: one) replica; none for a
 // replica of one, an unbucketed plain one, or a layered one (its own collectives).
-std::unique_ptr<GradBucketSync> make_buckets(const Replica& replica, ReplicaState& state, const ParameterSpace& space) {
+std::unique_ptr<GradBucketSync> make_buckets(const Replica& replica, ReplicaState& state, const ParameterSpace& space,
+                                             BuddyMirror* mirror) {
   if (!replica.comm || state.layered() || (replica.bucket_bytes == 0 && !state.sharded())) return nullptr;
-  GradBucketSync::Options bo{replica.bucket_bytes, replica.timeout, replica.grad_wire, {}, 0};
+  GradBucketSync::Options bo{replica.bucket_bytes, replica.timeout, replica.grad_wire, {}, 0, {}};
+  if (mirror && mirror->overlapped()) bo.before_step = [mirror] { return mirror->wait(); };
   if (ShardedState* z = state.zero()) {
     bo.reduce = [z](size_t b, float* data, size_t count, const collectives::CollectiveOptions& co) {
       return z->reduce_bucket(b, data, count, co);
@@ -25,13 +27,15 @@ std::unique_ptr<GradBucketSync> make_buckets(const Replica& replica, ReplicaStat
 
 }  // namespace
 
-GradientSync::GradientSync(const Replica& replica, ReplicaState& state, Trainer& trainer, const ParameterSpace& space)
+GradientSync::GradientSync(const Replica& replica, ReplicaState& state, Trainer& trainer, const ParameterSpace& space,
+                           BuddyMirror* mirror)
     : replica_(replica),
       state_(state),
       trainer_(trainer),
       space_(space),
       params_(state.params(), space.size()),
-      buckets_(make_buckets(replica, state, space)),
+      mirror_(mirror),
+      buckets_(make_buckets(replica, state, space, mirror)),
       grads_(state.grad(), space.size(), buckets_.get()) {
   if (state.layered())
     layered_ = std::make_unique<LayeredStep>(*trainer.layers(), state.layers(), state.units(), *state.zero(),
@@ -43,7 +47,10 @@ Expected<BatchStats> GradientSync::forward_backward(const Batch& batch, float we
                                                     int parts) {
   weight_ = weight;
   if (buckets_) buckets_->begin_step(state_.grad(), epoch, step_in_epoch + 1, weight);
-  if (layered_) return layered_->forward_backward(batch, weight);
+  if (layered_) {  // its collectives begin with the first layer's gather: the mirror's round first
+    if (mirror_) TROUPE_RETURN_IF_ERROR(mirror_->wait().with_context("the buddy mirror's round"));
+    return layered_->forward_backward(batch, weight);
+  }
   return forward_backward_parts(trainer_, batch, params_, grads_, parts, micro_grads_);
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "trainers/sharded/buddy_mirror.h"
 #include "trainers/sharded/layered_step.h"
 #include "trainers/sync/grad_buckets.h"
 #include "trainers/sync/replica_state.h"
@@ -22,8 +23,11 @@ namespace troupe {
 
 class GradientSync {
  public:
-  // `state`, `trainer`, `space` and the replica's communicator must outlive it.
-  GradientSync(const Replica& replica, ReplicaState& state, Trainer& trainer, const ParameterSpace& space);
+  // `state`, `trainer`, `space`, the replica's communicator and `mirror` (if any: a sharded live
+  // replica's buddy mirror, whose overlapped shift each step waits for before its first collective)
+  // must outlive it.
+  GradientSync(const Replica& replica, ReplicaState& state, Trainer& trainer, const ParameterSpace& space,
+               BuddyMirror* mirror = nullptr);
 
   // The step's forward and backward of `batch` (--accumulate `parts` micro-batches), this
   // replica's gradient weighted by `weight`. The gradients must be zeroed (ReplicaState::zero_grads).
@@ -49,6 +53,7 @@ class GradientSync {
   Trainer& trainer_;
   const ParameterSpace& space_;
   const Parameters params_;
+  BuddyMirror* const mirror_;
   std::unique_ptr<GradBucketSync> buckets_;
   std::unique_ptr<LayeredStep> layered_;
   Gradients grads_;

@@ -37,9 +37,9 @@ class ReplicaLoop {
  public:
   ReplicaLoop(const TrainOptions& o, const Dataset& train, const Dataset& test, const Replica& replica,
               const ProgressFn& progress, TrainerSetup& setup, const StepRows& rows, ReplicaState& state,
-              GradientSync& sync, BatchFeed& feed)
+              GradientSync& sync, BatchFeed& feed, BuddyMirror* mirror)
       : o_(o), train_(train), test_(test), replica_(replica), progress_(progress), setup_(setup), rows_(rows),
-        state_(state), sync_(sync), feed_(feed), padding_(train.spec()), scaled_(o.precision == DType::f16),
+        state_(state), sync_(sync), feed_(feed), mirror_(mirror), padding_(train.spec()), scaled_(o.precision == DType::f16),
         scaler_(o.loss_scale_options()) {
     parse_lr_schedule(o.lr_schedule, &schedule_);  // validated by TrainOptions::validate
   }
@@ -82,6 +82,7 @@ class ReplicaLoop {
   ReplicaState& state_;
   GradientSync& sync_;
   BatchFeed& feed_;
+  BuddyMirror* const mirror_;  // sharded live recovery (trainers/sharded/buddy_mirror.h), or null
   PaddingRow padding_;
   const bool scaled_;  // f16: dynamic loss scaling (trainers/optim/loss_scale.h)
   LossScaler scaler_;
@@ -92,7 +93,6 @@ class ReplicaLoop {
   bool stop_ = false;
   bool counted_ = true;  // the trainer reports correct predictions
   double train_seconds_ = 0;
-  std::optional<BuddyMirror> mirror_;  // sharded live recovery (trainers/sharded/buddy_mirror.h)
 };
 
 // Whether `st` is a run cut short by a lost peer (or link), which live recovery goes on from — not
@@ -106,8 +106,6 @@ Status ReplicaLoop::run(const ReplicaState::Start& start, TrainResult* result) {
   first_epoch_ = start.first_epoch;
   skip_steps_ = start.skip_steps;
   stop_ = o_.max_steps > 0 && step_ >= o_.max_steps;
-  if (replica_.held && replica_.comm && state_.sharded())
-    mirror_.emplace(*replica_.comm, *state_.zero(), replica_.mirror_every, replica_.mirror_distance, replica_.timeout);
   Status st = run_epochs(result);
   if (!st.ok() && mirror_ && lost_peer(st)) hold_mirror(mirror_->release(), replica_.held);
   return st;
@@ -330,7 +328,11 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   auto start = (*state)->start(o, replica, rows->steps_per_epoch, rank);
   if (!start.ok()) return start.status();
   TROUPE_RETURN_IF_ERROR(replica.checkpoints.check());
-  GradientSync sync(replica, **state, *setup->trainer, setup->space);
+  std::optional<BuddyMirror> mirror;  // a sharded replica of a live job
+  if (replica.held && replica.comm && (*state)->sharded())
+    mirror.emplace(*replica.comm, *(*state)->zero(), replica.mirror_every, replica.mirror_distance, replica.timeout,
+                   replica.mirror_comm);
+  GradientSync sync(replica, **state, *setup->trainer, setup->space, mirror ? &*mirror : nullptr);
   TrainResult result;
   result.model = setup->model;
   result.device = "cpu";
@@ -341,7 +343,7 @@ Expected<TrainResult> train_replica(const TrainOptions& o, const Dataset& train,
   BatchFeed& feed = replica.feed ? *replica.feed : slices;
   const ScopedTransform augment(feed, *setup->trainer, o.seed);  // the trainer's augmentation, in the feed
   const auto job_start = Clock::now();
-  ReplicaLoop loop(o, train, test, replica, progress, *setup, *rows, **state, sync, feed);
+  ReplicaLoop loop(o, train, test, replica, progress, *setup, *rows, **state, sync, feed, mirror ? &*mirror : nullptr);
   TROUPE_RETURN_IF_ERROR(loop.run(*start, &result));
   // --shard parameters: the trained parameters whole only where the caller wants them (final_params:
   // every replica must ask alike, the gather is collective; --save writes layer by layer then).

@@ -112,6 +112,9 @@ struct Replica {
   HeldState* held = nullptr;
   int64_t mirror_every = 1;
   int mirror_distance = 1;  // rank r mirrors r - mirror_distance's chunks (choose_buddy_distance)
+  // A second group of the same ranks for the mirror's shifts, overlapped with the next step (null:
+  // in line on `comm`, after the step).
+  collectives::Communicator* mirror_comm = nullptr;
   // A sharded replica's start from the buddy mirrors' round of step `mirror.step` (>= 0; every rank
   // of the group alike; `mirror.hold` this rank's rounds, empty for a replacement) instead of `resume`.
   MirrorResume mirror;

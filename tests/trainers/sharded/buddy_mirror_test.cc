@@ -61,19 +61,22 @@ struct Outcome {
   std::vector<std::vector<Snapshot>> at_step = std::vector<std::vector<Snapshot>>(4);  // [rank][step]
 };
 Outcome lose_and_restore(int64_t steps, int64_t every, int lost, const std::function<void(int, MirrorHold&)>& edit,
-                         int distance = 1) {
+                         int distance = 1, bool overlapped = false) {
   Outcome out;
   std::mutex mu;
   std::vector<MirrorReport> reports(4);
+  auto second = collectives::make_inproc_group(4);  // the mirror's own group (overlapped)
   auto status = run_inproc(4, [&](Communicator& comm) -> Status {
     const int r = comm.rank();
+    Communicator own(std::move(second[static_cast<size_t>(r)]));
     auto zero = make_state(comm);
     std::vector<float> params(kTotal);
     for (size_t i = 0; i < kTotal; ++i) params[i] = 0.01f * static_cast<float>(i);
-    BuddyMirror mirror(comm, *zero, every, distance, std::chrono::milliseconds(5000));
+    BuddyMirror mirror(comm, *zero, every, distance, std::chrono::milliseconds(5000), overlapped ? &own : nullptr);
     out.at_step[r].push_back({params, zero->owned_optimizer()});
     TROUPE_RETURN_IF_ERROR(mirror.after_step(params.data(), 0, 1, 0));
     for (int64_t s = 1; s <= steps; ++s) {
+      TROUPE_RETURN_IF_ERROR(mirror.wait());  // (overlapped: before the step's collectives)
       TROUPE_RETURN_IF_ERROR(train_step(*zero, params, r, s));
       out.at_step[r].push_back({params, zero->owned_optimizer()});
       TROUPE_RETURN_IF_ERROR(mirror.after_step(params.data(), s, 1 + static_cast<int>(s / 5), s % 5));
@@ -157,6 +160,9 @@ TEST_CASE("buddy mirror: a lost rank's shard comes back from its buddy bit for b
   }
   SECTION("rank 0 lost: its copy is on rank 1") {
     check_exact(lose_and_restore(4, 2, 0, {}), 4);
+  }
+  SECTION("overlapped: the rounds sent on a group of their own beside the steps") {
+    check_exact(lose_and_restore(7, 2, 2, {}, 1, true), 6);
   }
   SECTION("buddies two ranks apart (another node): rank 3's copy on rank 1") {
     check_exact(lose_and_restore(5, 1, 3, {}, 2), 5);
