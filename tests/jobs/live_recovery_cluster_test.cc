@@ -148,14 +148,14 @@ TEST_CASE("live recovery: a node with two of the job's four workers killed mid-e
   node_killed("", 0);
 }
 
-TEST_CASE("live recovery, --shard optimizer: a worker's exception mid-epoch; its shard of the optimizer state "
+TEST_CASE("live recovery, --shard optimizer: a worker's exception mid-epoch, its shard of the optimizer state "
           "comes back from its buddy's mirror (sent beside the steps) and the job ends byte-identical to the "
           "undisturbed run",
           "[jobs][cluster][faults][live][sharded]") {
   exception_packed(" --shard optimizer --mirror-overlap on", 1);
 }
 
-TEST_CASE("live recovery, --shard parameters --mirror-every 1: a node with two of four workers killed; their "
+TEST_CASE("live recovery, --shard parameters --mirror-every 1: a node with two of four workers killed, their "
           "shards come back from buddies on other nodes (sent after each step) and the job ends byte-identical to "
           "the undisturbed run",
           "[jobs][cluster][faults][live][sharded]") {
