@@ -7,8 +7,6 @@
 namespace troupe {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // A record: four int64 (step, epoch, steps into it, the optimizer's step count) as raw bits in
 // the first 8 floats — a shift moves bytes, nothing adds them —, then the owned parameters, then
 // each optimizer vector over the same floats; zeros after, up to the largest rank's record.
@@ -146,7 +144,6 @@ void BuddyMirror::write_own(MirrorRound& round, const float* params, int64_t ste
 Status BuddyMirror::after_step(const float* params, int64_t step, int epoch, int64_t epoch_step) {
   if (started_ && step % every_ != 0) return {};
   TROUPE_RETURN_IF_ERROR(wait());  // (normally over: the step's first collective waited for it)
-  const auto t0 = Clock::now();
   // Having got here, every rank finished the newest round (the steps since needed them all): it
   // becomes the older, and the new round is written over the buffers of the one before.
   if (started_) std::swap(hold_.older, hold_.newest);
@@ -154,7 +151,6 @@ Status BuddyMirror::after_step(const float* params, int64_t step, int epoch, int
   MirrorRound& round = hold_.newest;
   write_own(round, params, step, epoch, epoch_step);
   round.buddy.resize(record_floats_);
-  ++rounds_;
   if (own_) {  // the shift beside the next step's computation
     std::lock_guard<std::mutex> lock(mu_);
     posted_ = true;
@@ -162,7 +158,6 @@ Status BuddyMirror::after_step(const float* params, int64_t step, int epoch, int
   } else {
     TROUPE_RETURN_IF_ERROR(shift_newest(comm_));
   }
-  seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   return {};
 }
 
@@ -203,17 +198,17 @@ Expected<MirrorStart> restore_from_mirror(collectives::Communicator& comm, Shard
   out.epoch = static_cast<int>(get(record, kEpoch));
   out.epoch_step = get(record, kEpochStep);
   const size_t owned = zero.owned_floats(comm.rank());
-  const float* at = record + kHeaderFloats;
+  const float* owned_params = record + kHeaderFloats;
   if (!whole_params) {
-    zero.load_owned_params(at);
+    zero.load_owned_params(owned_params);
   } else {
+    const float* from = owned_params;
     for (const auto& [begin, end] : zero.owned_ranges()) {
-      std::copy(at, at + (end - begin), params + begin);
-      at += end - begin;
+      std::copy(from, from + (end - begin), params + begin);
+      from += end - begin;
     }
-    at = record + kHeaderFloats;
   }
-  at += owned;
+  const float* at = owned_params + owned;
   OptimizerState opt = zero.owned_optimizer();  // its name and vectors' shape; the numbers below
   opt.steps = get(record, kOptimizerSteps);
   for (std::vector<float>& v : opt.vectors) {
@@ -223,11 +218,18 @@ Expected<MirrorStart> restore_from_mirror(collectives::Communicator& comm, Shard
   TROUPE_RETURN_IF_ERROR(zero.load_owned_optimizer(opt).with_context(restoring));
   if (whole_params)
     TROUPE_RETURN_IF_ERROR(zero.gather(params).with_context(restoring + ": gathering the whole parameters"));
-  // The bytes every rank received for its chunks, summed (as f32 pairs: 2^20 x high + low, exact).
-  float moved[2] = {static_cast<float>(out.bytes >> 20), static_cast<float>(out.bytes & 0xfffff)};
-  TROUPE_RETURN_IF_ERROR(comm.allreduce(moved, moved, 2, DType::f32, collectives::ReduceOp::sum, options_with(timeout))
-                             .with_context(restoring + ": summing the bytes moved"));
-  out.bytes = (static_cast<int64_t>(moved[0]) << 20) + static_cast<int64_t>(moved[1]);
+  // The bytes every rank received for its chunks, gathered as raw bits (as the header travels) and summed.
+  float received[2];
+  std::memcpy(received, &out.bytes, sizeof out.bytes);
+  std::vector<float> all(2 * static_cast<size_t>(comm.size()));
+  TROUPE_RETURN_IF_ERROR(comm.allgather(received, all.data(), 2, DType::f32, options_with(timeout))
+                             .with_context(restoring + ": gathering the bytes moved"));
+  out.bytes = 0;
+  for (size_t r = 0; r < all.size(); r += 2) {
+    int64_t b = 0;
+    std::memcpy(&b, &all[r], sizeof b);
+    out.bytes += b;
+  }
   return out;
 }
 

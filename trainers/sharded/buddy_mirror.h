@@ -103,8 +103,6 @@ class BuddyMirror {
   // The rounds, handed over for live recovery, once the shift in flight is over (the mirror is
   // empty after).
   MirrorHold release();
-  double seconds() const { return seconds_; }  // in rounds (overlapped: their copies only), all steps
-  int64_t rounds() const { return rounds_; }
 
  private:
   void write_own(MirrorRound& round, const float* params, int64_t step, int epoch, int64_t epoch_step);
@@ -126,8 +124,6 @@ class BuddyMirror {
   size_t record_floats_ = 0;  // every rank's record padded to the largest (rank 0's)
   MirrorHold hold_;
   bool started_ = false;
-  double seconds_ = 0;
-  int64_t rounds_ = 0;
 };
 
 // Where a sharded replica starts from the mirrors (Replica::mirror): this rank's rounds (empty for
