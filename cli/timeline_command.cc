@@ -2,7 +2,8 @@
 // central worker's data wait, forward+backward, communication and optimizer per step, recorded by the runtime:
 // gcs/step_timeline.h) as a Chrome trace on stdout — `troupe timeline JOB > trace.json`, then open
 // it in Perfetto (ui.perfetto.dev) or chrome://tracing. --summary prints the per-worker means, the
-// straggler and a stuck collective instead (the dashboard's job page shows the same).
+// straggler and a stuck collective instead (the dashboard's job page shows the same). A pipeline
+// job's stages record no step timelines: its trace holds the job's last recovery only.
 #include <cstdio>
 
 #include "cli/cluster_commands.h"
@@ -31,12 +32,14 @@ Runner add_timeline_command(CLI::App& app, GlobalOptions&) {
     if (!job_id.ok()) return report_error("timeline", job_id.status());
     auto job = gcs::Table<gcs::JobRecord>(**store).get(job_id->hex());
     if (!job.ok()) return report_error("timeline", job.status());
-    if (job->strategy == "pipeline") {
+    const bool stages = job->strategy == "pipeline";  // its stages record no step timelines
+    if (stages && *summary) {
       return report_error("timeline", invalid_argument("job " + job_id->short_hex() + " is a " + job->strategy +
                                                        " job; step timelines are recorded for sync, async and "
-                                                       "central jobs"));
+                                                       "central jobs (its trace holds its recovery only)"));
     }
-    auto workers = gcs::read_job_timeline(**store, *job, static_cast<size_t>(*steps));
+    auto workers = stages ? Expected<std::vector<gcs::WorkerTimeline>>(std::vector<gcs::WorkerTimeline>{})
+                          : gcs::read_job_timeline(**store, *job, static_cast<size_t>(*steps));
     if (!workers.ok()) return report_error("timeline", workers.status());
     size_t recorded = 0;
     for (const auto& w : *workers) recorded += w.steps.size();
@@ -48,8 +51,12 @@ Runner add_timeline_command(CLI::App& app, GlobalOptions&) {
     }
     auto recovery = gcs::job_recovery(**store, *job_id);  // its last restart, drawn when readable
     std::printf("%s\n", gcs::chrome_trace(*job, *workers, recovery.ok() ? *recovery : std::nullopt).dump().c_str());
-    std::fprintf(stderr, "troupe timeline: job %s: %zu steps of %zu workers%s\n", job_id->short_hex().c_str(), recorded,
-                 workers->size(), recorded == 0 ? " (none recorded yet)" : "");
+    if (stages)
+      std::fprintf(stderr, "troupe timeline: job %s is a pipeline: its stages record no step timelines; the trace "
+                           "holds the job's recovery only\n", job_id->short_hex().c_str());
+    else
+      std::fprintf(stderr, "troupe timeline: job %s: %zu steps of %zu workers%s\n", job_id->short_hex().c_str(),
+                   recorded, workers->size(), recorded == 0 ? " (none recorded yet)" : "");
     return 0;
   };
 }

@@ -595,3 +595,23 @@ TEST_CASE("matrix: sharded sync (parameters), the victim holds one worker, kill 
                  one_worker()},
                 "kill -9 node");
 }
+
+// ---- 2x2 pipelines (two replicas of two stages: a lost stage comes back from the other replica's
+// memory; both replicas of a stage lost at once is the checkpoint, and the log says which stage) ----
+
+namespace {
+const std::string kPipeline2x2 = "--strategy pipeline --stages 2 --workers 4 --microbatches 2 --hidden 128,64,32 "
+                                 "--epochs 3 --batch-size 128 --checkpoint-every 100";
+}  // namespace
+
+TEST_CASE("matrix: 2x2 pipeline, the victim holds one stage, kill -9", "[matrix][pipeline2x2]") {
+  run_kill_cell({"pipeline 2x2", "one stage", "--nodes 3 --cpus 2", kPipeline2x2, one_worker()}, "kill -9 node");
+}
+TEST_CASE("matrix: 2x2 pipeline, the victim holds two stages, kill -9", "[matrix][pipeline2x2]") {
+  run_kill_cell({"pipeline 2x2", "two stages", "--nodes 1 --cpus 4", kPipeline2x2, several_workers()},
+                "kill -9 node");
+}
+TEST_CASE("matrix: 2x2 pipeline, two nodes killed at once", "[matrix][pipeline2x2]") {
+  run_kill_cell({"pipeline 2x2", "two nodes with stages", "--nodes 4 --cpus 2", kPipeline2x2, two_nodes()},
+                "kill -9 two nodes");
+}

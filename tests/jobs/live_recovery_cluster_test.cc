@@ -78,19 +78,22 @@ void check_live(ClusterFixture& c, const std::string& id, const std::string& fil
   CHECK(saved == expected);
 }
 
-// A flaky worker's exception at rank 2's step 150 (of 468 in epoch 1), the four workers packed on
-// the head alone (the replacement in the same process); `extra` adds to the job's arguments.
-void exception_packed(const std::string& extra, int64_t max_lost) {
+const std::string kSyncFlaky = "--trainer flaky --strategy sync --workers 4";
+const std::string kRank2AtStep150 = " --trainer-arg throw_at=150 --trainer-arg throw_rank=2";
+
+// A flaky worker's exception (`fault`: by default rank 2's at its step 150 of 468 in epoch 1), the
+// four workers of `job` packed on the head alone (the replacement in the same process); `extra`
+// adds to the job's arguments.
+void exception_packed(const std::string& extra, int64_t max_lost, const std::string& job = kSyncFlaky,
+                      const std::string& fault = kRank2AtStep150) {
   ClusterFixture c;
   c.up("--nodes 0 --cpus 4");
-  const std::string args = "--lib " + std::string(TROUPE_FLAKY_TRAINER) +
-                           " --trainer flaky --strategy sync --workers 4 --epochs 2 --batch-size 128 --seed 7 "
-                           "--transport tcp --restart-backoff 0" + extra;
-  // Rank 2 throws at its 150th step unless the marker file exists. The undisturbed run has the same
-  // arguments (they are in the saved model's metadata) and the marker.
+  const std::string args = "--lib " + std::string(TROUPE_FLAKY_TRAINER) + " " + job +
+                           " --epochs 2 --batch-size 128 --seed 7 --transport tcp --restart-backoff 0" + extra;
+  // The worker throws unless the marker file exists. The undisturbed run has the same arguments
+  // (they are in the saved model's metadata) and the marker.
   const std::string marker = c.home() + "/thrown";
-  const std::string faulty = args + " --trainer-arg marker=" + marker + " --trainer-arg throw_at=150 "
-                                    "--trainer-arg throw_rank=2";
+  const std::string faulty = args + " --trainer-arg marker=" + marker + fault;
   std::ofstream(marker) << "not this time\n";
   const std::string baseline = c.home() + "/undisturbed.safetensors";
   run_saving(c, faulty, baseline);
@@ -98,7 +101,7 @@ void exception_packed(const std::string& extra, int64_t max_lost) {
   const std::string file = c.home() + "/recovered.safetensors";
   const std::string id = run_saving(c, faulty, file);
   CHECK(fs::exists(marker));  // it did throw
-  INFO("the exception came at step 150 of rank 2");
+  INFO("the exception came at" << fault);
   check_live(c, id, file, baseline, max_lost);
 }
 
@@ -160,4 +163,13 @@ TEST_CASE("live recovery, --shard parameters --mirror-every 1: a node with two o
           "the undisturbed run",
           "[jobs][cluster][faults][live][sharded]") {
   node_killed(" --shard parameters --mirror-every 1 --mirror-overlap off", 1);
+}
+
+TEST_CASE("live recovery, a 2x2 pipeline: stage 0 of replica 1 throws at step 150 mid-epoch, the workers packed "
+          "on one node: only it is replaced, its layers' state from stage 0 of replica 0, and the job ends "
+          "byte-identical to the undisturbed run",
+          "[jobs][cluster][faults][live][pipeline]") {
+  // Replica 1's layer 0 (stage 0) throws at its 300th training forward: micro-batch 2 of step 150.
+  exception_packed("", 0, "--trainer flaky_layers --strategy pipeline --stages 2 --workers 4 --microbatches 2",
+                   " --trainer-arg throw_at=300 --trainer-arg throw_rank=1 --trainer-arg throw_layer=0");
 }

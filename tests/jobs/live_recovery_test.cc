@@ -190,8 +190,8 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   Status st = validate(s);
   INFO(st.to_string());
   CHECK(st.code() == Code::invalid_argument);
-  CHECK(st.message().find("--recovery live is built for CPU sync jobs only so far, not GPU workers") !=
-        std::string::npos);
+  CHECK(st.message().find("--recovery live is built for CPU sync jobs and replicated pipelines only so far, not GPU "
+                          "workers") != std::string::npos);
   s.gpus_per_worker = 0;
   s.recovery = "sometimes";
   CHECK(validate(s).message().find("--recovery 'sometimes' is not one of auto, live, checkpoint") != std::string::npos);
@@ -199,6 +199,15 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   s.elastic = true;
   CHECK_FALSE(recovers_live(s));
   CHECK(validate(s).ok());  // auto: checkpoint where live is not built
+  s.elastic = false;
+  s.strategy = "pipeline";  // 2 replicas of 2 stages: a lost stage from the other replica
+  s.stages = 2;
+  s.workers = 4;
+  CHECK(recovers_live(s));
+  s.workers = 2;  // one replica: no second copy of a stage
+  CHECK_FALSE(recovers_live(s));
+  s.recovery = "live";
+  CHECK(validate(s).message().find("not a pipeline of one replica") != std::string::npos);
 }
 
 TEST_CASE("live recovery: a survivor blocked in a collective with a lost peer leaves it once the replacement's "

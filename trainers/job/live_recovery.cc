@@ -78,6 +78,7 @@ int choose_source(const std::vector<float>& held, int* receivers, int64_t* newes
 }  // namespace
 
 std::string live_source(const LiveStart& live) {
+  if (!live.from.empty()) return live.from;
   if (live.source < 0) return "the buddy mirrors of step " + std::to_string(live.state.step);
   return "the memory of rank " + std::to_string(live.source) + " (step " + std::to_string(live.state.step) + ")";
 }
@@ -183,7 +184,11 @@ Expected<int64_t> await_replacements(gcs::Store& store, const std::string& group
 
 GenerationWatch::GenerationWatch(gcs::Store& store, std::string group, int64_t gen,
                                  collectives::Transport* transport, std::chrono::milliseconds every)
-    : store_(store), group_(std::move(group)), gen_(gen), transport_(transport), every_(every) {
+    : GenerationWatch(store, std::move(group), gen, std::vector<collectives::Transport*>{transport}, every) {}
+
+GenerationWatch::GenerationWatch(gcs::Store& store, std::string group, int64_t gen,
+                                 std::vector<collectives::Transport*> transports, std::chrono::milliseconds every)
+    : store_(store), group_(std::move(group)), gen_(gen), transports_(std::move(transports)), every_(every) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -205,9 +210,10 @@ void GenerationWatch::run() {
     if (!newest.ok() || *newest <= gen_) continue;
     spdlog::warn("group '{}': generation {} registered while this worker trains at {}: a peer was replaced; "
                  "leaving the step", group_, *newest, gen_);
-    transport_->interrupt(unavailable("group '" + group_ + "' generation " + std::to_string(gen_) +
-                                      " was replaced by generation " + std::to_string(*newest) +
-                                      " (a peer was lost)"));
+    const Status why = unavailable("group '" + group_ + "' generation " + std::to_string(gen_) +
+                                   " was replaced by generation " + std::to_string(*newest) + " (a peer was lost)");
+    for (collectives::Transport* t : transports_)
+      if (t) t->interrupt(why);
     return;
   }
 }
@@ -230,7 +236,8 @@ Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t step
   TrainedLog kept(store, job, static_cast<int>(std::max<int64_t>(0, generation - 1)), steps_per_epoch, recorded);
   TROUPE_RETURN_IF_ERROR(kept.durable_through(step).with_context("recording the steps kept in memory"));
   // (A mirror's round may be older than the last completed step: the summary counts the steps lost.)
-  const std::string sent = live.source >= 0 ? std::to_string(live.bytes) + " bytes of state sent to " +
+  const bool mirrored = live.source < 0 && live.from.empty();
+  const std::string sent = !mirrored ? std::to_string(live.bytes) + " bytes of state sent to " +
                                                   std::to_string(live.receivers) + " rank(s), no completed step lost"
                                             : std::to_string(live.receivers) + " rank(s) take their shard from a buddy";
   const std::string message = "job " + job.short_hex() + " goes on live at generation " + std::to_string(generation) +

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "core/ids.h"
@@ -38,6 +39,7 @@ namespace troupe::job {
 // What the ranks of a re-formed group go on from.
 struct LiveStart {
   bool live = false;                // some rank held the job's state; every rank has it now
+  std::string from;                 // where it came from, when not one rank nor the mirrors (a pipeline's stages)
   checkpoint::TrainingState state;  // that state (live only)
   int source = -1;                  // the rank it came from
   int receivers = 0;                // ranks that did not hold that step (replacements, a survivor behind)
@@ -86,6 +88,9 @@ class GenerationWatch {
  public:
   GenerationWatch(gcs::Store& store, std::string group, int64_t gen, collectives::Transport* transport,
                   std::chrono::milliseconds every = std::chrono::milliseconds(100));
+  // The same for several transports (null ones skipped): a pipeline stage's pipe and stage groups.
+  GenerationWatch(gcs::Store& store, std::string group, int64_t gen, std::vector<collectives::Transport*> transports,
+                  std::chrono::milliseconds every = std::chrono::milliseconds(100));
   ~GenerationWatch();
   GenerationWatch(const GenerationWatch&) = delete;
   GenerationWatch& operator=(const GenerationWatch&) = delete;
@@ -96,7 +101,7 @@ class GenerationWatch {
   gcs::Store& store_;
   const std::string group_;
   const int64_t gen_;
-  collectives::Transport* transport_;
+  std::vector<collectives::Transport*> transports_;
   const std::chrono::milliseconds every_;
   std::mutex mu_;
   std::condition_variable wake_;

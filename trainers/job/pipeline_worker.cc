@@ -1,10 +1,14 @@
 #include "trainers/job/pipeline_worker.h"
 
+#include <optional>
+
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
+#include "gcs/job_recovery.h"
 #include "trainers/job/job_checkpoint.h"
 #include "trainers/job/job_report.h"
+#include "trainers/job/pipeline_live.h"
 #include "trainers/job/pipeline_model.h"
 #include "trainers/job/sync_recovery.h"
 #include "trainers/setup/model_file.h"
@@ -152,95 +156,199 @@ nlohmann::json pipeline_summary(const JobSpec& spec, const MemberArgs& a, const 
   return summary;
 }
 
-}  // namespace
+// A generation's groups: the job's group of every worker (live recovery only: the agreement on
+// where to go on, and where replacements show), the replica's pipe and the stage's group (a group
+// of one is not formed), each interrupted by a stop and, live, by a newer generation of the job's.
+struct StageGroups {
+  std::unique_ptr<collectives::Communicator> job, pipe, peers;
+  Interrupts::Registration job_stop, pipe_stop, peers_stop;
+  std::optional<GenerationWatch> watch;
+};
 
-Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
-                           const std::atomic<bool>& cancel) {
+Status form_stage_groups(gcs::Store& store, const actors::NodeEnvironment& env, const MemberArgs& g,
+                         const JobSpec& spec, const pipeline::PipelineOptions& po, bool live, int64_t* superseded,
+                         StageGroups* out) {
+  if (live) {
+    collectives::GroupOptions go = sync_group_options(env, g, spec.transport, spec.workers, g.attempt);
+    go.superseded_by = superseded;
+    // A replacement may wait for survivors still blocked in the broken step (a cut link is noticed
+    // only at its deadline), so registration outlasts the collective timeout.
+    go.timeout = std::max(go.timeout, std::chrono::milliseconds(spec.collective_timeout_ms + 30000));
+    auto tls = data_plane_tls(spec);
+    if (!tls.ok()) return tls.status();
+    go.tls = *tls;
+    auto formed = collectives::form_group(store, go);
+    if (!formed.ok()) return formed.status().with_context("forming the job's group");
+    out->job = std::move(*formed);
+  }
+  TROUPE_RETURN_IF_ERROR(join_groups(store, env, g, spec, po, &out->pipe, &out->peers));
+  if (g.interrupts) {
+    out->job_stop = g.interrupts->add(out->job ? &out->job->transport() : nullptr);
+    out->pipe_stop = g.interrupts->add(out->pipe ? &out->pipe->transport() : nullptr);
+    out->peers_stop = g.interrupts->add(out->peers ? &out->peers->transport() : nullptr);
+  }
+  if (live)
+    out->watch.emplace(store, "job-" + g.job.hex(), g.attempt,
+                       std::vector<collectives::Transport*>{&out->job->transport(),
+                                                            out->pipe ? &out->pipe->transport() : nullptr,
+                                                            out->peers ? &out->peers->transport() : nullptr});
+  return {};
+}
+
+// Where a generation starts: live, this stage's state from memory (pipeline_live.h); else the
+// job's newest checkpoint after a restart, or the beginning (agree_start).
+struct GenerationStart {
+  StartChoice choice;
+  std::optional<LiveStart> live;
+  int64_t first_step() const { return live ? live->state.step : choice.kind ? choice.step : 0; }
+};
+
+Expected<GenerationStart> start_generation(gcs::Store& store, const JobSpec& spec, const MemberArgs& g, int stage,
+                                           const StageGroups& groups, pipeline::StageHold* hold,
+                                           std::chrono::milliseconds timeout) {
+  GenerationStart start;
+  if (hold) {
+    auto live = agree_stage_state(*groups.job, groups.peers.get(), stage, pipeline_options(spec).stages, *hold,
+                                  timeout);
+    if (!live.ok()) return live.status();
+    if (live->live) {
+      start.live = std::move(*live);
+      return start;
+    }
+  }
+  auto choice = agree_start(store, spec, g, stage, groups.pipe.get(), groups.peers.get(), timeout);
+  if (!choice.ok()) return choice.status();
+  start.choice = *choice;
+  return start;
+}
+
+// One generation of a pipeline worker: its groups formed at `g.attempt`, its start agreed, its
+// stage trained. Live jobs pass `hold` (what the stage keeps when a peer is lost) and `superseded`
+// (set to a newer generation when the replacements went there while this one formed).
+Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& g, JobSetup& s,
+                        const std::atomic<bool>& cancel, pipeline::StageHold* hold, int64_t* superseded) {
   const JobSpec& spec = s.spec;
   const pipeline::PipelineOptions po = pipeline_options(spec);
   const int stages = po.stages, replicas = po.replicas();
-  const int stage = a.index % stages, replica = a.index / stages;
-  std::unique_ptr<collectives::Communicator> pipe, peers;
-  TROUPE_RETURN_IF_ERROR(join_groups(*s.store, env, a, spec, po, &pipe, &peers));
-  Interrupts::Registration pipe_interruptible, peers_interruptible;  // a stop leaves their collectives
-  if (a.interrupts) {
-    pipe_interruptible = a.interrupts->add(pipe ? &pipe->transport() : nullptr);
-    peers_interruptible = a.interrupts->add(peers ? &peers->transport() : nullptr);
-  }
+  const int stage = g.index % stages, replica = g.index / stages;
+  const int64_t gen = g.attempt;
+  StageGroups groups;
+  TROUPE_RETURN_IF_ERROR(form_stage_groups(*s.store, env, g, spec, po, hold != nullptr, superseded, &groups));
+  collectives::Communicator* const pipe = groups.pipe.get();
   pipeline::StageComms comms;
   comms.pipe = pipe ? &pipe->transport() : nullptr;
-  comms.replicas = peers.get();
+  comms.replicas = groups.peers.get();
   comms.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comms.cancel = &cancel;
+  comms.hold = hold;
   const bool reporter = replica == 0 && stage == stages - 1;
   const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
   const bool saves = replica == 0 && !spec.train.save_path.empty();  // --save: replica 0's stages
   if (reporter && saves) TROUPE_RETURN_IF_ERROR(check_save_target(spec.train.save_path));
 
-  // Where to start: the job's newest intact checkpoint after a restart, each stage its own part.
-  auto choice = agree_start(*s.store, spec, a, stage, pipe.get(), peers.get(), comms.timeout);
-  if (!choice.ok()) return choice.status();
-  const int64_t first_step = choice->kind ? choice->step : 0;
-  std::string source;
+  // Where to start: live, the stage's state from memory; else the job's newest intact checkpoint
+  // after a restart, each stage its own part.
+  auto start = start_generation(*s.store, spec, g, stage, groups, hold, comms.timeout);
+  if (!start.ok()) return start.status();
+  const int64_t first_step = start->first_step();
+  std::string source = start->live ? live_source(*start->live) : "";
+  if (reporter && start->live)  // the trained ranges put at the live step, the recovery recorded
+    TROUPE_RETURN_IF_ERROR(rewind_live(*s.store, g.job, 0, steps_per_epoch, gen, *start->live));
   pipeline::StageCheckpoints ckpt;
   ckpt.resume = [&](size_t total, size_t begin, size_t end) -> Expected<std::optional<checkpoint::TrainingState>> {
-    auto start = load_start_range(*s.store, spec, a.job, *choice, total, begin, end, stage);
-    if (!start.ok()) return start.status();
-    source = start->source;
+    if (start->live) return std::optional<checkpoint::TrainingState>(std::move(start->live->state));
+    auto loaded = load_start_range(*s.store, spec, g.job, start->choice, total, begin, end, stage);
+    if (!loaded.ok()) return loaded.status();
+    source = loaded->source;
     // The reporter keeps the job's trained ranges: after a restart it first drops the failed
     // attempt's ranges past the checkpoint (a pipeline has no shard ledger: its batches come by step).
-    if (reporter && a.attempt > 0) TROUPE_RETURN_IF_ERROR(rewind_to(*s.store, a.job, 0, steps_per_epoch, *start));
-    return std::move(start->state);
+    if (reporter && gen > 0) TROUPE_RETURN_IF_ERROR(rewind_to(*s.store, g.job, 0, steps_per_epoch, *loaded));
+    return std::move(loaded->state);
   };
   // Checkpoints: replica 0's stages write their layers' shards (the replicas of a stage hold the
   // same parameters), the reporter commits the manifest once all K are durable.
-  TrainedLog trained(*s.store, a.job, a.attempt, steps_per_epoch, first_step);
+  TrainedLog trained(*s.store, g.job, static_cast<int>(gen), steps_per_epoch, first_step);
   int64_t last_checkpoint = 0;
   if (spec.checkpoint_every > 0) {
     ckpt.every = spec.checkpoint_every;
     const checkpoint::CommitFn commit = [&](const checkpoint::Manifest& m) -> Status {
-      TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(*s.store, a.job, spec, trained, m));
+      TROUPE_RETURN_IF_ERROR(commit_trained_checkpoint(*s.store, g.job, spec, trained, m));
       last_checkpoint = m.step;
       return {};
     };
     ckpt.write = [&, commit](const pipeline::StageSnapshot& snap) -> Status {
       if (replica != 0) return {};
-      return pipeline::write_stage_checkpoint(snap, a.job.hex(), checkpoint_dir(spec, a.job), pipe.get(), comms.timeout,
+      return pipeline::write_stage_checkpoint(snap, g.job.hex(), checkpoint_dir(spec, g.job), pipe, comms.timeout,
                                               commit);
     };
   }
-  ProgressReporter progress_reporter(*s.store, a.job);
+  ProgressReporter progress_reporter(*s.store, g.job);
   if (first_step > 0) progress_reporter.start_at(first_step);
   ProgressFn progress;
-  bool resumed_noted = a.attempt == 0;
+  bool resumed_noted = gen == 0;
   if (reporter) {
     progress = [&](const TrainProgress& p) {
       progress_reporter.on_progress(p);
       if (resumed_noted) return;
       resumed_noted = true;  // the first step of a restarted attempt: recovery is over
-      note_resumed(*s.store, a.job, a.attempt, source, first_step);
+      note_resumed(*s.store, g.job, static_cast<int>(gen), source, first_step);
     };
   }
   auto result = pipeline::train_stage(spec.train, po, s.train(), s.test(), comms, progress, ckpt);
-  if (!result.ok()) return result.status().with_context("stage " + std::to_string(stage) + " of replica " +
-                                                        std::to_string(replica));
-  if (saves) TROUPE_RETURN_IF_ERROR(save_pipeline_model(s, *result, pipe.get(), reporter, comms.timeout));
+  if (!result.ok()) {
+    if (hold && hold->held) {  // how far this stage got: a restart's steps lost are counted from the most
+      Status noted = gcs::note_failed_step(*s.store, g.job, hold->newest_step());
+      (void)noted;
+    }
+    return result.status().with_context("stage " + std::to_string(stage) + " of replica " + std::to_string(replica));
+  }
+  if (saves) TROUPE_RETURN_IF_ERROR(save_pipeline_model(s, *result, pipe, reporter, comms.timeout));
   const pipeline::StageReport& r = result->report;
   const double rate = result->train.samples_per_second / replicas;
-  record_job_metric(*s.store, a.job, a.index, "samples_per_second", rate);
-  record_job_metric(*s.store, a.job, a.index, "bubble_fraction", r.bubble_fraction);
-  record_job_metric(*s.store, a.job, a.index, "memory_bytes", double(r.param_bytes + r.grad_bytes + r.optimizer_bytes));
-  record_job_metric(*s.store, a.job, a.index, "memory_fraction", r.memory_fraction());
-  auto all = gather_reports(r, rate, stages, pipe.get(), comms.timeout);
+  record_job_metric(*s.store, g.job, g.index, "samples_per_second", rate);
+  record_job_metric(*s.store, g.job, g.index, "bubble_fraction", r.bubble_fraction);
+  record_job_metric(*s.store, g.job, g.index, "memory_bytes", double(r.param_bytes + r.grad_bytes + r.optimizer_bytes));
+  record_job_metric(*s.store, g.job, g.index, "memory_fraction", r.memory_fraction());
+  auto all = gather_reports(r, rate, stages, pipe, comms.timeout);
   if (!all.ok()) return all.status();
   if (!reporter) return {};
   TROUPE_RETURN_IF_ERROR(trained.durable_through(result->train.steps).with_context("recording the trained steps"));
   double bubble = 0;
   for (int i = 0; i < stages; ++i) bubble += (*all)[static_cast<size_t>(i) * kReportFields + 8] / stages;
-  const nlohmann::json summary = pipeline_summary(spec, a, po, result->train, *all, bubble,
-                                                  RunPoints{*choice, first_step, steps_per_epoch, last_checkpoint});
-  record_job_metric(*s.store, a.job, -1, "bubble_fraction", bubble);
-  return record_success(*s.store, a.job, summary, result->train.test_accuracy);
+  nlohmann::json summary = pipeline_summary(spec, g, po, result->train, *all, bubble,
+                                            RunPoints{start->choice, first_step, steps_per_epoch, last_checkpoint});
+  add_recovery(&summary, *s.store, g.job, recovers_live(spec) ? "live" : "checkpoint");
+  record_job_metric(*s.store, g.job, -1, "bubble_fraction", bubble);
+  return record_success(*s.store, g.job, summary, result->train.test_accuracy);
+}
+
+}  // namespace
+
+Status run_pipeline_worker(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s,
+                           const std::atomic<bool>& cancel) {
+  const JobSpec& spec = s.spec;
+  if (!recovers_live(spec)) return train_generation(env, a, s, cancel, nullptr, nullptr);
+  // Live recovery (trainers/job/pipeline_live.h): after a peer is lost this stage keeps its state,
+  // waits for the replacements' generation and goes on there.
+  pipeline::StageHold hold;
+  const std::string group = "job-" + a.job.hex();
+  MemberArgs g = a;
+  for (;;) {
+    int64_t newer = -1;
+    Status st = train_generation(env, g, s, cancel, &hold, &newer);
+    if (st.ok()) return st;
+    if (newer > g.attempt) {  // the replacements went to a newer generation while this one formed
+      g.attempt = static_cast<int>(newer);
+      continue;
+    }
+    if (!hold.held || cancel.load()) return st;
+    spdlog::warn("job {} worker {}: {}; keeping stage {}'s state of step {} for the replacement", a.job.short_hex(),
+                 a.index, st.to_string(), a.index % spec.stages, hold.newest_step());
+    auto next = await_replacements(*s.store, group, g.attempt, std::chrono::milliseconds(spec.collective_timeout_ms),
+                                   cancel);
+    if (!next.ok()) return next.status().with_context("after: " + st.message());
+    g.attempt = static_cast<int>(*next);
+  }
 }
 
 }  // namespace troupe::job

@@ -14,6 +14,9 @@ Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& o, const 
                                                    const LocalCheckpoints& lc) {
   TROUPE_RETURN_IF_ERROR(validate(po, o.batch_size));
   const int stages = po.stages, replicas = po.replicas();
+  const size_t workers = static_cast<size_t>(stages * replicas);
+  if ((lc.holds && lc.holds->size() != workers) || (lc.live && lc.live->size() != workers))
+    return invalid_argument("a local pipeline's live-recovery holds and states are one per worker");
   // pipes[r][s]: stage s of replica r; groups[s][r]: replica r of stage s's all-reduce group.
   std::vector<std::vector<std::unique_ptr<collectives::Transport>>> pipes, groups;
   for (int r = 0; r < replicas; ++r) pipes.push_back(collectives::make_inproc_group(stages));
@@ -32,6 +35,8 @@ Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& o, const 
         c.replicas = comm.get();
         c.timeout = timeout;
         c.cancel = lc.cancel;
+        const size_t w = static_cast<size_t>(r * stages + s);
+        if (lc.holds) c.hold = &(*lc.holds)[w];
         StageCheckpoints ck;
         if (lc.every > 0) {
           ck.every = lc.every;
@@ -40,7 +45,11 @@ Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& o, const 
             return write_stage_checkpoint(snap, "local", lc.dir, pipe.get(), timeout, lc.commit);
           };
         }
-        if (lc.resume) {
+        if (lc.live && (*lc.live)[w]) {
+          ck.resume = [&, w](size_t, size_t, size_t) -> Expected<std::optional<checkpoint::TrainingState>> {
+            return std::move((*lc.live)[w]);
+          };
+        } else if (lc.resume) {
           ck.resume = [&, s](size_t total, size_t begin, size_t end) -> Expected<std::optional<checkpoint::TrainingState>> {
             auto state = checkpoint::load_range(*lc.resume, total, begin, end, s);
             if (!state.ok()) return state.status();

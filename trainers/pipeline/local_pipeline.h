@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct LocalCheckpoints {
   checkpoint::CommitFn commit;
   const checkpoint::Manifest* resume = nullptr;
   const std::atomic<bool>* cancel = nullptr;
+  // Live recovery (stage_hold.h), worker w = r * K + s at index w: `holds` (R x K) keep each stage's
+  // state when a run is cut short; `live` (R x K, empty entries none) the states to go on from.
+  std::vector<StageHold>* holds = nullptr;
+  std::vector<std::optional<checkpoint::TrainingState>>* live = nullptr;
 };
 
 // Runs every stage actor; the first error (in stage order) is returned, prefixed with its stage

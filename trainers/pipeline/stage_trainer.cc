@@ -30,6 +30,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kEvalChunk = 500;                 // rows per evaluation message
 constexpr uint64_t kEvalSequence = uint64_t{1} << 40;  // evaluation passes' sequence numbers start here
+constexpr uint64_t kApplySequence = uint64_t{1} << 41;  // live recovery's barriers before an update
 
 // A stage's place in its job and the cut of its batches, checked against the options.
 struct StageShape {
@@ -90,6 +91,8 @@ struct StageStart {
   int first_epoch = 1;     // a resumed stage goes on in the checkpoint's epoch
   int64_t skip_steps = 0;  //   after the steps of it already done
   std::optional<checkpoint::TrainingState> resume;
+  int epoch = 0;           // the position of `step`: the epoch of its last step and the steps of it done
+  int64_t epoch_step = 0;
 };
 
 // The stage's parts the steps work on, made by Loop::run in this order.
@@ -170,7 +173,9 @@ Expected<StageStart> Loop::start_params(const StageShape& sh, const TrainerSetup
     const checkpoint::ResumeAt at = checkpoint::resume_at(r, sh.steps_per_epoch);
     start.first_epoch = at.epoch;
     start.skip_steps = at.skip_steps;
-    spdlog::info("pipeline stage {}/{} of replica {}/{}: resuming from the checkpoint of step {} (epoch {} after {} "
+    start.epoch = static_cast<int>(r.epoch);
+    start.epoch_step = r.epoch_step;
+    spdlog::info("pipeline stage {}/{} of replica {}/{}: resuming at step {} (epoch {} after {} "
                  "of its steps)", sh.stage, sh.stages, sh.replica, sh.replicas, start.step, start.first_epoch,
                  start.skip_steps);
   }
@@ -220,22 +225,42 @@ class StageSteps {
  public:
   StageSteps(const Loop& loop, const StageShape& sh, const StageParts& parts, const StageStart& start, float lr)
       : l_(loop), o_(loop.o), sh_(sh), p_(parts), where_(parts.setup.where), n_(parts.plan.end - parts.plan.begin),
-        lr_(lr), first_epoch_(start.first_epoch), skip_steps_(start.skip_steps), step_(start.step) {
+        lr_(lr), first_epoch_(start.first_epoch), skip_steps_(start.skip_steps), step_(start.step),
+        applied_{start.step, start.epoch, start.epoch_step}, resumed_(start.resume.has_value()) {
     parse_lr_schedule(o_.lr_schedule, &lr_schedule_);
     sync_.timeout = loop.comms.timeout;
     stop_ = o_.max_steps > 0 && step_ >= o_.max_steps;
   }
 
-  // Every epoch from the start on; the result's history filled.
+  // Every epoch from the start on; the result's history filled. A run cut short by a lost peer
+  // leaves the stage's state in comms.hold, when set.
   Status run() {
-    for (int epoch = first_epoch_; epoch <= o_.epochs && !stop_; ++epoch) TROUPE_RETURN_IF_ERROR(run_epoch(epoch));
-    return {};
+    Status st = run_epochs();
+    StageHold* hold = l_.comms.hold;
+    if (!st.ok() && hold && lost_peer(st)) keep(hold);
+    return st;
   }
   int64_t steps_done() const { return step_; }
   double train_seconds() const { return train_seconds_; }
 
  private:
+  // Where the stage's parameters are: after `step` steps, `epoch_step` of them in `epoch`.
+  struct Position {
+    int64_t step = 0;
+    int epoch = 0;
+    int64_t epoch_step = 0;
+  };
+  Status run_epochs();
   Status run_epoch(int epoch);
+  // An epoch's test score and its line in the result (the last stage reports it).
+  Status end_epoch(int epoch, const EpochTally& tally, double seconds);
+  // The stage's state at `at`, as a checkpoint's.
+  checkpoint::TrainingState state_at(const Position& at) const;
+  // Live recovery: the stage's state (and the one before its newest update) into `hold`.
+  void keep(StageHold* hold);
+  // Live recovery: every stage of the replica reduced step `step`'s gradients (a barrier over the
+  // pipe), and the state before its update kept.
+  Status ready_to_apply(const std::string& at);
   // Step s of `epoch`; false: skipped (trained before the checkpoint this run resumed from).
   Expected<bool> run_step(int epoch, int64_t s, EpochTally& tally, Clock::time_point epoch_start);
   // The schedule's passes over the micro-batches, the tied blocks' gradients gathered; the mean
@@ -257,9 +282,47 @@ class StageSteps {
   const int first_epoch_;
   const int64_t skip_steps_;
   int64_t step_;  // steps done
+  Position applied_;  // the steps applied to the parameters (step_ runs ahead of it within a step)
+  std::optional<checkpoint::TrainingState> before_;  // live recovery: the state before the newest update
+  const bool resumed_;
   bool stop_ = false;
   double train_seconds_ = 0;
 };
+
+Status StageSteps::run_epochs() {
+  // Resumed at the end of the job's last epoch (live recovery after a peer was lost while it was
+  // scored): that epoch's score, which the job ends with.
+  if (resumed_ && first_epoch_ > o_.epochs && step_ > 0) return end_epoch(o_.epochs, EpochTally{}, 0.0);
+  for (int epoch = first_epoch_; epoch <= o_.epochs && !stop_; ++epoch) TROUPE_RETURN_IF_ERROR(run_epoch(epoch));
+  return {};
+}
+
+checkpoint::TrainingState StageSteps::state_at(const Position& at) const {
+  checkpoint::TrainingState s;
+  s.step = at.step;
+  s.epoch = at.epoch;
+  s.epoch_step = at.epoch_step;
+  s.params = p_.params;
+  s.optimizer = p_.opt.save_state(0, n_);
+  return s;
+}
+
+void StageSteps::keep(StageHold* hold) {
+  hold->newest = state_at(applied_);
+  hold->before.reset();
+  if (before_ && before_->step == applied_.step - 1) hold->before = std::move(before_);
+  hold->held = true;
+  spdlog::warn("{}: pipeline stage {} of replica {} keeps its state of step {}{} for live recovery", where_, sh_.stage,
+               sh_.replica, applied_.step, hold->before ? " and the one before" : "");
+}
+
+Status StageSteps::ready_to_apply(const std::string& at) {
+  if (!l_.comms.hold || sh_.stages == 1) return {};
+  auto done = p_.exec.sum_over_stages(0.0, kApplySequence + static_cast<uint64_t>(step_));
+  if (!done.ok()) return done.status().with_context(where_ + ": the stages' barrier before the update" + at);
+  before_ = state_at(applied_);
+  return {};
+}
 
 Status StageSteps::run_epoch(int epoch) {
   const auto epoch_start = Clock::now();
@@ -277,6 +340,10 @@ Status StageSteps::run_epoch(int epoch) {
   TROUPE_RETURN_IF_ERROR(p_.feed.end_epoch());
   const double epoch_seconds = seconds_since(epoch_start);
   train_seconds_ += epoch_seconds;
+  return end_epoch(epoch, tally, epoch_seconds);
+}
+
+Status StageSteps::end_epoch(int epoch, const EpochTally& tally, double epoch_seconds) {
   EpochStats es = epoch_stats(epoch, tally, o_.batch_size, epoch_seconds);
   if (o_.evaluate_each_epoch || epoch == o_.epochs || stop_) {
     auto score = l_.evaluate(p_.exec, p_.param_view, epoch, sh_.replica, sh_.replicas);
@@ -306,6 +373,7 @@ Expected<bool> StageSteps::run_step(int epoch, int64_t s, EpochTally& tally, Clo
   ++step_;
   if (sh_.last && step_ % o_.loss_check_every == 0 && !std::isfinite(loss))
     return nonfinite_loss(loss, epoch, s + 1, sh_.steps_per_epoch, step_, lr_);
+  TROUPE_RETURN_IF_ERROR(ready_to_apply(at));
   TROUPE_RETURN_IF_ERROR(update(epoch, s, at));
   tally.add(loss, std::max<int64_t>(correct, 0));
   if (sh_.last && l_.progress)
@@ -369,6 +437,7 @@ Status StageSteps::clip(const std::string& at) {
 Status StageSteps::update(int epoch, int64_t s, const std::string& at) {
   p_.opt.set_lr(scheduled_lr(lr_schedule_, lr_, step_ - 1, sh_.total_steps, o_.warmup_steps));
   p_.opt.step(p_.params.data(), p_.grads.data());
+  applied_ = Position{step_, epoch, s + 1};
   TROUPE_RETURN_IF_ERROR(p_.ties.share_values(p_.params.data(), static_cast<uint64_t>(step_)).with_context(where_ + at));
   const StageCheckpoints& ckpt = l_.ckpt;
   if (ckpt.every > 0 && step_ % ckpt.every == 0) {

@@ -24,6 +24,7 @@
 #include "data/readers/fashion_mnist.h"
 #include "trainers/optim/optimizer.h"
 #include "trainers/pipeline/pipeline_options.h"
+#include "trainers/pipeline/stage_hold.h"
 #include "trainers/setup/train_options.h"
 
 namespace troupe::pipeline {
@@ -33,6 +34,9 @@ struct StageComms {
   collectives::Communicator* replicas = nullptr;  // this stage of every replica; null for one replica
   std::chrono::milliseconds timeout{60000};       // per message and per all-reduce
   const std::atomic<bool>* cancel = nullptr;      // set to stop before the next step
+  // Live recovery (stage_hold.h), or null: each step's update waits for a barrier over the pipe, the
+  // state before it is kept, and a run cut short by a lost peer leaves its state here.
+  StageHold* hold = nullptr;
 };
 
 // A stage's state at a step boundary, for a checkpoint: its range of the flat buffer and the

@@ -1,0 +1,93 @@
+#include "trainers/job/pipeline_live.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+namespace troupe::job {
+namespace {
+
+// int64 values gathered as raw bits (two f32 slots each: an all-gather only copies them).
+Status gather_ints(collectives::Communicator& comm, const std::vector<int64_t>& mine, std::vector<int64_t>* all,
+                   std::chrono::milliseconds timeout, const char* what) {
+  collectives::CollectiveOptions co;
+  co.timeout = timeout;
+  all->assign(mine.size() * static_cast<size_t>(comm.size()), 0);
+  std::vector<float> in(2 * mine.size()), out(2 * all->size());
+  std::memcpy(in.data(), mine.data(), mine.size() * sizeof(int64_t));
+  TROUPE_RETURN_IF_ERROR(comm.allgather(in.data(), out.data(), in.size(), DType::f32, co).with_context(what));
+  std::memcpy(all->data(), out.data(), all->size() * sizeof(int64_t));
+  return {};
+}
+
+}  // namespace
+
+int64_t choose_pipeline_step(const std::vector<StageOffer>& offers, int stages, std::string* why) {
+  std::vector<int64_t> newest(static_cast<size_t>(stages), -1);
+  for (const StageOffer& o : offers)
+    if (o.stage >= 0 && o.stage < stages) newest[o.stage] = std::max(newest[o.stage], o.newest);
+  for (int s = 0; s < stages; ++s)
+    if (newest[s] < 0) {
+      *why = "no survivor holds stage " + std::to_string(s) + "'s state (every replica of it lost)";
+      return -1;
+    }
+  const int64_t step = *std::min_element(newest.begin(), newest.end());
+  for (int s = 0; s < stages; ++s) {
+    bool held = false;
+    for (const StageOffer& o : offers) held = held || (o.stage == s && o.oldest <= step && step <= o.newest);
+    if (!held) {
+      *why = "no survivor of stage " + std::to_string(s) + " holds step " + std::to_string(step) +
+             " (the step every stage reached)";
+      return -1;
+    }
+  }
+  return step;
+}
+
+Expected<LiveStart> agree_stage_state(collectives::Communicator& job, collectives::Communicator* stage_group,
+                                      int stage, int stages, pipeline::StageHold& hold,
+                                      std::chrono::milliseconds timeout) {
+  std::vector<int64_t> all;
+  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, hold.oldest_step(), hold.newest_step()}, &all, timeout,
+                                     "telling the stages' steps held"));
+  std::vector<StageOffer> offers;
+  bool any = false;
+  for (size_t r = 0; r + 2 < all.size(); r += 3) {
+    offers.push_back({static_cast<int>(all[r]), all[r + 1], all[r + 2]});
+    any = any || all[r + 2] >= 0;
+  }
+  LiveStart out;
+  std::string why;
+  const int64_t step = any ? choose_pipeline_step(offers, stages, &why) : -1;
+  if (step < 0) {
+    if (any && job.rank() == 0) spdlog::warn("pipeline: {}: going on from the checkpoint", why);
+    hold = pipeline::StageHold{};
+    return out;
+  }
+  for (const StageOffer& o : offers) out.receivers += o.oldest <= step && step <= o.newest ? 0 : 1;
+  HeldState mine;
+  mine.held = hold.holds(step);
+  if (mine.held) mine.state = hold.take(step);
+  hold = pipeline::StageHold{};
+  if (stage_group) {
+    auto shared = share_held_state(*stage_group, mine.held ? &mine : nullptr, timeout);
+    if (!shared.ok()) return shared.status();
+    out.state = std::move(shared->state);
+    out.bytes = shared->bytes;
+  } else {
+    out.state = std::move(mine.state);  // held: choose_pipeline_step found this stage's only worker holds it
+  }
+  // The bytes each stage's source sent, summed over the stages (told by every worker; one per stage counted).
+  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, out.bytes}, &all, timeout, "telling the bytes moved"));
+  std::vector<int64_t> per_stage(static_cast<size_t>(stages), 0);
+  for (size_t r = 0; r + 1 < all.size(); r += 2) per_stage[static_cast<size_t>(all[r])] = all[r + 1];
+  out.bytes = 0;
+  for (int64_t b : per_stage) out.bytes += b;
+  out.live = true;
+  out.source = -1;
+  out.from = "the memory of each stage's other replicas (step " + std::to_string(step) + ")";
+  return out;
+}
+
+}  // namespace troupe::job

@@ -1,0 +1,46 @@
+// Live recovery of a pipeline job (issue 44): a lost stage is replaced and takes its layers' state
+// from the same stage of another replica, from memory; the other workers keep theirs.
+//
+//   1. Each stage applies a step only after a barrier over its replica's pipe and keeps the state
+//      from before its newest update (trainers/pipeline/stage_hold.h). A lost peer leaves every
+//      survivor holding its stage's state after step s or s + 1 (never further apart: a stage
+//      applies s + 1 only once every stage of every replica reduced it, so all had applied s).
+//   2. In the re-formed generation every worker joins the job's group "job-<id>" (all workers,
+//      rank = index) besides its pipe and stage groups, and tells which steps it can give. The job
+//      goes on from the newest step every stage holds somewhere: the least over the stages of the
+//      newest step each stage holds.
+//   3. In each stage's group the lowest replica holding that step sends it to the others
+//      (share_held_state); the step in flight is trained again by everyone, on the same examples.
+//
+// A stage no survivor holds (every replica of it lost: a pipeline of one replica loses any stage
+// that way) is the checkpoint path, and the log says which stage.
+#pragma once
+
+#include <chrono>
+
+#include "collectives/communicator.h"
+#include "trainers/job/live_recovery.h"
+#include "trainers/pipeline/stage_hold.h"
+
+namespace troupe::job {
+
+// What each worker can give: the steps [oldest, newest] its stage's hold covers (-1: none).
+struct StageOffer {
+  int stage = 0;
+  int64_t oldest = -1, newest = -1;
+};
+
+// Step 2's choice: the step every stage goes on from, or -1 (with the reason in *why) when some
+// stage's state survives nowhere.
+int64_t choose_pipeline_step(const std::vector<StageOffer>& offers, int stages, std::string* why);
+
+// Steps 2 and 3, a collective of `job` (every worker) and `stage_group` (this stage's replicas; null
+// for one replica). `hold` is emptied. live: this stage's state of the agreed step in state, `from`
+// naming where it came from, bytes the state bytes the stages' sources sent (summed over the
+// stages), receivers the workers that did not hold that step. Not live: nobody held anything, or a
+// stage's state survives nowhere (logged).
+Expected<LiveStart> agree_stage_state(collectives::Communicator& job, collectives::Communicator* stage_group,
+                                      int stage, int stages, pipeline::StageHold& hold,
+                                      std::chrono::milliseconds timeout);
+
+}  // namespace troupe::job

@@ -1,0 +1,19 @@
+#include "trainers/pipeline/stage_hold.h"
+
+#include <utility>
+
+namespace troupe::pipeline {
+
+checkpoint::TrainingState StageHold::take(int64_t step) {
+  checkpoint::TrainingState out = step == newest.step || !before ? std::move(newest) : std::move(*before);
+  held = false;
+  newest = checkpoint::TrainingState{};
+  before.reset();
+  return out;
+}
+
+bool lost_peer(const Status& st) {
+  return st.code() == Code::unavailable || st.code() == Code::timeout || st.code() == Code::io_error;
+}
+
+}  // namespace troupe::pipeline

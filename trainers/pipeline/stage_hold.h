@@ -1,0 +1,35 @@
+// What a pipeline stage keeps for live recovery (issue 44; the job layer's side:
+// trainers/job/pipeline_live.h). A stage applies a step only after a barrier over its replica's
+// pipe: every stage of the replica has its step's gradients averaged over the replicas by then.
+// Even so, a peer lost between the barrier's messages can leave one stage of the job a step ahead
+// of another (a barrier that completed on one side only), so a stage also keeps its state from
+// before its newest update: it can then give either of its two newest steps, and the job agrees
+// on one every stage holds.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/status.h"
+#include "trainers/checkpoint/checkpoint.h"
+
+namespace troupe::pipeline {
+
+struct StageHold {
+  bool held = false;                               // a step failed and `newest` was kept
+  checkpoint::TrainingState newest;                // the stage's range after newest.step steps
+  std::optional<checkpoint::TrainingState> before; // the same after newest.step - 1 steps, if kept
+
+  // The steps this stage can give: [oldest, newest]; -1 each when nothing is held.
+  int64_t newest_step() const { return held ? newest.step : -1; }
+  int64_t oldest_step() const { return !held ? -1 : before ? before->step : newest.step; }
+  bool holds(int64_t step) const { return held && step >= oldest_step() && step <= newest_step(); }
+  // The state of `step` (holds(step) must be true), moved out; the hold is emptied.
+  checkpoint::TrainingState take(int64_t step);
+};
+
+// Whether `st` is a run cut short by a lost peer or link (the stage then keeps its state), not a
+// bug, bad numbers or input.
+bool lost_peer(const Status& st);
+
+}  // namespace troupe::pipeline
