@@ -241,6 +241,8 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& g,
   comms.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comms.cancel = &cancel;
   comms.hold = hold;
+  int64_t steps_done = 0;
+  comms.steps_done = &steps_done;
   const bool reporter = replica == 0 && stage == stages - 1;
   const int64_t steps_per_epoch = s.train().count / spec.train.batch_size;
   const bool saves = replica == 0 && !spec.train.save_path.empty();  // --save: replica 0's stages
@@ -296,10 +298,9 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& g,
   }
   auto result = pipeline::train_stage(spec.train, po, s.train(), s.test(), comms, progress, ckpt);
   if (!result.ok()) {
-    if (hold && hold->held) {  // how far this stage got: a restart's steps lost are counted from the most
-      Status noted = gcs::note_failed_step(*s.store, g.job, hold->newest_step());
-      (void)noted;
-    }
+    // How far this stage got: a restart's steps lost are counted from the most any worker did.
+    Status noted = gcs::note_failed_step(*s.store, g.job, std::max(steps_done, first_step));
+    (void)noted;
     return result.status().with_context("stage " + std::to_string(stage) + " of replica " + std::to_string(replica));
   }
   if (saves) TROUPE_RETURN_IF_ERROR(save_pipeline_model(s, *result, pipe, reporter, comms.timeout));

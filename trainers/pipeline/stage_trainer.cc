@@ -438,6 +438,7 @@ Status StageSteps::update(int epoch, int64_t s, const std::string& at) {
   p_.opt.set_lr(scheduled_lr(lr_schedule_, lr_, step_ - 1, sh_.total_steps, o_.warmup_steps));
   p_.opt.step(p_.params.data(), p_.grads.data());
   applied_ = Position{step_, epoch, s + 1};
+  if (l_.comms.steps_done) *l_.comms.steps_done = step_;
   TROUPE_RETURN_IF_ERROR(p_.ties.share_values(p_.params.data(), static_cast<uint64_t>(step_)).with_context(where_ + at));
   const StageCheckpoints& ckpt = l_.ckpt;
   if (ckpt.every > 0 && step_ % ckpt.every == 0) {

@@ -37,6 +37,7 @@ struct StageComms {
   // Live recovery (stage_hold.h), or null: each step's update waits for a barrier over the pipe, the
   // state before it is kept, and a run cut short by a lost peer leaves its state here.
   StageHold* hold = nullptr;
+  int64_t* steps_done = nullptr;  // if set: the steps applied so far, kept current (a restart's steps lost)
 };
 
 // A stage's state at a step boundary, for a checkpoint: its range of the flat buffer and the
