@@ -194,7 +194,7 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
                   "sync, pipeline: after a worker is lost, live (the others keep their state in memory and hand it "
                   "to its replacement: no completed step lost), checkpoint (every worker restarts from the newest "
                   "checkpoint), or auto (live where built: CPU sync jobs, with --shard or not, without --elastic; "
-                  "pipelines of 2+ replicas)")
+                  "pipelines)")
       ->check(CLI::IsMember({"auto", "live", "checkpoint"}))->capture_default_str();
   cmd->add_option("--mirror-every", s.mirror_every,
                   "sync --shard with live recovery: each worker sends a copy of its shard of the state to a "

@@ -173,3 +173,12 @@ TEST_CASE("live recovery, a 2x2 pipeline: stage 0 of replica 1 throws at step 15
   exception_packed("", 0, "--trainer flaky_layers --strategy pipeline --stages 2 --workers 4 --microbatches 2",
                    " --trainer-arg throw_at=300 --trainer-arg throw_rank=1 --trainer-arg throw_layer=0");
 }
+
+TEST_CASE("live recovery, a pipeline of one replica: stage 1 throws at step 150 mid-epoch: only it is replaced, "
+          "its layers' state from the copy stage 0 keeps (the buddy mirror), and the job ends byte-identical to "
+          "the undisturbed run",
+          "[jobs][cluster][faults][live][pipeline]") {
+  // Layer 1 (stage 1) throws at its 300th training forward: micro-batch 2 of step 150.
+  exception_packed("", 0, "--trainer flaky_layers --strategy pipeline --stages 2 --workers 2 --microbatches 2",
+                   " --trainer-arg throw_at=300 --trainer-arg throw_rank=0 --trainer-arg throw_layer=1");
+}

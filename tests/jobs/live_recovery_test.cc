@@ -190,8 +190,8 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   Status st = validate(s);
   INFO(st.to_string());
   CHECK(st.code() == Code::invalid_argument);
-  CHECK(st.message().find("--recovery live is built for CPU sync jobs and replicated pipelines only so far, not GPU "
-                          "workers") != std::string::npos);
+  CHECK(st.message().find("--recovery live is built for CPU sync and pipeline jobs only so far, not GPU workers") !=
+        std::string::npos);
   s.gpus_per_worker = 0;
   s.recovery = "sometimes";
   CHECK(validate(s).message().find("--recovery 'sometimes' is not one of auto, live, checkpoint") != std::string::npos);
@@ -204,10 +204,13 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   s.stages = 2;
   s.workers = 4;
   CHECK(recovers_live(s));
-  s.workers = 2;  // one replica: no second copy of a stage
+  s.workers = 2;  // one replica: the buddy stage's mirror
+  CHECK(recovers_live(s));
+  s.workers = 1;
+  s.stages = 1;
   CHECK_FALSE(recovers_live(s));
   s.recovery = "live";
-  CHECK(validate(s).message().find("not a pipeline of one replica") != std::string::npos);
+  CHECK(validate(s).message().find("not a pipeline of one worker") != std::string::npos);
 }
 
 TEST_CASE("live recovery: a survivor blocked in a collective with a lost peer leaves it once the replacement's "

@@ -73,6 +73,15 @@ TEST_CASE("pipeline live recovery: the stages go on from the newest step every s
     CHECK(choose_pipeline_step({{0, 42, 42}, {1, 41, 41}}, 2, &why) == -1);
     CHECK(why.find("no survivor of stage 0 holds step 41") != std::string::npos);
   }
+  SECTION("a one-replica pipeline's lost stage from the buddy mirroring it") {
+    // Stage 1 lost; stage 2 keeps stage 1's rounds 40 and 41; stage 0 applied 42.
+    CHECK(choose_pipeline_step({{0, 41, 42, 2, 41, 42}, {1, -1, -1, -1, -1, -1}, {2, 40, 41, 1, 40, 41}}, 3, &why) ==
+          41);
+    // Its buddy lost with it: nowhere.
+    CHECK(choose_pipeline_step({{0, 41, 42, 2, 41, 42}, {1, -1, -1, -1, -1, -1}, {2, -1, -1, -1, -1, -1}}, 3, &why) ==
+          -1);
+    CHECK(why.find("no survivor holds stage 1's state") != std::string::npos);
+  }
   SECTION("every replica of a stage lost") {
     CHECK(choose_pipeline_step({{0, 40, 41}, {1, -1, -1}, {0, 41, 41}, {1, -1, -1}}, 2, &why) == -1);
     CHECK(why.find("no survivor holds stage 1's state") != std::string::npos);
@@ -112,6 +121,22 @@ TEST_CASE("pipeline live recovery: each stage's state of the agreed step reaches
       CHECK_FALSE(o->live);
     }
     for (auto& h : holds) CHECK_FALSE(h.held);
+  }
+  SECTION("one replica: a lost stage's state from its buddy's mirror, over the job's group") {
+    std::vector<StageHold> holds = {hold_at(9, true), StageHold{}, hold_at(9, true)};
+    holds[2].mirror.stage = 1;  // stage 2 mirrors stage 1 (distance 1)
+    holds[2].mirror.older = hold_at(8, false).newest;
+    holds[2].mirror.newest = hold_at(9, false).newest;
+    auto out = agree(holds, 3);
+    for (int w = 0; w < 3; ++w) {
+      INFO("worker " << w);
+      REQUIRE(out[w].ok());
+      CHECK(out[w]->live);
+      CHECK(out[w]->state.step == 9);
+      CHECK(out[w]->state.params == std::vector<float>(50, 4.5f));
+      CHECK(out[w]->receivers == 1);
+      CHECK(out[w]->bytes == 100 * 4);  // stage 1's state, sent once
+    }
   }
   SECTION("one replica: a stage's only worker keeps its own state") {
     std::vector<StageHold> holds = {hold_at(9, false), hold_at(9, true), hold_at(10, true)};
@@ -186,5 +211,55 @@ TEST_CASE("pipeline live recovery: a 2x2 pipeline cut short mid-epoch, a lost wo
     CHECK(rest->train.steps == 60);
     CHECK(rest->params == whole->params);
     CHECK(rest->train.test_accuracy == whole->train.test_accuracy);
+  }
+}
+
+TEST_CASE("pipeline live recovery: a one-replica pipeline cut short mid-epoch, a lost stage's state from its buddy "
+          "stage's mirror, ends bit for bit where the uninterrupted run ends",
+          "[pipeline][live][resume]") {
+  const Dataset train = blobs(640, 6, 4, 43), test = blobs(128, 6, 4, 44);
+  TrainOptions o;
+  o.hidden = {16, 12};  // 3 dense layers: one per stage
+  o.epochs = 2;
+  o.batch_size = 32;
+  o.seed = 3;
+  o.optimizer = "adam";
+  o.lr = 0.01f;
+  pipeline::PipelineOptions po;
+  po.stages = 3;
+  po.workers = 3;
+  po.microbatches = 2;
+  auto whole = pipeline::train_local_pipeline(o, po, train, test);
+  REQUIRE(whole.ok());
+  for (int lost : {0, 1, 2}) {
+    INFO("stage " << lost << " lost");
+    std::vector<StageHold> holds(3);
+    std::atomic<bool> cancel{false};
+    pipeline::LocalCheckpoints first;
+    first.holds = &holds;
+    first.cancel = &cancel;
+    first.mirror_distance = 1;
+    const ProgressFn stop_at_13 = [&](const TrainProgress& p) {
+      if ((p.epoch - 1) * p.steps_per_epoch + p.step >= 13) cancel = true;
+    };
+    REQUIRE_FALSE(pipeline::train_local_pipeline(o, po, train, test, stop_at_13, std::chrono::seconds(20), first).ok());
+    for (int w = 0; w < 3; ++w) {
+      REQUIRE(holds[w].held);
+      CHECK(holds[w].mirror.stage == (w + 2) % 3);  // the stage behind it on the ring
+      CHECK(holds[w].mirror.newest_step() >= 12);
+    }
+    holds[lost] = StageHold{};
+    auto agreed = agree(holds, 3);
+    std::vector<std::optional<checkpoint::TrainingState>> live(3);
+    for (int w = 0; w < 3; ++w) {
+      REQUIRE(agreed[w].ok());
+      REQUIRE(agreed[w]->live);
+      live[w] = std::move(agreed[w]->state);
+    }
+    pipeline::LocalCheckpoints resume;
+    resume.live = &live;
+    auto rest = pipeline::train_local_pipeline(o, po, train, test, {}, std::chrono::seconds(20), resume);
+    REQUIRE(rest.ok());
+    CHECK(rest->params == whole->params);
   }
 }

@@ -225,13 +225,12 @@ Status validate_recovery(const JobSpec& s) {
   if (s.mirror_overlap != "auto" && s.mirror_overlap != "on" && s.mirror_overlap != "off")
     return invalid_argument("--mirror-overlap '" + s.mirror_overlap + "' is not one of auto, on, off");
   if (s.recovery != "live" || recovers_live(s)) return {};
-  const std::string what = s.strategy == "pipeline" && s.stages > 0 && s.workers / s.stages < 2
-                               ? "a pipeline of one replica (a lost stage's layers live nowhere else: give "
-                                 "--workers 2 x --stages or more)"
+  const std::string what = s.strategy == "pipeline" && s.workers < 2
+                               ? "a pipeline of one worker (nobody survives its loss)"
                            : s.strategy != "sync" && s.strategy != "pipeline" ? "--strategy " + s.strategy
                            : s.elastic                                          ? "--elastic"
                                                                                 : "GPU workers";
-  return invalid_argument("--recovery live is built for CPU sync jobs and replicated pipelines only so far, not " + what +
+  return invalid_argument("--recovery live is built for CPU sync and pipeline jobs only so far, not " + what +
                           ": use --recovery checkpoint (or auto)");
 }
 }  // namespace
@@ -333,10 +332,9 @@ Status validate(const JobSpec& s) {
 }
 
 bool recovers_live(const JobSpec& s) {
-  // A pipeline of one replica has no second copy of a stage (the buddy mirror between stages is not built).
-  const bool replicated_pipeline = s.strategy == "pipeline" && s.stages > 0 && s.workers / s.stages >= 2;
-  return s.recovery != "checkpoint" && (s.strategy == "sync" || replicated_pipeline) && !s.elastic &&
-         s.gpus_per_worker <= 0;
+  // A pipeline: a lost stage from another replica's, or (one replica) from its buddy stage's mirror.
+  const bool pipeline = s.strategy == "pipeline" && s.workers >= 2;
+  return s.recovery != "checkpoint" && (s.strategy == "sync" || pipeline) && !s.elastic && s.gpus_per_worker <= 0;
 }
 
 pipeline::PipelineOptions pipeline_options(const JobSpec& s) {

@@ -96,8 +96,9 @@ struct JobSpec {
   // After a worker is lost: "live" (the survivors keep training state in memory, the lost worker is
   // replaced and takes it from them; no completed step is lost: trainers/job/live_recovery.h),
   // "checkpoint" (every worker restarts from the newest checkpoint) or "auto" (live where it is
-  // built: CPU sync jobs, sharded or not, that are not elastic, and pipelines of 2+ replicas (a lost
-  // stage from the same stage of another replica: trainers/job/pipeline_live.h); else checkpoint).
+  // built: CPU sync jobs, sharded or not, that are not elastic, and pipelines (a lost stage from the
+  // same stage of another replica, or its buddy stage's mirror: trainers/job/pipeline_live.h); else
+  // checkpoint).
   std::string recovery = "auto";
   // A live --shard job: every rank mirrors its buddy's chunks every this many steps
   // (trainers/sharded/buddy_mirror.h); a loss rolls back in memory to the newest whole round.

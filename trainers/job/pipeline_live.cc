@@ -25,17 +25,20 @@ Status gather_ints(collectives::Communicator& comm, const std::vector<int64_t>& 
 
 int64_t choose_pipeline_step(const std::vector<StageOffer>& offers, int stages, std::string* why) {
   std::vector<int64_t> newest(static_cast<size_t>(stages), -1);
-  for (const StageOffer& o : offers)
+  for (const StageOffer& o : offers) {
     if (o.stage >= 0 && o.stage < stages) newest[o.stage] = std::max(newest[o.stage], o.newest);
+    if (o.mirror_stage >= 0 && o.mirror_stage < stages)
+      newest[o.mirror_stage] = std::max(newest[o.mirror_stage], o.mirror_newest);
+  }
   for (int s = 0; s < stages; ++s)
     if (newest[s] < 0) {
-      *why = "no survivor holds stage " + std::to_string(s) + "'s state (every replica of it lost)";
+      *why = "no survivor holds stage " + std::to_string(s) + "'s state (every worker of it lost, and any copy)";
       return -1;
     }
   const int64_t step = *std::min_element(newest.begin(), newest.end());
   for (int s = 0; s < stages; ++s) {
     bool held = false;
-    for (const StageOffer& o : offers) held = held || (o.stage == s && o.oldest <= step && step <= o.newest);
+    for (const StageOffer& o : offers) held = held || (o.stage == s && o.holds(step)) || o.mirrors(s, step);
     if (!held) {
       *why = "no survivor of stage " + std::to_string(s) + " holds step " + std::to_string(step) +
              " (the step every stage reached)";
@@ -45,16 +48,33 @@ int64_t choose_pipeline_step(const std::vector<StageOffer>& offers, int stages, 
   return step;
 }
 
+namespace {
+
+// Step 3 for a stage none of whose workers holds `step`: the lowest worker mirroring it sends it
+// over the job's group; that stage's workers take it. -1: no such stage.
+int mirror_source(const std::vector<StageOffer>& offers, int stage, int64_t step) {
+  for (const StageOffer& o : offers)
+    if (o.stage == stage && o.holds(step)) return -1;
+  for (size_t r = 0; r < offers.size(); ++r)
+    if (offers[r].mirrors(stage, step)) return static_cast<int>(r);
+  return -1;
+}
+
+}  // namespace
+
 Expected<LiveStart> agree_stage_state(collectives::Communicator& job, collectives::Communicator* stage_group,
                                       int stage, int stages, pipeline::StageHold& hold,
                                       std::chrono::milliseconds timeout) {
+  const pipeline::MirroredStage& m = hold.mirror;
   std::vector<int64_t> all;
-  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, hold.oldest_step(), hold.newest_step()}, &all, timeout,
-                                     "telling the stages' steps held"));
+  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, hold.oldest_step(), hold.newest_step(), m.stage, m.oldest_step(),
+                                           m.newest_step()},
+                                     &all, timeout, "telling the stages' steps held"));
   std::vector<StageOffer> offers;
   bool any = false;
-  for (size_t r = 0; r + 2 < all.size(); r += 3) {
-    offers.push_back({static_cast<int>(all[r]), all[r + 1], all[r + 2]});
+  for (size_t r = 0; r + 5 < all.size(); r += 6) {
+    offers.push_back({static_cast<int>(all[r]), all[r + 1], all[r + 2], static_cast<int>(all[r + 3]), all[r + 4],
+                      all[r + 5]});
     any = any || all[r + 2] >= 0;
   }
   LiveStart out;
@@ -65,28 +85,48 @@ Expected<LiveStart> agree_stage_state(collectives::Communicator& job, collective
     hold = pipeline::StageHold{};
     return out;
   }
-  for (const StageOffer& o : offers) out.receivers += o.oldest <= step && step <= o.newest ? 0 : 1;
+  for (const StageOffer& o : offers) out.receivers += o.holds(step) ? 0 : 1;
   HeldState mine;
   mine.held = hold.holds(step);
   if (mine.held) mine.state = hold.take(step);
-  hold = pipeline::StageHold{};
-  if (stage_group) {
+  int64_t stage_bytes = 0;
+  if (stage_group) {  // the stage's replicas: the lowest holding the step sends it (none holding: nothing)
     auto shared = share_held_state(*stage_group, mine.held ? &mine : nullptr, timeout);
     if (!shared.ok()) return shared.status();
-    out.state = std::move(shared->state);
-    out.bytes = shared->bytes;
-  } else {
-    out.state = std::move(mine.state);  // held: choose_pipeline_step found this stage's only worker holds it
+    if (shared->live) {
+      out.state = std::move(shared->state);
+      stage_bytes = shared->bytes;
+    }
+  } else if (mine.held) {
+    out.state = std::move(mine.state);
   }
+  // Stages none of whose workers holds the step: from the lowest worker mirroring each, in stage order.
+  for (int s = 0; s < stages; ++s) {
+    const int source = mirror_source(offers, s, step);
+    if (source < 0) continue;
+    HeldState copy;
+    copy.held = job.rank() == source;
+    if (copy.held) {
+      pipeline::MirroredStage& kept = hold.mirror;
+      copy.state = std::move(kept.newest && kept.newest->step == step ? *kept.newest : *kept.older);
+    }
+    auto shared = share_held_state(job, copy.held ? &copy : nullptr, timeout);
+    if (!shared.ok()) return shared.status().with_context("taking stage " + std::to_string(s) + "'s mirrored state");
+    if (s == stage) {
+      out.state = std::move(shared->state);
+      stage_bytes = shared->bytes;
+    }
+  }
+  hold = pipeline::StageHold{};
   // The bytes each stage's source sent, summed over the stages (told by every worker; one per stage counted).
-  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, out.bytes}, &all, timeout, "telling the bytes moved"));
+  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, stage_bytes}, &all, timeout, "telling the bytes moved"));
   std::vector<int64_t> per_stage(static_cast<size_t>(stages), 0);
   for (size_t r = 0; r + 1 < all.size(); r += 2) per_stage[static_cast<size_t>(all[r])] = all[r + 1];
   out.bytes = 0;
   for (int64_t b : per_stage) out.bytes += b;
   out.live = true;
   out.source = -1;
-  out.from = "the memory of each stage's other replicas (step " + std::to_string(step) + ")";
+  out.from = "the memory of each stage's other replicas or buddy (step " + std::to_string(step) + ")";
   return out;
 }
 

@@ -12,8 +12,10 @@
 //   3. In each stage's group the lowest replica holding that step sends it to the others
 //      (share_held_state); the step in flight is trained again by everyone, on the same examples.
 //
-// A stage no survivor holds (every replica of it lost: a pipeline of one replica loses any stage
-// that way) is the checkpoint path, and the log says which stage.
+// A pipeline of one replica has no other replica of a stage: each stage mirrors its state to a buddy
+// stage (trainers/pipeline/stage_mirror.h), and a lost stage's state comes from that copy, over the
+// job's group. A stage whose state survives nowhere (every replica of it lost, with its buddy's
+// copy) is the checkpoint path, and the log says which stage.
 #pragma once
 
 #include <chrono>
@@ -24,18 +26,26 @@
 
 namespace troupe::job {
 
-// What each worker can give: the steps [oldest, newest] its stage's hold covers (-1: none).
+// What each worker can give: the steps [oldest, newest] its stage's hold covers (-1: none), and those
+// of the stage it mirrors (mirror_stage -1: none).
 struct StageOffer {
   int stage = 0;
   int64_t oldest = -1, newest = -1;
+  int mirror_stage = -1;
+  int64_t mirror_oldest = -1, mirror_newest = -1;
+  bool holds(int64_t step) const { return oldest >= 0 && oldest <= step && step <= newest; }
+  bool mirrors(int s, int64_t step) const {
+    return mirror_stage == s && mirror_oldest >= 0 && mirror_oldest <= step && step <= mirror_newest;
+  }
 };
 
 // Step 2's choice: the step every stage goes on from, or -1 (with the reason in *why) when some
-// stage's state survives nowhere.
+// stage's state survives nowhere. A stage's own holders and the workers mirroring it both count.
 int64_t choose_pipeline_step(const std::vector<StageOffer>& offers, int stages, std::string* why);
 
 // Steps 2 and 3, a collective of `job` (every worker) and `stage_group` (this stage's replicas; null
-// for one replica). `hold` is emptied. live: this stage's state of the agreed step in state, `from`
+// for one replica); a stage none of whose workers holds the step takes it from the lowest worker
+// mirroring it, over `job`. `hold` is emptied. live: this stage's state of the agreed step in state, `from`
 // naming where it came from, bytes the state bytes the stages' sources sent (summed over the
 // stages), receivers the workers that did not hold that step. Not live: nobody held anything, or a
 // stage's state survives nowhere (logged).

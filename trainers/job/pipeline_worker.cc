@@ -241,6 +241,11 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& g,
   comms.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
   comms.cancel = &cancel;
   comms.hold = hold;
+  if (hold && replicas == 1 && pipe) {  // no other replica: each stage mirrors its state to a buddy stage
+    auto distance = agree_buddy_distance(*pipe, env.node, comms.timeout);
+    if (!distance.ok()) return distance.status();
+    comms.mirror_distance = *distance;
+  }
   int64_t steps_done = 0;
   comms.steps_done = &steps_done;
   const bool reporter = replica == 0 && stage == stages - 1;

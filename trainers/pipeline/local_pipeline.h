@@ -36,6 +36,7 @@ struct LocalCheckpoints {
   // state when a run is cut short; `live` (R x K, empty entries none) the states to go on from.
   std::vector<StageHold>* holds = nullptr;
   std::vector<std::optional<checkpoint::TrainingState>>* live = nullptr;
+  int mirror_distance = 0;  // with holds: StageComms::mirror_distance
 };
 
 // Runs every stage actor; the first error (in stage order) is returned, prefixed with its stage

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "trainers/checkpoint/checkpoint.h"
+#include "trainers/pipeline/stage_mirror.h"
 
 namespace troupe::pipeline {
 
@@ -19,12 +20,13 @@ struct StageHold {
   bool held = false;                               // a step failed and `newest` was kept
   checkpoint::TrainingState newest;                // the stage's range after newest.step steps
   std::optional<checkpoint::TrainingState> before; // the same after newest.step - 1 steps, if kept
+  MirroredStage mirror;                            // a one-replica pipeline: its buddy stage's rounds
 
   // The steps this stage can give: [oldest, newest]; -1 each when nothing is held.
   int64_t newest_step() const { return held ? newest.step : -1; }
   int64_t oldest_step() const { return !held ? -1 : before ? before->step : newest.step; }
   bool holds(int64_t step) const { return held && step >= oldest_step() && step <= newest_step(); }
-  // The state of `step` (holds(step) must be true), moved out; the hold is emptied.
+  // The state of `step` (holds(step) must be true), moved out; the hold's own states are emptied.
   checkpoint::TrainingState take(int64_t step);
 };
 

@@ -31,6 +31,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kEvalChunk = 500;                 // rows per evaluation message
 constexpr uint64_t kEvalSequence = uint64_t{1} << 40;  // evaluation passes' sequence numbers start here
 constexpr uint64_t kApplySequence = uint64_t{1} << 41;  // live recovery's barriers before an update
+constexpr uint64_t kMirrorSequence = uint64_t{1} << 42;  // a one-replica pipeline's mirror rounds
 
 // A stage's place in its job and the cut of its batches, checked against the options.
 struct StageShape {
@@ -109,6 +110,7 @@ struct StageParts {
   const std::vector<PipeOp>& ops;
   BatchFeed& feed;
   StageResult& out;
+  size_t buddy_params;  // the range size of the stage this one mirrors (its buddy mirror), or 0
 };
 
 struct Loop {
@@ -261,6 +263,8 @@ class StageSteps {
   // Live recovery: every stage of the replica reduced step `step`'s gradients (a barrier over the
   // pipe), and the state before its update kept.
   Status ready_to_apply(const std::string& at);
+  // A one-replica pipeline's buddy mirror: a round of the stages' states at the applied step.
+  Status mirror_round();
   // Step s of `epoch`; false: skipped (trained before the checkpoint this run resumed from).
   Expected<bool> run_step(int epoch, int64_t s, EpochTally& tally, Clock::time_point epoch_start);
   // The schedule's passes over the micro-batches, the tied blocks' gradients gathered; the mean
@@ -284,6 +288,7 @@ class StageSteps {
   int64_t step_;  // steps done
   Position applied_;  // the steps applied to the parameters (step_ runs ahead of it within a step)
   std::optional<checkpoint::TrainingState> before_;  // live recovery: the state before the newest update
+  MirroredStage mirror_;                             //   and the buddy stage's newest rounds
   const bool resumed_;
   bool stop_ = false;
   double train_seconds_ = 0;
@@ -292,6 +297,7 @@ class StageSteps {
 Status StageSteps::run_epochs() {
   // Resumed at the end of the job's last epoch (live recovery after a peer was lost while it was
   // scored): that epoch's score, which the job ends with.
+  TROUPE_RETURN_IF_ERROR(mirror_round());  // the first round: the start itself
   if (resumed_ && first_epoch_ > o_.epochs && step_ > 0) return end_epoch(o_.epochs, EpochTally{}, 0.0);
   for (int epoch = first_epoch_; epoch <= o_.epochs && !stop_; ++epoch) TROUPE_RETURN_IF_ERROR(run_epoch(epoch));
   return {};
@@ -311,6 +317,7 @@ void StageSteps::keep(StageHold* hold) {
   hold->newest = state_at(applied_);
   hold->before.reset();
   if (before_ && before_->step == applied_.step - 1) hold->before = std::move(before_);
+  hold->mirror = std::move(mirror_);
   hold->held = true;
   spdlog::warn("{}: pipeline stage {} of replica {} keeps its state of step {}{} for live recovery", where_, sh_.stage,
                sh_.replica, applied_.step, hold->before ? " and the one before" : "");
@@ -322,6 +329,14 @@ Status StageSteps::ready_to_apply(const std::string& at) {
   if (!done.ok()) return done.status().with_context(where_ + ": the stages' barrier before the update" + at);
   before_ = state_at(applied_);
   return {};
+}
+
+Status StageSteps::mirror_round() {
+  const StageComms& c = l_.comms;
+  if (!c.hold || c.mirror_distance <= 0 || !c.pipe) return {};
+  return exchange_stage_state(*c.pipe, c.mirror_distance, state_at(applied_), p_.buddy_params, &mirror_,
+                              kMirrorSequence + static_cast<uint64_t>(applied_.step), c.timeout)
+      .with_context(where_);
 }
 
 Status StageSteps::run_epoch(int epoch) {
@@ -446,7 +461,7 @@ Status StageSteps::update(int epoch, int64_t s, const std::string& at) {
     const StageSnapshot snap{step_, epoch, s + 1, plan.begin, plan.end, p_.setup.space.size(), p_.params.data(), &p_.opt};
     TROUPE_RETURN_IF_ERROR(ckpt.write(snap).with_context(where_ + ": checkpoint" + at));
   }
-  return {};
+  return mirror_round();
 }
 
 Expected<StageResult> Loop::run() {
@@ -492,7 +507,14 @@ Expected<StageResult> Loop::run() {
 
   StageResult out;
   SliceFeed feed(train, o.seed, o.batch_size, sh.replica, sh.replicas);
-  const StageParts parts{*setup, plan, **opt, params, grads, ties, param_view, grad_view, exec, ops, feed, out};
+  size_t buddy_params = 0;  // the stage `mirror_distance` behind on the ring: whose state this one keeps
+  if (comms.mirror_distance > 0) {
+    const StagePlan& buddy = (*plans)[static_cast<size_t>(((sh.stage - comms.mirror_distance) % sh.stages + sh.stages) %
+                                                          sh.stages)];
+    buddy_params = buddy.end - buddy.begin;
+  }
+  const StageParts parts{*setup, plan, **opt, params, grads, ties, param_view, grad_view, exec, ops, feed, out,
+                         buddy_params};
   describe(sh, parts, out);
   feed.set_transform(trainer_transform(*setup->trainer, o.seed));  // augmentation (the first stage's inputs)
   const auto job_start = Clock::now();

@@ -37,6 +37,9 @@ struct StageComms {
   // Live recovery (stage_hold.h), or null: each step's update waits for a barrier over the pipe, the
   // state before it is kept, and a run cut short by a lost peer leaves its state here.
   StageHold* hold = nullptr;
+  // With `hold`, a pipeline of one replica: the buddy mirror's distance on the pipe ring
+  // (stage_mirror.h; 0: none) — after each update the stage's state goes to stage + distance.
+  int mirror_distance = 0;
   int64_t* steps_done = nullptr;  // if set: the steps applied so far, kept current (a restart's steps lost)
 };
 
