@@ -124,9 +124,8 @@ TEST_CASE("pipeline live recovery: each stage's state of the agreed step reaches
   }
   SECTION("one replica: a lost stage's state from its buddy's mirror, over the job's group") {
     std::vector<StageHold> holds = {hold_at(9, true), StageHold{}, hold_at(9, true)};
-    holds[2].mirror.stage = 1;  // stage 2 mirrors stage 1 (distance 1)
-    holds[2].mirror.older = hold_at(8, false).newest;
-    holds[2].mirror.newest = hold_at(9, false).newest;
+    holds[2].mirror.keep(1, hold_at(8, false).newest);  // stage 2 mirrors stage 1 (distance 1)
+    holds[2].mirror.keep(1, hold_at(9, false).newest);
     auto out = agree(holds, 3);
     for (int w = 0; w < 3; ++w) {
       INFO("worker " << w);
@@ -245,7 +244,7 @@ TEST_CASE("pipeline live recovery: a one-replica pipeline cut short mid-epoch, a
     REQUIRE_FALSE(pipeline::train_local_pipeline(o, po, train, test, stop_at_13, std::chrono::seconds(20), first).ok());
     for (int w = 0; w < 3; ++w) {
       REQUIRE(holds[w].held);
-      CHECK(holds[w].mirror.stage == (w + 2) % 3);  // the stage behind it on the ring
+      CHECK(holds[w].mirror.stage() == (w + 2) % 3);  // the stage behind it on the ring
       CHECK(holds[w].mirror.newest_step() >= 12);
     }
     holds[lost] = StageHold{};

@@ -67,7 +67,7 @@ Expected<LiveStart> agree_stage_state(collectives::Communicator& job, collective
                                       std::chrono::milliseconds timeout) {
   const pipeline::MirroredStage& m = hold.mirror;
   std::vector<int64_t> all;
-  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, hold.oldest_step(), hold.newest_step(), m.stage, m.oldest_step(),
+  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, hold.oldest_step(), hold.newest_step(), m.stage(), m.oldest_step(),
                                            m.newest_step()},
                                      &all, timeout, "telling the stages' steps held"));
   std::vector<StageOffer> offers;
@@ -106,10 +106,7 @@ Expected<LiveStart> agree_stage_state(collectives::Communicator& job, collective
     if (source < 0) continue;
     HeldState copy;
     copy.held = job.rank() == source;
-    if (copy.held) {
-      pipeline::MirroredStage& kept = hold.mirror;
-      copy.state = std::move(kept.newest && kept.newest->step == step ? *kept.newest : *kept.older);
-    }
+    if (copy.held) copy.state = hold.mirror.state(step);
     auto shared = share_held_state(job, copy.held ? &copy : nullptr, timeout);
     if (!shared.ok()) return shared.status().with_context("taking stage " + std::to_string(s) + "'s mirrored state");
     if (s == stage) {

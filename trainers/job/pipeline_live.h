@@ -1,10 +1,10 @@
 // Live recovery of a pipeline job (issue 44): a lost stage is replaced and takes its layers' state
 // from the same stage of another replica, from memory; the other workers keep theirs.
 //
-//   1. Each stage applies a step only after a barrier over its replica's pipe and keeps the state
-//      from before its newest update (trainers/pipeline/stage_hold.h). A lost peer leaves every
-//      survivor holding its stage's state after step s or s + 1 (never further apart: a stage
-//      applies s + 1 only once every stage of every replica reduced it, so all had applied s).
+//   1. Each stage keeps its state from before its newest update too (trainers/pipeline/stage_hold.h).
+//      A lost peer leaves every survivor holding its stage's state after step s or s + 1 (never
+//      further apart: a stage applies s + 1 only once every stage of every replica began s + 1 —
+//      its passes need its neighbours' messages, its all-reduce its replicas' — so all had applied s).
 //   2. In the re-formed generation every worker joins the job's group "job-<id>" (all workers,
 //      rank = index) besides its pipe and stage groups, and tells which steps it can give. The job
 //      goes on from the newest step every stage holds somewhere: the least over the stages of the

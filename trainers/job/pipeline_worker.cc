@@ -169,7 +169,10 @@ Status form_stage_groups(gcs::Store& store, const actors::NodeEnvironment& env, 
                          const JobSpec& spec, const pipeline::PipelineOptions& po, bool live, int64_t* superseded,
                          StageGroups* out) {
   if (live) {
-    collectives::GroupOptions go = sync_group_options(env, g, spec.transport, spec.workers, g.attempt);
+    // TCP whatever the job's transport: the group is idle while the stages train (an idle shared-memory
+    // group cost a 2x2 pipeline's steps 40% on 2 cores: bench/pipeline_live_cost.sh), and carries
+    // only the agreement and, with one replica, a lost stage's state.
+    collectives::GroupOptions go = sync_group_options(env, g, "tcp", spec.workers, g.attempt);
     go.superseded_by = superseded;
     // A replacement may wait for survivors still blocked in the broken step (a cut link is noticed
     // only at its deadline), so registration outlasts the collective timeout.

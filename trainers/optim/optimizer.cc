@@ -119,12 +119,18 @@ std::vector<const std::vector<float>*> Optimizer::state_vectors() const {
 
 OptimizerState Optimizer::save_state(size_t begin, size_t end) const {
   OptimizerState s;
-  s.name = name();
-  s.steps = steps_;
+  save_state_into(begin, end, &s);
+  return s;
+}
+
+void Optimizer::save_state_into(size_t begin, size_t end, OptimizerState* out) const {
+  out->name = name();
+  out->steps = steps_;
   end = std::min(end, size());
   begin = std::min(begin, end);
-  for (const std::vector<float>* v : state_vectors()) s.vectors.emplace_back(v->begin() + begin, v->begin() + end);
-  return s;
+  const std::vector<const std::vector<float>*> mine = state_vectors();
+  out->vectors.resize(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) out->vectors[i].assign(mine[i]->begin() + begin, mine[i]->begin() + end);
 }
 
 Status Optimizer::load_state(const OptimizerState& state, size_t begin) {

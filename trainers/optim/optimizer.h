@@ -56,6 +56,8 @@ class Optimizer {
   virtual std::string name() const = 0;  // "sgd", "adam", "adamw"
   // The state of parameters [begin, end) and the step count. end <= the optimizer's size.
   OptimizerState save_state(size_t begin, size_t end) const;
+  // The same into `out`, reusing its vectors' memory (a copy every step allocates nothing).
+  void save_state_into(size_t begin, size_t end, OptimizerState* out) const;
   // Restores parameters [begin, begin + length)'s state and the step count from `state` (a slice
   // saved by save_state from an optimizer of the same name). invalid_argument when the name, the
   // number of vectors or their lengths do not fit, naming what differs; on error nothing changes.

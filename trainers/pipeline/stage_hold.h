@@ -1,10 +1,9 @@
 // What a pipeline stage keeps for live recovery (issue 44; the job layer's side:
-// trainers/job/pipeline_live.h). A stage applies a step only after a barrier over its replica's
-// pipe: every stage of the replica has its step's gradients averaged over the replicas by then.
-// Even so, a peer lost between the barrier's messages can leave one stage of the job a step ahead
-// of another (a barrier that completed on one side only), so a stage also keeps its state from
-// before its newest update: it can then give either of its two newest steps, and the job agrees
-// on one every stage holds.
+// trainers/job/pipeline_live.h). A stage applies step t + 1 only after every stage of every replica
+// began step t + 1 (its passes need its neighbours' messages of that step, its all-reduce its
+// replicas'), so every stage had applied t by then: when a peer is lost, the stages' states differ
+// by one step at most. A stage keeps its state from before its newest update too: it can give
+// either of its two newest steps, and the job agrees on one every stage holds.
 #pragma once
 
 #include <cstdint>

@@ -8,27 +8,47 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
+#include <string>
+#include <vector>
 
 #include "collectives/transport.h"
 #include "trainers/checkpoint/checkpoint.h"
 
 namespace troupe::pipeline {
 
-// The rounds of one other stage's state a stage keeps.
-struct MirroredStage {
-  int stage = -1;                                 // whose state; -1: none kept
-  std::optional<checkpoint::TrainingState> newest, older;
-  int64_t newest_step() const { return newest ? newest->step : -1; }
-  int64_t oldest_step() const { return older ? older->step : newest_step(); }
-  bool holds(int64_t step) const { return newest && step >= oldest_step() && step <= newest_step(); }
+// The rounds of one other stage's state a stage keeps, each as it came over the wire (decoded only
+// when a recovery takes it: a round costs its receive and nothing more).
+class MirroredStage {
+ public:
+  int stage() const { return stage_; }  // whose state; -1: none kept
+  int64_t newest_step() const { return newest_.step; }
+  int64_t oldest_step() const { return older_.step >= 0 ? older_.step : newest_.step; }
+  bool holds(int64_t step) const { return newest_.step >= 0 && step >= oldest_step() && step <= newest_step(); }
+  // The state of round `step` (holds(step) must be true).
+  checkpoint::TrainingState state(int64_t step) const;
+  // Keeps `s` (stage `stage`'s) as the newest round, the newest before it becoming the older.
+  void keep(int stage, const checkpoint::TrainingState& s);
+
+ private:
+  friend Status exchange_stage_state(collectives::Transport&, int, const checkpoint::TrainingState&, size_t,
+                                     MirroredStage*, uint64_t, std::chrono::milliseconds);
+  struct Round {
+    int64_t step = -1;
+    std::vector<char> bytes;  // header (int64 step, epoch, epoch step, optimizer steps), params, vectors
+  };
+  void took(int stage, size_t params, size_t vectors, const std::string& optimizer);  // `incoming_` is newest
+
+  int stage_ = -1;
+  size_t params_ = 0, vectors_ = 0;
+  std::string optimizer_;
+  Round newest_, older_;
+  std::vector<char> incoming_;  // a round being received, its memory reused
 };
 
 // One round over `pipe` (rank = stage, size = stages): `mine` to stage (rank + distance) % size,
-// stage (rank - distance) % size's state into `kept` (its newest round; the previous one becomes the
-// older). `their_params`: that stage's range size; its optimizer has as many vectors as `mine`'s, of
-// that size, and the same name. `sequence` stamps the messages. Errors: the transport's, naming the
-// round's step.
+// stage (rank - distance) % size's state into `kept`. `their_params`: that stage's range size; its
+// optimizer has as many vectors as `mine`'s, of that size, and the same name. `sequence` stamps the
+// messages. On error (the transport's, naming the round's step) `kept` keeps its rounds.
 Status exchange_stage_state(collectives::Transport& pipe, int distance, const checkpoint::TrainingState& mine,
                             size_t their_params, MirroredStage* kept, uint64_t sequence,
                             std::chrono::milliseconds timeout);

@@ -30,7 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kEvalChunk = 500;                 // rows per evaluation message
 constexpr uint64_t kEvalSequence = uint64_t{1} << 40;  // evaluation passes' sequence numbers start here
-constexpr uint64_t kApplySequence = uint64_t{1} << 41;  // live recovery's barriers before an update
 constexpr uint64_t kMirrorSequence = uint64_t{1} << 42;  // a one-replica pipeline's mirror rounds
 
 // A stage's place in its job and the cut of its batches, checked against the options.
@@ -256,13 +255,15 @@ class StageSteps {
   Status run_epoch(int epoch);
   // An epoch's test score and its line in the result (the last stage reports it).
   Status end_epoch(int epoch, const EpochTally& tally, double seconds);
-  // The stage's state at `at`, as a checkpoint's.
-  checkpoint::TrainingState state_at(const Position& at) const;
+  // The stage's state at `at`, as a checkpoint's, into `out` (its memory reused).
+  void capture(const Position& at, checkpoint::TrainingState* out) const;
   // Live recovery: the stage's state (and the one before its newest update) into `hold`.
   void keep(StageHold* hold);
-  // Live recovery: every stage of the replica reduced step `step`'s gradients (a barrier over the
-  // pipe), and the state before its update kept.
-  Status ready_to_apply(const std::string& at);
+  // Live recovery: the state before the update kept. (No barrier is needed: a stage applies step
+  // t + 1 only after every stage of every replica began step t + 1 — its pass needs its
+  // neighbours' messages of t + 1, its all-reduce its replicas' — so every stage applied t by then,
+  // and the stages' states differ by one step at most.)
+  void keep_before();
   // A one-replica pipeline's buddy mirror: a round of the stages' states at the applied step.
   Status mirror_round();
   // Step s of `epoch`; false: skipped (trained before the checkpoint this run resumed from).
@@ -289,6 +290,7 @@ class StageSteps {
   Position applied_;  // the steps applied to the parameters (step_ runs ahead of it within a step)
   std::optional<checkpoint::TrainingState> before_;  // live recovery: the state before the newest update
   MirroredStage mirror_;                             //   and the buddy stage's newest rounds
+  checkpoint::TrainingState round_;                  //   the buddy mirror's round, its memory reused
   const bool resumed_;
   bool stop_ = false;
   double train_seconds_ = 0;
@@ -303,18 +305,16 @@ Status StageSteps::run_epochs() {
   return {};
 }
 
-checkpoint::TrainingState StageSteps::state_at(const Position& at) const {
-  checkpoint::TrainingState s;
-  s.step = at.step;
-  s.epoch = at.epoch;
-  s.epoch_step = at.epoch_step;
-  s.params = p_.params;
-  s.optimizer = p_.opt.save_state(0, n_);
-  return s;
+void StageSteps::capture(const Position& at, checkpoint::TrainingState* out) const {
+  out->step = at.step;
+  out->epoch = at.epoch;
+  out->epoch_step = at.epoch_step;
+  out->params.assign(p_.params.begin(), p_.params.end());
+  p_.opt.save_state_into(0, n_, &out->optimizer);
 }
 
 void StageSteps::keep(StageHold* hold) {
-  hold->newest = state_at(applied_);
+  capture(applied_, &hold->newest);
   hold->before.reset();
   if (before_ && before_->step == applied_.step - 1) hold->before = std::move(before_);
   hold->mirror = std::move(mirror_);
@@ -323,18 +323,17 @@ void StageSteps::keep(StageHold* hold) {
                sh_.replica, applied_.step, hold->before ? " and the one before" : "");
 }
 
-Status StageSteps::ready_to_apply(const std::string& at) {
-  if (!l_.comms.hold || sh_.stages == 1) return {};
-  auto done = p_.exec.sum_over_stages(0.0, kApplySequence + static_cast<uint64_t>(step_));
-  if (!done.ok()) return done.status().with_context(where_ + ": the stages' barrier before the update" + at);
-  before_ = state_at(applied_);
-  return {};
+void StageSteps::keep_before() {
+  if (!l_.comms.hold || sh_.stages == 1) return;
+  if (!before_) before_.emplace();
+  capture(applied_, &*before_);
 }
 
 Status StageSteps::mirror_round() {
   const StageComms& c = l_.comms;
   if (!c.hold || c.mirror_distance <= 0 || !c.pipe) return {};
-  return exchange_stage_state(*c.pipe, c.mirror_distance, state_at(applied_), p_.buddy_params, &mirror_,
+  capture(applied_, &round_);
+  return exchange_stage_state(*c.pipe, c.mirror_distance, round_, p_.buddy_params, &mirror_,
                               kMirrorSequence + static_cast<uint64_t>(applied_.step), c.timeout)
       .with_context(where_);
 }
@@ -388,7 +387,7 @@ Expected<bool> StageSteps::run_step(int epoch, int64_t s, EpochTally& tally, Clo
   ++step_;
   if (sh_.last && step_ % o_.loss_check_every == 0 && !std::isfinite(loss))
     return nonfinite_loss(loss, epoch, s + 1, sh_.steps_per_epoch, step_, lr_);
-  TROUPE_RETURN_IF_ERROR(ready_to_apply(at));
+  keep_before();
   TROUPE_RETURN_IF_ERROR(update(epoch, s, at));
   tally.add(loss, std::max<int64_t>(correct, 0));
   if (sh_.last && l_.progress)

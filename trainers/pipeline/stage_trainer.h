@@ -34,8 +34,8 @@ struct StageComms {
   collectives::Communicator* replicas = nullptr;  // this stage of every replica; null for one replica
   std::chrono::milliseconds timeout{60000};       // per message and per all-reduce
   const std::atomic<bool>* cancel = nullptr;      // set to stop before the next step
-  // Live recovery (stage_hold.h), or null: each step's update waits for a barrier over the pipe, the
-  // state before it is kept, and a run cut short by a lost peer leaves its state here.
+  // Live recovery (stage_hold.h), or null: the state before each step's update is kept, and a run
+  // cut short by a lost peer leaves its state here.
   StageHold* hold = nullptr;
   // With `hold`, a pipeline of one replica: the buddy mirror's distance on the pipe ring
   // (stage_mirror.h; 0: none) — after each update the stage's state goes to stage + distance.

@@ -109,7 +109,6 @@ class BuddyMirror {
   Status shift_newest(collectives::Communicator& comm);  // the newest round's own record out, the buddy's in
   void run();  // the mirror's thread (overlapped)
 
-  collectives::Communicator* const own_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -121,6 +120,7 @@ class BuddyMirror {
   const int64_t every_;
   const int distance_;
   const std::chrono::milliseconds timeout_;
+  collectives::Communicator* const own_;  // overlapped: the second group the thread shifts over
   size_t record_floats_ = 0;  // every rank's record padded to the largest (rank 0's)
   MirrorHold hold_;
   bool started_ = false;
