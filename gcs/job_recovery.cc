@@ -1,5 +1,7 @@
 #include "gcs/job_recovery.h"
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 namespace troupe::gcs {
@@ -50,55 +52,84 @@ Expected<std::optional<JobRecovery>> job_recovery(Store& store, const JobId& job
   return std::optional<JobRecovery>(*r);
 }
 
+namespace {
+
+// Applies `change` to the job's record (absent: nullopt) and writes the result atomically — the
+// head's supervisor and the job's workers write the same record, a read-modify-write each, so a
+// plain put could undo another's (a worker's failed step erasing the supervisor's restart) —
+// retrying from a fresh read when another writer came between. `change` returns false to write
+// nothing.
+Status update(Store& store, const JobId& job, const std::function<bool(std::optional<JobRecovery>&)>& change) {
+  for (int tries = 0; tries < 1000; ++tries) {
+    auto raw = store.get(kJobRecoveryTable, job.hex());
+    if (!raw.ok()) return raw.status();
+    std::optional<JobRecovery> r;
+    if (*raw) {
+      auto decoded = decode_job_recovery(**raw, job);
+      if (!decoded.ok()) return decoded.status();
+      r = *decoded;
+    }
+    if (!change(r) || !r) return {};
+    const std::string bytes = encode(*r);
+    auto done = *raw ? store.compare_and_set(kJobRecoveryTable, job.hex(), **raw, bytes)
+                     : store.put_if_absent(kJobRecoveryTable, job.hex(), bytes);
+    if (!done.ok()) return done.status();
+    if (*done) return {};
+  }
+  return unavailable("the recovery record of job " + job.short_hex() + " changed under 1000 tries to update it");
+}
+
+}  // namespace
+
 Status note_restart(Store& store, const JobId& job, int attempt, const std::string& cause, int64_t failed_ms,
                     int64_t detected_ms, int64_t failed_step) {
-  auto old = job_recovery(store, job);
-  JobRecovery r;
-  r.restarts = old.ok() && *old ? (*old)->restarts + 1 : 1;
-  r.attempt = attempt;
-  r.cause = cause;
-  r.failed_ms = failed_ms;
-  r.detected_ms = detected_ms;
-  r.failed_step = old.ok() && *old ? std::max(failed_step, (*old)->pending_failed_step) : failed_step;
-  return store.put(kJobRecoveryTable, job.hex(), encode(r));
+  return update(store, job, [&](std::optional<JobRecovery>& old) {
+    JobRecovery r;
+    r.restarts = old ? old->restarts + 1 : 1;
+    r.attempt = attempt;
+    r.cause = cause;
+    r.failed_ms = failed_ms;
+    r.detected_ms = detected_ms;
+    r.failed_step = old ? std::max(failed_step, old->pending_failed_step) : failed_step;
+    old = r;
+    return true;
+  });
 }
 
 Status note_resumed_at(Store& store, const JobId& job, int attempt, int64_t resumed_ms, int64_t from_step) {
-  auto old = job_recovery(store, job);
-  if (!old.ok()) return old.status();
-  if (!*old || (*old)->attempt != attempt || (*old)->resumed_ms != 0) return {};
-  JobRecovery r = **old;
-  r.resumed_ms = resumed_ms;
-  if (from_step >= 0) r.from_step = from_step;
-  if (r.mode.empty()) r.mode = "checkpoint";
-  return store.put(kJobRecoveryTable, job.hex(), encode(r));
+  return update(store, job, [&](std::optional<JobRecovery>& r) {
+    if (!r || r->attempt != attempt || r->resumed_ms != 0) return false;
+    r->resumed_ms = resumed_ms;
+    if (from_step >= 0) r->from_step = from_step;
+    if (r->mode.empty()) r->mode = "checkpoint";
+    return true;
+  });
 }
 
 Status note_failed_step(Store& store, const JobId& job, int64_t steps) {
-  auto old = job_recovery(store, job);
-  if (!old.ok()) return old.status();
-  JobRecovery r = *old ? **old : JobRecovery{};
-  if (!*old || r.resumed_ms != 0) {  // the supervisor has not begun this restart yet
-    if (r.pending_failed_step >= steps) return {};
-    r.pending_failed_step = steps;
-  } else {
-    if (r.failed_step >= steps) return {};
-    r.failed_step = steps;
-  }
-  return store.put(kJobRecoveryTable, job.hex(), encode(r));
+  return update(store, job, [&](std::optional<JobRecovery>& r) {
+    if (!r || r->resumed_ms != 0) {  // the supervisor has not begun this restart yet
+      if (!r) r = JobRecovery{};
+      if (r->pending_failed_step >= steps) return false;
+      r->pending_failed_step = steps;
+    } else {
+      if (r->failed_step >= steps) return false;
+      r->failed_step = steps;
+    }
+    return true;
+  });
 }
 
 Status note_recovery_mode(Store& store, const JobId& job, int attempt, const std::string& mode, int64_t from_step,
                           int source_rank, int64_t bytes) {
-  auto old = job_recovery(store, job);
-  if (!old.ok()) return old.status();
-  if (!*old || (*old)->attempt != attempt) return {};
-  JobRecovery r = **old;
-  r.mode = mode;
-  r.from_step = from_step;
-  r.source_rank = source_rank;
-  r.bytes_moved = bytes;
-  return store.put(kJobRecoveryTable, job.hex(), encode(r));
+  return update(store, job, [&](std::optional<JobRecovery>& r) {
+    if (!r || r->attempt != attempt) return false;
+    r->mode = mode;
+    r->from_step = from_step;
+    r->source_rank = source_rank;
+    r->bytes_moved = bytes;
+    return true;
+  });
 }
 
 }  // namespace troupe::gcs

@@ -364,13 +364,15 @@ TEST_CASE("faults: a hung worker stalls the job, which the supervisor restarts f
   CHECK(job_of(view, id).at("state") == "SUCCEEDED");
 }
 
-TEST_CASE("faults: a pipeline whose stage's node is killed restarts every stage from its part of the checkpoint",
+TEST_CASE("faults: a pipeline with --recovery checkpoint whose stage's node is killed restarts every stage from its "
+          "part of the checkpoint",
           "[jobs][cluster][faults][pipeline]") {
   ClusterFixture c;
   c.up("--nodes 2 --cpus 2");  // 6 cpus on 3 processes: 4 stages, and room for them after one node dies
   const std::string ckpt = c.home() + "/ckpt";
+  // (The default, --recovery auto, recovers a pipeline live: tests/jobs/live_recovery_cluster_test.cc.)
   const std::string job_args = "--strategy pipeline --stages 4 --microbatches 2 --hidden 128,64,32 --epochs 4 "
-                               "--batch-size 128 --checkpoint-every 100 --checkpoint-dir " + ckpt;
+                               "--batch-size 128 --checkpoint-every 100 --recovery checkpoint --checkpoint-dir " + ckpt;
   const double baseline = fault_free_accuracy(c, job_args);
 
   const std::string id = submit_detached(c, job_args);

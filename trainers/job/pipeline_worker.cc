@@ -215,6 +215,7 @@ Expected<GenerationStart> start_generation(gcs::Store& store, const JobSpec& spe
                                   timeout);
     if (!live.ok()) return live.status();
     if (live->live) {
+      start.choice = StartChoice{1, live->state.step};  // the job's own state (the summary's resumed_from)
       start.live = std::move(*live);
       return start;
     }
