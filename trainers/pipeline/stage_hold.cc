@@ -12,8 +12,4 @@ checkpoint::TrainingState StageHold::take(int64_t step) {
   return out;
 }
 
-bool lost_peer(const Status& st) {
-  return st.code() == Code::unavailable || st.code() == Code::timeout || st.code() == Code::io_error;
-}
-
 }  // namespace troupe::pipeline

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/status.h"
 #include "trainers/checkpoint/checkpoint.h"
 #include "trainers/pipeline/stage_mirror.h"
 
@@ -28,9 +27,5 @@ struct StageHold {
   // The state of `step` (holds(step) must be true), moved out; the hold's own states are emptied.
   checkpoint::TrainingState take(int64_t step);
 };
-
-// Whether `st` is a run cut short by a lost peer or link (the stage then keeps its state), not a
-// bug, bad numbers or input.
-bool lost_peer(const Status& st);
 
 }  // namespace troupe::pipeline

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "collectives/lost_peer.h"
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
@@ -238,7 +239,7 @@ class StageSteps {
   Status run() {
     Status st = run_epochs();
     StageHold* hold = l_.comms.hold;
-    if (!st.ok() && hold && lost_peer(st)) keep(hold);
+    if (!st.ok() && hold && collectives::lost_peer(st)) keep(hold);
     return st;
   }
   int64_t steps_done() const { return step_; }

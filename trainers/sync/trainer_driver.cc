@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "collectives/lost_peer.h"
 #include "kernels/cpu/blas_info.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/ops.h"
@@ -95,19 +96,13 @@ class ReplicaLoop {
   double train_seconds_ = 0;
 };
 
-// Whether `st` is a run cut short by a lost peer (or link), which live recovery goes on from — not
-// a bug, diverged replicas, bad numbers or input.
-bool lost_peer(const Status& st) {
-  return st.code() == Code::unavailable || st.code() == Code::timeout || st.code() == Code::io_error;
-}
-
 Status ReplicaLoop::run(const ReplicaState::Start& start, TrainResult* result) {
   step_ = start.step;
   first_epoch_ = start.first_epoch;
   skip_steps_ = start.skip_steps;
   stop_ = o_.max_steps > 0 && step_ >= o_.max_steps;
   Status st = run_epochs(result);
-  if (!st.ok() && mirror_ && lost_peer(st)) hold_mirror(mirror_->release(), replica_.held);
+  if (!st.ok() && mirror_ && collectives::lost_peer(st)) hold_mirror(mirror_->release(), replica_.held);
   return st;
 }
 
