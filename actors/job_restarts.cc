@@ -250,6 +250,7 @@ void JobSupervisor::place_gang_again(Job& job) {
 
 bool JobSupervisor::try_replace(Job& job) {
   if (gcs::now_ms() < job.restart_due_ms) return true;
+  if (job.elastic && job.live) plan_live_generation(job);
   std::vector<size_t> still;
   for (size_t slot : job.replace) {
     PlacementAsk ask = replacement_ask(job, slot);

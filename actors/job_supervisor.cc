@@ -41,7 +41,7 @@ JobSupervisor::Job JobSupervisor::make_job(const JobId& id, const SubmitJob& req
   job.live = request.live_recovery && !request.restart_whole_gang;
   job.restore_servers = request.restore_servers;
   job.progress_timeout_ms = std::max<int64_t>(0, request.progress_timeout_ms);
-  job.elastic = request.elastic && request.restart_whole_gang;
+  job.elastic = request.elastic && (request.restart_whole_gang || job.live);
   job.restart_on = request.restart_on.empty() ? "any" : request.restart_on;
   job.size = job.ran_size = static_cast<int>(job.actors.size());
   job.submission = request;

@@ -22,6 +22,10 @@
 // room and the job has written a checkpoint since, the gang restarts at full size from that
 // checkpoint ("job_resized", grows back). A grow-back spends no restart of the budget; a job without
 // checkpoints does not grow back (it would start over). A first placement waits for room for all.
+// A live elastic job (trainers/job/live_recovery.h) instead keeps its survivors: a lost worker
+// with no room for a replacement is dropped, and the survivors re-form without it at the next
+// generation, renumbered by the generation's plan (gcs/group_plan.h), from their own memory; when
+// room returns the missing workers join at a new generation and take the state from a survivor.
 //
 //   RUNNING(N) --worker fails--> restarting --room for k < N--> RUNNING(k)
 //   RUNNING(k) --room for N, then a new checkpoint--> restarting --> RUNNING(N)
@@ -181,6 +185,7 @@ class JobSupervisor {
     int ran_size = 0;             // workers the last started attempt ran with
     int free_attempts = 0;        // grow-backs: attempts that spent no restart of the budget
     int64_t grow_after_step = -1; // room for all seen: grow back after a checkpoint newer than this
+    int planned_attempt = -1;     // live: the attempt whose generation plan_live_generation wrote
     // Where restarts go (SubmitJob::restart_on), and for the restart under way, by slot: the node
     // an actor must go back to ("same") or must not ("other").
     std::string restart_on = "any";
@@ -238,6 +243,13 @@ class JobSupervisor {
   Status start_attempt(Job& job);  // try_start, an elastic restart sized to what fits
   void check_grow_back();
   void grow_back(Job& job, int64_t checkpoint_step);
+  // A live elastic job (job.live and job.elastic), once per attempt before its replacements are
+  // placed: those that fit now stay in job.replace, the others are dropped (the survivors go on
+  // without them), and the generation's plan (gcs/group_plan.h) gives every worker its rank.
+  void plan_live_generation(Job& job);
+  // A live elastic job running smaller with room again for `missing`: they join at a new attempt
+  // (not charged to the budget); the survivors go on from their memory at their new ranks.
+  void grow_back_live(Job& job, const std::vector<size_t>& missing);
 
   JobHost host_;
   std::map<JobId, Job> jobs_;               // pending or running

@@ -188,12 +188,12 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_flag("--elastic", s.elastic,
                "sync: after a failure go on with the workers that fit (each training several of the epoch's "
-               "shards, same updates) instead of waiting for room for all; grow back after the next checkpoint "
-               "once there is room");
+               "shards, same updates) instead of waiting for room for all, and grow back once there is room (live "
+               "recovery: at once, from the survivors' memory; checkpoint: after the next checkpoint)");
   cmd->add_option("--recovery", s.recovery,
                   "sync, pipeline: after a worker is lost, live (the others keep their state in memory and hand it "
                   "to its replacement: no completed step lost), checkpoint (every worker restarts from the newest "
-                  "checkpoint), or auto (live where built: CPU sync jobs, with --shard or not, without --elastic; "
+                  "checkpoint), or auto (live where built: CPU sync jobs, --shard or --elastic but not both; "
                   "pipelines)")
       ->check(CLI::IsMember({"auto", "live", "checkpoint"}))->capture_default_str();
   cmd->add_option("--mirror-every", s.mirror_every,

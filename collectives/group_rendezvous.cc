@@ -9,6 +9,7 @@
 #include "collectives/group_transport.h"
 #include "collectives/tcp_transport.h"
 #include "gcs/events.h"
+#include "gcs/group_plan.h"
 #include "gcs/records.h"
 #include "gcs/tables.h"
 
@@ -85,6 +86,7 @@ void remove_old_members(gcs::Store& store, const std::string& name, int64_t gene
     const int64_t g = key_generation(key, name);
     if (g >= 0 && g < generation) (void)store.remove(kGroupMembersTable, key);
   }
+  gcs::remove_plans_before(store, name, generation);
 }
 
 // invalid_argument when a newer generation of the group is already recorded.
@@ -106,7 +108,9 @@ Expected<int64_t> newest_generation(gcs::Store& store, const std::string& name) 
   if (!keys) return keys.status().with_context("reading the members of group '" + name + "'");
   int64_t newest = -1;
   for (const std::string& key : *keys) newest = std::max(newest, key_generation(key, name));
-  return newest;
+  auto planned = gcs::newest_planned_generation(store, name);
+  if (!planned.ok()) return planned.status();
+  return std::max(newest, *planned);
 }
 
 std::string group_member_key(const std::string& name, int64_t generation, int rank) {

@@ -63,7 +63,8 @@ struct GroupOptions {
 // timeout naming the ranks that did not connect), the store's errors.
 Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const GroupOptions& options);
 
-// The newest generation any member of group `name` registered under (-1: none registered).
+// The newest generation any member of group `name` registered under, or its manager announced
+// (gcs/group_plan.h: an elastic job shrinking, where nobody new registers) (-1: none).
 Expected<int64_t> newest_generation(gcs::Store& store, const std::string& name);
 
 // Records a "group_failed" event (subject: the group name) whose message carries the generation

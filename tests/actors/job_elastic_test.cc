@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "gcs/events.h"
+#include "gcs/group_plan.h"
 #include "gcs/job_table.h"
 #include "tests/actors/job_supervisor_harness.h"
 
@@ -116,4 +117,66 @@ TEST_CASE("elastic job: with room for every worker a restart keeps the full size
   REQUIRE(h.last_asks.size() == 3u);
   CHECK(h.last_asks[2].actor.args[2] == "3");
   CHECK(event_messages(h.store, "job_resized").empty());
+}
+
+TEST_CASE("elastic job, live: a lost worker with no room is dropped and the survivors renumbered, and room brings it "
+          "back without a restart of the budget", "[jobs][supervisor][elastic][live]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = elastic_job(id, 4);
+  s.restart_whole_gang = false;  // live: the survivors stay
+  s.live_recovery = true;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  REQUIRE(reply->started);
+  const std::string group = "job-" + id.hex();
+
+  // Worker 1's node is lost and there is no room for a replacement: 0, 2 and 3 go on as ranks 0..2.
+  h.fits = false;
+  const size_t asked = h.last_asks.size();
+  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("killed")), "killed");
+  CHECK(h.stopped.empty());  // nobody else is stopped
+  CHECK(h.supervisor.retry_pending() == false);
+  CHECK(h.last_asks.size() == asked);  // no replacement asked for
+  auto plan = gcs::group_plan(h.store, group, 1);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->has_value());
+  CHECK(**plan == std::vector<int>{0, 2, 3});
+  CHECK(gcs::rank_in_plan(**plan, 3) == 2);
+  CHECK(gcs::rank_in_plan(**plan, 1) == -1);
+  auto resized = event_messages(h.store, "job_resized");
+  REQUIRE(resized.size() == 1u);
+  CHECK(resized[0].find("continues with 3 of 4 workers (no room for slot 1), from the survivors' memory") !=
+        std::string::npos);
+  CHECK(h.job(id).message.find("restart 1 of 2") != std::string::npos);
+
+  // Room again: slot 1 joins at generation 2 (the gang's size 4 in its arguments), no one stops.
+  h.fits = true;
+  h.supervisor.check_progress();
+  CHECK(event_messages(h.store, "job_resizing").size() == 1u);
+  CHECK(h.supervisor.retry_pending() == false);
+  REQUIRE(h.last_asks.size() == 1u);
+  CHECK(h.last_asks[0].actor.args[1] == "1");
+  CHECK(h.last_asks[0].actor.args[2] == "4");
+  CHECK(h.last_asks[0].actor.args[3] == "2");
+  CHECK(h.stopped.empty());
+  plan = gcs::group_plan(h.store, group, 2);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->has_value());
+  CHECK(**plan == std::vector<int>{0, 1, 2, 3});
+  resized = event_messages(h.store, "job_resized");
+  REQUIRE(resized.size() == 2u);
+  CHECK((resized[0].find("grows back to 4 of 4 workers") != std::string::npos ||
+         resized[1].find("grows back to 4 of 4 workers") != std::string::npos));
+
+  // The grow-back spent no restart: the next failure (room for its replacement) is restart 2 of 2,
+  // and keeps the size.
+  h.supervisor.on_down(h.addr(*reply, 2), to_error(internal_error("killed")), "killed");
+  CHECK(h.job(id).message.find("restart 2 of 2") != std::string::npos);
+  CHECK(h.supervisor.retry_pending() == false);
+  plan = gcs::group_plan(h.store, group, 3);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->has_value());
+  CHECK(**plan == std::vector<int>{0, 1, 2, 3});
+  CHECK(event_messages(h.store, "job_resized").size() == 2u);
 }

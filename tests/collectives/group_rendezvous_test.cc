@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "collectives/group_rendezvous.h"
+#include "gcs/group_plan.h"
 #include "gcs/events.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/records.h"
@@ -260,4 +261,19 @@ TEST_CASE("group_rendezvous: a member killed mid-allreduce: the survivors record
   auto rows = store.get_all(kGroupMembersTable);
   REQUIRE(rows.ok());
   for (const auto& row : *rows) CHECK(row.first.rfind("g/1/", 0) == 0);
+}
+
+TEST_CASE("group_rendezvous: a generation announced by the group's manager is the newest before anyone registers") {
+  gcs::InMemoryStore store;
+  REQUIRE(store.put(kGroupMembersTable, group_member_key("e", 2, 0), "127.0.0.1:1 x y").ok());
+  CHECK(*newest_generation(store, "e") == 2);
+  // An elastic job shrinking: its survivors re-form at 4, renumbered; nobody new will register.
+  REQUIRE(gcs::put_group_plan(store, "e", 4, {0, 2}).ok());
+  CHECK(*newest_generation(store, "e") == 4);
+  int64_t newer = -1;
+  GroupOptions o = options("e", 3, 1, 2, std::chrono::seconds(20));
+  o.superseded_by = &newer;
+  auto comm = form_group(store, o);  // rank 1 of 3 waits for a rank 0 that is gone: it goes to 4
+  CHECK(comm.status().code() == Code::unavailable);
+  CHECK(newer == 4);
 }

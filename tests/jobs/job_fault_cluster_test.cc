@@ -406,9 +406,31 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& text
   return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
 }
 
+// A live elastic job that shrank (the default recovery): the survivors went on from their own
+// memory, restarted by nobody, with no completed step lost, accounted exactly once.
+void check_shrunk_live(ClusterFixture& c, const Json& view, const std::string& id, double baseline) {
+  Json j = job_of(view, id);
+  INFO(j.dump(1));
+  REQUIRE(j.at("state") == "SUCCEEDED");
+  CHECK(within_half_point(accuracy_of(view, id), baseline));
+  Json restarting = event_of(view, "job_restarting", id);
+  REQUIRE_FALSE(restarting.is_null());
+  CHECK(restarting.at("message").get<std::string>().find("while the others go on (restart 1 of 3)") != std::string::npos);
+  CHECK(any_contains(event_messages(view, "job_resized", id), "from the survivors' memory"));
+  Json live = event_of(view, "job_recovered_live", id);
+  REQUIRE_FALSE(live.is_null());
+  WARN("shrunk live: " << live.at("message").get<std::string>());
+  const Json recovery = j.at("result").at("recovery");
+  INFO(recovery.dump());
+  CHECK(recovery.at("mode") == "live");
+  CHECK(recovery.at("steps_lost").get<int64_t>() == 0);
+  Json accounting = accounted_event(c, id);
+  CHECK(accounting.at("message").get<std::string>().find("trained exactly once") != std::string::npos);
+}
+
 // An elastic job of 4 workers (`job_args`) whose node hosting workers is SIGKILLed at `step`, with
 // no replacement: it ends SUCCEEDED with `workers` of 4, within half a point of `baseline`,
-// accounted exactly once.
+// accounted exactly once; live (the survivors' memory) unless `job_args` asks for the checkpoint.
 void shrink_after_a_kill(ClusterFixture& c, const std::string& job_args, int64_t step, double baseline, int workers) {
   const std::string id = submit_detached(c, job_args);
   Json view = wait_for_step(c, id, step);
@@ -417,7 +439,8 @@ void shrink_after_a_kill(ClusterFixture& c, const std::string& job_args, int64_t
   REQUIRE(::kill(pid, SIGKILL) == 0);
   Json end = wait_for_end(c, id, std::chrono::seconds(180));
   INFO(c.logs_tail());
-  check_recovered(c, end, id, baseline, true);
+  if (job_args.find("--recovery checkpoint") != std::string::npos) check_recovered(c, end, id, baseline, true);
+  else check_shrunk_live(c, end, id, baseline);
   const std::vector<std::string> resized = event_messages(end, "job_resized", id);
   for (const std::string& line : resized) UNSCOPED_INFO(line);
   CHECK(any_contains(resized, "continues with " + std::to_string(workers) + " of 4 workers"));
@@ -428,8 +451,8 @@ void shrink_after_a_kill(ClusterFixture& c, const std::string& job_args, int64_t
 
 }  // namespace
 
-TEST_CASE("faults: an elastic sync job goes on with the workers that fit after its node is killed and grows back when "
-          "a node joins", "[jobs][cluster][faults][elastic]") {
+TEST_CASE("faults: an elastic sync job goes on from memory with the workers that fit after its node is killed and "
+          "grows back live when a node joins", "[jobs][cluster][faults][elastic]") {
   ClusterFixture c;
   // 4 cpus on 2 processes (the head and one node): 4 workers, and after the node dies room for 2
   // (with two nodes, the head and the survivor would still hold all 4).
@@ -443,7 +466,8 @@ TEST_CASE("faults: an elastic sync job goes on with the workers that fit after i
   shrink_after_a_kill(c, job_args, 1100, baseline, 2);
 
   // 2. A node joins, the job starts on 4 workers, that node is killed (2 go on), and another
-  //    joins: the job grows back to 4 after its next checkpoint, and ends as well as without faults.
+  //    joins: the job grows back to 4 at once, the newcomers filled from a survivor, and ends as
+  //    well as without faults.
   ClusterFixture first_joiner, second_joiner;
   join_node(c, first_joiner);
   const std::string id2 = submit_detached(c, job_args);
@@ -462,7 +486,10 @@ TEST_CASE("faults: an elastic sync job goes on with the workers that fit after i
   INFO(j2.dump(1));
   REQUIRE(j2.at("state") == "SUCCEEDED");
   CHECK(within_half_point(accuracy_of(end2, id2), baseline));
-  CHECK(any_contains(event_messages(end2, "job_resized", id2), "grows back to 4 workers"));
+  // Live: the newcomers join at once, filled from a survivor's memory (no checkpoint waited for).
+  CHECK(any_contains(event_messages(end2, "job_resized", id2), "grows back to 4 of 4 workers; the newcomers take the "
+                                                                "state from a survivor's memory"));
+  CHECK(j2.at("result").at("recovery").at("mode") == "live");
   CHECK(j2.at("result").value("final_workers", 0) == 4);
   WARN("elastic: shrunk and grown back, accuracy " << accuracy_of(end2, id2) << "; resizes: "
                                                    << event_messages(end2, "job_resized", id2).size());
@@ -486,8 +513,9 @@ TEST_CASE("faults: an elastic sync job shrinks unevenly, 3 of 4 workers with 4 s
                             info.at("token").get<std::string>() + " --cpus 1 --timeout 30", 60);
   INFO(join.both() << c.logs_tail() << joiner.logs_tail());
   REQUIRE(join.exit_code == 0);
+  // The checkpoint path (--recovery checkpoint); the other elastic test and the matrix go on live.
   const std::string job_args = "--strategy sync --elastic --workers 4 --epochs 6 --batch-size 128 "
-                               "--checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt";
+                               "--recovery checkpoint --checkpoint-every 100 --checkpoint-dir " + c.home() + "/ckpt";
   const double baseline = fault_free_accuracy(c, job_args);
 
   shrink_after_a_kill(c, job_args, 700, baseline, 3);

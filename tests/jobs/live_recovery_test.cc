@@ -196,9 +196,15 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   s.recovery = "sometimes";
   CHECK(validate(s).message().find("--recovery 'sometimes' is not one of auto, live, checkpoint") != std::string::npos);
   s.recovery = "auto";
-  s.elastic = true;
+  s.elastic = true;  // elastic: the survivors go on smaller from their memory
+  CHECK(recovers_live(s));
+  s.shard = "optimizer";  // but a share laid out for one size is not re-laid live
   CHECK_FALSE(recovers_live(s));
   CHECK(validate(s).ok());  // auto: checkpoint where live is not built
+  s.recovery = "live";
+  CHECK(validate(s).message().find("not --elastic with --shard") != std::string::npos);
+  s.recovery = "auto";
+  s.shard = "none";
   s.elastic = false;
   s.strategy = "pipeline";  // 2 replicas of 2 stages: a lost stage from the other replica
   s.stages = 2;

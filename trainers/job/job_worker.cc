@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/group_rendezvous.h"
+#include "gcs/group_plan.h"
 #include "gcs/job_recovery.h"
 #include "trainers/sync/grad_buckets.h"
 #include "trainers/job/gpu_worker.h"
@@ -231,6 +232,25 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
                             steps_per_epoch, world, buckets, shard_stats);
 }
 
+// Worker `a` (its index: its slot) in generation `gen` of a live elastic job's group: its rank and
+// the group's size from the generation's plan (gcs/group_plan.h: the job shrank or grew back),
+// else its slot and the size it was started with. unavailable when the plan leaves it out (the
+// job went on without it).
+Expected<MemberArgs> member_at(gcs::Store& store, const MemberArgs& a, const std::string& group, int64_t gen) {
+  auto plan = gcs::group_plan(store, group, gen);
+  if (!plan.ok()) return plan.status().with_context("reading generation " + std::to_string(gen) + "'s plan");
+  if (!plan->has_value()) return a;
+  MemberArgs at = a;
+  at.index = gcs::rank_in_plan(**plan, a.index);
+  at.world = static_cast<int>((*plan)->size());
+  if (at.index < 0)
+    return Status(Code::unavailable, "worker " + std::to_string(a.index) + " is not in generation " + std::to_string(gen) +
+                                         " of group '" + group + "': the job went on without it");
+  if (at.index != a.index || at.world != a.world)
+    spdlog::info("job {} worker {}: rank {} of {} at generation {}", a.job.short_hex(), a.index, at.index, at.world, gen);
+  return at;
+}
+
 Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetup& s, const std::atomic<bool>& cancel) {
   const JobSpec& spec = s.spec;
   if (spec.gpus_per_worker > 0) return run_sync_gpu(env, a, s, cancel);
@@ -244,8 +264,10 @@ Status run_sync(const actors::NodeEnvironment& env, const MemberArgs& a, JobSetu
   HeldState held;
   const std::string group = "job-" + a.job.hex();
   for (int64_t gen = a.attempt;;) {
+    auto at = spec.elastic ? member_at(*s.store, a, group, gen) : Expected<MemberArgs>(a);
+    if (!at.ok()) return at.status();
     int64_t newer = -1;
-    Status st = train_generation(env, a, s, cancel, gen, &held, &newer);
+    Status st = train_generation(env, *at, s, cancel, gen, &held, &newer);
     if (st.ok()) return st;
     if (newer > gen) {  // the replacements went to a newer generation while this one formed
       gen = newer;

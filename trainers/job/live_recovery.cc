@@ -80,6 +80,7 @@ int choose_source(const std::vector<float>& held, int* receivers, int64_t* newes
 std::string live_source(const LiveStart& live) {
   if (!live.from.empty()) return live.from;
   if (live.source < 0) return "the buddy mirrors of step " + std::to_string(live.state.step);
+  if (live.receivers == 0) return "its workers' own memory (step " + std::to_string(live.state.step) + ")";
   return "the memory of rank " + std::to_string(live.source) + " (step " + std::to_string(live.state.step) + ")";
 }
 
@@ -148,6 +149,10 @@ Expected<LiveStart> share_held_state(collectives::Communicator& comm, const Held
   out.source = choose_source(held, &out.receivers, &newest);
   if (out.source < 0) return out;  // nobody holds a state: the checkpoint, or the beginning
   out.live = true;
+  if (out.receivers == 0) {  // every rank holds that step (an elastic job shrinking): nothing to send
+    out.state = mine->state;
+    return out;
+  }
   const bool source = comm.rank() == out.source;
   if (source) out.state = mine->state;
   float header[Header::size] = {};
@@ -237,9 +242,10 @@ Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t step
   TROUPE_RETURN_IF_ERROR(kept.durable_through(step).with_context("recording the steps kept in memory"));
   // (A mirror's round may be older than the last completed step: the summary counts the steps lost.)
   const bool mirrored = live.source < 0 && live.from.empty();
-  const std::string sent = !mirrored ? std::to_string(live.bytes) + " bytes of state sent to " +
-                                                  std::to_string(live.receivers) + " rank(s), no completed step lost"
-                                            : std::to_string(live.receivers) + " rank(s) take their shard from a buddy";
+  const std::string sent = mirrored ? std::to_string(live.receivers) + " rank(s) take their shard from a buddy"
+                           : live.receivers == 0 ? "every rank held that step (nothing sent), no completed step lost"
+                                                 : std::to_string(live.bytes) + " bytes of state sent to " +
+                                                       std::to_string(live.receivers) + " rank(s), no completed step lost";
   const std::string message = "job " + job.short_hex() + " goes on live at generation " + std::to_string(generation) +
                               " from " + at.source + ": " + sent;
   spdlog::info("{}", message);
