@@ -174,10 +174,12 @@ std::string JobSupervisor::choose_restart_nodes(Job& job, const Failed& failed) 
 void JobSupervisor::begin_restart(Job& job, const Failed& failed, const std::string& cause, bool whole) {
   ++job.attempt;
   const std::string where = choose_restart_nodes(job, failed);
-  const int64_t backoff = backoff_for(job.backoff_ms, job.attempt);
-  job.restart_due_ms = gcs::now_ms() + backoff;
   int64_t step = -1;
   if (auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex()); rec.ok()) step = rec->step;
+  job.failure_streak = step > job.streak_step ? 1 : job.failure_streak + 1;  // progress since: not a loop
+  job.streak_step = std::max(job.streak_step, step);
+  const int64_t backoff = backoff_for(job.backoff_ms, job.failure_streak);
+  job.restart_due_ms = gcs::now_ms() + backoff;
   const std::string which =
       "restart " + std::to_string(job.attempt - job.free_attempts) + " of " + std::to_string(job.max_restarts);
   const std::string at = step >= 0 ? "; it was at step " + std::to_string(step) : "";

@@ -168,6 +168,11 @@ class JobSupervisor {
     bool live = false;            // a live sync job: replaced slot by slot, but restarted whole when stuck
     bool restore_servers = false; // not a whole gang: a failed server is replaced (it restores its shard)
     int attempt = 0;              // restarts begun so far
+    // The backoff doubles with each failure that comes before the job got past the step the one
+    // before it failed at (a crash loop), and starts over once it did: a job that loses a node now
+    // and then waits the base backoff each time, not the 30 s its tenth restart would.
+    int failure_streak = 0;
+    int64_t streak_step = -1;     // the most steps the job had done at one of its failures
     bool restarting = false;      // whole gang: the failed attempt's actors are being stopped
     int64_t restart_due_ms = 0;   // no placement of the next attempt before this
     int64_t stop_grace_ms = 0;    // whole gang: actors not down by then are left behind (hung in a

@@ -197,9 +197,10 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
                   "pipelines)")
       ->check(CLI::IsMember({"auto", "live", "checkpoint"}))->capture_default_str();
   cmd->add_option("--mirror-every", s.mirror_every,
-                  "sync --shard with live recovery: each worker sends a copy of its shard of the state to a "
-                  "neighbour (on another node where it can) every this many steps; a lost worker's shard comes back "
-                  "from that copy (the job rolls back to it in memory)")
+                  "sync --shard, or a pipeline of one replica, with live recovery: each worker sends a copy of its "
+                  "shard of the state (a stage: its layers' state) to a neighbour (on another node where it can) "
+                  "every this many steps; a lost worker's share comes back from that copy (the job rolls back to it "
+                  "in memory)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--mirror-overlap", s.mirror_overlap,
                   "sync --shard with live recovery: send each copy beside the next step (on: a thread and a second "

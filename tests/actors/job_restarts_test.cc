@@ -420,3 +420,41 @@ TEST_CASE("job restarts: a live sync job replaces only its failed worker, but re
   CHECK(h.job(id).message.find("stuck at step 40") != std::string::npos);
   CHECK(count_events(h.store, "job_restarting") == 2);
 }
+
+TEST_CASE("job restarts: the backoff doubles while failures come before the job moves on, and starts over once it did",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  SubmitJob s = with_restarts(h.request(id), 10, false);  // worker by worker
+  s.restart_backoff_ms = 100;
+  auto reply = h.supervisor.submit(s);
+  REQUIRE(reply.ok());
+  auto at_step = [&](int64_t step) {
+    REQUIRE(gcs::update_job(h.store, id, [&](gcs::JobRecord& j) -> Status {
+              j.step = step;
+              return {};
+            }).ok());
+  };
+  // Worker 0's slot fails at each step given, and its replacement is placed after the backoff.
+  std::vector<std::string> waits;
+  caf::actor_addr current = h.addr(*reply, 0);
+  for (int64_t step : {50, 50, 50, 60, 61}) {
+    at_step(step);
+    h.supervisor.on_down(current, to_error(internal_error("killed")), "killed");
+    auto events = gcs::recent_events(h.store, 100);
+    REQUIRE(events.ok());
+    std::string newest;
+    for (const gcs::Event& e : *events)
+      if (e.kind == "job_restarting") newest = e.message;  // oldest first: the last is the newest
+    const size_t in = newest.find(" in "), ms = newest.find(" ms while");
+    REQUIRE(in != std::string::npos);
+    REQUIRE(ms != std::string::npos);
+    waits.push_back(newest.substr(in + 4, ms - in - 4));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(waits.back()) + 20));
+    REQUIRE(h.supervisor.retry_pending() == false);  // the replacement placed
+    REQUIRE_FALSE(h.last_asks.empty());
+    current = h.spawned.at(h.last_asks.back().id).address();
+  }
+  // 50 (progress from nothing), 50 and 50 again (a loop: 200, 400), 60 (it moved on), 61 (again).
+  CHECK(waits == std::vector<std::string>{"100", "200", "400", "100", "100"});
+}

@@ -82,6 +82,20 @@ TEST_CASE("pipeline live recovery: the stages go on from the newest step every s
           -1);
     CHECK(why.find("no survivor holds stage 1's state") != std::string::npos);
   }
+  SECTION("rounds every 5 steps (--mirror-every 5): the lost stage's buddy's newest round, the others back to it") {
+    // Stage 1 lost at step 47; stage 2 keeps its rounds 40 and 45; stages 0 and 2 their own.
+    CHECK(choose_pipeline_step({{0, 47, 47, 2, 40, 45, 40, 45}, {1, -1, -1, -1, -1, -1}, {2, 47, 47, 1, 40, 45, 40, 45}},
+                               3, &why) == 45);
+    // Lost while round 45 was sent: its buddy has 35 and 40 only; every survivor still keeps 40.
+    CHECK(choose_pipeline_step({{0, 45, 45, 2, 40, 45, 40, 45}, {1, -1, -1, -1, -1, -1}, {2, 45, 45, 1, 35, 40, 40, 45}},
+                               3, &why) == 40);
+    // Not a step between rounds: 42 is in no round.
+    StageOffer o{2, 47, 47, 1, 40, 45, 40, 45};
+    CHECK_FALSE(o.mirrors(1, 42));
+    CHECK_FALSE(o.holds(42));
+    CHECK(o.holds(40));
+    CHECK(o.mirrors(1, 45));
+  }
   SECTION("every replica of a stage lost") {
     CHECK(choose_pipeline_step({{0, 40, 41}, {1, -1, -1}, {0, 41, 41}, {1, -1, -1}}, 2, &why) == -1);
     CHECK(why.find("no survivor holds stage 1's state") != std::string::npos);
@@ -232,14 +246,16 @@ TEST_CASE("pipeline live recovery: a one-replica pipeline cut short mid-epoch, a
   po.microbatches = 2;
   auto whole = pipeline::train_local_pipeline(o, po, train, test);
   REQUIRE(whole.ok());
+  for (const int every : {1, 4})
   for (int lost : {0, 1, 2}) {
-    INFO("stage " << lost << " lost");
+    INFO("stage " << lost << " lost, rounds every " << every << " steps");
     std::vector<StageHold> holds(3);
     std::atomic<bool> cancel{false};
     pipeline::LocalCheckpoints first;
     first.holds = &holds;
     first.cancel = &cancel;
     first.mirror_distance = 1;
+    first.mirror_every = every;
     const ProgressFn stop_at_13 = [&](const TrainProgress& p) {
       if ((p.epoch - 1) * p.steps_per_epoch + p.step >= 13) cancel = true;
     };
@@ -247,7 +263,9 @@ TEST_CASE("pipeline live recovery: a one-replica pipeline cut short mid-epoch, a
     for (int w = 0; w < 3; ++w) {
       REQUIRE(holds[w].held);
       CHECK(holds[w].mirror.stage() == (w + 2) % 3);  // the stage behind it on the ring
-      CHECK(holds[w].mirror.newest_step() >= 12);
+      CHECK(holds[w].mirror.newest_step() >= (every == 1 ? 12 : 8));
+      CHECK(holds[w].mirror.newest_step() % every == 0);
+      if (every > 1) CHECK_FALSE(holds[w].before);  // spaced rounds: no copy before each update
     }
     holds[lost] = StageHold{};
     auto agreed = agree(holds, 3);
@@ -255,6 +273,7 @@ TEST_CASE("pipeline live recovery: a one-replica pipeline cut short mid-epoch, a
     for (int w = 0; w < 3; ++w) {
       REQUIRE(agreed[w].ok());
       REQUIRE(agreed[w]->live);
+      if (every > 1) CHECK(agreed[w]->state.step % every == 0);  // back to a whole round
       live[w] = std::move(agreed[w]->state);
     }
     pipeline::LocalCheckpoints resume;

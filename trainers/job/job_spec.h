@@ -96,12 +96,13 @@ struct JobSpec {
   // After a worker is lost: "live" (the survivors keep training state in memory, the lost worker is
   // replaced and takes it from them; no completed step is lost: trainers/job/live_recovery.h),
   // "checkpoint" (every worker restarts from the newest checkpoint) or "auto" (live where it is
-  // built: CPU sync jobs, sharded or not, that are not elastic, and pipelines (a lost stage from the
+  // built: CPU sync jobs, sharded or elastic (not both), and pipelines (a lost stage from the
   // same stage of another replica, or its buddy stage's mirror: trainers/job/pipeline_live.h); else
   // checkpoint).
   std::string recovery = "auto";
   // A live --shard job: every rank mirrors its buddy's chunks every this many steps
-  // (trainers/sharded/buddy_mirror.h); a loss rolls back in memory to the newest whole round.
+  // (trainers/sharded/buddy_mirror.h); a one-replica pipeline: each stage its state to its buddy
+  // stage (trainers/pipeline/stage_mirror.h). A loss rolls back in memory to the newest whole round.
   int64_t mirror_every = 1;
   // Whether a mirror round's send overlaps the next step (a thread and a second group of the same
   // ranks) or runs after the step: "on", "off", or "auto" — on where the host has two hardware

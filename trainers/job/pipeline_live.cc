@@ -23,29 +23,50 @@ Status gather_ints(collectives::Communicator& comm, const std::vector<int64_t>& 
 
 }  // namespace
 
+namespace {
+
+// Whether some worker can give stage `s`'s state of `step`.
+bool covered(const std::vector<StageOffer>& offers, int s, int64_t step) {
+  for (const StageOffer& o : offers)
+    if ((o.stage == s && o.holds(step)) || o.mirrors(s, step)) return true;
+  return false;
+}
+
+}  // namespace
+
 int64_t choose_pipeline_step(const std::vector<StageOffer>& offers, int stages, std::string* why) {
-  std::vector<int64_t> newest(static_cast<size_t>(stages), -1);
+  std::vector<int64_t> newest(static_cast<size_t>(stages), -1), steps;
   for (const StageOffer& o : offers) {
-    if (o.stage >= 0 && o.stage < stages) newest[o.stage] = std::max(newest[o.stage], o.newest);
+    if (o.stage >= 0 && o.stage < stages)
+      newest[o.stage] = std::max({newest[o.stage], o.newest, o.own_newest});
     if (o.mirror_stage >= 0 && o.mirror_stage < stages)
       newest[o.mirror_stage] = std::max(newest[o.mirror_stage], o.mirror_newest);
+    for (int64_t step : {o.oldest, o.newest, o.own_older, o.own_newest, o.mirror_older, o.mirror_newest})
+      if (step >= 0) steps.push_back(step);
+    if (o.oldest >= 0)
+      for (int64_t step = o.oldest + 1; step < o.newest; ++step) steps.push_back(step);
   }
   for (int s = 0; s < stages; ++s)
     if (newest[s] < 0) {
       *why = "no survivor holds stage " + std::to_string(s) + "'s state (every worker of it lost, and any copy)";
       return -1;
     }
-  const int64_t step = *std::min_element(newest.begin(), newest.end());
-  for (int s = 0; s < stages; ++s) {
-    bool held = false;
-    for (const StageOffer& o : offers) held = held || (o.stage == s && o.holds(step)) || o.mirrors(s, step);
-    if (!held) {
-      *why = "no survivor of stage " + std::to_string(s) + " holds step " + std::to_string(step) +
-             " (the step every stage reached)";
+  std::sort(steps.rbegin(), steps.rend());
+  for (int64_t step : steps) {
+    bool all = true;
+    for (int s = 0; s < stages && all; ++s) all = covered(offers, s, step);
+    if (all) return step;
+  }
+  // None: name the first stage missing the step every stage reached.
+  const int64_t reached = *std::min_element(newest.begin(), newest.end());
+  for (int s = 0; s < stages; ++s)
+    if (!covered(offers, s, reached)) {
+      *why = "no survivor of stage " + std::to_string(s) + " holds step " + std::to_string(reached) +
+             " (the step every stage reached), and no older step is held by every stage";
       return -1;
     }
-  }
-  return step;
+  *why = "no step is held by every stage";
+  return -1;
 }
 
 namespace {
@@ -67,14 +88,19 @@ Expected<LiveStart> agree_stage_state(collectives::Communicator& job, collective
                                       std::chrono::milliseconds timeout) {
   const pipeline::MirroredStage& m = hold.mirror;
   std::vector<int64_t> all;
-  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, hold.oldest_step(), hold.newest_step(), m.stage(), m.oldest_step(),
-                                           m.newest_step()},
+  const pipeline::MirroredStage& own = hold.own;
+  const bool rounds = hold.held && own.newest_step() >= 0;
+  // (A round's older is the newest until a second round came: then one round, not two.)
+  auto older = [](const pipeline::MirroredStage& x) { return x.oldest_step() == x.newest_step() ? -1 : x.oldest_step(); };
+  TROUPE_RETURN_IF_ERROR(gather_ints(job, {stage, hold.oldest_step(), hold.newest_step(), m.stage(), older(m),
+                                           m.newest_step(), rounds ? older(own) : -1, rounds ? own.newest_step() : -1},
                                      &all, timeout, "telling the stages' steps held"));
   std::vector<StageOffer> offers;
   bool any = false;
-  for (size_t r = 0; r + 5 < all.size(); r += 6) {
+  constexpr size_t kOffer = 8;
+  for (size_t r = 0; r + kOffer - 1 < all.size(); r += kOffer) {
     offers.push_back({static_cast<int>(all[r]), all[r + 1], all[r + 2], static_cast<int>(all[r + 3]), all[r + 4],
-                      all[r + 5]});
+                      all[r + 5], all[r + 6], all[r + 7]});
     any = any || all[r + 2] >= 0;
   }
   LiveStart out;

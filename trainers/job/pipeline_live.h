@@ -26,21 +26,26 @@
 
 namespace troupe::job {
 
-// What each worker can give: the steps [oldest, newest] its stage's hold covers (-1: none), and those
-// of the stage it mirrors (mirror_stage -1: none).
+// What each worker can give: the steps [oldest, newest] its stage's hold covers (-1: none) and its
+// own mirror rounds (--mirror-every K > 1; -1: none), and the rounds it keeps of the stage it
+// mirrors (mirror_stage -1: none). Rounds are exact steps: K apart, nothing between.
 struct StageOffer {
   int stage = 0;
   int64_t oldest = -1, newest = -1;
   int mirror_stage = -1;
-  int64_t mirror_oldest = -1, mirror_newest = -1;
-  bool holds(int64_t step) const { return oldest >= 0 && oldest <= step && step <= newest; }
+  int64_t mirror_older = -1, mirror_newest = -1;
+  int64_t own_older = -1, own_newest = -1;
+  bool holds(int64_t step) const {
+    return step >= 0 && ((oldest >= 0 && oldest <= step && step <= newest) || step == own_older || step == own_newest);
+  }
   bool mirrors(int s, int64_t step) const {
-    return mirror_stage == s && mirror_oldest >= 0 && mirror_oldest <= step && step <= mirror_newest;
+    return mirror_stage == s && step >= 0 && (step == mirror_older || step == mirror_newest);
   }
 };
 
-// Step 2's choice: the step every stage goes on from, or -1 (with the reason in *why) when some
-// stage's state survives nowhere. A stage's own holders and the workers mirroring it both count.
+// Step 2's choice: the newest step every stage can give (the stages' own holders and the workers
+// mirroring each both count), or -1 (with the reason in *why) when there is none: some stage's
+// state survives nowhere, or no step is common to all.
 int64_t choose_pipeline_step(const std::vector<StageOffer>& offers, int stages, std::string* why);
 
 // Steps 2 and 3, a collective of `job` (every worker) and `stage_group` (this stage's replicas; null

@@ -249,6 +249,7 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& g,
     auto distance = agree_buddy_distance(*pipe, env.node, comms.timeout);
     if (!distance.ok()) return distance.status();
     comms.mirror_distance = *distance;
+    comms.mirror_every = static_cast<int>(spec.mirror_every);  // a lost stage: back to its buddy's newest round
   }
   int64_t steps_done = 0;
   comms.steps_done = &steps_done;

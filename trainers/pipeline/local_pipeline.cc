@@ -38,6 +38,7 @@ Expected<LocalPipelineResult> train_local_pipeline(const TrainOptions& o, const 
         const size_t w = static_cast<size_t>(r * stages + s);
         if (lc.holds) c.hold = &(*lc.holds)[w];
         c.mirror_distance = lc.mirror_distance;
+        c.mirror_every = lc.mirror_every;
         StageCheckpoints ck;
         if (lc.every > 0) {
           ck.every = lc.every;

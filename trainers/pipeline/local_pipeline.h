@@ -37,6 +37,7 @@ struct LocalCheckpoints {
   std::vector<StageHold>* holds = nullptr;
   std::vector<std::optional<checkpoint::TrainingState>>* live = nullptr;
   int mirror_distance = 0;  // with holds: StageComms::mirror_distance
+  int mirror_every = 1;     //   and StageComms::mirror_every
 };
 
 // Runs every stage actor; the first error (in stage order) is returned, prefixed with its stage

@@ -19,11 +19,17 @@ struct StageHold {
   checkpoint::TrainingState newest;                // the stage's range after newest.step steps
   std::optional<checkpoint::TrainingState> before; // the same after newest.step - 1 steps, if kept
   MirroredStage mirror;                            // a one-replica pipeline: its buddy stage's rounds
+  // With rounds K > 1 steps apart (--mirror-every K): this stage's own state at its two newest
+  // rounds, so that it can roll back to the round its buddy holds of a lost stage.
+  MirroredStage own;
 
-  // The steps this stage can give: [oldest, newest]; -1 each when nothing is held.
+  // The steps this stage's own states cover: [oldest, newest]; -1 each when nothing is held.
   int64_t newest_step() const { return held ? newest.step : -1; }
   int64_t oldest_step() const { return !held ? -1 : before ? before->step : newest.step; }
-  bool holds(int64_t step) const { return held && step >= oldest_step() && step <= newest_step(); }
+  // Those steps, or one of its own rounds.
+  bool holds(int64_t step) const {
+    return held && ((step >= oldest_step() && step <= newest_step()) || own.holds(step));
+  }
   // The state of `step` (holds(step) must be true), moved out; the hold's own states are emptied.
   checkpoint::TrainingState take(int64_t step);
 };

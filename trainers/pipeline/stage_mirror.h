@@ -1,5 +1,5 @@
 // A one-replica pipeline's buddy mirror (live recovery, issue 44): with no other replica holding a
-// stage's layers, after every update each stage sends its state — its range of the parameters, the
+// stage's layers, after every update (or every K: --mirror-every) each stage sends its state — its range of the parameters, the
 // optimizer's vectors over it, the step and its place in the epoch — to the stage `distance` ahead
 // on the pipe ring and keeps the state of the stage `distance` behind: its newest two rounds, as a
 // stage keeps its own newest two states (stage_hold.h). A lost stage's state then comes back from
@@ -23,7 +23,8 @@ class MirroredStage {
   int stage() const { return stage_; }  // whose state; -1: none kept
   int64_t newest_step() const { return newest_.step; }
   int64_t oldest_step() const { return older_.step >= 0 ? older_.step : newest_.step; }
-  bool holds(int64_t step) const { return newest_.step >= 0 && step >= oldest_step() && step <= newest_step(); }
+  // Exactly its two rounds (with --mirror-every K they are K steps apart, nothing between).
+  bool holds(int64_t step) const { return step >= 0 && (step == newest_.step || step == older_.step); }
   // The state of round `step` (holds(step) must be true).
   checkpoint::TrainingState state(int64_t step) const;
   // Keeps `s` (stage `stage`'s) as the newest round, the newest before it becoming the older.

@@ -265,8 +265,12 @@ class StageSteps {
   // neighbours' messages of t + 1, its all-reduce its replicas' — so every stage applied t by then,
   // and the stages' states differ by one step at most.)
   void keep_before();
-  // A one-replica pipeline's buddy mirror: a round of the stages' states at the applied step.
-  Status mirror_round();
+  // A one-replica pipeline's buddy mirror: a round of the stages' states at the applied step (every
+  // mirror_every steps, and the `first` at the start).
+  Status mirror_round(bool first = false);
+  // Mirror rounds more than a step apart: the stage keeps its own rounds, not the state before
+  // each update.
+  bool spaced_rounds() const { return l_.comms.mirror_distance > 0 && l_.comms.mirror_every > 1; }
   // Step s of `epoch`; false: skipped (trained before the checkpoint this run resumed from).
   Expected<bool> run_step(int epoch, int64_t s, EpochTally& tally, Clock::time_point epoch_start);
   // The schedule's passes over the micro-batches, the tied blocks' gradients gathered; the mean
@@ -291,6 +295,7 @@ class StageSteps {
   Position applied_;  // the steps applied to the parameters (step_ runs ahead of it within a step)
   std::optional<checkpoint::TrainingState> before_;  // live recovery: the state before the newest update
   MirroredStage mirror_;                             //   and the buddy stage's newest rounds
+  MirroredStage own_;                                //   and its own (rounds K > 1 steps apart)
   checkpoint::TrainingState round_;                  //   the buddy mirror's round, its memory reused
   const bool resumed_;
   bool stop_ = false;
@@ -300,7 +305,7 @@ class StageSteps {
 Status StageSteps::run_epochs() {
   // Resumed at the end of the job's last epoch (live recovery after a peer was lost while it was
   // scored): that epoch's score, which the job ends with.
-  TROUPE_RETURN_IF_ERROR(mirror_round());  // the first round: the start itself
+  TROUPE_RETURN_IF_ERROR(mirror_round(true));  // the first round: the start itself
   if (resumed_ && first_epoch_ > o_.epochs && step_ > 0) return end_epoch(o_.epochs, EpochTally{}, 0.0);
   for (int epoch = first_epoch_; epoch <= o_.epochs && !stop_; ++epoch) TROUPE_RETURN_IF_ERROR(run_epoch(epoch));
   return {};
@@ -319,21 +324,25 @@ void StageSteps::keep(StageHold* hold) {
   hold->before.reset();
   if (before_ && before_->step == applied_.step - 1) hold->before = std::move(before_);
   hold->mirror = std::move(mirror_);
+  hold->own = std::move(own_);
   hold->held = true;
   spdlog::warn("{}: pipeline stage {} of replica {} keeps its state of step {}{} for live recovery", where_, sh_.stage,
                sh_.replica, applied_.step, hold->before ? " and the one before" : "");
 }
 
 void StageSteps::keep_before() {
-  if (!l_.comms.hold || sh_.stages == 1) return;
+  // (Rounds K > 1 steps apart: a one-replica pipeline goes back to a round, never to this copy.)
+  if (!l_.comms.hold || sh_.stages == 1 || spaced_rounds()) return;
   if (!before_) before_.emplace();
   capture(applied_, &*before_);
 }
 
-Status StageSteps::mirror_round() {
+Status StageSteps::mirror_round(bool first) {
   const StageComms& c = l_.comms;
   if (!c.hold || c.mirror_distance <= 0 || !c.pipe) return {};
+  if (!first && applied_.step % std::max(1, c.mirror_every) != 0) return {};
   capture(applied_, &round_);
+  if (spaced_rounds()) own_.keep(sh_.stage, round_);  // before it is sent: the buddy holds no round this stage lacks
   return exchange_stage_state(*c.pipe, c.mirror_distance, round_, p_.buddy_params, &mirror_,
                               kMirrorSequence + static_cast<uint64_t>(applied_.step), c.timeout)
       .with_context(where_);

@@ -40,6 +40,9 @@ struct StageComms {
   // With `hold`, a pipeline of one replica: the buddy mirror's distance on the pipe ring
   // (stage_mirror.h; 0: none) — after each update the stage's state goes to stage + distance.
   int mirror_distance = 0;
+  // With a buddy mirror: its rounds every this many steps (and at the start); a lost stage then
+  // takes its buddy's newest whole round, and the others roll back to it from their own rounds.
+  int mirror_every = 1;
   int64_t* steps_done = nullptr;  // if set: the steps applied so far, kept current (a restart's steps lost)
 };
 
