@@ -83,8 +83,9 @@ struct SubmitJob {
   std::string policy;      // empty: the scheduler_policy setting
   std::vector<JobActor> actors;
   // Supervision (actors/job_supervisor.h): restarts before a failure fails the job, the wait before
-  // the first (doubled for each further one), and whether one actor's failure restarts every actor
-  // of the job (sync: all replicas resume from one checkpoint) or only the failed one (async).
+  // a restart (doubled while the job fails again before getting past its last failure), and whether
+  // one actor's failure restarts every actor of the job (sync: all replicas resume from one
+  // checkpoint) or only the failed one (async).
   int32_t max_restarts = 0;
   int64_t restart_backoff_ms = 0;
   bool restart_whole_gang = true;

@@ -176,7 +176,8 @@ void add_job_flags(CLI::App* cmd, SubmitFlags& f) {
                   "job fails; sync restarts every worker from the newest checkpoint, async replaces the failed actor")
       ->check(CLI::Range(0, 1000))->capture_default_str();
   cmd->add_option("--restart-backoff", s.restart_backoff_ms,
-                  "Milliseconds before the first restart, doubled for each further one (at most 30 s)")
+                  "Milliseconds before a restart, doubled for each failure that comes before the job got past the "
+                  "step of the one before (a crash loop; at most 30 s), back to this once it did")
       ->check(CLI::Range(int64_t{0}, int64_t{600000}))->capture_default_str();
   cmd->add_option("--restart-on", s.restart_on,
                   "Where a restart places what it restarts: any (a node with room), same (each on the node it ran "

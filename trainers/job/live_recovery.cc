@@ -242,10 +242,18 @@ Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t step
   TROUPE_RETURN_IF_ERROR(kept.durable_through(step).with_context("recording the steps kept in memory"));
   // (A mirror's round may be older than the last completed step: the summary counts the steps lost.)
   const bool mirrored = live.source < 0 && live.from.empty();
+  // A sync replica's newest step is the job's last completed one; a pipeline's stages may go back a
+  // step, or to a mirror round: the steps lost from what the failed attempt's workers said.
+  std::string lost = ", no completed step lost";
+  if (!live.from.empty()) {
+    auto rec = gcs::job_recovery(store, job);
+    const int64_t failed = rec.ok() && rec->has_value() ? std::max((*rec)->failed_step, (*rec)->pending_failed_step) : -1;
+    lost = failed < 0 ? "" : ", " + std::to_string(std::max<int64_t>(0, failed - step)) + " completed step(s) lost";
+  }
   const std::string sent = mirrored ? std::to_string(live.receivers) + " rank(s) take their shard from a buddy"
-                           : live.receivers == 0 ? "every rank held that step (nothing sent), no completed step lost"
+                           : live.receivers == 0 ? "every rank held that step (nothing sent)" + lost
                                                  : std::to_string(live.bytes) + " bytes of state sent to " +
-                                                       std::to_string(live.receivers) + " rank(s), no completed step lost";
+                                                       std::to_string(live.receivers) + " rank(s)" + lost;
   const std::string message = "job " + job.short_hex() + " goes on live at generation " + std::to_string(generation) +
                               " from " + at.source + ": " + sent;
   spdlog::info("{}", message);
