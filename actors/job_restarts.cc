@@ -87,6 +87,14 @@ std::string describe_members(const Members& failed) {
 
 void JobSupervisor::members_failed(Job& job, const Failed& given, const std::string& why) {
   if (job.ending || job.restarting || given.empty()) return;
+  // A job whose rank 0 recorded its success: an actor failing now (a replacement or newcomer placed
+  // as the job ended, waiting for peers that are gone) is no failure of the job; nothing restarts.
+  if (auto rec = gcs::Table<gcs::JobRecord>(*host_.store).get(job.id.hex());
+      rec.ok() && rec->state == gcs::JobState::succeeded) {
+    spdlog::info("job {}: {} failed after the job succeeded ({}): nothing to restart", job.id.short_hex(),
+                 describe_members(given), why);
+    return;
+  }
   // Servers first: an async job's replacements are placed in this order, and its workers wait for
   // the servers they cannot reach.
   Failed failed = given;

@@ -458,3 +458,22 @@ TEST_CASE("job restarts: the backoff doubles while failures come before the job 
   // 50 (progress from nothing), 50 and 50 again (a loop: 200, 400), 60 (it moved on), 61 (again).
   CHECK(waits == std::vector<std::string>{"100", "200", "400", "100", "100"});
 }
+
+TEST_CASE("job restarts: an actor failing after its job recorded success restarts nothing",
+          "[jobs][supervisor][restarts]") {
+  Harness h;
+  const JobId id = h.record_job();
+  auto reply = h.supervisor.submit(with_restarts(h.request(id), 2, false));
+  REQUIRE(reply.ok());
+  const size_t asked = h.last_asks.size();
+  // Rank 0 recorded the result; a worker placed as the job ended fails waiting for its peers.
+  REQUIRE(gcs::update_job(h.store, id, [](gcs::JobRecord& j) -> Status {
+            j.state = gcs::JobState::succeeded;
+            return {};
+          }).ok());
+  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("no peers")), "no peers");
+  CHECK(count_events(h.store, "job_restarting") == 0);
+  CHECK(h.supervisor.retry_pending() == false);
+  CHECK(h.last_asks.size() == asked);  // no replacement asked for
+  CHECK(h.job(id).state == gcs::JobState::succeeded);
+}
