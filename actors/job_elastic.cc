@@ -16,19 +16,18 @@ namespace {
 // As job_restarts.cc's: how long a gang being stopped may take before the stragglers are left.
 constexpr int64_t kGrowStopGraceMs = 1000;
 
-// Probe asks for slots [from, to) of `actors` (fresh ids: nothing is recorded by a dry run).
-std::vector<PlacementAsk> probe(const std::vector<JobActor>& actors, size_t from, size_t to) {
-  std::vector<PlacementAsk> asks;
-  for (size_t slot = from; slot < to && slot < actors.size(); ++slot)
-    asks.push_back({ActorId::random(), actors[slot], std::nullopt, std::nullopt});
-  return asks;
-}
-
-// Probe asks for `slots` of `actors`.
+// Probe asks for `slots` of `actors` (fresh ids: nothing is recorded by a dry run).
 std::vector<PlacementAsk> probe_slots(const std::vector<JobActor>& actors, const std::vector<size_t>& slots) {
   std::vector<PlacementAsk> asks;
   for (size_t slot : slots) asks.push_back({ActorId::random(), actors[slot], std::nullopt, std::nullopt});
   return asks;
+}
+
+// Probe asks for slots [from, to) of `actors`.
+std::vector<PlacementAsk> probe(const std::vector<JobActor>& actors, size_t from, size_t to) {
+  std::vector<size_t> slots;
+  for (size_t slot = from; slot < to && slot < actors.size(); ++slot) slots.push_back(slot);
+  return probe_slots(actors, slots);
 }
 
 // "2 and 3": slots by number.

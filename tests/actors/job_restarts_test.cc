@@ -37,6 +37,14 @@ void stopped_ones_exit(Harness& h, const SubmitJobReply& reply, size_t except) {
   }
 }
 
+// Job `id`'s record says it has done `step` steps (as its rank 0 reports them).
+void set_job_step(Harness& h, const JobId& id, int64_t step) {
+  REQUIRE(gcs::update_job(h.store, id, [&](gcs::JobRecord& j) -> Status {
+            j.step = step;
+            return {};
+          }).ok());
+}
+
 // The harness's job with 2 restarts (backoff 0), restarts placed as `restart_on` says.
 SubmitJobReply submit_placed(Harness& h, const JobId& id, bool whole_gang, const std::string& restart_on) {
   SubmitJob s = with_restarts(h.request(id), 2, whole_gang);
@@ -285,12 +293,7 @@ TEST_CASE("job restarts: a job whose step count stands still past its progress t
   s.progress_timeout_ms = 300;
   auto reply = h.supervisor.submit(s);
   REQUIRE(reply.ok());
-  auto set_step = [&](int64_t step) {
-    REQUIRE(gcs::update_job(h.store, id, [&](gcs::JobRecord& j) -> Status {
-      j.step = step;
-      return {};
-    }).ok());
-  };
+  auto set_step = [&](int64_t step) { set_job_step(h, id, step); };
   for (int64_t step = 1; step <= 4; ++step) {  // moving: never stuck
     set_step(step * 10);
     h.supervisor.check_progress();
@@ -429,17 +432,11 @@ TEST_CASE("job restarts: the backoff doubles while failures come before the job 
   s.restart_backoff_ms = 100;
   auto reply = h.supervisor.submit(s);
   REQUIRE(reply.ok());
-  auto at_step = [&](int64_t step) {
-    REQUIRE(gcs::update_job(h.store, id, [&](gcs::JobRecord& j) -> Status {
-              j.step = step;
-              return {};
-            }).ok());
-  };
   // Worker 0's slot fails at each step given, and its replacement is placed after the backoff.
   std::vector<std::string> waits;
   caf::actor_addr current = h.addr(*reply, 0);
   for (int64_t step : {50, 50, 50, 60, 61}) {
-    at_step(step);
+    set_job_step(h, id, step);
     h.supervisor.on_down(current, to_error(internal_error("killed")), "killed");
     auto events = gcs::recent_events(h.store, 100);
     REQUIRE(events.ok());
