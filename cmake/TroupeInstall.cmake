@@ -24,7 +24,8 @@ install(FILES data/schema.h DESTINATION include/troupe/data COMPONENT trainer_ap
 # A user's libtorch module (models/torch/module_trainer.h): troupe::torch_module compiles the adapter's
 # few sources into the user's library, against the libtorch that build finds (find_package(Torch)),
 # so troupe's own libtorch never has to match it.
-set(TROUPE_TORCH_ADAPTER_SOURCES libtorch_version.cc module_loss.cc module_steps.cc param_binding.cc)
+set(TROUPE_TORCH_ADAPTER_SOURCES batch_randomness.cc libtorch_version.cc module_loss.cc module_steps.cc
+  param_binding.cc)
 add_library(troupe_torch_module INTERFACE)
 set_target_properties(troupe_torch_module PROPERTIES EXPORT_NAME torch_module)
 foreach(source ${TROUPE_TORCH_ADAPTER_SOURCES})
@@ -33,7 +34,7 @@ foreach(source ${TROUPE_TORCH_ADAPTER_SOURCES})
 endforeach()
 target_link_libraries(troupe_torch_module INTERFACE troupe_trainer_api)
 install(TARGETS troupe_torch_module EXPORT troupeTargets COMPONENT trainer_api)
-install(FILES models/torch/guarded.h models/torch/module_loss.h models/torch/module_steps.h
+install(FILES models/torch/batch_randomness.h models/torch/guarded.h models/torch/module_loss.h models/torch/module_steps.h
   models/torch/module_trainer.h models/torch/param_binding.h DESTINATION include/troupe/models/torch COMPONENT trainer_api)
 install(EXPORT troupeTargets NAMESPACE troupe:: DESTINATION ${TROUPE_INSTALL_CMAKEDIR} COMPONENT trainer_api)
 

@@ -8,13 +8,26 @@
 #include "models/torch/guarded.h"
 
 namespace troupe::torch_model {
+namespace {
+
+// What a training forward's draws follow: the batch's inputs (`features` values an example) and
+// targets.
+uint64_t batch_key(const Batch& batch, int64_t features) {
+  const auto rows = static_cast<size_t>(batch.size);
+  const size_t width = static_cast<size_t>(batch.target_width);
+  uint64_t key = batch.labels ? sample_key(batch.labels, rows * width * sizeof(int32_t), 1)
+                              : batch.targets ? sample_key(batch.targets, rows * width * sizeof(float), 2) : 0;
+  return sample_key(batch.inputs, rows * static_cast<size_t>(features) * sizeof(float), key);
+}
+
+}  // namespace
 
 Expected<BatchStats> ModuleSteps::forward_backward(const Batch& batch, const Parameters& params, Gradients& grads) {
   params_.bind(params, &grads);
   set_training(true);
   auto stats = guarded(what() + ", forward and backward", [&]() -> Expected<BatchStats> {
     params_.load_state(params);
-    const at::Tensor out = forward(batch);
+    const at::Tensor out = rng_.seeded(batch_key(batch, example_size()), [&] { return forward(batch); });
     params_.store_changes(params, grads, batch.loss_scale);  // BatchNorm's statistics of this batch
     at::Tensor loss;
     BatchStats s;
@@ -96,6 +109,10 @@ Status ModuleSteps::set_shapes(const TrainerContext& ctx, LossSpec::Own own) {
                             "has " + std::to_string(ctx.data.features));
   input_shape_ = *shape;
   return {};
+}
+
+int64_t ModuleSteps::example_size() const {
+  return std::accumulate(input_shape_.begin(), input_shape_.end(), int64_t{1}, std::multiplies<int64_t>());
 }
 
 at::Tensor ModuleSteps::forward(const Batch& batch) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/torch/batch_randomness.h"
 #include "models/torch/module_loss.h"
 #include "models/torch/param_binding.h"
 #include "trainers/api/trainer.h"
@@ -37,10 +38,12 @@ class ModuleSteps : public Trainer {
 
   ParamBinding params_;
   LossSpec loss_;
+  BatchRandomness rng_;  // set_seed(ctx.seed) in setup(): a training forward's draws follow the batch
   std::vector<int64_t> input_shape_;
 
  private:
   at::Tensor forward(const Batch& batch);
+  int64_t example_size() const;  // the values of one example's input
   Status score(const Batch& batch, const at::Tensor& out, at::Tensor* loss, BatchStats* s);
 };
 

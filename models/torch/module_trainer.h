@@ -13,7 +13,8 @@
 // `troupe train|submit --lib libnet.so --model net`. The module is made in setup() — from the
 // TrainerContext when it has such a constructor — after libtorch was seeded with the job's seed, so
 // every replica starts from the same initialisation, which becomes troupe's parameters (views, as for
-// the torchscript model). forward(x) gets the batch shaped [B, ...input_shape] and returns the scores
+// the torchscript model). Each training forward draws (dropout) from the job's seed and the batch
+// (batch_randomness.h). forward(x) gets the batch shaped [B, ...input_shape] and returns the scores
 // or values; a `loss(output, target)` member is used as the loss when the module has one.
 #pragma once
 
@@ -44,12 +45,6 @@ std::string running_libtorch_version();
 // An error when the libtorch running is not the major.minor `compiled` names.
 Status check_libtorch(const std::string& compiled, const std::string& what);
 
-// Held while a module is seeded and made (one per library, shared by its replicas in a process).
-inline std::mutex& construction_lock() {
-  static std::mutex m;
-  return m;
-}
-
 template <class M, class = void>
 struct has_own_loss : std::false_type {};
 template <class M>
@@ -67,7 +62,7 @@ class ModuleTrainer final : public ModuleSteps {
     TROUPE_RETURN_IF_ERROR(guarded(what() + ", constructing it", [&]() -> Status {
       // libtorch's generator is the process's: replicas set up side by side in one process (a node
       // hosting two workers) must not interleave their seeding and initial draws.
-      std::lock_guard<std::mutex> lock(construction_lock());
+      std::lock_guard<std::mutex> lock(generator_lock());
       torch::manual_seed(ctx.seed);
       if constexpr (std::is_constructible_v<M, const TrainerContext&>) module_ = std::make_shared<M>(ctx);
       else module_ = std::make_shared<M>();
@@ -78,6 +73,7 @@ class ModuleTrainer final : public ModuleSteps {
       return module_->loss(out, target);
     };
     TROUPE_RETURN_IF_ERROR(set_shapes(ctx, std::move(own)));
+    rng_.set_seed(ctx.seed);
     ParamBinding::Named params, buffers;
     for (const auto& p : module_->named_parameters(/*recurse=*/true)) params.emplace_back(p.key(), p.value());
     for (const auto& b : module_->named_buffers(/*recurse=*/true)) buffers.emplace_back(b.key(), b.value());

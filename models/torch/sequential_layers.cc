@@ -11,9 +11,12 @@
 namespace troupe::torch_model {
 namespace {
 
+// An nn.Sequential, also where TorchScript mangled its type's name (a second Sequential scripted in one
+// Python session: torch.nn.modules.container.___torch_mangle_3.Sequential).
 bool is_sequential(const torch::jit::Module& module) {
   const auto name = module.type()->name();
-  return name && name->qualifiedName().find("torch.nn.modules.container.Sequential") != std::string::npos;
+  return name && name->name() == "Sequential" &&
+         name->qualifiedName().find("torch.nn.modules.container.") != std::string::npos;
 }
 
 size_t trainable_count(const torch::jit::Module& child) {
@@ -41,12 +44,13 @@ void copy_out(const at::Tensor& t, float* out) {
 
 Expected<std::unique_ptr<SequentialLayers>> SequentialLayers::make(torch::jit::Module& module, ParamBinding& binding,
                                                                    const std::vector<int64_t>& input_shape,
-                                                                   LossSpec loss) {
+                                                                   LossSpec loss, uint64_t seed) {
   // Buffers (BatchNorm's statistics) are state blocks after every parameter, in no layer's range:
   // such a module trains whole (not yet split into stages or gathered layer by layer).
   if (!is_sequential(module) || binding.buffers() > 0) return std::unique_ptr<SequentialLayers>();
   std::unique_ptr<SequentialLayers> layers(new SequentialLayers(module, binding, std::move(loss)));
   TROUPE_RETURN_IF_ERROR(layers->find_layers(input_shape));
+  for (Layer& l : layers->layers_) l.rng.set_seed(seed);
   return layers;
 }
 
@@ -126,14 +130,16 @@ Status SequentialLayers::forward_layer(int layer, const float* in, int64_t rows,
 
 Expected<SequentialLayers::Kept> SequentialLayers::forward_graph(int layer, const float* in, int64_t rows,
                                                                  const Parameters& params) {
-  const Layer& l = layers_[static_cast<size_t>(layer)];
+  Layer& l = layers_[static_cast<size_t>(layer)];
   return guarded(loss_.what + ", layer " + l.name + " forward", [&]() -> Expected<Kept> {
     module_.train();
     binding_.bind_range(l.first, l.end, params, nullptr);
     Kept k;
     k.in = torch::from_blob(const_cast<float*>(in), with_rows(rows, l.in_shape), torch::kFloat32).clone();
     if (layer > 0) k.in.requires_grad_(true);
-    k.out = run(l, k.in);
+    const uint64_t key = sample_key(in, static_cast<size_t>(rows * per_example(l.in_shape)) * sizeof(float),
+                                    static_cast<uint64_t>(layer));
+    k.out = l.rng.seeded(key, [&] { return run(l, k.in); });
     k.where = where(l, params);
     return k;
   });

@@ -3,7 +3,9 @@
 // children without (ReLU, pooling, Flatten, ...) join the layer before them (leading ones the first).
 // A layer's forward runs its children on views of the stage's parameters; its backward runs autograd
 // from the output gradient the runtime hands it, into the layer's gradient views (the ready hooks
-// announce the blocks), and hands back the input's gradient. A training forward keeps its autograd
+// announce the blocks), and hands back the input's gradient. A layer's training forward draws (dropout)
+// from the job's seed, the layer and its input (batch_randomness.h), so a forward run again for a
+// backward draws the same. A training forward keeps its autograd
 // graph for the backward of the same (layer, slot) while the parameters stay where they were.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/torch/batch_randomness.h"
 #include "models/torch/module_loss.h"
 #include "models/torch/param_binding.h"
 #include "trainers/api/trainer.h"
@@ -23,9 +26,11 @@ namespace troupe::torch_model {
 class SequentialLayers final : public LayerModel {
  public:
   // The layers of `module` when it is a scripted nn.Sequential whose children's parameters are
-  // `binding`'s in order; null when it is not a sequence or has buffers. `input_shape` is one example's.
+  // `binding`'s in order; null when it is not a sequence or has buffers. `input_shape` is one example's;
+  // `seed` the job's.
   static Expected<std::unique_ptr<SequentialLayers>> make(torch::jit::Module& module, ParamBinding& binding,
-                                                          const std::vector<int64_t>& input_shape, LossSpec loss);
+                                                          const std::vector<int64_t>& input_shape, LossSpec loss,
+                                                          uint64_t seed);
 
   std::vector<LayerInfo> layer_infos() const override;
   Status forward_layer(int layer, const float* in, int64_t rows, const Parameters& params, float* out) override;
@@ -45,6 +50,7 @@ class SequentialLayers final : public LayerModel {
     std::vector<torch::jit::Module> children;
     size_t first = 0, end = 0;         // its parameters in the binding
     std::vector<int64_t> in_shape, out_shape;  // one example's
+    BatchRandomness rng;                       // its own: one layer may draw where another does not
   };
   // A training forward's graph, kept for its backward: the input (a leaf), the output, and where the
   // parameters were.

@@ -30,7 +30,7 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
                               "--trainer-arg file=model.pt (saved from Python with "
                               "torch.jit.script(module).save(...))");
     TROUPE_RETURN_IF_ERROR(set_threads(ctx));
-    torch::manual_seed(ctx.seed);  // dropout and the like: the same stream on every replica
+    rng_.set_seed(ctx.seed);  // dropout and the like: each training forward's draws follow the batch
     TROUPE_RETURN_IF_ERROR(load());
     torch_model::LossSpec::Own own;
     if (module_.find_method("loss")) own = [this](const at::Tensor& out, const at::Tensor& target) {
@@ -38,7 +38,7 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
     };
     TROUPE_RETURN_IF_ERROR(set_shapes(ctx, std::move(own)));
     TROUPE_RETURN_IF_ERROR(params_.declare(module_, space, what()));
-    auto layers = torch_model::SequentialLayers::make(module_, params_, input_shape_, loss_);  // null: not a chain
+    auto layers = torch_model::SequentialLayers::make(module_, params_, input_shape_, loss_, ctx.seed);  // null: not a chain
     if (!layers.ok()) return layers.status();
     layers_ = std::move(*layers);
     return {};

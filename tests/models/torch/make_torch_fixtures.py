@@ -125,6 +125,7 @@ def main(out):
     torch.jit.script(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                                    nn.Linear(4 * 4 * 4, 16), nn.Tanh(), nn.Linear(16, 4))).save(
         os.path.join(out, "seq_cnn.pt"))
+    write_dropout_fixtures(out)
     with open(os.path.join(out, "not_torchscript.pt"), "w") as f:
         f.write("a text file, not a TorchScript archive\n")
 
@@ -143,6 +144,15 @@ def main(out):
     }
     with open(os.path.join(out, "small_cnn.json"), "w") as f:
         json.dump(reference, f)
+
+
+def write_dropout_fixtures(out):
+    """Chains with dropout: what a training step draws must follow the job's seed and the batch."""
+    torch.manual_seed(10)
+    torch.jit.script(nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Dropout(0.5),
+                                   nn.Linear(16, 4))).save(os.path.join(out, "dropout_mlp.pt"))
+    torch.jit.script(nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Dropout(0.2),
+                                   nn.Linear(64, 10))).save(os.path.join(out, "fashion_dropout_mlp.pt"))
 
 
 def write_bn_fixtures(out, x, y):

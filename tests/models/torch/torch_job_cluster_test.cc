@@ -1,7 +1,8 @@
 // A PyTorch module scripted in Python trained by jobs on a real local cluster, with the faults users
 // meet: a sync job's worker node killed mid-epoch restarts from its checkpoint, an async job's
 // worker node killed is replaced; each ends within half a point of the same job without the fault,
-// every example trained exactly once. Each worker process loads the torchscript model's library
+// every example trained exactly once. A module with dropout recovers live from its peers' memory and
+// ends byte-identical to the undisturbed job: the replacements draw the masks the lost workers drew. Each worker process loads the torchscript model's library
 // itself (lib/troupe/models/); the module file is at the same path for every node (one machine).
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/jobs/job_fault_helpers.h"
+#include "tests/jobs/live_recovery_checks.h"
 
 using namespace troupe::testing;
 
@@ -63,4 +65,13 @@ TEST_CASE("torchscript: an async job whose worker node is killed replaces the wo
   check_recovered(c, end, id, baseline, false);
   CHECK(event_of(end, "job_restarting", id).at("message").get<std::string>().find("replacing it") != std::string::npos);
   accounted_event(c, id);  // the replacement went on where the server's applied data ended
+}
+
+TEST_CASE("torchscript: a sync job of a module with dropout loses a node with two of its four workers mid-epoch, "
+          "recovers live from the survivors' memory and ends byte-identical to the undisturbed run",
+          "[torch][cluster][faults][live]") {
+  // Two workers share each node process (one libtorch generator); the replacements start a new one.
+  node_killed(std::string(" --model torchscript --trainer-arg file=") + TROUPE_TORCH_FIXTURE_DIR +
+                  "/fashion_dropout_mlp.pt --optimizer sgd --lr 0.05 --momentum 0.9",
+              0);
 }
