@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/job_supervisor.h"
+#include "gcs/group_generations.h"
 #include "gcs/tables.h"
 
 namespace troupe::actors {
@@ -58,6 +59,7 @@ void JobSupervisor::retire_job_pending(const JobId& id, const std::string& why) 
 void JobSupervisor::forget_job(JobId id, const std::string& why) {
   jobs_.erase(id);
   retire_job_pending(id, why);
+  gcs::forget_groups(*host_.store, "job-" + id.hex());  // its groups' members, plans and generations
 }
 
 PlacementAsk JobSupervisor::replacement_ask(Job& job, size_t slot) {

@@ -17,7 +17,7 @@ install(TARGETS troupe_base troupe_schema troupe_trainer_api EXPORT troupeTarget
   ARCHIVE DESTINATION lib COMPONENT trainer_api)
 # The closure of trainers/api/trainer.h's includes; trainer_api_install_test keeps it honest by
 # compiling the installed header alone.
-install(FILES core/status.h core/device.h core/dtype.h core/host_device.h ${CMAKE_BINARY_DIR}/generated/core/version.h
+install(FILES core/status.h core/device.h core/dtype.h core/host_device.h core/splitmix.h ${CMAKE_BINARY_DIR}/generated/core/version.h
   DESTINATION include/troupe/core COMPONENT trainer_api)
 install(FILES trainers/api/trainer.h DESTINATION include/troupe/trainers/api COMPONENT trainer_api)
 install(FILES data/schema.h DESTINATION include/troupe/data COMPONENT trainer_api)

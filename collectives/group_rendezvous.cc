@@ -65,25 +65,12 @@ Status validate(const GroupOptions& o) {
   return {};
 }
 
-// The generation in member key `key` of group `name`; -1 when the key is another group's.
-int64_t key_generation(const std::string& key, const std::string& name) {
-  const std::string prefix = name + "/";
-  if (key.compare(0, prefix.size(), prefix) != 0) return -1;
-  const size_t slash = key.find('/', prefix.size());
-  if (slash == std::string::npos) return -1;
-  try {
-    return std::stoll(key.substr(prefix.size(), slash - prefix.size()));
-  } catch (...) {
-    return -1;
-  }
-}
-
 // Removes the member keys of older generations of this group (best effort).
 void remove_old_members(gcs::Store& store, const std::string& name, int64_t generation) {
   auto keys = store.keys(kGroupMembersTable);
   if (!keys) return;
   for (const std::string& key : *keys) {
-    const int64_t g = key_generation(key, name);
+    const int64_t g = gcs::generation_in_key(key, name);
     if (g >= 0 && g < generation) (void)store.remove(kGroupMembersTable, key);
   }
   gcs::remove_plans_before(store, name, generation);
@@ -104,13 +91,7 @@ Status check_not_stale(gcs::Store& store, const std::string& name, int64_t gener
 }  // namespace
 
 Expected<int64_t> newest_generation(gcs::Store& store, const std::string& name) {
-  auto keys = store.keys(kGroupMembersTable);
-  if (!keys) return keys.status().with_context("reading the members of group '" + name + "'");
-  int64_t newest = -1;
-  for (const std::string& key : *keys) newest = std::max(newest, key_generation(key, name));
-  auto planned = gcs::newest_planned_generation(store, name);
-  if (!planned.ok()) return planned.status();
-  return std::max(newest, *planned);
+  return gcs::announced_generation(store, name);
 }
 
 std::string group_member_key(const std::string& name, int64_t generation, int rank) {
@@ -140,6 +121,7 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
   if (!*stored)
     return invalid_argument(label + ": rank " + std::to_string(o.rank) + " is already registered (key " +
                             kGroupMembersTable + "/" + own_key + ")");
+  TROUPE_RETURN_IF_ERROR(gcs::announce_generation(store, o.name, o.generation).with_context(label));
 
   // 2. Wait for every member of this generation.
   std::vector<std::optional<gcs::GroupMember>> members(o.world_size);

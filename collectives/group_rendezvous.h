@@ -5,7 +5,7 @@
 // Registration: table "group_members", key "<name>/<generation>/<rank>", value a plain text line
 // "<host:port> <node hex> <actor hex>" (space separated; the ids are 32 hex digits). Each rank writes
 // only its own key with put_if_absent, so ranks never race on a shared value; a key already taken
-// is invalid_argument.
+// is invalid_argument. Then it announces the generation (gcs/group_generations.h).
 //
 // Re-forming after a failure: the survivors call form_group again with generation + 1, the new
 // world_size and ranks renumbered 0..n-1 by the caller. Keys of other generations are ignored; once
@@ -24,12 +24,13 @@
 #include "collectives/communicator.h"
 #include "core/ids.h"
 #include "core/status.h"
+#include "gcs/group_generations.h"
 #include "gcs/store.h"
 #include "tls/tls_context.h"
 
 namespace troupe::collectives {
 
-constexpr const char* kGroupMembersTable = "group_members";
+constexpr const char* kGroupMembersTable = gcs::kGroupMembersTable;
 
 struct GroupOptions {
   std::string name;            // no '/'
@@ -63,8 +64,9 @@ struct GroupOptions {
 // timeout naming the ranks that did not connect), the store's errors.
 Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const GroupOptions& options);
 
-// The newest generation any member of group `name` registered under, or its manager announced
-// (gcs/group_plan.h: an elastic job shrinking, where nobody new registers) (-1: none).
+// The newest generation any member of group `name` registered under, or its manager planned
+// (gcs/group_plan.h: an elastic job shrinking, where nobody new registers) (-1: none): one read of
+// the group's announcement.
 Expected<int64_t> newest_generation(gcs::Store& store, const std::string& name);
 
 // Records a "group_failed" event (subject: the group name) whose message carries the generation

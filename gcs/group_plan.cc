@@ -4,20 +4,13 @@
 #include <set>
 #include <sstream>
 
+#include "gcs/group_generations.h"
+
 namespace troupe::gcs {
 namespace {
 
 std::string plan_key(const std::string& group, int64_t generation) {
   return group + "/" + std::to_string(generation);
-}
-
-// The generation of a key of `group` ("<group>/<generation>"); -1 for another group's.
-int64_t key_generation(const std::string& key, const std::string& group) {
-  const std::string prefix = group + "/";
-  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return -1;
-  const std::string rest = key.substr(prefix.size());
-  if (rest.find_first_not_of("0123456789") != std::string::npos || rest.size() > 18) return -1;
-  return std::stoll(rest);
 }
 
 }  // namespace
@@ -32,8 +25,10 @@ Status put_group_plan(Store& store, const std::string& group, int64_t generation
                               std::to_string(s) + " is negative or named twice");
     value += (value.empty() ? "" : " ") + std::to_string(s);
   }
-  return store.put(kGroupPlansTable, plan_key(group, generation), value)
-      .with_context("announcing generation " + std::to_string(generation) + " of group '" + group + "'");
+  TROUPE_RETURN_IF_ERROR(store.put(kGroupPlansTable, plan_key(group, generation), value)
+                             .with_context("planning generation " + std::to_string(generation) + " of group '" +
+                                           group + "'"));
+  return announce_generation(store, group, generation);
 }
 
 Expected<std::optional<std::vector<int>>> group_plan(Store& store, const std::string& group, int64_t generation) {
@@ -54,19 +49,11 @@ Expected<std::optional<std::vector<int>>> group_plan(Store& store, const std::st
   return std::optional<std::vector<int>>(std::move(slots));
 }
 
-Expected<int64_t> newest_planned_generation(Store& store, const std::string& group) {
-  auto keys = store.keys(kGroupPlansTable);
-  if (!keys.ok()) return keys.status().with_context("reading the plans of group '" + group + "'");
-  int64_t newest = -1;
-  for (const std::string& key : *keys) newest = std::max(newest, key_generation(key, group));
-  return newest;
-}
-
 void remove_plans_before(Store& store, const std::string& group, int64_t generation) {
   auto keys = store.keys(kGroupPlansTable);
   if (!keys.ok()) return;
   for (const std::string& key : *keys) {
-    const int64_t g = key_generation(key, group);
+    const int64_t g = generation_in_key(key, group);
     if (g >= 0 && g < generation) (void)store.remove(kGroupPlansTable, key);
   }
 }

@@ -6,8 +6,8 @@
 // (trainers/job/live_recovery.h). A generation with no plan is ranks = slots.
 //
 // Table "group_plans", key "<group>/<generation>", value the slots as decimal numbers separated by
-// spaces ("0 2 3"). collectives::newest_generation counts planned generations, so the survivors'
-// waits and watches see a shrink as they see a replacement.
+// spaces ("0 2 3"). A plan announces its generation (group_generations.h), so the survivors' waits
+// and watches see a shrink as they see a replacement.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +22,12 @@ namespace troupe::gcs {
 
 constexpr const char* kGroupPlansTable = "group_plans";
 
-// Announces generation `generation` of group `group`: `slots` (distinct, >= 0) take ranks 0..n-1
-// in this order. invalid_argument for an empty, negative or repeated slot.
+// Plans and announces generation `generation` of group `group`: `slots` (distinct, >= 0) take ranks
+// 0..n-1 in this order. invalid_argument for an empty, negative or repeated slot.
 Status put_group_plan(Store& store, const std::string& group, int64_t generation, const std::vector<int>& slots);
 // The plan of that generation; nullopt when none was announced; corrupt_data naming the key when
 // the value does not read as slots.
 Expected<std::optional<std::vector<int>>> group_plan(Store& store, const std::string& group, int64_t generation);
-// The newest planned generation of `group` (-1: none).
-Expected<int64_t> newest_planned_generation(Store& store, const std::string& group);
 // Removes `group`'s plans older than `generation` (best effort).
 void remove_plans_before(Store& store, const std::string& group, int64_t generation);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/splitmix.h"
 #include "data/feed/epoch_order.h"
 
 namespace troupe {
@@ -50,16 +51,9 @@ Expected<bool> SliceFeed::next(Batch* out) {
 }
 
 uint64_t example_seed(uint64_t seed, int epoch, int64_t example) {
-  // splitmix64 of the three, mixed in turn: nearby examples and epochs get unrelated streams
-  auto mix = [](uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  };
-  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(example));
+  // mixed in turn: nearby examples and epochs get unrelated streams
+  return splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(example));
 }
-
 
 std::string describe(const DataTag& tag) {
   if (tag.empty()) return "no data position";

@@ -3,26 +3,17 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/splitmix.h"
 #include "data/feed/epoch_order.h"  // epoch_permutation: the shuffle `troupe train` uses
 
 namespace troupe::data {
 namespace {
 
-// splitmix64: spreads (seed, epoch, class) over the whole seed space, so the streams of nearby
-// seeds or epochs share no prefix (seed + epoch alone would make (seed 1, epoch 2) equal
-// (seed 2, epoch 1)).
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Fisher-Yates with our own draw (not std::shuffle / uniform_int_distribution, whose algorithms
 // differ between standard libraries): the same plan on every node whatever it was built with.
 void shuffle(std::vector<int32_t>& v, uint64_t state) {
   for (size_t i = v.size(); i > 1; --i) {
-    state = mix(state);
+    state = splitmix64(state);
     // Multiply-shift maps 64 random bits onto [0, i) with a bias below i / 2^64: negligible here.
     const size_t j = static_cast<size_t>((static_cast<unsigned __int128>(state) * i) >> 64);
     std::swap(v[i - 1], v[j]);
@@ -55,21 +46,22 @@ std::vector<std::vector<int32_t>> stratified(const std::vector<int32_t>& labels,
                                              uint64_t seed, int epoch) {
   std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(classes));
   for (size_t i = 0; i < labels.size(); ++i) by_class[static_cast<size_t>(labels[i])].push_back(static_cast<int32_t>(i));
-  const uint64_t epoch_state = mix(seed ^ mix(static_cast<uint64_t>(epoch)));
+  // Mixed, not added: seed + epoch would make (seed 1, epoch 2) equal (seed 2, epoch 1).
+  const uint64_t epoch_state = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(epoch)));
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(shards));
   // One dealer position across all classes: class c starts where class c-1 stopped, so besides the
   // per-class counts being floor/ceil(n_c / S), the shard sizes differ by at most 1.
   size_t next = 0;
   for (int c = 0; c < classes; ++c) {
     auto& members = by_class[static_cast<size_t>(c)];
-    shuffle(members, epoch_state ^ mix(static_cast<uint64_t>(c) + 1));
+    shuffle(members, epoch_state ^ splitmix64(static_cast<uint64_t>(c) + 1));
     for (int32_t i : members) {
       out[next].push_back(i);
       next = (next + 1) % out.size();
     }
   }
   // Dealt class by class, a shard is sorted by class: shuffle it so every batch mixes the classes.
-  for (size_t s = 0; s < out.size(); ++s) shuffle(out[s], epoch_state ^ mix(~static_cast<uint64_t>(s)));
+  for (size_t s = 0; s < out.size(); ++s) shuffle(out[s], epoch_state ^ splitmix64(~static_cast<uint64_t>(s)));
   return out;
 }
 

@@ -3,18 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/splitmix.h"
+
 namespace troupe::torch_model {
-namespace {
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 std::mutex& generator_lock() {
   static std::mutex m;
   return m;
@@ -25,17 +16,17 @@ uint64_t sample_key(const void* data, size_t bytes, uint64_t key) {
   const auto* p = static_cast<const unsigned char*>(data);
   const size_t words = bytes / 8;
   const size_t stride = std::max<size_t>(1, words / kWords);
-  uint64_t h = splitmix(key ^ bytes);
+  uint64_t h = splitmix64(key ^ bytes);
   for (size_t i = 0; i < words; i += stride) {
     uint64_t w;
     std::memcpy(&w, p + i * 8, 8);
-    h = splitmix(h ^ w);
+    h = splitmix64(h ^ w);
   }
-  for (size_t i = words * 8; i < bytes; ++i) h = splitmix(h ^ p[i]);  // the tail of fewer than 8
+  for (size_t i = words * 8; i < bytes; ++i) h = splitmix64(h ^ p[i]);  // the tail of fewer than 8
   return h;
 }
 
-uint64_t BatchRandomness::forward_seed(uint64_t key) const { return splitmix(seed_ ^ splitmix(key)); }
+uint64_t BatchRandomness::forward_seed(uint64_t key) const { return splitmix64(seed_ ^ splitmix64(key)); }
 
 at::Tensor BatchRandomness::generator_state() {
   at::Generator gen = at::detail::getDefaultCPUGenerator();

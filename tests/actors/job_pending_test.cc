@@ -2,9 +2,12 @@
 // job_supervisor_harness.h, which records each ask as the head does (PENDING with the reason, or
 // ALIVE): a replacement that waits is one PENDING record however many retries; what is never
 // placed — a job stopped or failed while its actors wait, a gang resized or asked again — ends
-// DEAD "never placed", so the store holds no PENDING record of a job that ended.
+// DEAD "never placed", so the store holds no PENDING record of a job that ended; a job forgotten
+// leaves none of its groups' member keys, plans or generations.
 #include <catch2/catch.hpp>
 
+#include "gcs/group_generations.h"
+#include "gcs/group_plan.h"
 #include "gcs/job_table.h"
 #include "tests/actors/job_supervisor_harness.h"
 
@@ -147,4 +150,23 @@ TEST_CASE("pending actors: an elastic gang resized while it waits ends the asks 
   CHECK(h.records_in(id, gcs::ActorState::pending) == 0u);
   CHECK(h.records_in(id, gcs::ActorState::alive) == 4u);  // the three first, and the one placed now
   dead_ones_never_placed(h, id);
+}
+
+TEST_CASE("a job the supervisor forgets leaves none of its groups' member keys, plans or generations, other jobs' "
+          "kept", "[jobs][supervisor][groups]") {
+  Harness h;
+  const JobId id = h.record_job(), other = h.record_job();
+  auto reply = submit_async(h, id);
+  for (const std::string& g : {"job-" + id.hex(), "job-" + id.hex() + "-mirror", "job-" + other.hex()}) {
+    REQUIRE(h.store.put(gcs::kGroupMembersTable, g + "/0/0", "m").ok());
+    REQUIRE(gcs::announce_generation(h.store, g, 0).ok());
+  }
+  REQUIRE(gcs::put_group_plan(h.store, "job-" + id.hex(), 1, {0, 1}).ok());
+  REQUIRE(h.supervisor.stop({id.hex(), "not needed"}).ok());
+  for (int i = 0; i < 3; ++i)
+    h.supervisor.on_down(h.addr(reply, i), caf::make_error(caf::exit_reason::user_shutdown), "stopped");
+  REQUIRE_FALSE(h.supervisor.supervises(id));
+  CHECK(*h.store.keys(gcs::kGroupMembersTable) == std::vector<std::string>{"job-" + other.hex() + "/0/0"});
+  CHECK(h.store.keys(gcs::kGroupPlansTable)->empty());
+  CHECK(*h.store.keys(gcs::kGroupGenerationsTable) == std::vector<std::string>{"job-" + other.hex()});
 }

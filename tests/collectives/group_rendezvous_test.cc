@@ -8,8 +8,9 @@
 #include <thread>
 
 #include "collectives/group_rendezvous.h"
-#include "gcs/group_plan.h"
 #include "gcs/events.h"
+#include "gcs/group_generations.h"
+#include "gcs/group_plan.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/records.h"
 #include "gcs/tables.h"
@@ -138,6 +139,7 @@ TEST_CASE("group_rendezvous: a member waiting for its generation gives way to a 
   std::thread late([&] {  // rank 1 of generation 6 registers while rank 0 waits at 4
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     REQUIRE(store.put(kGroupMembersTable, group_member_key("g", 6, 1), "127.0.0.1:1 x y").ok());
+    REQUIRE(gcs::announce_generation(store, "g", 6).ok());  // as form_group registers
   });
   auto comm = form_group(store, o);
   late.join();
@@ -266,6 +268,7 @@ TEST_CASE("group_rendezvous: a member killed mid-allreduce: the survivors record
 TEST_CASE("group_rendezvous: a generation announced by the group's manager is the newest before anyone registers") {
   gcs::InMemoryStore store;
   REQUIRE(store.put(kGroupMembersTable, group_member_key("e", 2, 0), "127.0.0.1:1 x y").ok());
+  REQUIRE(gcs::announce_generation(store, "e", 2).ok());  // as form_group registers
   CHECK(*newest_generation(store, "e") == 2);
   // An elastic job shrinking: its survivors re-form at 4, renumbered; nobody new will register.
   REQUIRE(gcs::put_group_plan(store, "e", 4, {0, 2}).ok());

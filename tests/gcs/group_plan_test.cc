@@ -2,6 +2,7 @@
 // their rank and the group's size from, and what their waits see before anyone registers.
 #include <catch2/catch.hpp>
 
+#include "gcs/group_generations.h"
 #include "gcs/group_plan.h"
 #include "gcs/in_memory_store.h"
 
@@ -33,14 +34,15 @@ TEST_CASE("group plan: a generation's slots in rank order, read back, and bad on
   CHECK(bad.status().message().find("group_plans/job-a/5") != std::string::npos);
 }
 
-TEST_CASE("group plan: the newest planned generation, and old plans go",
+TEST_CASE("group plan: a plan announces its generation, and old plans go",
           "[gcs][plan]") {
   InMemoryStore store;
-  CHECK(*newest_planned_generation(store, "job-b") == -1);
+  CHECK(*announced_generation(store, "job-b") == -1);
   REQUIRE(put_group_plan(store, "job-b", 2, {0, 1}).ok());
   REQUIRE(put_group_plan(store, "job-b", 4, {1}).ok());
   REQUIRE(put_group_plan(store, "job-b2", 9, {1}).ok());  // another group's, same prefix
-  CHECK(*newest_planned_generation(store, "job-b") == 4);
+  CHECK(*announced_generation(store, "job-b") == 4);
+  CHECK(*announced_generation(store, "job-b2") == 9);
   remove_plans_before(store, "job-b", 4);
   CHECK_FALSE(group_plan(store, "job-b", 2)->has_value());
   CHECK(group_plan(store, "job-b", 4)->has_value());

@@ -12,6 +12,7 @@
 #include "data/shards/shard_ledger.h"
 #include "gcs/data_accounting.h"
 #include "gcs/events.h"
+#include "gcs/group_generations.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/job_recovery.h"
 #include "trainers/job/live_recovery.h"
@@ -108,6 +109,7 @@ TEST_CASE("live recovery: survivors wait for the replacements' generation, until
   std::thread joins([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     REQUIRE(store.put(collectives::kGroupMembersTable, collectives::group_member_key("job-x", 3, 1), "a b c").ok());
+    REQUIRE(gcs::announce_generation(store, "job-x", 3).ok());  // as form_group registers
   });
   auto g = await_replacements(store, "job-x", 2, std::chrono::seconds(10), cancel);
   joins.join();
@@ -228,6 +230,7 @@ TEST_CASE("live recovery: a survivor blocked in a collective with a lost peer le
   std::thread replaced([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     REQUIRE(store.put(collectives::kGroupMembersTable, collectives::group_member_key("job-y", 5, 1), "a b c").ok());
+    REQUIRE(gcs::announce_generation(store, "job-y", 5).ok());  // as form_group registers
   });
   std::vector<float> grads(64, 1.0f);
   collectives::CollectiveOptions co;
