@@ -72,6 +72,10 @@ class BatchFeed {
   virtual void set_transform(ExampleTransform t) { transform_ = std::move(t); }
   // Prepares epoch `epoch` (1-based).
   virtual Status begin_epoch(int epoch) = 0;
+  // The next begin_epoch()'s first `batches` batches will only be passed over (trained() called
+  // without training them: a resumed loop's steps done before it started). A feed may deliver them
+  // hollow — their size and accounting, no rows — to read nothing for them; by default it reads.
+  virtual void pass_over(int64_t batches) { (void)batches; }
   // The next batch of the epoch in *out (its pointers stay valid until the next call); false at
   // the end of the epoch.
   virtual Expected<bool> next(Batch* out) = 0;

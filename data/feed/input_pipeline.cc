@@ -109,7 +109,9 @@ void InputPipeline::produce() {
       }
     }
     Status st;
-    if (got) {
+    if (got && b.sequence < options_.hollow_before) {
+      b.size = static_cast<int64_t>(b.indices.size());  // passed over: no rows
+    } else if (got) {
       // Gather the rows: the work the background threads take off the training loop.
       b.size = static_cast<int64_t>(b.indices.size());
       const int64_t w = dataset_.target_width;

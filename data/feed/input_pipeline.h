@@ -93,6 +93,10 @@ struct InputPipelineOptions {
   // Optional: runs on the producer thread after the rows are gathered (augmentation, decoding
   // more, normalisation); an error ends the stream like a source error.
   std::function<Status(Batch&)> transform;
+  // Batches of sequence below this are hollow: their indices and progress as always, size the rows
+  // they would hold, but no rows gathered and no transform run (a resumed loop passes over the
+  // steps done before it started: nothing read for them).
+  int64_t hollow_before = 0;
 };
 
 struct InputPipelineStats {

@@ -38,6 +38,11 @@ Status ShardProgress::on_batch(const Batch& batch) {
   return {};
 }
 
+Status ShardProgress::on_passed(const Batch& batch, bool last) {
+  for (const ChunkProgress& p : batch.progress) TROUPE_RETURN_IF_ERROR(report(p, last));
+  return {};
+}
+
 Status ShardProgress::on_end(const std::vector<ChunkProgress>& dropped) {
   for (const ChunkProgress& p : dropped) TROUPE_RETURN_IF_ERROR(report(p, true));
   return {};

@@ -40,6 +40,10 @@ class ShardProgress {
   // After training on `batch`. not_found from the ledger means the shard was taken from this
   // worker (it was presumed dead): stop training this epoch's data and claim again.
   Status on_batch(const Batch& batch);
+  // After passing over `batch` (trained before this worker started: a resumed loop's done steps):
+  // completes the shards it finished and reports nothing else, but for the `last` of the pass,
+  // whose progress is reported — one report for the whole pass, not one every report_every.
+  Status on_passed(const Batch& batch, bool last);
   // After the pipeline ended: completes the shards of the tail the drop policy left out.
   Status on_end(const std::vector<ChunkProgress>& dropped);
 

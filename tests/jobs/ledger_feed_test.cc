@@ -217,3 +217,50 @@ TEST_CASE("async job data: a replacement's epoch starts its progress where the l
   REQUIRE(next.begin_epoch(2).ok());
   CHECK(next.examples_done_at_start() == 0);
 }
+
+TEST_CASE("sync job data: the steps a resumed worker passes over come hollow, read for nothing, with one progress "
+          "report for the pass, and the steps after it are the ones a plain feed gives",
+          "[jobs][feed]") {
+  Dataset part, test_set;
+  load_prefix(6400, &part, &test_set);  // one shard of 50 batches of 128
+  gcs::InMemoryStore store;
+  const job::LedgerFeedOptions fo = job::sync_feed_options(5, 128, 1, 0, 1);
+  auto shard_progress = [&](const JobId& job) {
+    auto records = data::ShardLedger(store, job, data::ShardLedgerOptions{1}).epoch_status(1);
+    REQUIRE(records.ok());
+    REQUIRE(records->size() == 1u);
+    return (*records)[0].progress;
+  };
+  // What a feed gives at step 21 without passing over.
+  const JobId plain_job = JobId::random();
+  job::LedgerFeed plain(part, store, plain_job, WorkerId::random(), fo);
+  REQUIRE(plain.begin_epoch(1).ok());
+  Batch b;
+  for (int s = 0; s < 21; ++s) {
+    REQUIRE(*plain.next(&b));
+    REQUIRE(plain.trained().ok());
+  }
+  const std::vector<float> step21(b.inputs, b.inputs + b.size * part.features());
+  CHECK(shard_progress(plain_job) == 16 * 128);  // reported every 8 batches
+
+  const JobId job = JobId::random();
+  job::LedgerFeed feed(part, store, job, WorkerId::random(), fo);
+  feed.pass_over(20);
+  REQUIRE(feed.begin_epoch(1).ok());
+  for (int s = 0; s < 20; ++s) {
+    REQUIRE(*feed.next(&b));
+    CHECK(b.size == 128);
+    CHECK(b.inputs == nullptr);  // hollow: no rows read
+    REQUIRE(feed.trained().ok());
+    if (s == 15) CHECK(shard_progress(job) == 0);  // no report within the pass
+  }
+  CHECK(shard_progress(job) == 20 * 128);  // one at its end
+  REQUIRE(*feed.next(&b));
+  REQUIRE(b.inputs != nullptr);
+  CHECK(std::vector<float>(b.inputs, b.inputs + b.size * part.features()) == step21);
+  REQUIRE(feed.trained().ok());
+  REQUIRE(feed.end_epoch().ok());
+  REQUIRE(feed.begin_epoch(2).ok());  // the next epoch reads every batch again
+  REQUIRE(*feed.next(&b));
+  CHECK(b.inputs != nullptr);
+}

@@ -90,6 +90,7 @@ Status LedgerFeed::begin_epoch(int epoch) {
     po.threads = lanes > 1 ? 1 : options_.threads;  // lanes: one producer each is plenty
     po.depth = options_.depth;
     po.partial = options_.keep_partial ? data::PartialBatch::keep : data::PartialBatch::drop;
+    po.hollow_before = pass_over_;
     if (transform_) {  // augmentation, in the pipeline's threads
       po.transform = [t = transform_, epoch, features = data_.features()](data::Batch& b) -> Status {
         for (int64_t r = 0; r < b.size; ++r) t(epoch, b.indices[static_cast<size_t>(r)], b.inputs.data() + r * features);
@@ -101,6 +102,9 @@ Status LedgerFeed::begin_epoch(int epoch) {
     lane.pipeline = std::move(*pipeline);
     lane.progress = std::make_unique<data::ShardProgress>(ledger_, epoch, worker_, options_.report_every);
   }
+  hollow_ = pass_over_;
+  delivered_ = 0;
+  pass_over_ = 0;
   return {};
 }
 
@@ -127,11 +131,14 @@ Expected<bool> LedgerFeed::next(Batch* out) {
     }
   }
   if (with_rows == 0) return false;
+  ++delivered_;
   const bool classes = data_.classifies();
   if (lanes_.size() == 1) {
     const data::Batch& b = *lanes_[0].current;
-    *out = Batch{b.inputs.data(), classes ? b.labels.data() : nullptr, b.size, data_.features()};
-    out->targets = classes ? nullptr : b.targets.data();
+    const bool hollow = b.inputs.empty();  // passed over (pass_over): no rows
+    *out = Batch{hollow ? nullptr : b.inputs.data(), classes && !hollow ? b.labels.data() : nullptr, b.size,
+                 data_.features()};
+    out->targets = classes || hollow ? nullptr : b.targets.data();
   } else {
     joined_inputs_.clear();
     joined_labels_.clear();
@@ -154,9 +161,11 @@ Expected<bool> LedgerFeed::next(Batch* out) {
 }
 
 Status LedgerFeed::trained() {
+  const bool passed = delivered_ <= hollow_;  // a hollow batch passed over: one report for the pass
   for (Lane& lane : lanes_) {
     if (!lane.current) continue;
-    TROUPE_RETURN_IF_ERROR(lane.progress->on_batch(*lane.current));
+    TROUPE_RETURN_IF_ERROR(passed ? lane.progress->on_passed(*lane.current, delivered_ == hollow_)
+                                  : lane.progress->on_batch(*lane.current));
   }
   return {};
 }

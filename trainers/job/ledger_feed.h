@@ -70,6 +70,7 @@ class LedgerFeed final : public BatchFeed {
   // trainer about to go (a loop clears it as it returns).
   void set_transform(ExampleTransform t) override;
   Status begin_epoch(int epoch) override;
+  void pass_over(int64_t batches) override { pass_over_ = batches; }  // hollow batches, every lane
   Expected<bool> next(Batch* out) override;
   Status trained() override;
   Status end_epoch() override;
@@ -108,6 +109,8 @@ class LedgerFeed final : public BatchFeed {
   DataSpec spec_;
   BatchFields fields_;
   double wait_ms_done_ = 0;         // data wait of finished epochs
+  int64_t pass_over_ = 0;           // the next epoch's first batches delivered hollow
+  int64_t hollow_ = 0, delivered_ = 0;  // this epoch's: batches delivered hollow, batches delivered
   std::map<int, data::ShardPlan> tag_plans_;  // rows_of's plans, by epoch
 };
 

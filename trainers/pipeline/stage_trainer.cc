@@ -350,6 +350,7 @@ Status StageSteps::mirror_round(bool first) {
 
 Status StageSteps::run_epoch(int epoch) {
   const auto epoch_start = Clock::now();
+  if (epoch == first_epoch_ && skip_steps_ > 0) p_.feed.pass_over(skip_steps_);  // read for nothing
   TROUPE_RETURN_IF_ERROR(p_.feed.begin_epoch(epoch));
   EpochTally tally;
   for (int64_t s = 0; s < sh_.steps_per_epoch; ++s) {

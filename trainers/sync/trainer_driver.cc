@@ -90,6 +90,7 @@ class ReplicaLoop {
   LrSchedule schedule_ = LrSchedule::constant;
   int first_epoch_ = 1;
   int64_t skip_steps_ = 0;
+  Clock::time_point skip_started_;  // when the pass over them began
   int64_t step_ = 0;  // steps done
   bool stop_ = false;
   bool counted_ = true;  // the trainer reports correct predictions
@@ -124,6 +125,12 @@ Status ReplicaLoop::run_epochs(TrainResult* result) {
 Status ReplicaLoop::run_epoch(int epoch, TrainResult* result) {
   const auto epoch_start = Clock::now();
   const std::string data_of = "data of epoch " + std::to_string(epoch);
+  // The steps done before this start, read for nothing; the step whose row pads the short last one
+  // (StepRows::keeps_padding) is read whole.
+  if (epoch == first_epoch_ && skip_steps_ > 0) {
+    skip_started_ = Clock::now();
+    feed_.pass_over(rows_.short_last ? std::min(skip_steps_, rows_.steps_per_epoch - 2) : skip_steps_);
+  }
   TROUPE_RETURN_IF_ERROR(feed_.begin_epoch(epoch).with_context(data_of));
   EpochTally tally;
   for (int64_t s = 0; s < rows_.steps_per_epoch && !stop_; ++s) {
@@ -189,8 +196,11 @@ Expected<ReplicaLoop::Step> ReplicaLoop::run_step(int epoch, int64_t s, EpochTal
     if (steps) steps->abandon();
     return Step::epoch_ended;
   }
-  if (epoch == first_epoch_ && s < skip_steps_) {  // trained before the checkpoint this run resumed from
+  if (epoch == first_epoch_ && s < skip_steps_) {  // trained before the state this run started from
     TROUPE_RETURN_IF_ERROR(feed_.trained().with_context("data of epoch " + std::to_string(epoch)));
+    if (s + 1 == skip_steps_)
+      spdlog::info("{}: the {} steps of epoch {} done before this start passed over in {:.0f} ms", setup_.where,
+                   skip_steps_, epoch, 1000 * seconds_since(skip_started_));
     return Step::skipped;
   }
   if (steps) steps->phase(StepPhase::forward_backward);

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -125,6 +126,41 @@ TEST_CASE("input pipeline: batches hold exactly the source's examples, in order,
     CHECK(progress[4] == (partial == PartialBatch::keep ? 50 : 46));
     CHECK(p->stats().batches == batches);
   }
+}
+
+TEST_CASE("input pipeline: batches before hollow_before carry their indices and progress but no rows, and the rest "
+          "are as without it", "[data][pipeline]") {
+  const Dataset d = counting_dataset(100);
+  const std::vector<IndexChunk> chunks{{0, range(40, 60)}, {1, range(0, 30)}, {2, range(70, 90)}};  // 70
+  auto run = [&](int64_t hollow, std::atomic<int>* transformed) {
+    InputPipelineOptions o;
+    o.batch_size = 8;
+    o.threads = 3;
+    o.hollow_before = hollow;
+    o.transform = [transformed](Batch& b) -> Status {
+      *transformed += static_cast<int>(b.size);
+      return {};
+    };
+    auto p = start(d, std::make_unique<VectorSource>(chunks), o);
+    std::vector<Batch> out;
+    for (auto b = p->next(); b.ok() && b->has_value(); b = p->next()) out.push_back(std::move(**b));
+    return out;
+  };
+  std::atomic<int> whole{0}, hollowed{0};
+  const std::vector<Batch> plain = run(0, &whole), passed = run(4, &hollowed);
+  REQUIRE(plain.size() == 8u);  // 70 examples in batches of 8, the last 6 dropped
+  REQUIRE(passed.size() == plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    INFO("batch " << i);
+    CHECK(passed[i].size == plain[i].size);
+    CHECK(passed[i].indices == plain[i].indices);
+    CHECK(passed[i].progress.size() == plain[i].progress.size());
+    CHECK(passed[i].progress.back().done == plain[i].progress.back().done);
+    CHECK(passed[i].inputs.empty() == (i < 4));
+    if (i >= 4) CHECK(passed[i].inputs == plain[i].inputs);
+  }
+  CHECK(whole == 64);
+  CHECK(hollowed == 32);  // the 4 batches after the hollow 4
 }
 
 TEST_CASE("input pipeline: a consumer that stops early, or never starts, does not hang the destructor", "[data][pipeline]") {
