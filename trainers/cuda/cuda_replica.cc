@@ -297,6 +297,7 @@ class StepLoop {
 
 Status StepLoop::run_epoch(int epoch) {
   const auto epoch_start = Clock::now();
+  if (epoch == first_epoch_ && skip_steps_ > 0) feed_.pass_over(skip_steps_);  // read for nothing
   TROUPE_RETURN_IF_ERROR(feed_.begin_epoch(epoch).with_context("data of epoch " + std::to_string(epoch)));
   EpochTally tally;
   for (int64_t i = 0; i < shape_.steps_per_epoch; ++i) {
