@@ -9,7 +9,6 @@
 #include "collectives/group_transport.h"
 #include "collectives/tcp_transport.h"
 #include "gcs/events.h"
-#include "gcs/group_plan.h"
 #include "gcs/records.h"
 #include "gcs/tables.h"
 
@@ -63,17 +62,6 @@ Status validate(const GroupOptions& o) {
                             " is outside [0, " + std::to_string(o.world_size) + ")");
   if (o.timeout.count() <= 0) return invalid_argument(group_label(o.name, o.generation) + ": timeout must be > 0");
   return {};
-}
-
-// Removes the member keys of older generations of this group (best effort).
-void remove_old_members(gcs::Store& store, const std::string& name, int64_t generation) {
-  auto keys = store.keys(kGroupMembersTable);
-  if (!keys) return;
-  for (const std::string& key : *keys) {
-    const int64_t g = gcs::generation_in_key(key, name);
-    if (g >= 0 && g < generation) (void)store.remove(kGroupMembersTable, key);
-  }
-  gcs::remove_plans_before(store, name, generation);
 }
 
 // invalid_argument when a newer generation of the group is already recorded.
@@ -177,7 +165,7 @@ Expected<std::unique_ptr<Communicator>> form_group(gcs::Store& store, const Grou
   for (auto& m : members) all.push_back(*m);
   auto transport = connect_group_transport(o, all, std::move(*listener), deadline);
   if (!transport) return transport.status().with_context(label);
-  if (o.rank == 0) remove_old_members(store, o.name, o.generation);
+  if (o.rank == 0) gcs::remove_generations_before(store, o.name, o.generation);  // members and plans
   return std::make_unique<Communicator>(std::move(*transport));
 }
 

@@ -8,11 +8,18 @@
 namespace troupe::gcs {
 namespace {
 
+// A generation written as decimal digits; -1 when `digits` does not read so.
+int64_t parse_generation(const std::string& digits) {
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
 Expected<int64_t> read_generation(const std::string& key, const std::optional<std::string>& value) {
   if (!value) return int64_t{-1};
-  if (value->empty() || value->size() > 18 || value->find_first_not_of("0123456789") != std::string::npos)
+  const int64_t g = parse_generation(*value);
+  if (g < 0)
     return corrupt_data(std::string(kGroupGenerationsTable) + "/" + key + ": '" + *value + "' is not a generation");
-  return std::stoll(*value);
+  return g;
 }
 
 // Whether group `group` is `name` or one of its "<name>-..." groups.
@@ -21,14 +28,15 @@ bool of_groups(const std::string& group, const std::string& name) {
   return group.size() == name.size() || group[name.size()] == '-';
 }
 
-// Removes the keys of `table` whose group (the key up to its first '/', or all of it) is of_groups.
-void remove_keys_of(Store& store, const char* table, const std::string& name) {
+// Removes the keys of `table` that `gone` picks, in one call (best effort).
+template <class Pick>
+void remove_keys(Store& store, const char* table, Pick gone) {
   auto keys = store.keys(table);
   if (!keys.ok()) return;
-  std::vector<std::string> gone;
+  std::vector<std::string> picked;
   for (const std::string& key : *keys)
-    if (of_groups(key.substr(0, key.find('/')), name)) gone.push_back(key);
-  if (!gone.empty()) (void)store.remove_many(table, gone);
+    if (gone(key)) picked.push_back(key);
+  if (!picked.empty()) (void)store.remove_many(table, picked);
 }
 
 }  // namespace
@@ -36,10 +44,7 @@ void remove_keys_of(Store& store, const char* table, const std::string& name) {
 int64_t generation_in_key(const std::string& key, const std::string& group) {
   const size_t at = group.size() + 1;
   if (key.size() <= at || key.compare(0, group.size(), group) != 0 || key[group.size()] != '/') return -1;
-  const size_t end = std::min(key.find('/', at), key.size());
-  const std::string digits = key.substr(at, end - at);
-  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
+  return parse_generation(key.substr(at, std::min(key.find('/', at), key.size()) - at));
 }
 
 Status announce_generation(Store& store, const std::string& group, int64_t generation) {
@@ -64,9 +69,18 @@ Expected<int64_t> announced_generation(Store& store, const std::string& group) {
   return read_generation(group, *value);
 }
 
+void remove_generations_before(Store& store, const std::string& group, int64_t generation) {
+  for (const char* table : {kGroupMembersTable, kGroupPlansTable})
+    remove_keys(store, table, [&](const std::string& key) {
+      const int64_t g = generation_in_key(key, group);
+      return g >= 0 && g < generation;
+    });
+}
+
 void forget_groups(Store& store, const std::string& name) {
+  // The group of a key: all of it (announcements), or up to its first '/' (members, plans).
   for (const char* table : {kGroupMembersTable, kGroupPlansTable, kGroupGenerationsTable})
-    remove_keys_of(store, table, name);
+    remove_keys(store, table, [&](const std::string& key) { return of_groups(key.substr(0, key.find('/')), name); });
 }
 
 }  // namespace troupe::gcs

@@ -35,6 +35,10 @@ Status announce_generation(Store& store, const std::string& group, int64_t gener
 // is not a number.
 Expected<int64_t> announced_generation(Store& store, const std::string& group);
 
+// Removes the member keys and plans of `group`'s generations older than `generation`, best effort
+// (rank 0 of a generation that formed: nobody goes back to them).
+void remove_generations_before(Store& store, const std::string& group, int64_t generation);
+
 // Removes the member keys, plans and announcement of group `name` and of every group "<name>-...",
 // best effort (a job that ended: its groups will not form again).
 void forget_groups(Store& store, const std::string& name);

@@ -49,15 +49,6 @@ Expected<std::optional<std::vector<int>>> group_plan(Store& store, const std::st
   return std::optional<std::vector<int>>(std::move(slots));
 }
 
-void remove_plans_before(Store& store, const std::string& group, int64_t generation) {
-  auto keys = store.keys(kGroupPlansTable);
-  if (!keys.ok()) return;
-  for (const std::string& key : *keys) {
-    const int64_t g = generation_in_key(key, group);
-    if (g >= 0 && g < generation) (void)store.remove(kGroupPlansTable, key);
-  }
-}
-
 int rank_in_plan(const std::vector<int>& plan, int slot) {
   auto it = std::find(plan.begin(), plan.end(), slot);
   return it == plan.end() ? -1 : static_cast<int>(it - plan.begin());

@@ -28,8 +28,6 @@ Status put_group_plan(Store& store, const std::string& group, int64_t generation
 // The plan of that generation; nullopt when none was announced; corrupt_data naming the key when
 // the value does not read as slots.
 Expected<std::optional<std::vector<int>>> group_plan(Store& store, const std::string& group, int64_t generation);
-// Removes `group`'s plans older than `generation` (best effort).
-void remove_plans_before(Store& store, const std::string& group, int64_t generation);
 
 // Worker `slot`'s rank in `plan` (-1: not in it).
 int rank_in_plan(const std::vector<int>& plan, int slot);

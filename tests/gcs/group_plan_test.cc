@@ -43,7 +43,7 @@ TEST_CASE("group plan: a plan announces its generation, and old plans go",
   REQUIRE(put_group_plan(store, "job-b2", 9, {1}).ok());  // another group's, same prefix
   CHECK(*announced_generation(store, "job-b") == 4);
   CHECK(*announced_generation(store, "job-b2") == 9);
-  remove_plans_before(store, "job-b", 4);
+  remove_generations_before(store, "job-b", 4);
   CHECK_FALSE(group_plan(store, "job-b", 2)->has_value());
   CHECK(group_plan(store, "job-b", 4)->has_value());
   CHECK(group_plan(store, "job-b2", 9)->has_value());
