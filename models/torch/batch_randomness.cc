@@ -6,6 +6,7 @@
 #include "core/splitmix.h"
 
 namespace troupe::torch_model {
+
 std::mutex& generator_lock() {
   static std::mutex m;
   return m;

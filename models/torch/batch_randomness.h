@@ -41,9 +41,6 @@ class BatchRandomness {
     return out;
   }
 
-  // Whether the module's training forward draws: known after the first one.
-  bool draws() const { return draws_ == Draws::yes; }
-
  private:
   enum class Draws { unknown, yes, no };
   uint64_t forward_seed(uint64_t key) const;

@@ -3,10 +3,10 @@
 // children without (ReLU, pooling, Flatten, ...) join the layer before them (leading ones the first).
 // A layer's forward runs its children on views of the stage's parameters; its backward runs autograd
 // from the output gradient the runtime hands it, into the layer's gradient views (the ready hooks
-// announce the blocks), and hands back the input's gradient. A layer's training forward draws (dropout)
-// from the job's seed, the layer and its input (batch_randomness.h), so a forward run again for a
-// backward draws the same. A training forward keeps its autograd
-// graph for the backward of the same (layer, slot) while the parameters stay where they were.
+// announce the blocks), and hands back the input's gradient. A training forward keeps its autograd
+// graph for the backward of the same (layer, slot) while the parameters stay where they were. What a
+// layer's training forward draws (dropout) follows the job's seed, the layer and its input
+// (batch_randomness.h), so a forward run again for a backward draws the same.
 #pragma once
 
 #include <torch/script.h>

@@ -38,7 +38,8 @@ class TorchScriptTrainer final : public torch_model::ModuleSteps {
     };
     TROUPE_RETURN_IF_ERROR(set_shapes(ctx, std::move(own)));
     TROUPE_RETURN_IF_ERROR(params_.declare(module_, space, what()));
-    auto layers = torch_model::SequentialLayers::make(module_, params_, input_shape_, loss_, ctx.seed);  // null: not a chain
+    // null: not a chain
+    auto layers = torch_model::SequentialLayers::make(module_, params_, input_shape_, loss_, ctx.seed);
     if (!layers.ok()) return layers.status();
     layers_ = std::move(*layers);
     return {};

@@ -60,28 +60,27 @@ TEST_CASE("job restarts: a failed worker stops the gang, which starts again as a
           "[jobs][supervisor][restarts]") {
   Harness h;
   const JobId id = h.record_job();
-  auto reply = h.supervisor.submit(with_restarts(h.request(id), 2, true));
-  REQUIRE(reply.ok());
-  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("killed")), "killed");
+  const SubmitJobReply reply = submit_placed(h, id, true, "any");
+  h.supervisor.on_down(h.addr(reply, 1), to_error(internal_error("killed")), "killed");
   // The job keeps RUNNING, says why it restarts, and the others are stopped.
   CHECK(h.job(id).state == gcs::JobState::running);
   CHECK(h.job(id).message.find("restart 1 of 2 after: w1") != std::string::npos);
-  CHECK(was_stopped(h, *reply, 0));
-  CHECK(was_stopped(h, *reply, 2));
+  CHECK(was_stopped(h, reply, 0));
+  CHECK(was_stopped(h, reply, 2));
   CHECK(count_events(h.store, "job_restarting") == 1);
   CHECK(h.supervisor.restarting());
   // Nothing is placed until every actor of the failed attempt is down.
   const size_t placed_before = h.spawned.size();
   CHECK(h.supervisor.retry_pending());  // waiting for them to exit
   CHECK(h.spawned.size() == placed_before);
-  stopped_ones_exit(h, *reply, 1);
+  stopped_ones_exit(h, reply, 1);
   CHECK(h.supervisor.retry_pending() == false);  // backoff 0: placed now
   REQUIRE(h.spawned.size() == placed_before + 3);
   REQUIRE(h.last_asks.size() == 3u);
   for (const PlacementAsk& a : h.last_asks) {
     CHECK(a.actor.args.size() == 4u);
     CHECK(a.actor.args[2] == "1");  // the attempt
-    CHECK(std::find(reply->actor_ids.begin(), reply->actor_ids.end(), a.id.hex()) == reply->actor_ids.end());
+    CHECK(std::find(reply.actor_ids.begin(), reply.actor_ids.end(), a.id.hex()) == reply.actor_ids.end());
   }
   gcs::JobRecord j = h.job(id);
   CHECK(j.state == gcs::JobState::running);
@@ -293,9 +292,8 @@ TEST_CASE("job restarts: a job whose step count stands still past its progress t
   s.progress_timeout_ms = 300;
   auto reply = h.supervisor.submit(s);
   REQUIRE(reply.ok());
-  auto set_step = [&](int64_t step) { set_job_step(h, id, step); };
   for (int64_t step = 1; step <= 4; ++step) {  // moving: never stuck
-    set_step(step * 10);
+    set_job_step(h, id, step * 10);
     h.supervisor.check_progress();
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
   }
@@ -460,15 +458,14 @@ TEST_CASE("job restarts: an actor failing after its job recorded success restart
           "[jobs][supervisor][restarts]") {
   Harness h;
   const JobId id = h.record_job();
-  auto reply = h.supervisor.submit(with_restarts(h.request(id), 2, false));
-  REQUIRE(reply.ok());
+  const SubmitJobReply reply = submit_placed(h, id, false, "any");
   const size_t asked = h.last_asks.size();
   // Rank 0 recorded the result; a worker placed as the job ended fails waiting for its peers.
   REQUIRE(gcs::update_job(h.store, id, [](gcs::JobRecord& j) -> Status {
             j.state = gcs::JobState::succeeded;
             return {};
           }).ok());
-  h.supervisor.on_down(h.addr(*reply, 1), to_error(internal_error("no peers")), "no peers");
+  h.supervisor.on_down(h.addr(reply, 1), to_error(internal_error("no peers")), "no peers");
   CHECK(count_events(h.store, "job_restarting") == 0);
   CHECK(h.supervisor.retry_pending() == false);
   CHECK(h.last_asks.size() == asked);  // no replacement asked for
