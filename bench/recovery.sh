@@ -10,11 +10,17 @@
 # again: the steps lost trained again included), bytes of state moved (live), test accuracy.
 # Prints each run and, per mode, the medians and the ratios checkpoint / live.
 #   bench/recovery.sh [RUNS]       (default 5; build/bin/troupe must be built)
+# RECOVERY_UP and RECOVERY_JOB change the cluster (default "--nodes 2 --cpus 2") and add to the
+# job's flags: an elastic --shard job on a cluster with no room for a replacement, say
+#   RECOVERY_UP="--nodes 1 --cpus 2" RECOVERY_JOB="--elastic --shard gradients" bench/recovery.sh 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 . bench/local_cluster.sh recovery
-"$troupe" up --nodes 2 --cpus 2 >/dev/null
+up_args=${RECOVERY_UP:---nodes 2 --cpus 2}
+job_args=${RECOVERY_JOB:-}
+# shellcheck disable=SC2086
+"$troupe" up $up_args >/dev/null
 status() { "$troupe" status --json --events 400; }
 job_field() {  # job_field JOB EXPR: EXPR of the job's record j
   status | python3 -c "import json,sys; d=json.load(sys.stdin); j=next((j for j in d['jobs'] if j['id']=='$1'), {}); print($2)"
@@ -24,8 +30,9 @@ job_field() {  # job_field JOB EXPR: EXPR of the job's record j
 # (mode: how it went on — a live job falls back to its checkpoint when no survivor kept a state).
 faulted_run() {
   local mode=$1 job target step victim killed state at back
+  # shellcheck disable=SC2086
   job=$("$troupe" submit --strategy sync --workers 4 --epochs 6 --batch-size 128 --checkpoint-every 100 \
-        --checkpoint-dir "$TROUPE_HOME/ckpt" --recovery "$mode" --detach 2>/dev/null | tail -1)
+        --checkpoint-dir "$TROUPE_HOME/ckpt" --recovery "$mode" $job_args --detach 2>/dev/null | tail -1)
   target=$((900 + RANDOM % 200))   # somewhere between two checkpoints
   for _ in $(seq 1 600); do
     step=$(job_field "$job" "j.get('step', 0)")

@@ -577,7 +577,8 @@ TEST_CASE("matrix: sharded sync (gradients), the victim holds several workers, k
                 "kill -9 node");
 }
 TEST_CASE("matrix: sharded elastic sync (gradients), the victim holds several workers, kill -9", "[matrix][sharded]") {
-  // The job goes on with the workers that fit: each re-shards the checkpoint its way (1/k each).
+  // The job goes on live with the workers that fit: each rank's new share (1/k) cut from the old
+  // shares and their buddies' copies in memory (trainers/sharded/mirror_recut.h).
   run_kill_cell({"elastic sync --shard gradients", "several workers", "--nodes 1 --cpus 4", kShardElastic,
                  several_workers()},
                 "kill -9 node");

@@ -451,27 +451,21 @@ void shrink_after_a_kill(ClusterFixture& c, const std::string& job_args, int64_t
 
 }  // namespace
 
-TEST_CASE("faults: an elastic sync job goes on from memory with the workers that fit after its node is killed and "
-          "grows back live when a node joins", "[jobs][cluster][faults][elastic]") {
-  ClusterFixture c;
-  // 4 cpus on 2 processes (the head and one node): 4 workers, and after the node dies room for 2
-  // (with two nodes, the head and the survivor would still hold all 4).
-  c.up("--nodes 1 --cpus 2");
-  const std::string ckpt = c.home() + "/ckpt";
-  const std::string job_args = "--strategy sync --elastic --workers 4 --epochs 10 --batch-size 128 "
-                               "--checkpoint-every 100 --checkpoint-dir " + ckpt;
+namespace {
+
+// An elastic job of 4 workers (`job_args`) on a cluster of the head and one node of 2 cpus each:
+// (1) the node killed at `kill_step` with no replacement: it finishes with 2 workers, live, 2
+// shards each; (2) a node joins, the job starts on 4, that node is killed (2 go on) and another
+// joins: the job grows back to 4 at once, the newcomers filled from the survivors' memory, and
+// ends as well as without faults, accounted exactly once. The job_recovered_live events' messages.
+std::vector<std::string> shrink_and_grow_back(ClusterFixture& c, const std::string& job_args, int64_t kill_step) {
   const double baseline = fault_free_accuracy(c, job_args);
+  shrink_after_a_kill(c, job_args, kill_step, baseline, 2);
 
-  // 1. The node killed and no replacement: the job finishes with 2 workers, 2 shards each.
-  shrink_after_a_kill(c, job_args, 1100, baseline, 2);
-
-  // 2. A node joins, the job starts on 4 workers, that node is killed (2 go on), and another
-  //    joins: the job grows back to 4 at once, the newcomers filled from a survivor, and ends as
-  //    well as without faults.
   ClusterFixture first_joiner, second_joiner;
   join_node(c, first_joiner);
   const std::string id2 = submit_detached(c, job_args);
-  Json view = wait_for_step(c, id2, 1100);
+  Json view = wait_for_step(c, id2, kill_step);
   const auto [victim2, pid2] = node_hosting(view, id2);
   REQUIRE_FALSE(victim2.empty());
   REQUIRE(::kill(pid2, SIGKILL) == 0);
@@ -500,6 +494,33 @@ TEST_CASE("faults: an elastic sync job goes on from memory with the workers that
   }, std::chrono::seconds(30));
   REQUIRE_FALSE(accounting.is_null());
   CHECK(accounting.at("message").get<std::string>().find("trained exactly once") != std::string::npos);
+  return event_messages(end2, "job_recovered_live", id2);
+}
+
+}  // namespace
+
+TEST_CASE("faults: an elastic sync job goes on from memory with the workers that fit after its node is killed and "
+          "grows back live when a node joins", "[jobs][cluster][faults][elastic]") {
+  ClusterFixture c;
+  // 4 cpus on 2 processes (the head and one node): 4 workers, and after the node dies room for 2
+  // (with two nodes, the head and the survivor would still hold all 4).
+  c.up("--nodes 1 --cpus 2");
+  shrink_and_grow_back(c, "--strategy sync --elastic --workers 4 --epochs 10 --batch-size 128 --checkpoint-every 100 "
+                          "--checkpoint-dir " + c.home() + "/ckpt", 1100);
+}
+
+TEST_CASE("faults: an elastic --shard gradients job goes on from its buddy mirrors re-cut for the workers that fit "
+          "after its node is killed, and grows back live", "[jobs][cluster][faults][elastic][sharded]") {
+  ClusterFixture c;
+  c.up("--nodes 1 --cpus 2");
+  // No --checkpoint-every: nothing on disk to go back to, so the job either goes on from memory or
+  // starts over (and the steps-lost check fails).
+  const std::vector<std::string> live = shrink_and_grow_back(
+      c, "--strategy sync --elastic --shard gradients --workers 4 --epochs 4 --batch-size 128", 700);
+  for (const std::string& line : live) UNSCOPED_INFO(line);
+  // The shrink and the grow-back both re-cut the shares: 4 ranks' for 2, then 2 ranks' for 4.
+  CHECK(any_contains(live, "the shards of 4 ranks, re-cut"));
+  CHECK(any_contains(live, "the shards of 2 ranks, re-cut"));
 }
 
 TEST_CASE("faults: an elastic sync job shrinks unevenly, 3 of 4 workers with 4 shards, and is accounted exactly once",

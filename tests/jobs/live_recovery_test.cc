@@ -200,11 +200,10 @@ TEST_CASE("live recovery: which jobs recover live, and --recovery's refusals") {
   s.recovery = "auto";
   s.elastic = true;  // elastic: the survivors go on smaller from their memory
   CHECK(recovers_live(s));
-  s.shard = "optimizer";  // but a share laid out for one size is not re-laid live
-  CHECK_FALSE(recovers_live(s));
-  CHECK(validate(s).ok());  // auto: checkpoint where live is not built
+  s.shard = "optimizer";  // and sharded: the shares re-cut for the new size from the mirrors
+  CHECK(recovers_live(s));
   s.recovery = "live";
-  CHECK(validate(s).message().find("not --elastic with --shard") != std::string::npos);
+  CHECK(validate(s).ok());
   s.recovery = "auto";
   s.shard = "none";
   s.elastic = false;

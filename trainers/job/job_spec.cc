@@ -228,7 +228,6 @@ Status validate_recovery(const JobSpec& s) {
   const std::string what = s.strategy == "pipeline" && s.workers < 2
                                ? "a pipeline of one worker (nobody survives its loss)"
                            : s.strategy != "sync" && s.strategy != "pipeline" ? "--strategy " + s.strategy
-                           : s.elastic                                          ? "--elastic with --shard"
                                                                                 : "GPU workers";
   return invalid_argument("--recovery live is built for CPU sync and pipeline jobs only so far, not " + what +
                           ": use --recovery checkpoint (or auto)");
@@ -334,10 +333,9 @@ Status validate(const JobSpec& s) {
 bool recovers_live(const JobSpec& s) {
   // A pipeline: a lost stage from another replica's, or (one replica) from its buddy stage's mirror.
   const bool pipeline = s.strategy == "pipeline" && s.workers >= 2;
-  // Elastic: the survivors go on at the smaller size from their memory, and grow back the same way;
-  // not with --shard (a rank's share and its buddy's copy are laid out for one size).
-  const bool elastic_ok = !s.elastic || s.shard.empty() || s.shard == "none";
-  return s.recovery != "checkpoint" && (s.strategy == "sync" || pipeline) && elastic_ok && s.gpus_per_worker <= 0;
+  // Elastic: the survivors go on at the smaller size from their memory, and grow back the same way
+  // (--shard: the shares and their buddies' copies re-cut for the new size, mirror_recut.h).
+  return s.recovery != "checkpoint" && (s.strategy == "sync" || pipeline) && s.gpus_per_worker <= 0;
 }
 
 pipeline::PipelineOptions pipeline_options(const JobSpec& s) {

@@ -96,7 +96,7 @@ struct JobSpec {
   // After a worker is lost: "live" (the survivors keep training state in memory, the lost worker is
   // replaced and takes it from them; no completed step is lost: trainers/job/live_recovery.h),
   // "checkpoint" (every worker restarts from the newest checkpoint) or "auto" (live where it is
-  // built: CPU sync jobs, sharded or elastic (not both), and pipelines (a lost stage from the
+  // built: CPU sync jobs, sharded, elastic or both, and pipelines (a lost stage from the
   // same stage of another replica, or its buddy stage's mirror: trainers/job/pipeline_live.h); else
   // checkpoint).
   std::string recovery = "auto";

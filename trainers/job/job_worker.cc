@@ -72,6 +72,7 @@ Expected<StartPoint> start_generation(const JobSpec& spec, JobSetup& s, const Me
       if (sharded) {  // each replica restores its shard when it starts
         start.mirror_step = live->state.step;
         start.mirror_distance = live->distance;
+        start.mirror_world = live->from_world;
       }
       start.state = std::move(live->state);
       return start;
@@ -175,6 +176,7 @@ Status train_generation(const actors::NodeEnvironment& env, const MemberArgs& a,
     replica.mirror.hold = &held->mirror;
     replica.mirror.step = start->mirror_step;
     replica.mirror.distance = start->mirror_distance;
+    replica.mirror.from_world = start->mirror_world;
     if (a.index == 0)
       replica.mirror.restored = [&s, &a, gen, step = start->mirror_step](int64_t bytes) {
         Status st = gcs::note_recovery_mode(*s.store, a.job, static_cast<int>(gen), "live", step, -1, bytes);

@@ -79,6 +79,9 @@ int choose_source(const std::vector<float>& held, int* receivers, int64_t* newes
 
 std::string live_source(const LiveStart& live) {
   if (!live.from.empty()) return live.from;
+  if (live.source < 0 && live.from_world > 0)
+    return "the buddy mirrors of step " + std::to_string(live.state.step) + " (the shards of " +
+           std::to_string(live.from_world) + " ranks, re-cut)";
   if (live.source < 0) return "the buddy mirrors of step " + std::to_string(live.state.step);
   if (live.receivers == 0) return "its workers' own memory (step " + std::to_string(live.state.step) + ")";
   return "the memory of rank " + std::to_string(live.source) + " (step " + std::to_string(live.state.step) + ")";
@@ -89,23 +92,30 @@ Expected<LiveStart> agree_mirror_step(collectives::Communicator& comm, const Mir
   collectives::CollectiveOptions co;
   co.timeout = timeout;
   const MirrorReport own = mine ? report_of(*mine) : MirrorReport{};
-  constexpr size_t kReport = 7;  // older, newest (f32 pairs), whether each was mirrored, the distance
+  // older, newest (f32 pairs), whether each was mirrored, the distance, the rank and size of the
+  // group that took the rounds
+  constexpr size_t kReport = 9;
   float report[kReport];
   put_int(report, own.older);
   put_int(report + 2, own.newest);
   report[4] = own.older_mirrored ? 1.0f : 0.0f;
   report[5] = own.newest_mirrored ? 1.0f : 0.0f;
   report[6] = static_cast<float>(own.distance);
+  report[7] = static_cast<float>(own.rank);
+  report[8] = static_cast<float>(own.world);
   std::vector<float> all(kReport * static_cast<size_t>(comm.size()));
   TROUPE_RETURN_IF_ERROR(
       comm.allgather(report, all.data(), kReport, DType::f32, co).with_context("telling the mirrored rounds held"));
   std::vector<MirrorReport> ranks(static_cast<size_t>(comm.size()));
   for (size_t r = 0; r < ranks.size(); ++r) {
     const float* at = &all[kReport * r];
-    ranks[r] = MirrorReport{get_int(at), get_int(at + 2), at[4] != 0.0f, at[5] != 0.0f, static_cast<int>(at[6])};
+    ranks[r] = MirrorReport{get_int(at),           get_int(at + 2),          at[4] != 0.0f,
+                            at[5] != 0.0f,         static_cast<int>(at[6]), static_cast<int>(at[7]),
+                            static_cast<int>(at[8])};
   }
   LiveStart out;
-  const int64_t step = choose_mirror_step(ranks);
+  const MirrorChoice choice = choose_mirror_round(ranks);
+  const int64_t step = choice.step;
   if (step < 0) {
     bool any = false;
     for (const MirrorReport& r : ranks) any = any || r.older >= 0 || r.newest >= 0;
@@ -116,6 +126,7 @@ Expected<LiveStart> agree_mirror_step(collectives::Communicator& comm, const Mir
   }
   out.live = true;
   out.state.step = step;
+  if (!choice.same_layout) out.from_world = choice.world;
   for (const MirrorReport& r : ranks) {
     if (!r.holds(step)) ++out.receivers;
     if (r.holds(step)) out.distance = r.distance;  // one group's rounds: one distance
@@ -250,7 +261,8 @@ Status rewind_live(gcs::Store& store, const JobId& job, int shards, int64_t step
     const int64_t failed = rec.ok() && rec->has_value() ? std::max((*rec)->failed_step, (*rec)->pending_failed_step) : -1;
     lost = failed < 0 ? "" : ", " + std::to_string(std::max<int64_t>(0, failed - step)) + " completed step(s) lost";
   }
-  const std::string sent = mirrored ? std::to_string(live.receivers) + " rank(s) take their shard from a buddy"
+  const std::string sent = mirrored && live.from_world > 0 ? "every rank takes its new shard from the old shards' holders"
+                           : mirrored ? std::to_string(live.receivers) + " rank(s) take their shard from a buddy"
                            : live.receivers == 0 ? "every rank held that step (nothing sent)" + lost
                                                  : std::to_string(live.bytes) + " bytes of state sent to " +
                                                        std::to_string(live.receivers) + " rank(s)" + lost;

@@ -45,6 +45,8 @@ struct LiveStart {
   int receivers = 0;                // ranks that did not hold that step (replacements, a survivor behind)
   int64_t bytes = 0;                // the state's bytes, as broadcast from the source
   int distance = 1;                 // agree_mirror_step: the buddy distance of the rounds chosen
+  int from_world = 0;               // agree_mirror_step: > 0 when the rounds' group had another size or
+                                    // numbering (an elastic job resized): its size (mirror_recut.h)
 };
 
 // "the memory of rank R (step S)" (or "the buddy mirrors of step S", source -1): where a live start
@@ -61,8 +63,10 @@ Expected<LiveStart> share_held_state(collectives::Communicator& comm, const Held
 // buddy mirror it holds (`mine` null or empty: none), and all agree on the newest step every rank's
 // chunks survive at (choose_mirror_step). live: that step (state.step; source -1, the chunks come
 // from their owners or buddies when each replica starts: ReplicaState's restore); receivers = the
-// ranks without their own round of it. Not live: no round covers every chunk (an owner and its buddy
-// both lost, every worker lost): the checkpoint path, and the log says why.
+// ranks without their own round of it; from_world set when an elastic job's group was resized or
+// renumbered since the rounds were taken (each rank's new shard then cut from the old ones). Not
+// live: no round covers every chunk (an owner and its buddy both lost, every worker lost): the
+// checkpoint path, and the log says why.
 Expected<LiveStart> agree_mirror_step(collectives::Communicator& comm, const MirrorHold* mine,
                                       std::chrono::milliseconds timeout);
 

@@ -32,6 +32,7 @@ struct StartPoint {
   // taken at this buddy distance.
   int64_t mirror_step = -1;
   int mirror_distance = 1;
+  int mirror_world = 0;  // > 0: the rounds' group had this size or another numbering (re-cut)
 };
 
 // Which checkpoint a job starts from: kind 0 none (the first step), 1 the job's own newest intact

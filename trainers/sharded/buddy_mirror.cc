@@ -4,25 +4,20 @@
 #include <cstring>
 #include <set>
 
+#include "trainers/sharded/mirror_record.h"
+
 namespace troupe {
 namespace {
 
-// A record: four int64 (step, epoch, steps into it, the optimizer's step count) as raw bits in
-// the first 8 floats — a shift moves bytes, nothing adds them —, then the owned parameters, then
-// each optimizer vector over the same floats; zeros after, up to the largest rank's record.
-constexpr size_t kHeaderFloats = 8;
-enum HeaderField : size_t { kStep = 0, kEpoch, kEpochStep, kOptimizerSteps };
+using mirror_record::get;
+using mirror_record::kEpoch;
+using mirror_record::kEpochStep;
+using mirror_record::kHeaderFloats;
+using mirror_record::kOptimizerSteps;
+using mirror_record::kStep;
+using mirror_record::put;
 
-void put(float* record, HeaderField field, int64_t v) { std::memcpy(record + 2 * field, &v, sizeof v); }
-int64_t get(const float* record, HeaderField field) {
-  int64_t v = 0;
-  std::memcpy(&v, record + 2 * field, sizeof v);
-  return v;
-}
-
-size_t record_floats(const ShardedState& zero, int rank) {
-  return kHeaderFloats + (1 + zero.optimizer_vectors()) * zero.owned_floats(rank);
-}
+size_t record_floats(const ShardedState& zero, int rank) { return mirror_record::floats_of(zero, rank); }
 
 collectives::CollectiveOptions options_with(std::chrono::milliseconds timeout) {
   collectives::CollectiveOptions co;
@@ -46,25 +41,35 @@ MirrorReport report_of(const MirrorHold& hold) {
   r.older_mirrored = hold.older.mirrored;
   r.newest_mirrored = hold.newest.mirrored;
   r.distance = hold.distance;
+  r.rank = hold.rank;
+  r.world = hold.world;
   return r;
 }
 
-int64_t choose_mirror_step(const std::vector<MirrorReport>& ranks) {
+MirrorChoice choose_mirror_round(const std::vector<MirrorReport>& ranks) {
   std::set<int64_t, std::greater<int64_t>> steps;
   for (const MirrorReport& r : ranks) {
     if (r.older >= 0) steps.insert(r.older);
     if (r.newest >= 0) steps.insert(r.newest);
   }
   const int n = static_cast<int>(ranks.size());
+  auto world_of = [&](int k) { return ranks[k].world > 0 ? ranks[k].world : n; };
+  auto rank_of = [&](int k) { return ranks[k].rank >= 0 ? ranks[k].rank : k; };
   for (int64_t step : steps) {
-    std::vector<bool> covered(ranks.size(), false);
+    int world = 0;  // the group that took the round: the first holder's
+    for (int k = 0; k < n && world == 0; ++k)
+      if (ranks[k].holds(step)) world = world_of(k);
+    std::vector<bool> covered(static_cast<size_t>(world), false);
+    bool same = world == n;
     for (int k = 0; k < n; ++k) {
-      if (ranks[k].holds(step)) covered[k] = true;
-      if (ranks[k].mirrors(step)) covered[((k - ranks[k].distance) % n + n) % n] = true;
+      if (world_of(k) != world || rank_of(k) >= world) continue;  // rounds of another group
+      if (ranks[k].holds(step)) covered[rank_of(k)] = true;
+      if (ranks[k].mirrors(step)) covered[((rank_of(k) - ranks[k].distance) % world + world) % world] = true;
+      if (ranks[k].holds(step) && rank_of(k) != k) same = false;
     }
-    if (std::all_of(covered.begin(), covered.end(), [](bool c) { return c; })) return step;
+    if (std::all_of(covered.begin(), covered.end(), [](bool c) { return c; })) return {step, world, same};
   }
-  return -1;
+  return {};
 }
 
 int choose_buddy_distance(const std::vector<int64_t>& node_of_rank) {
@@ -82,6 +87,8 @@ BuddyMirror::BuddyMirror(collectives::Communicator& comm, ShardedState& zero, in
     : comm_(comm), zero_(zero), every_(std::max<int64_t>(every, 1)), distance_(distance), timeout_(timeout), own_(own) {
   record_floats_ = record_floats(zero, 0);  // rank 0 owns the most
   hold_.distance = distance;
+  hold_.rank = comm.rank();
+  hold_.world = comm.size();
   if (own_) thread_ = std::thread([this] { run(); });
 }
 
@@ -167,6 +174,8 @@ MirrorHold BuddyMirror::release() {
   MirrorHold out = std::move(hold_);
   hold_ = MirrorHold{};
   hold_.distance = distance_;
+  hold_.rank = comm_.rank();
+  hold_.world = comm_.size();
   started_ = false;
   return out;
 }
@@ -218,18 +227,10 @@ Expected<MirrorStart> restore_from_mirror(collectives::Communicator& comm, Shard
   TROUPE_RETURN_IF_ERROR(zero.load_owned_optimizer(opt).with_context(restoring));
   if (whole_params)
     TROUPE_RETURN_IF_ERROR(zero.gather(params).with_context(restoring + ": gathering the whole parameters"));
-  // The bytes every rank received for its chunks, gathered as raw bits (as the header travels) and summed.
-  float received[2];
-  std::memcpy(received, &out.bytes, sizeof out.bytes);
-  std::vector<float> all(2 * static_cast<size_t>(comm.size()));
-  TROUPE_RETURN_IF_ERROR(comm.allgather(received, all.data(), 2, DType::f32, options_with(timeout))
-                             .with_context(restoring + ": gathering the bytes moved"));
-  out.bytes = 0;
-  for (size_t r = 0; r < all.size(); r += 2) {
-    int64_t b = 0;
-    std::memcpy(&b, &all[r], sizeof b);
-    out.bytes += b;
-  }
+  // The bytes every rank received for its chunks, summed.
+  auto bytes = mirror_record::sum_over_ranks(comm, out.bytes, timeout);
+  if (!bytes.ok()) return bytes.status().with_context(restoring + ": gathering the bytes moved");
+  out.bytes = *bytes;
   return out;
 }
 

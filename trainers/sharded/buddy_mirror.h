@@ -46,6 +46,8 @@ struct MirrorRound {
 struct MirrorHold {
   MirrorRound older, newest;
   int distance = 1;  // the rounds' buddy distance: `buddy` is rank r-distance's
+  int rank = -1;     // this rank's number in the group the rounds were taken in, and that group's size
+  int world = 0;
   bool any() const { return older.step >= 0 || newest.step >= 0; }
   const MirrorRound* round_of(int64_t step) const;  // the round of `step`, or null
 };
@@ -53,18 +55,27 @@ struct MirrorHold {
 // What one rank tells the others at recovery (-1 steps for none), and the choice made from every
 // rank's report, in rank order: the newest step every rank's chunks survive at — rank j's own
 // round of it, or the round of it with the mirror received of a rank k whose buddy is j
-// (k - distance_k = j). -1 when none.
+// (k - distance_k = j). -1 when none. The ranks are those of the group the rounds were taken in
+// (`rank` and `world`; -1 and 0: the reporter's position and the reports' count), which an
+// elastic job's new group may renumber and resize.
 struct MirrorReport {
   int64_t older = -1, newest = -1;
   bool older_mirrored = false, newest_mirrored = false;
   int distance = 1;
+  int rank = -1, world = 0;
   bool holds(int64_t step) const { return step >= 0 && (older == step || newest == step); }
   bool mirrors(int64_t step) const {
     return step >= 0 && ((older == step && older_mirrored) || (newest == step && newest_mirrored));
   }
 };
 MirrorReport report_of(const MirrorHold& hold);
-int64_t choose_mirror_step(const std::vector<MirrorReport>& ranks);
+struct MirrorChoice {
+  int64_t step = -1;        // the round every chunk survives at; -1: none
+  int world = 0;            // the size of the group it was taken in
+  bool same_layout = true;  // the new group is that group, rank for rank (else: mirror_recut.h)
+};
+MirrorChoice choose_mirror_round(const std::vector<MirrorReport>& ranks);
+inline int64_t choose_mirror_step(const std::vector<MirrorReport>& ranks) { return choose_mirror_round(ranks).step; }
 // The buddy distance for ranks on nodes `node_of_rank` (any ids): the smallest d in 1..n-1 with
 // every rank r's buddy r-d on another node than r, so a node's loss never takes a shard's owner and
 // its copy at once; 1 when there is none (every rank on one node, or a node with over half).
@@ -132,6 +143,7 @@ struct MirrorResume {
   const MirrorHold* hold = nullptr;
   int64_t step = -1;
   int distance = 1;
+  int from_world = 0;  // > 0: the round was taken by a group of this size or numbering (restore_recut)
   std::function<void(int64_t bytes)> restored;
 };
 

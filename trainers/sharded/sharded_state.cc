@@ -387,6 +387,21 @@ size_t ShardedState::owned_floats(int rank) const {
   return n;
 }
 
+std::vector<std::pair<size_t, size_t>> ShardedState::owned_ranges_of(int rank, int size) const {
+  std::vector<GradBucket> buckets;
+  for (const OwnedChunk& c : chunks_) {
+    GradBucket b;
+    b.offset = c.bucket_offset;
+    b.count = c.bucket_count;
+    buckets.push_back(b);
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const OwnedChunk& c : plan_owned_chunks(buckets, rank, size))
+    if (c.end > c.begin) out.emplace_back(c.begin, c.end);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 OptimizerState ShardedState::owned_optimizer() const {
   OptimizerState out;
   for (size_t i : owned_in_flat_order()) {

@@ -153,6 +153,9 @@ class ShardedState {
   // float, and this rank's optimizer state of its chunks one after another in flat order (what
   // load_owned_optimizer takes back).
   size_t owned_floats(int rank) const;
+  // The non-empty chunks [begin, end) rank `rank` of a group of `size` would own over the same
+  // buckets, in flat order: the layout of a mirror's record taken at another size (mirror_recut.h).
+  std::vector<std::pair<size_t, size_t>> owned_ranges_of(int rank, int size) const;
   size_t optimizer_vectors() const { return vectors_; }
   OptimizerState owned_optimizer() const;
 

@@ -9,6 +9,7 @@
 #include "trainers/optim/grad_clip.h"
 #include "trainers/optim/param_init.h"
 #include "trainers/sharded/layered_step.h"
+#include "trainers/sharded/mirror_recut.h"
 #include "trainers/setup/trainer_setup.h"
 
 namespace troupe {
@@ -110,7 +111,9 @@ Expected<ReplicaState::Start> ReplicaState::start(const TrainOptions& o, const R
 }
 
 Status ReplicaState::resume_from_mirror(const Replica& replica, int64_t steps_per_epoch, Start* at) {
-  auto back = restore_from_mirror(*replica.comm, *zero_, !layered_, param_data_, replica.mirror, replica.timeout);
+  const bool recut = replica.mirror.from_world > 0;  // rounds of a group of another size or numbering
+  auto back = recut ? restore_recut(*replica.comm, *zero_, !layered_, param_data_, replica.mirror, replica.timeout)
+                    : restore_from_mirror(*replica.comm, *zero_, !layered_, param_data_, replica.mirror, replica.timeout);
   if (!back.ok()) return back.status().with_context(where_);
   checkpoint::TrainingState position;
   position.step = back->step;
@@ -121,7 +124,11 @@ Status ReplicaState::resume_from_mirror(const Replica& replica, int64_t steps_pe
   at->first_epoch = where.epoch;
   at->skip_steps = where.skip_steps;
   const bool own = replica.mirror.hold && replica.mirror.hold->round_of(replica.mirror.step) != nullptr;
-  spdlog::info("going on from the buddy mirrors of step {}: epoch {} after {} of its steps (this replica's shard "
+  if (recut)
+    spdlog::info("going on from the buddy mirrors of step {}, the shards of {} ranks re-cut for {}: epoch {} after {} "
+                 "of its steps ({} bytes moved in all)", at->step, replica.mirror.from_world, replica.comm->size(),
+                 at->first_epoch, at->skip_steps, back->bytes);
+  else spdlog::info("going on from the buddy mirrors of step {}: epoch {} after {} of its steps (this replica's shard "
                "from {}; {} bytes moved in all)", at->step, at->first_epoch, at->skip_steps,
                own ? "its own memory"
                    : "rank " + std::to_string((replica.comm->rank() + replica.mirror.distance) % replica.comm->size()),
