@@ -583,6 +583,15 @@ TEST_CASE("matrix: sharded elastic sync (gradients), the victim holds several wo
                  several_workers()},
                 "kill -9 node");
 }
+TEST_CASE("matrix: sharded elastic sync (parameters), the link cut to a node with several workers",
+          "[matrix][netns][sharded]") {
+  // Live: the survivors' shares of the parameters and optimizer state, and their copies of the cut
+  // ranks', re-cut for the workers that fit.
+  Cell cell{"elastic sync --shard parameters", "several workers cut off", "--nodes 1 --cpus 2",
+            kElastic + " --shard parameters", nullptr};
+  cell.fill_a = {2};  // as the elastic cell: host A keeps room for 2 of the 4 workers, B gets the other 2
+  run_cut_cell(cell, [](const Holding& b) { return b.workers >= 2; });
+}
 TEST_CASE("matrix: sharded sync (gradients), two nodes killed at once", "[matrix][sharded]") {
   run_kill_cell({"sync --shard gradients", "two nodes with workers", "--nodes 4 --cpus 2", kShardGradients,
                  two_nodes()},
