@@ -133,6 +133,13 @@ void Optimizer::save_state_into(size_t begin, size_t end, OptimizerState* out) c
   for (size_t i = 0; i < mine.size(); ++i) out->vectors[i].assign(mine[i]->begin() + begin, mine[i]->begin() + end);
 }
 
+void Optimizer::copy_state(size_t v, size_t begin, size_t end, float* out) const {
+  end = std::min(end, size());
+  begin = std::min(begin, end);
+  const std::vector<float>& mine = *state_vectors()[v];
+  std::copy(mine.begin() + begin, mine.begin() + end, out);
+}
+
 Status Optimizer::load_state(const OptimizerState& state, size_t begin) {
   if (state.name != name()) {
     return invalid_argument("optimizer state of " + state.name + " cannot be restored into " + name());

@@ -134,16 +134,19 @@ Status BuddyMirror::shift_newest(collectives::Communicator& comm) {
 }
 
 void BuddyMirror::write_own(MirrorRound& round, const float* params, int64_t step, int epoch, int64_t epoch_step) {
-  round.own.assign(record_floats_, 0.0f);
+  // Written in place over the round's buffer (allocated once): the header, the owned parameters,
+  // the optimizer vectors straight from the optimizers, zeros after.
+  round.own.resize(record_floats_);
   float* at = round.own.data();
-  const OptimizerState opt = zero_.owned_optimizer();
   put(at, kStep, step);
   put(at, kEpoch, epoch);
   put(at, kEpochStep, epoch_step);
-  put(at, kOptimizerSteps, opt.steps);
+  put(at, kOptimizerSteps, zero_.steps());
   at += kHeaderFloats;
   for (const auto& [begin, end] : zero_.owned_ranges()) at = std::copy(params + begin, params + end, at);
-  for (const std::vector<float>& v : opt.vectors) at = std::copy(v.begin(), v.end(), at);
+  zero_.copy_owned_optimizer(at);
+  at += zero_.optimizer_vectors() * zero_.owned_floats(comm_.rank());
+  std::fill(at, round.own.data() + round.own.size(), 0.0f);
   round.step = step;
   round.mirrored = false;
 }
