@@ -56,18 +56,21 @@ MirrorChoice choose_mirror_round(const std::vector<MirrorReport>& ranks) {
   auto world_of = [&](int k) { return ranks[k].world > 0 ? ranks[k].world : n; };
   auto rank_of = [&](int k) { return ranks[k].rank >= 0 ? ranks[k].rank : k; };
   for (int64_t step : steps) {
-    int world = 0;  // the group that took the round: the first holder's
-    for (int k = 0; k < n && world == 0; ++k)
-      if (ranks[k].holds(step)) world = world_of(k);
-    std::vector<bool> covered(static_cast<size_t>(world), false);
-    bool same = world == n;
-    for (int k = 0; k < n; ++k) {
-      if (world_of(k) != world || rank_of(k) >= world) continue;  // rounds of another group
-      if (ranks[k].holds(step)) covered[rank_of(k)] = true;
-      if (ranks[k].mirrors(step)) covered[((rank_of(k) - ranks[k].distance) % world + world) % world] = true;
-      if (ranks[k].holds(step) && rank_of(k) != k) same = false;
+    // The groups that took a round of this step (a rank may still hold an older generation's).
+    std::set<int> worlds;
+    for (int k = 0; k < n; ++k)
+      if (ranks[k].holds(step)) worlds.insert(world_of(k));
+    for (int world : worlds) {
+      std::vector<bool> covered(static_cast<size_t>(world), false);
+      bool same = world == n;
+      for (int k = 0; k < n; ++k) {
+        if (world_of(k) != world || rank_of(k) >= world) continue;  // rounds of another group
+        if (ranks[k].holds(step)) covered[rank_of(k)] = true;
+        if (ranks[k].mirrors(step)) covered[((rank_of(k) - ranks[k].distance) % world + world) % world] = true;
+        if (ranks[k].holds(step) && rank_of(k) != k) same = false;
+      }
+      if (std::all_of(covered.begin(), covered.end(), [](bool c) { return c; })) return {step, world, same};
     }
-    if (std::all_of(covered.begin(), covered.end(), [](bool c) { return c; })) return {step, world, same};
   }
   return {};
 }

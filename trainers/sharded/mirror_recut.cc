@@ -104,6 +104,7 @@ Expected<MirrorStart> restore_recut(collectives::Communicator& comm, ShardedStat
   const Ranges whole = {{0, all_floats.empty() ? 0 : all_floats.back().second}};
   std::vector<float> record(record_floats);
   MirrorStart out;
+  int64_t optimizer_steps = 0;  // the largest any record tells (a rank owning nothing wrote 0)
   for (int j = 0; j < from; ++j) {
     const int sender = (*senders)[static_cast<size_t>(j)];
     if (comm.rank() == sender) {
@@ -119,6 +120,7 @@ Expected<MirrorStart> restore_recut(collectives::Communicator& comm, ShardedStat
     const Ranges theirs = zero.owned_ranges_of(j, from);
     const size_t their_floats = floats_in(theirs);
     const float* their_params = record.data() + mirror_record::kHeaderFloats;
+    optimizer_steps = std::max(optimizer_steps, mirror_record::get(record.data(), mirror_record::kOptimizerSteps));
     if (whole_params) copy_overlap(their_params, theirs, params, whole);
     else copy_overlap(their_params, theirs, owned_params.data(), owned);
     for (size_t v = 0; v < vectors; ++v)
@@ -129,7 +131,7 @@ Expected<MirrorStart> restore_recut(collectives::Communicator& comm, ShardedStat
   out.step = at.step;
   out.epoch = static_cast<int>(mirror_record::get(record.data(), mirror_record::kEpoch));
   out.epoch_step = mirror_record::get(record.data(), mirror_record::kEpochStep);
-  opt.steps = mirror_record::get(record.data(), mirror_record::kOptimizerSteps);
+  opt.steps = optimizer_steps;
   TROUPE_RETURN_IF_ERROR(zero.load_owned_optimizer(opt).with_context(restoring));
   if (!whole_params) zero.load_owned_params(owned_params.data());
   auto bytes = mirror_record::sum_over_ranks(comm, out.bytes, timeout);
