@@ -61,7 +61,7 @@ Expected<LiveStart> share_held_state(collectives::Communicator& comm, const Held
 
 // The same for a sharded job (trainers/sharded/buddy_mirror.h): every rank tells the rounds of its
 // buddy mirror it holds (`mine` null or empty: none), and all agree on the newest step every rank's
-// chunks survive at (choose_mirror_step). live: that step (state.step; source -1, the chunks come
+// chunks survive at (choose_mirror_round). live: that step (state.step; source -1, the chunks come
 // from their owners or buddies when each replica starts: ReplicaState's restore); receivers = the
 // ranks without their own round of it; from_world set when an elastic job's group was resized or
 // renumbered since the rounds were taken (each rank's new shard then cut from the old ones). Not

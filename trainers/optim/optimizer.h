@@ -58,9 +58,8 @@ class Optimizer {
   OptimizerState save_state(size_t begin, size_t end) const;
   // The same into `out`, reusing its vectors' memory (a copy every step allocates nothing).
   void save_state_into(size_t begin, size_t end, OptimizerState* out) const;
-  // The state vectors (OptimizerState's order), and [begin, end) of vector `v` copied to `out`
-  // (a buddy mirror's record, written in place every round).
-  size_t state_vector_count() const { return state_vectors().size(); }
+  // [begin, end) of state vector `v` (OptimizerState's order) copied to `out` (a buddy mirror's
+  // record, written in place every round).
   void copy_state(size_t v, size_t begin, size_t end, float* out) const;
   // Restores parameters [begin, begin + length)'s state and the step count from `state` (a slice
   // saved by save_state from an optimizer of the same name). invalid_argument when the name, the

@@ -1,7 +1,6 @@
 #include "trainers/sharded/buddy_mirror.h"
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "trainers/sharded/mirror_record.h"
@@ -15,15 +14,9 @@ using mirror_record::kEpochStep;
 using mirror_record::kHeaderFloats;
 using mirror_record::kOptimizerSteps;
 using mirror_record::kStep;
+using mirror_record::collective_options;
 using mirror_record::put;
-
 size_t record_floats(const ShardedState& zero, int rank) { return mirror_record::floats_of(zero, rank); }
-
-collectives::CollectiveOptions options_with(std::chrono::milliseconds timeout) {
-  collectives::CollectiveOptions co;
-  co.timeout = timeout;
-  return co;
-}
 
 }  // namespace
 
@@ -129,7 +122,7 @@ Status BuddyMirror::wait() {
 Status BuddyMirror::shift_newest(collectives::Communicator& comm) {
   MirrorRound& round = hold_.newest;
   TROUPE_RETURN_IF_ERROR(comm.shift(round.own.data(), round.buddy.data(), record_floats_, DType::f32, distance_,
-                                    options_with(timeout_))
+                                    collective_options(timeout_))
                              .with_context("mirroring the sharded state of step " + std::to_string(round.step) +
                                            " to rank +" + std::to_string(distance_)));
   round.mirrored = true;
@@ -147,8 +140,7 @@ void BuddyMirror::write_own(MirrorRound& round, const float* params, int64_t ste
   put(at, kOptimizerSteps, zero_.steps());
   at += kHeaderFloats;
   for (const auto& [begin, end] : zero_.owned_ranges()) at = std::copy(params + begin, params + end, at);
-  zero_.copy_owned_optimizer(at);
-  at += zero_.optimizer_vectors() * zero_.owned_floats(comm_.rank());
+  at = zero_.copy_owned_optimizer(at);
   std::fill(at, round.own.data() + round.own.size(), 0.0f);
   round.step = step;
   round.mirrored = false;
@@ -200,7 +192,7 @@ Expected<MirrorStart> restore_from_mirror(collectives::Communicator& comm, Shard
   if (!sent) none.assign(floats, 0.0f);
   const std::string restoring = "restoring the sharded state of step " + std::to_string(step) + " from memory";
   TROUPE_RETURN_IF_ERROR(comm.shift(sent ? sent->buddy.data() : none.data(), back.data(), floats, DType::f32, -d,
-                                    options_with(timeout))
+                                    collective_options(timeout))
                              .with_context(restoring));
   MirrorStart out;
   const float* record = mine && mine->own.size() == floats ? mine->own.data() : back.data();

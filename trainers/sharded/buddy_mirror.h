@@ -14,7 +14,7 @@
 // that took round s + K has seen every rank finish round s: a mirror keeps the newest round
 // (perhaps partial) and the one before it (then known whole everywhere). At recovery the ranks
 // tell each other the rounds they hold and go on from the newest one every chunk of which
-// survives (choose_mirror_step); none: the checkpoint on disk, or the beginning.
+// survives (choose_mirror_round); none: the checkpoint on disk, or the beginning.
 //
 // Memory: per round 2 x (1 + vectors) x the owned floats (own + buddy), two rounds kept. Adam,
 // N ranks: 24/N bytes a parameter per round, 48/N with the round before.

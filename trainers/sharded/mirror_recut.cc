@@ -11,15 +11,10 @@ namespace troupe {
 namespace {
 
 using Ranges = std::vector<std::pair<size_t, size_t>>;
-
-collectives::CollectiveOptions options_with(std::chrono::milliseconds timeout) {
-  collectives::CollectiveOptions co;
-  co.timeout = timeout;
-  return co;
-}
+using mirror_record::collective_options;
 
 // What this rank can send of round `step`: the old rank whose own record it holds, and the one
-// whose copy it received (-1: none), as int64 bits in two floats each.
+// whose copy it received (-1: none).
 struct Offer {
   int64_t own = -1, buddy = -1;
 };
@@ -38,17 +33,11 @@ Offer offer_of(const MirrorResume& at, size_t record_floats) {
 // For each old rank, the lowest new rank holding its own record, else the lowest holding its copy.
 Expected<std::vector<int>> choose_senders(collectives::Communicator& comm, const Offer& mine, int from_world,
                                           std::chrono::milliseconds timeout) {
-  float sent[4];
-  std::memcpy(sent, &mine.own, sizeof mine.own);
-  std::memcpy(sent + 2, &mine.buddy, sizeof mine.buddy);
-  std::vector<float> all(4 * static_cast<size_t>(comm.size()));
-  TROUPE_RETURN_IF_ERROR(
-      comm.allgather(sent, all.data(), 4, DType::f32, options_with(timeout)).with_context("telling the records held"));
+  auto all = mirror_record::gather_int64s(comm, {mine.own, mine.buddy}, timeout);
+  if (!all.ok()) return all.status().with_context("telling the records held");
   std::vector<int> owner(static_cast<size_t>(from_world), -1), buddy(static_cast<size_t>(from_world), -1);
   for (int r = comm.size() - 1; r >= 0; --r) {
-    Offer o;
-    std::memcpy(&o.own, &all[4 * static_cast<size_t>(r)], sizeof o.own);
-    std::memcpy(&o.buddy, &all[4 * static_cast<size_t>(r) + 2], sizeof o.buddy);
+    const Offer o{(*all)[2 * static_cast<size_t>(r)], (*all)[2 * static_cast<size_t>(r) + 1]};
     if (o.own >= 0 && o.own < from_world) owner[static_cast<size_t>(o.own)] = r;
     if (o.buddy >= 0 && o.buddy < from_world) buddy[static_cast<size_t>(o.buddy)] = r;
   }
@@ -111,7 +100,7 @@ Expected<MirrorStart> restore_recut(collectives::Communicator& comm, ShardedStat
       const MirrorRound* round = at.hold->round_of(at.step);
       record = mine.own == j ? round->own : round->buddy;
     }
-    TROUPE_RETURN_IF_ERROR(comm.broadcast(record.data(), record_floats, DType::f32, sender, options_with(timeout))
+    TROUPE_RETURN_IF_ERROR(comm.broadcast(record.data(), record_floats, DType::f32, sender, collective_options(timeout))
                                .with_context(restoring + ": old rank " + std::to_string(j) + "'s record from rank " +
                                              std::to_string(sender)));
     if (mirror_record::get(record.data(), mirror_record::kStep) != at.step)

@@ -418,18 +418,15 @@ OptimizerState ShardedState::owned_optimizer() const {
   return out;
 }
 
-void ShardedState::copy_owned_optimizer(float* out) const {
+float* ShardedState::copy_owned_optimizer(float* out) const {
   const std::vector<size_t> order = owned_in_flat_order();
-  size_t owned = 0;
-  for (size_t i : order) owned += chunks_[i].end - chunks_[i].begin;
-  for (size_t v = 0; v < vectors_; ++v) {
-    float* at = out + v * owned;
+  for (size_t v = 0; v < vectors_; ++v)
     for (size_t i : order) {
       const size_t n = chunks_[i].end - chunks_[i].begin;
-      if (optimizers_[i]) optimizers_[i]->copy_state(v, 0, n, at);
-      at += n;
+      if (optimizers_[i]) optimizers_[i]->copy_state(v, 0, n, out);
+      out += n;
     }
-  }
+  return out;
 }
 
 int64_t ShardedState::steps() const {

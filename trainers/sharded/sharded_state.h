@@ -158,8 +158,9 @@ class ShardedState {
   std::vector<std::pair<size_t, size_t>> owned_ranges_of(int rank, int size) const;
   size_t optimizer_vectors() const { return vectors_; }
   OptimizerState owned_optimizer() const;
-  // The same vectors written in place: vector v's owned floats at out + v * owned_floats(rank).
-  void copy_owned_optimizer(float* out) const;
+  // The same vectors written in place: vector v's owned floats at out + v * owned_floats(rank);
+  // returns the float after the last.
+  float* copy_owned_optimizer(float* out) const;
 
   std::string describe() const;  // "adamw(...) on 1/4 of the state (optimizer)"
   int64_t steps() const;
